@@ -1,0 +1,169 @@
+package fsm
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// CommandType is the first byte of every log entry. Values are assigned by
+// hand and never reused or renumbered: a log written by an older gntd must
+// mean the same thing to a newer one.
+type CommandType uint8
+
+// Command types.
+const (
+	CmdClusterInit     CommandType = 1 // ClusterInit
+	CmdJobSubmit       CommandType = 2 // JobSubmit
+	CmdBatch           CommandType = 3 // a list of other commands, applied one by one
+	CmdLeaderEstablish CommandType = 4 // LeaderEstablish
+	CmdJobUpdate       CommandType = 5 // JobUpdate
+	CmdNodeRegister    CommandType = 6 // NodeRegister
+)
+
+var commandNames = map[CommandType]string{
+	CmdClusterInit:     "cluster-init",
+	CmdJobSubmit:       "job-submit",
+	CmdBatch:           "batch",
+	CmdLeaderEstablish: "leader-establish",
+	CmdJobUpdate:       "job-update",
+	CmdNodeRegister:    "node-register",
+}
+
+func (t CommandType) String() string {
+	if n, ok := commandNames[t]; ok {
+		return n
+	}
+	return fmt.Sprintf("command-%d", uint8(t))
+}
+
+// Command is a typed command body ready to be encoded into a log entry.
+type Command interface {
+	CommandType() CommandType
+}
+
+// NodeSpec describes a node's gntd as it presents itself.
+type NodeSpec struct {
+	Name        string    `json:"name"`
+	UUID        string    `json:"uuid,omitempty"`
+	PrimaryIP   string    `json:"primary_ip"`
+	SecondaryIP string    `json:"secondary_ip,omitempty"`
+	Addrs       Addrs     `json:"addrs"`
+	Resources   Resources `json:"resources"`
+	Version     string    `json:"version,omitempty"`
+}
+
+// ClusterInit creates the cluster with its first node, which becomes the
+// master candidate and master. Applied once, on a fresh state.
+type ClusterInit struct {
+	Now               int64          `json:"now"`
+	Name              string         `json:"cluster_name"`
+	UUID              string         `json:"cluster_uuid"`
+	GroupUUID         string         `json:"group_uuid"`
+	Node              NodeSpec       `json:"node"`
+	CandidatePoolSize int            `json:"candidate_pool_size,omitempty"`
+	MaxVoters         int            `json:"max_raft_voters,omitempty"`
+	NDParams          map[string]any `json:"ndparams,omitempty"`
+}
+
+// JobSubmit queues a job. When every opcode only changes the configuration,
+// Apply runs them at once as one transaction (the fast path): the job is
+// recorded as success, or the whole submission fails and nothing changes.
+type JobSubmit struct {
+	Now int64             `json:"now"`
+	Ops []json.RawMessage `json:"ops"`
+	// UUIDs holds one proposer-drawn UUID per opcode (used by opcodes that
+	// create an object).
+	UUIDs []string `json:"uuids"`
+}
+
+// LeaderEstablish is written by a new leader after its Barrier: it records
+// the master node and starts a new executor epoch, which fences every job
+// update a previous leader might still send.
+type LeaderEstablish struct {
+	Now  int64  `json:"now"`
+	Node string `json:"node"` // node name of the new leader's gntd
+}
+
+// Job update actions.
+const (
+	ActionStart  = "start"  // mark opcode running
+	ActionFinish = "finish" // record an opcode's final status and result
+	ActionApply  = "apply"  // apply a configuration opcode of an executor job
+)
+
+// JobUpdate records progress of the leader's executor on one opcode.
+type JobUpdate struct {
+	Now     int64           `json:"now"`
+	Epoch   uint64          `json:"epoch"`
+	JobID   int64           `json:"job_id"`
+	OpIndex int             `json:"op_index"`
+	Action  string          `json:"action"`
+	Status  string          `json:"status,omitempty"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Log     []string        `json:"log,omitempty"`
+}
+
+// NodeRegister records what a node's gntd reports about itself (addresses,
+// resources, version). The node must already be in the configuration.
+type NodeRegister struct {
+	Now  int64    `json:"now"`
+	Node NodeSpec `json:"node"`
+}
+
+// Batch is several commands in one log entry; each is applied on its own
+// and gets its own response.
+type Batch struct {
+	Entries []BatchEntry `json:"entries"`
+}
+
+// BatchEntry is one command inside a Batch.
+type BatchEntry struct {
+	Type CommandType     `json:"t"`
+	Body json.RawMessage `json:"b"`
+}
+
+// CommandType implementations.
+func (ClusterInit) CommandType() CommandType     { return CmdClusterInit }
+func (JobSubmit) CommandType() CommandType       { return CmdJobSubmit }
+func (LeaderEstablish) CommandType() CommandType { return CmdLeaderEstablish }
+func (JobUpdate) CommandType() CommandType       { return CmdJobUpdate }
+func (NodeRegister) CommandType() CommandType    { return CmdNodeRegister }
+func (Batch) CommandType() CommandType           { return CmdBatch }
+
+// Encode turns a command into a log entry: one type byte, then JSON.
+func Encode(c Command) ([]byte, error) {
+	body, err := json.Marshal(c)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, len(body)+1)
+	out = append(out, byte(c.CommandType()))
+	return append(out, body...), nil
+}
+
+// EncodeBatch packs already encoded entries into one Batch log entry.
+func EncodeBatch(entries [][]byte) ([]byte, error) {
+	b := Batch{Entries: make([]BatchEntry, 0, len(entries))}
+	for _, e := range entries {
+		if len(e) == 0 {
+			return nil, fmt.Errorf("empty entry in batch")
+		}
+		b.Entries = append(b.Entries, BatchEntry{Type: CommandType(e[0]), Body: e[1:]})
+	}
+	return Encode(b)
+}
+
+// Response is the result of applying one command.
+type Response struct {
+	// JobID is the id of the job a JobSubmit created.
+	JobID int64 `json:"job_id,omitempty"`
+	// Epoch is the executor epoch a LeaderEstablish started.
+	Epoch uint64 `json:"epoch,omitempty"`
+	// Job is the job as recorded after the command (JobSubmit, JobUpdate).
+	Job *Job `json:"job,omitempty"`
+	// Err is set when the command was refused; nothing changed then.
+	Err *Error `json:"error,omitempty"`
+}
+
+// BatchResponse is what Apply returns for a Batch: one Response per entry.
+type BatchResponse []Response

@@ -1,0 +1,11 @@
+// Package fsm owns gnt's replicated state: the cluster configuration (cluster,
+// node groups, nodes, instances, tags) and the job queue, the numbered command
+// types that change it, a deterministic Apply, versioned snapshots and the read
+// views every other package uses.
+//
+// Nothing here does I/O, reads a clock or draws random numbers: the proposer
+// stamps time and UUIDs into each command before it is replicated, so every
+// candidate that applies the same log reaches the same state. Apply validates
+// every command again and, when it fails, returns a typed *Error and changes
+// nothing.
+package fsm

@@ -1,0 +1,344 @@
+package fsm
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/datadriven"
+)
+
+// harness drives an FSM from datadriven scripts with a fake clock and
+// deterministic UUIDs.
+type harness struct {
+	f     *FSM
+	index uint64
+	now   int64
+	uuids int
+}
+
+func newHarness() *harness { return &harness{f: New(), now: 1_700_000_000_000_000_000} }
+
+func (h *harness) uuid() string {
+	h.uuids++
+	return fmt.Sprintf("00000000-0000-0000-0000-%012d", h.uuids)
+}
+
+func (h *harness) apply(c Command) any {
+	data, err := Encode(c)
+	if err != nil {
+		panic(err)
+	}
+	h.index++
+	h.now += 1_000_000_000
+	return h.f.Apply(h.index, data)
+}
+
+func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
+	arg := func(key, def string) string {
+		for _, a := range d.CmdArgs {
+			if a.Key == key && len(a.Vals) > 0 {
+				return a.Vals[0]
+			}
+		}
+		return def
+	}
+	atoi := func(key string, def int) int {
+		v, err := strconv.Atoi(arg(key, strconv.Itoa(def)))
+		if err != nil {
+			t.Fatalf("%s: %s is not a number", d.Pos, key)
+		}
+		return v
+	}
+	switch d.Cmd {
+	case "init":
+		r := h.apply(ClusterInit{Now: h.now, Name: arg("name", "cluster"), UUID: h.uuid(), GroupUUID: h.uuid(),
+			Node: NodeSpec{Name: arg("node", "node1"), UUID: h.uuid(), PrimaryIP: arg("ip", "192.0.2.1")},
+			CandidatePoolSize: atoi("pool", 0), MaxVoters: atoi("voters", 0)})
+		return h.respString(r.(Response))
+	case "submit":
+		var ops []json.RawMessage
+		var uuids []string
+		for _, line := range strings.Split(strings.TrimSpace(d.Input), "\n") {
+			if line = strings.TrimSpace(line); line != "" {
+				ops = append(ops, json.RawMessage(line))
+				uuids = append(uuids, h.uuid())
+			}
+		}
+		before := h.f.Hash()
+		r := h.apply(JobSubmit{Now: h.now, Ops: ops, UUIDs: uuids}).(Response)
+		if r.Err != nil && h.f.Hash() != before {
+			t.Fatalf("%s: failed submission changed the state", d.Pos)
+		}
+		return h.respString(r)
+	case "leader":
+		r := h.apply(LeaderEstablish{Now: h.now, Node: arg("node", "node1")}).(Response)
+		if r.Err != nil {
+			return h.respString(r)
+		}
+		return fmt.Sprintf("epoch %d", r.Epoch)
+	case "register":
+		r := h.apply(NodeRegister{Now: h.now, Node: NodeSpec{Name: arg("node", ""), PrimaryIP: arg("ip", ""),
+			Addrs: Addrs{API: arg("api", ""), Raft: arg("raft", "")}}}).(Response)
+		return h.respString(r)
+	case "update":
+		before := h.f.Hash()
+		r := h.apply(JobUpdate{Now: h.now, Epoch: uint64(atoi("epoch", 0)), JobID: int64(atoi("job", 0)),
+			OpIndex: atoi("op", 0), Action: arg("action", ""), Status: arg("status", ""),
+			Result: json.RawMessage(arg("result", "null"))}).(Response)
+		if r.Err != nil && h.f.Hash() != before {
+			t.Fatalf("%s: refused update changed the state", d.Pos)
+		}
+		return h.respString(r)
+	case "raw":
+		h.index++
+		r := h.f.Apply(h.index, []byte(strings.TrimSpace(d.Input)))
+		switch v := r.(type) {
+		case Response:
+			return h.respString(v)
+		case *Error:
+			return fmt.Sprintf("fatal %s: %s", v.Code, v.Msg)
+		}
+		return fmt.Sprintf("%#v", r)
+	case "nodes":
+		return h.nodes()
+	case "cluster":
+		var b strings.Builder
+		h.f.Read(func(s *State, idx uint64) {
+			c := s.Cluster
+			fmt.Fprintf(&b, "name=%s serial=%d pool=%d voters=%d master=%s tags=%v index=%d\n",
+				c.Name, c.SerialNo, c.CandidatePoolSize, c.MaxVoters, s.NodeName(c.MasterNode), c.Tags, idx)
+		})
+		return b.String()
+	case "groups":
+		var b strings.Builder
+		h.f.Read(func(s *State, _ uint64) {
+			for _, g := range s.SortedGroups() {
+				fmt.Fprintf(&b, "%s policy=%s nd=%v tags=%v serial=%d\n", g.Name, g.AllocPolicy, g.NDParams, g.Tags, g.SerialNo)
+			}
+		})
+		return b.String()
+	case "job":
+		var b strings.Builder
+		h.f.Read(func(s *State, _ uint64) {
+			j := s.Jobs[int64(atoi("id", 0))]
+			if j == nil {
+				b.WriteString("no such job\n")
+				return
+			}
+			fmt.Fprintf(&b, "job %d %s executor=%v summary=%v\n", j.ID, j.Status, j.Executor, j.Summary)
+			for i, op := range j.Ops {
+				fmt.Fprintf(&b, "  op %d %s result=%s\n", i, op.Status, op.Result)
+				for _, l := range op.Log {
+					fmt.Fprintf(&b, "    log %d %s\n", l.Serial, l.Msg)
+				}
+			}
+		})
+		return b.String()
+	case "snapshot":
+		data, err := h.f.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := New()
+		if err := g.Restore(bytes.NewReader(data)); err != nil {
+			t.Fatalf("%s: restore: %v", d.Pos, err)
+		}
+		if g.Hash() != h.f.Hash() || g.Index() != h.f.Index() {
+			t.Fatalf("%s: restored state differs", d.Pos)
+		}
+		return fmt.Sprintf("restored %d bytes at index %d, same hash", len(data), g.Index())
+	}
+	t.Fatalf("%s: unknown command %q", d.Pos, d.Cmd)
+	return ""
+}
+
+func (h *harness) respString(r Response) string {
+	if r.Err != nil {
+		if r.Err.Field != "" {
+			return fmt.Sprintf("error %s [%s]: %s", r.Err.Code, r.Err.Field, r.Err.Msg)
+		}
+		return fmt.Sprintf("error %s: %s", r.Err.Code, r.Err.Msg)
+	}
+	if r.Job != nil {
+		s := fmt.Sprintf("job %d %s", r.Job.ID, r.Job.Status)
+		for _, op := range r.Job.Ops {
+			for _, l := range op.Log {
+				s += "\n  log: " + l.Msg
+			}
+			if op.Status == StatusSuccess && string(op.Result) != "null" {
+				s += "\n  result: " + string(op.Result)
+			}
+		}
+		return s
+	}
+	return "ok"
+}
+
+func (h *harness) nodes() string {
+	var b strings.Builder
+	h.f.Read(func(s *State, _ uint64) {
+		for _, n := range s.SortedNodes() {
+			flags := []string{}
+			for name, v := range map[string]bool{"mcap": n.MasterCapable, "vmcap": n.VMCapable, "powered": n.Powered} {
+				if !v {
+					flags = append(flags, "!"+name)
+				}
+			}
+			fmt.Fprintf(&b, "%s %s pip=%s sip=%s group=%s serial=%d tags=%v %s\n", n.Name, RoleLetter[s.Role(n)],
+				n.PrimaryIP, n.SecondaryIP, s.Groups[n.Group].Name, n.SerialNo, n.Tags, strings.Join(sortedStrings(flags), ","))
+		}
+	})
+	return b.String()
+}
+
+func sortedStrings(s []string) []string {
+	m := map[string]bool{}
+	for _, x := range s {
+		m[x] = true
+	}
+	return sortedKeys(m)
+}
+
+func TestScenarios(t *testing.T) {
+	datadriven.Walk(t, "testdata/scenarios", func(t *testing.T, path string) {
+		h := newHarness()
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string { return h.run(t, d) })
+	})
+}
+
+// TestSnapshotV1 restores a snapshot written in format version 1 (kept in
+// testdata) and checks it upgrades to the current model.
+func TestSnapshotV1(t *testing.T) {
+	data, err := os.ReadFile("testdata/snapshot-v1.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := New()
+	if err := f.Restore(bytes.NewReader(data)); err != nil {
+		t.Fatalf("restore v1: %v", err)
+	}
+	if f.Index() != 42 {
+		t.Errorf("index = %d, want 42", f.Index())
+	}
+	f.Read(func(s *State, _ uint64) {
+		if s.Cluster.Name != "old.example.com" || s.Cluster.MaxVoters != DefaultMaxVoters {
+			t.Errorf("cluster = %+v", s.Cluster)
+		}
+		n := s.LookupNode("node2.example.com")
+		if n == nil || !n.Powered || !n.Drained || s.Role(n) != RoleDrained {
+			t.Errorf("node2 = %+v", n)
+		}
+		if m := s.Master(); m == nil || m.Name != "node1.example.com" {
+			t.Errorf("master = %v", m)
+		}
+		if s.NodeByIP("192.0.2.2") != n {
+			t.Errorf("ip index not rebuilt")
+		}
+		if j := s.Jobs[7]; j == nil || j.Status != StatusSuccess || s.NextJobID != 8 {
+			t.Errorf("jobs not restored: %+v next=%d", j, s.NextJobID)
+		}
+	})
+	// The upgraded state snapshots in the current format and restores.
+	cur, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := New()
+	if err := g.Restore(bytes.NewReader(cur)); err != nil || g.Hash() != f.Hash() {
+		t.Fatalf("re-restore: %v", err)
+	}
+}
+
+// TestRestoreBad feeds broken snapshots; each must fail and leave the
+// state as it was.
+func TestRestoreBad(t *testing.T) {
+	h := newHarness()
+	h.apply(ClusterInit{Now: h.now, Name: "c", UUID: h.uuid(), GroupUUID: h.uuid(), Node: NodeSpec{Name: "n1", UUID: h.uuid(), PrimaryIP: "192.0.2.1"}})
+	good, _ := h.f.Snapshot()
+	lines := strings.SplitAfter(string(good), "\n")
+	cases := map[string]string{
+		"empty":           "",
+		"not json":        "hello",
+		"garbage header":  "{\"format\":1}\n",
+		"future version":  `{"format":"gnt-fsm","version":99,"index":1}` + "\n",
+		"truncated":       strings.Join(lines[:len(lines)-2], ""),
+		"unknown record":  lines[0] + `{"t":"bogus","v":{}}` + "\n",
+		"bad record":      lines[0] + `{"t":"node","v":{"name":5}}` + "\n",
+		"unknown field":   lines[0] + `{"t":"cluster","v":{"nme":"x"}}` + "\n",
+		"v1 bad version":  `{"version":3,"state":{}}`,
+		"node bad group":  lines[0] + `{"t":"node","v":{"name":"a","uuid":"u","group":"nope"}}` + "\n" + `{"t":"queue","v":{"next_job_id":1}}` + "\n",
+		"job id too high": lines[0] + `{"t":"job","v":{"id":5}}` + "\n" + `{"t":"queue","v":{"next_job_id":2}}` + "\n",
+	}
+	before := h.f.Hash()
+	for name, snap := range cases {
+		if err := h.f.Restore(strings.NewReader(snap)); err == nil {
+			t.Errorf("%s: restore succeeded", name)
+		}
+		if h.f.Hash() != before {
+			t.Fatalf("%s: failed restore changed the state", name)
+		}
+	}
+}
+
+// FuzzRestore: no snapshot input may panic; a successful restore must
+// re-encode and restore to the same state.
+func FuzzRestore(f *testing.F) {
+	h := newHarness()
+	h.apply(ClusterInit{Now: h.now, Name: "c", UUID: h.uuid(), GroupUUID: h.uuid(), Node: NodeSpec{Name: "n1", UUID: h.uuid(), PrimaryIP: "192.0.2.1"}})
+	good, _ := h.f.Snapshot()
+	f.Add(good)
+	if v1, err := os.ReadFile("testdata/snapshot-v1.json"); err == nil {
+		f.Add(v1)
+	}
+	f.Add([]byte("{}"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		g := New()
+		if err := g.Restore(bytes.NewReader(data)); err != nil {
+			return
+		}
+		again, err := g.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := New()
+		if err := k.Restore(bytes.NewReader(again)); err != nil {
+			t.Fatalf("re-restore of an accepted snapshot failed: %v", err)
+		}
+	})
+}
+
+// FuzzParseOpcode: no opcode body may panic, and an accepted opcode
+// re-encodes to one that is accepted again.
+func FuzzParseOpcode(f *testing.F) {
+	for _, s := range []string{
+		`{"OP_ID":"OP_NODE_ADD","node_name":"n2","primary_ip":"192.0.2.2"}`,
+		`{"OP_ID":"OP_NODE_SET_PARAMS","node_name":"n2","drained":true}`,
+		`{"OP_ID":"OP_TAGS_SET","kind":"cluster","tags":["a"]}`,
+		`{"OP_ID":"OP_TEST_DELAY","duration":0.5}`,
+		`{"OP_ID":"OP_GROUP_ADD","group_name":"g","ndparams":{"oob_program":"/bin/x"}}`,
+		`{"OP_ID":"OP_CLUSTER_SET_PARAMS","candidate_pool_size":3,"reason":[["a","b",1]]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		op, err := ParseOpcode(data)
+		if err != nil {
+			if AsError(err).Code == "" {
+				t.Fatalf("error without code: %v", err)
+			}
+			return
+		}
+		again, err := json.Marshal(op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ParseOpcode(again); err != nil {
+			t.Fatalf("re-encoded opcode refused: %v\n%s", err, again)
+		}
+	})
+}

@@ -1,0 +1,162 @@
+package fsm
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Job and opcode statuses, Ganeti's strings in Ganeti's order.
+const (
+	StatusQueued    = "queued"
+	StatusWaiting   = "waiting"
+	StatusCanceling = "canceling"
+	StatusRunning   = "running"
+	StatusCanceled  = "canceled"
+	StatusSuccess   = "success"
+	StatusError     = "error"
+)
+
+// Priorities (Ganeti's OP_PRIO_*): lower is more urgent.
+const (
+	PrioHighest = -20
+	PrioHigh    = -10
+	PrioNormal  = 0
+	PrioLow     = 10
+	PrioLowest  = 19
+)
+
+// Finalized reports whether a job or opcode status is final.
+func Finalized(status string) bool {
+	return status == StatusCanceled || status == StatusSuccess || status == StatusError
+}
+
+// Timestamp is Ganeti's [seconds, microseconds] pair.
+type Timestamp [2]int64
+
+// TimestampFromNanos converts unix nanoseconds.
+func TimestampFromNanos(ns int64) *Timestamp {
+	return &Timestamp{ns / 1e9, (ns % 1e9) / 1e3}
+}
+
+// LogEntry is one opcode log line: Ganeti's [serial, timestamp, type, message].
+type LogEntry struct {
+	Serial int64
+	Time   Timestamp
+	Type   string
+	Msg    string
+}
+
+// Log entry types.
+const (
+	LogMessage = "message"
+)
+
+// MarshalJSON writes the Ganeti array form.
+func (l LogEntry) MarshalJSON() ([]byte, error) {
+	return json.Marshal([]any{l.Serial, l.Time, l.Type, l.Msg})
+}
+
+// UnmarshalJSON reads the Ganeti array form.
+func (l *LogEntry) UnmarshalJSON(b []byte) error {
+	var raw []json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	if len(raw) != 4 {
+		return fmt.Errorf("log entry has %d fields, want 4", len(raw))
+	}
+	if err := json.Unmarshal(raw[0], &l.Serial); err != nil {
+		return err
+	}
+	if err := json.Unmarshal(raw[1], &l.Time); err != nil {
+		return err
+	}
+	if err := json.Unmarshal(raw[2], &l.Type); err != nil {
+		return err
+	}
+	return json.Unmarshal(raw[3], &l.Msg)
+}
+
+// OpState is one opcode of a job with its execution record.
+type OpState struct {
+	Input    json.RawMessage `json:"input"`
+	Status   string          `json:"status"`
+	Result   json.RawMessage `json:"result"`
+	Log      []LogEntry      `json:"log"`
+	Priority int             `json:"priority"`
+	StartTS  *Timestamp      `json:"start_timestamp"`
+	ExecTS   *Timestamp      `json:"exec_timestamp"`
+	EndTS    *Timestamp      `json:"end_timestamp"`
+	// UUID is drawn by the proposer for opcodes that create an object, so
+	// that applying the opcode later stays deterministic.
+	UUID string `json:"gnt_uuid,omitempty"`
+}
+
+// Job is a submitted list of opcodes.
+type Job struct {
+	ID         int64      `json:"id"`
+	Ops        []*OpState `json:"ops"`
+	Status     string     `json:"status"`
+	ReceivedTS *Timestamp `json:"received_timestamp"`
+	StartTS    *Timestamp `json:"start_timestamp"`
+	EndTS      *Timestamp `json:"end_timestamp"`
+	// Summary is Ganeti's per-opcode summary, e.g. "NODE_ADD(node4)".
+	Summary []string `json:"summary"`
+	// Executor is true when the job needs the leader's executor; false when
+	// every opcode only changes the configuration and was applied at submit.
+	Executor bool `json:"executor"`
+	// LogSerial is the last log serial used in this job.
+	LogSerial int64 `json:"log_serial"`
+}
+
+// Priority is Ganeti's job priority: the minimum over unfinished opcodes.
+func (j *Job) Priority() int {
+	p := PrioLowest + 1
+	for _, op := range j.Ops {
+		if !Finalized(op.Status) && op.Priority < p {
+			p = op.Priority
+		}
+	}
+	if p > PrioLowest {
+		if len(j.Ops) > 0 {
+			return j.Ops[len(j.Ops)-1].Priority
+		}
+		return PrioNormal
+	}
+	return p
+}
+
+// computeStatus derives the job status from its opcodes as Ganeti does.
+func (j *Job) computeStatus() string {
+	status := StatusQueued
+	all := true
+	for _, op := range j.Ops {
+		if op.Status == StatusSuccess {
+			continue
+		}
+		all = false
+		switch op.Status {
+		case StatusError, StatusCanceling, StatusCanceled:
+			return op.Status
+		case StatusQueued:
+		default:
+			status = op.Status
+		}
+	}
+	if all && len(j.Ops) > 0 {
+		return StatusSuccess
+	}
+	return status
+}
+
+func (j *Job) clone() *Job {
+	x := *j
+	x.Ops = make([]*OpState, len(j.Ops))
+	for i, op := range j.Ops {
+		o := *op
+		o.Log = append([]LogEntry(nil), op.Log...)
+		x.Ops[i] = &o
+	}
+	x.Summary = cloneStrings(j.Summary)
+	return &x
+}

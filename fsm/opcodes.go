@@ -1,0 +1,670 @@
+package fsm
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// Opcode is one operation of a job, with Ganeti's OP_ID and field names.
+type Opcode interface {
+	Common() *OpCommon
+	// Validate checks the opcode on its own, without the configuration.
+	Validate() *Error
+	// Summary is Ganeti's job summary form, e.g. "NODE_ADD(node4)".
+	Summary() string
+}
+
+// configOp is an opcode that only changes the configuration, so Apply can
+// run it deterministically inside the state machine.
+type configOp interface {
+	Opcode
+	apply(tx *txn, uuid string) (any, *Error)
+}
+
+// ReasonEntry is one element of Ganeti's reason trail: [source, text, timestamp_ns].
+type ReasonEntry struct {
+	Source string
+	Text   string
+	TimeNS int64
+}
+
+// MarshalJSON writes the Ganeti triple.
+func (r ReasonEntry) MarshalJSON() ([]byte, error) {
+	return json.Marshal([]any{r.Source, r.Text, r.TimeNS})
+}
+
+// UnmarshalJSON reads the Ganeti triple.
+func (r *ReasonEntry) UnmarshalJSON(b []byte) error {
+	var raw []json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return fmt.Errorf("reason entry must be [source, text, timestamp_ns]")
+	}
+	if len(raw) != 3 {
+		return fmt.Errorf("reason entry has %d elements, want 3 ([source, text, timestamp_ns])", len(raw))
+	}
+	if err := json.Unmarshal(raw[0], &r.Source); err != nil {
+		return fmt.Errorf("reason source must be a string")
+	}
+	if err := json.Unmarshal(raw[1], &r.Text); err != nil {
+		return fmt.Errorf("reason text must be a string")
+	}
+	var ts float64
+	if err := json.Unmarshal(raw[2], &ts); err != nil {
+		return fmt.Errorf("reason timestamp must be a number")
+	}
+	r.TimeNS = int64(ts)
+	return nil
+}
+
+// OpCommon holds the fields every Ganeti opcode accepts.
+type OpCommon struct {
+	OpID       string          `json:"OP_ID"`
+	Comment    *string         `json:"comment,omitempty"`
+	Priority   *int            `json:"priority,omitempty"`
+	Depends    json.RawMessage `json:"depends,omitempty"`
+	Reason     []ReasonEntry   `json:"reason,omitempty"`
+	DebugLevel *int            `json:"debug_level,omitempty"`
+	DryRun     *bool           `json:"dry_run,omitempty"`
+}
+
+// Common returns the shared fields.
+func (c *OpCommon) Common() *OpCommon { return c }
+
+func (c *OpCommon) validateCommon() *Error {
+	if c.Priority != nil && (*c.Priority < PrioHighest || *c.Priority > PrioLowest) {
+		return errf(CodeInval, "priority", "priority %d is out of range %d..%d", *c.Priority, PrioHighest, PrioLowest)
+	}
+	if len(c.Depends) > 0 && string(c.Depends) != "null" && string(c.Depends) != "[]" {
+		return errf(CodeInval, "depends", "job dependencies are not supported yet")
+	}
+	for _, r := range c.Reason {
+		if r.Source == "" {
+			return errf(CodeInval, "reason", "reason entry has an empty source")
+		}
+	}
+	return nil
+}
+
+// PriorityOr returns the opcode priority or the default.
+func (c *OpCommon) PriorityOr(def int) int {
+	if c.Priority == nil {
+		return def
+	}
+	return *c.Priority
+}
+
+var opcodeTypes = map[string]func() Opcode{
+	"OP_CLUSTER_SET_PARAMS": func() Opcode { return &OpClusterSetParams{} },
+	"OP_GROUP_ADD":          func() Opcode { return &OpGroupAdd{} },
+	"OP_GROUP_SET_PARAMS":   func() Opcode { return &OpGroupSetParams{} },
+	"OP_GROUP_REMOVE":       func() Opcode { return &OpGroupRemove{} },
+	"OP_NODE_ADD":           func() Opcode { return &OpNodeAdd{} },
+	"OP_NODE_SET_PARAMS":    func() Opcode { return &OpNodeSetParams{} },
+	"OP_NODE_REMOVE":        func() Opcode { return &OpNodeRemove{} },
+	"OP_TAGS_SET":           func() Opcode { return &OpTagsSet{} },
+	"OP_TAGS_DEL":           func() Opcode { return &OpTagsDel{} },
+	"OP_TEST_DELAY":         func() Opcode { return &OpTestDelay{} },
+}
+
+// OpcodeIDs lists the opcodes this build knows.
+func OpcodeIDs() []string {
+	ids := make([]string, 0, len(opcodeTypes))
+	for id := range opcodeTypes {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// ParseOpcode decodes and validates one opcode. Unknown OP_IDs, unknown
+// fields and wrong types are refused with an error naming the field.
+func ParseOpcode(raw []byte) (Opcode, error) {
+	var head struct {
+		OpID *string `json:"OP_ID"`
+	}
+	if err := json.Unmarshal(raw, &head); err != nil {
+		return nil, jsonError(err)
+	}
+	if head.OpID == nil || *head.OpID == "" {
+		return nil, errf(CodeInval, "OP_ID", "opcode has no OP_ID")
+	}
+	mk, ok := opcodeTypes[*head.OpID]
+	if !ok {
+		return nil, errf(CodeInval, "OP_ID", "unknown opcode %q", *head.OpID)
+	}
+	op := mk()
+	if err := DecodeStrict(raw, op); err != nil {
+		return nil, err
+	}
+	if e := op.Common().validateCommon(); e != nil {
+		return nil, e
+	}
+	if e := op.Validate(); e != nil {
+		return nil, e
+	}
+	return op, nil
+}
+
+// IsConfigOnly reports whether an opcode only changes the configuration.
+func IsConfigOnly(op Opcode) bool {
+	_, ok := op.(configOp)
+	return ok
+}
+
+// DecodeStrict decodes JSON into v, refusing unknown fields and trailing
+// data, and turns decoder errors into an *Error that names the field.
+func DecodeStrict(raw []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonError(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errf(CodeInval, "", "unexpected data after the JSON value")
+	}
+	return nil
+}
+
+func jsonError(err error) *Error {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te):
+		field := te.Field
+		if field == "" {
+			return errf(CodeInval, "", "expected a JSON %s, got %s", te.Type, te.Value)
+		}
+		return errf(CodeInval, field, "field %q: expected %s, got %s", field, goTypeName(te.Type.String()), te.Value)
+	case errors.As(err, &se):
+		return errf(CodeInval, "", "invalid JSON at offset %d: %v", se.Offset, err)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		return errf(CodeInval, f, "unknown field %q", f)
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return errf(CodeInval, "", "empty or truncated JSON body")
+	}
+	return errf(CodeInval, "", "invalid JSON: %v", err)
+}
+
+func goTypeName(t string) string {
+	switch {
+	case strings.HasPrefix(t, "*"):
+		return goTypeName(t[1:])
+	case t == "string":
+		return "a string"
+	case t == "bool":
+		return "a boolean"
+	case strings.HasPrefix(t, "int"), strings.HasPrefix(t, "uint"):
+		return "an integer"
+	case strings.HasPrefix(t, "float"):
+		return "a number"
+	case strings.HasPrefix(t, "[]"):
+		return "a list"
+	case strings.HasPrefix(t, "map"):
+		return "an object"
+	}
+	return t
+}
+
+// Name rules.
+var (
+	hostLabel   = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)
+	groupNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$`)
+	clusterRe   = hostLabel
+	tagRe       = regexp.MustCompile(`^[\w.+*/:@-]+$`)
+)
+
+// ValidateHostname checks a node or instance name with Ganeti's hostname
+// rules: dot-separated labels of letters, digits and inner dashes, at most
+// 255 characters.
+func ValidateHostname(field, name string) *Error {
+	if name == "" {
+		return errf(CodeInval, field, "%s must not be empty", field)
+	}
+	if len(name) > 255 {
+		return errf(CodeInval, field, "%s %q is longer than 255 characters", field, name)
+	}
+	for _, l := range strings.Split(strings.TrimSuffix(name, "."), ".") {
+		if !hostLabel.MatchString(l) {
+			return errf(CodeInval, field, "%s %q is not a valid hostname", field, name)
+		}
+	}
+	return nil
+}
+
+// ValidateGroupName checks a node group name.
+func ValidateGroupName(field, name string) *Error {
+	if name == "" {
+		return errf(CodeInval, field, "%s must not be empty", field)
+	}
+	if !groupNameRe.MatchString(name) {
+		return errf(CodeInval, field, "%s %q is not a valid group name (letters, digits, '_', '.', '+', '-'; at most 128)", field, name)
+	}
+	return nil
+}
+
+// ValidateTag checks one tag with Ganeti's rules.
+func ValidateTag(tag string) *Error {
+	if tag == "" {
+		return errf(CodeInval, "tags", "tags must not be empty")
+	}
+	if len(tag) > MaxTagLen {
+		return errf(CodeInval, "tags", "tag %q is longer than %d characters", tag, MaxTagLen)
+	}
+	if !tagRe.MatchString(tag) {
+		return errf(CodeInval, "tags", "tag %q contains invalid characters", tag)
+	}
+	return nil
+}
+
+func validateIP(field, ip string, required bool) *Error {
+	if ip == "" {
+		if required {
+			return errf(CodeInval, field, "%s must not be empty", field)
+		}
+		return nil
+	}
+	if net.ParseIP(ip) == nil {
+		return errf(CodeInval, field, "%s %q is not a valid IP address", field, ip)
+	}
+	return nil
+}
+
+// ndparamTypes lists the node parameters and their JSON types.
+var ndparamTypes = map[string]string{
+	"oob_program":       "string",
+	"spindle_count":     "int",
+	"exclusive_storage": "bool",
+	"ovs":               "bool",
+	"ovs_name":          "string",
+	"ovs_link":          "string",
+	"ssh_port":          "int",
+	"cpu_speed":         "float",
+}
+
+var article = map[string]string{"string": "a string", "bool": "a boolean", "int": "a non-negative integer", "float": "a positive number"}
+
+// DefaultNDParams are the cluster-level node parameter defaults.
+func DefaultNDParams() map[string]any {
+	return map[string]any{
+		"oob_program":       "",
+		"spindle_count":     float64(1),
+		"exclusive_storage": false,
+		"ovs":               false,
+		"ovs_name":          "switch1",
+		"ovs_link":          "",
+		"ssh_port":          float64(22),
+		"cpu_speed":         float64(1),
+	}
+}
+
+// validateNDParams checks keys and value types. The value "default" (or
+// null) removes an override, as in Ganeti.
+func validateNDParams(field string, p map[string]any) *Error {
+	for k, v := range p {
+		t, ok := ndparamTypes[k]
+		if !ok {
+			return errf(CodeInval, field+"."+k, "unknown node parameter %q", k)
+		}
+		if v == nil || v == "default" {
+			continue
+		}
+		bad := false
+		switch t {
+		case "string":
+			_, ok := v.(string)
+			bad = !ok
+		case "bool":
+			_, ok := v.(bool)
+			bad = !ok
+		case "int":
+			f, ok := v.(float64)
+			bad = !ok || f != math.Trunc(f) || f < 0
+		case "float":
+			f, ok := v.(float64)
+			bad = !ok || f <= 0
+		}
+		if bad {
+			return errf(CodeInval, field+"."+k, "node parameter %q must be %s, got %v", k, article[t], v)
+		}
+	}
+	return nil
+}
+
+// mergeParams applies updates to params: "default"/null removes a key.
+func mergeParams(params, updates map[string]any) map[string]any {
+	out := cloneMap(params)
+	for k, v := range updates {
+		if v == nil || v == "default" {
+			delete(out, k)
+		} else {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// OpClusterSetParams changes cluster parameters.
+type OpClusterSetParams struct {
+	OpCommon
+	CandidatePoolSize *int           `json:"candidate_pool_size,omitempty"`
+	MaxVoters         *int           `json:"max_raft_voters,omitempty"`
+	DefaultIAllocator *string        `json:"default_iallocator,omitempty"`
+	NDParams          map[string]any `json:"ndparams,omitempty"`
+}
+
+// Validate implements Opcode.
+func (o *OpClusterSetParams) Validate() *Error {
+	if o.CandidatePoolSize != nil && *o.CandidatePoolSize < 1 {
+		return errf(CodeInval, "candidate_pool_size", "candidate_pool_size must be a positive integer, got %d", *o.CandidatePoolSize)
+	}
+	if o.MaxVoters != nil && (*o.MaxVoters < 1 || *o.MaxVoters%2 == 0 || *o.MaxVoters > 9) {
+		return errf(CodeInval, "max_raft_voters", "max_raft_voters must be 1, 3, 5, 7 or 9, got %d", *o.MaxVoters)
+	}
+	if e := validateNDParams("ndparams", o.NDParams); e != nil {
+		return e
+	}
+	if o.CandidatePoolSize == nil && o.MaxVoters == nil && o.DefaultIAllocator == nil && o.NDParams == nil {
+		return errf(CodeInval, "", "please pass at least one modification")
+	}
+	return nil
+}
+
+// Summary implements Opcode.
+func (o *OpClusterSetParams) Summary() string { return "CLUSTER_SET_PARAMS" }
+
+// OpGroupAdd adds a node group.
+type OpGroupAdd struct {
+	OpCommon
+	GroupName   string         `json:"group_name"`
+	AllocPolicy *string        `json:"alloc_policy,omitempty"`
+	NDParams    map[string]any `json:"ndparams,omitempty"`
+}
+
+// Validate implements Opcode.
+func (o *OpGroupAdd) Validate() *Error {
+	if e := ValidateGroupName("group_name", o.GroupName); e != nil {
+		return e
+	}
+	if e := validateAllocPolicy(o.AllocPolicy); e != nil {
+		return e
+	}
+	return validateNDParams("ndparams", o.NDParams)
+}
+
+// Summary implements Opcode.
+func (o *OpGroupAdd) Summary() string { return "GROUP_ADD(" + o.GroupName + ")" }
+
+func validateAllocPolicy(p *string) *Error {
+	if p == nil {
+		return nil
+	}
+	switch *p {
+	case AllocPreferred, AllocLastResort, AllocUnallocable:
+		return nil
+	}
+	return errf(CodeInval, "alloc_policy", "alloc_policy %q is not one of preferred, last_resort, unallocable", *p)
+}
+
+// OpGroupSetParams changes a node group.
+type OpGroupSetParams struct {
+	OpCommon
+	GroupName   string         `json:"group_name"`
+	AllocPolicy *string        `json:"alloc_policy,omitempty"`
+	NDParams    map[string]any `json:"ndparams,omitempty"`
+}
+
+// Validate implements Opcode.
+func (o *OpGroupSetParams) Validate() *Error {
+	if o.GroupName == "" {
+		return errf(CodeInval, "group_name", "group_name must not be empty")
+	}
+	if e := validateAllocPolicy(o.AllocPolicy); e != nil {
+		return e
+	}
+	if e := validateNDParams("ndparams", o.NDParams); e != nil {
+		return e
+	}
+	if o.AllocPolicy == nil && o.NDParams == nil {
+		return errf(CodeInval, "", "please pass at least one modification")
+	}
+	return nil
+}
+
+// Summary implements Opcode.
+func (o *OpGroupSetParams) Summary() string { return "GROUP_SET_PARAMS(" + o.GroupName + ")" }
+
+// OpGroupRemove removes an empty node group.
+type OpGroupRemove struct {
+	OpCommon
+	GroupName string `json:"group_name"`
+}
+
+// Validate implements Opcode.
+func (o *OpGroupRemove) Validate() *Error {
+	if o.GroupName == "" {
+		return errf(CodeInval, "group_name", "group_name must not be empty")
+	}
+	return nil
+}
+
+// Summary implements Opcode.
+func (o *OpGroupRemove) Summary() string { return "GROUP_REMOVE(" + o.GroupName + ")" }
+
+// OpNodeAdd adds a node. master_candidate is a gnt extension: when absent
+// the node is promoted if the candidate pool needs it, as Ganeti does.
+type OpNodeAdd struct {
+	OpCommon
+	NodeName        string         `json:"node_name"`
+	PrimaryIP       string         `json:"primary_ip"`
+	SecondaryIP     string         `json:"secondary_ip,omitempty"`
+	Readd           bool           `json:"readd,omitempty"`
+	Group           string         `json:"group,omitempty"`
+	MasterCapable   *bool          `json:"master_capable,omitempty"`
+	VMCapable       *bool          `json:"vm_capable,omitempty"`
+	MasterCandidate *bool          `json:"master_candidate,omitempty"`
+	NDParams        map[string]any `json:"ndparams,omitempty"`
+}
+
+// Validate implements Opcode.
+func (o *OpNodeAdd) Validate() *Error {
+	if e := ValidateHostname("node_name", o.NodeName); e != nil {
+		return e
+	}
+	if e := validateIP("primary_ip", o.PrimaryIP, true); e != nil {
+		return e
+	}
+	if e := validateIP("secondary_ip", o.SecondaryIP, false); e != nil {
+		return e
+	}
+	if o.Readd {
+		return errf(CodeInval, "readd", "re-adding a node is not supported; remove it and add it again")
+	}
+	if o.MasterCandidate != nil && *o.MasterCandidate && o.MasterCapable != nil && !*o.MasterCapable {
+		return errf(CodeInval, "master_candidate", "a node that is not master capable cannot be a master candidate")
+	}
+	return validateNDParams("ndparams", o.NDParams)
+}
+
+// Summary implements Opcode.
+func (o *OpNodeAdd) Summary() string { return "NODE_ADD(" + o.NodeName + ")" }
+
+// OpNodeSetParams changes a node's flags and parameters.
+type OpNodeSetParams struct {
+	OpCommon
+	NodeName        string         `json:"node_name"`
+	NodeUUID        string         `json:"node_uuid,omitempty"`
+	Force           bool           `json:"force,omitempty"`
+	MasterCandidate *bool          `json:"master_candidate,omitempty"`
+	Offline         *bool          `json:"offline,omitempty"`
+	Drained         *bool          `json:"drained,omitempty"`
+	AutoPromote     bool           `json:"auto_promote,omitempty"`
+	MasterCapable   *bool          `json:"master_capable,omitempty"`
+	VMCapable       *bool          `json:"vm_capable,omitempty"`
+	SecondaryIP     *string        `json:"secondary_ip,omitempty"`
+	NDParams        map[string]any `json:"ndparams,omitempty"`
+	Powered         *bool          `json:"powered,omitempty"`
+}
+
+// Validate implements Opcode.
+func (o *OpNodeSetParams) Validate() *Error {
+	if o.NodeName == "" && o.NodeUUID == "" {
+		return errf(CodeInval, "node_name", "node_name must not be empty")
+	}
+	trues := 0
+	for _, f := range []*bool{o.MasterCandidate, o.Offline, o.Drained} {
+		if f != nil && *f {
+			trues++
+		}
+	}
+	if trues > 1 {
+		return errf(CodeInval, "", "can't set the node into more than one state at the same time")
+	}
+	if o.SecondaryIP != nil {
+		if e := validateIP("secondary_ip", *o.SecondaryIP, false); e != nil {
+			return e
+		}
+	}
+	if e := validateNDParams("ndparams", o.NDParams); e != nil {
+		return e
+	}
+	if o.MasterCandidate == nil && o.Offline == nil && o.Drained == nil && o.MasterCapable == nil &&
+		o.VMCapable == nil && o.SecondaryIP == nil && o.NDParams == nil && o.Powered == nil {
+		return errf(CodeInval, "", "please pass at least one modification")
+	}
+	return nil
+}
+
+// Summary implements Opcode.
+func (o *OpNodeSetParams) Summary() string { return "NODE_SET_PARAMS(" + o.nodeRef() + ")" }
+
+func (o *OpNodeSetParams) nodeRef() string {
+	if o.NodeName != "" {
+		return o.NodeName
+	}
+	return o.NodeUUID
+}
+
+// OpNodeRemove removes a node.
+type OpNodeRemove struct {
+	OpCommon
+	NodeName string `json:"node_name"`
+	NodeUUID string `json:"node_uuid,omitempty"`
+}
+
+// Validate implements Opcode.
+func (o *OpNodeRemove) Validate() *Error {
+	if o.NodeName == "" && o.NodeUUID == "" {
+		return errf(CodeInval, "node_name", "node_name must not be empty")
+	}
+	return nil
+}
+
+// Summary implements Opcode.
+func (o *OpNodeRemove) Summary() string {
+	if o.NodeName != "" {
+		return "NODE_REMOVE(" + o.NodeName + ")"
+	}
+	return "NODE_REMOVE(" + o.NodeUUID + ")"
+}
+
+// Tag kinds (Ganeti's TAG_*).
+const (
+	TagCluster   = "cluster"
+	TagNodeGroup = "nodegroup"
+	TagNode      = "node"
+	TagInstance  = "instance"
+)
+
+// OpTagsSet adds tags to an object.
+type OpTagsSet struct {
+	OpCommon
+	Kind string   `json:"kind"`
+	Name string   `json:"name,omitempty"`
+	Tags []string `json:"tags"`
+}
+
+// OpTagsDel removes tags from an object.
+type OpTagsDel struct {
+	OpCommon
+	Kind string   `json:"kind"`
+	Name string   `json:"name,omitempty"`
+	Tags []string `json:"tags"`
+}
+
+func validateTagOp(kind, name string, tags []string) *Error {
+	switch kind {
+	case TagCluster:
+	case TagNodeGroup, TagNode, TagInstance:
+		if name == "" {
+			return errf(CodeInval, "name", "tag kind %q needs an object name", kind)
+		}
+	default:
+		return errf(CodeInval, "kind", "unknown tag kind %q (cluster, nodegroup, node, instance)", kind)
+	}
+	if len(tags) == 0 {
+		return errf(CodeInval, "tags", "no tags given")
+	}
+	for _, t := range tags {
+		if e := ValidateTag(t); e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// Validate implements Opcode.
+func (o *OpTagsSet) Validate() *Error { return validateTagOp(o.Kind, o.Name, o.Tags) }
+
+// Validate implements Opcode.
+func (o *OpTagsDel) Validate() *Error { return validateTagOp(o.Kind, o.Name, o.Tags) }
+
+// Summary implements Opcode.
+func (o *OpTagsSet) Summary() string { return "TAGS_SET(" + tagTarget(o.Kind, o.Name) + ")" }
+
+// Summary implements Opcode.
+func (o *OpTagsDel) Summary() string { return "TAGS_DEL(" + tagTarget(o.Kind, o.Name) + ")" }
+
+func tagTarget(kind, name string) string {
+	if kind == TagCluster {
+		return kind
+	}
+	return kind + "," + name
+}
+
+// OpTestDelay sleeps on the leader; with fail set (a gnt extension) it then
+// fails. It exercises the executor path and serves tests and benchmarks.
+type OpTestDelay struct {
+	OpCommon
+	Duration float64  `json:"duration"`
+	OnMaster *bool    `json:"on_master,omitempty"`
+	OnNodes  []string `json:"on_nodes,omitempty"`
+	Repeat   int      `json:"repeat,omitempty"`
+	NoLocks  *bool    `json:"no_locks,omitempty"`
+	Fail     bool     `json:"fail,omitempty"`
+}
+
+// Validate implements Opcode.
+func (o *OpTestDelay) Validate() *Error {
+	if o.Duration < 0 || o.Duration > 3600 || math.IsNaN(o.Duration) {
+		return errf(CodeInval, "duration", "duration must be between 0 and 3600 seconds")
+	}
+	if o.Repeat < 0 {
+		return errf(CodeInval, "repeat", "repeat must not be negative")
+	}
+	if len(o.OnNodes) > 0 {
+		return errf(CodeInval, "on_nodes", "delays on nodes are not supported yet")
+	}
+	return nil
+}
+
+// Summary implements Opcode.
+func (o *OpTestDelay) Summary() string { return "TEST_DELAY" }

@@ -1,0 +1,330 @@
+package fsm
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+)
+
+// SnapshotVersion is the format written by Snapshot. Restore reads this
+// and every older version.
+//
+// Version history:
+//   - 1: one JSON document {"version":1,"index":N,"state":{...}}, nodes
+//     without "powered" and cluster without "max_raft_voters" (the first
+//     development format).
+//   - 2: a header line {"format":"gnt-fsm","version":2,"index":N}, then
+//     one line per record: {"t":"cluster"|"group"|"node"|"instance"|"job"|
+//     "queue", "v":{...}}. Records stream, so neither side holds the whole
+//     encoded state twice.
+const SnapshotVersion = 2
+
+type snapHeader struct {
+	Format  string `json:"format"`
+	Version int    `json:"version"`
+	Index   uint64 `json:"index"`
+}
+
+type snapRecord struct {
+	T string          `json:"t"`
+	V json.RawMessage `json:"v"`
+}
+
+type queueRecord struct {
+	NextJobID int64   `json:"next_job_id"`
+	Epoch     uint64  `json:"epoch"`
+	Finished  []int64 `json:"finished"`
+}
+
+// Snapshot returns the state encoded in the current format. It holds the
+// read lock only while encoding.
+func (f *FSM) Snapshot() ([]byte, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return encodeState(f.st, f.index)
+}
+
+func encodeState(s *State, index uint64) ([]byte, error) {
+	var buf []byte
+	line := func(v any) error {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		buf = append(buf, b...)
+		buf = append(buf, '\n')
+		return nil
+	}
+	rec := func(t string, v any) error {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		return line(snapRecord{T: t, V: b})
+	}
+	if err := line(snapHeader{Format: "gnt-fsm", Version: SnapshotVersion, Index: index}); err != nil {
+		return nil, err
+	}
+	if s.Cluster != nil {
+		if err := rec("cluster", s.Cluster); err != nil {
+			return nil, err
+		}
+	}
+	for _, g := range s.SortedGroups() {
+		if err := rec("group", g); err != nil {
+			return nil, err
+		}
+	}
+	for _, n := range s.SortedNodes() {
+		if err := rec("node", n); err != nil {
+			return nil, err
+		}
+	}
+	for _, i := range s.SortedInstances() {
+		if err := rec("instance", i); err != nil {
+			return nil, err
+		}
+	}
+	for _, id := range s.SortedJobIDs() {
+		if err := rec("job", s.Jobs[id]); err != nil {
+			return nil, err
+		}
+	}
+	if err := rec("queue", queueRecord{NextJobID: s.NextJobID, Epoch: s.Epoch, Finished: s.Finished}); err != nil {
+		return nil, err
+	}
+	return buf, nil
+}
+
+// Hash is a digest of the whole state (not the index), equal on every
+// candidate that applied the same log.
+func (f *FSM) Hash() string {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	b, err := encodeState(f.st, 0)
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// Restore replaces the state with a snapshot of any supported version. The
+// new state is built aside and swapped in only when the whole snapshot
+// decoded; a bad snapshot leaves the state as it was.
+func (f *FSM) Restore(r io.Reader) error {
+	st, index, err := DecodeSnapshot(r)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.st = st
+	f.index = index
+	close(f.changed)
+	f.changed = make(chan struct{})
+	return nil
+}
+
+// DecodeSnapshot reads a snapshot of any supported version.
+func DecodeSnapshot(r io.Reader) (*State, uint64, error) {
+	br := bufio.NewReaderSize(r, 1<<16)
+	first, err := br.Peek(1)
+	if err != nil {
+		return nil, 0, fmt.Errorf("snapshot: empty or unreadable: %w", err)
+	}
+	if first[0] != '{' {
+		return nil, 0, fmt.Errorf("snapshot: not a gnt snapshot (starts with %q)", first[0])
+	}
+	dec := json.NewDecoder(br)
+	var probe map[string]json.RawMessage
+	if err := dec.Decode(&probe); err != nil {
+		return nil, 0, fmt.Errorf("snapshot: bad header: %w", err)
+	}
+	if _, ok := probe["format"]; !ok {
+		return decodeV1(probe)
+	}
+	var h snapHeader
+	if err := remarshal(probe, &h); err != nil || h.Format != "gnt-fsm" {
+		return nil, 0, fmt.Errorf("snapshot: bad header")
+	}
+	if h.Version != SnapshotVersion {
+		return nil, 0, fmt.Errorf("snapshot: format version %d is not supported by this gntd (it reads 1..%d)", h.Version, SnapshotVersion)
+	}
+	st := newState()
+	sawQueue := false
+	for n := 1; ; n++ {
+		var rec snapRecord
+		if err := dec.Decode(&rec); err == io.EOF {
+			break
+		} else if err != nil {
+			return nil, 0, fmt.Errorf("snapshot: record %d: %w", n, err)
+		}
+		if err := st.restoreRecord(rec); err != nil {
+			return nil, 0, fmt.Errorf("snapshot: record %d (%s): %w", n, rec.T, err)
+		}
+		if rec.T == "queue" {
+			sawQueue = true
+		}
+	}
+	if !sawQueue {
+		return nil, 0, fmt.Errorf("snapshot: truncated (no queue record)")
+	}
+	if err := st.check(); err != nil {
+		return nil, 0, fmt.Errorf("snapshot: %w", err)
+	}
+	st.reindex()
+	return st, h.Index, nil
+}
+
+func (s *State) restoreRecord(rec snapRecord) error {
+	strict := func(v any) error {
+		if err := DecodeStrict(rec.V, v); err != nil {
+			return err
+		}
+		return nil
+	}
+	switch rec.T {
+	case "cluster":
+		var c Cluster
+		if err := strict(&c); err != nil {
+			return err
+		}
+		s.Cluster = &c
+	case "group":
+		var g Group
+		if err := strict(&g); err != nil {
+			return err
+		}
+		s.Groups[g.UUID] = &g
+	case "node":
+		var n Node
+		if err := strict(&n); err != nil {
+			return err
+		}
+		s.Nodes[n.UUID] = &n
+	case "instance":
+		var i Instance
+		if err := strict(&i); err != nil {
+			return err
+		}
+		s.Instances[i.UUID] = &i
+	case "job":
+		var j Job
+		if err := strict(&j); err != nil {
+			return err
+		}
+		s.Jobs[j.ID] = &j
+	case "queue":
+		var q queueRecord
+		if err := strict(&q); err != nil {
+			return err
+		}
+		s.NextJobID, s.Epoch, s.Finished = q.NextJobID, q.Epoch, q.Finished
+	default:
+		return fmt.Errorf("unknown record type %q", rec.T)
+	}
+	return nil
+}
+
+// check verifies references inside a decoded state.
+func (s *State) check() error {
+	for u, n := range s.Nodes {
+		if u == "" || n.Name == "" {
+			return fmt.Errorf("node without name or uuid")
+		}
+		if s.Groups[n.Group] == nil {
+			return fmt.Errorf("node %s is in unknown group %q", n.Name, n.Group)
+		}
+	}
+	for _, j := range s.Jobs {
+		if j.ID <= 0 || j.ID >= s.NextJobID {
+			return fmt.Errorf("job id %d outside 1..%d", j.ID, s.NextJobID-1)
+		}
+	}
+	if s.Cluster == nil && (len(s.Nodes) > 0 || len(s.Groups) > 0) {
+		return fmt.Errorf("nodes or groups without a cluster")
+	}
+	return nil
+}
+
+// v1 format types: the fields that differ from the current model.
+type v1State struct {
+	Cluster   *json.RawMessage     `json:"cluster"`
+	Groups    map[string]*Group    `json:"groups"`
+	Nodes     []json.RawMessage    `json:"nodes"`
+	Instances map[string]*Instance `json:"instances"`
+	Jobs      map[string]*Job      `json:"jobs"`
+	NextJobID int64                `json:"next_job_id"`
+	Epoch     uint64               `json:"epoch"`
+}
+
+func decodeV1(doc map[string]json.RawMessage) (*State, uint64, error) {
+	var version int
+	var index uint64
+	if err := json.Unmarshal(doc["version"], &version); err != nil || version != 1 {
+		return nil, 0, fmt.Errorf("snapshot: unknown format (no format field and version is not 1)")
+	}
+	if raw, ok := doc["index"]; ok {
+		if err := json.Unmarshal(raw, &index); err != nil {
+			return nil, 0, fmt.Errorf("snapshot: v1 index: %w", err)
+		}
+	}
+	var v1 v1State
+	if err := json.Unmarshal(doc["state"], &v1); err != nil {
+		return nil, 0, fmt.Errorf("snapshot: v1 state: %w", err)
+	}
+	st := newState()
+	if v1.Cluster != nil {
+		c := Cluster{MaxVoters: DefaultMaxVoters}
+		if err := json.Unmarshal(*v1.Cluster, &c); err != nil {
+			return nil, 0, fmt.Errorf("snapshot: v1 cluster: %w", err)
+		}
+		if c.NDParams == nil {
+			c.NDParams = DefaultNDParams()
+		}
+		st.Cluster = &c
+	}
+	for u, g := range v1.Groups {
+		g.UUID = u
+		st.Groups[u] = g
+	}
+	for i, raw := range v1.Nodes {
+		n := Node{Powered: true} // v1 had no powered flag: every node was powered
+		if err := json.Unmarshal(raw, &n); err != nil {
+			return nil, 0, fmt.Errorf("snapshot: v1 node %d: %w", i, err)
+		}
+		st.Nodes[n.UUID] = &n
+	}
+	for u, i := range v1.Instances {
+		i.UUID = u
+		st.Instances[u] = i
+	}
+	for _, j := range v1.Jobs {
+		st.Jobs[j.ID] = j
+		if Finalized(j.Status) {
+			st.Finished = append(st.Finished, j.ID)
+		}
+	}
+	st.NextJobID, st.Epoch = v1.NextJobID, v1.Epoch
+	if st.NextJobID == 0 {
+		st.NextJobID = 1
+	}
+	sortInt64(st.Finished)
+	if err := st.check(); err != nil {
+		return nil, 0, fmt.Errorf("snapshot: %w", err)
+	}
+	st.reindex()
+	return st, index, nil
+}
+
+func remarshal(in any, out any) error {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, out)
+}

@@ -1,0 +1,367 @@
+package fsm
+
+import (
+	"context"
+	"sort"
+	"sync"
+)
+
+// State is the replicated state. Readers get it through FSM.Read and must
+// neither modify it nor keep references after their callback returns.
+type State struct {
+	Cluster   *Cluster             `json:"cluster"`
+	Groups    map[string]*Group    `json:"groups"`    // by UUID
+	Nodes     map[string]*Node     `json:"nodes"`     // by UUID
+	Instances map[string]*Instance `json:"instances"` // by UUID
+	Jobs      map[int64]*Job       `json:"jobs"`
+	NextJobID int64                `json:"next_job_id"`
+	// Epoch is the executor epoch of the current leader; job updates
+	// carrying another epoch are refused.
+	Epoch uint64 `json:"epoch"`
+	// Finished lists finalized job ids in the order they finished; the
+	// oldest are dropped beyond MaxFinishedJobs, as Ganeti archives them.
+	Finished []int64 `json:"finished"`
+
+	nodeByName  map[string]string
+	nodeByIP    map[string]string
+	groupByName map[string]string
+	instByName  map[string]string
+	pending     int
+}
+
+func newState() *State {
+	s := &State{
+		Groups:    map[string]*Group{},
+		Nodes:     map[string]*Node{},
+		Instances: map[string]*Instance{},
+		Jobs:      map[int64]*Job{},
+		NextJobID: 1,
+	}
+	s.reindex()
+	return s
+}
+
+// reindex rebuilds the lookup indexes from the maps.
+func (s *State) reindex() {
+	s.nodeByName = map[string]string{}
+	s.nodeByIP = map[string]string{}
+	s.groupByName = map[string]string{}
+	s.instByName = map[string]string{}
+	for u, n := range s.Nodes {
+		s.indexNode(u, n)
+	}
+	for u, g := range s.Groups {
+		s.groupByName[g.Name] = u
+	}
+	for u, i := range s.Instances {
+		s.instByName[i.Name] = u
+	}
+	s.pending = 0
+	for _, j := range s.Jobs {
+		if !Finalized(j.Status) {
+			s.pending++
+		}
+	}
+}
+
+func (s *State) indexNode(u string, n *Node) {
+	s.nodeByName[n.Name] = u
+	if n.PrimaryIP != "" {
+		s.nodeByIP[n.PrimaryIP] = u
+	}
+	if n.SecondaryIP != "" {
+		s.nodeByIP[n.SecondaryIP] = u
+	}
+}
+
+func (s *State) unindexNode(n *Node) {
+	delete(s.nodeByName, n.Name)
+	if s.nodeByIP[n.PrimaryIP] == n.UUID {
+		delete(s.nodeByIP, n.PrimaryIP)
+	}
+	if s.nodeByIP[n.SecondaryIP] == n.UUID {
+		delete(s.nodeByIP, n.SecondaryIP)
+	}
+}
+
+// Initialized reports whether the cluster exists.
+func (s *State) Initialized() bool { return s.Cluster != nil }
+
+// LookupNode finds a node by name or UUID.
+func (s *State) LookupNode(ref string) *Node {
+	if u, ok := s.nodeByName[ref]; ok {
+		return s.Nodes[u]
+	}
+	return s.Nodes[ref]
+}
+
+// NodeByIP finds the node owning a primary or secondary IP.
+func (s *State) NodeByIP(ip string) *Node { return s.Nodes[s.nodeByIP[ip]] }
+
+// LookupGroup finds a group by name or UUID.
+func (s *State) LookupGroup(ref string) *Group {
+	if u, ok := s.groupByName[ref]; ok {
+		return s.Groups[u]
+	}
+	return s.Groups[ref]
+}
+
+// LookupInstance finds an instance by name or UUID.
+func (s *State) LookupInstance(ref string) *Instance {
+	if u, ok := s.instByName[ref]; ok {
+		return s.Instances[u]
+	}
+	return s.Instances[ref]
+}
+
+// SortedNodes returns all nodes ordered by name.
+func (s *State) SortedNodes() []*Node {
+	out := make([]*Node, 0, len(s.Nodes))
+	for _, n := range s.Nodes {
+		out = append(out, n)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// SortedGroups returns all groups ordered by name.
+func (s *State) SortedGroups() []*Group {
+	out := make([]*Group, 0, len(s.Groups))
+	for _, g := range s.Groups {
+		out = append(out, g)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// SortedInstances returns all instances ordered by name.
+func (s *State) SortedInstances() []*Instance {
+	out := make([]*Instance, 0, len(s.Instances))
+	for _, i := range s.Instances {
+		out = append(out, i)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// SortedJobIDs returns all retained job ids in increasing order.
+func (s *State) SortedJobIDs() []int64 {
+	out := make([]int64, 0, len(s.Jobs))
+	for id := range s.Jobs {
+		out = append(out, id)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// PendingJobs is the number of unfinished jobs.
+func (s *State) PendingJobs() int { return s.pending }
+
+// Master returns the master node, or nil before a leader recorded itself.
+func (s *State) Master() *Node {
+	if s.Cluster == nil {
+		return nil
+	}
+	return s.Nodes[s.Cluster.MasterNode]
+}
+
+// Role returns a node's role.
+func (s *State) Role(n *Node) string {
+	master := ""
+	if s.Cluster != nil {
+		master = s.Cluster.MasterNode
+	}
+	return RoleOf(n, master)
+}
+
+// NodeInstances returns the names of instances with the node as primary
+// and as secondary.
+func (s *State) NodeInstances(nodeUUID string) (primary, secondary []string) {
+	for _, i := range s.Instances {
+		if i.PrimaryNode == nodeUUID {
+			primary = append(primary, i.Name)
+		}
+		for _, sn := range i.SecondaryNodes {
+			if sn == nodeUUID {
+				secondary = append(secondary, i.Name)
+			}
+		}
+	}
+	sort.Strings(primary)
+	sort.Strings(secondary)
+	return primary, secondary
+}
+
+// NodeName returns the name of the node with the UUID, or the UUID.
+func (s *State) NodeName(uuid string) string {
+	if n := s.Nodes[uuid]; n != nil {
+		return n.Name
+	}
+	return uuid
+}
+
+// NDParams returns a node's effective node parameters (cluster, then
+// group, then node overrides).
+func (s *State) NDParams(n *Node) map[string]any {
+	out := DefaultNDParams()
+	if s.Cluster != nil {
+		out = mergeParams(out, s.Cluster.NDParams)
+	}
+	if g := s.Groups[n.Group]; g != nil {
+		out = mergeParams(out, g.NDParams)
+	}
+	return mergeParams(out, n.NDParams)
+}
+
+// Candidates returns the nodes with the master_candidate flag, by name.
+func (s *State) Candidates() []*Node {
+	var out []*Node
+	for _, n := range s.SortedNodes() {
+		if n.MasterCandidate {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// FSM is the state machine: the state, the applied Raft index and a
+// broadcast for blocking queries. Its methods are safe for concurrent use.
+type FSM struct {
+	mu      sync.RWMutex
+	st      *State
+	index   uint64
+	changed chan struct{}
+}
+
+// New returns an empty state machine.
+func New() *FSM {
+	return &FSM{st: newState(), changed: make(chan struct{})}
+}
+
+// Read calls fn with the state under a read lock, with the applied index.
+func (f *FSM) Read(fn func(s *State, index uint64)) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	fn(f.st, f.index)
+}
+
+// Index returns the last applied Raft index.
+func (f *FSM) Index() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.index
+}
+
+// WaitIndex blocks until the applied index is greater than min or ctx ends,
+// and returns the applied index.
+func (f *FSM) WaitIndex(ctx context.Context, min uint64) uint64 {
+	for {
+		f.mu.RLock()
+		idx, ch := f.index, f.changed
+		f.mu.RUnlock()
+		if idx > min {
+			return idx
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return idx
+		}
+	}
+}
+
+// Apply applies one log entry at the given Raft index and returns its
+// response: a Response, a BatchResponse for a Batch, or an *Error with code
+// unknown_command for a type this build does not know (the caller must
+// stop rather than diverge).
+func (f *FSM) Apply(index uint64, data []byte) any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var resp any
+	if len(data) == 0 {
+		resp = Response{Err: errf(CodeInval, "", "empty log entry")}
+	} else if CommandType(data[0]) == CmdBatch {
+		resp = f.applyBatch(data[1:])
+	} else {
+		resp = f.applyOne(CommandType(data[0]), data[1:])
+	}
+	if index > f.index {
+		f.index = index
+	}
+	close(f.changed)
+	f.changed = make(chan struct{})
+	return resp
+}
+
+// ApplyNoop advances the applied index for log entries that carry no
+// command (Raft no-ops and configuration changes), waking blocked readers.
+func (f *FSM) ApplyNoop(index uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if index > f.index {
+		f.index = index
+		close(f.changed)
+		f.changed = make(chan struct{})
+	}
+}
+
+func (f *FSM) applyBatch(body []byte) any {
+	var b Batch
+	if err := DecodeStrict(body, &b); err != nil {
+		return Response{Err: AsError(err)}
+	}
+	out := make(BatchResponse, len(b.Entries))
+	for i, e := range b.Entries {
+		if e.Type == CmdBatch {
+			out[i] = Response{Err: errf(CodeInval, "", "nested batch")}
+			continue
+		}
+		r := f.applyOne(e.Type, e.Body)
+		if e, ok := r.(*Error); ok {
+			return e // unknown command: fatal for the whole entry
+		}
+		out[i] = r.(Response)
+	}
+	return out
+}
+
+func (f *FSM) applyOne(t CommandType, body []byte) any {
+	switch t {
+	case CmdClusterInit:
+		var c ClusterInit
+		if err := DecodeStrict(body, &c); err != nil {
+			return Response{Err: AsError(err)}
+		}
+		return Response{Err: f.st.applyClusterInit(&c)}
+	case CmdJobSubmit:
+		var c JobSubmit
+		if err := DecodeStrict(body, &c); err != nil {
+			return Response{Err: AsError(err)}
+		}
+		return f.st.applyJobSubmit(&c)
+	case CmdLeaderEstablish:
+		var c LeaderEstablish
+		if err := DecodeStrict(body, &c); err != nil {
+			return Response{Err: AsError(err)}
+		}
+		return f.st.applyLeaderEstablish(&c)
+	case CmdJobUpdate:
+		var c JobUpdate
+		if err := DecodeStrict(body, &c); err != nil {
+			return Response{Err: AsError(err)}
+		}
+		return f.st.applyJobUpdate(&c)
+	case CmdNodeRegister:
+		var c NodeRegister
+		if err := DecodeStrict(body, &c); err != nil {
+			return Response{Err: AsError(err)}
+		}
+		return Response{Err: f.st.applyNodeRegister(&c)}
+	}
+	return &Error{Code: CodeUnknownCmd, Msg: "unknown command type " + t.String() + "; this gntd is older than the log it is reading"}
+}
+
+func secs(ns int64) float64 { return float64(ns) / 1e9 }
+
+
+func sortInt64(s []int64) { sort.Slice(s, func(i, j int) bool { return s[i] < s[j] }) }
