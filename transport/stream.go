@@ -1,0 +1,183 @@
+package transport
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+)
+
+// Settings of the raft.NetworkTransport made by NewNetworkTransport.
+const (
+	maxPool    = 3                // idle connections kept per peer
+	rpcTimeout = 10 * time.Second // bound of a dial and of an RPC's I/O (scaled up for snapshots)
+)
+
+// StreamLayer is a raft.StreamLayer over TCP, optionally with TLS. Its dials
+// leave from the IP it listens on, so that peers and firewall rules see the
+// node's own address as the source.
+type StreamLayer struct {
+	listener  net.Listener
+	advertise net.Addr
+	localIP   net.IP // nil when bound to an unspecified address
+	serverTLS *tls.Config
+	clientTLS *tls.Config
+}
+
+var _ raft.StreamLayer = (*StreamLayer)(nil)
+
+// Option configures NewTCPStreamLayer.
+type Option func(*options)
+
+type options struct {
+	advertise string
+	serverTLS *tls.Config
+	clientTLS *tls.Config
+}
+
+// WithAdvertise makes Addr return addr (host:port, host an IP) instead of the
+// bind address, for a node reachable under another address than the one it
+// binds, such as behind NAT or when binding 0.0.0.0.
+func WithAdvertise(addr string) Option {
+	return func(o *options) { o.advertise = addr }
+}
+
+// WithTLS runs TLS over every connection: accepted connections use server and
+// dialed ones use client. When client has no ServerName and verifies the
+// peer, the host of the dialed address is used as ServerName. Both must be
+// non-nil.
+func WithTLS(server, client *tls.Config) Option {
+	return func(o *options) {
+		o.serverTLS = server
+		o.clientTLS = client
+	}
+}
+
+// NewTCPStreamLayer listens on bind (host:port; port 0 picks a free port) and
+// returns the stream layer. The advertised address, bind or WithAdvertise,
+// must have a specified IP, because peers dial it.
+func NewTCPStreamLayer(bind string, opts ...Option) (*StreamLayer, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if (o.serverTLS == nil) != (o.clientTLS == nil) {
+		return nil, errors.New("transport: tls needs both a server and a client config")
+	}
+
+	var advertise net.Addr
+	if o.advertise != "" {
+		a, err := net.ResolveTCPAddr("tcp", o.advertise)
+		if err != nil {
+			return nil, fmt.Errorf("transport: advertise address: %w", err)
+		}
+		if a.IP == nil || a.IP.IsUnspecified() || a.Port == 0 {
+			return nil, fmt.Errorf("transport: advertise address %q is not advertisable", o.advertise)
+		}
+		advertise = a
+	}
+
+	l, err := net.Listen("tcp", bind)
+	if err != nil {
+		return nil, fmt.Errorf("transport: listen: %w", err)
+	}
+	la, ok := l.Addr().(*net.TCPAddr)
+	if !ok {
+		l.Close()
+		return nil, fmt.Errorf("transport: listener address %v is not tcp", l.Addr())
+	}
+	s := &StreamLayer{
+		listener:  l,
+		advertise: advertise,
+		serverTLS: o.serverTLS,
+		clientTLS: o.clientTLS,
+	}
+	if !la.IP.IsUnspecified() {
+		s.localIP = la.IP
+	} else if advertise == nil {
+		l.Close()
+		return nil, fmt.Errorf("transport: bind address %q is not advertisable; use WithAdvertise", bind)
+	}
+	return s, nil
+}
+
+// Accept waits for the next incoming connection. With TLS the handshake runs
+// on the connection's first read or write, not here, so that a slow peer
+// does not hold up the accept loop.
+func (s *StreamLayer) Accept() (net.Conn, error) {
+	c, err := s.listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	if s.serverTLS != nil {
+		return tls.Server(c, s.serverTLS), nil
+	}
+	return c, nil
+}
+
+// Close stops listening. Connections already made stay open; their owners
+// close them.
+func (s *StreamLayer) Close() error {
+	return s.listener.Close()
+}
+
+// Addr returns the advertised address if one was given, else the address
+// the layer listens on (with the port the kernel chose for port 0).
+func (s *StreamLayer) Addr() net.Addr {
+	if s.advertise != nil {
+		return s.advertise
+	}
+	return s.listener.Addr()
+}
+
+// Dial connects to a peer's Raft address from the layer's own IP within
+// timeout, TLS handshake included.
+func (s *StreamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	d := net.Dialer{}
+	if s.localIP != nil {
+		d.LocalAddr = &net.TCPAddr{IP: s.localIP}
+	}
+	c, err := d.DialContext(ctx, "tcp", string(address))
+	if err != nil {
+		return nil, err
+	}
+	if s.clientTLS == nil {
+		return c, nil
+	}
+	cfg := s.clientTLS
+	if cfg.ServerName == "" && !cfg.InsecureSkipVerify {
+		host, _, err := net.SplitHostPort(string(address))
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		cfg = cfg.Clone()
+		cfg.ServerName = host
+	}
+	tc := tls.Client(c, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("transport: tls handshake with %s: %w", address, err)
+	}
+	return tc, nil
+}
+
+// NewNetworkTransport returns a raft.NetworkTransport over stream with
+// 3 pooled connections per peer and a 10 s bound on dials and RPC I/O. Raft's
+// heartbeat fast path is part of raft.NetworkTransport and keeps working.
+// Closing the transport closes stream.
+func NewNetworkTransport(stream raft.StreamLayer, logger hclog.Logger) *raft.NetworkTransport {
+	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:  stream,
+		Logger:  logger,
+		MaxPool: maxPool,
+		Timeout: rpcTimeout,
+	})
+}
