@@ -1,0 +1,270 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/gnt-cluster/gnt/rpc"
+)
+
+func (e environment) clusterCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "cluster",
+		Usage: "cluster-wide operations (gnt-cluster)",
+		Subcommands: append([]*cli.Command{
+			{
+				Name:      "init",
+				Usage:     "create a new cluster on the gntd at the first --server address (which must be local)",
+				ArgsUsage: "NAME",
+				Flags: []cli.Flag{
+					&cli.IntFlag{Name: "candidate-pool-size", Usage: "number of master candidates to keep (default 10)"},
+					&cli.IntFlag{Name: "max-raft-voters", Usage: "most master candidates that vote in Raft (default 5)"},
+				},
+				Action: e.do(clusterInit),
+			},
+			{
+				Name:   "info",
+				Usage:  "show the cluster configuration",
+				Action: e.do(clusterInfo),
+			},
+			{
+				Name:   "getmaster",
+				Usage:  "print the name of the master node",
+				Action: e.do(clusterGetMaster),
+			},
+			{
+				Name:  "modify",
+				Usage: "change cluster parameters",
+				Flags: []cli.Flag{
+					&cli.IntFlag{Name: "candidate-pool-size", Usage: "number of master candidates to keep"},
+					&cli.IntFlag{Name: "max-raft-voters", Usage: "most master candidates that vote in Raft"},
+					&cli.StringFlag{Name: "default-iallocator", Usage: "default instance allocator `NAME`"},
+					ndparamsFlag(),
+				},
+				Action: e.do(clusterModify),
+			},
+			{
+				Name:  "master-failover",
+				Usage: "hand the master role (Raft leadership) to another master candidate",
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "to", Usage: "`NODE` to become master (default: any voter)"},
+				},
+				Action: e.do(clusterMasterFailover),
+			},
+			{
+				Name:   "peers",
+				Usage:  "list the Raft peers (master candidates) and their state",
+				Action: e.do(clusterPeers),
+			},
+		}, e.tagCommands("cluster", false, func(string) string { return "/2/tags" })...),
+	}
+}
+
+func clusterInit(ctx context.Context, s *session, c *cli.Context, args []string) error {
+	if err := nArgs(c, args, 1, 1); err != nil {
+		return err
+	}
+	r := flagReader{c: c}
+	req := rpc.InitRequest{ClusterName: args[0]}
+	if p := r.int("candidate-pool-size"); p != nil {
+		if *p < 1 {
+			r.fail("--candidate-pool-size must be at least 1")
+		}
+		req.CandidatePoolSize = *p
+	}
+	if v := r.int("max-raft-voters"); v != nil {
+		if *v < 1 {
+			r.fail("--max-raft-voters must be at least 1")
+		}
+		req.MaxVoters = *v
+	}
+	if r.err != nil {
+		return r.err
+	}
+	// Only the first address: init is for one particular, uninitialised gntd.
+	api := rpc.NewClient(s.cfg.Servers[:1])
+	var raw json.RawMessage
+	var ans struct {
+		Name string `json:"cluster_name"`
+		UUID string `json:"cluster_uuid"`
+	}
+	if _, err := api.Do(ctx, http.MethodPost, "/2/gnt/init", nil, req, &raw); err != nil {
+		return err
+	}
+	if s.cfg.JSON() {
+		return printJSON(s.stdout, raw)
+	}
+	if err := decode(raw, &ans); err != nil {
+		return err
+	}
+	fmt.Fprintf(s.stdout, "Initialised cluster %s (UUID %s)\n", ans.Name, ans.UUID)
+	return nil
+}
+
+func clusterInfo(ctx context.Context, s *session, c *cli.Context, args []string) error {
+	if err := nArgs(c, args, 0, 0); err != nil {
+		return err
+	}
+	var o object
+	raw, err := s.getInto(ctx, "/2/info", nil, &o)
+	if err != nil {
+		return err
+	}
+	if s.cfg.JSON() {
+		return printJSON(s.stdout, raw)
+	}
+	w := s.stdout
+	fmt.Fprintf(w, "Cluster name: %s\n", str(o, "name"))
+	fmt.Fprintf(w, "Cluster UUID: %s\n", str(o, "uuid"))
+	fmt.Fprintf(w, "Creation time: %s\n", epoch(o, "ctime"))
+	fmt.Fprintf(w, "Modification time: %s\n", epoch(o, "mtime"))
+	fmt.Fprintf(w, "Master node: %s\n", orNone(str(o, "master")))
+	fmt.Fprintf(w, "Raft leader: %s\n", orNone(str(o, "leader")))
+	fmt.Fprintf(w, "Configuration serial number: %s\n", str(o, "serial_no"))
+	fmt.Fprintf(w, "Software version: %s\n", str(o, "software_version"))
+	fmt.Fprintf(w, "Protocol version: %s\n", str(o, "protocol_version"))
+	fmt.Fprintf(w, "Configuration format version: %s\n", str(o, "config_version"))
+	fmt.Fprintf(w, "OS api version: %s\n", str(o, "os_api_version"))
+	fmt.Fprintf(w, "Export interface: %s\n", str(o, "export_version"))
+	if arch := list(o, "architecture"); len(arch) == 2 {
+		fmt.Fprintf(w, "Architecture (this node): %s (%s)\n", arch[0], arch[1])
+	}
+	fmt.Fprintf(w, "Tags: %s\n", tagList(o))
+	fmt.Fprintf(w, "Cluster parameters:\n")
+	fmt.Fprintf(w, "  - candidate pool size: %s\n", str(o, "candidate_pool_size"))
+	fmt.Fprintf(w, "  - maximum Raft voters: %s\n", str(o, "max_raft_voters"))
+	fmt.Fprintf(w, "  - default instance allocator: %s\n", orNone(str(o, "default_iallocator")))
+	fmt.Fprintf(w, "Default node parameters:\n")
+	nd, _ := o["ndparams"].(map[string]any)
+	printParams(w, "  ", nd, nil)
+	return nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+func clusterGetMaster(ctx context.Context, s *session, c *cli.Context, args []string) error {
+	if err := nArgs(c, args, 0, 0); err != nil {
+		return err
+	}
+	var o object
+	raw, err := s.getInto(ctx, "/2/info", nil, &o)
+	if err != nil {
+		return err
+	}
+	if s.cfg.JSON() {
+		return printJSON(s.stdout, raw)
+	}
+	fmt.Fprintln(s.stdout, str(o, "master"))
+	return nil
+}
+
+// clusterModifyBody is OP_CLUSTER_SET_PARAMS as PUT /2/modify takes it.
+type clusterModifyBody struct {
+	CandidatePoolSize *int           `json:"candidate_pool_size,omitempty"`
+	MaxVoters         *int           `json:"max_raft_voters,omitempty"`
+	DefaultIAllocator *string        `json:"default_iallocator,omitempty"`
+	NDParams          map[string]any `json:"ndparams,omitempty"`
+}
+
+func clusterModify(ctx context.Context, s *session, c *cli.Context, args []string) error {
+	if err := nArgs(c, args, 0, 0); err != nil {
+		return err
+	}
+	r := flagReader{c: c}
+	body := clusterModifyBody{
+		CandidatePoolSize: r.int("candidate-pool-size"),
+		MaxVoters:         r.int("max-raft-voters"),
+		DefaultIAllocator: r.string("default-iallocator"),
+		NDParams:          r.ndparams("node-parameters"),
+	}
+	if r.err != nil {
+		return r.err
+	}
+	j, err := s.change(ctx, http.MethodPut, "/2/modify", nil, body)
+	if err != nil || j == nil || s.cfg.JSON() {
+		return err
+	}
+	printChanges(s.stdout, "cluster", j.result(0))
+	return nil
+}
+
+func clusterMasterFailover(ctx context.Context, s *session, c *cli.Context, args []string) error {
+	if err := nArgs(c, args, 0, 0); err != nil {
+		return err
+	}
+	body := struct {
+		Target string `json:"target,omitempty"`
+	}{Target: c.String("to")}
+	var q url.Values
+	if s.cfg.Reason != "" {
+		q = with(nil, "reason", s.cfg.Reason)
+	}
+	var raw json.RawMessage
+	if _, err := s.api.Do(ctx, http.MethodPost, "/2/gnt/master-failover", q, body, &raw); err != nil {
+		return err
+	}
+	if s.cfg.JSON() {
+		return printJSON(s.stdout, raw)
+	}
+	var ans struct {
+		Master string `json:"master"`
+	}
+	if err := decode(raw, &ans); err != nil {
+		return err
+	}
+	fmt.Fprintf(s.stdout, "Master is now %s\n", ans.Master)
+	return nil
+}
+
+func clusterPeers(ctx context.Context, s *session, c *cli.Context, args []string) error {
+	if err := nArgs(c, args, 0, 0); err != nil {
+		return err
+	}
+	var peers []object
+	raw, err := s.getInto(ctx, "/2/raft/peers", nil, &peers)
+	if err != nil {
+		return err
+	}
+	if s.cfg.JSON() {
+		return printJSON(s.stdout, raw)
+	}
+	known := func(o object, f func() string) string {
+		if !flag(o, "known") {
+			return "?"
+		}
+		return f()
+	}
+	cols := []column{
+		{"ID", func(o object) string { return str(o, "id") }},
+		{"Address", func(o object) string { return str(o, "address") }},
+		{"Suffrage", func(o object) string { return str(o, "suffrage") }},
+		{"Leader", func(o object) string { return formatValue(flag(o, "leader")) }},
+		{"Applied", func(o object) string { return known(o, func() string { return str(o, "applied_index") }) }},
+		{"LastContact", func(o object) string {
+			return known(o, func() string {
+				sec, _ := num(o, "last_contact_seconds")
+				return time.Duration(sec * float64(time.Second)).Round(time.Millisecond).String()
+			})
+		}},
+	}
+	return printTable(s.stdout, cols, peers, true)
+}
+
+// result returns the result of the job's i-th opcode (nil if there is none).
+func (j *job) result(i int) []byte {
+	if j == nil || i >= len(j.OpResult) {
+		return nil
+	}
+	return j.OpResult[i]
+}

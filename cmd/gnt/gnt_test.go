@@ -1,0 +1,450 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestFlagsBecomeRequests(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string // the first request, as request.String prints it
+	}{
+		{[]string{"node", "modify", "n1", "--drained", "yes"},
+			`PUT /2/nodes/n1/modify {"drained":true}`},
+		{[]string{"node", "modify", "--offline=no", "n1", "--master-candidate", "no", "--auto-promote", "--secondary-ip", "10.0.0.2"},
+			`PUT /2/nodes/n1/modify {"master_candidate":false,"offline":false,"secondary_ip":"10.0.0.2","auto_promote":true}`},
+		{[]string{"node", "modify", "n1", "--powered", "no", "--force", "--node-parameters", "oob_program=/bin/oob,spindle_count=2,no_exclusive_storage,-ssh_port"},
+			`PUT /2/nodes/n1/modify {"ndparams":{"exclusive_storage":false,"oob_program":"/bin/oob","spindle_count":2,"ssh_port":"default"},"powered":false,"force":true}`},
+		{[]string{"node", "add", "n4", "--primary-ip", "192.0.2.4", "-g", "g1", "--vm-capable", "no", "--master-candidate", "yes"},
+			`POST /2/nodes {"node_name":"n4","primary_ip":"192.0.2.4","group":"g1","master_candidate":true,"vm_capable":false}`},
+		{[]string{"node", "remove", "n1"}, `DELETE /2/nodes/n1`},
+		{[]string{"node", "role", "n1", "drained", "--force", "--auto-promote"},
+			`PUT /2/nodes/n1/role?auto-promote=1&force=1 "drained"`},
+		{[]string{"node", "add-tags", "n1", "a", "b:c"}, `PUT /2/nodes/n1/tags?tag=a&tag=b%3Ac`},
+		{[]string{"node", "remove-tags", "n1", "a"}, `DELETE /2/nodes/n1/tags?tag=a`},
+		{[]string{"cluster", "add-tags", "x", "y"}, `PUT /2/tags?tag=x&tag=y`},
+		{[]string{"cluster", "modify", "--candidate-pool-size", "3", "--max-raft-voters", "3", "--default-iallocator", "hail", "--node-parameters", "exclusive_storage=yes"},
+			`PUT /2/modify {"candidate_pool_size":3,"max_raft_voters":3,"default_iallocator":"hail","ndparams":{"exclusive_storage":true}}`},
+		{[]string{"group", "add", "g1", "--alloc-policy", "last_resort", "--node-parameters", "cpu_speed=1.5"},
+			`POST /2/groups {"group_name":"g1","alloc_policy":"last_resort","ndparams":{"cpu_speed":1.5}}`},
+		{[]string{"group", "modify", "g1", "--alloc-policy", "unallocable"}, `PUT /2/groups/g1/modify {"alloc_policy":"unallocable"}`},
+		{[]string{"group", "remove", "g1"}, `DELETE /2/groups/g1`},
+		{[]string{"group", "add-tags", "g1", "t"}, `PUT /2/groups/g1/tags?tag=t`},
+		{[]string{"instance", "remove-tags", "i1", "t"}, `DELETE /2/instances/i1/tags?tag=t`},
+		// Global flags may follow the command, as with Ganeti's commands.
+		{[]string{"node", "remove", "n1", "--reason", "hardware swap"}, `DELETE /2/nodes/n1?reason=hardware+swap`},
+		{[]string{"cluster", "master-failover", "--to", "n2"}, `POST /2/gnt/master-failover {"target":"n2"}`},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			f := newFake(t)
+			f.on("POST", "/2/gnt/master-failover", 200, `{"master": "n2"}`)
+			r := gnt(t, nil, append([]string{"--server", f.addr(), "--timeout", "5s"}, tc.args...)...)
+			if r.code != 0 {
+				t.Fatalf("exit %d: %s", r.code, r.stderr)
+			}
+			reqs := f.requests()
+			if len(reqs) == 0 {
+				t.Fatal("no request")
+			}
+			if got := reqs[0].String(); got != tc.want {
+				t.Errorf("request\n got %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestModifyWaitsAndPrintsChanges(t *testing.T) {
+	f := newFake(t)
+	f.on("GET", "/2/jobs/7", 200, `{"id": 7, "status": "success", "ops": [{"OP_ID": "OP_NODE_SET_PARAMS"}],
+		"opstatus": ["success"], "opresult": [[["drained", true], ["master_candidate", false]]],
+		"oplog": [[[1, [1700000000, 0], "message", "Demoting from master candidate"]]]}`)
+	r := gnt(t, nil, "--server", f.addr(), "node", "modify", "n1", "--drained", "yes")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	want := time.Unix(1700000000, 0).Format(time.ANSIC) + " Demoting from master candidate\n" +
+		"Modified node n1\n - drained -> True\n - master_candidate -> False\n"
+	if r.stdout != want {
+		t.Errorf("stdout\n%q\nwant\n%q", r.stdout, want)
+	}
+	reqs := f.requests()
+	if len(reqs) != 2 || reqs[1].Path != "/2/jobs/7" || reqs[1].Query.Get("index") != "41" || reqs[1].Query.Get("wait") == "" {
+		t.Errorf("requests %v: want the job read once, blocking until the submit index 42 is applied", reqs)
+	}
+}
+
+func TestWaitFollowsTheLog(t *testing.T) {
+	f := newFake(t)
+	running := `{"id": 7, "status": "running", "opstatus": ["running"], "opresult": [null],
+		"oplog": [[[1, [1700000000, 0], "message", "step one"]]]}`
+	done := `{"id": 7, "status": "success", "opstatus": ["success"], "opresult": [null],
+		"oplog": [[[1, [1700000000, 0], "message", "step one"], [2, [1700000001, 0], "message", "step two"]]]}`
+	f.on("GET", "/2/jobs/7", 200, running, done)
+	r := gnt(t, nil, "--server", f.addr(), "node", "remove", "n1")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if strings.Count(r.stdout, "step one") != 1 || strings.Count(r.stdout, "step two") != 1 {
+		t.Errorf("each log entry should be printed once:\n%s", r.stdout)
+	}
+	reqs := f.requests()
+	if len(reqs) != 3 || reqs[2].Query.Get("index") != "50" {
+		t.Errorf("requests %v: the second poll should block past the index the first answer was read at (50)", reqs)
+	}
+}
+
+func TestJobFailure(t *testing.T) {
+	f := newFake(t)
+	f.on("GET", "/2/jobs/7", 200, `{"id": 7, "status": "error", "ops": [{"OP_ID": "OP_NODE_SET_PARAMS"}],
+		"opstatus": ["error"], "opresult": [{"code": "wrong_state", "message": "the master's flags cannot be changed"}],
+		"oplog": [[[1, [1700000000, 0], "message", "checking node n1"]]]}`)
+	r := gnt(t, nil, "--server", f.addr(), "node", "modify", "n1", "--offline", "yes")
+	if r.code != 1 {
+		t.Fatalf("exit %d, want 1; stderr %s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stdout, "checking node n1") {
+		t.Errorf("the job's log should be printed: %q", r.stdout)
+	}
+	if want := "Failure: job 7 failed: the master's flags cannot be changed\n"; r.stderr != want {
+		t.Errorf("stderr %q, want %q", r.stderr, want)
+	}
+	if strings.Contains(r.stdout, "Modified") {
+		t.Errorf("no changes should be printed for a failed job: %q", r.stdout)
+	}
+}
+
+func TestGanetiErrorResult(t *testing.T) {
+	for raw, want := range map[string]string{
+		`"plain"`: "plain",
+		`["OpPrereqError", ["Node n1 is offline", "wrong_state"]]`:        "Node n1 is offline",
+		`{"code": "wrong_input", "field": "node_name", "message": "bad"}`: "bad (field node_name)",
+	} {
+		if got := resultMessage(json.RawMessage(raw)); got != want {
+			t.Errorf("resultMessage(%s) = %q, want %q", raw, got, want)
+		}
+	}
+}
+
+func TestSubmitPrintsJobID(t *testing.T) {
+	f := newFake(t)
+	r := gnt(t, nil, "--server", f.addr(), "--submit", "node", "modify", "n1", "--drained", "yes")
+	if r.code != 0 || r.stdout != "JobID: 7\n" {
+		t.Fatalf("exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if n := len(f.requests()); n != 1 {
+		t.Errorf("%d requests; --submit must not wait for the job", n)
+	}
+	r = gnt(t, nil, "--server", f.addr(), "node", "remove", "n1", "--submit", "-o", "json")
+	if r.code != 0 || r.stdout != "7\n" {
+		t.Fatalf("exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+func TestYesNoIsStrict(t *testing.T) {
+	f := newFake(t)
+	for _, v := range []string{"maybe", "Yes", "true", "1", ""} {
+		r := gnt(t, nil, "--server", f.addr(), "node", "modify", "n1", "--drained", v)
+		if r.code != 2 {
+			t.Errorf("--drained %q: exit %d, want 2", v, r.code)
+		}
+		if !strings.Contains(r.stderr, "--drained") || !strings.Contains(r.stderr, "yes or no") {
+			t.Errorf("--drained %q: stderr %q", v, r.stderr)
+		}
+	}
+	if reqs := f.requests(); len(reqs) != 0 {
+		t.Errorf("nothing should be sent on a usage error: %v", reqs)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	f := newFake(t)
+	f.on("GET", "/2/nodes", 200, twoNodes)
+	for _, args := range [][]string{
+		{"frobnicate"},
+		{"node", "frobnicate"},
+		{"node", "modify"},
+		{"node", "modify", "n1", "n2", "--drained", "yes"},
+		{"node", "modify", "n1", "--no-such-flag"},
+		{"node", "modify", "--no-such-flag", "n1"},
+		{"node", "add", "n4"}, // --primary-ip is required
+		{"node", "role", "n1", "boss"},
+		{"node", "role", "n1", "--force"},
+		{"job", "info", "abc"},
+		{"-o", "yaml", "node", "list"},
+		{"node", "list", "--fields", "name,nonsense"},
+		{"cluster", "init", "c1", "--candidate-pool-size", "0"},
+		{"node"},
+	} {
+		r := gnt(t, nil, append([]string{"--server", f.addr()}, args...)...)
+		if r.code != 2 {
+			t.Errorf("%v: exit %d, want 2 (stderr %q)", args, r.code, r.stderr)
+		}
+	}
+	for _, req := range f.requests() {
+		if req.Method != "GET" {
+			t.Errorf("a usage error sent %v", req)
+		}
+	}
+}
+
+func TestAPIErrorIsReported(t *testing.T) {
+	f := newFake(t)
+	f.on("GET", "/2/nodes/nx", 404, `{"code": 404, "message": "node \"nx\" does not exist", "error_code": "unknown_entity", "field": "node_name"}`)
+	r := gnt(t, nil, "--server", f.addr(), "node", "info", "nx")
+	if r.code != 1 {
+		t.Fatalf("exit %d, want 1", r.code)
+	}
+	if want := "Failure: node \"nx\" does not exist (field node_name)\n"; r.stderr != want {
+		t.Errorf("stderr %q, want %q", r.stderr, want)
+	}
+	// A refused write is not waited for.
+	f.on("PUT", "/2/nodes/n1/modify", 400, `{"code": 400, "message": "please pass at least one modification", "error_code": "wrong_input"}`)
+	r = gnt(t, nil, "--server", f.addr(), "node", "modify", "n1")
+	if r.code != 1 || r.stderr != "Failure: please pass at least one modification\n" {
+		t.Errorf("exit %d stderr %q", r.code, r.stderr)
+	}
+}
+
+func TestFailoverToNextServer(t *testing.T) {
+	f := newFake(t)
+	f.on("GET", "/2/info", 200, `{"name": "c1", "master": "n1"}`)
+	r := gnt(t, nil, "--server", deadAddr(t)+","+f.addr(), "--timeout", "10s", "cluster", "getmaster")
+	if r.code != 0 || r.stdout != "n1\n" {
+		t.Fatalf("exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+	// A write also moves on when the first server cannot be dialled.
+	r = gnt(t, nil, "--server", deadAddr(t)+","+f.addr(), "--timeout", "10s", "node", "remove", "n1")
+	if r.code != 0 {
+		t.Fatalf("exit %d stderr %q", r.code, r.stderr)
+	}
+}
+
+func TestAllServersDownTimesOut(t *testing.T) {
+	start := time.Now()
+	r := gnt(t, nil, "--server", deadAddr(t), "--timeout", "300ms", "cluster", "info")
+	if r.code != 1 || !strings.HasPrefix(r.stderr, "Failure: ") {
+		t.Errorf("exit %d stderr %q", r.code, r.stderr)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("took %v; --timeout should bound the run", d)
+	}
+}
+
+const twoNodes = `[
+ {"name": "n1", "uuid": "u1", "role": "M", "group": "default", "pip": "192.0.2.1", "mtotal": 8192, "dtotal": 102400,
+  "ctotal": 8, "pinst_cnt": 2, "sinst_cnt": 0, "master_capable": true, "vm_capable": true, "powered": true, "addrs": {"api": "192.0.2.1:5080"}},
+ {"name": "n2", "uuid": "u2", "role": "D", "group": "default", "pip": "192.0.2.2", "mtotal": null, "dtotal": 512,
+  "ctotal": 4, "pinst_cnt": 0, "sinst_cnt": 1, "master_capable": false, "vm_capable": true, "powered": false}
+]`
+
+func TestNodeList(t *testing.T) {
+	f := newFake(t)
+	f.on("GET", "/2/nodes", 200, twoNodes)
+	r := gnt(t, nil, "--server", f.addr(), "node", "list")
+	want := "" +
+		"Node Role Group   PrimaryIP MTotal DTotal CPUs Pinst Sinst Flags\n" +
+		"n1   M    default 192.0.2.1 8.0G   100.0G 8    2     0     -\n" +
+		"n2   D    default 192.0.2.2 ?      512M   4    0     1     no-mc,unpowered\n"
+	if r.code != 0 || r.stdout != want {
+		t.Errorf("exit %d stderr %q stdout\n%s\nwant\n%s", r.code, r.stderr, r.stdout, want)
+	}
+	if q := f.requests()[0].Query.Get("bulk"); q != "1" {
+		t.Errorf("bulk=%q", q)
+	}
+	r = gnt(t, nil, "--server", f.addr(), "node", "list", "--no-headers", "--fields", "name,master_capable,addrs.api", "n2", "n1")
+	if want := "n2 N ?\nn1 Y 192.0.2.1:5080\n"; r.stdout != want {
+		t.Errorf("stdout %q, want %q (stderr %q)", r.stdout, want, r.stderr)
+	}
+	r = gnt(t, nil, "--server", f.addr(), "node", "list", "n9")
+	if r.code != 1 || !strings.Contains(r.stderr, "n9") {
+		t.Errorf("unknown node: exit %d stderr %q", r.code, r.stderr)
+	}
+}
+
+func TestJSONOutputIsTheServerAnswer(t *testing.T) {
+	f := newFake(t)
+	f.on("GET", "/2/nodes", 200, twoNodes)
+	f.on("GET", "/2/nodes/n1", 200, `{"name": "n1", "mtotal": 8192}`)
+	r := gnt(t, nil, "--server", f.addr(), "-o", "json", "node", "list")
+	var got, want any
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, r.stdout)
+	}
+	_ = json.Unmarshal([]byte(twoNodes), &want)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v\nwant %v", got, want)
+	}
+	r = gnt(t, nil, "--server", f.addr(), "node", "info", "n1", "-o", "json")
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || !reflect.DeepEqual(got, map[string]any{"name": "n1", "mtotal": 8192.0}) {
+		t.Errorf("node info -o json: %q (%v)", r.stdout, err)
+	}
+	// A change waited for prints the finished job.
+	r = gnt(t, nil, "--server", f.addr(), "-o", "json", "node", "remove", "n1")
+	var j map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &j); err != nil || j["status"] != "success" {
+		t.Errorf("node remove -o json: %q (%v)", r.stdout, err)
+	}
+}
+
+func TestServerDefaults(t *testing.T) {
+	dir := t.TempDir()
+	home := filepath.Join(dir, "home")
+	if err := os.MkdirAll(filepath.Join(home, ".config", "gnt"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, ".config", "gnt", "servers"), []byte("# candidates\n10.0.0.1\n10.0.0.2:6000 # second\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	explicit := filepath.Join(dir, "explicit")
+	if err := os.WriteFile(explicit, []byte("a.example, b.example:7000,[::1]:5081\n\n::2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		flag string
+		env  map[string]string
+		want []string
+		err  bool
+	}{
+		{"nothing", "", nil, []string{"127.0.0.1:5080"}, false},
+		{"home file missing", "", map[string]string{"HOME": filepath.Join(dir, "nohome")}, []string{"127.0.0.1:5080"}, false},
+		{"home file", "", map[string]string{"HOME": home}, []string{"10.0.0.1:5080", "10.0.0.2:6000"}, false},
+		{"GNT_CONFIG before home", "", map[string]string{"HOME": home, "GNT_CONFIG": explicit},
+			[]string{"a.example:5080", "b.example:7000", "[::1]:5081", "[::2]:5080"}, false},
+		{"GNT_CONFIG missing", "", map[string]string{"HOME": home, "GNT_CONFIG": filepath.Join(dir, "none")}, nil, true},
+		{"GNT_SERVER before files", "", map[string]string{"HOME": home, "GNT_CONFIG": explicit, "GNT_SERVER": "x:1,y"},
+			[]string{"x:1", "y:5080"}, false},
+		{"flag first", "http://z:2/", map[string]string{"GNT_SERVER": "x:1"}, []string{"z:2"}, false},
+		{"bad port", "z:http", nil, nil, true},
+		{"https", "https://z", nil, nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := resolveServers(tc.flag, func(k string) string { return tc.env[k] })
+			if (err != nil) != tc.err || !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got %v, %v; want %v (error %v)", got, err, tc.want, tc.err)
+			}
+		})
+	}
+
+	// End to end: the server list file is used when --server is absent.
+	f := newFake(t)
+	f.on("GET", "/2/info", 200, `{"name": "c1", "master": "n1"}`)
+	list := filepath.Join(dir, "list")
+	if err := os.WriteFile(list, []byte(deadAddr(t)+"\n"+f.addr()+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := gnt(t, map[string]string{"GNT_CONFIG": list}, "--timeout", "10s", "cluster", "getmaster")
+	if r.code != 0 || r.stdout != "n1\n" {
+		t.Errorf("exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+func TestInitGoesToTheFirstServerOnly(t *testing.T) {
+	a, b := newFake(t), newFake(t)
+	a.on("POST", "/2/gnt/init", 200, `{"cluster_name": "c1", "cluster_uuid": "uuid-1"}`)
+	r := gnt(t, nil, "--server", a.addr()+","+b.addr(), "cluster", "init", "c1", "--candidate-pool-size", "3", "--max-raft-voters", "3")
+	if r.code != 0 || r.stdout != "Initialised cluster c1 (UUID uuid-1)\n" {
+		t.Fatalf("exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if got := a.requests(); len(got) != 1 || got[0].String() != `POST /2/gnt/init {"cluster_name":"c1","candidate_pool_size":3,"max_raft_voters":3}` {
+		t.Errorf("first server got %v", got)
+	}
+	if got := b.requests(); len(got) != 0 {
+		t.Errorf("second server got %v", got)
+	}
+	// Init does not fail over: another gntd is another cluster.
+	r = gnt(t, nil, "--server", deadAddr(t)+","+b.addr(), "--timeout", "300ms", "cluster", "init", "c1")
+	if r.code != 1 || len(b.requests()) != 0 {
+		t.Errorf("exit %d, second server got %v", r.code, b.requests())
+	}
+}
+
+func TestHumanViews(t *testing.T) {
+	f := newFake(t)
+	f.on("GET", "/2/info", 200, `{"name": "c1", "uuid": "uuid-1", "master": "n1", "leader": "n1", "serial_no": 12,
+		"candidate_pool_size": 10, "max_raft_voters": 5, "default_iallocator": "", "ndparams": {"oob_program": "", "spindle_count": 1},
+		"tags": ["b", "a"], "architecture": ["linux", "amd64"], "ctime": 1700000000.5, "mtime": 0}`)
+	f.on("GET", "/2/raft/peers", 200, `[{"id": "n1", "address": "192.0.2.1:5081", "suffrage": "voter", "leader": true, "known": true, "applied_index": 90, "last_contact_seconds": 0},
+		{"id": "n2", "address": "192.0.2.2:5081", "suffrage": "nonvoter", "leader": false, "known": false}]`)
+	f.on("GET", "/2/jobs/7", 200, `{"id": 7, "status": "success", "priority": 0, "summary": ["NODE_SET_PARAMS(n1)"],
+		"ops": [{"OP_ID": "OP_NODE_SET_PARAMS", "node_name": "n1", "drained": true}], "opstatus": ["success"],
+		"opresult": [[["drained", true]]], "oplog": [[[1, [1700000000, 0], "message", "hello"]]],
+		"received_ts": [1700000000, 0], "start_ts": [1700000000, 0], "end_ts": [1700000001, 500000]}`)
+	f.on("GET", "/2/jobs", 200, `[{"id": 7, "status": "success", "summary": ["NODE_SET_PARAMS(n1)"]}, {"id": 8, "status": "running", "summary": ["A", "B"]}]`)
+	f.on("GET", "/2/tags", 200, `["zeta", "alpha"]`)
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"cluster", "info"}, []string{"Cluster name: c1\n", "Master node: n1\n", "Raft leader: n1\n",
+			"Tags: a, b\n", "  - candidate pool size: 10\n", "  - maximum Raft voters: 5\n",
+			"  - default instance allocator: (none)\n", "  - spindle_count: 1\n", "Architecture (this node): linux (amd64)\n"}},
+		{[]string{"cluster", "peers"}, []string{"ID Address        Suffrage Leader Applied LastContact\n",
+			"n1 192.0.2.1:5081 voter    Y      90      0s\n", "n2 192.0.2.2:5081 nonvoter N      ?       ?\n"}},
+		{[]string{"job", "list"}, []string{"ID Status  Summary\n7  success NODE_SET_PARAMS(n1)\n8  running A,B\n"}},
+		{[]string{"job", "info", "7"}, []string{"- Job ID: 7\n", "  Status: success\n", "    - Opcode: OP_NODE_SET_PARAMS\n",
+			"        drained: true\n", "      Result: [[\"drained\",true]]\n", " hello\n", "Total processing time: 1.500000 seconds"}},
+		{[]string{"cluster", "list-tags"}, []string{"alpha\nzeta\n"}},
+	} {
+		r := gnt(t, nil, append([]string{"--server", f.addr()}, tc.args...)...)
+		if r.code != 0 {
+			t.Errorf("%v: exit %d stderr %q", tc.args, r.code, r.stderr)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(r.stdout, w) {
+				t.Errorf("%v: output lacks %q:\n%s", tc.args, w, r.stdout)
+			}
+		}
+	}
+}
+
+func TestParseNDParams(t *testing.T) {
+	got, err := parseNDParams(`oob_program=/usr/bin/oob --x\,y,ssh_port=2222,exclusive_storage,no_ovs,-cpu_speed,ovs_name=default`)
+	want := map[string]any{"oob_program": "/usr/bin/oob --x,y", "ssh_port": 2222.0, "exclusive_storage": true,
+		"ovs": false, "cpu_speed": "default", "ovs_name": "default"}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v, %v\nwant %v", got, err, want)
+	}
+	for _, bad := range []string{"ssh_port=many", "exclusive_storage=maybe", "oob_program", "ssh_port=1,ssh_port=2", "=x"} {
+		if _, err := parseNDParams(bad); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+func TestHoistGlobalFlags(t *testing.T) {
+	app := newApp(environment{})
+	got := hoistGlobalFlags([]string{"gnt", "node", "modify", "n1", "--drained", "yes", "--submit", "-o", "json", "--reason=r", "--", "--timeout"}, app.Flags)
+	want := []string{"gnt", "--submit", "-o", "json", "--reason=r", "node", "modify", "n1", "--drained", "yes", "--", "--timeout"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %q\nwant %q", got, want)
+	}
+}
+
+// TestDependencies keeps the client small: it must not link the Raft or
+// gossip libraries (ARCHITECTURE.md).
+func TestDependencies(t *testing.T) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go tool")
+	}
+	out, err := exec.Command(goTool, "list", "-deps", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		for _, banned := range []string{"github.com/hashicorp/raft", "github.com/hashicorp/memberlist", "github.com/gnt-cluster/gnt/server", "github.com/gnt-cluster/gnt/transport"} {
+			if dep == banned || strings.HasPrefix(dep, banned+"/") {
+				t.Errorf("gnt links %s", dep)
+			}
+		}
+	}
+}

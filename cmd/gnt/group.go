@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+)
+
+func groupPath(name string) string { return "/2/groups/" + url.PathEscape(name) }
+
+func allocPolicyFlag() cli.Flag {
+	return &cli.StringFlag{Name: "alloc-policy", Usage: "allocation `POLICY`: preferred, last_resort or unallocable"}
+}
+
+func (e environment) groupCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "group",
+		Usage: "node group operations (gnt-group)",
+		Subcommands: append([]*cli.Command{
+			{
+				Name:      "add",
+				Usage:     "create a node group",
+				ArgsUsage: "NAME",
+				Flags:     []cli.Flag{allocPolicyFlag(), ndparamsFlag()},
+				Action:    e.do(groupAdd),
+			},
+			{
+				Name:      "list",
+				Usage:     "list node groups",
+				ArgsUsage: "[NAME...]",
+				Flags:     listFlags(),
+				Action:    e.do(groupList),
+			},
+			{
+				Name:      "info",
+				Usage:     "show node groups' configuration",
+				ArgsUsage: "[NAME...]",
+				Action:    e.do(groupInfo),
+			},
+			{
+				Name:      "modify",
+				Usage:     "change a node group's parameters",
+				ArgsUsage: "NAME",
+				Flags:     []cli.Flag{allocPolicyFlag(), ndparamsFlag()},
+				Action:    e.do(groupModify),
+			},
+			{
+				Name:      "remove",
+				Usage:     "remove an empty node group",
+				ArgsUsage: "NAME",
+				Action:    e.do(groupRemove),
+			},
+		}, e.tagCommands("node group", true, func(n string) string { return groupPath(n) + "/tags" })...),
+	}
+}
+
+// groupBody is OP_GROUP_ADD and OP_GROUP_SET_PARAMS as the API takes them.
+type groupBody struct {
+	GroupName   string         `json:"group_name,omitempty"`
+	AllocPolicy *string        `json:"alloc_policy,omitempty"`
+	NDParams    map[string]any `json:"ndparams,omitempty"`
+}
+
+func readGroupBody(c *cli.Context) (groupBody, error) {
+	r := flagReader{c: c}
+	b := groupBody{AllocPolicy: r.string("alloc-policy"), NDParams: r.ndparams("node-parameters")}
+	return b, r.err
+}
+
+func groupAdd(ctx context.Context, s *session, c *cli.Context, args []string) error {
+	if err := nArgs(c, args, 1, 1); err != nil {
+		return err
+	}
+	body, err := readGroupBody(c)
+	if err != nil {
+		return err
+	}
+	body.GroupName = args[0]
+	_, err = s.change(ctx, http.MethodPost, "/2/groups", nil, body)
+	return err
+}
+
+func groupModify(ctx context.Context, s *session, c *cli.Context, args []string) error {
+	if err := nArgs(c, args, 1, 1); err != nil {
+		return err
+	}
+	body, err := readGroupBody(c)
+	if err != nil {
+		return err
+	}
+	j, err := s.change(ctx, http.MethodPut, groupPath(args[0])+"/modify", nil, body)
+	if err != nil || j == nil || s.cfg.JSON() {
+		return err
+	}
+	printChanges(s.stdout, "node group "+args[0], j.result(0))
+	return nil
+}
+
+func groupRemove(ctx context.Context, s *session, c *cli.Context, args []string) error {
+	if err := nArgs(c, args, 1, 1); err != nil {
+		return err
+	}
+	_, err := s.change(ctx, http.MethodDelete, groupPath(args[0]), nil, nil)
+	return err
+}
+
+var groupListing = listing{
+	kind: "node group",
+	path: "/2/groups",
+	key:  "name",
+	defaults: []column{
+		{"Group", func(o object) string { return str(o, "name") }},
+		{"Nodes", func(o object) string { return formatValue(o["node_cnt"]) }},
+		{"AllocPolicy", func(o object) string { return str(o, "alloc_policy") }},
+		{"NDParams", func(o object) string {
+			nd, _ := o["custom_ndparams"].(map[string]any)
+			if len(nd) == 0 {
+				return "-"
+			}
+			return formatValue(nd)
+		}},
+	},
+	titles: map[string]string{
+		"name": "Group", "uuid": "UUID", "node_cnt": "Nodes", "node_list": "NodeList",
+		"alloc_policy": "AllocPolicy", "ndparams": "NDParams", "custom_ndparams": "CustomNDParams",
+		"tags": "Tags", "serial_no": "SerialNo", "ctime": "CTime", "mtime": "MTime",
+	},
+}
+
+func groupList(ctx context.Context, s *session, c *cli.Context, args []string) error {
+	return s.list(ctx, groupListing, args, readListOpts(c))
+}
+
+func groupInfo(ctx context.Context, s *session, c *cli.Context, args []string) error {
+	return s.info(ctx, groupListing, args, func(o object) { showGroup(s.stdout, o) })
+}
+
+func showGroup(w io.Writer, o object) {
+	fmt.Fprintf(w, "Group: %s\n", str(o, "name"))
+	fmt.Fprintf(w, "  UUID: %s\n", str(o, "uuid"))
+	fmt.Fprintf(w, "  Number of nodes: %s\n", str(o, "node_cnt"))
+	if nodes := list(o, "node_list"); len(nodes) > 0 {
+		fmt.Fprintf(w, "  Nodes: %s\n", strings.Join(nodes, ", "))
+	}
+	fmt.Fprintf(w, "  Allocation policy: %s\n", str(o, "alloc_policy"))
+	fmt.Fprintf(w, "  Serial number: %s\n", str(o, "serial_no"))
+	fmt.Fprintf(w, "  Creation time: %s\n", epoch(o, "ctime"))
+	fmt.Fprintf(w, "  Modification time: %s\n", epoch(o, "mtime"))
+	fmt.Fprintf(w, "  Tags: %s\n", tagList(o))
+	fmt.Fprintf(w, "  Node parameters:\n")
+	nd, _ := o["ndparams"].(map[string]any)
+	own, _ := o["custom_ndparams"].(map[string]any)
+	if own == nil {
+		own = map[string]any{}
+	}
+	printParams(w, "    ", nd, own)
+}

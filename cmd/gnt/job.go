@@ -1,0 +1,224 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/gnt-cluster/gnt/fsm"
+)
+
+func (e environment) jobCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "job",
+		Usage: "job queue operations (gnt-job)",
+		Subcommands: []*cli.Command{
+			{
+				Name:      "list",
+				Usage:     "list jobs",
+				ArgsUsage: "[ID...]",
+				Flags:     listFlags(),
+				Action:    e.do(jobList),
+			},
+			{
+				Name:      "info",
+				Usage:     "show jobs in full: opcodes with their status, result and log",
+				ArgsUsage: "ID...",
+				Action:    e.do(jobInfo),
+			},
+			{
+				Name:      "watch",
+				Usage:     "follow a job's log until it ends",
+				ArgsUsage: "ID",
+				Action:    e.do(jobWatch),
+			},
+		},
+	}
+}
+
+var jobListing = listing{
+	kind: "job",
+	path: "/2/jobs",
+	key:  "id",
+	defaults: []column{
+		{"ID", func(o object) string { return str(o, "id") }},
+		{"Status", func(o object) string { return str(o, "status") }},
+		{"Summary", func(o object) string { return strings.Join(list(o, "summary"), ",") }},
+	},
+	titles: map[string]string{
+		"id": "ID", "status": "Status", "summary": "Summary", "priority": "Prio", "ops": "OpCodes",
+		"opstatus": "OpCode_status", "opresult": "OpCode_result", "oplog": "OpCode_log",
+		"received_ts": "Received", "start_ts": "Start", "end_ts": "End",
+	},
+}
+
+func jobIDs(c *cli.Context, args []string) error {
+	for _, a := range args {
+		if n, err := strconv.ParseInt(a, 10, 64); err != nil || n < 0 {
+			return usagef(c, "bad job id %q", a)
+		}
+	}
+	return nil
+}
+
+func jobList(ctx context.Context, s *session, c *cli.Context, args []string) error {
+	if err := jobIDs(c, args); err != nil {
+		return err
+	}
+	return s.list(ctx, jobListing, args, readListOpts(c))
+}
+
+func jobInfo(ctx context.Context, s *session, c *cli.Context, args []string) error {
+	if err := nArgs(c, args, 1, -1); err != nil {
+		return err
+	}
+	if err := jobIDs(c, args); err != nil {
+		return err
+	}
+	var raws []json.RawMessage
+	for _, id := range args {
+		raw, err := s.get(ctx, "/2/jobs/"+id, nil)
+		if err != nil {
+			return err
+		}
+		raws = append(raws, raw)
+	}
+	if s.cfg.JSON() {
+		if len(raws) == 1 {
+			return printJSON(s.stdout, raws[0])
+		}
+		return printJSONList(s.stdout, raws)
+	}
+	for _, raw := range raws {
+		var j job
+		if err := json.Unmarshal(raw, &j); err != nil {
+			return fmt.Errorf("decoding job: %w", err)
+		}
+		showJob(s.stdout, &j)
+	}
+	return nil
+}
+
+func jobWatch(ctx context.Context, s *session, c *cli.Context, args []string) error {
+	if err := nArgs(c, args, 1, 1); err != nil {
+		return err
+	}
+	if err := jobIDs(c, args); err != nil {
+		return err
+	}
+	id, _ := strconv.ParseInt(args[0], 10, 64)
+	if !s.cfg.JSON() {
+		fmt.Fprintf(s.stdout, "Output from job %d follows\n-----------------------\n", id)
+	}
+	j, raw, err := s.waitJob(ctx, id, 0)
+	if err != nil {
+		return err
+	}
+	if s.cfg.JSON() {
+		if err := printJSON(s.stdout, raw); err != nil {
+			return err
+		}
+	}
+	if j.Status != fsm.StatusSuccess {
+		return j.failure()
+	}
+	return nil
+}
+
+func showJob(w io.Writer, j *job) {
+	fmt.Fprintf(w, "- Job ID: %d\n", int64(j.ID))
+	fmt.Fprintf(w, "  Status: %s\n", j.Status)
+	if j.Priority != nil {
+		fmt.Fprintf(w, "  Priority: %d\n", *j.Priority)
+	}
+	if len(j.Summary) > 0 {
+		fmt.Fprintf(w, "  Summary: %s\n", strings.Join(j.Summary, ","))
+	}
+	fmt.Fprintf(w, "  Received:         %s\n", formatStamp(j.ReceivedTS))
+	fmt.Fprintf(w, "  Processing start: %s%s\n", formatStamp(j.StartTS), delta(j.ReceivedTS, j.StartTS))
+	fmt.Fprintf(w, "  Processing end:   %s%s\n", formatStamp(j.EndTS), delta(j.StartTS, j.EndTS))
+	if len(j.StartTS) > 0 && len(j.EndTS) > 0 {
+		fmt.Fprintf(w, "  Total processing time: %.6f seconds\n", j.EndTS.time().Sub(j.StartTS.time()).Seconds())
+	}
+	fmt.Fprintf(w, "  Opcodes:\n")
+	for i, in := range j.Ops {
+		var input object
+		_ = decode(in, &input)
+		fmt.Fprintf(w, "    - Opcode: %s\n", str(input, "OP_ID"))
+		fmt.Fprintf(w, "      Status: %s\n", at(j.OpStatus, i))
+		if i < len(j.OpPriority) {
+			fmt.Fprintf(w, "      Priority: %d\n", j.OpPriority[i])
+		}
+		fmt.Fprintf(w, "      Processing start: %s\n", formatStamp(stampAt(j.OpStart, i)))
+		fmt.Fprintf(w, "      Execution start:  %s\n", formatStamp(stampAt(j.OpExec, i)))
+		fmt.Fprintf(w, "      Processing end:   %s\n", formatStamp(stampAt(j.OpEnd, i)))
+		fmt.Fprintf(w, "      Input fields:\n")
+		keys := make([]string, 0, len(input))
+		for k := range input {
+			if k != "OP_ID" {
+				keys = append(keys, k)
+			}
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(w, "        %s: %s\n", k, compact(input[k]))
+		}
+		if i < len(j.OpResult) && string(j.OpResult[i]) != "null" && len(j.OpResult[i]) > 0 {
+			fmt.Fprintf(w, "      Result: %s\n", compactRaw(j.OpResult[i]))
+		} else {
+			fmt.Fprintf(w, "      No output data\n")
+		}
+		if i < len(j.OpLog) && len(j.OpLog[i]) > 0 {
+			fmt.Fprintf(w, "      Execution log:\n")
+			for _, l := range j.OpLog[i] {
+				fmt.Fprintf(w, "        %s %s\n", formatStamp(l.Time), l.Msg)
+			}
+		} else {
+			fmt.Fprintf(w, "      No execution log\n")
+		}
+	}
+}
+
+func stampAt(xs []stamp, i int) stamp {
+	if i < len(xs) {
+		return xs[i]
+	}
+	return nil
+}
+
+func delta(from, to stamp) string {
+	if len(from) == 0 || len(to) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (delta %.6fs)", to.time().Sub(from.time()).Seconds())
+}
+
+// compact renders an input field: text as it is, anything else as JSON.
+func compact(v any) string {
+	if s, ok := v.(string); ok {
+		return s
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+func compactRaw(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var v any
+	if decode(raw, &v) != nil {
+		return string(raw)
+	}
+	return compact(v)
+}

@@ -1,0 +1,320 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/gnt-cluster/gnt/fsm"
+)
+
+func nodePath(name string) string { return "/2/nodes/" + url.PathEscape(name) }
+
+func (e environment) nodeCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "node",
+		Usage: "node operations (gnt-node)",
+		Subcommands: append([]*cli.Command{
+			{
+				Name:      "add",
+				Usage:     "add a node to the cluster",
+				ArgsUsage: "NAME",
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "primary-ip", Usage: "primary `IP` address of the node (required)"},
+					&cli.StringFlag{Name: "secondary-ip", Usage: "secondary (replication) `IP` address"},
+					&cli.StringFlag{Name: "group", Aliases: []string{"g"}, Usage: "node `GROUP` (default: the default group)"},
+					yesNoFlag("master-candidate", "make the node a master candidate (default: as the pool needs)"),
+					yesNoFlag("master-capable", "whether the node may become master candidate"),
+					yesNoFlag("vm-capable", "whether the node may run instances"),
+					ndparamsFlag(),
+				},
+				Action: e.do(nodeAdd),
+			},
+			{
+				Name:      "list",
+				Usage:     "list nodes",
+				ArgsUsage: "[NAME...]",
+				Description: "Default columns: Node, Role (M master, C candidate, R regular, D drained, O offline), " +
+					"Group, PrimaryIP, MTotal, DTotal, CPUs, Pinst, Sinst, Flags (no-mc: not master capable, " +
+					"no-vm: not vm capable, unpowered).",
+				Flags:  listFlags(),
+				Action: e.do(nodeList),
+			},
+			{
+				Name:      "info",
+				Usage:     "show nodes' configuration",
+				ArgsUsage: "[NAME...]",
+				Action:    e.do(nodeInfo),
+			},
+			{
+				Name:      "modify",
+				Usage:     "change a node's flags and parameters",
+				ArgsUsage: "NAME",
+				Flags: []cli.Flag{
+					yesNoFlag("master-candidate", "master candidate flag"),
+					yesNoFlag("drained", "drained flag (no new instances)"),
+					yesNoFlag("offline", "offline flag"),
+					yesNoFlag("master-capable", "whether the node may become master candidate"),
+					yesNoFlag("vm-capable", "whether the node may run instances"),
+					yesNoFlag("powered", "recorded power state (nodes with an OOB helper)"),
+					&cli.StringFlag{Name: "secondary-ip", Usage: "new secondary `IP` address"},
+					&cli.BoolFlag{Name: "auto-promote", Usage: "promote other nodes if the candidate pool would shrink"},
+					&cli.BoolFlag{Name: "force", Usage: "force the change"},
+					ndparamsFlag(),
+				},
+				Action: e.do(nodeModify),
+			},
+			{
+				Name:      "remove",
+				Usage:     "remove a node from the cluster",
+				ArgsUsage: "NAME",
+				Action:    e.do(nodeRemove),
+			},
+			{
+				Name:      "role",
+				Usage:     "show a node's role, or set it (master-candidate, regular, drained, offline)",
+				ArgsUsage: "NAME [ROLE]",
+				Flags: []cli.Flag{
+					&cli.BoolFlag{Name: "auto-promote", Usage: "promote other nodes if the candidate pool would shrink"},
+					&cli.BoolFlag{Name: "force", Usage: "force the change"},
+				},
+				Action: e.do(nodeRole),
+			},
+		}, e.tagCommands("node", true, func(n string) string { return nodePath(n) + "/tags" })...),
+	}
+}
+
+// nodeAddBody is OP_NODE_ADD as POST /2/nodes takes it.
+type nodeAddBody struct {
+	NodeName        string         `json:"node_name"`
+	PrimaryIP       string         `json:"primary_ip"`
+	SecondaryIP     string         `json:"secondary_ip,omitempty"`
+	Group           string         `json:"group,omitempty"`
+	MasterCandidate *bool          `json:"master_candidate,omitempty"`
+	MasterCapable   *bool          `json:"master_capable,omitempty"`
+	VMCapable       *bool          `json:"vm_capable,omitempty"`
+	NDParams        map[string]any `json:"ndparams,omitempty"`
+}
+
+func nodeAdd(ctx context.Context, s *session, c *cli.Context, args []string) error {
+	if err := nArgs(c, args, 1, 1); err != nil {
+		return err
+	}
+	r := flagReader{c: c}
+	body := nodeAddBody{
+		NodeName:        args[0],
+		PrimaryIP:       c.String("primary-ip"),
+		SecondaryIP:     c.String("secondary-ip"),
+		Group:           c.String("group"),
+		MasterCandidate: r.yesNo("master-candidate"),
+		MasterCapable:   r.yesNo("master-capable"),
+		VMCapable:       r.yesNo("vm-capable"),
+		NDParams:        r.ndparams("node-parameters"),
+	}
+	if body.PrimaryIP == "" {
+		r.fail("--primary-ip is required")
+	}
+	if r.err != nil {
+		return r.err
+	}
+	_, err := s.change(ctx, http.MethodPost, "/2/nodes", nil, body)
+	return err
+}
+
+var nodeListing = listing{
+	kind: "node",
+	path: "/2/nodes",
+	key:  "name",
+	defaults: []column{
+		{"Node", func(o object) string { return str(o, "name") }},
+		{"Role", func(o object) string { return str(o, "role") }},
+		{"Group", func(o object) string { return str(o, "group") }},
+		{"PrimaryIP", func(o object) string { return str(o, "pip") }},
+		{"MTotal", func(o object) string { return mebibytes(o, "mtotal") }},
+		{"DTotal", func(o object) string { return mebibytes(o, "dtotal") }},
+		{"CPUs", func(o object) string { return formatValue(o["ctotal"]) }},
+		{"Pinst", func(o object) string { return formatValue(o["pinst_cnt"]) }},
+		{"Sinst", func(o object) string { return formatValue(o["sinst_cnt"]) }},
+		{"Flags", nodeFlags},
+	},
+	titles: map[string]string{
+		"name": "Node", "uuid": "UUID", "role": "Role", "group": "Group", "group.uuid": "GroupUUID",
+		"pip": "PrimaryIP", "sip": "SecondaryIP", "master_candidate": "MasterC", "master_capable": "MasterCapable",
+		"vm_capable": "VMCapable", "offline": "Offline", "drained": "Drained", "powered": "Powered",
+		"mtotal": "MTotal", "mfree": "MFree", "dtotal": "DTotal", "dfree": "DFree", "ctotal": "CTotal",
+		"pinst_cnt": "Pinst", "sinst_cnt": "Sinst", "pinst_list": "PriInstances", "sinst_list": "SecInstances",
+		"tags": "Tags", "serial_no": "SerialNo", "ctime": "CTime", "mtime": "MTime", "version": "Version",
+		"ndparams": "NodeParameters",
+	},
+}
+
+// nodeFlags summarises the flags the role letter does not show.
+func nodeFlags(o object) string {
+	var f []string
+	if v, ok := o["master_capable"].(bool); ok && !v {
+		f = append(f, "no-mc")
+	}
+	if v, ok := o["vm_capable"].(bool); ok && !v {
+		f = append(f, "no-vm")
+	}
+	if v, ok := o["powered"].(bool); ok && !v {
+		f = append(f, "unpowered")
+	}
+	if len(f) == 0 {
+		return "-"
+	}
+	return strings.Join(f, ",")
+}
+
+func nodeList(ctx context.Context, s *session, c *cli.Context, args []string) error {
+	return s.list(ctx, nodeListing, args, readListOpts(c))
+}
+
+var roleNames = map[string]string{"M": "master", "C": "master candidate", "R": "regular", "D": "drained", "O": "offline"}
+
+func nodeInfo(ctx context.Context, s *session, c *cli.Context, args []string) error {
+	return s.info(ctx, nodeListing, args, func(o object) { showNode(s.stdout, o) })
+}
+
+func showNode(w io.Writer, o object) {
+	fmt.Fprintf(w, "Node name: %s\n", str(o, "name"))
+	fmt.Fprintf(w, "  UUID: %s\n", str(o, "uuid"))
+	role := str(o, "role")
+	if n := roleNames[role]; n != "" {
+		role = n
+	}
+	fmt.Fprintf(w, "  role: %s\n", role)
+	fmt.Fprintf(w, "  primary ip: %s\n", str(o, "pip"))
+	fmt.Fprintf(w, "  secondary ip: %s\n", str(o, "sip"))
+	fmt.Fprintf(w, "  group: %s (%s)\n", str(o, "group"), str(o, "group.uuid"))
+	for _, f := range []struct{ label, key string }{
+		{"master candidate", "master_candidate"}, {"drained", "drained"}, {"offline", "offline"},
+		{"powered", "powered"}, {"master_capable", "master_capable"}, {"vm_capable", "vm_capable"},
+	} {
+		fmt.Fprintf(w, "  %s: %s\n", f.label, str(o, f.key))
+	}
+	fmt.Fprintf(w, "  memory: total %s, free %s\n", mebibytes(o, "mtotal"), mebibytes(o, "mfree"))
+	fmt.Fprintf(w, "  disk: total %s, free %s\n", mebibytes(o, "dtotal"), mebibytes(o, "dfree"))
+	fmt.Fprintf(w, "  cpus: %s\n", formatValue(o["ctotal"]))
+	for _, k := range []struct{ key, what string }{{"pinst_list", "primary"}, {"sinst_list", "secondary"}} {
+		insts := list(o, k.key)
+		if len(insts) == 0 {
+			fmt.Fprintf(w, "  %s for no instances\n", k.what)
+			continue
+		}
+		fmt.Fprintf(w, "  %s for instances:\n", k.what)
+		for _, i := range insts {
+			fmt.Fprintf(w, "    - %s\n", i)
+		}
+	}
+	if addrs, ok := o["addrs"].(map[string]any); ok && len(addrs) > 0 {
+		fmt.Fprintf(w, "  addresses:\n")
+		printParams(w, "    ", addrs, nil)
+	}
+	if v := str(o, "version"); v != "" {
+		fmt.Fprintf(w, "  version: %s\n", v)
+	}
+	fmt.Fprintf(w, "  serial number: %s\n", str(o, "serial_no"))
+	fmt.Fprintf(w, "  creation time: %s\n", epoch(o, "ctime"))
+	fmt.Fprintf(w, "  modification time: %s\n", epoch(o, "mtime"))
+	fmt.Fprintf(w, "  tags: %s\n", tagList(o))
+	fmt.Fprintf(w, "  node parameters (set on the node):\n")
+	nd, _ := o["ndparams"].(map[string]any)
+	printParams(w, "    ", nd, nil)
+}
+
+// nodeModifyBody is OP_NODE_SET_PARAMS as PUT /2/nodes/{n}/modify takes it.
+type nodeModifyBody struct {
+	MasterCandidate *bool          `json:"master_candidate,omitempty"`
+	Offline         *bool          `json:"offline,omitempty"`
+	Drained         *bool          `json:"drained,omitempty"`
+	MasterCapable   *bool          `json:"master_capable,omitempty"`
+	VMCapable       *bool          `json:"vm_capable,omitempty"`
+	SecondaryIP     *string        `json:"secondary_ip,omitempty"`
+	NDParams        map[string]any `json:"ndparams,omitempty"`
+	Powered         *bool          `json:"powered,omitempty"`
+	AutoPromote     bool           `json:"auto_promote,omitempty"`
+	Force           bool           `json:"force,omitempty"`
+}
+
+func nodeModify(ctx context.Context, s *session, c *cli.Context, args []string) error {
+	if err := nArgs(c, args, 1, 1); err != nil {
+		return err
+	}
+	r := flagReader{c: c}
+	body := nodeModifyBody{
+		MasterCandidate: r.yesNo("master-candidate"),
+		Offline:         r.yesNo("offline"),
+		Drained:         r.yesNo("drained"),
+		MasterCapable:   r.yesNo("master-capable"),
+		VMCapable:       r.yesNo("vm-capable"),
+		SecondaryIP:     r.string("secondary-ip"),
+		NDParams:        r.ndparams("node-parameters"),
+		Powered:         r.yesNo("powered"),
+		AutoPromote:     c.Bool("auto-promote"),
+		Force:           c.Bool("force"),
+	}
+	if r.err != nil {
+		return r.err
+	}
+	j, err := s.change(ctx, http.MethodPut, nodePath(args[0])+"/modify", nil, body)
+	if err != nil || j == nil || s.cfg.JSON() {
+		return err
+	}
+	printChanges(s.stdout, "node "+args[0], j.result(0))
+	return nil
+}
+
+func nodeRemove(ctx context.Context, s *session, c *cli.Context, args []string) error {
+	if err := nArgs(c, args, 1, 1); err != nil {
+		return err
+	}
+	_, err := s.change(ctx, http.MethodDelete, nodePath(args[0]), nil, nil)
+	return err
+}
+
+func nodeRole(ctx context.Context, s *session, c *cli.Context, args []string) error {
+	if err := nArgs(c, args, 1, 2); err != nil {
+		return err
+	}
+	path := nodePath(args[0]) + "/role"
+	if len(args) == 1 {
+		if c.Bool("force") || c.Bool("auto-promote") {
+			return usagef(c, "--force and --auto-promote apply only when setting a role")
+		}
+		var role string
+		raw, err := s.getInto(ctx, path, nil, &role)
+		if err != nil {
+			return err
+		}
+		if s.cfg.JSON() {
+			return printJSON(s.stdout, raw)
+		}
+		fmt.Fprintln(s.stdout, role)
+		return nil
+	}
+	role := args[1]
+	switch role {
+	case fsm.RoleMaster, fsm.RoleCandidate, fsm.RoleRegular, fsm.RoleDrained, fsm.RoleOffline:
+	default:
+		return usagef(c, "unknown role %q: use master-candidate, regular, drained or offline", role)
+	}
+	var q url.Values
+	if c.Bool("force") {
+		q = with(q, "force", "1")
+	}
+	if c.Bool("auto-promote") {
+		q = with(q, "auto-promote", "1")
+	}
+	j, err := s.change(ctx, http.MethodPut, path, q, role)
+	if err != nil || j == nil || s.cfg.JSON() {
+		return err
+	}
+	printChanges(s.stdout, "node "+args[0], j.result(0))
+	return nil
+}

@@ -1,0 +1,143 @@
+// Command gntd is gnt's daemon: `gntd agent` runs one node (a master
+// candidate or a plain node) and `gntd dev` runs a whole cluster of child
+// gntd processes on this machine.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/gnt-cluster/gnt/server"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "gntd:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	app := &cli.App{
+		Name:      "gntd",
+		Usage:     "the gnt cluster daemon",
+		Writer:    stdout,
+		ErrWriter: stderr,
+		Version:   server.Version,
+		Commands:  []*cli.Command{agentCommand(), devCommand()},
+	}
+	return app.RunContext(ctx, args)
+}
+
+func agentCommand() *cli.Command {
+	d := server.DefaultConfig()
+	return &cli.Command{
+		Name:  "agent",
+		Usage: "run this machine's gntd",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "config", Usage: "JSON config file (flags given on the command line win)"},
+			&cli.StringFlag{Name: "name", Usage: "node name"},
+			&cli.StringFlag{Name: "bind", Usage: "IP address to listen on and dial from"},
+			&cli.StringFlag{Name: "data-dir", Value: d.DataDir},
+			&cli.IntFlag{Name: "api-port", Value: d.APIPort},
+			&cli.IntFlag{Name: "raft-port", Value: d.RaftPort},
+			&cli.IntFlag{Name: "agent-port", Value: d.AgentPort},
+			&cli.IntFlag{Name: "gossip-port", Value: d.GossipPort},
+			&cli.IntFlag{Name: "confd-port", Value: d.ConfdPort},
+			&cli.StringFlag{Name: "join", Usage: "comma-separated API addresses of candidates to register with"},
+			&cli.StringFlag{Name: "profile", Value: d.Profile, Usage: "timers: lan or dev"},
+			&cli.StringFlag{Name: "log-level", Value: d.LogLevel},
+			&cli.IntFlag{Name: "executor-concurrency", Value: d.ExecutorConcurrency},
+			&cli.Int64Flag{Name: "memory-mib", Usage: "memory to report (0: unknown)"},
+			&cli.Int64Flag{Name: "disk-mib", Usage: "disk to report (0: unknown)"},
+			&cli.IntFlag{Name: "cpus", Usage: "CPUs to report (0: detect)"},
+		},
+		Action: func(c *cli.Context) error {
+			cfg := server.DefaultConfig()
+			if p := c.String("config"); p != "" {
+				if err := server.LoadConfigFile(p, &cfg); err != nil {
+					return err
+				}
+			}
+			setStr := func(flag string, dst *string) {
+				if c.IsSet(flag) || *dst == "" {
+					*dst = c.String(flag)
+				}
+			}
+			setInt := func(flag string, dst *int) {
+				if c.IsSet(flag) {
+					*dst = c.Int(flag)
+				}
+			}
+			setStr("name", &cfg.Name)
+			setStr("bind", &cfg.Bind)
+			setStr("data-dir", &cfg.DataDir)
+			setStr("profile", &cfg.Profile)
+			setStr("log-level", &cfg.LogLevel)
+			setInt("api-port", &cfg.APIPort)
+			setInt("raft-port", &cfg.RaftPort)
+			setInt("agent-port", &cfg.AgentPort)
+			setInt("gossip-port", &cfg.GossipPort)
+			setInt("confd-port", &cfg.ConfdPort)
+			setInt("executor-concurrency", &cfg.ExecutorConcurrency)
+			setInt("cpus", &cfg.Resources.CPUs)
+			if c.IsSet("memory-mib") {
+				cfg.Resources.MemoryMiB = c.Int64("memory-mib")
+			}
+			if c.IsSet("disk-mib") {
+				cfg.Resources.DiskMiB = c.Int64("disk-mib")
+			}
+			if j := c.String("join"); j != "" {
+				cfg.Join = strings.Split(j, ",")
+			}
+			s, err := server.New(cfg, nil)
+			if err != nil {
+				return err
+			}
+			return s.Run(c.Context)
+		},
+	}
+}
+
+func devCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "dev",
+		Usage: "run a whole cluster on this machine (3 candidates on 127.0.0.11-13, 3 nodes on 127.0.0.21-23)",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "data-dir", Usage: "where the members' data dirs go (default: a new temp dir)"},
+			&cli.IntFlag{Name: "candidates", Value: 3},
+			&cli.IntFlag{Name: "nodes", Value: 3},
+			&cli.StringFlag{Name: "cluster-name", Value: "gnt-dev"},
+			&cli.StringFlag{Name: "servers-file", Usage: "file to write the API addresses to, for gnt (default ~/.config/gnt/servers; 'none' to skip)"},
+		},
+		Action: func(c *cli.Context) error {
+			bin, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			sf := c.String("servers-file")
+			switch sf {
+			case "":
+				if home, err := os.UserHomeDir(); err == nil {
+					sf = filepath.Join(home, ".config", "gnt", "servers")
+				}
+			case "none":
+				sf = ""
+			}
+			return server.RunDev(c.Context, server.DevOptions{
+				DataDir: c.String("data-dir"), Binary: bin, Candidates: c.Int("candidates"), Nodes: c.Int("nodes"),
+				ClusterName: c.String("cluster-name"), ServersFile: sf, Out: c.App.Writer,
+			})
+		},
+	}
+}

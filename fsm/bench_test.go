@@ -1,0 +1,54 @@
+package fsm
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+)
+
+// BenchmarkApplyTagsSet measures the state machine alone: one
+// configuration job (OP_TAGS_SET on a node of a 100-node cluster) per log
+// entry, decoded and applied.
+func BenchmarkApplyTagsSet(b *testing.B) {
+	h := newHarness()
+	h.apply(ClusterInit{Now: h.now, Name: "c", UUID: h.uuid(), GroupUUID: h.uuid(), Node: NodeSpec{Name: "n1", UUID: h.uuid(), PrimaryIP: "10.0.0.1"}})
+	for i := 2; i <= 100; i++ {
+		op := fmt.Sprintf(`{"OP_ID":"OP_NODE_ADD","node_name":"n%d","primary_ip":"10.0.%d.%d"}`, i, i/250, i%250+1)
+		h.apply(JobSubmit{Now: h.now, Ops: []json.RawMessage{json.RawMessage(op)}, UUIDs: []string{h.uuid()}})
+	}
+	entries := make([][]byte, 1000)
+	for i := range entries {
+		op := fmt.Sprintf(`{"OP_ID":"OP_TAGS_SET","kind":"node","name":"n%d","tags":["bench:%d"]}`, i%100+1, i)
+		entries[i], _ = Encode(JobSubmit{Now: h.now, Ops: []json.RawMessage{json.RawMessage(op)}, UUIDs: []string{""}})
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		h.index++
+		if r := h.f.Apply(h.index, entries[i%len(entries)]).(Response); r.Err != nil {
+			b.Fatal(r.Err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+// BenchmarkApplyBatch64 applies Batch entries of 64 configuration jobs, as
+// the server's applier packs them under load.
+func BenchmarkApplyBatch64(b *testing.B) {
+	h := newHarness()
+	h.apply(ClusterInit{Now: h.now, Name: "c", UUID: h.uuid(), GroupUUID: h.uuid(), Node: NodeSpec{Name: "n1", UUID: h.uuid(), PrimaryIP: "10.0.0.1"}})
+	var subs [][]byte
+	for i := 0; i < 64; i++ {
+		op := fmt.Sprintf(`{"OP_ID":"OP_TAGS_SET","kind":"cluster","tags":["bench:%d"]}`, i)
+		e, _ := Encode(JobSubmit{Now: h.now, Ops: []json.RawMessage{json.RawMessage(op)}, UUIDs: []string{""}})
+		subs = append(subs, e)
+	}
+	entry, _ := EncodeBatch(subs)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		h.index++
+		h.f.Apply(h.index, entry)
+	}
+	b.ReportMetric(float64(b.N*64)/b.Elapsed().Seconds(), "jobs/s")
+}

@@ -1,0 +1,451 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gnt-cluster/gnt/rpc"
+)
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+	subnet    atomic.Int32
+)
+
+// Binaries returns the directory holding gntd and gnt, building them into
+// a temporary directory once per test binary unless GNT_BIN_DIR is set.
+func Binaries(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		if d := os.Getenv("GNT_BIN_DIR"); d != "" {
+			if _, err := os.Stat(filepath.Join(d, "gntd")); err == nil {
+				binDir = d
+				return
+			}
+		}
+		d, err := os.MkdirTemp("", "gnt-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		for _, c := range []string{"gntd", "gnt"} {
+			out, err := exec.Command("go", "build", "-o", filepath.Join(d, c), "github.com/gnt-cluster/gnt/cmd/"+c).CombinedOutput()
+			if err != nil {
+				buildErr = fmt.Errorf("building %s: %v\n%s", c, err, out)
+				return
+			}
+		}
+		binDir = d
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binDir
+}
+
+// Member is one gntd process of a test cluster.
+type Member struct {
+	Name      string
+	IP        string
+	Candidate bool
+	DataDir   string
+	Args      []string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+	log  *lockedBuffer
+}
+
+// APIAddr is the member's API address.
+func (m *Member) APIAddr() string { return m.IP + ":5080" }
+
+// Cluster is a set of gntd processes on 127.<s>.0.x addresses private to
+// one test.
+type Cluster struct {
+	t       testing.TB
+	Bin     string
+	Dir     string
+	Name    string
+	Members []*Member
+}
+
+// ClusterOptions shape a test cluster.
+type ClusterOptions struct {
+	Candidates int
+	Nodes      int
+	// ExtraArgs are appended to every gntd command line.
+	ExtraArgs []string
+}
+
+// NewCluster starts a cluster: the first candidate initialises it, the
+// others are added with `node add` and join with the copied cluster key.
+// It waits until min(Candidates, 5) voters are in the Raft configuration.
+func NewCluster(t testing.TB, o ClusterOptions) *Cluster {
+	t.Helper()
+	bin := Binaries(t)
+	s := subnet.Add(1) + int32(os.Getpid()%100)*2 + 10
+	c := &Cluster{t: t, Bin: bin, Dir: t.TempDir(), Name: "test.example.com"}
+	for i := 0; i < o.Candidates; i++ {
+		c.Members = append(c.Members, c.newMember(fmt.Sprintf("node%d", 11+i), fmt.Sprintf("127.%d.0.%d", s, 11+i), true, o.ExtraArgs))
+	}
+	for i := 0; i < o.Nodes; i++ {
+		c.Members = append(c.Members, c.newMember(fmt.Sprintf("node%d", 21+i), fmt.Sprintf("127.%d.0.%d", s, 21+i), false, o.ExtraArgs))
+	}
+	t.Cleanup(func() {
+		for _, m := range c.Members {
+			m.Kill()
+		}
+		if t.Failed() {
+			for _, m := range c.Members {
+				t.Logf("---- log of %s ----\n%s", m.Name, m.log.Tail(120))
+			}
+		}
+	})
+	first := c.Members[0]
+	first.Start(t)
+	c.WaitHTTP(first)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl := rpc.NewClient([]string{first.APIAddr()})
+	if err := cl.Init(ctx, rpc.InitRequest{ClusterName: c.Name, CandidatePoolSize: o.Candidates}); err != nil {
+		t.Fatalf("cluster init: %v", err)
+	}
+	key, err := os.ReadFile(filepath.Join(first.DataDir, "cluster.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range c.Members[1:] {
+		if err := os.MkdirAll(m.DataDir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(m.DataDir, "cluster.key"), key, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		mc := m.Candidate
+		id, meta, err := cl.AddNode(ctx, map[string]any{"node_name": m.Name, "primary_ip": m.IP, "master_candidate": mc}, "test setup")
+		if err != nil {
+			t.Fatalf("node add %s: %v", m.Name, err)
+		}
+		if job, err := cl.WaitJob(ctx, id, meta.Index); err != nil || job.Status != "success" {
+			t.Fatalf("node add %s: %v %+v", m.Name, err, job)
+		}
+		m.Start(t)
+	}
+	c.WaitVoters(min(o.Candidates, 5), 60*time.Second)
+	return c
+}
+
+func (c *Cluster) newMember(name, ip string, candidate bool, extra []string) *Member {
+	var joins []string
+	for _, m := range c.Members {
+		if m.Candidate {
+			joins = append(joins, m.APIAddr())
+		}
+	}
+	if candidate {
+		joins = append(joins, ip+":5080")
+	}
+	dir := filepath.Join(c.Dir, name)
+	args := []string{filepath.Join(c.Bin, "gntd"), "agent", "--name", name, "--bind", ip, "--data-dir", dir,
+		"--profile", "dev", "--log-level", "info"}
+	if len(joins) > 0 {
+		args = append(args, "--join", strings.Join(joins, ","))
+	}
+	args = append(args, extra...)
+	return &Member{Name: name, IP: ip, Candidate: candidate, DataDir: dir, Args: args, log: &lockedBuffer{}}
+}
+
+// Start runs the member's gntd (again, after a kill) with the same command line.
+func (m *Member) Start(t testing.TB) {
+	t.Helper()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cmd != nil {
+		select {
+		case <-m.done:
+		default:
+			t.Fatalf("%s is already running", m.Name)
+		}
+	}
+	cmd := exec.Command(m.Args[0], m.Args[1:]...)
+	cmd.Stdout, cmd.Stderr = m.log, m.log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	fmt.Fprintf(m.log, "==== %s start: %s\n", time.Now().Format(time.RFC3339Nano), strings.Join(m.Args, " "))
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", m.Name, err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	m.cmd, m.done = cmd, done
+}
+
+// Kill sends SIGKILL and waits for the process to exit.
+func (m *Member) Kill() { m.signal(syscall.SIGKILL, true) }
+
+// Stop sends SIGTERM and waits.
+func (m *Member) Stop() { m.signal(syscall.SIGTERM, true) }
+
+// Pause sends SIGSTOP; Resume sends SIGCONT.
+func (m *Member) Pause()  { m.signal(syscall.SIGSTOP, false) }
+func (m *Member) Resume() { m.signal(syscall.SIGCONT, false) }
+
+// Running reports whether the process is alive.
+func (m *Member) Running() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cmd == nil {
+		return false
+	}
+	select {
+	case <-m.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// PID is the current process id (0 when not running).
+func (m *Member) PID() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cmd == nil || m.cmd.Process == nil {
+		return 0
+	}
+	return m.cmd.Process.Pid
+}
+
+func (m *Member) signal(sig syscall.Signal, wait bool) {
+	m.mu.Lock()
+	cmd, done := m.cmd, m.done
+	m.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		return
+	}
+	select {
+	case <-done:
+		return
+	default:
+	}
+	if sig == syscall.SIGKILL || sig == syscall.SIGTERM {
+		cmd.Process.Signal(syscall.SIGCONT)
+	}
+	cmd.Process.Signal(sig)
+	if wait {
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+		fmt.Fprintf(m.log, "==== %s stopped by %v\n", time.Now().Format(time.RFC3339Nano), sig)
+	}
+}
+
+// Log returns the member's output so far.
+func (m *Member) Log() string { return m.log.String() }
+
+// Candidates returns the candidate members.
+func (c *Cluster) Candidates() []*Member {
+	var out []*Member
+	for _, m := range c.Members {
+		if m.Candidate {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Member finds a member by name.
+func (c *Cluster) Member(name string) *Member {
+	for _, m := range c.Members {
+		if m.Name == name {
+			return m
+		}
+	}
+	c.t.Fatalf("no member %s", name)
+	return nil
+}
+
+// Servers are the candidates' API addresses.
+func (c *Cluster) Servers() []string {
+	var out []string
+	for _, m := range c.Candidates() {
+		out = append(out, m.APIAddr())
+	}
+	return out
+}
+
+// Client returns an API client over all candidates.
+func (c *Cluster) Client() *rpc.Client { return rpc.NewClient(c.Servers()) }
+
+// Status asks one member for its own status (no leader needed).
+func (c *Cluster) Status(m *Member) (rpc.Status, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var st rpc.Status
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+m.APIAddr()+"/2/gnt/status?hash=1", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return st, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return st, fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return st, json.NewDecoder(resp.Body).Decode(&st)
+}
+
+// Leader returns the running member that is leader with leadership
+// established, or nil.
+func (c *Cluster) Leader() *Member {
+	for _, m := range c.Candidates() {
+		if !m.Running() {
+			continue
+		}
+		if st, err := c.Status(m); err == nil && st.RaftState == "leader" && st.Established {
+			return m
+		}
+	}
+	return nil
+}
+
+// WaitLeader waits for an established leader.
+func (c *Cluster) WaitLeader(timeout time.Duration) *Member {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if l := c.Leader(); l != nil {
+			return l
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c.t.Fatalf("no leader within %v", timeout)
+	return nil
+}
+
+// WaitHTTP waits until the member's API answers.
+func (c *Cluster) WaitHTTP(m *Member) {
+	c.t.Helper()
+	for i := 0; i < 400; i++ {
+		if resp, err := http.Get("http://" + m.APIAddr() + "/version"); err == nil {
+			resp.Body.Close()
+			return
+		}
+		if !m.Running() {
+			c.t.Fatalf("%s exited during start-up:\n%s", m.Name, m.log.Tail(40))
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	c.t.Fatalf("%s API did not answer", m.Name)
+}
+
+// WaitVoters waits until the Raft configuration has n voters.
+func (c *Cluster) WaitVoters(n int, timeout time.Duration) []rpc.Peer {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last []rpc.Peer
+	var lastErr error
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		peers, err := c.Client().Peers(ctx)
+		cancel()
+		last, lastErr = peers, err
+		voters := 0
+		for _, p := range peers {
+			if p.Suffrage == "voter" {
+				voters++
+			}
+		}
+		if err == nil && voters == n {
+			return peers
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	c.t.Fatalf("want %d voters within %v; last peers %+v (err %v)", n, timeout, last, lastErr)
+	return nil
+}
+
+// WaitConverged waits until every running candidate has applied the same
+// index with the same state hash, and returns that hash.
+func (c *Cluster) WaitConverged(timeout time.Duration) string {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	var seen []string
+	for time.Now().Before(deadline) {
+		seen = seen[:0]
+		hashes := map[string]bool{}
+		ok := true
+		for _, m := range c.Candidates() {
+			if !m.Running() {
+				continue
+			}
+			st, err := c.Status(m)
+			if err != nil || !st.Candidate {
+				ok = false
+				break
+			}
+			hashes[st.FSMHash] = true
+			seen = append(seen, fmt.Sprintf("%s@%d:%.12s", m.Name, st.AppliedIndex, st.FSMHash))
+		}
+		if ok && len(hashes) == 1 {
+			for h := range hashes {
+				return h
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	c.t.Fatalf("candidates did not converge within %v: %v", timeout, seen)
+	return ""
+}
+
+// GNT runs the gnt CLI against the cluster and returns its output.
+func (c *Cluster) GNT(args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	full := append([]string{"--server", strings.Join(c.Servers(), ",")}, args...)
+	cmd := exec.CommandContext(ctx, filepath.Join(c.Bin, "gnt"), full...)
+	cmd.Env = append(os.Environ(), "GNT_SERVER=", "HOME="+c.Dir)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// Tail returns the last n lines.
+func (b *lockedBuffer) Tail(n int) string {
+	lines := strings.Split(b.String(), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,121 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gnt-cluster/gnt/fsm"
+)
+
+// direct applies commands straight to an FSM, as Raft would on one node.
+type direct struct {
+	mu    sync.Mutex
+	f     *fsm.FSM
+	index uint64
+}
+
+func (d *direct) Apply(_ context.Context, c fsm.Command) (fsm.Response, uint64, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	data, err := fsm.Encode(c)
+	if err != nil {
+		return fsm.Response{}, 0, err
+	}
+	d.index++
+	return d.f.Apply(d.index, data).(fsm.Response), d.index, nil
+}
+
+func setup(t *testing.T) (*direct, uint64) {
+	d := &direct{f: fsm.New()}
+	d.Apply(context.Background(), fsm.ClusterInit{Now: 1, Name: "c", UUID: "u1", GroupUUID: "g1", Node: fsm.NodeSpec{Name: "n1", UUID: "n1", PrimaryIP: "192.0.2.1"}})
+	r, _, _ := d.Apply(context.Background(), fsm.LeaderEstablish{Now: 2, Node: "n1"})
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	return d, r.Epoch
+}
+
+func submit(t *testing.T, d *direct, ops ...string) int64 {
+	var raw []json.RawMessage
+	var uuids []string
+	for _, o := range ops {
+		raw = append(raw, json.RawMessage(o))
+		uuids = append(uuids, "")
+	}
+	r, _, _ := d.Apply(context.Background(), fsm.JobSubmit{Now: 3, Ops: raw, UUIDs: uuids})
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	return r.JobID
+}
+
+func waitStatus(t *testing.T, f *fsm.FSM, id int64, want string) *fsm.Job {
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		var j *fsm.Job
+		f.Read(func(s *fsm.State, _ uint64) { j = s.Jobs[id] })
+		if j != nil && j.Status == want {
+			return j
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("job %d did not reach %s", id, want)
+	return nil
+}
+
+func TestExecutorRunsJobs(t *testing.T) {
+	d, epoch := setup(t)
+	ok := submit(t, d, `{"OP_ID":"OP_TEST_DELAY","duration":0.01}`, `{"OP_ID":"OP_TAGS_SET","kind":"cluster","tags":["done"]}`)
+	bad := submit(t, d, `{"OP_ID":"OP_TEST_DELAY","duration":0,"fail":true}`, `{"OP_ID":"OP_TAGS_SET","kind":"cluster","tags":["never"]}`)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go (&Executor{FSM: d.f, Apply: d, Epoch: epoch, Concurrency: 4}).Run(ctx)
+	waitStatus(t, d.f, ok, fsm.StatusSuccess)
+	j := waitStatus(t, d.f, bad, fsm.StatusError)
+	if j.Ops[1].Status != fsm.StatusError {
+		t.Errorf("second opcode of failed job: %s", j.Ops[1].Status)
+	}
+	d.f.Read(func(s *fsm.State, _ uint64) {
+		if len(s.Cluster.Tags) != 1 || s.Cluster.Tags[0] != "done" {
+			t.Errorf("cluster tags %v", s.Cluster.Tags)
+		}
+	})
+}
+
+// TestExecutorResumesAndIsFenced: a job left running by an old epoch is
+// resumed by a new executor, and the old executor's updates are refused.
+func TestExecutorResumesAndIsFenced(t *testing.T) {
+	d, old := setup(t)
+	id := submit(t, d, `{"OP_ID":"OP_TEST_DELAY","duration":0.05}`)
+	// The old leader started the opcode, then died.
+	if _, err := (&Executor{FSM: d.f, Apply: d, Epoch: old, Clock: time.Now}).update(context.Background(),
+		fsm.JobUpdate{JobID: id, OpIndex: 0, Action: fsm.ActionStart}); err != nil {
+		t.Fatal(err)
+	}
+	r, _, _ := d.Apply(context.Background(), fsm.LeaderEstablish{Now: 4, Node: "n1"})
+	stale := &Executor{FSM: d.f, Apply: d, Epoch: old, Clock: time.Now}
+	if _, err := stale.update(context.Background(), fsm.JobUpdate{JobID: id, OpIndex: 0, Action: fsm.ActionFinish, Status: fsm.StatusSuccess}); err != ErrFenced {
+		t.Fatalf("stale executor update: %v, want ErrFenced", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- (&Executor{FSM: d.f, Apply: d, Epoch: r.Epoch, Concurrency: 1}).Run(ctx) }()
+	j := waitStatus(t, d.f, id, fsm.StatusSuccess)
+	if len(j.Ops[0].Log) == 0 {
+		t.Errorf("resumed opcode has no log line about the resumption")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("current executor stopped with %v", err)
+	}
+	// A stale executor's Run stops with ErrFenced at its first write.
+	submit(t, d, `{"OP_ID":"OP_TEST_DELAY","duration":0}`)
+	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer scancel()
+	if err := stale.Run(sctx); err != ErrFenced {
+		t.Fatalf("stale Run = %v, want ErrFenced", err)
+	}
+}

@@ -1,0 +1,113 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/gnt-cluster/gnt/fsm"
+)
+
+// ErrNotLeader is returned by Backend.Apply and Backend.VerifyLeader when
+// this gntd is not (or no longer) the leader; the API then forwards.
+var ErrNotLeader = errors.New("not the leader")
+
+// ErrIndeterminate is returned by Backend.Apply when leadership was lost
+// while the command was in flight: it may or may not have been applied.
+var ErrIndeterminate = errors.New("leadership lost while committing; the outcome is unknown")
+
+// Backend is what the API server needs from the gntd it runs in.
+type Backend interface {
+	// FSM is the local replica of the state, for reads.
+	FSM() *fsm.FSM
+	// Apply replicates a command through Raft and returns its response and
+	// the index it was applied at. Only the leader can apply; others get
+	// ErrNotLeader.
+	Apply(ctx context.Context, cmd fsm.Command) (fsm.Response, uint64, error)
+	// Leader returns the API address of the leader this gntd knows of, and
+	// whether this gntd is the leader and ready (its leadership established).
+	Leader() (apiAddr string, self bool)
+	// LastContact is the time since this gntd last heard from the leader
+	// (0 on the leader).
+	LastContact() time.Duration
+	// VerifyLeader confirms with a quorum that this gntd is still the
+	// leader and waits until the local state has applied everything
+	// committed before the call.
+	VerifyLeader(ctx context.Context) error
+	// Peers lists the Raft configuration with each server's state.
+	Peers(ctx context.Context) ([]Peer, error)
+	// TransferLeadership hands leadership to the named node (any voter
+	// when target is empty) and waits until a new leader is known.
+	TransferLeadership(ctx context.Context, target string) (newLeader string, err error)
+	// Status is this gntd's own view, answered without a leader.
+	Status() Status
+	// Init creates a new cluster with this gntd as its first node.
+	Init(ctx context.Context, req InitRequest) error
+	// Join handles a signed join/registration request from a node's gntd;
+	// it runs on the leader.
+	Join(ctx context.Context, req JoinRequest) (JoinResponse, error)
+	// JoinKey is the key join requests are signed with (derived from the
+	// cluster key), or nil before the cluster exists.
+	JoinKey() []byte
+	// Now is the proposer's clock for commands.
+	Now() time.Time
+	// NewUUID draws a UUID for commands that create objects.
+	NewUUID() string
+}
+
+// Peer is one server of the Raft configuration.
+type Peer struct {
+	ID       string `json:"id"` // node name
+	Address  string `json:"address"`
+	Suffrage string `json:"suffrage"` // voter, nonvoter
+	Leader   bool   `json:"leader"`
+	// Known reports whether the leader has a recent status from the peer;
+	// the fields below are only meaningful then.
+	Known        bool    `json:"known"`
+	AppliedIndex uint64  `json:"applied_index"`
+	LastContact  float64 `json:"last_contact_seconds"`
+}
+
+// Status is a gntd's own view of itself and of the Raft group.
+type Status struct {
+	Name         string  `json:"name"`
+	Version      string  `json:"version"`
+	Candidate    bool    `json:"candidate"` // runs a Raft server
+	RaftState    string  `json:"raft_state"`
+	Term         uint64  `json:"term"`
+	Leader       string  `json:"leader"` // leader's node name, if known
+	LeaderAPI    string  `json:"leader_api"`
+	AppliedIndex uint64  `json:"applied_index"`
+	LastIndex    uint64  `json:"last_index"`
+	CommitIndex  uint64  `json:"commit_index"`
+	LastContact  float64 `json:"last_contact_seconds"`
+	ClusterUUID  string  `json:"cluster_uuid,omitempty"`
+	Established  bool    `json:"leadership_established"`
+	FSMHash      string  `json:"fsm_hash,omitempty"`
+}
+
+// InitRequest is the body of POST /2/gnt/init.
+type InitRequest struct {
+	ClusterName       string `json:"cluster_name"`
+	CandidatePoolSize int    `json:"candidate_pool_size,omitempty"`
+	MaxVoters         int    `json:"max_raft_voters,omitempty"`
+}
+
+// JoinRequest is what a node's gntd sends, signed with the join key, to
+// register itself (addresses, resources, version).
+type JoinRequest struct {
+	Node fsm.NodeSpec `json:"node"`
+	// ClusterUUID is the cluster the node believes it belongs to (empty on
+	// the first join).
+	ClusterUUID string `json:"cluster_uuid,omitempty"`
+}
+
+// JoinResponse tells a node what the cluster expects of it.
+type JoinResponse struct {
+	ClusterName string `json:"cluster_name"`
+	ClusterUUID string `json:"cluster_uuid"`
+	// MasterCandidate tells the node to run a Raft server.
+	MasterCandidate bool `json:"master_candidate"`
+	// Candidates are the API addresses of all master candidates.
+	Candidates []string `json:"candidates"`
+}

@@ -1,0 +1,195 @@
+package rpc
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Meta is what every response says about the state it was read from.
+type Meta struct {
+	Index       uint64        // X-Gnt-Index: applied Raft index of the answering gntd
+	KnownLeader bool          // X-Gnt-Known-Leader
+	LastContact time.Duration // X-Gnt-Last-Contact
+	Server      string        // address that answered
+}
+
+// Client talks to the API of any candidate from a list, moving on to the
+// next address when one is down. It is safe for concurrent use.
+type Client struct {
+	servers []string
+	http    *http.Client
+
+	mu  sync.Mutex
+	cur int
+}
+
+// NewClient returns a client for the given host:port addresses.
+func NewClient(servers []string) *Client {
+	tr := &http.Transport{
+		Proxy:               nil,
+		DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        256,
+		MaxIdleConnsPerHost: 128,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	return &Client{servers: servers, http: &http.Client{Transport: tr}}
+}
+
+// Servers returns the configured addresses.
+func (c *Client) Servers() []string { return append([]string(nil), c.servers...) }
+
+// retryable reports whether a failure should make the client try the next
+// server: the server could not be reached, or it answered that it has no
+// leader (nothing was applied then). A write whose connection broke after
+// it was sent is not retried: it may have been applied, and resending it
+// could run a job twice; the caller gets the error and decides.
+func retryable(err error, idempotent bool) bool {
+	var ae *APIError
+	if errors.As(err, &ae) {
+		return ae.ErrorCode == CodeNoLeader || ae.ErrorCode == CodeUnavailable || ae.ErrorCode == CodeNotCandidate
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Op == "dial" {
+		return true
+	}
+	if !idempotent {
+		return false
+	}
+	var ne net.Error
+	return errors.As(err, &ne) || errors.As(err, &oe) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		strings.Contains(err.Error(), "connection refused") || strings.Contains(err.Error(), "connection reset")
+}
+
+// Do sends one request and decodes the JSON answer into out (when non-nil).
+// body is encoded as JSON unless it is a []byte. Requests that fail because
+// a server is unreachable, or has no leader, are retried on the next server
+// until ctx ends; a write is resent only when it surely was not applied.
+func (c *Client) Do(ctx context.Context, method, path string, query url.Values, body any, out any) (Meta, error) {
+	return c.do(ctx, method, path, query, nil, body, out)
+}
+
+// do is Do with extra request headers (used by signed requests).
+func (c *Client) do(ctx context.Context, method, path string, query url.Values, header http.Header, body any, out any) (Meta, error) {
+	var payload []byte
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		payload = b
+	default:
+		var err error
+		if payload, err = json.Marshal(b); err != nil {
+			return Meta{}, err
+		}
+	}
+	if len(c.servers) == 0 {
+		return Meta{}, errors.New("no server addresses configured")
+	}
+	var lastErr error
+	backoff := 10 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		c.mu.Lock()
+		i := c.cur
+		c.mu.Unlock()
+		server := c.servers[i%len(c.servers)]
+		meta, err := c.once(ctx, server, method, path, query, header, payload, out)
+		if err == nil {
+			return meta, nil
+		}
+		lastErr = err
+		if !retryable(err, method == http.MethodGet) || ctx.Err() != nil {
+			return meta, err
+		}
+		c.mu.Lock()
+		if c.cur == i {
+			c.cur = i + 1
+		}
+		c.mu.Unlock()
+		if (attempt+1)%len(c.servers) == 0 {
+			select {
+			case <-ctx.Done():
+				return meta, fmt.Errorf("%w (last error: %v)", ctx.Err(), lastErr)
+			case <-time.After(backoff):
+			}
+			if backoff < 500*time.Millisecond {
+				backoff *= 2
+			}
+		}
+	}
+}
+
+func (c *Client) once(ctx context.Context, server, method, path string, query url.Values, header http.Header, payload []byte, out any) (Meta, error) {
+	u := "http://" + server + path
+	if len(query) > 0 {
+		u += "?" + query.Encode()
+	}
+	var rd io.Reader
+	if payload != nil {
+		rd = bytes.NewReader(payload)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return Meta{}, err
+	}
+	for k, vs := range header {
+		req.Header[k] = append([]string(nil), vs...)
+	}
+	if payload != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return Meta{Server: server}, err
+	}
+	defer resp.Body.Close()
+	meta := parseMeta(resp.Header)
+	meta.Server = server
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return meta, err
+	}
+	if resp.StatusCode >= 300 {
+		ae := &APIError{}
+		if json.Unmarshal(data, ae) != nil || ae.ErrorCode == "" {
+			ae = &APIError{Status: resp.StatusCode, Message: strings.TrimSpace(string(data)), ErrorCode: "http_" + strconv.Itoa(resp.StatusCode)}
+		}
+		ae.Status = resp.StatusCode
+		return meta, ae
+	}
+	if out != nil && len(data) > 0 {
+		if err := json.Unmarshal(data, out); err != nil {
+			return meta, fmt.Errorf("decoding answer of %s %s: %w", method, path, err)
+		}
+	}
+	return meta, nil
+}
+
+// Header names of the read metadata.
+const (
+	HeaderIndex       = "X-Gnt-Index"
+	HeaderKnownLeader = "X-Gnt-Known-Leader"
+	HeaderLastContact = "X-Gnt-Last-Contact" // milliseconds
+	HeaderForwarded   = "X-Gnt-Forwarded"
+	HeaderSignature   = "X-Gnt-Signature"
+	HeaderTimestamp   = "X-Gnt-Timestamp"
+)
+
+func parseMeta(h http.Header) Meta {
+	var m Meta
+	m.Index, _ = strconv.ParseUint(h.Get(HeaderIndex), 10, 64)
+	m.KnownLeader = h.Get(HeaderKnownLeader) == "true"
+	if ms, err := strconv.ParseFloat(h.Get(HeaderLastContact), 64); err == nil {
+		m.LastContact = time.Duration(ms * float64(time.Millisecond))
+	}
+	return m
+}

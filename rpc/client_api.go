@@ -1,0 +1,587 @@
+package rpc
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/gnt-cluster/gnt/fsm"
+)
+
+// Answer types, with Ganeti's RAPI field names. Numbers that may be null
+// are pointers.
+
+// IDURI is an element of a non-bulk listing of nodes or instances.
+type IDURI struct {
+	ID  string `json:"id"`
+	URI string `json:"uri"`
+}
+
+// NameURI is an element of the non-bulk listing of groups.
+type NameURI struct {
+	Name string `json:"name"`
+	URI  string `json:"uri"`
+}
+
+// JobIDURI is an element of the non-bulk listing of jobs.
+type JobIDURI struct {
+	ID  int64  `json:"id"`
+	URI string `json:"uri"`
+}
+
+// ClusterInfo is the answer of GET /2/info.
+type ClusterInfo struct {
+	Name              string         `json:"name"`
+	UUID              string         `json:"uuid"`
+	Master            string         `json:"master"`
+	SerialNo          int64          `json:"serial_no"`
+	CTime             float64        `json:"ctime"`
+	MTime             float64        `json:"mtime"`
+	CandidatePoolSize int            `json:"candidate_pool_size"`
+	MaxVoters         int            `json:"max_raft_voters"`
+	DefaultIAllocator string         `json:"default_iallocator"`
+	NDParams          map[string]any `json:"ndparams"`
+	Tags              []string       `json:"tags"`
+	SoftwareVersion   string         `json:"software_version"`
+	ProtocolVersion   int            `json:"protocol_version"`
+	Architecture      [2]string      `json:"architecture"`
+	OSAPIVersion      int            `json:"os_api_version"`
+	ExportVersion     int            `json:"export_version"`
+	ConfigVersion     int            `json:"config_version"`
+	// Leader is the node name of the Raft leader as the answering gntd
+	// knows it (gnt).
+	Leader string `json:"leader"`
+}
+
+// NodeInfo is a node object (GET /2/nodes/{name}, ?bulk=1 listings).
+type NodeInfo struct {
+	Name            string         `json:"name"`
+	UUID            string         `json:"uuid"`
+	GroupUUID       string         `json:"group.uuid"`
+	Group           string         `json:"group"` // gnt: the group's name
+	PrimaryIP       string         `json:"pip"`
+	SecondaryIP     string         `json:"sip"`
+	MasterCandidate bool           `json:"master_candidate"`
+	MasterCapable   bool           `json:"master_capable"`
+	VMCapable       bool           `json:"vm_capable"`
+	Offline         bool           `json:"offline"`
+	Drained         bool           `json:"drained"`
+	Powered         bool           `json:"powered"`
+	Role            string         `json:"role"` // M, C, R, D, O
+	NDParams        map[string]any `json:"ndparams"`
+	Tags            []string       `json:"tags"`
+	MTotal          *int64         `json:"mtotal"`
+	DTotal          *int64         `json:"dtotal"`
+	CTotal          *int64         `json:"ctotal"`
+	MFree           *int64         `json:"mfree"`
+	DFree           *int64         `json:"dfree"`
+	PinstCnt        int            `json:"pinst_cnt"`
+	SinstCnt        int            `json:"sinst_cnt"`
+	PinstList       []string       `json:"pinst_list"`
+	SinstList       []string       `json:"sinst_list"`
+	SerialNo        int64          `json:"serial_no"`
+	CTime           float64        `json:"ctime"`
+	MTime           float64        `json:"mtime"`
+	Addrs           fsm.Addrs      `json:"addrs"`
+	Version         string         `json:"version"`
+}
+
+// GroupInfo is a node group object.
+type GroupInfo struct {
+	Name           string         `json:"name"`
+	UUID           string         `json:"uuid"`
+	AllocPolicy    string         `json:"alloc_policy"`
+	NodeCnt        int            `json:"node_cnt"`
+	NodeList       []string       `json:"node_list"`
+	NDParams       map[string]any `json:"ndparams"` // effective (cluster, then group)
+	CustomNDParams map[string]any `json:"custom_ndparams"`
+	Tags           []string       `json:"tags"`
+	SerialNo       int64          `json:"serial_no"`
+	CTime          float64        `json:"ctime"`
+	MTime          float64        `json:"mtime"`
+}
+
+// BEParams are an instance's backend parameters.
+type BEParams struct {
+	Memory int64 `json:"memory"`
+	VCPUs  int   `json:"vcpus"`
+}
+
+// InstanceInfo is an instance object.
+type InstanceInfo struct {
+	Name         string    `json:"name"`
+	UUID         string    `json:"uuid"`
+	AdminState   string    `json:"admin_state"`
+	OS           string    `json:"os"`
+	PNode        string    `json:"pnode"`
+	SNodes       []string  `json:"snodes"`
+	DiskTemplate string    `json:"disk_template"`
+	DiskSizes    []int64   `json:"disk.sizes"`
+	DiskUsage    int64     `json:"disk_usage"`
+	NICIPs       []*string `json:"nic.ips"`
+	NICMACs      []string  `json:"nic.macs"`
+	NICModes     []string  `json:"nic.modes"`
+	NICLinks     []string  `json:"nic.links"`
+	BEParams     BEParams  `json:"beparams"`
+	Forthcoming  bool      `json:"forthcoming"`
+	Tags         []string  `json:"tags"`
+	SerialNo     int64     `json:"serial_no"`
+	CTime        float64   `json:"ctime"`
+	MTime        float64   `json:"mtime"`
+}
+
+// JobInfo is a job object. A bulk listing fills only JobBulkFields.
+type JobInfo struct {
+	ID         int64             `json:"id"`
+	Status     string            `json:"status"`
+	Priority   int               `json:"priority"`
+	Ops        []json.RawMessage `json:"ops"`
+	OpStatus   []string          `json:"opstatus"`
+	OpResult   []json.RawMessage `json:"opresult"`
+	OpLog      [][]fsm.LogEntry  `json:"oplog"`
+	OpStart    []*fsm.Timestamp  `json:"opstart"`
+	OpExec     []*fsm.Timestamp  `json:"opexec"`
+	OpEnd      []*fsm.Timestamp  `json:"opend"`
+	OpPriority []int             `json:"oppriority"`
+	Summary    []string          `json:"summary"`
+	ReceivedTS *fsm.Timestamp    `json:"received_ts"`
+	StartTS    *fsm.Timestamp    `json:"start_ts"`
+	EndTS      *fsm.Timestamp    `json:"end_ts"`
+}
+
+// Request bodies.
+
+// AddNodeRequest is the body of POST /2/nodes (OP_NODE_ADD fields).
+type AddNodeRequest struct {
+	NodeName        string         `json:"node_name,omitempty"`
+	PrimaryIP       string         `json:"primary_ip,omitempty"`
+	SecondaryIP     string         `json:"secondary_ip,omitempty"`
+	Group           string         `json:"group,omitempty"`
+	MasterCapable   *bool          `json:"master_capable,omitempty"`
+	VMCapable       *bool          `json:"vm_capable,omitempty"`
+	MasterCandidate *bool          `json:"master_candidate,omitempty"`
+	NDParams        map[string]any `json:"ndparams,omitempty"`
+}
+
+// ModifyNodeRequest is the body of PUT /2/nodes/{name}/modify
+// (OP_NODE_SET_PARAMS fields); nil fields are left unchanged.
+type ModifyNodeRequest struct {
+	MasterCandidate *bool          `json:"master_candidate,omitempty"`
+	Offline         *bool          `json:"offline,omitempty"`
+	Drained         *bool          `json:"drained,omitempty"`
+	MasterCapable   *bool          `json:"master_capable,omitempty"`
+	VMCapable       *bool          `json:"vm_capable,omitempty"`
+	SecondaryIP     *string        `json:"secondary_ip,omitempty"`
+	NDParams        map[string]any `json:"ndparams,omitempty"`
+	Powered         *bool          `json:"powered,omitempty"`
+	AutoPromote     *bool          `json:"auto_promote,omitempty"`
+	Force           *bool          `json:"force,omitempty"`
+}
+
+// AddGroupRequest is the body of POST /2/groups (OP_GROUP_ADD fields);
+// Name is accepted for GroupName, as Ganeti's rlib2 does.
+type AddGroupRequest struct {
+	GroupName   string         `json:"group_name,omitempty"`
+	Name        string         `json:"name,omitempty"`
+	AllocPolicy *string        `json:"alloc_policy,omitempty"`
+	NDParams    map[string]any `json:"ndparams,omitempty"`
+}
+
+// ModifyGroupRequest is the body of PUT /2/groups/{name}/modify.
+type ModifyGroupRequest struct {
+	AllocPolicy *string        `json:"alloc_policy,omitempty"`
+	NDParams    map[string]any `json:"ndparams,omitempty"`
+}
+
+// ModifyClusterRequest is the body of PUT /2/modify
+// (OP_CLUSTER_SET_PARAMS fields).
+type ModifyClusterRequest struct {
+	CandidatePoolSize *int           `json:"candidate_pool_size,omitempty"`
+	MaxVoters         *int           `json:"max_raft_voters,omitempty"`
+	DefaultIAllocator *string        `json:"default_iallocator,omitempty"`
+	NDParams          map[string]any `json:"ndparams,omitempty"`
+}
+
+// MasterFailoverRequest is the body of POST /2/gnt/master-failover.
+type MasterFailoverRequest struct {
+	Target string `json:"target,omitempty"`
+}
+
+// MasterFailoverResponse is its answer.
+type MasterFailoverResponse struct {
+	Master string `json:"master"`
+}
+
+// InitResponse is the answer of POST /2/gnt/init.
+type InitResponse struct {
+	ClusterName string `json:"cluster_name"`
+	ClusterUUID string `json:"cluster_uuid"`
+}
+
+// Typed helpers. Reads return the decoded answer (use Do for the answer's
+// Meta). Helpers that submit a job return its id and the Meta of the
+// answer, whose Index is the index the job was submitted at: pass it to
+// WaitJob. Request bodies (AddNode, ModifyNode, ...) are the request
+// structs of this package, or maps with the same JSON fields.
+
+func reasonQuery(reason string) url.Values {
+	if reason == "" {
+		return nil
+	}
+	return url.Values{"reason": {reason}}
+}
+
+func bulkQuery(bulk bool) url.Values {
+	if !bulk {
+		return nil
+	}
+	return url.Values{"bulk": {"1"}}
+}
+
+// Version returns the RAPI version (2).
+func (c *Client) Version(ctx context.Context) (int, error) {
+	var v int
+	_, err := c.Do(ctx, http.MethodGet, "/version", nil, nil, &v)
+	return v, err
+}
+
+// Info returns the cluster information.
+func (c *Client) Info(ctx context.Context) (ClusterInfo, error) {
+	var out ClusterInfo
+	_, err := c.Do(ctx, http.MethodGet, "/2/info", nil, nil, &out)
+	return out, err
+}
+
+// ModifyCluster submits OP_CLUSTER_SET_PARAMS; req is a
+// ModifyClusterRequest or a map of its fields.
+func (c *Client) ModifyCluster(ctx context.Context, req any, reason string) (int64, Meta, error) {
+	return c.submit(ctx, http.MethodPut, "/2/modify", reasonQuery(reason), req)
+}
+
+// Nodes lists the nodes; without bulk only the names are filled.
+func (c *Client) Nodes(ctx context.Context, bulk bool) ([]NodeInfo, error) {
+	if bulk {
+		var out []NodeInfo
+		_, err := c.Do(ctx, http.MethodGet, "/2/nodes", bulkQuery(true), nil, &out)
+		return out, err
+	}
+	var ids []IDURI
+	_, err := c.Do(ctx, http.MethodGet, "/2/nodes", nil, nil, &ids)
+	out := make([]NodeInfo, len(ids))
+	for i, x := range ids {
+		out[i].Name = x.ID
+	}
+	return out, err
+}
+
+// Node returns one node by name or UUID.
+func (c *Client) Node(ctx context.Context, name string) (NodeInfo, error) {
+	var out NodeInfo
+	_, err := c.Do(ctx, http.MethodGet, "/2/nodes/"+url.PathEscape(name), nil, nil, &out)
+	return out, err
+}
+
+// AddNode submits OP_NODE_ADD; req is an AddNodeRequest or a map of its
+// fields.
+func (c *Client) AddNode(ctx context.Context, req any, reason string) (int64, Meta, error) {
+	return c.submit(ctx, http.MethodPost, "/2/nodes", reasonQuery(reason), req)
+}
+
+// ModifyNode submits OP_NODE_SET_PARAMS; req is a ModifyNodeRequest or
+// a map of its fields.
+func (c *Client) ModifyNode(ctx context.Context, name string, req any, reason string) (int64, Meta, error) {
+	return c.submit(ctx, http.MethodPut, "/2/nodes/"+url.PathEscape(name)+"/modify", reasonQuery(reason), req)
+}
+
+// NodeRole returns a node's role (master, master-candidate, regular,
+// drained, offline).
+func (c *Client) NodeRole(ctx context.Context, name string) (string, error) {
+	var out string
+	_, err := c.Do(ctx, http.MethodGet, "/2/nodes/"+url.PathEscape(name)+"/role", nil, nil, &out)
+	return out, err
+}
+
+// SetNodeRole sets a node's role as Ganeti's RAPI does.
+func (c *Client) SetNodeRole(ctx context.Context, name, role string, force, autoPromote bool, reason string) (int64, Meta, error) {
+	q := url.Values{}
+	if reason != "" {
+		q.Set("reason", reason)
+	}
+	if force {
+		q.Set("force", "1")
+	}
+	if autoPromote {
+		q.Set("auto-promote", "1")
+	}
+	return c.submit(ctx, http.MethodPut, "/2/nodes/"+url.PathEscape(name)+"/role", q, role)
+}
+
+// RemoveNode submits OP_NODE_REMOVE.
+func (c *Client) RemoveNode(ctx context.Context, name, reason string) (int64, Meta, error) {
+	return c.submit(ctx, http.MethodDelete, "/2/nodes/"+url.PathEscape(name), reasonQuery(reason), nil)
+}
+
+// Groups lists the node groups; without bulk only the names are filled.
+func (c *Client) Groups(ctx context.Context, bulk bool) ([]GroupInfo, error) {
+	if bulk {
+		var out []GroupInfo
+		_, err := c.Do(ctx, http.MethodGet, "/2/groups", bulkQuery(true), nil, &out)
+		return out, err
+	}
+	var names []NameURI
+	_, err := c.Do(ctx, http.MethodGet, "/2/groups", nil, nil, &names)
+	out := make([]GroupInfo, len(names))
+	for i, x := range names {
+		out[i].Name = x.Name
+	}
+	return out, err
+}
+
+// Group returns one node group by name or UUID.
+func (c *Client) Group(ctx context.Context, name string) (GroupInfo, error) {
+	var out GroupInfo
+	_, err := c.Do(ctx, http.MethodGet, "/2/groups/"+url.PathEscape(name), nil, nil, &out)
+	return out, err
+}
+
+// AddGroup submits OP_GROUP_ADD; req is an AddGroupRequest or a map of
+// its fields.
+func (c *Client) AddGroup(ctx context.Context, req any, reason string) (int64, Meta, error) {
+	return c.submit(ctx, http.MethodPost, "/2/groups", reasonQuery(reason), req)
+}
+
+// ModifyGroup submits OP_GROUP_SET_PARAMS; req is a ModifyGroupRequest
+// or a map of its fields.
+func (c *Client) ModifyGroup(ctx context.Context, name string, req any, reason string) (int64, Meta, error) {
+	return c.submit(ctx, http.MethodPut, "/2/groups/"+url.PathEscape(name)+"/modify", reasonQuery(reason), req)
+}
+
+// RemoveGroup submits OP_GROUP_REMOVE.
+func (c *Client) RemoveGroup(ctx context.Context, name, reason string) (int64, Meta, error) {
+	return c.submit(ctx, http.MethodDelete, "/2/groups/"+url.PathEscape(name), reasonQuery(reason), nil)
+}
+
+// Instances lists the instances; without bulk only the names are filled.
+func (c *Client) Instances(ctx context.Context, bulk bool) ([]InstanceInfo, error) {
+	if bulk {
+		var out []InstanceInfo
+		_, err := c.Do(ctx, http.MethodGet, "/2/instances", bulkQuery(true), nil, &out)
+		return out, err
+	}
+	var ids []IDURI
+	_, err := c.Do(ctx, http.MethodGet, "/2/instances", nil, nil, &ids)
+	out := make([]InstanceInfo, len(ids))
+	for i, x := range ids {
+		out[i].Name = x.ID
+	}
+	return out, err
+}
+
+// Instance returns one instance by name or UUID.
+func (c *Client) Instance(ctx context.Context, name string) (InstanceInfo, error) {
+	var out InstanceInfo
+	_, err := c.Do(ctx, http.MethodGet, "/2/instances/"+url.PathEscape(name), nil, nil, &out)
+	return out, err
+}
+
+// tagsPath is the tags resource of an object of a tag kind.
+func tagsPath(kind, name string) (string, error) {
+	switch kind {
+	case fsm.TagCluster:
+		return "/2/tags", nil
+	case fsm.TagNode:
+		return "/2/nodes/" + url.PathEscape(name) + "/tags", nil
+	case fsm.TagNodeGroup:
+		return "/2/groups/" + url.PathEscape(name) + "/tags", nil
+	case fsm.TagInstance:
+		return "/2/instances/" + url.PathEscape(name) + "/tags", nil
+	}
+	return "", fmt.Errorf("unknown tag kind %q (cluster, node, nodegroup, instance)", kind)
+}
+
+func (c *Client) tags(ctx context.Context, method, kind, name string, tags []string, reason string) (int64, Meta, error) {
+	p, err := tagsPath(kind, name)
+	if err != nil {
+		return 0, Meta{}, err
+	}
+	q := url.Values{"tag": tags}
+	if reason != "" {
+		q.Set("reason", reason)
+	}
+	return c.submit(ctx, method, p, q, nil)
+}
+
+// AddTags submits OP_TAGS_SET on an object (kind cluster, node,
+// nodegroup or instance; name is ignored for the cluster).
+func (c *Client) AddTags(ctx context.Context, kind, name string, tags []string, reason string) (int64, Meta, error) {
+	return c.tags(ctx, http.MethodPut, kind, name, tags, reason)
+}
+
+// RemoveTags submits OP_TAGS_DEL on an object.
+func (c *Client) RemoveTags(ctx context.Context, kind, name string, tags []string, reason string) (int64, Meta, error) {
+	return c.tags(ctx, http.MethodDelete, kind, name, tags, reason)
+}
+
+// ListTags returns the sorted tags of an object.
+func (c *Client) ListTags(ctx context.Context, kind, name string) ([]string, error) {
+	p, err := tagsPath(kind, name)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	_, err = c.Do(ctx, http.MethodGet, p, nil, nil, &out)
+	return out, err
+}
+
+// Jobs lists the jobs; without bulk only the ids are filled, with bulk
+// the JobBulkFields.
+func (c *Client) Jobs(ctx context.Context, bulk bool) ([]JobInfo, error) {
+	if bulk {
+		var out []JobInfo
+		_, err := c.Do(ctx, http.MethodGet, "/2/jobs", bulkQuery(true), nil, &out)
+		return out, err
+	}
+	var ids []JobIDURI
+	_, err := c.Do(ctx, http.MethodGet, "/2/jobs", nil, nil, &ids)
+	out := make([]JobInfo, len(ids))
+	for i, x := range ids {
+		out[i].ID = x.ID
+	}
+	return out, err
+}
+
+// Job returns one job with all its fields.
+func (c *Client) Job(ctx context.Context, id int64) (JobInfo, error) {
+	var out JobInfo
+	_, err := c.Do(ctx, http.MethodGet, "/2/jobs/"+strconv.FormatInt(id, 10), nil, nil, &out)
+	return out, err
+}
+
+// SubmitJob submits a job of arbitrary opcodes (maps with OP_ID) through
+// POST /2/jobs.
+func (c *Client) SubmitJob(ctx context.Context, ops []map[string]any, reason string) (int64, Meta, error) {
+	return c.submit(ctx, http.MethodPost, "/2/jobs", reasonQuery(reason), map[string]any{"ops": ops})
+}
+
+// WaitJob waits until the job is finalized (success, error or canceled)
+// and returns it. index is the index the job was submitted at (Meta.Index
+// of the submission, 0 if unknown): a candidate that has not applied it
+// yet waits for it rather than answering that the job does not exist.
+func (c *Client) WaitJob(ctx context.Context, id int64, index uint64) (JobInfo, error) {
+	path := "/2/jobs/" + strconv.FormatInt(id, 10) + "/wait"
+	q := url.Values{}
+	if index > 0 {
+		q.Set("index", strconv.FormatUint(index, 10))
+	}
+	var prev []json.RawMessage
+	var serial *int64
+	for {
+		body := WaitJobRequest{Fields: JobFields, PreviousLogSerial: serial}
+		if prev != nil {
+			raw, err := json.Marshal(prev)
+			if err != nil {
+				return JobInfo{}, err
+			}
+			body.PreviousJobInfo = raw
+		}
+		var out *WaitJobResponse
+		m, err := c.Do(ctx, http.MethodGet, path, q, body, &out)
+		if err != nil {
+			return JobInfo{}, err
+		}
+		if out == nil {
+			if err := ctx.Err(); err != nil {
+				return JobInfo{}, err
+			}
+			continue
+		}
+		if len(out.JobInfo) != len(JobFields) {
+			return JobInfo{}, fmt.Errorf("job %d: wait answered %d fields, asked for %d", id, len(out.JobInfo), len(JobFields))
+		}
+		obj := make(map[string]json.RawMessage, len(JobFields))
+		for i, f := range JobFields {
+			obj[f] = out.JobInfo[i]
+		}
+		raw, _ := json.Marshal(obj)
+		var job JobInfo
+		if err := json.Unmarshal(raw, &job); err != nil {
+			return JobInfo{}, fmt.Errorf("job %d: decoding wait answer: %w", id, err)
+		}
+		if fsm.Finalized(job.Status) {
+			return job, nil
+		}
+		prev = out.JobInfo
+		for _, l := range out.LogEntries {
+			if serial == nil || l.Serial > *serial {
+				s := l.Serial
+				serial = &s
+			}
+		}
+		if m.Index > 0 && m.Index > index {
+			// Later answers must come from a state at least this new.
+			index = m.Index
+			q.Set("index", strconv.FormatUint(index, 10))
+		}
+	}
+}
+
+// Peers lists the Raft configuration.
+func (c *Client) Peers(ctx context.Context) ([]Peer, error) {
+	var out []Peer
+	_, err := c.Do(ctx, http.MethodGet, "/2/raft/peers", nil, nil, &out)
+	return out, err
+}
+
+// MasterFailover hands the leadership to target (any voter when empty)
+// and returns the new master's node name.
+func (c *Client) MasterFailover(ctx context.Context, target string) (string, error) {
+	var out MasterFailoverResponse
+	_, err := c.Do(ctx, http.MethodPost, "/2/gnt/master-failover", nil, MasterFailoverRequest{Target: target}, &out)
+	return out.Master, err
+}
+
+// Init creates a new cluster on the gntd the client talks to (which must
+// be on this host). The answer (an InitResponse) is available through Do.
+func (c *Client) Init(ctx context.Context, req InitRequest) error {
+	_, err := c.Do(ctx, http.MethodPost, "/2/gnt/init", nil, req, nil)
+	return err
+}
+
+// Status returns the answering gntd's own status; with hash the digest of
+// its state is included.
+func (c *Client) Status(ctx context.Context, hash bool) (Status, error) {
+	var q url.Values
+	if hash {
+		q = url.Values{"hash": {"1"}}
+	}
+	var out Status
+	_, err := c.Do(ctx, http.MethodGet, "/2/gnt/status", q, nil, &out)
+	return out, err
+}
+
+// Join sends a join request signed with the join key (DeriveKey of the
+// cluster key with JoinKeyLabel).
+func (c *Client) Join(ctx context.Context, key []byte, req JoinRequest) (JoinResponse, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return JoinResponse{}, err
+	}
+	ts := time.Now().Unix()
+	h := http.Header{}
+	h.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
+	h.Set(HeaderSignature, Sign(key, ts, body))
+	var out JoinResponse
+	_, err = c.do(ctx, http.MethodPost, "/2/gnt/join", nil, h, body, &out)
+	return out, err
+}
+
+// submit sends a mutation whose answer is a job id.
+func (c *Client) submit(ctx context.Context, method, path string, q url.Values, body any) (int64, Meta, error) {
+	var id int64
+	m, err := c.Do(ctx, method, path, q, body, &id)
+	return id, m, err
+}

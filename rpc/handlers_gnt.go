@@ -1,0 +1,184 @@
+package rpc
+
+import (
+	"errors"
+	"net"
+	"net/http"
+
+	"github.com/gnt-cluster/gnt/fsm"
+)
+
+// handleInit creates the cluster: only on a gntd whose state is not
+// initialised, and only when asked from this host.
+func (s *Server) handleInit(w http.ResponseWriter, r *http.Request) {
+	if !s.isLocal(remoteIP(r)) {
+		writeError(w, &APIError{Status: http.StatusUnauthorized, ErrorCode: CodeUnauthorized,
+			Message: "cluster init is only accepted from a local address"})
+		return
+	}
+	body, aerr := s.readBody(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	var req InitRequest
+	if aerr := decodeBody(body, &req); aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	if aerr := validateInit(req); aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	f := s.b.FSM()
+	if f == nil {
+		writeError(w, &APIError{Status: http.StatusServiceUnavailable, ErrorCode: CodeNotCandidate,
+			Message: "this gntd holds no state and cannot create a cluster"})
+		return
+	}
+	if name := clusterName(f); name != "" {
+		writeError(w, FromFSM(&fsm.Error{Code: fsm.CodeState, Msg: "cluster " + name + " is already initialised"}))
+		return
+	}
+	if err := s.b.Init(r.Context(), req); err != nil {
+		writeError(w, asAPIError(err))
+		return
+	}
+	out := InitResponse{ClusterName: req.ClusterName, ClusterUUID: s.b.Status().ClusterUUID}
+	f.Read(func(st *fsm.State, idx uint64) {
+		setIndex(w, idx)
+		if st.Cluster != nil {
+			out.ClusterName, out.ClusterUUID = st.Cluster.Name, st.Cluster.UUID
+		}
+	})
+	writeJSON(w, out)
+}
+
+func clusterName(f *fsm.FSM) string {
+	var name string
+	f.Read(func(st *fsm.State, _ uint64) {
+		if st.Cluster != nil {
+			name = st.Cluster.Name
+		}
+	})
+	return name
+}
+
+func validateInit(req InitRequest) *APIError {
+	if e := fsm.ValidateHostname("cluster_name", req.ClusterName); e != nil {
+		return FromFSM(e)
+	}
+	if req.CandidatePoolSize < 0 {
+		return badRequest("candidate_pool_size", "candidate_pool_size must be a positive integer, got %d", req.CandidatePoolSize)
+	}
+	if req.MaxVoters < 0 || req.MaxVoters > 9 || (req.MaxVoters != 0 && req.MaxVoters%2 == 0) {
+		return badRequest("max_raft_voters", "max_raft_voters must be 1, 3, 5, 7 or 9, got %d", req.MaxVoters)
+	}
+	return nil
+}
+
+// handleJoin registers a node's gntd. The signature is checked before
+// anything else reads the body; a follower checks it and forwards, and the
+// leader checks it again.
+func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) {
+	body, aerr := s.readBody(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	key := s.b.JoinKey()
+	if key == nil {
+		writeError(w, notInitialised())
+		return
+	}
+	if err := Verify(key, r.Header.Get(HeaderTimestamp), r.Header.Get(HeaderSignature), body, s.b.Now()); err != nil {
+		writeError(w, &APIError{Status: http.StatusUnauthorized, ErrorCode: CodeUnauthorized, Message: err.Error()})
+		return
+	}
+	var req JoinRequest
+	if len(body) == 0 {
+		writeError(w, badRequest("node", "the body must be a join request"))
+		return
+	}
+	if aerr := decodeBody(body, &req); aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	if aerr := validateJoin(req); aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	s.onLeader(w, r, body, func() error {
+		resp, err := s.b.Join(r.Context(), req)
+		if errors.Is(err, ErrNotLeader) {
+			return ErrNotLeader
+		}
+		if err != nil {
+			writeError(w, asAPIError(err))
+			return nil
+		}
+		if resp.Candidates == nil {
+			resp.Candidates = []string{}
+		}
+		writeJSON(w, resp)
+		return nil
+	})
+}
+
+func validateJoin(req JoinRequest) *APIError {
+	if e := fsm.ValidateHostname("node.name", req.Node.Name); e != nil {
+		return FromFSM(e)
+	}
+	for field, ip := range map[string]string{"node.primary_ip": req.Node.PrimaryIP, "node.secondary_ip": req.Node.SecondaryIP} {
+		if ip != "" && net.ParseIP(ip) == nil {
+			return badRequest(field, "%s %q is not a valid IP address", field, ip)
+		}
+	}
+	return nil
+}
+
+// handleMasterFailover hands the Raft leadership (Ganeti's master role)
+// to the target node, or to any voter; it runs on the leader.
+func (s *Server) handleMasterFailover(w http.ResponseWriter, r *http.Request) {
+	body, aerr := s.readBody(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	var req MasterFailoverRequest
+	if aerr := decodeBody(body, &req); aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	if req.Target != "" {
+		if e := fsm.ValidateHostname("target", req.Target); e != nil {
+			writeError(w, FromFSM(e))
+			return
+		}
+	}
+	s.onLeader(w, r, body, func() error {
+		if f := s.b.FSM(); f != nil && req.Target != "" {
+			var aerr *APIError
+			f.Read(func(st *fsm.State, _ uint64) {
+				if st.LookupNode(req.Target) == nil {
+					aerr = unknownEntity("target", "node %q does not exist", req.Target)
+				}
+			})
+			if aerr != nil {
+				writeError(w, aerr)
+				return nil
+			}
+		}
+		leader, err := s.b.TransferLeadership(r.Context(), req.Target)
+		if errors.Is(err, ErrNotLeader) {
+			return ErrNotLeader
+		}
+		if err != nil {
+			writeError(w, asAPIError(err))
+			return nil
+		}
+		setIndex(w, s.index())
+		writeJSON(w, MasterFailoverResponse{Master: leader})
+		return nil
+	})
+}

@@ -1,0 +1,326 @@
+package rpc
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gnt-cluster/gnt/fsm"
+)
+
+// JobFields are the fields of a job object (GET /2/jobs/{id}), in
+// Ganeti's order; /2/jobs/{id}/wait accepts any of them.
+var JobFields = []string{
+	"id", "status", "priority", "ops", "opstatus", "opresult", "oplog", "opstart", "opexec",
+	"opend", "oppriority", "summary", "received_ts", "start_ts", "end_ts",
+}
+
+// JobBulkFields are the fields of each job of GET /2/jobs?bulk=1.
+var JobBulkFields = []string{"id", "ops", "status", "summary", "opstatus", "received_ts", "start_ts", "end_ts"}
+
+// Limits of GET /2/jobs/{id}/wait (Ganeti's _WFJC_TIMEOUT is 10 s).
+const (
+	DefaultJobWait = 10 * time.Second // without ?timeout=
+	MaxJobWait     = 60 * time.Second // longer timeouts are cut to this
+)
+
+var knownJobField = func() map[string]bool {
+	m := map[string]bool{}
+	for _, f := range JobFields {
+		m[f] = true
+	}
+	return m
+}()
+
+// jobField returns one query field of a job.
+func jobField(j *fsm.Job, f string) any {
+	perOp := func(fn func(op *fsm.OpState) any) []any {
+		out := make([]any, len(j.Ops))
+		for i, op := range j.Ops {
+			out[i] = fn(op)
+		}
+		return out
+	}
+	switch f {
+	case "id":
+		return j.ID
+	case "status":
+		return j.Status
+	case "priority":
+		return j.Priority()
+	case "ops":
+		return perOp(func(op *fsm.OpState) any { return op.Input })
+	case "opstatus":
+		return perOp(func(op *fsm.OpState) any { return op.Status })
+	case "opresult":
+		return perOp(func(op *fsm.OpState) any {
+			if len(op.Result) == 0 {
+				return nil
+			}
+			return op.Result
+		})
+	case "oplog":
+		return perOp(func(op *fsm.OpState) any {
+			if op.Log == nil {
+				return []fsm.LogEntry{}
+			}
+			return op.Log
+		})
+	case "opstart":
+		return perOp(func(op *fsm.OpState) any { return op.StartTS })
+	case "opexec":
+		return perOp(func(op *fsm.OpState) any { return op.ExecTS })
+	case "opend":
+		return perOp(func(op *fsm.OpState) any { return op.EndTS })
+	case "oppriority":
+		return perOp(func(op *fsm.OpState) any { return op.Priority })
+	case "summary":
+		return nonNil(j.Summary)
+	case "received_ts":
+		return j.ReceivedTS
+	case "start_ts":
+		return j.StartTS
+	case "end_ts":
+		return j.EndTS
+	}
+	return nil
+}
+
+func jobObject(j *fsm.Job, fields []string) map[string]any {
+	out := make(map[string]any, len(fields))
+	for _, f := range fields {
+		out[f] = jobField(j, f)
+	}
+	return out
+}
+
+func parseJobID(r *http.Request) (int64, *APIError) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		return 0, badRequest("job_id", "job id must be a positive integer, got %q", r.PathValue("id"))
+	}
+	return id, nil
+}
+
+func (s *Server) serveJobs(w http.ResponseWriter, r *http.Request) error {
+	bulk, aerr := queryFlag(r.URL.Query(), "bulk")
+	if aerr != nil {
+		writeError(w, aerr)
+		return nil
+	}
+	return s.serveState(w, func(st *fsm.State) (any, *APIError) {
+		ids := st.SortedJobIDs()
+		if !bulk {
+			out := make([]JobIDURI, len(ids))
+			for i, id := range ids {
+				out[i] = JobIDURI{ID: id, URI: "/2/jobs/" + strconv.FormatInt(id, 10)}
+			}
+			return out, nil
+		}
+		out := make([]map[string]any, len(ids))
+		for i, id := range ids {
+			out[i] = jobObject(st.Jobs[id], JobBulkFields)
+		}
+		return out, nil
+	})
+}
+
+func (s *Server) serveJob(w http.ResponseWriter, r *http.Request) error {
+	id, aerr := parseJobID(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return nil
+	}
+	return s.serveState(w, func(st *fsm.State) (any, *APIError) {
+		j := st.Jobs[id]
+		if j == nil {
+			return nil, unknownEntity("job_id", "job %d does not exist", id)
+		}
+		return jobObject(j, JobFields), nil
+	})
+}
+
+// WaitJobRequest is the body of GET /2/jobs/{id}/wait.
+type WaitJobRequest struct {
+	Fields            []string        `json:"fields"`
+	PreviousJobInfo   json.RawMessage `json:"previous_job_info,omitempty"`
+	PreviousLogSerial *int64          `json:"previous_log_serial,omitempty"`
+}
+
+// WaitJobResponse is the answer of GET /2/jobs/{id}/wait when the job
+// changed; the endpoint answers JSON null when it did not.
+type WaitJobResponse struct {
+	JobInfo    []json.RawMessage `json:"job_info"`
+	LogEntries []fsm.LogEntry    `json:"log_entries"`
+}
+
+// parseWait reads the wait parameters from the body, or the query.
+func parseWait(r *http.Request, body []byte) (req WaitJobRequest, prev []any, timeout time.Duration, aerr *APIError) {
+	q := r.URL.Query()
+	if len(bytes.TrimSpace(body)) > 0 {
+		if aerr = decodeBody(body, &req); aerr != nil {
+			return
+		}
+	}
+	if req.Fields == nil && q.Has("fields") {
+		req.Fields = []string{}
+		for _, f := range strings.Split(q.Get("fields"), ",") {
+			if f = strings.TrimSpace(f); f != "" {
+				req.Fields = append(req.Fields, f)
+			}
+		}
+	}
+	if req.Fields == nil {
+		aerr = badRequest("fields", "the 'fields' parameter must be a list of job fields")
+		return
+	}
+	for _, f := range req.Fields {
+		if !knownJobField[f] {
+			aerr = badRequest("fields", "unknown job field %q (known: %s)", f, strings.Join(JobFields, ", "))
+			return
+		}
+	}
+	if req.PreviousLogSerial == nil && q.Has("previous_log_serial") {
+		n, err := strconv.ParseInt(q.Get("previous_log_serial"), 10, 64)
+		if err != nil {
+			aerr = badRequest("previous_log_serial", "previous_log_serial must be an integer, got %q", q.Get("previous_log_serial"))
+			return
+		}
+		req.PreviousLogSerial = &n
+	}
+	if p := bytes.TrimSpace(req.PreviousJobInfo); len(p) > 0 && string(p) != "null" {
+		if err := json.Unmarshal(p, &prev); err != nil {
+			aerr = badRequest("previous_job_info", "the 'previous_job_info' parameter must be a list")
+			return
+		}
+		if prev == nil {
+			prev = []any{}
+		}
+	}
+	timeout = DefaultJobWait
+	if q.Has("timeout") {
+		secs, err := strconv.ParseFloat(q.Get("timeout"), 64)
+		if err != nil || !finite(secs) || secs < 0 {
+			aerr = badRequest("timeout", "timeout must be a non-negative number of seconds, got %q", q.Get("timeout"))
+			return
+		}
+		timeout = min(time.Duration(secs*float64(time.Second)), MaxJobWait)
+	}
+	return
+}
+
+// handleJobWait is Ganeti's WaitForJobChangeOnce: it answers at once when
+// the job is no longer queued, waiting or running, when the selected fields
+// differ from previous_job_info, or when there are log entries newer than
+// previous_log_serial; otherwise it waits for a change until the timeout
+// and then answers null. With ?index=N (the index the job was submitted
+// at) a job this gntd does not know yet is waited for.
+func (s *Server) handleJobWait(w http.ResponseWriter, r *http.Request) {
+	id, aerr := parseJobID(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	body, aerr := s.readBody(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	req, prev, timeout, aerr := parseWait(r, body)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	var minIndex uint64
+	q := r.URL.Query()
+	if q.Has("index") {
+		n, err := strconv.ParseUint(q.Get("index"), 10, 64)
+		if err != nil {
+			writeError(w, badRequest("index", "query parameter index must be a non-negative integer, got %q", q.Get("index")))
+			return
+		}
+		minIndex = n
+	}
+	f := s.b.FSM()
+	if f == nil {
+		writeError(w, &APIError{Status: http.StatusServiceUnavailable, ErrorCode: CodeNotCandidate,
+			Message: "this gntd is not a master candidate and holds no state"})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+	for {
+		var (
+			found, initialised bool
+			status             string
+			info               []byte
+			logs               []fsm.LogEntry
+			idx                uint64
+			err                error
+		)
+		f.Read(func(st *fsm.State, i uint64) {
+			idx, initialised = i, st.Initialized()
+			j := st.Jobs[id]
+			if j == nil {
+				return
+			}
+			found, status = true, j.Status
+			vals := make([]any, len(req.Fields))
+			for k, name := range req.Fields {
+				vals[k] = jobField(j, name)
+			}
+			info, err = json.Marshal(vals)
+			for _, op := range j.Ops {
+				for _, l := range op.Log {
+					if req.PreviousLogSerial == nil || l.Serial > *req.PreviousLogSerial {
+						logs = append(logs, l)
+					}
+				}
+			}
+		})
+		setIndex(w, idx)
+		if err != nil {
+			writeError(w, asAPIError(err))
+			return
+		}
+		if !found {
+			if minIndex > 0 && idx < minIndex && ctx.Err() == nil {
+				f.WaitIndex(ctx, minIndex-1)
+				continue
+			}
+			if !initialised {
+				writeError(w, notInitialised())
+				return
+			}
+			writeError(w, unknownEntity("job_id", "job %d does not exist", id))
+			return
+		}
+		var cur []any
+		_ = json.Unmarshal(info, &cur)
+		pending := status == fsm.StatusQueued || status == fsm.StatusWaiting || status == fsm.StatusRunning
+		if !pending || len(logs) > 0 || prev == nil || !reflect.DeepEqual(cur, prev) {
+			sort.Slice(logs, func(a, b int) bool { return logs[a].Serial < logs[b].Serial })
+			if logs == nil {
+				logs = []fsm.LogEntry{}
+			}
+			out, err := json.Marshal(map[string]any{"job_info": json.RawMessage(info), "log_entries": logs})
+			if err != nil {
+				writeError(w, asAPIError(err))
+				return
+			}
+			writeRaw(w, http.StatusOK, out)
+			return
+		}
+		if ctx.Err() != nil {
+			writeRaw(w, http.StatusOK, []byte("null"))
+			return
+		}
+		f.WaitIndex(ctx, idx)
+	}
+}

@@ -1,0 +1,425 @@
+package rpc
+
+import (
+	"errors"
+	"net/http"
+	"runtime"
+	"sort"
+
+	"github.com/gnt-cluster/gnt/fsm"
+)
+
+// Constants of the cluster info answer (Ganeti's values where Ganeti has
+// one).
+const (
+	ProtocolVersion = 1  // gnt's API protocol version
+	OSAPIVersion    = 20 // Ganeti's OS_API_V20
+	ExportVersion   = 0  // Ganeti's EXPORT_VERSION
+)
+
+func (s *Server) handleVersion(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, 2)
+}
+
+func (s *Server) serveInfo(w http.ResponseWriter, r *http.Request) error {
+	// Ask the backend before taking the state's lock: its status may read
+	// the state too.
+	status := s.b.Status()
+	return s.serveState(w, func(st *fsm.State) (any, *APIError) {
+		c := st.Cluster
+		info := ClusterInfo{
+			Name: c.Name, UUID: c.UUID, SerialNo: c.SerialNo, CTime: c.CTime, MTime: c.MTime,
+			CandidatePoolSize: c.CandidatePoolSize, MaxVoters: c.MaxVoters,
+			DefaultIAllocator: c.DefaultIAllocator, NDParams: copyMap(c.NDParams), Tags: sortedCopy(c.Tags),
+			SoftwareVersion: status.Version, ProtocolVersion: ProtocolVersion,
+			Architecture: [2]string{runtime.GOOS, runtime.GOARCH}, OSAPIVersion: OSAPIVersion,
+			ExportVersion: ExportVersion, ConfigVersion: fsm.SnapshotVersion, Leader: status.Leader,
+		}
+		if m := st.Master(); m != nil {
+			info.Master = m.Name
+		}
+		return info, nil
+	})
+}
+
+// Path references.
+
+func pathRef(r *http.Request, field string, validate func(field, name string) *fsm.Error) (string, *APIError) {
+	name := r.PathValue("name")
+	if e := validate(field, name); e != nil {
+		return "", FromFSM(e)
+	}
+	return name, nil
+}
+
+func nodeRef(r *http.Request) (string, *APIError) {
+	return pathRef(r, "node_name", fsm.ValidateHostname)
+}
+
+func groupRef(r *http.Request) (string, *APIError) {
+	return pathRef(r, "group_name", fsm.ValidateGroupName)
+}
+
+func instanceRef(r *http.Request) (string, *APIError) {
+	return pathRef(r, "instance_name", fsm.ValidateHostname)
+}
+
+// Nodes.
+
+type nodeInstances struct{ primary, secondary []string }
+
+func instancesByNode(st *fsm.State) map[string]*nodeInstances {
+	out := map[string]*nodeInstances{}
+	get := func(u string) *nodeInstances {
+		if out[u] == nil {
+			out[u] = &nodeInstances{}
+		}
+		return out[u]
+	}
+	for _, i := range st.SortedInstances() {
+		get(i.PrimaryNode).primary = append(get(i.PrimaryNode).primary, i.Name)
+		for _, sn := range i.SecondaryNodes {
+			get(sn).secondary = append(get(sn).secondary, i.Name)
+		}
+	}
+	return out
+}
+
+func nodeView(st *fsm.State, n *fsm.Node, insts map[string]*nodeInstances) NodeInfo {
+	ni := insts[n.UUID]
+	if ni == nil {
+		ni = &nodeInstances{}
+	}
+	v := NodeInfo{
+		Name: n.Name, UUID: n.UUID, GroupUUID: n.Group, PrimaryIP: n.PrimaryIP, SecondaryIP: n.SecondaryIP,
+		MasterCandidate: n.MasterCandidate, MasterCapable: n.MasterCapable, VMCapable: n.VMCapable,
+		Offline: n.Offline, Drained: n.Drained, Powered: n.Powered, Role: fsm.RoleLetter[st.Role(n)],
+		NDParams: copyMap(n.NDParams), Tags: sortedCopy(n.Tags),
+		MTotal: positive(n.Resources.MemoryMiB), DTotal: positive(n.Resources.DiskMiB),
+		CTotal:   positive(int64(n.Resources.CPUs)),
+		PinstCnt: len(ni.primary), SinstCnt: len(ni.secondary),
+		PinstList: nonNil(ni.primary), SinstList: nonNil(ni.secondary),
+		SerialNo: n.SerialNo, CTime: n.CTime, MTime: n.MTime, Addrs: n.Addrs, Version: n.Version,
+	}
+	if g := st.Groups[n.Group]; g != nil {
+		v.Group = g.Name
+	}
+	return v
+}
+
+func (s *Server) serveNodes(w http.ResponseWriter, r *http.Request) error {
+	bulk, aerr := queryFlag(r.URL.Query(), "bulk")
+	if aerr != nil {
+		writeError(w, aerr)
+		return nil
+	}
+	return s.serveState(w, func(st *fsm.State) (any, *APIError) {
+		nodes := st.SortedNodes()
+		if !bulk {
+			out := make([]IDURI, len(nodes))
+			for i, n := range nodes {
+				out[i] = IDURI{ID: n.Name, URI: "/2/nodes/" + n.Name}
+			}
+			return out, nil
+		}
+		insts := instancesByNode(st)
+		out := make([]NodeInfo, len(nodes))
+		for i, n := range nodes {
+			out[i] = nodeView(st, n, insts)
+		}
+		return out, nil
+	})
+}
+
+func lookupNode(st *fsm.State, ref, field string) (*fsm.Node, *APIError) {
+	n := st.LookupNode(ref)
+	if n == nil {
+		return nil, unknownEntity(field, "node %q does not exist", ref)
+	}
+	return n, nil
+}
+
+func (s *Server) serveNode(w http.ResponseWriter, r *http.Request) error {
+	ref, aerr := nodeRef(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return nil
+	}
+	return s.serveState(w, func(st *fsm.State) (any, *APIError) {
+		n, aerr := lookupNode(st, ref, "node_name")
+		if aerr != nil {
+			return nil, aerr
+		}
+		return nodeView(st, n, instancesByNode(st)), nil
+	})
+}
+
+func (s *Server) serveNodeRole(w http.ResponseWriter, r *http.Request) error {
+	ref, aerr := nodeRef(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return nil
+	}
+	return s.serveState(w, func(st *fsm.State) (any, *APIError) {
+		n, aerr := lookupNode(st, ref, "node_name")
+		if aerr != nil {
+			return nil, aerr
+		}
+		return st.Role(n), nil
+	})
+}
+
+// Groups.
+
+func groupView(st *fsm.State, g *fsm.Group) GroupInfo {
+	members := []string{}
+	for _, n := range st.SortedNodes() {
+		if n.Group == g.UUID {
+			members = append(members, n.Name)
+		}
+	}
+	nd := fsm.DefaultNDParams()
+	mergeInto(nd, st.Cluster.NDParams)
+	mergeInto(nd, g.NDParams)
+	return GroupInfo{
+		Name: g.Name, UUID: g.UUID, AllocPolicy: g.AllocPolicy, NodeCnt: len(members), NodeList: members,
+		NDParams: nd, CustomNDParams: copyMap(g.NDParams), Tags: sortedCopy(g.Tags),
+		SerialNo: g.SerialNo, CTime: g.CTime, MTime: g.MTime,
+	}
+}
+
+func (s *Server) serveGroups(w http.ResponseWriter, r *http.Request) error {
+	bulk, aerr := queryFlag(r.URL.Query(), "bulk")
+	if aerr != nil {
+		writeError(w, aerr)
+		return nil
+	}
+	return s.serveState(w, func(st *fsm.State) (any, *APIError) {
+		groups := st.SortedGroups()
+		if !bulk {
+			out := make([]NameURI, len(groups))
+			for i, g := range groups {
+				out[i] = NameURI{Name: g.Name, URI: "/2/groups/" + g.Name}
+			}
+			return out, nil
+		}
+		out := make([]GroupInfo, len(groups))
+		for i, g := range groups {
+			out[i] = groupView(st, g)
+		}
+		return out, nil
+	})
+}
+
+func (s *Server) serveGroup(w http.ResponseWriter, r *http.Request) error {
+	ref, aerr := groupRef(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return nil
+	}
+	return s.serveState(w, func(st *fsm.State) (any, *APIError) {
+		g := st.LookupGroup(ref)
+		if g == nil {
+			return nil, unknownEntity("group_name", "node group %q does not exist", ref)
+		}
+		return groupView(st, g), nil
+	})
+}
+
+// Instances.
+
+func instanceView(st *fsm.State, i *fsm.Instance) InstanceInfo {
+	v := InstanceInfo{
+		Name: i.Name, UUID: i.UUID, AdminState: i.AdminState, OS: i.OS, PNode: st.NodeName(i.PrimaryNode),
+		SNodes: []string{}, DiskTemplate: i.DiskTemplate, DiskSizes: []int64{},
+		NICIPs: []*string{}, NICMACs: []string{}, NICModes: []string{}, NICLinks: []string{},
+		BEParams: BEParams{Memory: i.MemoryMiB, VCPUs: i.VCPUs}, Forthcoming: i.Forthcoming,
+		Tags: sortedCopy(i.Tags), SerialNo: i.SerialNo, CTime: i.CTime, MTime: i.MTime,
+	}
+	for _, sn := range i.SecondaryNodes {
+		v.SNodes = append(v.SNodes, st.NodeName(sn))
+	}
+	for _, d := range i.Disks {
+		v.DiskSizes = append(v.DiskSizes, d.SizeMiB)
+		v.DiskUsage += d.SizeMiB
+		if i.DiskTemplate == "drbd" {
+			v.DiskUsage += 128 // DRBD metadata volume, as Ganeti counts it
+		}
+	}
+	if i.DiskTemplate == "diskless" {
+		v.DiskUsage = 0
+	}
+	for _, n := range i.NICs {
+		var ip *string
+		if n.IP != "" {
+			x := n.IP
+			ip = &x
+		}
+		v.NICIPs = append(v.NICIPs, ip)
+		v.NICMACs = append(v.NICMACs, n.MAC)
+		v.NICModes = append(v.NICModes, n.Mode)
+		v.NICLinks = append(v.NICLinks, n.Link)
+	}
+	return v
+}
+
+func (s *Server) serveInstances(w http.ResponseWriter, r *http.Request) error {
+	bulk, aerr := queryFlag(r.URL.Query(), "bulk")
+	if aerr != nil {
+		writeError(w, aerr)
+		return nil
+	}
+	return s.serveState(w, func(st *fsm.State) (any, *APIError) {
+		insts := st.SortedInstances()
+		if !bulk {
+			out := make([]IDURI, len(insts))
+			for k, i := range insts {
+				out[k] = IDURI{ID: i.Name, URI: "/2/instances/" + i.Name}
+			}
+			return out, nil
+		}
+		out := make([]InstanceInfo, len(insts))
+		for k, i := range insts {
+			out[k] = instanceView(st, i)
+		}
+		return out, nil
+	})
+}
+
+func (s *Server) serveInstance(w http.ResponseWriter, r *http.Request) error {
+	ref, aerr := instanceRef(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return nil
+	}
+	return s.serveState(w, func(st *fsm.State) (any, *APIError) {
+		i := st.LookupInstance(ref)
+		if i == nil {
+			return nil, unknownEntity("instance_name", "instance %q does not exist", ref)
+		}
+		return instanceView(st, i), nil
+	})
+}
+
+// Tags.
+
+// serveTags answers the sorted tags of the object of a tag kind; param is
+// the path wildcard naming the object ("" for the cluster).
+func (s *Server) serveTags(kind, param string) func(w http.ResponseWriter, r *http.Request) error {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		var ref string
+		if param != "" {
+			validate := fsm.ValidateHostname
+			if kind == fsm.TagNodeGroup {
+				validate = fsm.ValidateGroupName
+			}
+			var aerr *APIError
+			if ref, aerr = pathRef(r, "name", validate); aerr != nil {
+				writeError(w, aerr)
+				return nil
+			}
+		}
+		return s.serveState(w, func(st *fsm.State) (any, *APIError) {
+			var tags []string
+			switch kind {
+			case fsm.TagCluster:
+				tags = st.Cluster.Tags
+			case fsm.TagNode:
+				n := st.LookupNode(ref)
+				if n == nil {
+					return nil, unknownEntity("name", "node %q does not exist", ref)
+				}
+				tags = n.Tags
+			case fsm.TagNodeGroup:
+				g := st.LookupGroup(ref)
+				if g == nil {
+					return nil, unknownEntity("name", "node group %q does not exist", ref)
+				}
+				tags = g.Tags
+			case fsm.TagInstance:
+				i := st.LookupInstance(ref)
+				if i == nil {
+					return nil, unknownEntity("name", "instance %q does not exist", ref)
+				}
+				tags = i.Tags
+			}
+			return sortedCopy(tags), nil
+		})
+	}
+}
+
+// gnt endpoints answered without the state.
+
+func (s *Server) servePeers(w http.ResponseWriter, r *http.Request) error {
+	peers, err := s.b.Peers(r.Context())
+	if err != nil {
+		if errors.Is(err, ErrNotLeader) {
+			return ErrNotLeader
+		}
+		writeError(w, asAPIError(err))
+		return nil
+	}
+	if peers == nil {
+		peers = []Peer{}
+	}
+	setIndex(w, s.index())
+	writeJSON(w, peers)
+	return nil
+}
+
+func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
+	withHash, aerr := queryFlag(r.URL.Query(), "hash")
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	st := s.b.Status()
+	if withHash {
+		if f := s.b.FSM(); f != nil {
+			st.FSMHash = f.Hash()
+		}
+	}
+	writeJSON(w, st)
+}
+
+// Small helpers.
+
+func positive(v int64) *int64 {
+	if v <= 0 {
+		return nil
+	}
+	return &v
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func sortedCopy(s []string) []string {
+	out := append([]string{}, s...)
+	sort.Strings(out)
+	return out
+}
+
+func copyMap(m map[string]any) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// mergeInto applies parameter overrides as the state machine does:
+// "default" or null removes an override.
+func mergeInto(dst, src map[string]any) {
+	for k, v := range src {
+		if v == nil || v == "default" {
+			delete(dst, k)
+		} else {
+			dst[k] = v
+		}
+	}
+}

@@ -1,0 +1,797 @@
+package rpc
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gnt-cluster/gnt/fsm"
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Defaults of ServerOptions and limits of the API.
+const (
+	DefaultHoldTimeout = 5 * time.Second  // how long a write waits for a leader
+	DefaultMaxBody     = 1 << 20          // request body limit in bytes
+	DefaultBlockWait   = 5 * time.Minute  // ?index=N without ?wait=
+	MaxBlockWait       = 10 * time.Minute // longer ?wait= values are cut to this
+	leaderPoll         = 20 * time.Millisecond
+)
+
+// ServerOptions configures a Server. The zero value is usable.
+type ServerOptions struct {
+	// Logger receives request and error logs; default: no logging.
+	Logger hclog.Logger
+	// HoldTimeout is how long a write (or a consistent read) waits for a
+	// leader to be known, or for an unreachable leader to answer, before it
+	// is refused with 503 no_leader. Default DefaultHoldTimeout.
+	HoldTimeout time.Duration
+	// Metrics is the registry the request metrics are registered with and
+	// that GET /metrics exposes; default: a registry of the server's own.
+	Metrics *prometheus.Registry
+	// MaxBody is the request body limit in bytes; default DefaultMaxBody.
+	MaxBody int64
+	// IsLocalAddr decides whether a remote address may call POST
+	// /2/gnt/init; default: a loopback address or one of this host's
+	// interface addresses.
+	IsLocalAddr func(ip net.IP) bool
+	// ForwardClient sends requests on to the leader; default: a client that
+	// gives up dialing after 2 s and follows no redirects.
+	ForwardClient *http.Client
+}
+
+// Server is the HTTP API of one gntd. It answers reads from the local
+// replica and forwards writes to the Raft leader.
+type Server struct {
+	b       Backend
+	log     hclog.Logger
+	hold    time.Duration
+	maxBody int64
+	isLocal func(net.IP) bool
+	fwd     *http.Client
+	mux     *http.ServeMux
+	reg     *prometheus.Registry
+
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+}
+
+// NewServer returns the API server of a gntd.
+func NewServer(b Backend, opts ServerOptions) *Server {
+	s := &Server{
+		b:       b,
+		log:     opts.Logger,
+		hold:    opts.HoldTimeout,
+		maxBody: opts.MaxBody,
+		isLocal: opts.IsLocalAddr,
+		fwd:     opts.ForwardClient,
+		reg:     opts.Metrics,
+		mux:     http.NewServeMux(),
+	}
+	if s.log == nil {
+		s.log = hclog.NewNullLogger()
+	}
+	if s.hold <= 0 {
+		s.hold = DefaultHoldTimeout
+	}
+	if s.maxBody <= 0 {
+		s.maxBody = DefaultMaxBody
+	}
+	if s.isLocal == nil {
+		s.isLocal = isLocalAddr
+	}
+	if s.fwd == nil {
+		s.fwd = &http.Client{
+			Transport: &http.Transport{
+				Proxy:               nil,
+				DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+				MaxIdleConnsPerHost: 64,
+				IdleConnTimeout:     90 * time.Second,
+			},
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
+	}
+	if s.reg == nil {
+		s.reg = prometheus.NewRegistry()
+	}
+	s.requests = register(s.reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "gnt", Subsystem: "api", Name: "requests_total",
+		Help: "API requests by route pattern, method and HTTP status.",
+	}, []string{"route", "method", "code"}))
+	s.latency = register(s.reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "gnt", Subsystem: "api", Name: "request_duration_seconds",
+		Help:    "API request latency by route pattern and method.",
+		Buckets: prometheus.DefBuckets,
+	}, []string{"route", "method"}))
+	s.routes()
+	return s
+}
+
+// register registers c, or returns the collector already registered under
+// the same description (several servers may share one registry).
+func register[C prometheus.Collector](reg *prometheus.Registry, c C) C {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+		panic(fmt.Sprintf("rpc: registering metrics: %v", err))
+	}
+	return c
+}
+
+// Handler returns the HTTP handler of the whole API.
+func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
+
+// routes registers every endpoint of docs/api.md. Each path also gets a
+// method-less pattern that answers 405 in JSON, and "/" answers 404.
+func (s *Server) routes() {
+	allowed := map[string][]string{}
+	add := func(method, path string, h http.HandlerFunc) {
+		s.mux.HandleFunc(method+" "+path, h)
+		allowed[path] = append(allowed[path], method)
+	}
+	add("GET", "/version", s.handleVersion)
+	add("GET", "/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}).ServeHTTP)
+
+	add("GET", "/2/info", s.blockingRead(s.serveInfo))
+	add("PUT", "/2/modify", s.jobHandler(buildClusterModify))
+	add("GET", "/2/tags", s.blockingRead(s.serveTags(fsm.TagCluster, "")))
+	add("PUT", "/2/tags", s.jobHandler(buildTags("OP_TAGS_SET", fsm.TagCluster, "")))
+	add("DELETE", "/2/tags", s.jobHandler(buildTags("OP_TAGS_DEL", fsm.TagCluster, "")))
+
+	add("GET", "/2/nodes", s.blockingRead(s.serveNodes))
+	add("POST", "/2/nodes", s.jobHandler(buildNodeAdd))
+	add("GET", "/2/nodes/{name}", s.blockingRead(s.serveNode))
+	add("DELETE", "/2/nodes/{name}", s.jobHandler(buildNodeRemove))
+	add("PUT", "/2/nodes/{name}/modify", s.jobHandler(buildNodeModify))
+	add("GET", "/2/nodes/{name}/role", s.blockingRead(s.serveNodeRole))
+	add("PUT", "/2/nodes/{name}/role", s.jobHandler(buildNodeRole))
+	add("GET", "/2/nodes/{name}/tags", s.blockingRead(s.serveTags(fsm.TagNode, "name")))
+	add("PUT", "/2/nodes/{name}/tags", s.jobHandler(buildTags("OP_TAGS_SET", fsm.TagNode, "name")))
+	add("DELETE", "/2/nodes/{name}/tags", s.jobHandler(buildTags("OP_TAGS_DEL", fsm.TagNode, "name")))
+
+	add("GET", "/2/groups", s.blockingRead(s.serveGroups))
+	add("POST", "/2/groups", s.jobHandler(buildGroupAdd))
+	add("GET", "/2/groups/{name}", s.blockingRead(s.serveGroup))
+	add("PUT", "/2/groups/{name}/modify", s.jobHandler(buildGroupModify))
+	add("DELETE", "/2/groups/{name}", s.jobHandler(buildGroupRemove))
+	add("GET", "/2/groups/{name}/tags", s.blockingRead(s.serveTags(fsm.TagNodeGroup, "name")))
+	add("PUT", "/2/groups/{name}/tags", s.jobHandler(buildTags("OP_TAGS_SET", fsm.TagNodeGroup, "name")))
+	add("DELETE", "/2/groups/{name}/tags", s.jobHandler(buildTags("OP_TAGS_DEL", fsm.TagNodeGroup, "name")))
+
+	add("GET", "/2/instances", s.blockingRead(s.serveInstances))
+	add("GET", "/2/instances/{name}", s.blockingRead(s.serveInstance))
+	add("GET", "/2/instances/{name}/tags", s.blockingRead(s.serveTags(fsm.TagInstance, "name")))
+	add("PUT", "/2/instances/{name}/tags", s.jobHandler(buildTags("OP_TAGS_SET", fsm.TagInstance, "name")))
+	add("DELETE", "/2/instances/{name}/tags", s.jobHandler(buildTags("OP_TAGS_DEL", fsm.TagInstance, "name")))
+
+	add("GET", "/2/jobs", s.blockingRead(s.serveJobs))
+	add("POST", "/2/jobs", s.jobHandler(buildJobOps))
+	add("GET", "/2/jobs/{id}", s.blockingRead(s.serveJob))
+	add("GET", "/2/jobs/{id}/wait", s.handleJobWait)
+
+	add("GET", "/2/raft/peers", s.blockingRead(s.servePeers))
+	add("POST", "/2/gnt/master-failover", s.handleMasterFailover)
+	add("POST", "/2/gnt/init", s.handleInit)
+	add("POST", "/2/gnt/join", s.handleJoin)
+	add("GET", "/2/gnt/status", s.handleStatus)
+
+	for path, methods := range allowed {
+		for _, m := range methods {
+			if m == http.MethodGet {
+				methods = append(methods, http.MethodHead)
+				break
+			}
+		}
+		sort.Strings(methods)
+		allow := strings.Join(methods, ", ")
+		s.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", allow)
+			writeError(w, &APIError{Status: http.StatusMethodNotAllowed, ErrorCode: CodeMethod,
+				Message: fmt.Sprintf("method %s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, allow)})
+		})
+	}
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &APIError{Status: http.StatusNotFound, ErrorCode: CodeNotFound,
+			Message: fmt.Sprintf("no such resource: %s", r.URL.Path)})
+	})
+}
+
+// statusRecorder remembers the status a handler answered with.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if !r.wrote {
+		r.status, r.wrote = code, true
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if !r.wrote {
+		r.status, r.wrote = http.StatusOK, true
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+// Flush lets streaming handlers (promhttp) flush through the recorder.
+func (r *statusRecorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// serveHTTP sets the metadata headers every answer carries (handlers
+// overwrite X-Gnt-Index with the index they actually read or wrote at),
+// dispatches and records metrics.
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+	s.setMeta(rec.Header(), s.index())
+	s.mux.ServeHTTP(rec, r)
+
+	route := r.Pattern
+	if i := strings.IndexByte(route, ' '); i >= 0 {
+		route = route[i+1:]
+	}
+	if route == "" {
+		route = "unmatched"
+	}
+	method := r.Method
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete:
+	default:
+		method = "other"
+	}
+	dur := time.Since(start)
+	s.requests.WithLabelValues(route, method, strconv.Itoa(rec.status)).Inc()
+	s.latency.WithLabelValues(route, method).Observe(dur.Seconds())
+	if rec.status >= 500 {
+		s.log.Warn("request failed", "method", r.Method, "path", r.URL.Path, "status", rec.status, "duration", dur)
+	} else {
+		s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rec.status, "duration", dur)
+	}
+}
+
+func (s *Server) index() uint64 {
+	if f := s.b.FSM(); f != nil {
+		return f.Index()
+	}
+	return 0
+}
+
+// setMeta writes the read metadata headers.
+func (s *Server) setMeta(h http.Header, index uint64) {
+	addr, self := s.b.Leader()
+	var lc time.Duration
+	if !self {
+		lc = s.b.LastContact()
+	}
+	h.Set(HeaderIndex, strconv.FormatUint(index, 10))
+	h.Set(HeaderKnownLeader, strconv.FormatBool(self || addr != ""))
+	h.Set(HeaderLastContact, strconv.FormatInt(lc.Milliseconds(), 10))
+}
+
+func setIndex(w http.ResponseWriter, index uint64) {
+	w.Header().Set(HeaderIndex, strconv.FormatUint(index, 10))
+}
+
+// Error helpers.
+
+func badRequest(field, format string, args ...any) *APIError {
+	msg := fmt.Sprintf(format, args...)
+	return &APIError{Status: http.StatusBadRequest, ErrorCode: string(fsm.CodeInval), Field: field, Message: msg, Explain: msg}
+}
+
+func noLeader(msg string) *APIError {
+	return &APIError{Status: http.StatusServiceUnavailable, ErrorCode: CodeNoLeader, Message: msg}
+}
+
+func notInitialised() *APIError {
+	return &APIError{Status: http.StatusServiceUnavailable, ErrorCode: CodeUnavailable, Message: "the cluster is not initialised on this gntd"}
+}
+
+func unknownEntity(field, format string, args ...any) *APIError {
+	return FromFSM(&fsm.Error{Code: fsm.CodeNoEnt, Field: field, Msg: fmt.Sprintf(format, args...)})
+}
+
+// asAPIError maps any error a backend call returned to an API error.
+func asAPIError(err error) *APIError {
+	var ae *APIError
+	var fe *fsm.Error
+	switch {
+	case errors.As(err, &ae):
+		return ae
+	case errors.As(err, &fe):
+		return FromFSM(fe)
+	case errors.Is(err, ErrIndeterminate):
+		return &APIError{Status: http.StatusServiceUnavailable, ErrorCode: CodeIndeterminate, Message: err.Error()}
+	case errors.Is(err, ErrNotLeader):
+		return noLeader(err.Error())
+	case errors.Is(err, context.DeadlineExceeded):
+		return &APIError{Status: http.StatusGatewayTimeout, ErrorCode: CodeTimeout, Message: err.Error()}
+	case errors.Is(err, context.Canceled):
+		return &APIError{Status: http.StatusServiceUnavailable, ErrorCode: CodeUnavailable, Message: err.Error()}
+	}
+	return &APIError{Status: http.StatusInternalServerError, ErrorCode: string(fsm.CodeFault), Message: err.Error()}
+}
+
+func writeError(w http.ResponseWriter, e *APIError) {
+	if e.Status == 0 {
+		e.Status = http.StatusInternalServerError
+	}
+	body, _ := json.Marshal(e)
+	writeRaw(w, e.Status, body)
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		writeError(w, asAPIError(fmt.Errorf("encoding answer: %w", err)))
+		return
+	}
+	writeRaw(w, http.StatusOK, body)
+}
+
+func writeRaw(w http.ResponseWriter, status int, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)+1))
+	w.WriteHeader(status)
+	_, _ = w.Write(append(body, '\n'))
+}
+
+// readBody reads the whole request body, refusing more than MaxBody bytes.
+func (s *Server) readBody(r *http.Request) ([]byte, *APIError) {
+	tooLarge := &APIError{Status: http.StatusRequestEntityTooLarge, ErrorCode: CodeTooLarge,
+		Message: fmt.Sprintf("request body is larger than %d bytes", s.maxBody)}
+	if r.ContentLength > s.maxBody {
+		return nil, tooLarge
+	}
+	if r.Body == nil {
+		return nil, nil
+	}
+	data, err := io.ReadAll(io.LimitReader(r.Body, s.maxBody+1))
+	if err != nil {
+		return nil, badRequest("", "reading the request body: %v", err)
+	}
+	if int64(len(data)) > s.maxBody {
+		return nil, tooLarge
+	}
+	return data, nil
+}
+
+// Query parsing.
+
+// queryFlag reads a boolean query flag: 1/0, true/false; a flag given
+// without a value is true.
+func queryFlag(q url.Values, name string) (bool, *APIError) {
+	if !q.Has(name) {
+		return false, nil
+	}
+	switch strings.ToLower(q.Get(name)) {
+	case "1", "true", "":
+		return true, nil
+	case "0", "false":
+		return false, nil
+	}
+	return false, badRequest(name, "query parameter %s must be 1 or 0 (true or false), got %q", name, q.Get(name))
+}
+
+// blocking is what ?index=N&wait=D asked for.
+type blocking struct {
+	set   bool
+	index uint64
+	wait  time.Duration
+}
+
+func parseBlocking(q url.Values) (blocking, *APIError) {
+	var b blocking
+	if !q.Has("index") {
+		return b, nil
+	}
+	idx, err := strconv.ParseUint(q.Get("index"), 10, 64)
+	if err != nil {
+		return b, badRequest("index", "query parameter index must be a non-negative integer, got %q", q.Get("index"))
+	}
+	b.set, b.index, b.wait = true, idx, DefaultBlockWait
+	if q.Has("wait") {
+		d, err := time.ParseDuration(q.Get("wait"))
+		if err != nil || d <= 0 {
+			return b, badRequest("wait", "query parameter wait must be a positive duration such as 5s, got %q", q.Get("wait"))
+		}
+		b.wait = min(d, MaxBlockWait)
+	}
+	return b, nil
+}
+
+// Leader routing.
+
+// onLeader runs local when this gntd is the leader, and otherwise forwards
+// the request (with its buffered body) to the leader. local returns
+// ErrNotLeader, without having answered, when it found out it is not the
+// leader after all; the request is then forwarded. While no leader is
+// known, or the known one cannot be dialed, it polls until HoldTimeout.
+func (s *Server) onLeader(w http.ResponseWriter, r *http.Request, body []byte, local func() error) {
+	ctx := r.Context()
+	deadline := time.Now().Add(s.hold)
+	forwarded := r.Header.Get(HeaderForwarded) != ""
+	why := "no leader is known"
+	for {
+		addr, self := s.b.Leader()
+		switch {
+		case self:
+			if err := local(); !errors.Is(err, ErrNotLeader) {
+				return
+			}
+			why = "this gntd lost its leadership"
+		case forwarded:
+			writeError(w, noLeader("this gntd is not the leader and the request was already forwarded once"))
+			return
+		case addr != "":
+			err := s.forward(w, r, addr, body)
+			if err == nil {
+				return
+			}
+			if !isDialError(err) || ctx.Err() != nil {
+				e := noLeader(fmt.Sprintf("forwarding to the leader at %s failed: %v", addr, err))
+				if r.Method != http.MethodGet && r.Method != http.MethodHead {
+					// The leader may have received the write.
+					e.ErrorCode = CodeIndeterminate
+				}
+				writeError(w, e)
+				return
+			}
+			why = fmt.Sprintf("the leader at %s cannot be reached: %v", addr, err)
+		}
+		if !time.Now().Before(deadline) {
+			writeError(w, noLeader(fmt.Sprintf("%s (waited %s)", why, s.hold)))
+			return
+		}
+		select {
+		case <-ctx.Done():
+			writeError(w, asAPIError(ctx.Err()))
+			return
+		case <-time.After(leaderPoll):
+		}
+	}
+}
+
+func isDialError(err error) bool {
+	var oe *net.OpError
+	return errors.As(err, &oe) && oe.Op == "dial"
+}
+
+var hopHeaders = map[string]bool{
+	"Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true, "Proxy-Authorization": true,
+	"Proxy-Connection": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
+	"Content-Length": true,
+}
+
+// forward sends the request to the leader's API and copies its answer
+// back. It returns an error, having written nothing, when no answer came.
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, addr string, body []byte) error {
+	base := addr
+	if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
+	var rd io.Reader
+	if len(body) > 0 {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, base+r.URL.RequestURI(), rd)
+	if err != nil {
+		return err
+	}
+	for k, vs := range r.Header {
+		if !hopHeaders[k] {
+			req.Header[k] = append([]string(nil), vs...)
+		}
+	}
+	req.Header.Set(HeaderForwarded, "1")
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		if prior := r.Header.Get("X-Forwarded-For"); prior != "" {
+			host = prior + ", " + host
+		}
+		req.Header.Set("X-Forwarded-For", host)
+	}
+	resp, err := s.fwd.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	h := w.Header()
+	for k, vs := range resp.Header {
+		if !hopHeaders[k] {
+			h[k] = append([]string(nil), vs...)
+		}
+	}
+	w.WriteHeader(resp.StatusCode)
+	if _, err := io.Copy(w, resp.Body); err != nil {
+		s.log.Debug("copying the leader's answer", "path", r.URL.Path, "error", err)
+	}
+	return nil
+}
+
+// Reads.
+
+// blockingRead wraps a read with ?consistent=1 (forward to the leader,
+// which confirms its leadership first) and ?index=N&wait=D (block until the
+// local state has applied an index above N). serve answers, or returns
+// ErrNotLeader without answering to have the request forwarded.
+func (s *Server) blockingRead(serve func(w http.ResponseWriter, r *http.Request) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		consistent, aerr := queryFlag(q, "consistent")
+		if aerr != nil {
+			writeError(w, aerr)
+			return
+		}
+		blk, aerr := parseBlocking(q)
+		if aerr != nil {
+			writeError(w, aerr)
+			return
+		}
+		if s.b.FSM() == nil {
+			writeError(w, &APIError{Status: http.StatusServiceUnavailable, ErrorCode: CodeNotCandidate,
+				Message: "this gntd is not a master candidate and holds no state"})
+			return
+		}
+		local := func() error {
+			if consistent {
+				if err := s.b.VerifyLeader(r.Context()); err != nil {
+					if errors.Is(err, ErrNotLeader) {
+						return ErrNotLeader
+					}
+					e := asAPIError(err)
+					if e.Status == http.StatusInternalServerError {
+						e = noLeader(fmt.Sprintf("confirming leadership: %v", err))
+					}
+					writeError(w, e)
+					return nil
+				}
+			}
+			if blk.set {
+				ctx, cancel := context.WithTimeout(r.Context(), blk.wait)
+				s.b.FSM().WaitIndex(ctx, blk.index)
+				cancel()
+			}
+			return serve(w, r)
+		}
+		if !consistent {
+			if err := local(); !errors.Is(err, ErrNotLeader) {
+				return
+			}
+		}
+		s.onLeader(w, r, nil, local)
+	}
+}
+
+// serveState answers with what fn builds from the local state. fn runs
+// under the state's read lock and the answer is encoded there too, so no
+// reference to the state escapes; the response is written after.
+func (s *Server) serveState(w http.ResponseWriter, fn func(st *fsm.State) (any, *APIError)) error {
+	var out []byte
+	var aerr *APIError
+	s.b.FSM().Read(func(st *fsm.State, idx uint64) {
+		setIndex(w, idx)
+		if !st.Initialized() {
+			aerr = notInitialised()
+			return
+		}
+		v, e := fn(st)
+		if e != nil {
+			aerr = e
+			return
+		}
+		var err error
+		if out, err = json.Marshal(v); err != nil {
+			aerr = asAPIError(fmt.Errorf("encoding answer: %w", err))
+		}
+	})
+	if aerr != nil {
+		writeError(w, aerr)
+		return nil
+	}
+	writeRaw(w, http.StatusOK, out)
+	return nil
+}
+
+// Writes.
+
+// opsBuilder turns a mutating request into its opcodes (JSON objects
+// with OP_ID), before the reason trail is added.
+type opsBuilder func(r *http.Request, body []byte) ([]map[string]any, *APIError)
+
+// jobHandler handles a mutation: the request is validated where it
+// arrives (bad input is refused without a leader), then built again and
+// submitted as a job on the leader.
+func (s *Server) jobHandler(build opsBuilder) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		body, aerr := s.readBody(r)
+		if aerr != nil {
+			writeError(w, aerr)
+			return
+		}
+		if _, aerr := prepareOps(r, body, build, s.b.Now()); aerr != nil {
+			writeError(w, aerr)
+			return
+		}
+		s.onLeader(w, r, body, func() error { return s.submit(w, r, body, build) })
+	}
+}
+
+// prepareOps builds the opcodes of a request, adds the reason trail and
+// dry_run, and validates each with fsm.ParseOpcode.
+func prepareOps(r *http.Request, body []byte, build opsBuilder, now time.Time) ([]json.RawMessage, *APIError) {
+	q := r.URL.Query()
+	dryRun, aerr := queryFlag(q, "dry-run")
+	if aerr != nil {
+		return nil, aerr
+	}
+	ops, aerr := build(r, body)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if len(ops) == 0 {
+		return nil, badRequest("ops", "a job needs at least one opcode")
+	}
+	ns := now.UnixNano()
+	var trail []any
+	if reason := q.Get("reason"); reason != "" {
+		trail = append(trail, []any{"gnt:user", reason, ns})
+	}
+	trail = append(trail, []any{"gnt:library:rlib2", r.Method + " " + r.URL.Path, ns})
+	out := make([]json.RawMessage, len(ops))
+	for i, op := range ops {
+		var reasons []any
+		switch prior := op["reason"].(type) {
+		case nil:
+		case []any:
+			reasons = append(reasons, prior...)
+		default:
+			return nil, opError(len(ops), i, &fsm.Error{Code: fsm.CodeInval, Field: "reason", Msg: "reason must be a list of [source, text, timestamp_ns]"})
+		}
+		op["reason"] = append(reasons, trail...)
+		if dryRun {
+			op["dry_run"] = true
+		}
+		raw, err := json.Marshal(op)
+		if err != nil {
+			return nil, badRequest("", "encoding opcode %d: %v", i, err)
+		}
+		if _, err := fsm.ParseOpcode(raw); err != nil {
+			return nil, opError(len(ops), i, fsm.AsError(err))
+		}
+		out[i] = raw
+	}
+	return out, nil
+}
+
+func opError(n, i int, e *fsm.Error) *APIError {
+	if n > 1 {
+		e = &fsm.Error{Code: e.Code, Field: e.Field, Msg: fmt.Sprintf("opcode %d: %s", i, e.Msg)}
+	}
+	return FromFSM(e)
+}
+
+// submit builds the job and applies it through Raft; the answer is the
+// job id, with X-Gnt-Index the index it was applied at.
+func (s *Server) submit(w http.ResponseWriter, r *http.Request, body []byte, build opsBuilder) error {
+	now := s.b.Now()
+	ops, aerr := prepareOps(r, body, build, now)
+	if aerr != nil {
+		writeError(w, aerr)
+		return nil
+	}
+	uuids := make([]string, len(ops))
+	for i := range uuids {
+		uuids[i] = s.b.NewUUID()
+	}
+	resp, idx, err := s.b.Apply(r.Context(), fsm.JobSubmit{Now: now.UnixNano(), Ops: ops, UUIDs: uuids})
+	if errors.Is(err, ErrNotLeader) {
+		return ErrNotLeader
+	}
+	if err != nil {
+		writeError(w, asAPIError(err))
+		return nil
+	}
+	setIndex(w, idx)
+	if resp.Err != nil {
+		writeError(w, FromFSM(resp.Err))
+		return nil
+	}
+	writeJSON(w, resp.JobID)
+	return nil
+}
+
+// decodeBody decodes a JSON object body strictly; an empty body is an
+// empty object.
+func decodeBody(body []byte, v any) *APIError {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	if err := fsm.DecodeStrict(body, v); err != nil {
+		return FromFSM(fsm.AsError(err))
+	}
+	return nil
+}
+
+// toMap turns a request struct into an opcode's field map, keeping
+// numbers exact.
+func toMap(v any) map[string]any {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return map[string]any{}
+	}
+	m, _ := rawToMap(raw)
+	if m == nil {
+		m = map[string]any{}
+	}
+	return m
+}
+
+// rawToMap decodes a JSON object, keeping numbers as json.Number.
+func rawToMap(raw []byte) (map[string]any, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return nil, err
+	}
+	if m == nil {
+		return nil, errors.New("not a JSON object")
+	}
+	return m, nil
+}
+
+// isLocalAddr reports whether ip is a loopback address or one of this
+// host's own addresses.
+func isLocalAddr(ip net.IP) bool {
+	if ip == nil {
+		return false
+	}
+	if ip.IsLoopback() {
+		return true
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return false
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.Equal(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+func remoteIP(r *http.Request) net.IP {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	return net.ParseIP(host)
+}
+
+// finite guards float query parameters.
+func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }

@@ -1,0 +1,196 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gnt-cluster/gnt/fsm"
+	"github.com/gnt-cluster/gnt/rpc"
+)
+
+// applier is the one way gnt writes to Raft. Concurrent callers are packed
+// into Batch entries: while up to maxInflight entries are being committed,
+// new commands queue up and go out together in the next entry, so one fsync
+// and one replication round trip serve many jobs. Errors keep their
+// identity: rpc.ErrNotLeader when this gntd cannot apply, and
+// rpc.ErrIndeterminate when leadership was lost mid-commit.
+type applier struct {
+	raft        func() *raft.Raft
+	reqs        chan *applyReq
+	maxBatch    int
+	maxBytes    int
+	maxInflight int
+	timeout     time.Duration
+
+	batchSize prometheus.Histogram
+	entries   prometheus.Counter
+}
+
+type applyReq struct {
+	data []byte
+	done chan applyResult
+}
+
+type applyResult struct {
+	resp  fsm.Response
+	index uint64
+	err   error
+}
+
+func newApplier(r func() *raft.Raft, reg *prometheus.Registry) *applier {
+	a := &applier{
+		raft: r, reqs: make(chan *applyReq, 4096),
+		maxBatch: 512, maxBytes: 256 << 10, maxInflight: 2, timeout: 10 * time.Second,
+		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "gnt_raft_apply_batch_commands", Help: "Commands per Raft log entry written by this gntd.",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512},
+		}),
+		entries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "gnt_raft_apply_entries_total", Help: "Raft log entries written by this gntd.",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(a.batchSize, a.entries)
+	}
+	return a
+}
+
+// Apply encodes cmd, replicates it and returns the state machine's response.
+func (a *applier) Apply(ctx context.Context, cmd fsm.Command) (fsm.Response, uint64, error) {
+	data, err := fsm.Encode(cmd)
+	if err != nil {
+		return fsm.Response{}, 0, err
+	}
+	if r := a.raft(); r == nil || r.State() != raft.Leader {
+		return fsm.Response{}, 0, rpc.ErrNotLeader
+	}
+	req := &applyReq{data: data, done: make(chan applyResult, 1)}
+	select {
+	case a.reqs <- req:
+	case <-ctx.Done():
+		return fsm.Response{}, 0, ctx.Err()
+	}
+	select {
+	case res := <-req.done:
+		return res.resp, res.index, res.err
+	case <-ctx.Done():
+		// The command is queued or in flight: its outcome is unknown.
+		return fsm.Response{}, 0, fmt.Errorf("%w: %v", rpc.ErrIndeterminate, ctx.Err())
+	}
+}
+
+// run packs queued commands into entries until ctx ends.
+func (a *applier) run(ctx context.Context) {
+	sem := make(chan struct{}, a.maxInflight)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		var first *applyReq
+		select {
+		case first = <-a.reqs:
+		case <-ctx.Done():
+			a.drain(rpc.ErrNotLeader)
+			return
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			first.done <- applyResult{err: rpc.ErrNotLeader}
+			a.drain(rpc.ErrNotLeader)
+			return
+		}
+		batch := []*applyReq{first}
+		size := len(first.data)
+	fill:
+		for len(batch) < a.maxBatch && size < a.maxBytes {
+			select {
+			case r := <-a.reqs:
+				batch = append(batch, r)
+				size += len(r.data)
+			default:
+				break fill
+			}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			a.commit(batch)
+		}()
+	}
+}
+
+func (a *applier) drain(err error) {
+	for {
+		select {
+		case r := <-a.reqs:
+			r.done <- applyResult{err: err}
+		default:
+			return
+		}
+	}
+}
+
+func (a *applier) commit(batch []*applyReq) {
+	fail := func(err error) {
+		for _, r := range batch {
+			r.done <- applyResult{err: err}
+		}
+	}
+	r := a.raft()
+	if r == nil {
+		fail(rpc.ErrNotLeader)
+		return
+	}
+	data := batch[0].data
+	if len(batch) > 1 {
+		entries := make([][]byte, len(batch))
+		for i, b := range batch {
+			entries[i] = b.data
+		}
+		var err error
+		if data, err = fsm.EncodeBatch(entries); err != nil {
+			fail(err)
+			return
+		}
+	}
+	a.batchSize.Observe(float64(len(batch)))
+	a.entries.Inc()
+	f := r.Apply(data, a.timeout)
+	if err := f.Error(); err != nil {
+		switch {
+		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrRaftShutdown), errors.Is(err, raft.ErrEnqueueTimeout):
+			fail(rpc.ErrNotLeader)
+		case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+			fail(rpc.ErrIndeterminate)
+		default:
+			fail(fmt.Errorf("%w: %v", rpc.ErrIndeterminate, err))
+		}
+		return
+	}
+	idx := f.Index()
+	switch resp := f.Response().(type) {
+	case fsm.Response:
+		if len(batch) != 1 {
+			fail(fmt.Errorf("batch of %d answered with one response: %v", len(batch), resp.Err))
+			return
+		}
+		batch[0].done <- applyResult{resp: resp, index: idx}
+	case fsm.BatchResponse:
+		if len(resp) != len(batch) {
+			fail(fmt.Errorf("batch of %d answered with %d responses", len(batch), len(resp)))
+			return
+		}
+		for i, r := range batch {
+			r.done <- applyResult{resp: resp[i], index: idx}
+		}
+	default:
+		fail(fmt.Errorf("unexpected apply response %T", resp))
+	}
+}

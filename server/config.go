@@ -1,0 +1,154 @@
+package server
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/gnt-cluster/gnt/fsm"
+)
+
+// Default ports (per address); see ARCHITECTURE.md.
+const (
+	DefaultAgentPort  = 1811
+	DefaultConfdPort  = 1814
+	DefaultMaintdPort = 1816
+	DefaultRaftPort   = 1817
+	DefaultGossipPort = 1818
+	DefaultAPIPort    = 5080
+)
+
+// Version is gntd's software version.
+const Version = "0.1.0"
+
+// Timing holds the Raft and background-loop timers. LAN is the default;
+// Dev is shorter for a cluster on one machine.
+type Timing struct {
+	Heartbeat     time.Duration
+	Election      time.Duration
+	LeaderLease   time.Duration
+	Commit        time.Duration
+	JoinInterval  time.Duration // how often a gntd registers itself
+	PoolInterval  time.Duration // candidate-pool keeper round
+	Stabilization time.Duration // a non-voter must be healthy this long before promotion
+}
+
+// LANTiming is tuned for candidates on one LAN (sub-millisecond RTT): a
+// dead leader is noticed after 300–600 ms and replaced within about a
+// second, where hashicorp/raft's defaults (1 s) take 2–4 s.
+func LANTiming() Timing {
+	return Timing{
+		Heartbeat: 300 * time.Millisecond, Election: 300 * time.Millisecond,
+		LeaderLease: 150 * time.Millisecond, Commit: 10 * time.Millisecond,
+		JoinInterval: 5 * time.Second, PoolInterval: 2 * time.Second, Stabilization: 5 * time.Second,
+	}
+}
+
+// DevTiming is LANTiming with faster background loops, for `gntd dev`.
+func DevTiming() Timing {
+	t := LANTiming()
+	t.JoinInterval, t.PoolInterval, t.Stabilization = time.Second, 500*time.Millisecond, time.Second
+	return t
+}
+
+// Config is everything one gntd needs; cmd/gntd fills it from flags or a
+// JSON file.
+type Config struct {
+	Name       string   `json:"name"`
+	Bind       string   `json:"bind"` // IP address every listener binds and every dialer uses
+	DataDir    string   `json:"data_dir"`
+	APIPort    int      `json:"api_port"`
+	RaftPort   int      `json:"raft_port"`
+	AgentPort  int      `json:"agent_port"`
+	GossipPort int      `json:"gossip_port"`
+	ConfdPort  int      `json:"confd_port"`
+	Join       []string `json:"join"` // API addresses of candidates to register with
+	// Profile selects the timers: "lan" (default) or "dev".
+	Profile string `json:"profile"`
+	Timing  Timing `json:"-"`
+	// ExecutorConcurrency bounds the jobs the leader runs at once.
+	ExecutorConcurrency int    `json:"executor_concurrency"`
+	LogLevel            string `json:"log_level"`
+	// Resources overrides what the node reports (0 = detect).
+	Resources fsm.Resources `json:"resources"`
+}
+
+// DefaultConfig returns a Config with the default ports and LAN timing.
+func DefaultConfig() Config {
+	return Config{
+		DataDir: "/var/lib/gnt", APIPort: DefaultAPIPort, RaftPort: DefaultRaftPort,
+		AgentPort: DefaultAgentPort, GossipPort: DefaultGossipPort, ConfdPort: DefaultConfdPort,
+		Profile: "lan", Timing: LANTiming(), ExecutorConcurrency: 32, LogLevel: "info",
+	}
+}
+
+// LoadConfigFile merges a JSON config file into c (fields absent from the
+// file keep their values). Unknown fields are refused.
+func LoadConfigFile(path string, c *Config) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config file: %w", err)
+	}
+	if err := fsm.DecodeStrict(data, c); err != nil {
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	return nil
+}
+
+// Validate checks the configuration and names what is wrong.
+func (c *Config) Validate() error {
+	if e := fsm.ValidateHostname("name", c.Name); e != nil {
+		return fmt.Errorf("--name: %s", e.Msg)
+	}
+	ip := net.ParseIP(c.Bind)
+	if ip == nil {
+		return fmt.Errorf("--bind %q is not an IP address", c.Bind)
+	}
+	if c.DataDir == "" {
+		return fmt.Errorf("--data-dir must not be empty")
+	}
+	for name, p := range map[string]int{"api": c.APIPort, "raft": c.RaftPort, "agent": c.AgentPort, "gossip": c.GossipPort, "confd": c.ConfdPort} {
+		if p <= 0 || p > 65535 {
+			return fmt.Errorf("--%s-port %d is out of range", name, p)
+		}
+	}
+	for _, j := range c.Join {
+		if _, _, err := net.SplitHostPort(j); err != nil {
+			return fmt.Errorf("--join %q: want host:port", j)
+		}
+	}
+	switch c.Profile {
+	case "", "lan":
+		c.Timing = LANTiming()
+	case "dev":
+		c.Timing = DevTiming()
+	default:
+		return fmt.Errorf("--profile %q: want lan or dev", c.Profile)
+	}
+	t := c.Timing
+	if t.Heartbeat <= 0 || t.Election <= 0 || t.LeaderLease <= 0 || t.LeaderLease > t.Heartbeat {
+		return fmt.Errorf("raft timing: heartbeat and election must be positive and leader lease at most the heartbeat")
+	}
+	if c.ExecutorConcurrency <= 0 {
+		return fmt.Errorf("executor concurrency must be positive")
+	}
+	return nil
+}
+
+func (c *Config) addr(port int) string { return net.JoinHostPort(c.Bind, strconv.Itoa(port)) }
+
+// APIAddr is host:port of the API.
+func (c *Config) APIAddr() string { return c.addr(c.APIPort) }
+
+// RaftAddr is host:port of Raft.
+func (c *Config) RaftAddr() string { return c.addr(c.RaftPort) }
+
+// Addrs are the addresses this gntd registers.
+func (c *Config) Addrs() fsm.Addrs {
+	return fsm.Addrs{
+		API: c.APIAddr(), Raft: c.RaftAddr(), Agent: c.addr(c.AgentPort),
+		Gossip: c.addr(c.GossipPort), Confd: c.addr(c.ConfdPort),
+	}
+}

@@ -1,0 +1,283 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gnt-cluster/gnt/rpc"
+)
+
+// DevOptions configure `gntd dev`.
+type DevOptions struct {
+	DataDir     string // created if empty
+	Binary      string // gntd executable for the children
+	Candidates  int    // master candidates on 127.0.0.11, .12, ...
+	Nodes       int    // plain nodes on 127.0.0.21, .22, ...
+	ClusterName string
+	// ServersFile, when set, receives the candidates' API addresses so that
+	// `gnt` finds the cluster without flags; it is removed on exit.
+	ServersFile string
+	Out         io.Writer
+}
+
+// DevMember describes one child gntd in dev.json.
+type DevMember struct {
+	Name    string   `json:"name"`
+	Role    string   `json:"role"` // candidate or node
+	Addrs   any      `json:"addresses"`
+	PID     int      `json:"pid"`
+	DataDir string   `json:"data_dir"`
+	Command []string `json:"command"`
+}
+
+// DevInfo is the content of <data-dir>/dev.json.
+type DevInfo struct {
+	Cluster    string      `json:"cluster"`
+	DataDir    string      `json:"data_dir"`
+	Servers    []string    `json:"servers"`
+	Supervisor int         `json:"supervisor_pid"`
+	Members    []DevMember `json:"members"`
+}
+
+type devChild struct {
+	member DevMember
+	cmd    *exec.Cmd
+	done   chan struct{}
+}
+
+// RunDev starts a whole cluster on this machine as separate gntd processes
+// and supervises them until ctx ends; it never restarts a child.
+func RunDev(ctx context.Context, o DevOptions) error {
+	if o.Candidates < 1 || o.Candidates > 9 || o.Nodes < 0 || o.Nodes > 9 {
+		return errors.New("dev: 1–9 candidates and 0–9 nodes")
+	}
+	if o.ClusterName == "" {
+		o.ClusterName = "gnt-dev"
+	}
+	if o.DataDir == "" {
+		d, err := os.MkdirTemp("", "gnt-dev-")
+		if err != nil {
+			return err
+		}
+		o.DataDir = d
+	}
+	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+		return err
+	}
+	out := &syncWriter{w: o.Out}
+	var (
+		mu       sync.Mutex
+		children []*devChild
+	)
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopChildren(children, out)
+	}()
+	var servers, joins []string
+	type spec struct{ name, ip, role string }
+	var specs []spec
+	for i := 1; i <= o.Candidates; i++ {
+		ip := fmt.Sprintf("127.0.0.%d", 10+i)
+		specs = append(specs, spec{fmt.Sprintf("node%d", 10+i), ip, "candidate"})
+		servers = append(servers, fmt.Sprintf("%s:%d", ip, DefaultAPIPort))
+	}
+	for i := 1; i <= o.Nodes; i++ {
+		specs = append(specs, spec{fmt.Sprintf("node%d", 20+i), fmt.Sprintf("127.0.0.%d", 20+i), "node"})
+	}
+	joins = servers
+	start := func(sp spec) (*devChild, error) {
+		dir := filepath.Join(o.DataDir, sp.name)
+		args := []string{o.Binary, "agent", "--name", sp.name, "--bind", sp.ip, "--data-dir", dir,
+			"--join", strings.Join(joins, ","), "--profile", "dev"}
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+		stdout, _ := cmd.StdoutPipe()
+		cmd.Stderr = cmd.Stdout
+		if err := cmd.Start(); err != nil {
+			return nil, fmt.Errorf("starting %s: %w", sp.name, err)
+		}
+		c := &devChild{cmd: cmd, done: make(chan struct{}), member: DevMember{
+			Name: sp.name, Role: sp.role, PID: cmd.Process.Pid, DataDir: dir, Command: args,
+			Addrs: map[string]string{
+				"api": fmt.Sprintf("%s:%d", sp.ip, DefaultAPIPort), "raft": fmt.Sprintf("%s:%d", sp.ip, DefaultRaftPort),
+				"agent": fmt.Sprintf("%s:%d", sp.ip, DefaultAgentPort), "gossip": fmt.Sprintf("%s:%d", sp.ip, DefaultGossipPort),
+				"confd": fmt.Sprintf("%s:%d", sp.ip, DefaultConfdPort),
+			},
+		}}
+		go func() {
+			sc := bufio.NewScanner(stdout)
+			sc.Buffer(make([]byte, 64<<10), 1<<20)
+			for sc.Scan() {
+				out.Printf("[%s] %s\n", sp.name, sc.Text())
+			}
+		}()
+		go func() {
+			err := cmd.Wait()
+			out.Printf("[dev] %s (pid %d) exited: %v; not restarting it\n", sp.name, c.member.PID, err)
+			close(c.done)
+		}()
+		mu.Lock()
+		children = append(children, c)
+		mu.Unlock()
+		return c, nil
+	}
+
+	first, err := start(specs[0])
+	if err != nil {
+		return err
+	}
+	client := rpc.NewClient([]string{servers[0]})
+	if err := waitHTTP(ctx, servers[0], first.done); err != nil {
+		return err
+	}
+	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := os.Stat(filepath.Join(first.member.DataDir, raftDir)); err != nil {
+		if err := client.Init(ictx, rpc.InitRequest{ClusterName: o.ClusterName, CandidatePoolSize: o.Candidates}); err != nil {
+			return fmt.Errorf("dev: cluster init: %w", err)
+		}
+		key, err := os.ReadFile(filepath.Join(first.member.DataDir, keyFile))
+		if err != nil {
+			return err
+		}
+		for _, sp := range specs[1:] {
+			dir := filepath.Join(o.DataDir, sp.name)
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				return err
+			}
+			if err := writeFileAtomic(filepath.Join(dir, keyFile), key, 0o600); err != nil {
+				return err
+			}
+		}
+		for _, sp := range specs[1:] {
+			id, meta, err := client.AddNode(ictx, map[string]any{"node_name": sp.name, "primary_ip": sp.ip}, "gntd dev")
+			if err != nil {
+				return fmt.Errorf("dev: adding %s: %w", sp.name, err)
+			}
+			if _, err := client.WaitJob(ictx, id, meta.Index); err != nil {
+				return fmt.Errorf("dev: adding %s: %w", sp.name, err)
+			}
+		}
+	}
+	for _, sp := range specs[1:] {
+		if _, err := start(sp); err != nil {
+			return err
+		}
+	}
+	out.Printf("[dev] waiting for %d voters...\n", o.Candidates)
+	if err := waitVoters(ictx, rpc.NewClient(servers), min(o.Candidates, 5)); err != nil {
+		out.Printf("[dev] warning: %v\n", err)
+	}
+	mu.Lock()
+	info := DevInfo{Cluster: o.ClusterName, DataDir: o.DataDir, Servers: servers, Supervisor: os.Getpid()}
+	for _, c := range children {
+		info.Members = append(info.Members, c.member)
+	}
+	mu.Unlock()
+	data, _ := json.MarshalIndent(info, "", "  ")
+	if err := writeFileAtomic(filepath.Join(o.DataDir, "dev.json"), append(data, '\n'), 0o644); err != nil {
+		return err
+	}
+	if o.ServersFile != "" {
+		if err := os.MkdirAll(filepath.Dir(o.ServersFile), 0o755); err == nil {
+			if err := os.WriteFile(o.ServersFile, []byte(strings.Join(servers, "\n")+"\n"), 0o644); err == nil {
+				defer os.Remove(o.ServersFile)
+			}
+		}
+	}
+	out.Printf("\n[dev] cluster %q is up\n", o.ClusterName)
+	out.Printf("[dev]   data dir:   %s\n", o.DataDir)
+	out.Printf("[dev]   dev.json:   %s\n", filepath.Join(o.DataDir, "dev.json"))
+	out.Printf("[dev]   API (RAPI): %s\n", strings.Join(servers, " "))
+	for _, m := range info.Members {
+		out.Printf("[dev]   %-7s %-9s pid %-7d %s\n", m.Name, m.Role, m.PID, m.Addrs.(map[string]string)["api"])
+	}
+	out.Printf("[dev] try: gnt cluster info; gnt node list   (Ctrl-C stops everything)\n\n")
+	<-ctx.Done()
+	out.Printf("[dev] stopping\n")
+	return nil
+}
+
+func stopChildren(children []*devChild, out *syncWriter) {
+	for _, c := range children {
+		select {
+		case <-c.done:
+		default:
+			c.cmd.Process.Signal(syscall.SIGTERM)
+		}
+	}
+	deadline := time.After(10 * time.Second)
+	for _, c := range children {
+		select {
+		case <-c.done:
+		case <-deadline:
+			out.Printf("[dev] %s did not stop; killing it\n", c.member.Name)
+			c.cmd.Process.Kill()
+			<-c.done
+		}
+	}
+}
+
+func waitHTTP(ctx context.Context, addr string, died <-chan struct{}) error {
+	for i := 0; i < 300; i++ {
+		resp, err := http.Get("http://" + addr + "/version")
+		if err == nil {
+			resp.Body.Close()
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-died:
+			return fmt.Errorf("gntd on %s exited during start-up", addr)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("gntd on %s did not answer within 15s", addr)
+}
+
+func waitVoters(ctx context.Context, c *rpc.Client, want int) error {
+	for {
+		peers, err := c.Peers(ctx)
+		if err == nil {
+			voters := 0
+			for _, p := range peers {
+				if p.Suffrage == "voter" {
+					voters++
+				}
+			}
+			if voters >= want {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("fewer than %d voters after 30s", want)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Printf(format string, args ...any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fmt.Fprintf(s.w, format, args...)
+}

@@ -1,0 +1,18 @@
+// Package server wires one gntd together: the data dir, the Raft server
+// (raft adapter, the one apply helper), the API server, the leadership
+// monitor with the leader-only services (job executor, candidate-pool
+// keeper), the join/registration loop, and `gntd dev`.
+//
+// Goroutines, and who stops them (all are bound to the context given to
+// Server.Run, canceled on SIGINT/SIGTERM):
+//   - the HTTP server (closed by Run on exit);
+//   - the applier's batching loop (per Raft instance; stopped with it);
+//   - monitorLeadership, which starts leaderLoop on gaining leadership and
+//     cancels and waits for it on losing it; leaderLoop runs the job
+//     executor and the pool keeper under its own context;
+//   - joinLoop, which registers this gntd with the leader and starts or
+//     stops the local Raft server as the candidate flag says.
+//
+// Raft observer events are hints only: they are sent without blocking to a
+// buffered channel, and monitorLeadership also polls raft.State.
+package server

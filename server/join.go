@@ -1,0 +1,231 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/hashicorp/raft"
+
+	"github.com/gnt-cluster/gnt/fsm"
+	"github.com/gnt-cluster/gnt/rpc"
+)
+
+// nodeSpec is how this gntd presents itself.
+func (s *Server) nodeSpec() fsm.NodeSpec {
+	res := s.cfg.Resources
+	if res.CPUs == 0 {
+		res.CPUs = runtime.NumCPU()
+	}
+	return fsm.NodeSpec{Name: s.cfg.Name, PrimaryIP: s.cfg.Bind, Addrs: s.cfg.Addrs(), Resources: res, Version: Version}
+}
+
+// Init implements rpc.Backend: create the cluster key, bootstrap a
+// one-server Raft group and apply ClusterInit with this node.
+func (s *Server) Init(ctx context.Context, req rpc.InitRequest) error {
+	if e := fsm.ValidateHostname("cluster_name", req.ClusterName); e != nil {
+		return e
+	}
+	s.mu.Lock()
+	busy := s.node != nil || s.id.ClusterUUID != "" || s.key != nil
+	s.mu.Unlock()
+	if busy || s.dir.hasRaft() {
+		return &fsm.Error{Code: fsm.CodeState, Msg: "this gntd already belongs to a cluster (or holds a cluster key); refusing to initialise a new one over its data"}
+	}
+	key, err := s.dir.createKey()
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.setKey(key)
+	s.mu.Unlock()
+	if err := s.startRaft(true); err != nil {
+		return err
+	}
+	r := s.raft()
+	deadline := time.Now().Add(10 * time.Second)
+	for r.State() != raft.Leader {
+		if time.Now().After(deadline) {
+			return errors.New("init: this gntd did not become leader of its new one-server group")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	spec := s.nodeSpec()
+	spec.UUID = uuid.NewString()
+	cmd := fsm.ClusterInit{
+		Now: time.Now().UnixNano(), Name: req.ClusterName, UUID: uuid.NewString(), GroupUUID: uuid.NewString(),
+		Node: spec, CandidatePoolSize: req.CandidatePoolSize, MaxVoters: req.MaxVoters,
+	}
+	resp, _, err := s.Apply(ctx, cmd)
+	if err != nil {
+		return err
+	}
+	if resp.Err != nil {
+		return resp.Err
+	}
+	s.mu.Lock()
+	s.id.ClusterUUID, s.id.ClusterName = cmd.UUID, cmd.Name
+	id := s.id
+	s.mu.Unlock()
+	s.log.Info("cluster initialised", "cluster", cmd.Name, "uuid", cmd.UUID)
+	return s.dir.writeIdentity(id)
+}
+
+// Join implements rpc.Backend on the leader: record what the node reports
+// and tell it whether it is a master candidate.
+func (s *Server) Join(ctx context.Context, req rpc.JoinRequest) (rpc.JoinResponse, error) {
+	var (
+		resp    rpc.JoinResponse
+		node    *fsm.Node
+		changed bool
+	)
+	s.fsm.Read(func(st *fsm.State, _ uint64) {
+		if st.Cluster == nil {
+			return
+		}
+		resp.ClusterName, resp.ClusterUUID = st.Cluster.Name, st.Cluster.UUID
+		if n := st.LookupNode(req.Node.Name); n != nil {
+			c := *n
+			node = &c
+			changed = n.Addrs != req.Node.Addrs || n.Resources != req.Node.Resources || n.Version != req.Node.Version
+		}
+		for _, c := range st.Candidates() {
+			if c.Addrs.API != "" {
+				resp.Candidates = append(resp.Candidates, c.Addrs.API)
+			}
+		}
+	})
+	if resp.ClusterUUID == "" {
+		return resp, &fsm.Error{Code: fsm.CodeState, Msg: "the cluster is not initialised"}
+	}
+	if req.ClusterUUID != "" && req.ClusterUUID != resp.ClusterUUID {
+		return resp, &fsm.Error{Code: fsm.CodeState, Field: "cluster_uuid",
+			Msg: fmt.Sprintf("node %s belongs to cluster %s, not to this cluster (%s)", req.Node.Name, req.ClusterUUID, resp.ClusterUUID)}
+	}
+	if node == nil {
+		return resp, &fsm.Error{Code: fsm.CodeNoEnt, Field: "name",
+			Msg: fmt.Sprintf("node %s is not in the cluster configuration; add it with 'gnt node add %s --primary-ip %s'", req.Node.Name, req.Node.Name, req.Node.PrimaryIP)}
+	}
+	if changed {
+		r, _, err := s.Apply(ctx, fsm.NodeRegister{Now: time.Now().UnixNano(), Node: req.Node})
+		if err != nil {
+			return resp, err
+		}
+		if r.Err != nil {
+			return resp, r.Err
+		}
+	}
+	resp.MasterCandidate = node.MasterCandidate
+	return resp, nil
+}
+
+// joinLoop registers this gntd with the cluster every JoinInterval and
+// starts or stops the local Raft server as the candidate flag says.
+func (s *Server) joinLoop(ctx context.Context) {
+	for {
+		s.joinOnce(ctx)
+		interval := s.cfg.Timing.JoinInterval
+		s.mu.Lock()
+		if s.id.ClusterUUID == "" {
+			interval = min(interval, time.Second) // not in a cluster yet: retry soon
+		}
+		s.mu.Unlock()
+		sleepCtx(ctx, interval)
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+func (s *Server) joinOnce(ctx context.Context) {
+	s.mu.Lock()
+	key := s.joinKey
+	targets := append([]string(nil), s.candidates...)
+	clusterUUID := s.id.ClusterUUID
+	s.mu.Unlock()
+	if key == nil {
+		if k, err := s.dir.readKey(); err == nil {
+			s.mu.Lock()
+			s.setKey(k)
+			key = s.joinKey
+			s.mu.Unlock()
+		} else {
+			return // no cluster key yet: nothing to join with
+		}
+	}
+	if r := s.raft(); r != nil && r.State() == raft.Leader {
+		targets = []string{s.cfg.APIAddr()}
+	}
+	targets = append(targets, s.cfg.Join...)
+	if len(targets) == 0 {
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := rpc.NewClient(dedupe(targets)).Join(cctx, key, rpc.JoinRequest{Node: s.nodeSpec(), ClusterUUID: clusterUUID})
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Debug("join", "error", err)
+			var ae *rpc.APIError
+			if errors.As(err, &ae) && ae.ErrorCode != rpc.CodeNoLeader {
+				s.log.Warn("join refused", "error", ae.Message)
+			}
+		}
+		return
+	}
+	s.mu.Lock()
+	s.candidates = resp.Candidates
+	first := s.id.ClusterUUID == ""
+	if first {
+		s.id.ClusterUUID, s.id.ClusterName = resp.ClusterUUID, resp.ClusterName
+	}
+	id := s.id
+	s.mu.Unlock()
+	if first {
+		if err := s.dir.writeIdentity(id); err != nil {
+			s.log.Error("writing identity", "error", err)
+		}
+		s.log.Info("joined cluster", "cluster", resp.ClusterName, "candidate", resp.MasterCandidate)
+	}
+	r := s.raft()
+	switch {
+	case resp.MasterCandidate && r == nil:
+		s.log.Info("this node is a master candidate; starting raft")
+		if err := s.startRaft(false); err != nil {
+			s.log.Error("starting raft", "error", err)
+		}
+	case !resp.MasterCandidate && r != nil && r.State() != raft.Leader && !s.inConfiguration(r):
+		s.log.Info("this node is no longer a master candidate; stopping raft and archiving its state")
+		s.stopRaft(true)
+	}
+}
+
+// inConfiguration reports whether this gntd is in its latest known Raft
+// configuration.
+func (s *Server) inConfiguration(r *raft.Raft) bool {
+	f := r.GetConfiguration()
+	if f.Error() != nil {
+		return true
+	}
+	for _, srv := range f.Configuration().Servers {
+		if srv.ID == raft.ServerID(s.cfg.Name) {
+			return true
+		}
+	}
+	return false
+}
+
+func dedupe(in []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, x := range in {
+		if !seen[x] {
+			seen[x] = true
+			out = append(out, x)
+		}
+	}
+	return out
+}

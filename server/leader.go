@@ -1,0 +1,134 @@
+package server
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/gnt-cluster/gnt/fsm"
+	"github.com/gnt-cluster/gnt/jobs"
+)
+
+// monitorLeadership starts the leader-only services when this gntd becomes
+// the Raft leader and stops them when it is not. raft.State is the truth;
+// observer events only wake the loop early, and a short tick covers any
+// event that was dropped. Only one leaderLoop ever runs.
+func (s *Server) monitorLeadership(ctx context.Context) {
+	var (
+		cancel context.CancelFunc
+		done   chan struct{}
+	)
+	stop := func() {
+		if cancel != nil {
+			cancel()
+			<-done
+			cancel, done = nil, nil
+		}
+	}
+	defer stop()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.raftEvents:
+		case <-tick.C:
+		}
+		r := s.raft()
+		leader := r != nil && r.State() == raft.Leader
+		if done != nil {
+			select {
+			case <-done: // the loop gave up (e.g. lost leadership mid-establish)
+				cancel()
+				cancel, done = nil, nil
+			default:
+			}
+		}
+		switch {
+		case leader && cancel == nil:
+			lctx, c := context.WithCancel(ctx)
+			cancel, done = c, make(chan struct{})
+			go func(d chan struct{}) {
+				defer close(d)
+				s.leaderLoop(lctx, r)
+			}(done)
+		case !leader && cancel != nil:
+			s.log.Info("lost leadership; stopping leader services")
+			stop()
+		}
+	}
+}
+
+// leaderLoop establishes leadership (Barrier, then LeaderEstablish, which
+// records the master and starts a new executor epoch) and runs the
+// leader-only services until ctx ends or leadership is lost.
+func (s *Server) leaderLoop(ctx context.Context, r *raft.Raft) {
+	start := time.Now()
+	var epoch uint64
+	for {
+		if ctx.Err() != nil || r.State() != raft.Leader {
+			return
+		}
+		if err := r.Barrier(10 * time.Second).Error(); err != nil {
+			s.log.Warn("barrier failed", "error", err)
+			sleepCtx(ctx, 100*time.Millisecond)
+			continue
+		}
+		initialized := false
+		s.fsm.Read(func(st *fsm.State, _ uint64) { initialized = st.Initialized() })
+		if !initialized {
+			// Cluster init is in progress; wait for it.
+			wctx, c := context.WithTimeout(ctx, time.Second)
+			s.fsm.WaitIndex(wctx, s.fsm.Index())
+			c()
+			continue
+		}
+		resp, _, err := s.Apply(ctx, fsm.LeaderEstablish{Now: time.Now().UnixNano(), Node: s.cfg.Name})
+		if err != nil {
+			s.log.Warn("establishing leadership", "error", err)
+			sleepCtx(ctx, 100*time.Millisecond)
+			continue
+		}
+		if resp.Err != nil {
+			s.log.Error("establishing leadership refused", "error", resp.Err)
+			sleepCtx(ctx, time.Second)
+			continue
+		}
+		epoch = resp.Epoch
+		break
+	}
+	s.mu.Lock()
+	s.established = true
+	s.peerStatus = map[string]peerHealth{}
+	s.mu.Unlock()
+	s.log.Info("leadership established", "epoch", epoch, "took", time.Since(start))
+	defer func() {
+		s.mu.Lock()
+		s.established = false
+		s.mu.Unlock()
+	}()
+
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		ex := &jobs.Executor{FSM: s.fsm, Apply: s, Epoch: epoch, Concurrency: s.cfg.ExecutorConcurrency, Log: s.log.Named("executor")}
+		if err := ex.Run(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("executor stopped", "error", err)
+		}
+	}()
+	go func() { defer wg.Done(); s.poolKeeper(ctx, r) }()
+	wg.Wait()
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

@@ -1,0 +1,154 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
+
+	"github.com/gnt-cluster/gnt/fsm"
+	"github.com/gnt-cluster/gnt/transport"
+)
+
+// raftFSM adapts fsm.FSM to raft.FSM. It is the only place Raft calls into
+// the state machine.
+type raftFSM struct {
+	fsm *fsm.FSM
+	log hclog.Logger
+}
+
+// Apply implements raft.FSM. An entry of a type this build does not know
+// stops the process: applying the rest of the log without it would let this
+// replica diverge silently.
+func (a *raftFSM) Apply(l *raft.Log) any {
+	resp := a.fsm.Apply(l.Index, l.Data)
+	if e, ok := resp.(*fsm.Error); ok && e.Code == fsm.CodeUnknownCmd {
+		a.log.Error("stopping: cannot apply log entry", "index", l.Index, "error", e.Msg)
+		fmt.Fprintf(os.Stderr, "gntd: fatal: log entry %d: %s\n", l.Index, e.Msg)
+		os.Exit(70)
+	}
+	return resp
+}
+
+// StoreConfiguration implements raft.ConfigurationStore so that the applied
+// index also advances over membership changes.
+func (a *raftFSM) StoreConfiguration(index uint64, _ raft.Configuration) { a.fsm.ApplyNoop(index) }
+
+// Snapshot implements raft.FSM: the state is encoded now (Apply is blocked
+// meanwhile) and written by Persist.
+func (a *raftFSM) Snapshot() (raft.FSMSnapshot, error) {
+	b, err := a.fsm.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	return snapshot(b), nil
+}
+
+// Restore implements raft.FSM.
+func (a *raftFSM) Restore(r io.ReadCloser) error {
+	defer r.Close()
+	return a.fsm.Restore(r)
+}
+
+type snapshot []byte
+
+func (s snapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := sink.Write(s); err != nil {
+		sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+func (s snapshot) Release() {}
+
+// raftNode is one running Raft server with its stores.
+type raftNode struct {
+	raft  *raft.Raft
+	store *raftboltdb.BoltStore
+	trans *raft.NetworkTransport
+}
+
+func raftConfig(cfg *Config, log hclog.Logger) *raft.Config {
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.Name)
+	rc.HeartbeatTimeout = cfg.Timing.Heartbeat
+	rc.ElectionTimeout = cfg.Timing.Election
+	rc.LeaderLeaseTimeout = cfg.Timing.LeaderLease
+	rc.CommitTimeout = cfg.Timing.Commit
+	rc.MaxAppendEntries = 256
+	rc.SnapshotInterval = 30 * time.Second
+	rc.SnapshotThreshold = 8192
+	rc.TrailingLogs = 10240
+	rc.ShutdownOnRemove = false
+	rc.Logger = log.Named("raft")
+	if log.GetLevel() < hclog.Warn {
+		rc.Logger.SetLevel(hclog.Warn)
+	}
+	return rc
+}
+
+// startRaft opens the stores in dir and starts Raft. With bootstrap set it
+// first writes a one-server configuration (cluster init); it refuses to
+// bootstrap over existing state.
+func startRaft(cfg *Config, dir string, f *raftFSM, log hclog.Logger, bootstrap bool) (*raftNode, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	store, err := raftboltdb.New(raftboltdb.Options{
+		Path:        filepath.Join(dir, raftDBFile),
+		BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w (is another gntd using this data dir, or is the file corrupt?)", filepath.Join(dir, raftDBFile), err)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, log.Named("snapshots"))
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	stream, err := transport.NewTCPStreamLayer(cfg.RaftAddr())
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("raft listener on %s: %w", cfg.RaftAddr(), err)
+	}
+	trans := transport.NewNetworkTransport(stream, log.Named("raft-net"))
+	rc := raftConfig(cfg, log)
+	if bootstrap {
+		has, err := raft.HasExistingState(store, store, snaps)
+		if err != nil || has {
+			trans.Close()
+			store.Close()
+			return nil, errors.New("refusing to bootstrap: Raft state exists already")
+		}
+		conf := raft.Configuration{Servers: []raft.Server{{ID: rc.LocalID, Address: trans.LocalAddr(), Suffrage: raft.Voter}}}
+		if err := raft.BootstrapCluster(rc, store, store, snaps, trans, conf); err != nil {
+			trans.Close()
+			store.Close()
+			return nil, fmt.Errorf("bootstrap: %w", err)
+		}
+	}
+	r, err := raft.NewRaft(rc, f, store, store, snaps, trans)
+	if err != nil {
+		trans.Close()
+		store.Close()
+		return nil, fmt.Errorf("starting raft: %w", err)
+	}
+	return &raftNode{raft: r, store: store, trans: trans}, nil
+}
+
+func (n *raftNode) shutdown() error {
+	err := n.raft.Shutdown().Error()
+	n.trans.Close()
+	if cerr := n.store.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

@@ -1,0 +1,415 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/gnt-cluster/gnt/fsm"
+	"github.com/gnt-cluster/gnt/rpc"
+)
+
+// Server is one gntd.
+type Server struct {
+	cfg  Config
+	log  hclog.Logger
+	dir  dataDir
+	fsm  *fsm.FSM
+	rfsm *raftFSM
+	reg  *prometheus.Registry
+	api  *rpc.Server
+
+	mu          sync.Mutex
+	node        *raftNode // nil while this gntd is not a candidate
+	applier     *applier
+	stopApplier context.CancelFunc
+	key         []byte // cluster key file contents
+	joinKey     []byte
+	id          identity
+	candidates  []string // API addresses learnt from the last join answer
+	established bool     // leadership established (after Barrier and LeaderEstablish)
+	peerStatus  map[string]peerHealth
+
+	raftEvents chan struct{}
+	runCtx     context.Context
+}
+
+// New checks the data dir and prepares a gntd; Run starts it.
+func New(cfg Config, log hclog.Logger) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = hclog.New(&hclog.LoggerOptions{Name: cfg.Name, Level: hclog.LevelFromString(cfg.LogLevel)})
+	}
+	s := &Server{
+		cfg: cfg, log: log, dir: dataDir{cfg.DataDir}, fsm: fsm.New(),
+		reg: prometheus.NewRegistry(), raftEvents: make(chan struct{}, 1),
+		peerStatus: map[string]peerHealth{},
+	}
+	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.rfsm = &raftFSM{fsm: s.fsm, log: log}
+	id, err := s.dir.open(cfg.Name)
+	if err != nil {
+		return nil, err
+	}
+	s.id = id
+	if key, err := s.dir.readKey(); err == nil {
+		s.setKey(key)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	s.api = rpc.NewServer(s, rpc.ServerOptions{Logger: log.Named("api"), Metrics: s.reg})
+	return s, nil
+}
+
+func (s *Server) setKey(key []byte) {
+	s.key = key
+	s.joinKey = rpc.DeriveKey(key, rpc.JoinKeyLabel)
+}
+
+// Run serves until ctx ends.
+func (s *Server) Run(ctx context.Context) error {
+	s.runCtx = ctx
+	ln, err := net.Listen("tcp", s.cfg.APIAddr())
+	if err != nil {
+		return fmt.Errorf("API listener: %w", err)
+	}
+	srv := &http.Server{Handler: s.gate(s.api.Handler()), ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+	}()
+
+	if s.dir.hasRaft() {
+		if err := s.startRaft(false); err != nil {
+			return err
+		}
+	}
+	s.log.Info("gntd started", "api", s.cfg.APIAddr(), "raft", s.cfg.RaftAddr(), "data_dir", s.cfg.DataDir,
+		"candidate", s.raftNode() != nil, "cluster", s.id.ClusterName)
+
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); s.monitorLeadership(ctx) }()
+	go func() { defer wg.Done(); s.joinLoop(ctx) }()
+	<-ctx.Done()
+	wg.Wait()
+	s.stopRaft(false)
+	s.log.Info("gntd stopped")
+	return nil
+}
+
+// gate lets a gntd that holds no state answer only what needs none.
+func (s *Server) gate(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.raftNode() == nil {
+			switch {
+			case r.URL.Path == "/version", r.URL.Path == "/2/gnt/status", r.URL.Path == "/2/gnt/init", r.URL.Path == "/metrics":
+			default:
+				s.mu.Lock()
+				cands := strings.Join(s.candidates, ", ")
+				s.mu.Unlock()
+				msg := "this gntd is not a master candidate and holds no cluster state"
+				if cands != "" {
+					msg += "; ask a candidate: " + cands
+				}
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusServiceUnavailable)
+				fmt.Fprintf(w, `{"code":503,"message":%q,"explain":%q,"error_code":%q}`, msg, msg, rpc.CodeNotCandidate)
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) raftNode() *raftNode {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.node
+}
+
+func (s *Server) raft() *raft.Raft {
+	if n := s.raftNode(); n != nil {
+		return n.raft
+	}
+	return nil
+}
+
+// startRaft starts the local Raft server (bootstrap: as the one server of
+// a new cluster).
+func (s *Server) startRaft(bootstrap bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.node != nil {
+		return nil
+	}
+	n, err := startRaft(&s.cfg, s.dir.raftPath(), s.rfsm, s.log, bootstrap)
+	if err != nil {
+		return err
+	}
+	s.node = n
+	n.raft.RegisterObserver(raft.NewObserver(make(chan raft.Observation, 16), false, func(o *raft.Observation) bool {
+		select {
+		case s.raftEvents <- struct{}{}:
+		default:
+		}
+		return false
+	}))
+	ctx, cancel := context.WithCancel(context.Background())
+	if s.applier == nil {
+		s.applier = newApplier(s.raft, s.reg)
+	}
+	s.stopApplier = cancel
+	go s.applier.run(ctx)
+	return nil
+}
+
+// stopRaft shuts the local Raft server down; with archive set its state is
+// moved aside (this node is no longer a candidate).
+func (s *Server) stopRaft(archive bool) {
+	s.mu.Lock()
+	n := s.node
+	s.node = nil
+	stop := s.stopApplier
+	s.mu.Unlock()
+	if n == nil {
+		return
+	}
+	if stop != nil {
+		stop()
+	}
+	if err := n.shutdown(); err != nil {
+		s.log.Warn("raft shutdown", "error", err)
+	}
+	if archive {
+		if err := s.dir.archiveRaft(time.Now()); err != nil {
+			s.log.Error("archiving raft state", "error", err)
+		}
+	}
+}
+
+// FSM implements rpc.Backend.
+func (s *Server) FSM() *fsm.FSM { return s.fsm }
+
+// Apply implements rpc.Backend and jobs.Applier.
+func (s *Server) Apply(ctx context.Context, cmd fsm.Command) (fsm.Response, uint64, error) {
+	s.mu.Lock()
+	a := s.applier
+	s.mu.Unlock()
+	if a == nil {
+		return fsm.Response{}, 0, rpc.ErrNotLeader
+	}
+	return a.Apply(ctx, cmd)
+}
+
+// Leader implements rpc.Backend.
+func (s *Server) Leader() (string, bool) {
+	r := s.raft()
+	if r == nil {
+		return "", false
+	}
+	if r.State() == raft.Leader {
+		s.mu.Lock()
+		est := s.established
+		s.mu.Unlock()
+		if est {
+			return s.cfg.APIAddr(), true
+		}
+		return "", false
+	}
+	addr, id := r.LeaderWithID()
+	if addr == "" {
+		return "", false
+	}
+	return s.apiAddrOf(string(id), string(addr)), false
+}
+
+// apiAddrOf finds a node's API address: as it registered it, else on its
+// Raft host with this gntd's API port.
+func (s *Server) apiAddrOf(name, raftAddr string) string {
+	var api string
+	s.fsm.Read(func(st *fsm.State, _ uint64) {
+		if n := st.LookupNode(name); n != nil {
+			api = n.Addrs.API
+		}
+	})
+	if api != "" {
+		return api
+	}
+	host, _, err := net.SplitHostPort(raftAddr)
+	if err != nil {
+		return ""
+	}
+	return net.JoinHostPort(host, fmt.Sprint(s.cfg.APIPort))
+}
+
+// LastContact implements rpc.Backend.
+func (s *Server) LastContact() time.Duration {
+	r := s.raft()
+	if r == nil || r.State() == raft.Leader {
+		return 0
+	}
+	lc := r.LastContact()
+	if lc.IsZero() {
+		return 0
+	}
+	return time.Since(lc)
+}
+
+// VerifyLeader implements rpc.Backend: a quorum round trip, then wait for
+// the local state to apply everything committed before it.
+func (s *Server) VerifyLeader(ctx context.Context) error {
+	r := s.raft()
+	if _, self := s.Leader(); r == nil || !self {
+		return rpc.ErrNotLeader
+	}
+	commit := r.CommitIndex()
+	if err := r.VerifyLeader().Error(); err != nil {
+		return rpc.ErrNotLeader
+	}
+	for r.AppliedIndex() < commit {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// Now implements rpc.Backend.
+func (s *Server) Now() time.Time { return time.Now() }
+
+// NewUUID implements rpc.Backend.
+func (s *Server) NewUUID() string { return uuid.NewString() }
+
+// JoinKey implements rpc.Backend.
+func (s *Server) JoinKey() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.joinKey
+}
+
+// Status implements rpc.Backend.
+func (s *Server) Status() rpc.Status {
+	st := rpc.Status{Name: s.cfg.Name, Version: Version, RaftState: "none"}
+	s.mu.Lock()
+	st.ClusterUUID = s.id.ClusterUUID
+	st.Established = s.established
+	s.mu.Unlock()
+	st.AppliedIndex = s.fsm.Index()
+	r := s.raft()
+	if r == nil {
+		return st
+	}
+	st.Candidate = true
+	st.RaftState = strings.ToLower(r.State().String())
+	st.Term = r.CurrentTerm()
+	st.LastIndex = r.LastIndex()
+	st.CommitIndex = r.CommitIndex()
+	st.AppliedIndex = r.AppliedIndex()
+	st.LastContact = s.LastContact().Seconds()
+	_, id := r.LeaderWithID()
+	st.Leader = string(id)
+	st.LeaderAPI, _ = s.Leader()
+	return st
+}
+
+// Peers implements rpc.Backend.
+func (s *Server) Peers(ctx context.Context) ([]rpc.Peer, error) {
+	r := s.raft()
+	if r == nil {
+		return nil, rpc.ErrNotLeader
+	}
+	f := r.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, err
+	}
+	_, leader := r.LeaderWithID()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []rpc.Peer
+	for _, srv := range f.Configuration().Servers {
+		p := rpc.Peer{ID: string(srv.ID), Address: string(srv.Address), Leader: srv.ID == leader}
+		switch srv.Suffrage {
+		case raft.Voter:
+			p.Suffrage = "voter"
+		case raft.Nonvoter:
+			p.Suffrage = "nonvoter"
+		default:
+			p.Suffrage = "staging"
+		}
+		if srv.ID == raft.ServerID(s.cfg.Name) {
+			p.Known, p.AppliedIndex = true, r.AppliedIndex()
+		} else if h, ok := s.peerStatus[string(srv.ID)]; ok && s.established {
+			p.Known, p.AppliedIndex, p.LastContact = true, h.applied, time.Since(h.seen).Seconds()
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// TransferLeadership implements rpc.Backend.
+func (s *Server) TransferLeadership(ctx context.Context, target string) (string, error) {
+	r := s.raft()
+	if r == nil || r.State() != raft.Leader {
+		return "", rpc.ErrNotLeader
+	}
+	var f raft.Future
+	if target == "" {
+		f = r.LeadershipTransfer()
+	} else {
+		if target == s.cfg.Name {
+			return "", &fsm.Error{Code: fsm.CodeState, Field: "target", Msg: fmt.Sprintf("node %s is already the master", target)}
+		}
+		cf := r.GetConfiguration()
+		if err := cf.Error(); err != nil {
+			return "", err
+		}
+		var found *raft.Server
+		for _, srv := range cf.Configuration().Servers {
+			if string(srv.ID) == target {
+				srv := srv
+				found = &srv
+			}
+		}
+		if found == nil {
+			return "", &fsm.Error{Code: fsm.CodeState, Field: "target", Msg: fmt.Sprintf("node %s is not a master candidate in the Raft group", target)}
+		}
+		if found.Suffrage != raft.Voter {
+			return "", &fsm.Error{Code: fsm.CodeState, Field: "target", Msg: fmt.Sprintf("node %s is a non-voting candidate; only voters can become master", target)}
+		}
+		f = r.LeadershipTransferToServer(found.ID, found.Address)
+	}
+	if err := f.Error(); err != nil {
+		return "", fmt.Errorf("leadership transfer: %w", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, id := r.LeaderWithID(); id != "" && string(id) != s.cfg.Name {
+			return string(id), nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return "", errors.New("leadership transfer: no new leader within 10s")
+}
