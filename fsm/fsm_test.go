@@ -57,7 +57,7 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 	switch d.Cmd {
 	case "init":
 		r := h.apply(ClusterInit{Now: h.now, Name: arg("name", "cluster"), UUID: h.uuid(), GroupUUID: h.uuid(),
-			Node: NodeSpec{Name: arg("node", "node1"), UUID: h.uuid(), PrimaryIP: arg("ip", "192.0.2.1")},
+			Node:              NodeSpec{Name: arg("node", "node1"), UUID: h.uuid(), PrimaryIP: arg("ip", "192.0.2.1")},
 			CandidatePoolSize: atoi("pool", 0), MaxVoters: atoi("voters", 0)})
 		return h.respString(r.(Response))
 	case "submit":

@@ -363,5 +363,4 @@ func (f *FSM) applyOne(t CommandType, body []byte) any {
 
 func secs(ns int64) float64 { return float64(ns) / 1e9 }
 
-
 func sortInt64(s []int64) { sort.Slice(s, func(i, j int) bool { return s[i] < s[j] }) }

@@ -14,7 +14,9 @@ func TestPlanMembership(t *testing.T) {
 	nv := func(id string) raft.Server {
 		return raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(id + ":1817"), Suffrage: raft.Nonvoter}
 	}
-	c := func(id string, healthy bool) candidateInfo { return candidateInfo{name: id, raft: id + ":1817", healthy: healthy} }
+	c := func(id string, healthy bool) candidateInfo {
+		return candidateInfo{name: id, raft: id + ":1817", healthy: healthy}
+	}
 	cases := []struct {
 		name  string
 		conf  []raft.Server
