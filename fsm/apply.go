@@ -153,6 +153,7 @@ func (s *State) applyJobSubmit(c *JobSubmit) Response {
 		s.Jobs[job.ID] = job
 		s.NextJobID++
 		s.pending++
+		s.execPending[job.ID] = struct{}{}
 		return Response{JobID: job.ID, Job: job}
 	}
 	// Fast path: the whole job is one configuration transaction.
@@ -296,6 +297,7 @@ func (s *State) applyJobUpdate(c *JobUpdate) Response {
 	if Finalized(job.Status) {
 		job.EndTS = ts
 		s.pending--
+		delete(s.execPending, job.ID)
 		s.finish(job.ID)
 	}
 	return Response{JobID: job.ID, Job: job}

@@ -41,23 +41,25 @@ func (r ReasonEntry) MarshalJSON() ([]byte, error) {
 	return json.Marshal([]any{r.Source, r.Text, r.TimeNS})
 }
 
-// UnmarshalJSON reads the Ganeti triple.
+// UnmarshalJSON reads the Ganeti triple. It is on every replica's apply
+// path, so it decodes once.
 func (r *ReasonEntry) UnmarshalJSON(b []byte) error {
-	var raw []json.RawMessage
+	var raw []any
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return fmt.Errorf("reason entry must be [source, text, timestamp_ns]")
 	}
 	if len(raw) != 3 {
 		return fmt.Errorf("reason entry has %d elements, want 3 ([source, text, timestamp_ns])", len(raw))
 	}
-	if err := json.Unmarshal(raw[0], &r.Source); err != nil {
+	var ok bool
+	if r.Source, ok = raw[0].(string); !ok {
 		return fmt.Errorf("reason source must be a string")
 	}
-	if err := json.Unmarshal(raw[1], &r.Text); err != nil {
+	if r.Text, ok = raw[1].(string); !ok {
 		return fmt.Errorf("reason text must be a string")
 	}
-	var ts float64
-	if err := json.Unmarshal(raw[2], &ts); err != nil {
+	ts, ok := raw[2].(float64)
+	if !ok {
 		return fmt.Errorf("reason timestamp must be a number")
 	}
 	r.TimeNS = int64(ts)
@@ -127,22 +129,30 @@ func OpcodeIDs() []string {
 // ParseOpcode decodes and validates one opcode. Unknown OP_IDs, unknown
 // fields and wrong types are refused with an error naming the field.
 func ParseOpcode(raw []byte) (Opcode, error) {
-	var head struct {
-		OpID *string `json:"OP_ID"`
-	}
-	if err := json.Unmarshal(raw, &head); err != nil {
-		return nil, jsonError(err)
-	}
-	if head.OpID == nil || *head.OpID == "" {
-		return nil, errf(CodeInval, "OP_ID", "opcode has no OP_ID")
-	}
-	mk, ok := opcodeTypes[*head.OpID]
+	id, ok := quickOpID(raw)
 	if !ok {
-		return nil, errf(CodeInval, "OP_ID", "unknown opcode %q", *head.OpID)
+		var head struct {
+			OpID *string `json:"OP_ID"`
+		}
+		if err := json.Unmarshal(raw, &head); err != nil {
+			return nil, jsonError(err)
+		}
+		if head.OpID == nil || *head.OpID == "" {
+			return nil, errf(CodeInval, "OP_ID", "opcode has no OP_ID")
+		}
+		id = *head.OpID
+	}
+	mk, known := opcodeTypes[id]
+	if !known {
+		return nil, errf(CodeInval, "OP_ID", "unknown opcode %q", id)
 	}
 	op := mk()
 	if err := DecodeStrict(raw, op); err != nil {
 		return nil, err
+	}
+	if op.Common().OpID != id {
+		// quickOpID matched text that was not the top-level key.
+		return nil, errf(CodeInval, "OP_ID", "opcode has no or an ambiguous OP_ID")
 	}
 	if e := op.Common().validateCommon(); e != nil {
 		return nil, e
@@ -151,6 +161,22 @@ func ParseOpcode(raw []byte) (Opcode, error) {
 		return nil, e
 	}
 	return op, nil
+}
+
+// quickOpID finds `"OP_ID":"..."` without decoding the whole opcode, as
+// this build encodes it; ParseOpcode checks the decoded value afterwards.
+func quickOpID(raw []byte) (string, bool) {
+	const key = `"OP_ID":"`
+	i := bytes.Index(raw, []byte(key))
+	if i < 0 || bytes.Count(raw, []byte(`"OP_ID"`)) != 1 {
+		return "", false
+	}
+	rest := raw[i+len(key):]
+	j := bytes.IndexByte(rest, '"')
+	if j <= 0 || bytes.IndexByte(rest[:j], '\\') >= 0 {
+		return "", false
+	}
+	return string(rest[:j]), true
 }
 
 // IsConfigOnly reports whether an opcode only changes the configuration.

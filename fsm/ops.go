@@ -386,17 +386,19 @@ func (o *OpTagsSet) apply(t *txn, _ string) (any, *Error) {
 	if e != nil {
 		return nil, e
 	}
-	set := map[string]bool{}
-	for _, x := range *tags {
-		set[x] = true
-	}
+	// Tag lists are kept sorted: insert by binary search, no rebuild.
 	for _, x := range o.Tags {
-		set[x] = true
+		i := sort.SearchStrings(*tags, x)
+		if i < len(*tags) && (*tags)[i] == x {
+			continue
+		}
+		if len(*tags) >= MaxTagsPerObj {
+			return nil, errf(CodeState, "tags", "too many tags (at most %d per object)", MaxTagsPerObj)
+		}
+		*tags = append(*tags, "")
+		copy((*tags)[i+1:], (*tags)[i:])
+		(*tags)[i] = x
 	}
-	if len(set) > MaxTagsPerObj {
-		return nil, errf(CodeState, "tags", "too many tags: %d (at most %d per object)", len(set), MaxTagsPerObj)
-	}
-	*tags = sortedKeys(set)
 	return nil, nil
 }
 
@@ -405,21 +407,18 @@ func (o *OpTagsDel) apply(t *txn, _ string) (any, *Error) {
 	if e != nil {
 		return nil, e
 	}
-	set := map[string]bool{}
-	for _, x := range *tags {
-		set[x] = true
-	}
 	var missing []string
 	for _, x := range o.Tags {
-		if !set[x] {
+		i := sort.SearchStrings(*tags, x)
+		if i == len(*tags) || (*tags)[i] != x {
 			missing = append(missing, x)
+			continue
 		}
-		delete(set, x)
+		*tags = append((*tags)[:i], (*tags)[i+1:]...)
 	}
 	if len(missing) > 0 {
 		sort.Strings(missing)
 		return nil, errf(CodeNoEnt, "tags", "tag(s) %s not found", strings.Join(missing, ", "))
 	}
-	*tags = sortedKeys(set)
 	return nil, nil
 }

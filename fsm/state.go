@@ -27,6 +27,9 @@ type State struct {
 	groupByName map[string]string
 	instByName  map[string]string
 	pending     int
+	// execPending holds the unfinished jobs that need the executor, so the
+	// leader finds its work without scanning the retained history.
+	execPending map[int64]struct{}
 }
 
 func newState() *State {
@@ -56,10 +59,28 @@ func (s *State) reindex() {
 	for u, i := range s.Instances {
 		s.instByName[i.Name] = u
 	}
+	// Tag lists are kept sorted (tag opcodes rely on it); snapshots of any
+	// origin are normalised here.
+	if s.Cluster != nil {
+		sort.Strings(s.Cluster.Tags)
+	}
+	for _, g := range s.Groups {
+		sort.Strings(g.Tags)
+	}
+	for _, n := range s.Nodes {
+		sort.Strings(n.Tags)
+	}
+	for _, i := range s.Instances {
+		sort.Strings(i.Tags)
+	}
 	s.pending = 0
+	s.execPending = map[int64]struct{}{}
 	for _, j := range s.Jobs {
 		if !Finalized(j.Status) {
 			s.pending++
+			if j.Executor {
+				s.execPending[j.ID] = struct{}{}
+			}
 		}
 	}
 }
@@ -151,6 +172,16 @@ func (s *State) SortedJobIDs() []int64 {
 		out = append(out, id)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// ExecutorJobs returns the unfinished jobs that need the executor, by id.
+func (s *State) ExecutorJobs() []*Job {
+	out := make([]*Job, 0, len(s.execPending))
+	for id := range s.execPending {
+		out = append(out, s.Jobs[id])
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }
 

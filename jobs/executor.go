@@ -66,12 +66,7 @@ func (e *Executor) Run(ctx context.Context) error {
 		var runnable []*fsm.Job
 		e.FSM.Read(func(s *fsm.State, index uint64) {
 			seen = index
-			for _, id := range s.SortedJobIDs() {
-				j := s.Jobs[id]
-				if j.Executor && !fsm.Finalized(j.Status) {
-					runnable = append(runnable, j)
-				}
-			}
+			runnable = s.ExecutorJobs()
 		})
 		// Started jobs first (resumption), then by priority, then by id.
 		sort.SliceStable(runnable, func(a, b int) bool {

@@ -22,6 +22,7 @@ type Meta struct {
 	KnownLeader bool          // X-Gnt-Known-Leader
 	LastContact time.Duration // X-Gnt-Last-Contact
 	Server      string        // address that answered
+	JobStatus   string        // X-Gnt-Job-Status: status of a job right after its submission
 }
 
 // Client talks to the API of any candidate from a list, moving on to the
@@ -180,6 +181,7 @@ const (
 	HeaderKnownLeader = "X-Gnt-Known-Leader"
 	HeaderLastContact = "X-Gnt-Last-Contact" // milliseconds
 	HeaderForwarded   = "X-Gnt-Forwarded"
+	HeaderJobStatus   = "X-Gnt-Job-Status"
 	HeaderSignature   = "X-Gnt-Signature"
 	HeaderTimestamp   = "X-Gnt-Timestamp"
 )
@@ -188,6 +190,7 @@ func parseMeta(h http.Header) Meta {
 	var m Meta
 	m.Index, _ = strconv.ParseUint(h.Get(HeaderIndex), 10, 64)
 	m.KnownLeader = h.Get(HeaderKnownLeader) == "true"
+	m.JobStatus = h.Get(HeaderJobStatus)
 	if ms, err := strconv.ParseFloat(h.Get(HeaderLastContact), 64); err == nil {
 		m.LastContact = time.Duration(ms * float64(time.Millisecond))
 	}

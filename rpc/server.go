@@ -720,6 +720,11 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, body []byte, bui
 		writeError(w, FromFSM(resp.Err))
 		return nil
 	}
+	if resp.Job != nil {
+		// Configuration-only jobs are final already; saying so spares the
+		// client a round trip to learn it.
+		w.Header().Set(HeaderJobStatus, resp.Job.Status)
+	}
 	writeJSON(w, resp.JobID)
 	return nil
 }

@@ -71,6 +71,8 @@ type Config struct {
 	// ExecutorConcurrency bounds the jobs the leader runs at once.
 	ExecutorConcurrency int    `json:"executor_concurrency"`
 	LogLevel            string `json:"log_level"`
+	// Debug serves Go's profiler under /debug/pprof/ on the API port.
+	Debug bool `json:"debug"`
 	// Resources overrides what the node reports (0 = detect).
 	Resources fsm.Resources `json:"resources"`
 }

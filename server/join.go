@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -19,6 +23,15 @@ func (s *Server) nodeSpec() fsm.NodeSpec {
 	res := s.cfg.Resources
 	if res.CPUs == 0 {
 		res.CPUs = runtime.NumCPU()
+	}
+	if res.MemoryMiB == 0 {
+		res.MemoryMiB = memTotalMiB()
+	}
+	if res.DiskMiB == 0 {
+		var st syscall.Statfs_t
+		if syscall.Statfs(s.cfg.DataDir, &st) == nil {
+			res.DiskMiB = int64(st.Blocks) * st.Bsize >> 20
+		}
 	}
 	return fsm.NodeSpec{Name: s.cfg.Name, PrimaryIP: s.cfg.Bind, Addrs: s.cfg.Addrs(), Resources: res, Version: Version}
 }
@@ -216,6 +229,21 @@ func (s *Server) inConfiguration(r *raft.Raft) bool {
 		}
 	}
 	return false
+}
+
+// memTotalMiB reads MemTotal from /proc/meminfo (0 when unknown).
+func memTotalMiB() int64 {
+	data, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemTotal:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb >> 10
+		}
+	}
+	return 0
 }
 
 func dedupe(in []string) []string {

@@ -1,0 +1,189 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gnt-cluster/gnt/rpc"
+)
+
+// The benchmarks start real clusters and print figures; they assert only
+// that the work was done, never how fast. Run them with `make bench`
+// (GNT_BENCH=1).
+func benchOnly(t *testing.T) {
+	if os.Getenv("GNT_BENCH") == "" {
+		t.Skip("benchmark: set GNT_BENCH=1 (make bench) to run it")
+	}
+}
+
+func percentile(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := int(float64(len(s)-1) * p)
+	return s[i]
+}
+
+// tagJob is a configuration-only job: one tag on one node.
+func tagJob(node string, tag string) []map[string]any {
+	return []map[string]any{{"OP_ID": "OP_TAGS_SET", "kind": "node", "name": node, "tags": []string{tag}}}
+}
+
+// runJobs submits configuration jobs from `clients` goroutines for d and
+// returns the number that succeeded and each one's submitted-to-success
+// latency. A job counts when its submission answered with status success
+// (the server applies configuration jobs at submission and says so in
+// X-Gnt-Job-Status); any other answer waits for the job.
+func runJobs(t *testing.T, c *Cluster, clients int, d time.Duration, nodes []string) (int64, []time.Duration, int64) {
+	var (
+		done   atomic.Int64
+		failed atomic.Int64
+		mu     sync.Mutex
+		lats   []time.Duration
+		wg     sync.WaitGroup
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	for i := 0; i < clients; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			// Each client talks to one candidate, spreading the load as
+			// real clients would; followers forward to the leader.
+			srv := c.Servers()
+			cl := rpc.NewClient(append(srv[i%len(srv):], srv[:i%len(srv)]...))
+			var local []time.Duration
+			for n := 0; ctx.Err() == nil; n++ {
+				start := time.Now()
+				rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+				id, meta, err := cl.SubmitJob(rctx, tagJob(nodes[(i+n)%len(nodes)], fmt.Sprintf("b%d-%d", i, n%4)), "")
+				if err == nil && meta.JobStatus != "success" {
+					var job rpc.JobInfo
+					job, err = cl.WaitJob(rctx, id, meta.Index)
+					if err == nil && job.Status != "success" {
+						err = fmt.Errorf("job %d: %s", id, job.Status)
+					}
+				}
+				rcancel()
+				if err != nil {
+					failed.Add(1)
+					continue
+				}
+				local = append(local, time.Since(start))
+				done.Add(1)
+			}
+			mu.Lock()
+			lats = append(lats, local...)
+			mu.Unlock()
+		}(i)
+	}
+	wg.Wait()
+	return done.Load(), lats, failed.Load()
+}
+
+// TestBenchJobThroughput: end-to-end configuration jobs per second through
+// a 3-candidate cluster (Raft with fsync), with 1 and with 64 clients.
+func TestBenchJobThroughput(t *testing.T) {
+	benchOnly(t)
+	c := NewCluster(t, ClusterOptions{Candidates: 3, Nodes: 2, ExtraArgs: []string{"--profile", "lan", "--log-level", "warn"}})
+	c.WaitLeader(10 * time.Second)
+	nodes := []string{"node21", "node22"}
+	runJobs(t, c, 8, time.Second, nodes) // warm up connections
+	for _, clients := range []int{1, 64} {
+		d := 10 * time.Second
+		n, lats, failed := runJobs(t, c, clients, d, nodes)
+		if n == 0 {
+			t.Fatalf("%d clients: no job succeeded", clients)
+		}
+		line := fmt.Sprintf("BENCH jobs clients=%d jobs=%d failed=%d rate=%.0f jobs/s p50=%v p99=%v max=%v",
+			clients, n, failed, float64(n)/d.Seconds(), percentile(lats, 0.5).Round(10*time.Microsecond),
+			percentile(lats, 0.99).Round(10*time.Microsecond), percentile(lats, 1).Round(10*time.Microsecond))
+		t.Log(line)
+		fmt.Println(line)
+	}
+	// Every candidate ends with the same state.
+	c.WaitConverged(30 * time.Second)
+}
+
+// TestBenchFailover: time from kill -9 of the leader to the next
+// successful job, over 10 kills; the killed member is restarted and the
+// cluster healed before the next round.
+func TestBenchFailover(t *testing.T) {
+	benchOnly(t)
+	c := NewCluster(t, ClusterOptions{Candidates: 3, Nodes: 1, ExtraArgs: []string{"--profile", "lan", "--log-level", "warn"}})
+	var times []time.Duration
+	for round := 0; round < 10; round++ {
+		leader := c.WaitLeader(20 * time.Second)
+		c.WaitVoters(3, 30*time.Second)
+		c.WaitConverged(30 * time.Second)
+		cl := c.Client()
+		var (
+			killedAt  atomic.Int64
+			recovered = make(chan time.Time, 1)
+			stop      = make(chan struct{})
+			wg        sync.WaitGroup
+		)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				start := time.Now()
+				_, meta, err := cl.SubmitJob(ctx, tagJob("node21", fmt.Sprintf("f%d-%d", round, n%32)), "")
+				cancel()
+				if err == nil && meta.JobStatus == "success" {
+					if k := killedAt.Load(); k != 0 && start.UnixNano() >= k {
+						select {
+						case recovered <- time.Now():
+						default:
+						}
+						return
+					}
+				} else if err != nil {
+					time.Sleep(time.Millisecond)
+				}
+			}
+		}()
+		time.Sleep(300 * time.Millisecond)
+		t0 := time.Now()
+		killedAt.Store(t0.UnixNano())
+		leader.Kill()
+		select {
+		case t1 := <-recovered:
+			times = append(times, t1.Sub(t0))
+			t.Logf("round %d: killed %s, next successful job after %v", round, leader.Name, t1.Sub(t0))
+		case <-time.After(30 * time.Second):
+			close(stop)
+			wg.Wait()
+			t.Fatalf("round %d: no successful job within 30s of killing %s", round, leader.Name)
+		}
+		close(stop)
+		wg.Wait()
+		leader.Start(t)
+		c.WaitHTTP(leader)
+	}
+	sorted := append([]time.Duration(nil), times...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
+	var parts []string
+	for _, d := range times {
+		parts = append(parts, d.Round(time.Millisecond).String())
+	}
+	line := fmt.Sprintf("BENCH failover kills=%d median=%v max=%v all=[%s]", len(times),
+		((sorted[4] + sorted[5]) / 2).Round(time.Millisecond), sorted[len(sorted)-1].Round(time.Millisecond), strings.Join(parts, " "))
+	t.Log(line)
+	fmt.Println(line)
+}
