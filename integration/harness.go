@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -448,4 +449,42 @@ func (b *lockedBuffer) Tail(n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// ClientFor returns an API client that talks to one member only (reads
+// are then answered from that member's own replica).
+func (c *Cluster) ClientFor(m *Member) *rpc.Client { return rpc.NewClient([]string{m.APIAddr()}) }
+
+// Eventually calls f every interval until it returns nil or timeout
+// passes; then the test fails with what and f's last error. It returns how
+// long it took.
+func (c *Cluster) Eventually(timeout, interval time.Duration, what string, f func() error) time.Duration {
+	c.t.Helper()
+	start := time.Now()
+	deadline := start.Add(timeout)
+	for {
+		err := f()
+		if err == nil {
+			return time.Since(start)
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("%s: not within %v: %v", what, timeout, err)
+			return time.Since(start)
+		}
+		time.Sleep(interval)
+	}
+}
+
+// GNTExit runs the gnt CLI like GNT and also returns its exit status
+// (-1 when it could not be run or was killed).
+func (c *Cluster) GNTExit(args ...string) (string, int) {
+	out, err := c.GNT(args...)
+	if err == nil {
+		return out, 0
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return out, ee.ExitCode()
+	}
+	return out + "\n" + err.Error(), -1
 }
