@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := $(CURDIR)/bin
 PKGS    := ./...
 UNIT    := ./fsm/... ./rpc/... ./jobs/... ./transport/... ./server/... ./cmd/...
-STATICCHECK_VERSION ?= 2025.1.1
+STATICCHECK_VERSION ?= v0.8.2
 
 export GNT_BIN_DIR := $(BIN)
 

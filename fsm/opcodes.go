@@ -244,7 +244,6 @@ func goTypeName(t string) string {
 var (
 	hostLabel   = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)
 	groupNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$`)
-	clusterRe   = hostLabel
 	tagRe       = regexp.MustCompile(`^[\w.+*/:@-]+$`)
 )
 
