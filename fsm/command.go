@@ -3,6 +3,7 @@ package fsm
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 )
 
 // CommandType is the first byte of every log entry. Values are assigned by
@@ -132,6 +133,9 @@ func (Batch) CommandType() CommandType           { return CmdBatch }
 
 // Encode turns a command into a log entry: one type byte, then JSON.
 func Encode(c Command) ([]byte, error) {
+	if js, ok := c.(JobSubmit); ok {
+		return js.encode()
+	}
 	body, err := json.Marshal(c)
 	if err != nil {
 		return nil, err
@@ -141,16 +145,66 @@ func Encode(c Command) ([]byte, error) {
 	return append(out, body...), nil
 }
 
-// EncodeBatch packs already encoded entries into one Batch log entry.
+// encode writes a JobSubmit without re-validating its opcodes, which are
+// raw JSON already (encoding/json would scan and compact each again on
+// the busiest path of the leader). Apply decodes and validates them.
+func (c JobSubmit) encode() ([]byte, error) {
+	size := 64
+	for i, op := range c.Ops {
+		if len(op) == 0 {
+			return nil, fmt.Errorf("opcode %d is empty", i)
+		}
+		size += len(op) + 40
+	}
+	out := make([]byte, 0, size)
+	out = append(out, byte(CmdJobSubmit))
+	out = append(out, `{"now":`...)
+	out = strconv.AppendInt(out, c.Now, 10)
+	out = append(out, `,"ops":[`...)
+	for i, op := range c.Ops {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, op...)
+	}
+	out = append(out, `],"uuids":[`...)
+	for i, u := range c.UUIDs {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		b, err := json.Marshal(u)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b...)
+	}
+	return append(out, "]}"...), nil
+}
+
+// EncodeBatch packs already encoded entries into one Batch log entry,
+// copying their bodies as they are.
 func EncodeBatch(entries [][]byte) ([]byte, error) {
-	b := Batch{Entries: make([]BatchEntry, 0, len(entries))}
+	size := 16
 	for _, e := range entries {
 		if len(e) == 0 {
 			return nil, fmt.Errorf("empty entry in batch")
 		}
-		b.Entries = append(b.Entries, BatchEntry{Type: CommandType(e[0]), Body: e[1:]})
+		size += len(e) + 16
 	}
-	return Encode(b)
+	out := make([]byte, 0, size)
+	out = append(out, byte(CmdBatch))
+	out = append(out, `{"entries":[`...)
+	for i, e := range entries {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, `{"t":`...)
+		out = strconv.AppendInt(out, int64(e[0]), 10)
+		out = append(out, `,"b":`...)
+		out = append(out, e[1:]...)
+		out = append(out, '}')
+	}
+	return append(out, "]}"...), nil
 }
 
 // Response is the result of applying one command.

@@ -342,3 +342,30 @@ func FuzzParseOpcode(f *testing.F) {
 		}
 	})
 }
+
+// TestEncodeMatchesJSON: the hand-written encoders of JobSubmit and Batch
+// produce what encoding/json would.
+func TestEncodeMatchesJSON(t *testing.T) {
+	js := JobSubmit{Now: 1234567890123, Ops: []json.RawMessage{json.RawMessage(`{"OP_ID":"OP_TAGS_SET","kind":"cluster","tags":["a\"b"]}`), json.RawMessage(`{"OP_ID":"OP_TEST_DELAY","duration":1}`)},
+		UUIDs: []string{"u-1", "quote\"d"}}
+	got, err := Encode(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := json.Marshal(js)
+	if string(got[1:]) != string(want) || got[0] != byte(CmdJobSubmit) {
+		t.Fatalf("JobSubmit encoding:\n got %s\nwant %s", got[1:], want)
+	}
+	le, _ := Encode(LeaderEstablish{Now: 5, Node: "n1"})
+	batch, err := EncodeBatch([][]byte{got, le})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantBatch, _ := json.Marshal(Batch{Entries: []BatchEntry{{Type: CmdJobSubmit, Body: got[1:]}, {Type: CmdLeaderEstablish, Body: le[1:]}}})
+	if string(batch[1:]) != string(wantBatch) {
+		t.Fatalf("Batch encoding:\n got %s\nwant %s", batch[1:], wantBatch)
+	}
+	if _, err := EncodeBatch([][]byte{{}}); err == nil {
+		t.Fatal("empty batch entry accepted")
+	}
+}
