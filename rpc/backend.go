@@ -108,6 +108,9 @@ type JoinResponse struct {
 	ClusterUUID string `json:"cluster_uuid"`
 	// MasterCandidate tells the node to run a Raft server.
 	MasterCandidate bool `json:"master_candidate"`
+	// InRaft says whether the node is in the leader's Raft configuration;
+	// a node that is neither a candidate nor in it stops its Raft server.
+	InRaft bool `json:"in_raft"`
 	// Candidates are the API addresses of all master candidates.
 	Candidates []string `json:"candidates"`
 }

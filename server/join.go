@@ -132,6 +132,9 @@ func (s *Server) Join(ctx context.Context, req rpc.JoinRequest) (rpc.JoinRespons
 		}
 	}
 	resp.MasterCandidate = node.MasterCandidate
+	if r := s.raft(); r != nil {
+		resp.InRaft = inConfiguration(r, req.Node.Name)
+	}
 	return resp, nil
 }
 
@@ -210,21 +213,21 @@ func (s *Server) joinOnce(ctx context.Context) {
 		if err := s.startRaft(false); err != nil {
 			s.log.Error("starting raft", "error", err)
 		}
-	case !resp.MasterCandidate && r != nil && r.State() != raft.Leader && !s.inConfiguration(r):
+	case !resp.MasterCandidate && !resp.InRaft && r != nil && r.State() != raft.Leader:
 		s.log.Info("this node is no longer a master candidate; stopping raft and archiving its state")
 		s.stopRaft(true)
 	}
 }
 
-// inConfiguration reports whether this gntd is in its latest known Raft
-// configuration.
-func (s *Server) inConfiguration(r *raft.Raft) bool {
+// inConfiguration reports whether the named server is in r's latest Raft
+// configuration (true when that cannot be read, to stay on the safe side).
+func inConfiguration(r *raft.Raft, name string) bool {
 	f := r.GetConfiguration()
 	if f.Error() != nil {
 		return true
 	}
 	for _, srv := range f.Configuration().Servers {
-		if srv.ID == raft.ServerID(s.cfg.Name) {
+		if srv.ID == raft.ServerID(name) {
 			return true
 		}
 	}

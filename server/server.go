@@ -341,10 +341,15 @@ func (s *Server) Status() rpc.Status {
 	return st
 }
 
-// Peers implements rpc.Backend.
+// Peers implements rpc.Backend. Only the leader knows how far each peer
+// has applied, so a follower that knows a leader lets the API forward;
+// without a leader it answers from its own configuration.
 func (s *Server) Peers(ctx context.Context) ([]rpc.Peer, error) {
 	r := s.raft()
 	if r == nil {
+		return nil, rpc.ErrNotLeader
+	}
+	if addr, self := s.Leader(); !self && addr != "" {
 		return nil, rpc.ErrNotLeader
 	}
 	f := r.GetConfiguration()
