@@ -129,6 +129,18 @@ func (f *FSM) Restore(r io.Reader) error {
 	return nil
 }
 
+// Reset empties the state machine, for a replica that starts over from an
+// empty Raft log (a node that stopped being a candidate and became one
+// again): replaying the log on top of old state would diverge.
+func (f *FSM) Reset() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.st = newState()
+	f.index = 0
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
 // DecodeSnapshot reads a snapshot of any supported version.
 func DecodeSnapshot(r io.Reader) (*State, uint64, error) {
 	br := bufio.NewReaderSize(r, 1<<16)

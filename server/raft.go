@@ -135,6 +135,20 @@ func startRaft(cfg *Config, dir string, f *raftFSM, log hclog.Logger, bootstrap 
 			return nil, fmt.Errorf("bootstrap: %w", err)
 		}
 	}
+	if !bootstrap {
+		// A replica that starts from an empty log must start from an empty
+		// state too: the log will be replayed from its beginning (or from a
+		// snapshot), and old in-memory state would be applied twice.
+		has, err := raft.HasExistingState(store, store, snaps)
+		if err != nil {
+			trans.Close()
+			store.Close()
+			return nil, err
+		}
+		if !has {
+			f.fsm.Reset()
+		}
+	}
 	r, err := raft.NewRaft(rc, f, store, store, snaps, trans)
 	if err != nil {
 		trans.Close()

@@ -372,7 +372,7 @@ func (s *Server) Peers(ctx context.Context) ([]rpc.Peer, error) {
 		}
 		if srv.ID == raft.ServerID(s.cfg.Name) {
 			p.Known, p.AppliedIndex = true, r.AppliedIndex()
-		} else if h, ok := s.peerStatus[string(srv.ID)]; ok && s.established {
+		} else if h, ok := s.peerStatus[string(srv.ID)]; ok && s.established && !h.seen.IsZero() {
 			p.Known, p.AppliedIndex, p.LastContact = true, h.applied, time.Since(h.seen).Seconds()
 		}
 		out = append(out, p)
