@@ -204,7 +204,8 @@ func jsonError(err error) *Error {
 	var se *json.SyntaxError
 	switch {
 	case errors.As(err, &te):
-		field := te.Field
+		// Fields of the embedded OpCommon are reported by their JSON name.
+		field := strings.TrimPrefix(te.Field, "OpCommon.")
 		if field == "" {
 			return errf(CodeInval, "", "expected a JSON %s, got %s", te.Type, te.Value)
 		}

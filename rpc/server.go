@@ -632,11 +632,13 @@ func (s *Server) jobHandler(build opsBuilder) http.HandlerFunc {
 			writeError(w, aerr)
 			return
 		}
-		if _, aerr := prepareOps(r, body, build, s.b.Now()); aerr != nil {
+		now := s.b.Now()
+		ops, aerr := prepareOps(r, body, build, now)
+		if aerr != nil {
 			writeError(w, aerr)
 			return
 		}
-		s.onLeader(w, r, body, func() error { return s.submit(w, r, body, build) })
+		s.onLeader(w, r, body, func() error { return s.submit(w, r, ops, now) })
 	}
 }
 
@@ -656,33 +658,32 @@ func prepareOps(r *http.Request, body []byte, build opsBuilder, now time.Time) (
 		return nil, badRequest("ops", "a job needs at least one opcode")
 	}
 	ns := now.UnixNano()
-	var trail []any
+	var trail []fsm.ReasonEntry
 	if reason := q.Get("reason"); reason != "" {
-		trail = append(trail, []any{"gnt:user", reason, ns})
+		trail = append(trail, fsm.ReasonEntry{Source: "gnt:user", Text: reason, TimeNS: ns})
 	}
-	trail = append(trail, []any{"gnt:library:rlib2", r.Method + " " + r.URL.Path, ns})
+	trail = append(trail, fsm.ReasonEntry{Source: "gnt:library:rlib2", Text: r.Method + " " + r.URL.Path, TimeNS: ns})
 	out := make([]json.RawMessage, len(ops))
-	for i, op := range ops {
-		var reasons []any
-		switch prior := op["reason"].(type) {
-		case nil:
-		case []any:
-			reasons = append(reasons, prior...)
-		default:
-			return nil, opError(len(ops), i, &fsm.Error{Code: fsm.CodeInval, Field: "reason", Msg: "reason must be a list of [source, text, timestamp_ns]"})
-		}
-		op["reason"] = append(reasons, trail...)
-		if dryRun {
-			op["dry_run"] = true
-		}
-		raw, err := json.Marshal(op)
+	for i, m := range ops {
+		raw, err := json.Marshal(m)
 		if err != nil {
 			return nil, badRequest("", "encoding opcode %d: %v", i, err)
 		}
-		if _, err := fsm.ParseOpcode(raw); err != nil {
+		op, err := fsm.ParseOpcode(raw)
+		if err != nil {
 			return nil, opError(len(ops), i, fsm.AsError(err))
 		}
-		out[i] = raw
+		// The trail goes onto the decoded opcode, which is encoded once:
+		// cheaper than editing the JSON object and validating it again.
+		c := op.Common()
+		c.Reason = append(c.Reason, trail...)
+		if dryRun {
+			yes := true
+			c.DryRun = &yes
+		}
+		if out[i], err = json.Marshal(op); err != nil {
+			return nil, badRequest("", "encoding opcode %d: %v", i, err)
+		}
 	}
 	return out, nil
 }
@@ -696,13 +697,7 @@ func opError(n, i int, e *fsm.Error) *APIError {
 
 // submit builds the job and applies it through Raft; the answer is the
 // job id, with X-Gnt-Index the index it was applied at.
-func (s *Server) submit(w http.ResponseWriter, r *http.Request, body []byte, build opsBuilder) error {
-	now := s.b.Now()
-	ops, aerr := prepareOps(r, body, build, now)
-	if aerr != nil {
-		writeError(w, aerr)
-		return nil
-	}
+func (s *Server) submit(w http.ResponseWriter, r *http.Request, ops []json.RawMessage, now time.Time) error {
 	uuids := make([]string, len(ops))
 	for i := range uuids {
 		uuids[i] = s.b.NewUUID()

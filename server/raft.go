@@ -149,7 +149,15 @@ func startRaft(cfg *Config, dir string, f *raftFSM, log hclog.Logger, bootstrap 
 			f.fsm.Reset()
 		}
 	}
-	r, err := raft.NewRaft(rc, f, store, store, snaps, trans)
+	// Recent entries are served from memory when replicating, instead of
+	// being read back from bolt and decoded for every append.
+	logs, err := raft.NewLogCache(1024, store)
+	if err != nil {
+		trans.Close()
+		store.Close()
+		return nil, err
+	}
+	r, err := raft.NewRaft(rc, f, logs, store, snaps, trans)
 	if err != nil {
 		trans.Close()
 		store.Close()
