@@ -30,6 +30,7 @@ type applier struct {
 
 	batchSize prometheus.Histogram
 	entries   prometheus.Counter
+	commitDur prometheus.Histogram
 }
 
 type applyReq struct {
@@ -54,9 +55,13 @@ func newApplier(r func() *raft.Raft, reg *prometheus.Registry) *applier {
 		entries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "gnt_raft_apply_entries_total", Help: "Raft log entries written by this gntd.",
 		}),
+		commitDur: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "gnt_raft_apply_seconds", Help: "Time from handing an entry to Raft until the state machine applied it.",
+			Buckets: prometheus.ExponentialBuckets(0.0002, 1.5, 20),
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(a.batchSize, a.entries)
+		reg.MustRegister(a.batchSize, a.entries, a.commitDur)
 	}
 	return a
 }
@@ -162,8 +167,11 @@ func (a *applier) commit(batch []*applyReq) {
 	}
 	a.batchSize.Observe(float64(len(batch)))
 	a.entries.Inc()
+	start := time.Now()
 	f := r.Apply(data, a.timeout)
-	if err := f.Error(); err != nil {
+	err := f.Error()
+	a.commitDur.Observe(time.Since(start).Seconds())
+	if err != nil {
 		switch {
 		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrRaftShutdown), errors.Is(err, raft.ErrEnqueueTimeout):
 			fail(rpc.ErrNotLeader)
