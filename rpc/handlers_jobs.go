@@ -109,25 +109,10 @@ func parseJobID(r *http.Request) (int64, *APIError) {
 }
 
 func (s *Server) serveJobs(w http.ResponseWriter, r *http.Request) error {
-	bulk, aerr := queryFlag(r.URL.Query(), "bulk")
-	if aerr != nil {
-		writeError(w, aerr)
-		return nil
-	}
-	return s.serveState(w, func(st *fsm.State) (any, *APIError) {
-		ids := st.SortedJobIDs()
-		if !bulk {
-			out := make([]JobIDURI, len(ids))
-			for i, id := range ids {
-				out[i] = JobIDURI{ID: id, URI: "/2/jobs/" + strconv.FormatInt(id, 10)}
-			}
-			return out, nil
-		}
-		out := make([]map[string]any, len(ids))
-		for i, id := range ids {
-			out[i] = jobObject(st.Jobs[id], JobBulkFields)
-		}
-		return out, nil
+	return serveList(s, w, r, func(st *fsm.State, bulk bool) []any {
+		return listing(bulk, st.SortedJobIDs(),
+			func(id int64) any { return JobIDURI{ID: id, URI: "/2/jobs/" + strconv.FormatInt(id, 10)} },
+			func(id int64) any { return jobObject(st.Jobs[id], JobBulkFields) })
 	})
 }
 

@@ -108,27 +108,40 @@ func nodeView(st *fsm.State, n *fsm.Node, insts map[string]*nodeInstances) NodeI
 }
 
 func (s *Server) serveNodes(w http.ResponseWriter, r *http.Request) error {
+	return serveList(s, w, r, func(st *fsm.State, bulk bool) []any {
+		var insts map[string]*nodeInstances
+		if bulk {
+			insts = instancesByNode(st)
+		}
+		return listing(bulk, st.SortedNodes(),
+			func(n *fsm.Node) any { return IDURI{ID: n.Name, URI: "/2/nodes/" + n.Name} },
+			func(n *fsm.Node) any { return nodeView(st, n, insts) })
+	})
+}
+
+// serveList answers a collection: the short entries, or with ?bulk=1
+// every object in full.
+func serveList(s *Server, w http.ResponseWriter, r *http.Request, items func(st *fsm.State, bulk bool) []any) error {
 	bulk, aerr := queryFlag(r.URL.Query(), "bulk")
 	if aerr != nil {
 		writeError(w, aerr)
 		return nil
 	}
-	return s.serveState(w, func(st *fsm.State) (any, *APIError) {
-		nodes := st.SortedNodes()
-		if !bulk {
-			out := make([]IDURI, len(nodes))
-			for i, n := range nodes {
-				out[i] = IDURI{ID: n.Name, URI: "/2/nodes/" + n.Name}
-			}
-			return out, nil
+	return s.serveState(w, func(st *fsm.State) (any, *APIError) { return items(st, bulk), nil })
+}
+
+// listing maps each item to Ganeti's short {id|name, uri} entry or, in
+// bulk, to its full view.
+func listing[T any](bulk bool, items []T, short, full func(T) any) []any {
+	out := make([]any, len(items))
+	for i, it := range items {
+		if bulk {
+			out[i] = full(it)
+		} else {
+			out[i] = short(it)
 		}
-		insts := instancesByNode(st)
-		out := make([]NodeInfo, len(nodes))
-		for i, n := range nodes {
-			out[i] = nodeView(st, n, insts)
-		}
-		return out, nil
-	})
+	}
+	return out
 }
 
 func lookupNode(st *fsm.State, ref, field string) (*fsm.Node, *APIError) {
@@ -189,25 +202,10 @@ func groupView(st *fsm.State, g *fsm.Group) GroupInfo {
 }
 
 func (s *Server) serveGroups(w http.ResponseWriter, r *http.Request) error {
-	bulk, aerr := queryFlag(r.URL.Query(), "bulk")
-	if aerr != nil {
-		writeError(w, aerr)
-		return nil
-	}
-	return s.serveState(w, func(st *fsm.State) (any, *APIError) {
-		groups := st.SortedGroups()
-		if !bulk {
-			out := make([]NameURI, len(groups))
-			for i, g := range groups {
-				out[i] = NameURI{Name: g.Name, URI: "/2/groups/" + g.Name}
-			}
-			return out, nil
-		}
-		out := make([]GroupInfo, len(groups))
-		for i, g := range groups {
-			out[i] = groupView(st, g)
-		}
-		return out, nil
+	return serveList(s, w, r, func(st *fsm.State, bulk bool) []any {
+		return listing(bulk, st.SortedGroups(),
+			func(g *fsm.Group) any { return NameURI{Name: g.Name, URI: "/2/groups/" + g.Name} },
+			func(g *fsm.Group) any { return groupView(st, g) })
 	})
 }
 
@@ -264,25 +262,10 @@ func instanceView(st *fsm.State, i *fsm.Instance) InstanceInfo {
 }
 
 func (s *Server) serveInstances(w http.ResponseWriter, r *http.Request) error {
-	bulk, aerr := queryFlag(r.URL.Query(), "bulk")
-	if aerr != nil {
-		writeError(w, aerr)
-		return nil
-	}
-	return s.serveState(w, func(st *fsm.State) (any, *APIError) {
-		insts := st.SortedInstances()
-		if !bulk {
-			out := make([]IDURI, len(insts))
-			for k, i := range insts {
-				out[k] = IDURI{ID: i.Name, URI: "/2/instances/" + i.Name}
-			}
-			return out, nil
-		}
-		out := make([]InstanceInfo, len(insts))
-		for k, i := range insts {
-			out[k] = instanceView(st, i)
-		}
-		return out, nil
+	return serveList(s, w, r, func(st *fsm.State, bulk bool) []any {
+		return listing(bulk, st.SortedInstances(),
+			func(i *fsm.Instance) any { return IDURI{ID: i.Name, URI: "/2/instances/" + i.Name} },
+			func(i *fsm.Instance) any { return instanceView(st, i) })
 	})
 }
 
