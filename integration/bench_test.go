@@ -43,7 +43,7 @@ func tagJob(node string, tag string) []map[string]any {
 // latency. A job counts when its submission answered with status success
 // (the server applies configuration jobs at submission and says so in
 // X-Gnt-Job-Status); any other answer waits for the job.
-func runJobs(t *testing.T, c *Cluster, clients int, d time.Duration, nodes []string) (int64, []time.Duration, int64) {
+func runJobs(t *testing.T, c *Cluster, clients int, d time.Duration, nodes []string, toLeader bool) (int64, []time.Duration, int64) {
 	var (
 		done   atomic.Int64
 		failed atomic.Int64
@@ -51,15 +51,20 @@ func runJobs(t *testing.T, c *Cluster, clients int, d time.Duration, nodes []str
 		lats   []time.Duration
 		wg     sync.WaitGroup
 	)
+	leader := c.WaitLeader(10 * time.Second).APIAddr()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	for i := 0; i < clients; i++ {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			// Each client talks to one candidate, spreading the load as
-			// real clients would; followers forward to the leader.
+			// Each client talks to the leader, or to one candidate of its
+			// own, spreading the load as real clients would (followers then
+			// forward to the leader).
 			srv := c.Servers()
+			if toLeader {
+				srv = []string{leader}
+			}
 			cl := rpc.NewClient(append(srv[i%len(srv):], srv[:i%len(srv)]...))
 			var local []time.Duration
 			for n := 0; ctx.Err() == nil; n++ {
@@ -91,24 +96,27 @@ func runJobs(t *testing.T, c *Cluster, clients int, d time.Duration, nodes []str
 }
 
 // TestBenchJobThroughput: end-to-end configuration jobs per second through
-// a 3-candidate cluster (Raft with fsync), with 1 and with 64 clients.
+// a 3-candidate cluster (Raft with fsync), with 1 and with 64 clients, all
+// sending to the leader and spread over the candidates.
 func TestBenchJobThroughput(t *testing.T) {
 	benchOnly(t)
 	c := NewCluster(t, ClusterOptions{Candidates: 3, Nodes: 2, ExtraArgs: []string{"--profile", "lan", "--log-level", "warn"}})
 	c.WaitLeader(10 * time.Second)
 	nodes := []string{"node21", "node22"}
-	runJobs(t, c, 8, time.Second, nodes) // warm up connections
-	for _, clients := range []int{1, 64} {
-		d := 10 * time.Second
-		n, lats, failed := runJobs(t, c, clients, d, nodes)
-		if n == 0 {
-			t.Fatalf("%d clients: no job succeeded", clients)
+	runJobs(t, c, 8, time.Second, nodes, false) // warm up connections
+	for _, target := range []string{"leader", "spread"} {
+		for _, clients := range []int{1, 64} {
+			d := 8 * time.Second
+			n, lats, failed := runJobs(t, c, clients, d, nodes, target == "leader")
+			if n == 0 {
+				t.Fatalf("%d clients: no job succeeded", clients)
+			}
+			line := fmt.Sprintf("BENCH jobs to=%s clients=%d jobs=%d failed=%d rate=%.0f jobs/s p50=%v p99=%v max=%v",
+				target, clients, n, failed, float64(n)/d.Seconds(), percentile(lats, 0.5).Round(10*time.Microsecond),
+				percentile(lats, 0.99).Round(10*time.Microsecond), percentile(lats, 1).Round(10*time.Microsecond))
+			t.Log(line)
+			fmt.Println(line)
 		}
-		line := fmt.Sprintf("BENCH jobs clients=%d jobs=%d failed=%d rate=%.0f jobs/s p50=%v p99=%v max=%v",
-			clients, n, failed, float64(n)/d.Seconds(), percentile(lats, 0.5).Round(10*time.Microsecond),
-			percentile(lats, 0.99).Round(10*time.Microsecond), percentile(lats, 1).Round(10*time.Microsecond))
-		t.Log(line)
-		fmt.Println(line)
 	}
 	// Every candidate ends with the same state.
 	c.WaitConverged(30 * time.Second)

@@ -294,12 +294,21 @@ func (c *Cluster) Servers() []string {
 // Client returns an API client over all candidates.
 func (c *Cluster) Client() *rpc.Client { return rpc.NewClient(c.Servers()) }
 
-// Status asks one member for its own status (no leader needed).
-func (c *Cluster) Status(m *Member) (rpc.Status, error) {
+// Status asks one member for its own status (no leader needed), with the
+// hash of its state.
+func (c *Cluster) Status(m *Member) (rpc.Status, error) { return c.status(m, true) }
+
+// status asks without the hash when hash is false: hashing encodes the
+// whole state under the read lock, which stalls applies on a busy member.
+func (c *Cluster) status(m *Member, hash bool) (rpc.Status, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	var st rpc.Status
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+m.APIAddr()+"/2/gnt/status?hash=1", nil)
+	q := ""
+	if hash {
+		q = "?hash=1"
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+m.APIAddr()+"/2/gnt/status"+q, nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return st, err
@@ -318,7 +327,7 @@ func (c *Cluster) Leader() *Member {
 		if !m.Running() {
 			continue
 		}
-		if st, err := c.Status(m); err == nil && st.RaftState == "leader" && st.Established {
+		if st, err := c.status(m, false); err == nil && st.RaftState == "leader" && st.Established {
 			return m
 		}
 	}
