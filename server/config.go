@@ -33,6 +33,7 @@ type Timing struct {
 	JoinInterval  time.Duration // how often a gntd registers itself
 	PoolInterval  time.Duration // candidate-pool keeper round
 	Stabilization time.Duration // a non-voter must be healthy this long before promotion
+	Snapshot      time.Duration // how often Raft checks whether a snapshot is due
 }
 
 // LANTiming is tuned for candidates on one LAN (sub-millisecond RTT): a
@@ -45,13 +46,14 @@ func LANTiming() Timing {
 		Heartbeat: 200 * time.Millisecond, Election: 200 * time.Millisecond,
 		LeaderLease: 100 * time.Millisecond, Commit: 10 * time.Millisecond,
 		JoinInterval: 5 * time.Second, PoolInterval: 2 * time.Second, Stabilization: 5 * time.Second,
+		Snapshot: 10 * time.Second,
 	}
 }
 
 // DevTiming is LANTiming with faster background loops, for `gntd dev`.
 func DevTiming() Timing {
 	t := LANTiming()
-	t.JoinInterval, t.PoolInterval, t.Stabilization = time.Second, 500*time.Millisecond, time.Second
+	t.JoinInterval, t.PoolInterval, t.Stabilization, t.Snapshot = time.Second, 500*time.Millisecond, time.Second, time.Second
 	return t
 }
 
@@ -75,6 +77,10 @@ type Config struct {
 	LogLevel            string `json:"log_level"`
 	// Debug serves Go's profiler under /debug/pprof/ on the API port.
 	Debug bool `json:"debug"`
+	// SnapshotThreshold and TrailingLogs override Raft's (0: 8192 and
+	// 10240); tests lower them to exercise snapshot installation.
+	SnapshotThreshold uint64 `json:"raft_snapshot_threshold"`
+	TrailingLogs      uint64 `json:"raft_trailing_logs"`
 	// Resources overrides what the node reports (0 = detect).
 	Resources fsm.Resources `json:"resources"`
 }

@@ -84,9 +84,15 @@ func raftConfig(cfg *Config, log hclog.Logger) *raft.Config {
 	rc.LeaderLeaseTimeout = cfg.Timing.LeaderLease
 	rc.CommitTimeout = cfg.Timing.Commit
 	rc.MaxAppendEntries = 256
-	rc.SnapshotInterval = 30 * time.Second
+	rc.SnapshotInterval = cfg.Timing.Snapshot
 	rc.SnapshotThreshold = 8192
 	rc.TrailingLogs = 10240
+	if cfg.SnapshotThreshold > 0 {
+		rc.SnapshotThreshold = cfg.SnapshotThreshold
+	}
+	if cfg.TrailingLogs > 0 {
+		rc.TrailingLogs = cfg.TrailingLogs
+	}
 	rc.ShutdownOnRemove = false
 	rc.Logger = log.Named("raft")
 	if log.GetLevel() < hclog.Warn {

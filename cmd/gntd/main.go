@@ -65,6 +65,8 @@ func agentCommand() *cli.Command {
 			&cli.StringFlag{Name: "profile", Value: d.Profile, Usage: "timers: lan or dev"},
 			&cli.StringFlag{Name: "log-level", Value: d.LogLevel},
 			&cli.BoolFlag{Name: "debug", Usage: "serve Go's profiler under /debug/pprof/ on the API port"},
+			&cli.Uint64Flag{Name: "raft-snapshot-threshold", Usage: "log entries between Raft snapshots (0: 8192)"},
+			&cli.Uint64Flag{Name: "raft-trailing-logs", Usage: "log entries kept after a snapshot (0: 10240)"},
 			&cli.IntFlag{Name: "executor-concurrency", Value: d.ExecutorConcurrency},
 			&cli.Int64Flag{Name: "memory-mib", Usage: "memory to report (0: unknown)"},
 			&cli.Int64Flag{Name: "disk-mib", Usage: "disk to report (0: unknown)"},
@@ -94,6 +96,12 @@ func agentCommand() *cli.Command {
 			setStr("log-level", &cfg.LogLevel)
 			if c.IsSet("debug") {
 				cfg.Debug = c.Bool("debug")
+			}
+			if c.IsSet("raft-snapshot-threshold") {
+				cfg.SnapshotThreshold = c.Uint64("raft-snapshot-threshold")
+			}
+			if c.IsSet("raft-trailing-logs") {
+				cfg.TrailingLogs = c.Uint64("raft-trailing-logs")
 			}
 			setInt("api-port", &cfg.APIPort)
 			setInt("raft-port", &cfg.RaftPort)
