@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -98,6 +99,18 @@ func RunDev(ctx context.Context, o DevOptions) error {
 		specs = append(specs, spec{fmt.Sprintf("node%d", 20+i), fmt.Sprintf("127.0.0.%d", 20+i), "node"})
 	}
 	joins = servers
+	// Refuse early when another cluster (say, an earlier `gntd dev`) holds
+	// the addresses: otherwise its members would answer our requests.
+	for _, sp := range specs {
+		for _, port := range []int{DefaultAPIPort, DefaultRaftPort} {
+			addr := fmt.Sprintf("%s:%d", sp.ip, port)
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				return fmt.Errorf("dev: %s is in use (is another gntd dev or gntd agent running?): %w", addr, err)
+			}
+			ln.Close()
+		}
+	}
 	start := func(sp spec) (*devChild, error) {
 		dir := filepath.Join(o.DataDir, sp.name)
 		args := []string{o.Binary, "agent", "--name", sp.name, "--bind", sp.ip, "--data-dir", dir,
