@@ -1,0 +1,40 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestAgentRefusesBadConfiguration: flags and config files are checked
+// before anything starts, with a message naming what is wrong.
+func TestAgentRefusesBadConfiguration(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "gntd.json")
+	if err := os.WriteFile(cfg, []byte(`{"name": "n1", "bind": "127.0.0.1", "colour": "blue"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--name", "bad_name!", "--bind", "127.0.0.1"}, "--name"},
+		{[]string{"--name", "n1", "--bind", "not-an-ip"}, "--bind"},
+		{[]string{"--name", "n1", "--bind", "127.0.0.1", "--api-port", "70000"}, "--api-port"},
+		{[]string{"--name", "n1", "--bind", "127.0.0.1", "--join", "nocolon"}, "--join"},
+		{[]string{"--name", "n1", "--bind", "127.0.0.1", "--profile", "fast"}, "--profile"},
+		{[]string{"--config", cfg}, "colour"},
+		{[]string{"--config", filepath.Join(dir, "missing.json")}, "config file"},
+	}
+	for _, tc := range cases {
+		args := append([]string{"gntd", "agent", "--data-dir", filepath.Join(dir, "data")}, tc.args...)
+		var out bytes.Buffer
+		err := run(context.Background(), args, &out, &out)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: got %v, want an error naming %q", tc.args, err, tc.want)
+		}
+	}
+}
