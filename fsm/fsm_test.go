@@ -369,3 +369,33 @@ func TestEncodeMatchesJSON(t *testing.T) {
 		t.Fatal("empty batch entry accepted")
 	}
 }
+
+// TestFreezeIsolated: a frozen view does not change when the state does.
+func TestFreezeIsolated(t *testing.T) {
+	h := newHarness()
+	h.apply(ClusterInit{Now: h.now, Name: "c", UUID: h.uuid(), GroupUUID: h.uuid(), Node: NodeSpec{Name: "n1", UUID: h.uuid(), PrimaryIP: "192.0.2.1"}})
+	z := h.f.Freeze()
+	before, _ := z.Encode()
+	// Encoding runs while applies go on (raft's Persist does): -race
+	// checks that nothing frozen is written to.
+	done := make(chan []byte)
+	go func() {
+		b, _ := z.Encode()
+		done <- b
+	}()
+	for i := 0; i < 50; i++ {
+		h.apply(JobSubmit{Now: h.now, Ops: []json.RawMessage{json.RawMessage(fmt.Sprintf(`{"OP_ID":"OP_TAGS_SET","kind":"node","name":"n1","tags":["x%d"]}`, i))}, UUIDs: []string{""}})
+		h.apply(JobSubmit{Now: h.now, Ops: []json.RawMessage{json.RawMessage(`{"OP_ID":"OP_TAGS_SET","kind":"cluster","tags":["y"]}`)}, UUIDs: []string{""}})
+	}
+	if during := <-done; string(during) != string(before) {
+		t.Fatal("frozen view changed while it was being encoded")
+	}
+	after, _ := z.Encode()
+	if string(before) != string(after) {
+		t.Fatal("frozen view changed after later applies")
+	}
+	now, _ := h.f.Snapshot()
+	if string(now) == string(before) {
+		t.Fatal("state did not change")
+	}
+}

@@ -39,13 +39,52 @@ type queueRecord struct {
 	Finished  []int64 `json:"finished"`
 }
 
-// Snapshot returns the state encoded in the current format. It holds the
-// read lock only while encoding.
-func (f *FSM) Snapshot() ([]byte, error) {
+// Frozen is a point-in-time view of the state, cheap to take and safe to
+// encode while Apply goes on: stored objects are never changed in place
+// (every change stores a new copy), so copying the maps of pointers is
+// enough.
+type Frozen struct {
+	st    *State
+	index uint64
+}
+
+// Freeze takes a Frozen view; it holds the read lock only while copying
+// the maps.
+func (f *FSM) Freeze() *Frozen {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return encodeState(f.st, f.index)
+	s := f.st
+	c := &State{
+		Cluster: s.Cluster, NextJobID: s.NextJobID, Epoch: s.Epoch,
+		Groups:    make(map[string]*Group, len(s.Groups)),
+		Nodes:     make(map[string]*Node, len(s.Nodes)),
+		Instances: make(map[string]*Instance, len(s.Instances)),
+		Jobs:      make(map[int64]*Job, len(s.Jobs)),
+		Finished:  append([]int64(nil), s.Finished...),
+	}
+	for k, v := range s.Groups {
+		c.Groups[k] = v
+	}
+	for k, v := range s.Nodes {
+		c.Nodes[k] = v
+	}
+	for k, v := range s.Instances {
+		c.Instances[k] = v
+	}
+	for k, v := range s.Jobs {
+		c.Jobs[k] = v
+	}
+	return &Frozen{st: c, index: f.index}
 }
+
+// Encode writes the frozen state in the current snapshot format.
+func (z *Frozen) Encode() ([]byte, error) { return encodeState(z.st, z.index) }
+
+// Index is the applied index the view was taken at.
+func (z *Frozen) Index() uint64 { return z.index }
+
+// Snapshot returns the state encoded in the current format.
+func (f *FSM) Snapshot() ([]byte, error) { return f.Freeze().Encode() }
 
 func encodeState(s *State, index uint64) ([]byte, error) {
 	var buf []byte
@@ -102,9 +141,8 @@ func encodeState(s *State, index uint64) ([]byte, error) {
 // Hash is a digest of the whole state (not the index), equal on every
 // candidate that applied the same log.
 func (f *FSM) Hash() string {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	b, err := encodeState(f.st, 0)
+	z := f.Freeze()
+	b, err := encodeState(z.st, 0)
 	if err != nil {
 		return "error: " + err.Error()
 	}

@@ -41,14 +41,11 @@ func (a *raftFSM) Apply(l *raft.Log) any {
 // index also advances over membership changes.
 func (a *raftFSM) StoreConfiguration(index uint64, _ raft.Configuration) { a.fsm.ApplyNoop(index) }
 
-// Snapshot implements raft.FSM: the state is encoded now (Apply is blocked
-// meanwhile) and written by Persist.
+// Snapshot implements raft.FSM: it only freezes a view of the state (Apply
+// is blocked meanwhile, so it must be quick); Persist encodes and writes it
+// while Apply goes on.
 func (a *raftFSM) Snapshot() (raft.FSMSnapshot, error) {
-	b, err := a.fsm.Snapshot()
-	if err != nil {
-		return nil, err
-	}
-	return snapshot(b), nil
+	return snapshot{a.fsm.Freeze()}, nil
 }
 
 // Restore implements raft.FSM.
@@ -57,10 +54,14 @@ func (a *raftFSM) Restore(r io.ReadCloser) error {
 	return a.fsm.Restore(r)
 }
 
-type snapshot []byte
+type snapshot struct{ z *fsm.Frozen }
 
 func (s snapshot) Persist(sink raft.SnapshotSink) error {
-	if _, err := sink.Write(s); err != nil {
+	b, err := s.z.Encode()
+	if err == nil {
+		_, err = sink.Write(b)
+	}
+	if err != nil {
 		sink.Cancel()
 		return err
 	}
