@@ -12,13 +12,13 @@ import (
 // decode and merge: fsm.ParseOpcode validates the result (prepareOps), and
 // the state machine checks it against the configuration.
 
-func single(opID string, fields map[string]any) []map[string]any {
+func single(opID string, fields map[string]any) []any {
 	fields["OP_ID"] = opID
-	return []map[string]any{fields}
+	return []any{fields}
 }
 
 // buildClusterModify: PUT /2/modify.
-func buildClusterModify(r *http.Request, body []byte) ([]map[string]any, *APIError) {
+func buildClusterModify(r *http.Request, body []byte) ([]any, *APIError) {
 	var req ModifyClusterRequest
 	if aerr := decodeBody(body, &req); aerr != nil {
 		return nil, aerr
@@ -28,7 +28,7 @@ func buildClusterModify(r *http.Request, body []byte) ([]map[string]any, *APIErr
 
 // buildTags: PUT/DELETE on a tags resource, tags in ?tag=.
 func buildTags(opID, kind, param string) opsBuilder {
-	return func(r *http.Request, _ []byte) ([]map[string]any, *APIError) {
+	return func(r *http.Request, _ []byte) ([]any, *APIError) {
 		op := map[string]any{"kind": kind, "tags": append([]string{}, r.URL.Query()["tag"]...)}
 		if param != "" {
 			validate := fsm.ValidateHostname
@@ -46,7 +46,7 @@ func buildTags(opID, kind, param string) opsBuilder {
 }
 
 // buildNodeAdd: POST /2/nodes.
-func buildNodeAdd(r *http.Request, body []byte) ([]map[string]any, *APIError) {
+func buildNodeAdd(r *http.Request, body []byte) ([]any, *APIError) {
 	var req AddNodeRequest
 	if aerr := decodeBody(body, &req); aerr != nil {
 		return nil, aerr
@@ -58,7 +58,7 @@ func buildNodeAdd(r *http.Request, body []byte) ([]map[string]any, *APIError) {
 }
 
 // buildNodeRemove: DELETE /2/nodes/{name}.
-func buildNodeRemove(r *http.Request, _ []byte) ([]map[string]any, *APIError) {
+func buildNodeRemove(r *http.Request, _ []byte) ([]any, *APIError) {
 	name, aerr := nodeRef(r)
 	if aerr != nil {
 		return nil, aerr
@@ -67,7 +67,7 @@ func buildNodeRemove(r *http.Request, _ []byte) ([]map[string]any, *APIError) {
 }
 
 // buildNodeModify: PUT /2/nodes/{name}/modify.
-func buildNodeModify(r *http.Request, body []byte) ([]map[string]any, *APIError) {
+func buildNodeModify(r *http.Request, body []byte) ([]any, *APIError) {
 	name, aerr := nodeRef(r)
 	if aerr != nil {
 		return nil, aerr
@@ -83,7 +83,7 @@ func buildNodeModify(r *http.Request, body []byte) ([]map[string]any, *APIError)
 
 // buildNodeRole: PUT /2/nodes/{name}/role, the body a JSON string. The
 // mapping of roles to flags is Ganeti's rlib2 R_2_nodes_name_role.
-func buildNodeRole(r *http.Request, body []byte) ([]map[string]any, *APIError) {
+func buildNodeRole(r *http.Request, body []byte) ([]any, *APIError) {
 	name, aerr := nodeRef(r)
 	if aerr != nil {
 		return nil, aerr
@@ -124,7 +124,7 @@ func buildNodeRole(r *http.Request, body []byte) ([]map[string]any, *APIError) {
 
 // buildGroupAdd: POST /2/groups; "name" is accepted for group_name, as
 // rlib2 renames it.
-func buildGroupAdd(r *http.Request, body []byte) ([]map[string]any, *APIError) {
+func buildGroupAdd(r *http.Request, body []byte) ([]any, *APIError) {
 	var req AddGroupRequest
 	if aerr := decodeBody(body, &req); aerr != nil {
 		return nil, aerr
@@ -141,7 +141,7 @@ func buildGroupAdd(r *http.Request, body []byte) ([]map[string]any, *APIError) {
 }
 
 // buildGroupModify: PUT /2/groups/{name}/modify.
-func buildGroupModify(r *http.Request, body []byte) ([]map[string]any, *APIError) {
+func buildGroupModify(r *http.Request, body []byte) ([]any, *APIError) {
 	name, aerr := groupRef(r)
 	if aerr != nil {
 		return nil, aerr
@@ -156,7 +156,7 @@ func buildGroupModify(r *http.Request, body []byte) ([]map[string]any, *APIError
 }
 
 // buildGroupRemove: DELETE /2/groups/{name}.
-func buildGroupRemove(r *http.Request, _ []byte) ([]map[string]any, *APIError) {
+func buildGroupRemove(r *http.Request, _ []byte) ([]any, *APIError) {
 	name, aerr := groupRef(r)
 	if aerr != nil {
 		return nil, aerr
@@ -165,7 +165,7 @@ func buildGroupRemove(r *http.Request, _ []byte) ([]map[string]any, *APIError) {
 }
 
 // buildJobOps: POST /2/jobs with {"ops": [opcode, ...]} (gnt extension).
-func buildJobOps(r *http.Request, body []byte) ([]map[string]any, *APIError) {
+func buildJobOps(r *http.Request, body []byte) ([]any, *APIError) {
 	var req SubmitJobRequest
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, badRequest("ops", "the body must be {\"ops\": [opcode, ...]}")
@@ -176,13 +176,14 @@ func buildJobOps(r *http.Request, body []byte) ([]map[string]any, *APIError) {
 	if len(req.Ops) == 0 {
 		return nil, badRequest("ops", "a job needs at least one opcode")
 	}
-	ops := make([]map[string]any, len(req.Ops))
+	// The opcodes go on as they came: prepareOps decodes each into its
+	// typed form once.
+	ops := make([]any, len(req.Ops))
 	for i, raw := range req.Ops {
-		m, err := rawToMap(raw)
-		if err != nil {
+		if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
 			return nil, badRequest("ops", "opcode %d is not a JSON object", i)
 		}
-		ops[i] = m
+		ops[i] = raw
 	}
 	return ops, nil
 }

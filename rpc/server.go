@@ -620,7 +620,8 @@ func (s *Server) serveState(w http.ResponseWriter, fn func(st *fsm.State) (any, 
 
 // opsBuilder turns a mutating request into its opcodes (JSON objects
 // with OP_ID), before the reason trail is added.
-type opsBuilder func(r *http.Request, body []byte) ([]map[string]any, *APIError)
+// An opcode is a map of fields, or raw JSON passed through as it came.
+type opsBuilder func(r *http.Request, body []byte) ([]any, *APIError)
 
 // jobHandler handles a mutation: the request is validated where it
 // arrives (bad input is refused without a leader), then built again and
@@ -664,10 +665,13 @@ func prepareOps(r *http.Request, body []byte, build opsBuilder, now time.Time) (
 	}
 	trail = append(trail, fsm.ReasonEntry{Source: "gnt:library:rlib2", Text: r.Method + " " + r.URL.Path, TimeNS: ns})
 	out := make([]json.RawMessage, len(ops))
-	for i, m := range ops {
-		raw, err := json.Marshal(m)
-		if err != nil {
-			return nil, badRequest("", "encoding opcode %d: %v", i, err)
+	for i, o := range ops {
+		raw, ok := o.(json.RawMessage)
+		if !ok {
+			var err error
+			if raw, err = json.Marshal(o); err != nil {
+				return nil, badRequest("", "encoding opcode %d: %v", i, err)
+			}
 		}
 		op, err := fsm.ParseOpcode(raw)
 		if err != nil {
