@@ -96,7 +96,7 @@ func runJobs(t *testing.T, c *Cluster, clients int, d time.Duration, nodes []str
 }
 
 // TestBenchJobThroughput: end-to-end configuration jobs per second through
-// a 3-candidate cluster (Raft with fsync), with 1 and with 64 clients, all
+// a 3-candidate cluster (Raft with fsync), with 1, 64 and 256 clients, all
 // sending to the leader and spread over the candidates.
 func TestBenchJobThroughput(t *testing.T) {
 	benchOnly(t)
@@ -105,7 +105,7 @@ func TestBenchJobThroughput(t *testing.T) {
 	nodes := []string{"node21", "node22"}
 	runJobs(t, c, 8, time.Second, nodes, false) // warm up connections
 	for _, target := range []string{"leader", "spread"} {
-		for _, clients := range []int{1, 64} {
+		for _, clients := range []int{1, 64, 256} {
 			d := 8 * time.Second
 			n, lats, failed := runJobs(t, c, clients, d, nodes, target == "leader")
 			if n == 0 {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	metrics "github.com/hashicorp/go-metrics/compat"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
@@ -90,7 +92,24 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	handler := s.gate(s.api.Handler())
 	if s.cfg.Debug {
+		// Raft's own timings (commit, dispatch, replication, FSM apply)
+		// through go-metrics, kept in memory for ten seconds.
+		inm := metrics.NewInmemSink(10*time.Second, time.Minute)
+		cfg := metrics.DefaultConfig("gntd")
+		cfg.EnableHostname, cfg.EnableRuntimeMetrics = false, false
+		if _, err := metrics.NewGlobal(cfg, inm); err != nil {
+			s.log.Warn("raft metrics", "error", err)
+		}
 		mux := http.NewServeMux()
+		mux.HandleFunc("/debug/raft-metrics", func(w http.ResponseWriter, r *http.Request) {
+			data, err := inm.DisplayMetrics(w, r)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			json.NewEncoder(w).Encode(data)
+		})
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
