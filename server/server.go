@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	metrics "github.com/hashicorp/go-metrics/compat"
 	"github.com/hashicorp/go-hclog"
+	metrics "github.com/hashicorp/go-metrics/compat"
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
