@@ -1,0 +1,130 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/gnt-cluster/gnt/fsm"
+	"github.com/gnt-cluster/gnt/rpc"
+)
+
+// singleRaft starts a one-server Raft group in memory around a fresh FSM.
+func singleRaft(t *testing.T) (*raft.Raft, *fsm.FSM) {
+	t.Helper()
+	f := fsm.New()
+	conf := raft.DefaultConfig()
+	conf.LocalID = "n1"
+	conf.HeartbeatTimeout, conf.ElectionTimeout, conf.LeaderLeaseTimeout = 50*time.Millisecond, 50*time.Millisecond, 50*time.Millisecond
+	conf.Logger = hclog.New(&hclog.LoggerOptions{Output: io.Discard})
+	store := raft.NewInmemStore()
+	snaps := raft.NewInmemSnapshotStore()
+	addr, trans := raft.NewInmemTransport("n1")
+	if err := raft.BootstrapCluster(conf, store, store, snaps, trans, raft.Configuration{Servers: []raft.Server{{ID: "n1", Address: addr}}}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := raft.NewRaft(conf, &raftFSM{fsm: f, log: conf.Logger}, store, store, snaps, trans)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Shutdown().Error() })
+	deadline := time.Now().Add(5 * time.Second)
+	for r.State() != raft.Leader {
+		if time.Now().After(deadline) {
+			t.Fatal("no leader")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return r, f
+}
+
+// TestApplierBatchesAndAnswersEach: concurrent commands are packed into
+// fewer log entries, and every caller gets its own response (success or
+// its own refusal).
+func TestApplierBatchesAndAnswersEach(t *testing.T) {
+	r, f := singleRaft(t)
+	reg := prometheus.NewRegistry()
+	a := newApplier(func() *raft.Raft { return r }, reg)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go a.run(ctx)
+
+	resp, _, err := a.Apply(ctx, fsm.ClusterInit{Now: 1, Name: "c", UUID: "u", GroupUUID: "g", Node: fsm.NodeSpec{Name: "n1", UUID: "n1", PrimaryIP: "192.0.2.1"}})
+	if err != nil || resp.Err != nil {
+		t.Fatalf("init: %v %v", err, resp.Err)
+	}
+	const n = 200
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			op := fmt.Sprintf(`{"OP_ID":"OP_TAGS_SET","kind":"cluster","tags":["t%d"]}`, i)
+			if i%10 == 0 { // every tenth is refused by the state machine
+				op = fmt.Sprintf(`{"OP_ID":"OP_TAGS_SET","kind":"node","name":"ghost%d","tags":["t"]}`, i)
+			}
+			resp, idx, err := a.Apply(ctx, fsm.JobSubmit{Now: 2, Ops: []json.RawMessage{json.RawMessage(op)}, UUIDs: []string{""}})
+			switch {
+			case err != nil:
+				errs <- err
+			case idx == 0:
+				errs <- fmt.Errorf("command %d: no index", i)
+			case i%10 == 0 && (resp.Err == nil || resp.Err.Code != fsm.CodeNoEnt):
+				errs <- fmt.Errorf("command %d: want unknown_entity, got %+v", i, resp.Err)
+			case i%10 != 0 && (resp.Err != nil || resp.Job == nil || resp.Job.Status != fsm.StatusSuccess):
+				errs <- fmt.Errorf("command %d: %+v", i, resp.Err)
+			}
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	f.Read(func(s *fsm.State, _ uint64) {
+		if got := len(s.Cluster.Tags); got != n-n/10 {
+			t.Errorf("cluster has %d tags, want %d", got, n-n/10)
+		}
+	})
+	var m dto.Metric
+	if err := a.entries.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	if entries := m.GetCounter().GetValue(); entries >= n {
+		t.Errorf("%v log entries for %d concurrent commands: nothing was batched", entries, n+1)
+	} else {
+		t.Logf("%d commands in %v log entries", n+1, entries)
+	}
+}
+
+// TestApplierNotLeader: a gntd that is not the leader refuses at once with
+// rpc.ErrNotLeader (nothing was written, so the caller may go elsewhere).
+func TestApplierNotLeader(t *testing.T) {
+	r, _ := singleRaft(t)
+	a := newApplier(func() *raft.Raft { return r }, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go a.run(ctx)
+	if err := r.Shutdown().Error(); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := a.Apply(ctx, fsm.LeaderEstablish{Now: 1, Node: "n1"})
+	if !errors.Is(err, rpc.ErrNotLeader) {
+		t.Fatalf("Apply after shutdown = %v, want ErrNotLeader", err)
+	}
+	none := newApplier(func() *raft.Raft { return nil }, nil)
+	if _, _, err := none.Apply(ctx, fsm.LeaderEstablish{Now: 1, Node: "n1"}); !errors.Is(err, rpc.ErrNotLeader) {
+		t.Fatalf("Apply without raft = %v, want ErrNotLeader", err)
+	}
+}
