@@ -266,8 +266,8 @@ func TestJoinBadInput(t *testing.T) {
 		{"signature not hex", []string{rpc.HeaderTimestamp, strconv.FormatInt(now, 10), rpc.HeaderSignature, "zz"}, good, 401, rpc.CodeUnauthorized, ""},
 		{"wrong key", []string{rpc.HeaderTimestamp, strconv.FormatInt(now, 10), rpc.HeaderSignature, rpc.Sign([]byte("other"), now, []byte(good))}, good, 401, rpc.CodeUnauthorized, ""},
 		{"other body", []string{rpc.HeaderTimestamp, strconv.FormatInt(now, 10), rpc.HeaderSignature, rpc.Sign(key, now, []byte(good+" "))}, good, 401, rpc.CodeUnauthorized, ""},
-		{"stale", []string{rpc.HeaderTimestamp, strconv.FormatInt(now-301, 10), rpc.HeaderSignature, rpc.Sign(key, now-301, []byte(good))}, good, 401, rpc.CodeUnauthorized, ""},
-		{"future", []string{rpc.HeaderTimestamp, strconv.FormatInt(now+301, 10), rpc.HeaderSignature, rpc.Sign(key, now+301, []byte(good))}, good, 401, rpc.CodeUnauthorized, ""},
+		{"stale", []string{rpc.HeaderTimestamp, strconv.FormatInt(now-360, 10), rpc.HeaderSignature, rpc.Sign(key, now-360, []byte(good))}, good, 401, rpc.CodeUnauthorized, ""},
+		{"future", []string{rpc.HeaderTimestamp, strconv.FormatInt(now+360, 10), rpc.HeaderSignature, rpc.Sign(key, now+360, []byte(good))}, good, 401, rpc.CodeUnauthorized, ""},
 		{"timestamp not canonical", []string{rpc.HeaderTimestamp, "+" + strconv.FormatInt(now, 10), rpc.HeaderSignature, rpc.Sign(key, now, []byte(good))}, good, 401, rpc.CodeUnauthorized, ""},
 		{"timestamp not a number", []string{rpc.HeaderTimestamp, "now", rpc.HeaderSignature, rpc.Sign(key, now, []byte(good))}, good, 401, rpc.CodeUnauthorized, ""},
 	}
