@@ -600,3 +600,11 @@ func TestMetrics(t *testing.T) {
 	// A second server may share the registry.
 	_ = rpc.NewServer(b, rpc.ServerOptions{Metrics: e.reg})
 }
+
+func TestFeatures(t *testing.T) {
+	e := newEnv(t, rpctest.NewCluster())
+	r := e.do("GET", "/2/features", "")
+	if r.status != 200 || strings.TrimSpace(string(r.body)) != "[]" {
+		t.Fatalf("GET /2/features = %v, want 200 []", r)
+	}
+}

@@ -21,6 +21,15 @@ func (s *Server) handleVersion(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, 2)
 }
 
+// Features are the RAPI feature strings this server supports (Ganeti's
+// /2/features). The request-body versions Ganeti lists there belong to
+// instance and node operations that do not exist yet, so none is claimed.
+var Features = []string{}
+
+func (s *Server) handleFeatures(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, Features)
+}
+
 func (s *Server) serveInfo(w http.ResponseWriter, r *http.Request) error {
 	// Ask the backend before taking the state's lock: its status may read
 	// the state too.

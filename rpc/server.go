@@ -147,6 +147,7 @@ func (s *Server) routes() {
 		allowed[path] = append(allowed[path], method)
 	}
 	add("GET", "/version", s.handleVersion)
+	add("GET", "/2/features", s.handleFeatures)
 	add("GET", "/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}).ServeHTTP)
 
 	add("GET", "/2/info", s.blockingRead(s.serveInfo))
