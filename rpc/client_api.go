@@ -161,9 +161,9 @@ type AddNodeRequest struct {
 	PrimaryIP       string         `json:"primary_ip,omitempty"`
 	SecondaryIP     string         `json:"secondary_ip,omitempty"`
 	Group           string         `json:"group,omitempty"`
+	MasterCandidate *bool          `json:"master_candidate,omitempty"`
 	MasterCapable   *bool          `json:"master_capable,omitempty"`
 	VMCapable       *bool          `json:"vm_capable,omitempty"`
-	MasterCandidate *bool          `json:"master_candidate,omitempty"`
 	NDParams        map[string]any `json:"ndparams,omitempty"`
 }
 

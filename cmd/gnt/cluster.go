@@ -169,20 +169,12 @@ func clusterGetMaster(ctx context.Context, s *session, c *cli.Context, args []st
 	return nil
 }
 
-// clusterModifyBody is OP_CLUSTER_SET_PARAMS as PUT /2/modify takes it.
-type clusterModifyBody struct {
-	CandidatePoolSize *int           `json:"candidate_pool_size,omitempty"`
-	MaxVoters         *int           `json:"max_raft_voters,omitempty"`
-	DefaultIAllocator *string        `json:"default_iallocator,omitempty"`
-	NDParams          map[string]any `json:"ndparams,omitempty"`
-}
-
 func clusterModify(ctx context.Context, s *session, c *cli.Context, args []string) error {
 	if err := nArgs(c, args, 0, 0); err != nil {
 		return err
 	}
 	r := flagReader{c: c}
-	body := clusterModifyBody{
+	body := rpc.ModifyClusterRequest{
 		CandidatePoolSize: r.int("candidate-pool-size"),
 		MaxVoters:         r.int("max-raft-voters"),
 		DefaultIAllocator: r.string("default-iallocator"),

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/gnt-cluster/gnt/rpc"
 )
 
 func groupPath(name string) string { return "/2/groups/" + url.PathEscape(name) }
@@ -59,16 +61,10 @@ func (e environment) groupCommand() *cli.Command {
 	}
 }
 
-// groupBody is OP_GROUP_ADD and OP_GROUP_SET_PARAMS as the API takes them.
-type groupBody struct {
-	GroupName   string         `json:"group_name,omitempty"`
-	AllocPolicy *string        `json:"alloc_policy,omitempty"`
-	NDParams    map[string]any `json:"ndparams,omitempty"`
-}
-
-func readGroupBody(c *cli.Context) (groupBody, error) {
+// readGroupBody reads the group parameters both add and modify take.
+func readGroupBody(c *cli.Context) (rpc.ModifyGroupRequest, error) {
 	r := flagReader{c: c}
-	b := groupBody{AllocPolicy: r.string("alloc-policy"), NDParams: r.ndparams("node-parameters")}
+	b := rpc.ModifyGroupRequest{AllocPolicy: r.string("alloc-policy"), NDParams: r.ndparams("node-parameters")}
 	return b, r.err
 }
 
@@ -80,8 +76,8 @@ func groupAdd(ctx context.Context, s *session, c *cli.Context, args []string) er
 	if err != nil {
 		return err
 	}
-	body.GroupName = args[0]
-	_, err = s.change(ctx, http.MethodPost, "/2/groups", nil, body)
+	add := rpc.AddGroupRequest{GroupName: args[0], AllocPolicy: body.AllocPolicy, NDParams: body.NDParams}
+	_, err = s.change(ctx, http.MethodPost, "/2/groups", nil, add)
 	return err
 }
 

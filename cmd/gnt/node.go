@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/gnt-cluster/gnt/fsm"
+	"github.com/gnt-cluster/gnt/rpc"
 )
 
 func nodePath(name string) string { return "/2/nodes/" + url.PathEscape(name) }
@@ -89,24 +90,12 @@ func (e environment) nodeCommand() *cli.Command {
 	}
 }
 
-// nodeAddBody is OP_NODE_ADD as POST /2/nodes takes it.
-type nodeAddBody struct {
-	NodeName        string         `json:"node_name"`
-	PrimaryIP       string         `json:"primary_ip"`
-	SecondaryIP     string         `json:"secondary_ip,omitempty"`
-	Group           string         `json:"group,omitempty"`
-	MasterCandidate *bool          `json:"master_candidate,omitempty"`
-	MasterCapable   *bool          `json:"master_capable,omitempty"`
-	VMCapable       *bool          `json:"vm_capable,omitempty"`
-	NDParams        map[string]any `json:"ndparams,omitempty"`
-}
-
 func nodeAdd(ctx context.Context, s *session, c *cli.Context, args []string) error {
 	if err := nArgs(c, args, 1, 1); err != nil {
 		return err
 	}
 	r := flagReader{c: c}
-	body := nodeAddBody{
+	body := rpc.AddNodeRequest{
 		NodeName:        args[0],
 		PrimaryIP:       c.String("primary-ip"),
 		SecondaryIP:     c.String("secondary-ip"),
@@ -228,26 +217,12 @@ func showNode(w io.Writer, o object) {
 	printParams(w, "    ", nd, nil)
 }
 
-// nodeModifyBody is OP_NODE_SET_PARAMS as PUT /2/nodes/{n}/modify takes it.
-type nodeModifyBody struct {
-	MasterCandidate *bool          `json:"master_candidate,omitempty"`
-	Offline         *bool          `json:"offline,omitempty"`
-	Drained         *bool          `json:"drained,omitempty"`
-	MasterCapable   *bool          `json:"master_capable,omitempty"`
-	VMCapable       *bool          `json:"vm_capable,omitempty"`
-	SecondaryIP     *string        `json:"secondary_ip,omitempty"`
-	NDParams        map[string]any `json:"ndparams,omitempty"`
-	Powered         *bool          `json:"powered,omitempty"`
-	AutoPromote     bool           `json:"auto_promote,omitempty"`
-	Force           bool           `json:"force,omitempty"`
-}
-
 func nodeModify(ctx context.Context, s *session, c *cli.Context, args []string) error {
 	if err := nArgs(c, args, 1, 1); err != nil {
 		return err
 	}
 	r := flagReader{c: c}
-	body := nodeModifyBody{
+	body := rpc.ModifyNodeRequest{
 		MasterCandidate: r.yesNo("master-candidate"),
 		Offline:         r.yesNo("offline"),
 		Drained:         r.yesNo("drained"),
@@ -256,8 +231,8 @@ func nodeModify(ctx context.Context, s *session, c *cli.Context, args []string) 
 		SecondaryIP:     r.string("secondary-ip"),
 		NDParams:        r.ndparams("node-parameters"),
 		Powered:         r.yesNo("powered"),
-		AutoPromote:     c.Bool("auto-promote"),
-		Force:           c.Bool("force"),
+		AutoPromote:     trueOrNil(c.Bool("auto-promote")),
+		Force:           trueOrNil(c.Bool("force")),
 	}
 	if r.err != nil {
 		return r.err
@@ -317,4 +292,12 @@ func nodeRole(ctx context.Context, s *session, c *cli.Context, args []string) er
 	}
 	printChanges(s.stdout, "node "+args[0], j.result(0))
 	return nil
+}
+
+// trueOrNil sends a switch only when it is given.
+func trueOrNil(b bool) *bool {
+	if !b {
+		return nil
+	}
+	return &b
 }
