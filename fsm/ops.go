@@ -353,8 +353,8 @@ func (o *OpNodeSetParams) apply(t *txn, _ string) (any, *Error) {
 	return ch, nil
 }
 
-// tagTarget resolves the object of a tag opcode and returns a pointer to
-// its staged tag list.
+// tagList resolves the object of a tag opcode and returns a pointer to its
+// staged (writable) tag list.
 func (t *txn) tagList(kind, name string) (*[]string, *Error) {
 	switch kind {
 	case TagCluster:

@@ -165,7 +165,7 @@ func (t *txn) instanceRW(uuid string) *Instance {
 	return c
 }
 
-// nodeInstances lists instances (staged view) using the node.
+// nodeHasInstances names an instance (staged view) using the node, if any.
 func (t *txn) nodeHasInstances(uuid string) (string, bool) {
 	check := func(i *Instance) bool {
 		if i.PrimaryNode == uuid {

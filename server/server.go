@@ -46,7 +46,6 @@ type Server struct {
 	peerStatus  map[string]peerHealth
 
 	raftEvents chan struct{}
-	runCtx     context.Context
 }
 
 // New checks the data dir and prepares a gntd; Run starts it.
@@ -85,7 +84,6 @@ func (s *Server) setKey(key []byte) {
 
 // Run serves until ctx ends.
 func (s *Server) Run(ctx context.Context) error {
-	s.runCtx = ctx
 	ln, err := net.Listen("tcp", s.cfg.APIAddr())
 	if err != nil {
 		return fmt.Errorf("API listener: %w", err)
