@@ -283,13 +283,24 @@ func (f *FSM) Index() uint64 {
 	return f.index
 }
 
+// Changed returns a channel that is closed at the next change of the
+// state. Take it before reading the state, so no change falls in between.
+func (f *FSM) Changed() <-chan struct{} {
+	_, ch := f.watch()
+	return ch
+}
+
+func (f *FSM) watch() (uint64, chan struct{}) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.index, f.changed
+}
+
 // WaitIndex blocks until the applied index is greater than min or ctx ends,
 // and returns the applied index.
 func (f *FSM) WaitIndex(ctx context.Context, min uint64) uint64 {
 	for {
-		f.mu.RLock()
-		idx, ch := f.index, f.changed
-		f.mu.RUnlock()
+		idx, ch := f.watch()
 		if idx > min {
 			return idx
 		}

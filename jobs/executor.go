@@ -62,12 +62,9 @@ func (e *Executor) Run(ctx context.Context) error {
 	)
 	defer wg.Wait()
 	for {
-		var seen uint64
+		changed := e.FSM.Changed()
 		var runnable []*fsm.Job
-		e.FSM.Read(func(s *fsm.State, index uint64) {
-			seen = index
-			runnable = s.ExecutorJobs()
-		})
+		e.FSM.Read(func(s *fsm.State, _ uint64) { runnable = s.ExecutorJobs() })
 		// Started jobs first (resumption), then by priority, then by id.
 		sort.SliceStable(runnable, func(a, b int) bool {
 			ra, rb := runnable[a].StartTS != nil, runnable[b].StartTS != nil
@@ -109,16 +106,13 @@ func (e *Executor) Run(ctx context.Context) error {
 			}(j.ID)
 		}
 		mu.Unlock()
-		waitCtx, stop := context.WithTimeout(ctx, time.Second)
-		go func() {
-			select {
-			case <-wake:
-				stop()
-			case <-waitCtx.Done():
-			}
-		}()
-		e.FSM.WaitIndex(waitCtx, seen)
-		stop()
+		// Look again when the queue changes, a job ends, or after a second.
+		select {
+		case <-changed:
+		case <-wake:
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
 		if ctx.Err() != nil {
 			mu.Lock()
 			err := fenced
