@@ -71,7 +71,6 @@ type Config struct {
 	Join       []string `json:"join"` // API addresses of candidates to register with
 	// Profile selects the timers: "lan" (default) or "dev".
 	Profile string `json:"profile"`
-	Timing  Timing `json:"-"`
 	// ExecutorConcurrency bounds the jobs the leader runs at once.
 	ExecutorConcurrency int    `json:"executor_concurrency"`
 	LogLevel            string `json:"log_level"`
@@ -90,7 +89,7 @@ func DefaultConfig() Config {
 	return Config{
 		DataDir: "/var/lib/gnt", APIPort: DefaultAPIPort, RaftPort: DefaultRaftPort,
 		AgentPort: DefaultAgentPort, GossipPort: DefaultGossipPort, ConfdPort: DefaultConfdPort,
-		Profile: "lan", Timing: LANTiming(), ExecutorConcurrency: 32, LogLevel: "info",
+		Profile: "lan", ExecutorConcurrency: 32, LogLevel: "info",
 	}
 }
 
@@ -130,21 +129,22 @@ func (c *Config) Validate() error {
 		}
 	}
 	switch c.Profile {
-	case "", "lan":
-		c.Timing = LANTiming()
-	case "dev":
-		c.Timing = DevTiming()
+	case "", "lan", "dev":
 	default:
 		return fmt.Errorf("--profile %q: want lan or dev", c.Profile)
-	}
-	t := c.Timing
-	if t.Heartbeat <= 0 || t.Election <= 0 || t.LeaderLease <= 0 || t.LeaderLease > t.Heartbeat {
-		return fmt.Errorf("raft timing: heartbeat and election must be positive and leader lease at most the heartbeat")
 	}
 	if c.ExecutorConcurrency <= 0 {
 		return fmt.Errorf("executor concurrency must be positive")
 	}
 	return nil
+}
+
+// Timing returns the timers of the configured profile.
+func (c *Config) Timing() Timing {
+	if c.Profile == "dev" {
+		return DevTiming()
+	}
+	return LANTiming()
 }
 
 func (c *Config) addr(port int) string { return net.JoinHostPort(c.Bind, strconv.Itoa(port)) }

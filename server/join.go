@@ -143,7 +143,7 @@ func (s *Server) Join(ctx context.Context, req rpc.JoinRequest) (rpc.JoinRespons
 func (s *Server) joinLoop(ctx context.Context) {
 	for {
 		s.joinOnce(ctx)
-		interval := s.cfg.Timing.JoinInterval
+		interval := s.cfg.Timing().JoinInterval
 		s.mu.Lock()
 		if s.id.ClusterUUID == "" {
 			interval = min(interval, time.Second) // not in a cluster yet: retry soon

@@ -112,7 +112,7 @@ func planMembership(conf []raft.Server, cands []candidateInfo, self raft.ServerI
 // carries the plan out.
 func (s *Server) poolKeeper(ctx context.Context, r *raft.Raft) {
 	client := &http.Client{Timeout: time.Second}
-	tick := time.NewTicker(s.cfg.Timing.PoolInterval)
+	tick := time.NewTicker(s.cfg.Timing().PoolInterval)
 	defer tick.Stop()
 	for {
 		s.poolRound(ctx, r, client)
@@ -215,7 +215,7 @@ func (s *Server) checkPeer(ctx context.Context, client *http.Client, n *fsm.Node
 		h.healthySince = now
 	}
 	s.peerStatus[n.Name] = h
-	return !h.healthySince.IsZero() && now.Sub(h.healthySince) >= s.cfg.Timing.Stabilization
+	return !h.healthySince.IsZero() && now.Sub(h.healthySince) >= s.cfg.Timing().Stabilization
 }
 
 func (p membershipPlan) String() string {

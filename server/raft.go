@@ -80,12 +80,12 @@ type raftNode struct {
 func raftConfig(cfg *Config, log hclog.Logger) *raft.Config {
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.Name)
-	rc.HeartbeatTimeout = cfg.Timing.Heartbeat
-	rc.ElectionTimeout = cfg.Timing.Election
-	rc.LeaderLeaseTimeout = cfg.Timing.LeaderLease
-	rc.CommitTimeout = cfg.Timing.Commit
+	rc.HeartbeatTimeout = cfg.Timing().Heartbeat
+	rc.ElectionTimeout = cfg.Timing().Election
+	rc.LeaderLeaseTimeout = cfg.Timing().LeaderLease
+	rc.CommitTimeout = cfg.Timing().Commit
 	rc.MaxAppendEntries = 256
-	rc.SnapshotInterval = cfg.Timing.Snapshot
+	rc.SnapshotInterval = cfg.Timing().Snapshot
 	rc.SnapshotThreshold = 8192
 	rc.TrailingLogs = 10240
 	if cfg.SnapshotThreshold > 0 {
