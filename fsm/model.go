@@ -10,7 +10,8 @@ const (
 	MaxTagLen                = 128  // Ganeti's constants.MAX_TAG_LEN
 	MaxTagsPerObj            = 4096 // Ganeti's constants.MAX_TAGS_PER_OBJ
 	MaxPendingJobs           = 5000 // Ganeti's jobQueueSizeHardLimit, counted over unfinished jobs
-	MaxFinishedJobs          = 10000
+	MaxFinishedJobs          = 10000 // finished jobs kept whole; older ones are archived
+	MaxArchivedJobs          = 50000 // archived job summaries kept; older ones are dropped
 )
 
 // Node group allocation policies.
