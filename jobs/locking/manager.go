@@ -190,19 +190,28 @@ func (m *Manager) wait(ctx context.Context, c *call, deadline time.Time) error {
 	case <-ctx.Done():
 		cause = ctx.Err()
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	switch c.state {
+	switch m.giveUp(c) {
 	case callDone:
 		return nil
 	case callFailed:
 		return ErrReleased
 	}
+	return cause
+}
+
+// giveUp abandons c if it is still waiting, and returns the state it was
+// in: callRunning if it was abandoned now.
+func (m *Manager) giveUp(c *call) callState {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c.state != callRunning {
+		return c.state
+	}
 	m.abandon(c)
 	m.settle()
 	m.gcOwner(c.owner)
 	m.checked()
-	return cause
+	return callRunning
 }
 
 // Release gives back the locks of reqs that owner holds; it ignores the
