@@ -224,16 +224,12 @@ func (s *State) applyJobArchive(c *JobArchive) Response {
 	ts := TimestampFromNanos(c.Now)
 	var ids []int64
 	for _, id := range c.IDs {
-		j := s.Jobs[id]
-		switch {
-		case j == nil && s.Archived[id] != nil:
-			continue // archived already: nothing to do
-		case j == nil:
-			return Response{Err: errf(CodeNoEnt, "job_id", "job %d does not exist", id)}
-		case !Finalized(j.Status):
-			return Response{Err: errf(CodeState, "job_id", "job %d is %s; only finished jobs can be archived", id, j.Status)}
+		if e := s.CheckArchive(id); e != nil {
+			return Response{Err: e}
 		}
-		ids = append(ids, id)
+		if s.Jobs[id] != nil { // else archived already: nothing to do
+			ids = append(ids, id)
+		}
 	}
 	if c.OlderThan > 0 {
 		cut := c.Now - c.OlderThan
@@ -254,16 +250,10 @@ func (s *State) applyJobArchive(c *JobArchive) Response {
 var canceledResult = json.RawMessage(`"Job canceled by request"`)
 
 func (s *State) applyJobCancel(c *JobCancel) Response {
+	if e := s.CheckCancel(c.JobID); e != nil {
+		return Response{Err: e}
+	}
 	old := s.Jobs[c.JobID]
-	if old == nil {
-		if s.Archived[c.JobID] != nil {
-			return Response{Err: errf(CodeState, "job_id", "job %d is archived (it finished as %s)", c.JobID, s.Archived[c.JobID].Status)}
-		}
-		return Response{Err: errf(CodeNoEnt, "job_id", "job %d does not exist", c.JobID)}
-	}
-	if Finalized(old.Status) {
-		return Response{Err: errf(CodeState, "job_id", "job %d is already %s; only queued, waiting and running jobs can be canceled", c.JobID, old.Status)}
-	}
 	if old.CancelRequested {
 		return Response{JobID: old.ID, Job: old}
 	}
@@ -460,4 +450,50 @@ func (s *State) applyJobUpdate(c *JobUpdate) Response {
 		t.commit()
 	}
 	return s.storeJob(job, ts)
+}
+
+// CheckJobs validates a submission of jobs against the state without
+// changing it: opcodes, and dependencies resolved as the submission's
+// jobs would be numbered. The API runs it on the leader before a write,
+// so input that is wrong for the current state costs no Raft round trip;
+// Apply checks again.
+func (s *State) CheckJobs(specs []JobSpec) *Error {
+	ts := &Timestamp{}
+	for k, spec := range specs {
+		if _, _, e := s.newJob(spec, s.NextJobID+int64(k), s.NextJobID, ts); e != nil {
+			if len(specs) > 1 {
+				return &Error{Code: e.Code, Field: e.Field, Msg: fmt.Sprintf("job %d of the submission: %s", k, e.Msg)}
+			}
+			return e
+		}
+	}
+	return nil
+}
+
+// CheckCancel reports why job id cannot be canceled, or nil.
+func (s *State) CheckCancel(id int64) *Error {
+	j := s.Jobs[id]
+	switch {
+	case j == nil && s.Archived[id] != nil:
+		return errf(CodeState, "job_id", "job %d is archived (it finished as %s)", id, s.Archived[id].Status)
+	case j == nil:
+		return errf(CodeNoEnt, "job_id", "job %d does not exist", id)
+	case Finalized(j.Status):
+		return errf(CodeState, "job_id", "job %d is already %s; only queued, waiting and running jobs can be canceled", id, j.Status)
+	}
+	return nil
+}
+
+// CheckArchive reports why job id cannot be archived, or nil.
+func (s *State) CheckArchive(id int64) *Error {
+	j := s.Jobs[id]
+	switch {
+	case j == nil && s.Archived[id] != nil:
+		return nil
+	case j == nil:
+		return errf(CodeNoEnt, "job_id", "job %d does not exist", id)
+	case !Finalized(j.Status):
+		return errf(CodeState, "job_id", "job %d is %s; only finished jobs can be archived", id, j.Status)
+	}
+	return nil
 }

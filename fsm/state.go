@@ -433,3 +433,6 @@ func decodeApply[C any](body []byte, apply func(*C) Response) any {
 func secs(ns int64) float64 { return float64(ns) / 1e9 }
 
 func sortInt64(s []int64) { sort.Slice(s, func(i, j int) bool { return s[i] < s[j] }) }
+
+// ArchivedJobIDs returns the ids of the archived jobs in increasing order.
+func (s *State) ArchivedJobIDs() []int64 { return append([]int64(nil), s.archOrder...) }
