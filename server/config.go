@@ -78,7 +78,7 @@ type Config struct {
 	// JobArchiveAge is how long finished jobs stay in the active queue
 	// before the leader archives them (0 disables automatic archiving).
 	JobArchiveAge Duration `json:"job_archive_age"`
-	LogLevel            string `json:"log_level"`
+	LogLevel      string   `json:"log_level"`
 	// Debug serves Go's profiler under /debug/pprof/ on the API port.
 	Debug bool `json:"debug"`
 	// SnapshotThreshold and TrailingLogs override Raft's (0: 8192 and
