@@ -33,8 +33,9 @@ type Manager struct {
 	settling bool
 	visit    int // while settling, the index in dirty being visited
 
-	// Free lists, so that the uncontended path does not allocate a lock,
-	// an owner or their maps every time a name comes back into use.
+	// Free lists (up to maxFree each), so that the uncontended path does
+	// not allocate a lock, an owner or their maps every time a name comes
+	// back into use.
 	freeLocks  []*lock
 	freeOwners []*owner
 
@@ -42,6 +43,10 @@ type Manager struct {
 	// operation that changed the state.
 	checkHook func()
 }
+
+// maxFree bounds each free list: what a burst of locks or owners leaves
+// behind beyond it goes to the garbage collector.
+const maxFree = 64
 
 // lock is one lock: a level's set lock (name "") or a member.
 type lock struct {
@@ -451,8 +456,10 @@ func (m *Manager) gcOwner(o *owner) {
 		return
 	}
 	delete(m.owners, o.id)
-	*o = owner{held: o.held}
-	m.freeOwners = append(m.freeOwners, o)
+	if len(m.freeOwners) < maxFree {
+		*o = owner{held: o.held}
+		m.freeOwners = append(m.freeOwners, o)
+	}
 }
 
 // gcLock forgets a member lock nobody holds or waits for.
@@ -461,9 +468,11 @@ func (m *Manager) gcLock(lk *lock) {
 		return
 	}
 	delete(m.members[lk.level], lk.name)
-	lk.name = ""
-	lk.queue = lk.queue[:0]
-	m.freeLocks = append(m.freeLocks, lk)
+	if len(m.freeLocks) < maxFree {
+		lk.name = ""
+		lk.queue = lk.queue[:0]
+		m.freeLocks = append(m.freeLocks, lk)
+	}
 }
 
 // setHolding sets o's mode on lk (gNone releases it), keeping the counts
