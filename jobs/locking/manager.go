@@ -190,6 +190,11 @@ func (m *Manager) wait(ctx context.Context, c *call, deadline time.Time) error {
 	var cause error
 	select {
 	case <-c.done:
+		// Closed after the state was set, under the lock: no need to take it.
+		if c.state == callDone {
+			return nil
+		}
+		return ErrReleased
 	case <-expired:
 		cause = ErrTimeout
 	case <-ctx.Done():
