@@ -131,6 +131,11 @@ func NewManager() *Manager {
 // Locks the owner already holds in the same or a stronger mode are not
 // asked again; a shared lock it holds is converted to exclusive as soon as
 // no other owner holds it (see the package comment).
+//
+// Without taking anything, it returns an error wrapping ErrInvalidRequest
+// for a malformed request and ErrBusy if owner already has an Acquire
+// waiting. A waiting Acquire abandoned by Release or ReleaseAll for the
+// same owner returns ErrReleased.
 func (m *Manager) Acquire(ctx context.Context, owner int64, priority int, reqs []Request, timeout time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
