@@ -39,6 +39,7 @@ integration: build
 # next successful job (median and max over 10 kills).
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./fsm/
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./jobs/locking/
 	GNT_BENCH=1 $(GO) test -count=1 -v -timeout 30m -run 'TestBench' ./integration/
 
 lint:

@@ -33,8 +33,9 @@ type Manager struct {
 	settling bool
 	visit    int // while settling, the index in dirty being visited
 
-	// Free lists, so that the uncontended path does not allocate a lock,
-	// an owner or their maps every time a name comes back into use.
+	// Free lists (up to maxFree each), so that the uncontended path does
+	// not allocate a lock, an owner or their maps every time a name comes
+	// back into use.
 	freeLocks  []*lock
 	freeOwners []*owner
 
@@ -42,6 +43,10 @@ type Manager struct {
 	// operation that changed the state.
 	checkHook func()
 }
+
+// maxFree bounds each free list: what a burst of locks or owners leaves
+// behind beyond it goes to the garbage collector.
+const maxFree = 64
 
 // lock is one lock: a level's set lock (name "") or a member.
 type lock struct {
@@ -126,6 +131,11 @@ func NewManager() *Manager {
 // Locks the owner already holds in the same or a stronger mode are not
 // asked again; a shared lock it holds is converted to exclusive as soon as
 // no other owner holds it (see the package comment).
+//
+// Without taking anything, it returns an error wrapping ErrInvalidRequest
+// for a malformed request and ErrBusy if owner already has an Acquire
+// waiting. A waiting Acquire abandoned by Release or ReleaseAll for the
+// same owner returns ErrReleased.
 func (m *Manager) Acquire(ctx context.Context, owner int64, priority int, reqs []Request, timeout time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -185,6 +195,11 @@ func (m *Manager) wait(ctx context.Context, c *call, deadline time.Time) error {
 	var cause error
 	select {
 	case <-c.done:
+		// Closed after the state was set, under the lock: no need to take it.
+		if c.state == callDone {
+			return nil
+		}
+		return ErrReleased
 	case <-expired:
 		cause = ErrTimeout
 	case <-ctx.Done():
@@ -451,8 +466,10 @@ func (m *Manager) gcOwner(o *owner) {
 		return
 	}
 	delete(m.owners, o.id)
-	*o = owner{held: o.held}
-	m.freeOwners = append(m.freeOwners, o)
+	if len(m.freeOwners) < maxFree {
+		*o = owner{held: o.held}
+		m.freeOwners = append(m.freeOwners, o)
+	}
 }
 
 // gcLock forgets a member lock nobody holds or waits for.
@@ -461,9 +478,11 @@ func (m *Manager) gcLock(lk *lock) {
 		return
 	}
 	delete(m.members[lk.level], lk.name)
-	lk.name = ""
-	lk.queue = lk.queue[:0]
-	m.freeLocks = append(m.freeLocks, lk)
+	if len(m.freeLocks) < maxFree {
+		lk.name = ""
+		lk.queue = lk.queue[:0]
+		m.freeLocks = append(m.freeLocks, lk)
+	}
 }
 
 // setHolding sets o's mode on lk (gNone releases it), keeping the counts

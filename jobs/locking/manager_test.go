@@ -524,4 +524,21 @@ func TestNamesFreed(t *testing.T) {
 		}
 	}
 	checkEmpty(t, m)
+	// A burst of names leaves at most maxFree spare structures behind.
+	var many []string
+	for i := range 5 * maxFree {
+		many = append(many, "burst"+strings.Repeat("-", i))
+	}
+	for o := range int64(3) {
+		if err := m.Acquire(bg, o, 0, []Request{is(many...)}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for o := range int64(3) {
+		m.ReleaseAll(o)
+	}
+	checkEmpty(t, m)
+	if len(m.freeLocks) > maxFree || len(m.freeOwners) > maxFree {
+		t.Errorf("%d spare locks and %d spare owners kept, want at most %d", len(m.freeLocks), len(m.freeOwners), maxFree)
+	}
 }
