@@ -541,3 +541,34 @@ func TestSnapshotV2(t *testing.T) {
 		t.Fatalf("re-restore: %v", err)
 	}
 }
+
+// TestJobChanged: a job watcher wakes when its job changes, not when
+// another one does, and when the state is replaced.
+func TestJobChanged(t *testing.T) {
+	h := newHarness()
+	h.apply(ClusterInit{Now: h.now, Name: "c", UUID: h.uuid(), GroupUUID: h.uuid(), Node: NodeSpec{Name: "n1", UUID: h.uuid(), PrimaryIP: "192.0.2.1"}})
+	h.apply(LeaderEstablish{Now: h.now, Node: "n1"})
+	delay := []json.RawMessage{json.RawMessage(`{"OP_ID":"OP_TEST_DELAY","duration":1}`)}
+	a := h.apply(JobSubmit{Now: h.now, Ops: delay, UUIDs: []string{""}}).(Response).JobID
+	b := h.apply(JobSubmit{Now: h.now, Ops: delay, UUIDs: []string{""}}).(Response).JobID
+	chA, chB := h.f.JobChanged(a), h.f.JobChanged(b)
+	if r := h.apply(JobUpdate{Now: h.now, Epoch: 1, JobID: b, Action: ActionStart}).(Response); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	select {
+	case <-chB:
+	default:
+		t.Fatal("watcher of the changed job not woken")
+	}
+	select {
+	case <-chA:
+		t.Fatal("watcher of another job woken")
+	default:
+	}
+	h.f.Reset()
+	select {
+	case <-chA:
+	default:
+		t.Fatal("watcher not woken when the state was replaced")
+	}
+}

@@ -74,6 +74,7 @@ func (s *State) newJob(spec JobSpec, id, first int64, ts *Timestamp) (*Job, []Op
 func (s *State) queue(job *Job) {
 	job.Executor = true
 	s.Jobs[job.ID] = job
+	s.touched = append(s.touched, job.ID)
 	s.NextJobID = job.ID + 1
 	s.pending++
 	s.execPending[job.ID] = struct{}{}
@@ -142,6 +143,7 @@ func (s *State) applyJobSubmit(c *JobSubmit) Response {
 	job.StartTS, job.EndTS = ts, ts
 	job.Status = StatusSuccess
 	s.Jobs[job.ID] = job
+	s.touched = append(s.touched, job.ID)
 	s.NextJobID++
 	s.finish(job.ID, ts)
 	return Response{JobID: job.ID, Job: job}
@@ -191,6 +193,7 @@ func (s *State) archive(id int64, now *Timestamp) {
 		return
 	}
 	delete(s.Jobs, id)
+	s.touched = append(s.touched, id)
 	if len(s.Finished) > 0 && s.Finished[0] == id {
 		s.Finished = s.Finished[1:] // the common case: the oldest
 	} else {
@@ -213,6 +216,7 @@ func (s *State) archive(id int64, now *Timestamp) {
 	s.archOrder[i] = id
 	for len(s.archOrder) > MaxArchivedJobs {
 		delete(s.Archived, s.archOrder[0])
+		delete(s.modIndex, s.archOrder[0])
 		s.archOrder = s.archOrder[1:]
 	}
 }
@@ -309,6 +313,7 @@ func (j *Job) cancelFrom(idx int, ts *Timestamp) {
 func (s *State) storeJob(job *Job, ts *Timestamp) Response {
 	job.Status = job.computeStatus()
 	s.Jobs[job.ID] = job
+	s.touched = append(s.touched, job.ID)
 	if Finalized(job.Status) {
 		job.EndTS = ts
 		job.CancelRequested = false

@@ -179,9 +179,10 @@ func (f *FSM) Restore(r io.Reader) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.st = st
-	f.index = index
+	f.index, f.base = index, index
 	close(f.changed)
 	f.changed = make(chan struct{})
+	f.notifyJobs(nil, true)
 	return nil
 }
 
@@ -192,9 +193,10 @@ func (f *FSM) Reset() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.st = newState()
-	f.index = 0
+	f.index, f.base = 0, 0
 	close(f.changed)
 	f.changed = make(chan struct{})
+	f.notifyJobs(nil, true)
 }
 
 // DecodeSnapshot reads a snapshot of any supported version.

@@ -37,6 +37,12 @@ type State struct {
 	holding map[int64]struct{}
 	// archOrder lists the archived ids in increasing order.
 	archOrder []int64
+	// touched lists the jobs the command being applied changed, for
+	// FSM.JobChanged.
+	touched []int64
+	// modIndex is the index that last changed each job, since the state
+	// was built (FSM.JobIndex).
+	modIndex map[int64]uint64
 }
 
 func newState() *State {
@@ -84,6 +90,7 @@ func (s *State) reindex() {
 	s.pending = 0
 	s.execPending = map[int64]struct{}{}
 	s.holding = map[int64]struct{}{}
+	s.modIndex = map[int64]uint64{}
 	for _, j := range s.Jobs {
 		if !Finalized(j.Status) {
 			s.pending++
@@ -293,11 +300,17 @@ type FSM struct {
 	st      *State
 	index   uint64
 	changed chan struct{}
+
+	wmu         sync.Mutex
+	jobWatchers map[int64]chan struct{}
+	// base is the index the state was restored at (0 for an empty start):
+	// every job of a restored state last changed at or before it.
+	base uint64
 }
 
 // New returns an empty state machine.
 func New() *FSM {
-	return &FSM{st: newState(), changed: make(chan struct{})}
+	return &FSM{st: newState(), changed: make(chan struct{}), jobWatchers: map[int64]chan struct{}{}}
 }
 
 // Read calls fn with the state under a read lock, with the applied index.
@@ -363,7 +376,61 @@ func (f *FSM) Apply(index uint64, data []byte) any {
 	}
 	close(f.changed)
 	f.changed = make(chan struct{})
+	for _, id := range f.st.touched {
+		f.st.modIndex[id] = index
+	}
+	f.notifyJobs(f.st.touched, false)
+	f.st.touched = f.st.touched[:0]
 	return resp
+}
+
+// JobIndex returns the index at which job id last changed (its creation,
+// an update, or its archiving), or 0 when the state does not hold it.
+// Blocking queries on one job wait for it to pass the client's index.
+func (f *FSM) JobIndex(id int64) uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if i, ok := f.st.modIndex[id]; ok {
+		return i
+	}
+	if f.st.Jobs[id] != nil || f.st.Archived[id] != nil {
+		return f.base
+	}
+	return 0
+}
+
+// JobChanged returns a channel that is closed at the next change of job
+// id (or when the whole state is replaced). Take it before reading the
+// job, so no change falls in between. Waiting on one job this way wakes a
+// waiter only for its job, not for every change of the state.
+func (f *FSM) JobChanged(id int64) <-chan struct{} {
+	f.wmu.Lock()
+	defer f.wmu.Unlock()
+	ch := f.jobWatchers[id]
+	if ch == nil {
+		ch = make(chan struct{})
+		f.jobWatchers[id] = ch
+	}
+	return ch
+}
+
+// notifyJobs wakes the watchers of the given jobs, or of every job.
+func (f *FSM) notifyJobs(ids []int64, all bool) {
+	f.wmu.Lock()
+	defer f.wmu.Unlock()
+	if all {
+		for id, ch := range f.jobWatchers {
+			close(ch)
+			delete(f.jobWatchers, id)
+		}
+		return
+	}
+	for _, id := range ids {
+		if ch := f.jobWatchers[id]; ch != nil {
+			close(ch)
+			delete(f.jobWatchers, id)
+		}
+	}
 }
 
 // ApplyNoop advances the applied index for log entries that carry no

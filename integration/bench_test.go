@@ -3,8 +3,11 @@ package integration
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -43,7 +46,7 @@ func tagJob(node string, tag string) []map[string]any {
 // latency. A job counts when its submission answered with status success
 // (the server applies configuration jobs at submission and says so in
 // X-Gnt-Job-Status); any other answer waits for the job.
-func runJobs(t *testing.T, c *Cluster, clients int, d time.Duration, nodes []string, toLeader bool) (int64, []time.Duration, int64) {
+func runJobs(t *testing.T, c *Cluster, clients int, d time.Duration, toLeader bool, mk func(client, n int) []map[string]any) (int64, []time.Duration, int64) {
 	var (
 		done   atomic.Int64
 		failed atomic.Int64
@@ -70,7 +73,7 @@ func runJobs(t *testing.T, c *Cluster, clients int, d time.Duration, nodes []str
 			for n := 0; ctx.Err() == nil; n++ {
 				start := time.Now()
 				rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
-				id, meta, err := cl.SubmitJob(rctx, tagJob(nodes[(i+n)%len(nodes)], fmt.Sprintf("b%d-%d", i, n%4)), "")
+				id, meta, err := cl.SubmitJob(rctx, mk(i, n), "")
 				if err == nil && meta.JobStatus != "success" {
 					var job rpc.JobInfo
 					job, err = cl.WaitJob(rctx, id, meta.Index)
@@ -103,11 +106,12 @@ func TestBenchJobThroughput(t *testing.T) {
 	c := NewCluster(t, ClusterOptions{Candidates: 3, Nodes: 2, ExtraArgs: []string{"--profile", "lan", "--log-level", "warn"}})
 	c.WaitLeader(10 * time.Second)
 	nodes := []string{"node21", "node22"}
-	runJobs(t, c, 8, time.Second, nodes, false) // warm up connections
+	mk := func(i, n int) []map[string]any { return tagJob(nodes[(i+n)%len(nodes)], fmt.Sprintf("b%d-%d", i, n%4)) }
+	runJobs(t, c, 8, time.Second, false, mk) // warm up connections
 	for _, target := range []string{"leader", "spread"} {
 		for _, clients := range []int{1, 64, 256} {
 			d := 8 * time.Second
-			n, lats, failed := runJobs(t, c, clients, d, nodes, target == "leader")
+			n, lats, failed := runJobs(t, c, clients, d, target == "leader", mk)
 			if n == 0 {
 				t.Fatalf("%d clients: no job succeeded", clients)
 			}
@@ -194,4 +198,125 @@ func TestBenchFailover(t *testing.T) {
 		((sorted[4] + sorted[5]) / 2).Round(time.Millisecond), sorted[len(sorted)-1].Round(time.Millisecond), strings.Join(parts, " "))
 	t.Log(line)
 	fmt.Println(line)
+}
+
+// TestBenchNoopJobs: single-opcode no-op jobs (OP_TEST_DELAY of 0 s, run
+// by the leader's executor: a submission and a finish record each) per
+// second, submitted to the leader by 1 and 64 clients that each wait for
+// their job's success.
+func TestBenchNoopJobs(t *testing.T) {
+	benchOnly(t)
+	c := NewCluster(t, ClusterOptions{Candidates: 3, ExtraArgs: []string{"--profile", "lan", "--log-level", "warn", "--executor-concurrency", "64"}})
+	c.WaitLeader(10 * time.Second)
+	mk := func(int, int) []map[string]any {
+		return []map[string]any{{"OP_ID": "OP_TEST_DELAY", "duration": 0}}
+	}
+	runJobs(t, c, 8, time.Second, true, mk) // warm up
+	for _, clients := range []int{1, 64} {
+		d := 8 * time.Second
+		n, lats, failed := runJobs(t, c, clients, d, true, mk)
+		if n == 0 {
+			t.Fatalf("%d clients: no job succeeded", clients)
+		}
+		line := fmt.Sprintf("BENCH noop-jobs clients=%d jobs=%d failed=%d rate=%.0f jobs/s p50=%v p99=%v",
+			clients, n, failed, float64(n)/d.Seconds(), percentile(lats, 0.5).Round(10*time.Microsecond),
+			percentile(lats, 0.99).Round(10*time.Microsecond))
+		t.Log(line)
+		fmt.Println(line)
+	}
+}
+
+// TestBenchResume: with 20 multi-step jobs running and 1000 queued, kill
+// -9 the leader; the new leader reports (gnt_leader_resume_seconds) the
+// time from its election to the first started job running again. Five
+// kills; the killed member is restarted in between.
+func TestBenchResume(t *testing.T) {
+	benchOnly(t)
+	c := NewCluster(t, ClusterOptions{Candidates: 3, ExtraArgs: []string{"--profile", "lan", "--log-level", "warn", "--executor-concurrency", "20"}})
+	c.WaitLeader(10 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cl := c.Client()
+	var long [][]map[string]any
+	for i := 0; i < 20; i++ {
+		long = append(long, []map[string]any{{"OP_ID": "OP_TEST_DELAY", "duration": 0.5, "repeat": 2000}})
+	}
+	if _, _, err := cl.SubmitJobs(ctx, long, "bench: running"); err != nil {
+		t.Fatal(err)
+	}
+	for b := 0; b < 2; b++ {
+		var queued [][]map[string]any
+		for i := 0; i < 500; i++ {
+			queued = append(queued, []map[string]any{{"OP_ID": "OP_TEST_DELAY", "duration": 0}})
+		}
+		if _, _, err := cl.SubmitJobs(ctx, queued, "bench: queued"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var times []time.Duration
+	for round := 0; round < 5; round++ {
+		leader := c.WaitLeader(20 * time.Second)
+		c.WaitVoters(3, 30*time.Second)
+		c.Eventually(30*time.Second, 50*time.Millisecond, "20 running jobs", func() error {
+			jobs, err := cl.Jobs(ctx, true)
+			if err != nil {
+				return err
+			}
+			running, queued := 0, 0
+			for _, j := range jobs {
+				switch j.Status {
+				case "running":
+					running++
+				case "queued":
+					queued++
+				}
+			}
+			if running != 20 || queued < 1000 {
+				return fmt.Errorf("%d running, %d queued", running, queued)
+			}
+			return nil
+		})
+		leader.Kill()
+		next := c.WaitLeader(20 * time.Second)
+		var took float64
+		c.Eventually(20*time.Second, 50*time.Millisecond, "resume metric", func() error {
+			v, err := metricValue(next, "gnt_leader_resume_seconds")
+			if err != nil {
+				return err
+			}
+			if v == 0 {
+				return fmt.Errorf("not resumed yet")
+			}
+			took = v
+			return nil
+		})
+		times = append(times, time.Duration(took*float64(time.Second)))
+		t.Logf("round %d: %s resumed the started jobs %v after its election", round, next.Name, times[len(times)-1])
+		leader.Start(t)
+		c.WaitHTTP(leader)
+	}
+	sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
+	line := fmt.Sprintf("BENCH resume running=20 queued=1000 kills=%d median=%v max=%v", len(times),
+		times[len(times)/2].Round(10*time.Microsecond), times[len(times)-1].Round(10*time.Microsecond))
+	t.Log(line)
+	fmt.Println(line)
+}
+
+// metricValue reads one unlabelled metric from a member's /metrics.
+func metricValue(m *Member, name string) (float64, error) {
+	resp, err := http.Get("http://" + m.APIAddr() + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	return 0, fmt.Errorf("%s: no metric %s", m.Name, name)
 }

@@ -507,62 +507,27 @@ func (c *Client) SubmitJob(ctx context.Context, ops []map[string]any, reason str
 
 // WaitJob waits until the job is finalized (success, error or canceled)
 // and returns it. index is the index the job was submitted at (Meta.Index
-// of the submission, 0 if unknown): a candidate that has not applied it
-// yet waits for it rather than answering that the job does not exist.
+// of the submission, 0 if unknown). It polls GET /2/jobs/{id} as a
+// blocking query on the job: each poll returns when the job changed after
+// the index of the previous answer, so a job costs one request per change
+// (and a candidate that has not applied the submission yet waits for it).
 func (c *Client) WaitJob(ctx context.Context, id int64, index uint64) (JobInfo, error) {
-	path := "/2/jobs/" + strconv.FormatInt(id, 10) + "/wait"
-	q := url.Values{}
-	if index > 0 {
-		q.Set("index", strconv.FormatUint(index, 10))
-	}
-	var prev []json.RawMessage
-	var serial *int64
+	path := "/2/jobs/" + strconv.FormatInt(id, 10)
 	for {
-		body := WaitJobRequest{Fields: JobFields, PreviousLogSerial: serial}
-		if prev != nil {
-			raw, err := json.Marshal(prev)
-			if err != nil {
-				return JobInfo{}, err
-			}
-			body.PreviousJobInfo = raw
-		}
-		var out *WaitJobResponse
-		m, err := c.Do(ctx, http.MethodGet, path, q, body, &out)
+		q := url.Values{"index": {strconv.FormatUint(index, 10)}, "wait": {"10s"}}
+		var job JobInfo
+		m, err := c.Do(ctx, http.MethodGet, path, q, nil, &job)
 		if err != nil {
 			return JobInfo{}, err
-		}
-		if out == nil {
-			if err := ctx.Err(); err != nil {
-				return JobInfo{}, err
-			}
-			continue
-		}
-		if len(out.JobInfo) != len(JobFields) {
-			return JobInfo{}, fmt.Errorf("job %d: wait answered %d fields, asked for %d", id, len(out.JobInfo), len(JobFields))
-		}
-		obj := make(map[string]json.RawMessage, len(JobFields))
-		for i, f := range JobFields {
-			obj[f] = out.JobInfo[i]
-		}
-		raw, _ := json.Marshal(obj)
-		var job JobInfo
-		if err := json.Unmarshal(raw, &job); err != nil {
-			return JobInfo{}, fmt.Errorf("job %d: decoding wait answer: %w", id, err)
 		}
 		if fsm.Finalized(job.Status) {
 			return job, nil
 		}
-		prev = out.JobInfo
-		for _, l := range out.LogEntries {
-			if serial == nil || l.Serial > *serial {
-				s := l.Serial
-				serial = &s
-			}
-		}
-		if m.Index > 0 && m.Index > index {
-			// Later answers must come from a state at least this new.
+		if m.Index > index {
 			index = m.Index
-			q.Set("index", strconv.FormatUint(index, 10))
+		}
+		if err := ctx.Err(); err != nil {
+			return JobInfo{}, err
 		}
 	}
 }

@@ -274,6 +274,13 @@ func (s *Server) handleJobWait(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
+	var prevRaw []byte
+	if prev != nil {
+		var buf bytes.Buffer
+		if json.Compact(&buf, req.PreviousJobInfo) == nil {
+			prevRaw = buf.Bytes()
+		}
+	}
 	var minIndex uint64
 	q := r.URL.Query()
 	if q.Has("index") {
@@ -293,6 +300,7 @@ func (s *Server) handleJobWait(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
 	for {
+		jobCh := f.JobChanged(id)
 		var (
 			found, initialised bool
 			status             string
@@ -338,12 +346,10 @@ func (s *Server) handleJobWait(w http.ResponseWriter, r *http.Request) {
 			writeError(w, unknownEntity("job_id", "job %d does not exist", id))
 			return
 		}
-		var cur []any
-		_ = json.Unmarshal(info, &cur)
 		// Unlike Ganeti, canceling counts as pending: here it can last a
 		// whole step, and answering at once would make clients spin.
 		pending := !fsm.Finalized(status)
-		if !pending || len(logs) > 0 || prev == nil || !reflect.DeepEqual(cur, prev) {
+		if !pending || len(logs) > 0 || prev == nil || !sameInfo(info, prevRaw, prev) {
 			sort.Slice(logs, func(a, b int) bool { return logs[a].Serial < logs[b].Serial })
 			if logs == nil {
 				logs = []fsm.LogEntry{}
@@ -360,6 +366,24 @@ func (s *Server) handleJobWait(w http.ResponseWriter, r *http.Request) {
 			writeRaw(w, http.StatusOK, []byte("null"))
 			return
 		}
-		f.WaitIndex(ctx, idx)
+		select {
+		case <-jobCh:
+		case <-ctx.Done():
+		}
 	}
+}
+
+// sameInfo reports whether the job info just read equals the client's
+// previous_job_info: byte for byte (the client sent back what it got, the
+// cheap and common case), or else as decoded JSON (a client that
+// re-encoded it).
+func sameInfo(info, prevRaw []byte, prev []any) bool {
+	if prevRaw != nil && bytes.Equal(info, prevRaw) {
+		return true
+	}
+	var cur []any
+	if json.Unmarshal(info, &cur) != nil {
+		return false
+	}
+	return reflect.DeepEqual(cur, prev)
 }

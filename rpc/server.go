@@ -184,7 +184,7 @@ func (s *Server) routes() {
 
 	add("GET", "/2/jobs", s.blockingRead(s.serveJobs))
 	add("POST", "/2/jobs", s.jobHandler(buildJobOps))
-	add("GET", "/2/jobs/{id}", s.blockingRead(s.serveJob))
+	add("GET", "/2/jobs/{id}", s.blockingReadOn(waitJobChange, s.serveJob))
 	add("DELETE", "/2/jobs/{id}", s.handleJobCancel)
 	add("GET", "/2/jobs/{id}/wait", s.handleJobWait)
 	add("POST", "/2/gnt/jobs", s.handleSubmitJobs)
@@ -543,6 +543,45 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, addr string, bo
 // local state has applied an index above N). serve answers, or returns
 // ErrNotLeader without answering to have the request forwarded.
 func (s *Server) blockingRead(serve func(w http.ResponseWriter, r *http.Request) error) http.HandlerFunc {
+	return s.blockingReadOn(nil, serve)
+}
+
+// waitFunc blocks until the resource a request names has changed after
+// index, or ctx ends.
+type waitFunc func(ctx context.Context, r *http.Request, f *fsm.FSM, index uint64)
+
+// waitJobChange waits for a change of the job the path names: a blocking
+// query on one job wakes when that job changes, not at every change of
+// the state. A finished job never changes again, so it answers at once.
+func waitJobChange(ctx context.Context, r *http.Request, f *fsm.FSM, index uint64) {
+	id, aerr := parseJobID(r)
+	if aerr != nil {
+		return // the handler answers the error
+	}
+	done := func() bool {
+		final := false
+		f.Read(func(st *fsm.State, _ uint64) {
+			j := st.Jobs[id]
+			final = (j != nil && fsm.Finalized(j.Status)) || st.Archived[id] != nil
+		})
+		return final || f.JobIndex(id) > index
+	}
+	for {
+		ch := f.JobChanged(id)
+		if done() {
+			return
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// blockingReadOn is blockingRead with a resource-specific wait (nil: any
+// change of the state).
+func (s *Server) blockingReadOn(wait waitFunc, serve func(w http.ResponseWriter, r *http.Request) error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		consistent, aerr := queryFlag(q, "consistent")
@@ -576,7 +615,11 @@ func (s *Server) blockingRead(serve func(w http.ResponseWriter, r *http.Request)
 			}
 			if blk.set {
 				ctx, cancel := context.WithTimeout(r.Context(), blk.wait)
-				s.b.FSM().WaitIndex(ctx, blk.index)
+				if wait != nil {
+					wait(ctx, r, s.b.FSM(), blk.index)
+				} else {
+					s.b.FSM().WaitIndex(ctx, blk.index)
+				}
 				cancel()
 			}
 			return serve(w, r)

@@ -75,8 +75,8 @@ func TestModifyWaitsAndPrintsChanges(t *testing.T) {
 		t.Errorf("stdout\n%q\nwant\n%q", r.stdout, want)
 	}
 	reqs := f.requests()
-	if len(reqs) != 2 || reqs[1].Path != "/2/jobs/7" || reqs[1].Query.Get("index") != "41" || reqs[1].Query.Get("wait") == "" {
-		t.Errorf("requests %v: want the job read once, blocking until the submit index 42 is applied", reqs)
+	if len(reqs) != 2 || reqs[1].Path != "/2/jobs/7" || reqs[1].Query.Get("index") != "42" || reqs[1].Query.Get("wait") == "" {
+		t.Errorf("requests %v: want the job read once, blocking until it changes after the submit index 42", reqs)
 	}
 }
 

@@ -114,10 +114,9 @@ func (s *session) waitJob(ctx context.Context, id int64, submitIndex uint64) (*j
 		ctx = s.follow
 	}
 	path := "/2/jobs/" + strconv.FormatInt(id, 10)
-	var after uint64
-	if submitIndex > 0 {
-		after = submitIndex - 1
-	}
+	// The job existed, without log, at the index it was submitted at: the
+	// first poll waits for its first change after that.
+	after := submitIndex
 	var (
 		serial   int64
 		status   = "unknown"
