@@ -122,12 +122,23 @@ func (s *session) waitJob(ctx context.Context, id int64, submitIndex uint64) (*j
 		status   = "unknown"
 		seen     bool
 		notFound int
+		lastOK   = time.Now()
 	)
 	for {
 		q := url.Values{"index": {strconv.FormatUint(after, 10)}, "wait": {"5s"}}
 		start := time.Now()
 		var raw json.RawMessage
-		meta, err := s.api.Do(ctx, http.MethodGet, path, q, nil, &raw)
+		// Followed without a time limit, a job is still given up when no
+		// candidate answers for unreachableLimit.
+		pctx, pcancel := context.WithDeadline(ctx, lastOK.Add(unreachableLimit))
+		meta, err := s.api.Do(pctx, http.MethodGet, path, q, nil, &raw)
+		pcancel()
+		if err == nil {
+			lastOK = time.Now()
+		} else if pctx.Err() != nil && ctx.Err() == nil {
+			return nil, nil, fmt.Errorf("job %d is %s and goes on without us: no candidate answered for %v; follow it with 'gnt job watch %d': %w",
+				id, status, unreachableLimit, id, err)
+		}
 		if err != nil {
 			var ae *rpc.APIError
 			if !seen && errors.As(err, &ae) && ae.ErrorCode == string(fsm.CodeNoEnt) && notFound < 10 {
@@ -167,6 +178,10 @@ func (s *session) waitJob(ctx context.Context, id int64, submitIndex uint64) (*j
 		}
 	}
 }
+
+// unreachableLimit is how long a job is followed while no candidate
+// answers.
+var unreachableLimit = time.Minute
 
 func sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
