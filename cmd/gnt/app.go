@@ -128,6 +128,7 @@ func newApp(env environment) *cli.App {
 			env.groupCommand(),
 			env.instanceCommand(),
 			env.jobCommand(),
+			env.confdCommand(),
 		},
 		Action:         missingCommand,
 		ExitErrHandler: func(*cli.Context, error) {}, // never os.Exit inside run
