@@ -19,6 +19,9 @@ const (
 	CmdLeaderEstablish CommandType = 4 // LeaderEstablish
 	CmdJobUpdate       CommandType = 5 // JobUpdate
 	CmdNodeRegister    CommandType = 6 // NodeRegister
+	CmdJobCancel       CommandType = 7 // JobCancel
+	CmdJobArchive      CommandType = 8 // JobArchive
+	CmdJobSubmitMany   CommandType = 9 // JobSubmitMany
 )
 
 var commandNames = map[CommandType]string{
@@ -28,6 +31,9 @@ var commandNames = map[CommandType]string{
 	CmdLeaderEstablish: "leader-establish",
 	CmdJobUpdate:       "job-update",
 	CmdNodeRegister:    "node-register",
+	CmdJobCancel:       "job-cancel",
+	CmdJobArchive:      "job-archive",
+	CmdJobSubmitMany:   "job-submit-many",
 }
 
 func (t CommandType) String() string {
@@ -87,9 +93,13 @@ type LeaderEstablish struct {
 
 // Job update actions.
 const (
-	ActionStart  = "start"  // mark opcode running
-	ActionFinish = "finish" // record an opcode's final status and result
-	ActionApply  = "apply"  // apply a configuration opcode of an executor job
+	ActionWait     = "wait"     // opcode waits (for locks): queued -> waiting
+	ActionStart    = "start"    // mark opcode running, recording the locks it holds
+	ActionStep     = "step"     // record a completed step of a running opcode
+	ActionFinish   = "finish"   // record an opcode's final status and result
+	ActionApply    = "apply"    // apply a configuration opcode of an executor job
+	ActionCancel   = "cancel"   // the executor stops the job: opcode and the rest canceled
+	ActionPriority = "priority" // raise the opcode's priority by one (lock strategy exhausted)
 )
 
 // JobUpdate records progress of the leader's executor on one opcode.
@@ -102,6 +112,47 @@ type JobUpdate struct {
 	Status  string          `json:"status,omitempty"`
 	Result  json.RawMessage `json:"result,omitempty"`
 	Log     []string        `json:"log,omitempty"`
+	// Locks (start) are the locks the executor holds for the opcode.
+	Locks []LockDecl `json:"locks,omitempty"`
+	// Step (step) is the index of the completed step: it must be the
+	// number of steps recorded so far, so a step is recorded once.
+	Step     int    `json:"step,omitempty"`
+	StepName string `json:"step_name,omitempty"`
+}
+
+// JobCancel asks to cancel a job: a job that has not started is canceled
+// at once; a running one is marked and stopped by the executor at its
+// next step boundary.
+type JobCancel struct {
+	Now   int64  `json:"now"`
+	JobID int64  `json:"job_id"`
+	Who   string `json:"who,omitempty"` // for the job log: the reason trail's source
+}
+
+// JobArchive moves finished jobs out of the active queue into the
+// archive, where a summary stays queryable. The leader's archiver sends
+// OlderThan (with its epoch); an operator names IDs.
+type JobArchive struct {
+	Now   int64   `json:"now"`
+	Epoch uint64  `json:"epoch,omitempty"`
+	IDs   []int64 `json:"ids,omitempty"`
+	// OlderThan archives every finished job that ended more than this many
+	// nanoseconds before Now.
+	OlderThan int64 `json:"older_than,omitempty"`
+}
+
+// JobSpec is one job of a JobSubmitMany.
+type JobSpec struct {
+	Ops   []json.RawMessage `json:"ops"`
+	UUIDs []string          `json:"uuids"`
+}
+
+// JobSubmitMany queues several jobs at once, all or none, with
+// consecutive ids; relative dependencies (-1, -2, ...) name earlier jobs
+// of the same submission. Every job goes to the executor.
+type JobSubmitMany struct {
+	Now  int64     `json:"now"`
+	Jobs []JobSpec `json:"jobs"`
 }
 
 // NodeRegister records what a node's gntd reports about itself (addresses,
@@ -129,6 +180,9 @@ func (JobSubmit) CommandType() CommandType       { return CmdJobSubmit }
 func (LeaderEstablish) CommandType() CommandType { return CmdLeaderEstablish }
 func (JobUpdate) CommandType() CommandType       { return CmdJobUpdate }
 func (NodeRegister) CommandType() CommandType    { return CmdNodeRegister }
+func (JobCancel) CommandType() CommandType       { return CmdJobCancel }
+func (JobArchive) CommandType() CommandType      { return CmdJobArchive }
+func (JobSubmitMany) CommandType() CommandType   { return CmdJobSubmitMany }
 func (Batch) CommandType() CommandType           { return CmdBatch }
 
 // Encode turns a command into a log entry: one type byte, then JSON.
@@ -211,6 +265,9 @@ func EncodeBatch(entries [][]byte) ([]byte, error) {
 type Response struct {
 	// JobID is the id of the job a JobSubmit created.
 	JobID int64 `json:"job_id,omitempty"`
+	// JobIDs are the ids of the jobs a JobSubmitMany created, or those a
+	// JobArchive archived.
+	JobIDs []int64 `json:"job_ids,omitempty"`
 	// Epoch is the executor epoch a LeaderEstablish started.
 	Epoch uint64 `json:"epoch,omitempty"`
 	// Job is the job as recorded after the command (JobSubmit, JobUpdate).

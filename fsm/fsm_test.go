@@ -86,14 +86,64 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 			Addrs: Addrs{API: arg("api", ""), Raft: arg("raft", "")}}}).(Response)
 		return h.respString(r)
 	case "update":
-		before := h.f.Hash()
-		r := h.apply(JobUpdate{Now: h.now, Epoch: uint64(atoi("epoch", 0)), JobID: int64(atoi("job", 0)),
+		u := JobUpdate{Now: h.now, Epoch: uint64(atoi("epoch", 0)), JobID: int64(atoi("job", 0)),
 			OpIndex: atoi("op", 0), Action: arg("action", ""), Status: arg("status", ""),
-			Result: json.RawMessage(arg("result", "null"))}).(Response)
-		if r.Err != nil && h.f.Hash() != before {
-			t.Fatalf("%s: refused update changed the state", d.Pos)
+			Result: json.RawMessage(arg("result", "null")), Step: atoi("step", 0), StepName: arg("step-name", "")}
+		if l := arg("log", ""); l != "" {
+			u.Log = []string{l}
 		}
-		return h.respString(r)
+		if l := strings.TrimSpace(d.Input); l != "" {
+			if err := json.Unmarshal([]byte(l), &u.Locks); err != nil {
+				t.Fatalf("%s: locks: %v", d.Pos, err)
+			}
+		}
+		return h.mustNotChangeOnError(t, d, u)
+	case "cancel":
+		return h.mustNotChangeOnError(t, d, JobCancel{Now: h.now, JobID: int64(atoi("job", 0)), Who: arg("who", "")})
+	case "archive":
+		c := JobArchive{Now: h.now, Epoch: uint64(atoi("epoch", 0)), OlderThan: int64(atoi("older-than", 0)) * 1e9}
+		for _, a := range d.CmdArgs {
+			if a.Key == "ids" {
+				for _, v := range a.Vals {
+					id, _ := strconv.ParseInt(v, 10, 64)
+					c.IDs = append(c.IDs, id)
+				}
+			}
+		}
+		return h.mustNotChangeOnError(t, d, c)
+	case "submit-many":
+		var m JobSubmitMany
+		m.Now = h.now
+		for _, line := range strings.Split(strings.TrimSpace(d.Input), "\n") {
+			if line = strings.TrimSpace(line); line == "" {
+				continue
+			}
+			var spec JobSpec
+			for _, op := range strings.Split(line, " ; ") {
+				spec.Ops = append(spec.Ops, json.RawMessage(op))
+				spec.UUIDs = append(spec.UUIDs, h.uuid())
+			}
+			m.Jobs = append(m.Jobs, spec)
+		}
+		return h.mustNotChangeOnError(t, d, m)
+	case "deps":
+		var out string
+		h.f.Read(func(s *State, _ uint64) {
+			j := s.Jobs[int64(atoi("job", 0))]
+			v, msg := s.CheckDependencies(j, j.CurrentOp())
+			out = fmt.Sprintf("%s %s", []string{"continue", "wait", "cancel", "wrong-status"}[v], msg)
+		})
+		return strings.TrimSpace(out)
+	case "archived":
+		var b strings.Builder
+		h.f.Read(func(s *State, _ uint64) {
+			for _, id := range s.archOrder {
+				a := s.Archived[id]
+				fmt.Fprintf(&b, "archived %d %s summary=%v opstatus=%v error=%s\n", a.ID, a.Status, a.Summary, a.OpStatus, a.Error)
+			}
+			fmt.Fprintf(&b, "active=%v finished=%v\n", s.SortedJobIDs(), s.Finished)
+		})
+		return b.String()
 	case "raw":
 		h.index++
 		r := h.f.Apply(h.index, []byte(strings.TrimSpace(d.Input)))
@@ -132,7 +182,18 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 			}
 			fmt.Fprintf(&b, "job %d %s executor=%v summary=%v\n", j.ID, j.Status, j.Executor, j.Summary)
 			for i, op := range j.Ops {
-				fmt.Fprintf(&b, "  op %d %s result=%s\n", i, op.Status, op.Result)
+				fmt.Fprintf(&b, "  op %d %s prio=%d result=%s\n", i, op.Status, op.Priority, op.Result)
+				if len(op.Depends) > 0 {
+					dj, _ := json.Marshal(op.Depends)
+					fmt.Fprintf(&b, "    depends %s\n", dj)
+				}
+				if len(op.Locks) > 0 {
+					lj, _ := json.Marshal(op.Locks)
+					fmt.Fprintf(&b, "    locks %s\n", lj)
+				}
+				for k, st := range op.Steps {
+					fmt.Fprintf(&b, "    step %d %s epoch=%d result=%s\n", k, st.Name, st.Epoch, st.Result)
+				}
 				for _, l := range op.Log {
 					fmt.Fprintf(&b, "    log %d %s\n", l.Serial, l.Msg)
 				}
@@ -157,6 +218,17 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 	return ""
 }
 
+// mustNotChangeOnError applies a command and fails the test when a
+// refused command changed the state.
+func (h *harness) mustNotChangeOnError(t *testing.T, d *datadriven.TestData, c Command) string {
+	before := h.f.Hash()
+	r := h.apply(c).(Response)
+	if r.Err != nil && h.f.Hash() != before {
+		t.Fatalf("%s: refused %s changed the state", d.Pos, c.CommandType())
+	}
+	return h.respString(r)
+}
+
 func (h *harness) respString(r Response) string {
 	if r.Err != nil {
 		if r.Err.Field != "" {
@@ -175,6 +247,9 @@ func (h *harness) respString(r Response) string {
 			}
 		}
 		return s
+	}
+	if len(r.JobIDs) > 0 {
+		return fmt.Sprintf("jobs %v", r.JobIDs)
 	}
 	return "ok"
 }
@@ -397,5 +472,72 @@ func TestFreezeIsolated(t *testing.T) {
 	now, _ := h.f.Snapshot()
 	if string(now) == string(before) {
 		t.Fatal("state did not change")
+	}
+}
+
+func TestLocksConflict(t *testing.T) {
+	bglS := LockDecl{Level: LockCluster, Names: []string{LockBGL}}
+	bglX := LockDecl{Level: LockCluster, Names: []string{LockBGL}, Exclusive: true}
+	n1X := LockDecl{Level: LockNode, Names: []string{"n1"}, Exclusive: true}
+	n2X := LockDecl{Level: LockNode, Names: []string{"n2", "n3"}, Exclusive: true}
+	n1S := LockDecl{Level: LockNode, Names: []string{"n1"}}
+	allS := LockDecl{Level: LockNode}
+	allX := LockDecl{Level: LockNode, Exclusive: true}
+	i1X := LockDecl{Level: LockInstance, Names: []string{"n1"}, Exclusive: true}
+	for _, c := range []struct {
+		a, b []LockDecl
+		want bool
+	}{
+		{[]LockDecl{bglS}, []LockDecl{bglS}, false},
+		{[]LockDecl{bglS}, []LockDecl{bglX}, true},
+		{[]LockDecl{bglS, n1X}, []LockDecl{bglS, n2X}, false},
+		{[]LockDecl{bglS, n1X}, []LockDecl{bglS, n1X}, true},
+		{[]LockDecl{n1S}, []LockDecl{n1S}, false},
+		{[]LockDecl{n1S}, []LockDecl{n1X}, true},
+		{[]LockDecl{allS}, []LockDecl{n1S}, false},
+		{[]LockDecl{allS}, []LockDecl{n2X}, true},
+		{[]LockDecl{allX}, []LockDecl{n1S}, true},
+		{[]LockDecl{i1X}, []LockDecl{n1X}, false}, // same name, other level
+		{nil, []LockDecl{bglX}, false},
+	} {
+		if got := LocksConflict(c.a, c.b); got != c.want {
+			t.Errorf("LocksConflict(%v, %v) = %v, want %v", c.a, c.b, got, c.want)
+		}
+		if got := LocksConflict(c.b, c.a); got != c.want {
+			t.Errorf("LocksConflict(%v, %v) = %v, want %v (not symmetric)", c.b, c.a, got, c.want)
+		}
+	}
+}
+
+// TestSnapshotV2 restores a snapshot written by the version-2 format (the
+// build before the job engine) and re-encodes it in the current format.
+func TestSnapshotV2(t *testing.T) {
+	data, err := os.ReadFile("testdata/snapshot-v2.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := New()
+	if err := f.Restore(bytes.NewReader(data)); err != nil {
+		t.Fatalf("restore v2: %v", err)
+	}
+	f.Read(func(s *State, _ uint64) {
+		j := s.Jobs[2]
+		if j == nil || j.Status != StatusRunning || len(j.Ops[0].Steps) != 0 || len(s.Archived) != 0 {
+			t.Errorf("job 2 = %+v", j)
+		}
+		if got := s.ExecutorJobs(); len(got) != 1 || got[0].ID != 2 {
+			t.Errorf("executor jobs = %v", got)
+		}
+	})
+	cur, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(cur, []byte(`{"format":"gnt-fsm","version":3,`)) {
+		t.Errorf("re-encoded header: %.60s", cur)
+	}
+	g := New()
+	if err := g.Restore(bytes.NewReader(cur)); err != nil || g.Hash() != f.Hash() {
+		t.Fatalf("re-restore: %v", err)
 	}
 }

@@ -90,6 +90,26 @@ type OpState struct {
 	// UUID is drawn by the proposer for opcodes that create an object, so
 	// that applying the opcode later stays deterministic.
 	UUID string `json:"gnt_uuid,omitempty"`
+	// Depends are the opcode's dependencies with relative job ids resolved
+	// to absolute ones at submission.
+	Depends []Dependency `json:"gnt_depends,omitempty"`
+	// Locks are the locks the executor held when it started the opcode;
+	// a new leader re-takes them before it starts anything else, and
+	// configuration-only submissions that conflict with them wait in the
+	// queue instead of taking the fast path.
+	Locks []LockDecl `json:"gnt_locks,omitempty"`
+	// Steps are the opcode's completed steps, in order. A new leader
+	// resumes a running opcode at step len(Steps).
+	Steps []StepRecord `json:"gnt_steps,omitempty"`
+}
+
+// StepRecord is one completed step of a multi-step opcode.
+type StepRecord struct {
+	Name   string          `json:"name"`
+	Result json.RawMessage `json:"result,omitempty"`
+	// Epoch is the executor epoch that recorded the step.
+	Epoch uint64     `json:"epoch"`
+	Time  *Timestamp `json:"ts"`
 }
 
 // Job is a submitted list of opcodes.
@@ -107,6 +127,10 @@ type Job struct {
 	Executor bool `json:"executor"`
 	// LogSerial is the last log serial used in this job.
 	LogSerial int64 `json:"log_serial"`
+	// CancelRequested is set when an operator asked to cancel the job
+	// while an opcode was running; the executor stops it at the next step
+	// boundary.
+	CancelRequested bool `json:"cancel_requested,omitempty"`
 }
 
 // Priority is Ganeti's job priority: the minimum over unfinished opcodes.
@@ -146,7 +170,21 @@ func (j *Job) computeStatus() string {
 	if all && len(j.Ops) > 0 {
 		return StatusSuccess
 	}
+	if j.CancelRequested {
+		return StatusCanceling
+	}
 	return status
+}
+
+// CurrentOp returns the index of the first opcode that has not succeeded,
+// or -1 when there is none.
+func (j *Job) CurrentOp() int {
+	for i, op := range j.Ops {
+		if op.Status != StatusSuccess {
+			return i
+		}
+	}
+	return -1
 }
 
 func (j *Job) clone() *Job {
@@ -155,6 +193,7 @@ func (j *Job) clone() *Job {
 	for i, op := range j.Ops {
 		o := *op
 		o.Log = append([]LogEntry(nil), op.Log...)
+		o.Steps = append([]StepRecord(nil), op.Steps...)
 		x.Ops[i] = &o
 	}
 	x.Summary = cloneStrings(j.Summary)

@@ -7,10 +7,11 @@ const (
 	DefaultCandidatePoolSize = 10 // masterPoolSizeDefault
 	DefaultMaxVoters         = 5  // Raft voters; further candidates are non-voters
 	DefaultGroupName         = "default"
-	MaxTagLen                = 128  // Ganeti's constants.MAX_TAG_LEN
-	MaxTagsPerObj            = 4096 // Ganeti's constants.MAX_TAGS_PER_OBJ
-	MaxPendingJobs           = 5000 // Ganeti's jobQueueSizeHardLimit, counted over unfinished jobs
-	MaxFinishedJobs          = 10000
+	MaxTagLen                = 128   // Ganeti's constants.MAX_TAG_LEN
+	MaxTagsPerObj            = 4096  // Ganeti's constants.MAX_TAGS_PER_OBJ
+	MaxPendingJobs           = 5000  // Ganeti's jobQueueSizeHardLimit, counted over unfinished jobs
+	MaxFinishedJobs          = 10000 // finished jobs kept whole; older ones are archived
+	MaxArchivedJobs          = 50000 // archived job summaries kept; older ones are dropped
 )
 
 // Node group allocation policies.

@@ -20,6 +20,9 @@ type Opcode interface {
 	Validate() *Error
 	// Summary is Ganeti's job summary form, e.g. "NODE_ADD(node4)".
 	Summary() string
+	// Locks declares the locks the opcode needs, given the configuration
+	// when it starts.
+	Locks(s *State) []LockDecl
 }
 
 // configOp is an opcode that only changes the configuration, so Apply can
@@ -84,8 +87,8 @@ func (c *OpCommon) validateCommon() *Error {
 	if c.Priority != nil && (*c.Priority < PrioHighest || *c.Priority > PrioLowest) {
 		return errf(CodeInval, "priority", "priority %d is out of range %d..%d", *c.Priority, PrioHighest, PrioLowest)
 	}
-	if len(c.Depends) > 0 && string(c.Depends) != "null" && string(c.Depends) != "[]" {
-		return errf(CodeInval, "depends", "job dependencies are not supported yet")
+	if _, e := c.Dependencies(); e != nil {
+		return e
 	}
 	for _, r := range c.Reason {
 		if r.Source == "" {
@@ -686,8 +689,10 @@ func (o *OpTestDelay) Validate() *Error {
 	if o.Repeat < 0 {
 		return errf(CodeInval, "repeat", "repeat must not be negative")
 	}
-	if len(o.OnNodes) > 0 {
-		return errf(CodeInval, "on_nodes", "delays on nodes are not supported yet")
+	for _, n := range o.OnNodes {
+		if n == "" {
+			return errf(CodeInval, "on_nodes", "on_nodes has an empty node name")
+		}
 	}
 	return nil
 }

@@ -20,7 +20,11 @@ import (
 //     one line per record: {"t":"cluster"|"group"|"node"|"instance"|"job"|
 //     "queue", "v":{...}}. Records stream, so neither side holds the whole
 //     encoded state twice.
-const SnapshotVersion = 2
+//   - 3: as 2, plus "archived" records (job summaries of the archive) and
+//     the job engine's fields on jobs and opcodes (cancel_requested,
+//     gnt_depends, gnt_locks, gnt_steps). Version 2 snapshots read as
+//     version 3 with an empty archive.
+const SnapshotVersion = 3
 
 type snapHeader struct {
 	Format  string `json:"format"`
@@ -61,6 +65,10 @@ func (f *FSM) Freeze() *Frozen {
 		Instances: make(map[string]*Instance, len(s.Instances)),
 		Jobs:      make(map[int64]*Job, len(s.Jobs)),
 		Finished:  append([]int64(nil), s.Finished...),
+		Archived:  make(map[int64]*ArchivedJob, len(s.Archived)),
+	}
+	for k, v := range s.Archived {
+		c.Archived[k] = v
 	}
 	for k, v := range s.Groups {
 		c.Groups[k] = v
@@ -129,6 +137,16 @@ func encodeState(s *State, index uint64) ([]byte, error) {
 	}
 	for _, id := range s.SortedJobIDs() {
 		if err := rec("job", s.Jobs[id]); err != nil {
+			return nil, err
+		}
+	}
+	ids := make([]int64, 0, len(s.Archived))
+	for id := range s.Archived {
+		ids = append(ids, id)
+	}
+	sortInt64(ids)
+	for _, id := range ids {
+		if err := rec("archived", s.Archived[id]); err != nil {
 			return nil, err
 		}
 	}
@@ -201,7 +219,7 @@ func DecodeSnapshot(r io.Reader) (*State, uint64, error) {
 	if err := remarshal(probe, &h); err != nil || h.Format != "gnt-fsm" {
 		return nil, 0, fmt.Errorf("snapshot: bad header")
 	}
-	if h.Version != SnapshotVersion {
+	if h.Version != 2 && h.Version != SnapshotVersion {
 		return nil, 0, fmt.Errorf("snapshot: format version %d is not supported by this gntd (it reads 1..%d)", h.Version, SnapshotVersion)
 	}
 	st := newState()
@@ -268,6 +286,12 @@ func (s *State) restoreRecord(rec snapRecord) error {
 			return err
 		}
 		s.Jobs[j.ID] = &j
+	case "archived":
+		var a ArchivedJob
+		if err := strict(&a); err != nil {
+			return err
+		}
+		s.Archived[a.ID] = &a
 	case "queue":
 		var q queueRecord
 		if err := strict(&q); err != nil {
@@ -293,6 +317,14 @@ func (s *State) check() error {
 	for _, j := range s.Jobs {
 		if j.ID <= 0 || j.ID >= s.NextJobID {
 			return fmt.Errorf("job id %d outside 1..%d", j.ID, s.NextJobID-1)
+		}
+		if s.Archived[j.ID] != nil {
+			return fmt.Errorf("job %d is both queued and archived", j.ID)
+		}
+	}
+	for id := range s.Archived {
+		if id <= 0 || id >= s.NextJobID {
+			return fmt.Errorf("archived job id %d outside 1..%d", id, s.NextJobID-1)
 		}
 	}
 	if s.Cluster == nil && (len(s.Nodes) > 0 || len(s.Groups) > 0) {

@@ -19,8 +19,11 @@ type State struct {
 	// carrying another epoch are refused.
 	Epoch uint64 `json:"epoch"`
 	// Finished lists finalized job ids in the order they finished; the
-	// oldest are dropped beyond MaxFinishedJobs, as Ganeti archives them.
+	// oldest move to the archive beyond MaxFinishedJobs.
 	Finished []int64 `json:"finished"`
+	// Archived holds summaries of archived jobs, by id; the lowest ids are
+	// dropped beyond MaxArchivedJobs.
+	Archived map[int64]*ArchivedJob `json:"archived"`
 
 	nodeByName  map[string]string
 	nodeByIP    map[string]string
@@ -31,6 +34,10 @@ type State struct {
 	// execPending holds the unfinished jobs that need the executor, so the
 	// leader finds its work without scanning the retained history.
 	execPending map[int64]struct{}
+	// holding holds the jobs with a running opcode that recorded locks.
+	holding map[int64]struct{}
+	// archOrder lists the archived ids in increasing order.
+	archOrder []int64
 }
 
 func newState() *State {
@@ -39,6 +46,7 @@ func newState() *State {
 		Nodes:     map[string]*Node{},
 		Instances: map[string]*Instance{},
 		Jobs:      map[int64]*Job{},
+		Archived:  map[int64]*ArchivedJob{},
 		NextJobID: 1,
 	}
 	s.reindex()
@@ -77,14 +85,37 @@ func (s *State) reindex() {
 	}
 	s.pending = 0
 	s.execPending = map[int64]struct{}{}
+	s.holding = map[int64]struct{}{}
 	for _, j := range s.Jobs {
 		if !Finalized(j.Status) {
 			s.pending++
 			if j.Executor {
 				s.execPending[j.ID] = struct{}{}
 			}
+			s.trackHolding(j)
 		}
 	}
+	if s.Archived == nil {
+		s.Archived = map[int64]*ArchivedJob{}
+	}
+	s.archOrder = make([]int64, 0, len(s.Archived))
+	for id := range s.Archived {
+		s.archOrder = append(s.archOrder, id)
+	}
+	sortInt64(s.archOrder)
+}
+
+// trackHolding keeps the holding index right for a job just stored.
+func (s *State) trackHolding(j *Job) {
+	if !Finalized(j.Status) {
+		for _, op := range j.Ops {
+			if op.Status == StatusRunning && len(op.Locks) > 0 {
+				s.holding[j.ID] = struct{}{}
+				return
+			}
+		}
+	}
+	delete(s.holding, j.ID)
 }
 
 func (s *State) indexNode(u string, n *Node) {
@@ -370,41 +401,40 @@ func (f *FSM) applyBatch(body []byte) any {
 }
 
 func (f *FSM) applyOne(t CommandType, body []byte) any {
+	s := f.st
 	switch t {
 	case CmdClusterInit:
-		var c ClusterInit
-		if err := DecodeStrict(body, &c); err != nil {
-			return Response{Err: AsError(err)}
-		}
-		return Response{Err: f.st.applyClusterInit(&c)}
+		return decodeApply(body, func(c *ClusterInit) Response { return Response{Err: s.applyClusterInit(c)} })
 	case CmdJobSubmit:
-		var c JobSubmit
-		if err := DecodeStrict(body, &c); err != nil {
-			return Response{Err: AsError(err)}
-		}
-		return f.st.applyJobSubmit(&c)
+		return decodeApply(body, s.applyJobSubmit)
 	case CmdLeaderEstablish:
-		var c LeaderEstablish
-		if err := DecodeStrict(body, &c); err != nil {
-			return Response{Err: AsError(err)}
-		}
-		return f.st.applyLeaderEstablish(&c)
+		return decodeApply(body, s.applyLeaderEstablish)
 	case CmdJobUpdate:
-		var c JobUpdate
-		if err := DecodeStrict(body, &c); err != nil {
-			return Response{Err: AsError(err)}
-		}
-		return f.st.applyJobUpdate(&c)
+		return decodeApply(body, s.applyJobUpdate)
 	case CmdNodeRegister:
-		var c NodeRegister
-		if err := DecodeStrict(body, &c); err != nil {
-			return Response{Err: AsError(err)}
-		}
-		return Response{Err: f.st.applyNodeRegister(&c)}
+		return decodeApply(body, func(c *NodeRegister) Response { return Response{Err: s.applyNodeRegister(c)} })
+	case CmdJobCancel:
+		return decodeApply(body, s.applyJobCancel)
+	case CmdJobArchive:
+		return decodeApply(body, s.applyJobArchive)
+	case CmdJobSubmitMany:
+		return decodeApply(body, s.applyJobSubmitMany)
 	}
 	return &Error{Code: CodeUnknownCmd, Msg: "unknown command type " + t.String() + "; this gntd is older than the log it is reading"}
+}
+
+// decodeApply decodes a command body strictly and applies it.
+func decodeApply[C any](body []byte, apply func(*C) Response) any {
+	var c C
+	if err := DecodeStrict(body, &c); err != nil {
+		return Response{Err: AsError(err)}
+	}
+	return apply(&c)
 }
 
 func secs(ns int64) float64 { return float64(ns) / 1e9 }
 
 func sortInt64(s []int64) { sort.Slice(s, func(i, j int) bool { return s[i] < s[j] }) }
+
+// ArchivedJobIDs returns the ids of the archived jobs in increasing order.
+func (s *State) ArchivedJobIDs() []int64 { return append([]int64(nil), s.archOrder...) }

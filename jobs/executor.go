@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/gnt-cluster/gnt/fsm"
+	"github.com/gnt-cluster/gnt/jobs/locking"
 )
 
 // Applier replicates a command and returns its response (implemented by
@@ -20,25 +22,46 @@ type Applier interface {
 	Apply(ctx context.Context, cmd fsm.Command) (fsm.Response, uint64, error)
 }
 
+// DefaultConcurrency is the number of jobs the executor runs at once when
+// none is configured (Ganeti's default maximum of running jobs).
+const DefaultConcurrency = 20
+
 // Executor runs executor jobs on the leader.
 type Executor struct {
 	FSM   *fsm.FSM
 	Apply Applier
 	// Epoch is the executor epoch the leader started with LeaderEstablish;
 	// every update carries it.
-	Epoch       uint64
+	Epoch uint64
+	// Concurrency bounds the jobs started at once (resumed jobs always
+	// run: they already hold their locks).
 	Concurrency int
-	Clock       func() time.Time
+	// Locks is the lock manager; nil means a new one. It lives as long as
+	// the leadership: a new leader rebuilds it from the started jobs.
+	Locks *locking.Manager
+	// Strategy gives the lock attempt timeouts; zero means Ganeti's.
+	Strategy locking.Strategy
+	Clock    func() time.Time
 	// Sleep waits for d or until ctx ends (injectable for tests).
 	Sleep func(ctx context.Context, d time.Duration) error
 	Log   hclog.Logger
+	// OnResumed, when set, is called once with the number of started jobs
+	// the executor found and the time from Run's start until the first of
+	// them was running again (zero when there were none).
+	OnResumed func(jobs int, took time.Duration)
+
+	resumeOnce sync.Once
+	started    time.Time
 }
 
 // ErrFenced means a newer leader's executor took over.
 var ErrFenced = errors.New("executor fenced by a newer epoch")
 
-// Run dispatches runnable jobs until ctx ends or the executor is fenced.
-func (e *Executor) Run(ctx context.Context) error {
+// errNotRunnable means the job cannot run now (a dependency has not
+// finished); the dispatcher looks at it again when the state changes.
+var errNotRunnable = errors.New("job is not runnable yet")
+
+func (e *Executor) defaults() {
 	if e.Clock == nil {
 		e.Clock = time.Now
 	}
@@ -49,8 +72,20 @@ func (e *Executor) Run(ctx context.Context) error {
 		e.Log = hclog.NewNullLogger()
 	}
 	if e.Concurrency <= 0 {
-		e.Concurrency = 1
+		e.Concurrency = DefaultConcurrency
 	}
+	if e.Locks == nil {
+		e.Locks = locking.NewManager()
+	}
+	if e.Strategy.Min == 0 && e.Strategy.Max == 0 && e.Strategy.Total == 0 {
+		e.Strategy = locking.DefaultStrategy()
+	}
+}
+
+// Run dispatches runnable jobs until ctx ends or the executor is fenced.
+func (e *Executor) Run(ctx context.Context) error {
+	e.defaults()
+	e.started = time.Now()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -61,52 +96,67 @@ func (e *Executor) Run(ctx context.Context) error {
 		wake    = make(chan struct{}, 1)
 	)
 	defer wg.Wait()
+	resumed := e.rebuildLocks(ctx)
+	if len(resumed) == 0 {
+		e.resumeOnce.Do(func() {
+			if e.OnResumed != nil {
+				e.OnResumed(0, 0)
+			}
+		})
+	}
+	launch := func(id int64, resume bool) {
+		running[id] = true
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := e.runJob(ctx, id, resume)
+			e.Locks.ReleaseAll(id)
+			mu.Lock()
+			delete(running, id)
+			if errors.Is(err, ErrFenced) && fenced == nil {
+				fenced = err
+				cancel()
+			} else if err != nil && !errors.Is(err, errNotRunnable) && ctx.Err() == nil {
+				e.Log.Warn("job interrupted", "job", id, "error", err)
+			}
+			mu.Unlock()
+			select {
+			case wake <- struct{}{}:
+			default:
+			}
+		}()
+	}
+	mu.Lock()
+	for _, id := range resumed {
+		launch(id, true)
+	}
+	mu.Unlock()
 	for {
 		changed := e.FSM.Changed()
-		var runnable []*fsm.Job
-		e.FSM.Read(func(s *fsm.State, _ uint64) { runnable = s.ExecutorJobs() })
-		// Started jobs first (resumption), then by priority, then by id.
-		sort.SliceStable(runnable, func(a, b int) bool {
-			ra, rb := runnable[a].StartTS != nil, runnable[b].StartTS != nil
-			if ra != rb {
-				return ra
-			}
-			return runnable[a].Priority() < runnable[b].Priority()
-		})
+		mu.Lock()
+		free := e.Concurrency - len(running)
+		mu.Unlock()
+		var runnable []int64
+		if free > 0 {
+			e.FSM.Read(func(s *fsm.State, _ uint64) { runnable = e.pick(s, free, running, &mu) })
+		}
 		mu.Lock()
 		if fenced != nil {
 			mu.Unlock()
 			return fenced
 		}
-		for _, j := range runnable {
-			if len(running) >= e.Concurrency {
-				break
+		for _, id := range runnable {
+			if !running[id] {
+				launch(id, false)
 			}
-			if running[j.ID] {
-				continue
-			}
-			running[j.ID] = true
-			wg.Add(1)
-			go func(id int64) {
-				defer wg.Done()
-				err := e.runJob(ctx, id)
-				mu.Lock()
-				delete(running, id)
-				if errors.Is(err, ErrFenced) && fenced == nil {
-					fenced = err
-					cancel()
-				} else if err != nil && ctx.Err() == nil {
-					e.Log.Warn("job interrupted", "job", id, "error", err)
-				}
-				mu.Unlock()
-				select {
-				case wake <- struct{}{}:
-				default:
-				}
-			}(j.ID)
 		}
+		full := len(running) >= e.Concurrency
 		mu.Unlock()
-		// Look again when the queue changes, a job ends, or after a second.
+		// With every slot taken only the end of a job matters; otherwise
+		// look again when the queue changes, a job ends, or after a second.
+		if full {
+			changed = nil
+		}
 		select {
 		case <-changed:
 		case <-wake:
@@ -120,6 +170,90 @@ func (e *Executor) Run(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// pick chooses up to n jobs to start: started jobs first (a job another
+// executor started and this one has not resumed), then by priority, then
+// by id; jobs whose next opcode waits for a dependency are skipped.
+func (e *Executor) pick(s *fsm.State, n int, running map[int64]bool, mu *sync.Mutex) []int64 {
+	type cand struct {
+		id      int64
+		started bool
+		prio    int
+	}
+	var cands []cand
+	mu.Lock()
+	for _, j := range s.ExecutorJobs() {
+		if running[j.ID] {
+			continue
+		}
+		idx := j.CurrentOp()
+		if idx < 0 {
+			continue
+		}
+		started := j.Ops[idx].Status == fsm.StatusRunning
+		if !started {
+			if v, _ := s.CheckDependencies(j, idx); v == fsm.DepWait {
+				continue
+			}
+		}
+		cands = append(cands, cand{j.ID, started, j.Priority()})
+	}
+	mu.Unlock()
+	sort.SliceStable(cands, func(a, b int) bool {
+		if cands[a].started != cands[b].started {
+			return cands[a].started
+		}
+		return cands[a].prio < cands[b].prio
+	})
+	out := make([]int64, 0, n)
+	for _, c := range cands {
+		if len(out) == n && !c.started {
+			break
+		}
+		out = append(out, c.id)
+	}
+	return out
+}
+
+// rebuildLocks re-takes, for every job with a running opcode, the locks
+// its opcode recorded when it started, before anything else is started:
+// they were held together under the previous leader, so they are granted
+// at once. It returns the ids of those jobs.
+func (e *Executor) rebuildLocks(ctx context.Context) []int64 {
+	var started []*fsm.Job
+	e.FSM.Read(func(s *fsm.State, _ uint64) {
+		for _, j := range s.ExecutorJobs() {
+			if idx := j.CurrentOp(); idx >= 0 && j.Ops[idx].Status == fsm.StatusRunning {
+				started = append(started, j)
+			}
+		}
+	})
+	ids := make([]int64, 0, len(started))
+	for _, j := range started {
+		op := j.Ops[j.CurrentOp()]
+		if len(op.Locks) > 0 {
+			reqs := toRequests(op.Locks)
+			if err := e.Locks.Acquire(ctx, j.ID, op.Priority, reqs, time.Second); err != nil {
+				e.Log.Error("re-taking the locks of a started job", "job", j.ID, "locks", describeLocks(op.Locks), "error", err)
+			}
+		}
+		ids = append(ids, j.ID)
+	}
+	if len(ids) > 0 {
+		e.Log.Info("resuming started jobs", "jobs", len(ids), "epoch", e.Epoch)
+	}
+	return ids
+}
+
+func (e *Executor) noteResumed(n int) {
+	e.resumeOnce.Do(func() {
+		took := time.Since(e.started)
+		e.Log.Info("first resumed job running", "after", took, "started_jobs", n)
+		if e.OnResumed != nil {
+			e.OnResumed(n, took)
+		}
+	})
 }
 
 // update replicates one job update and maps a fencing refusal to ErrFenced.
@@ -139,88 +273,251 @@ func (e *Executor) update(ctx context.Context, u fsm.JobUpdate) (fsm.Response, e
 	return resp, nil
 }
 
+// checkEpoch refuses to act in the outside world once the state shows a
+// newer executor epoch: the deposed leader's outstanding work stops here
+// instead of being repeated by two leaders.
+func (e *Executor) checkEpoch() error {
+	var cur uint64
+	e.FSM.Read(func(s *fsm.State, _ uint64) { cur = s.Epoch })
+	if cur != e.Epoch {
+		return ErrFenced
+	}
+	return nil
+}
+
+func (e *Executor) readJob(id int64) *fsm.Job {
+	var job *fsm.Job
+	e.FSM.Read(func(s *fsm.State, _ uint64) { job = s.Jobs[id] })
+	return job
+}
+
 // runJob runs the job's opcodes from the first one that is not finished.
-func (e *Executor) runJob(ctx context.Context, id int64) error {
+func (e *Executor) runJob(ctx context.Context, id int64, resume bool) error {
 	for {
-		var job *fsm.Job
-		e.FSM.Read(func(s *fsm.State, _ uint64) { job = s.Jobs[id] })
+		job := e.readJob(id)
 		if job == nil || fsm.Finalized(job.Status) {
 			return nil
 		}
-		idx := -1
-		for i, op := range job.Ops {
-			if op.Status != fsm.StatusSuccess {
-				idx = i
-				break
-			}
-		}
+		idx := job.CurrentOp()
 		if idx < 0 {
 			return nil
 		}
-		if err := e.runOp(ctx, job, idx); err != nil {
+		if err := e.runOp(ctx, job, idx, resume); err != nil {
+			var fe *fsm.Error
+			if errors.As(err, &fe) && fe.Code == fsm.CodeState {
+				// The job changed under us (an operator canceled a job
+				// that had not recorded its start): look again.
+				if cur := e.readJob(id); cur == nil || fsm.Finalized(cur.Status) {
+					return nil
+				}
+			}
 			return err
 		}
+		e.Locks.ReleaseAll(id)
+		resume = false
 	}
 }
 
-func (e *Executor) runOp(ctx context.Context, job *fsm.Job, idx int) error {
+func (e *Executor) runOp(ctx context.Context, job *fsm.Job, idx int, resume bool) error {
 	st := job.Ops[idx]
 	op, err := fsm.ParseOpcode(st.Input)
 	if err != nil {
-		if st.Status == fsm.StatusQueued {
-			if _, err := e.update(ctx, fsm.JobUpdate{JobID: job.ID, OpIndex: idx, Action: fsm.ActionStart}); err != nil {
-				return err
-			}
-		}
 		_, uerr := e.update(ctx, fsm.JobUpdate{JobID: job.ID, OpIndex: idx, Action: fsm.ActionFinish,
 			Status: fsm.StatusError, Result: mustJSON(fmt.Sprintf("opcode cannot be decoded: %v", err))})
 		return uerr
+	}
+	started := st.Status == fsm.StatusRunning
+	if !started {
+		if err := e.prepare(ctx, job, idx, op); err != nil {
+			return err
+		}
+		job = e.readJob(job.ID)
+		if job == nil || fsm.Finalized(job.Status) || job.CurrentOp() != idx {
+			return nil // canceled while it waited, or failed a dependency
+		}
+		st = job.Ops[idx]
 	}
 	if fsm.IsConfigOnly(op) {
 		_, err := e.update(ctx, fsm.JobUpdate{JobID: job.ID, OpIndex: idx, Action: fsm.ActionApply})
 		return err
 	}
-	var resumeNote []string
-	if st.Status == fsm.StatusQueued {
-		if _, err := e.update(ctx, fsm.JobUpdate{JobID: job.ID, OpIndex: idx, Action: fsm.ActionStart}); err != nil {
-			return err
-		}
-	} else {
-		resumeNote = []string{fmt.Sprintf("resuming %s after a leader change (executor epoch %d)", op.Common().OpID, e.Epoch)}
+	steps, serr := stepsFor(op)
+	var note []string
+	if started && resume {
+		note = []string{fmt.Sprintf("resumed by the executor of epoch %d after a leader change, at step %d of %d",
+			e.Epoch, len(st.Steps)+1, max(len(steps), 1))}
+		e.noteResumed(1)
 	}
-	switch o := op.(type) {
-	case *fsm.OpTestDelay:
-		return e.testDelay(ctx, job.ID, idx, o, resumeNote)
-	default:
+	if serr != nil {
 		_, err := e.update(ctx, fsm.JobUpdate{JobID: job.ID, OpIndex: idx, Action: fsm.ActionFinish,
-			Status: fsm.StatusError, Log: resumeNote,
-			Result: mustJSON(fmt.Sprintf("opcode %s has no executor in this gntd", op.Common().OpID))})
+			Status: fsm.StatusError, Log: note, Result: mustJSON(serr.Error())})
 		return err
 	}
-}
-
-// testDelay is OP_TEST_DELAY: sleeping is idempotent, so a resumed delay
-// simply sleeps again.
-func (e *Executor) testDelay(ctx context.Context, id int64, idx int, o *fsm.OpTestDelay, log []string) error {
-	repeat := o.Repeat
-	if repeat == 0 {
-		repeat = 1
-	}
-	d := time.Duration(o.Duration * float64(time.Second))
-	for i := 0; i < repeat; i++ {
-		if err := e.Sleep(ctx, d); err != nil {
-			return err
+	decl := st.Locks
+	if !started {
+		e.FSM.Read(func(s *fsm.State, _ uint64) { decl = op.Locks(s) })
+		// A one-step opcode without locks needs no start record: if the
+		// leader dies before it finishes, the next one runs it again.
+		if len(steps) > 1 || len(decl) > 0 {
+			if _, err := e.update(ctx, fsm.JobUpdate{JobID: job.ID, OpIndex: idx, Action: fsm.ActionStart, Locks: decl}); err != nil {
+				return err
+			}
+			started = true
 		}
 	}
-	status, result := fsm.StatusSuccess, mustJSON(nil)
-	if o.Fail {
-		status, result = fsm.StatusError, mustJSON("test delay failed as requested")
+	sc := &StepContext{Job: job, OpIndex: idx, Resumed: resume, sleep: e.Sleep}
+	var result any
+	for k := len(st.Steps); k < len(steps); k++ {
+		if err := e.checkEpoch(); err != nil {
+			return err
+		}
+		if cur := e.readJob(job.ID); cur != nil && cur.CancelRequested && started {
+			_, err := e.update(ctx, fsm.JobUpdate{JobID: job.ID, OpIndex: idx, Action: fsm.ActionCancel,
+				Log: append(note, fmt.Sprintf("canceled before step %d (%s) as requested", k+1, steps[k].Name))})
+			return err
+		}
+		sc.Index, sc.logs = k, note
+		note = nil
+		res, err := steps[k].Run(ctx, sc)
+		if ctx.Err() != nil {
+			return ctx.Err() // stepping down: the next leader resumes at this step
+		}
+		if err != nil {
+			_, uerr := e.update(ctx, fsm.JobUpdate{JobID: job.ID, OpIndex: idx, Action: fsm.ActionFinish,
+				Status: fsm.StatusError, Log: sc.logs,
+				Result: mustJSON(fmt.Sprintf("step %d of %d (%s) failed: %v", k+1, len(steps), steps[k].Name, err))})
+			return uerr
+		}
+		result = res
+		if k == len(steps)-1 {
+			break // the last step is recorded by finish
+		}
+		resp, err := e.update(ctx, fsm.JobUpdate{JobID: job.ID, OpIndex: idx, Action: fsm.ActionStep,
+			Step: k, StepName: steps[k].Name, Result: mustJSON(res), Log: sc.logs})
+		if err != nil {
+			return err
+		}
+		if resp.Job != nil && fsm.Finalized(resp.Job.Status) {
+			return nil // canceled at this step boundary
+		}
 	}
-	_, err := e.update(ctx, fsm.JobUpdate{JobID: id, OpIndex: idx, Action: fsm.ActionFinish, Status: status, Result: result, Log: log})
+	_, err = e.update(ctx, fsm.JobUpdate{JobID: job.ID, OpIndex: idx, Action: fsm.ActionFinish,
+		Status: fsm.StatusSuccess, Result: mustJSON(result), Log: sc.logs})
 	return err
 }
 
+// prepare gets a queued opcode ready to run: it checks the dependencies
+// and takes the opcode's locks, with Ganeti's growing timeouts; when the
+// timeouts are used up it raises the opcode's priority by one and starts
+// over (at the highest priority it waits without timeout).
+func (e *Executor) prepare(ctx context.Context, job *fsm.Job, idx int, op fsm.Opcode) error {
+	var (
+		verdict fsm.DepVerdict
+		msg     string
+		decl    []fsm.LockDecl
+	)
+	e.FSM.Read(func(s *fsm.State, _ uint64) {
+		verdict, msg = s.CheckDependencies(job, idx)
+		decl = op.Locks(s)
+	})
+	switch verdict {
+	case fsm.DepWait:
+		return errNotRunnable
+	case fsm.DepCancel:
+		_, err := e.update(ctx, fsm.JobUpdate{JobID: job.ID, OpIndex: idx, Action: fsm.ActionCancel, Log: []string{msg}})
+		return err
+	case fsm.DepWrongStatus:
+		_, err := e.update(ctx, fsm.JobUpdate{JobID: job.ID, OpIndex: idx, Action: fsm.ActionFinish,
+			Status: fsm.StatusError, Result: mustJSON(msg), Log: []string{msg}})
+		return err
+	}
+	if len(decl) == 0 {
+		return nil
+	}
+	reqs := toRequests(decl)
+	prio := job.Ops[idx].Priority
+	waiting := job.Ops[idx].Status == fsm.StatusWaiting
+	for attempt := 0; ; attempt++ {
+		timeout, ok := e.Strategy.Attempt(attempt)
+		if !ok && prio > fsm.PrioHighest {
+			resp, err := e.update(ctx, fsm.JobUpdate{JobID: job.ID, OpIndex: idx, Action: fsm.ActionPriority,
+				Log: []string{fmt.Sprintf("could not acquire locks %s in time; raising the priority to %d", describeLocks(decl), prio-1)}})
+			if err != nil {
+				return err
+			}
+			if resp.Job != nil && (fsm.Finalized(resp.Job.Status) || resp.Job.CancelRequested) {
+				return nil
+			}
+			prio--
+			e.Locks.SetPriority(job.ID, prio)
+			attempt = -1
+			continue
+		}
+		if !ok {
+			timeout = 0 // blocking: the strategy is used up at the highest priority
+		}
+		err := e.Locks.Acquire(ctx, job.ID, prio, reqs, timeout)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, locking.ErrTimeout) {
+			return err
+		}
+		if cur := e.readJob(job.ID); cur == nil || fsm.Finalized(cur.Status) {
+			return nil // canceled while waiting
+		}
+		if !waiting {
+			if _, err := e.update(ctx, fsm.JobUpdate{JobID: job.ID, OpIndex: idx, Action: fsm.ActionWait,
+				Log: []string{"waiting for locks " + describeLocks(decl)}}); err != nil {
+				return err
+			}
+			waiting = true
+		}
+	}
+}
+
+// toRequests turns the state's lock declarations into lock manager
+// requests.
+func toRequests(decl []fsm.LockDecl) []locking.Request {
+	out := make([]locking.Request, 0, len(decl))
+	for _, d := range decl {
+		lvl, err := locking.ParseLevel(d.Level)
+		if err != nil {
+			continue // the opcodes declare only known levels
+		}
+		mode := locking.Shared
+		if d.Exclusive {
+			mode = locking.Exclusive
+		}
+		out = append(out, locking.Request{Level: lvl, Names: d.Names, Mode: mode})
+	}
+	return out
+}
+
+// describeLocks writes lock declarations the way Ganeti names locks, e.g.
+// "cluster/BGL(shared) node/n1(exclusive)".
+func describeLocks(decl []fsm.LockDecl) string {
+	var parts []string
+	for _, d := range decl {
+		mode := "shared"
+		if d.Exclusive {
+			mode = "exclusive"
+		}
+		names := d.Names
+		if len(names) == 0 {
+			names = []string{"[lockset]"}
+		}
+		for _, n := range names {
+			parts = append(parts, fmt.Sprintf("%s/%s(%s)", d.Level, n, mode))
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
 func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

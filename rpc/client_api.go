@@ -151,6 +151,12 @@ type JobInfo struct {
 	ReceivedTS *fsm.Timestamp    `json:"received_ts"`
 	StartTS    *fsm.Timestamp    `json:"start_ts"`
 	EndTS      *fsm.Timestamp    `json:"end_ts"`
+	// gnt's additions (GntJobFields).
+	OpSteps         [][]fsm.StepRecord `json:"gnt_opsteps"`
+	OpLocks         [][]fsm.LockDecl   `json:"gnt_oplocks"`
+	OpDepends       [][]fsm.Dependency `json:"gnt_opdepends"`
+	Archived        bool               `json:"gnt_archived"`
+	CancelRequested bool               `json:"gnt_cancel_requested"`
 }
 
 // Request bodies.
@@ -459,6 +465,38 @@ func (c *Client) Job(ctx context.Context, id int64) (JobInfo, error) {
 	var out JobInfo
 	_, err := c.Do(ctx, http.MethodGet, "/2/jobs/"+strconv.FormatInt(id, 10), nil, nil, &out)
 	return out, err
+}
+
+// CancelJob cancels a job (DELETE /2/jobs/{id}): at once when it has not
+// started, at its next step boundary when it runs. It returns the
+// server's message.
+func (c *Client) CancelJob(ctx context.Context, id int64, reason string) (string, Meta, error) {
+	var out []any
+	m, err := c.Do(ctx, http.MethodDelete, "/2/jobs/"+strconv.FormatInt(id, 10), reasonQuery(reason), nil, &out)
+	if err != nil {
+		return "", m, err
+	}
+	if len(out) == 2 {
+		if msg, ok := out[1].(string); ok {
+			return msg, m, nil
+		}
+	}
+	return fmt.Sprint(out), m, nil
+}
+
+// ArchiveJob moves a finished job to the archive.
+func (c *Client) ArchiveJob(ctx context.Context, id int64) (Meta, error) {
+	var out ArchiveJobResponse
+	return c.Do(ctx, http.MethodPost, "/2/gnt/jobs/"+strconv.FormatInt(id, 10)+"/archive", nil, nil, &out)
+}
+
+// SubmitJobs submits several jobs at once (POST /2/gnt/jobs), all or
+// none; in depends, -1 names the previous job of the list.
+func (c *Client) SubmitJobs(ctx context.Context, jobs [][]map[string]any, reason string) ([]int64, Meta, error) {
+	req := map[string]any{"jobs": jobs}
+	var out SubmitJobsResponse
+	m, err := c.Do(ctx, http.MethodPost, "/2/gnt/jobs", reasonQuery(reason), req, &out)
+	return out.JobIDs, m, err
 }
 
 // SubmitJob submits a job of arbitrary opcodes (maps with OP_ID) through

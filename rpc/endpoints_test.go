@@ -471,7 +471,7 @@ func TestJobs(t *testing.T) {
 	}
 	var full map[string]any
 	_ = json.Unmarshal(e.do("GET", "/2/jobs/"+strconv.FormatInt(id1, 10), "").body, &full)
-	if len(full) != len(rpc.JobFields) {
+	if len(full) != len(rpc.JobFields)+len(rpc.GntJobFields) {
 		t.Errorf("job object has %d fields: %v", len(full), full)
 	}
 	j, err := e.c.Job(c, id1)

@@ -21,8 +21,13 @@ var JobFields = []string{
 	"opend", "oppriority", "summary", "received_ts", "start_ts", "end_ts",
 }
 
+// GntJobFields are gnt's additions to a job object: per opcode the
+// completed steps, the locks held and the resolved dependencies, and
+// whether the job is archived or a cancel is pending.
+var GntJobFields = []string{"gnt_opsteps", "gnt_oplocks", "gnt_opdepends", "gnt_archived", "gnt_cancel_requested"}
+
 // JobBulkFields are the fields of each job of GET /2/jobs?bulk=1.
-var JobBulkFields = []string{"id", "ops", "status", "summary", "opstatus", "received_ts", "start_ts", "end_ts"}
+var JobBulkFields = []string{"id", "ops", "status", "summary", "opstatus", "received_ts", "start_ts", "end_ts", "priority", "gnt_archived"}
 
 // Limits of GET /2/jobs/{id}/wait (Ganeti's _WFJC_TIMEOUT is 10 s).
 const (
@@ -35,11 +40,24 @@ var knownJobField = func() map[string]bool {
 	for _, f := range JobFields {
 		m[f] = true
 	}
+	for _, f := range GntJobFields {
+		m[f] = true
+	}
 	return m
 }()
 
+// allJobFields is what GET /2/jobs/{id} answers.
+var allJobFields = append(append([]string(nil), JobFields...), GntJobFields...)
+
+// jobView is a job as the API shows it: from the active queue, or
+// rebuilt from an archived summary.
+type jobView struct {
+	*fsm.Job
+	archived bool
+}
+
 // jobField returns one query field of a job.
-func jobField(j *fsm.Job, f string) any {
+func jobField(j jobView, f string) any {
 	perOp := func(fn func(op *fsm.OpState) any) []any {
 		out := make([]any, len(j.Ops))
 		for i, op := range j.Ops {
@@ -88,11 +106,21 @@ func jobField(j *fsm.Job, f string) any {
 		return j.StartTS
 	case "end_ts":
 		return j.EndTS
+	case "gnt_opsteps":
+		return perOp(func(op *fsm.OpState) any { return nonNil(op.Steps) })
+	case "gnt_oplocks":
+		return perOp(func(op *fsm.OpState) any { return nonNil(op.Locks) })
+	case "gnt_opdepends":
+		return perOp(func(op *fsm.OpState) any { return nonNil(op.Depends) })
+	case "gnt_archived":
+		return j.archived
+	case "gnt_cancel_requested":
+		return j.CancelRequested
 	}
 	return nil
 }
 
-func jobObject(j *fsm.Job, fields []string) map[string]any {
+func jobObject(j jobView, fields []string) map[string]any {
 	out := make(map[string]any, len(fields))
 	for _, f := range fields {
 		out[f] = jobField(j, f)
@@ -108,12 +136,36 @@ func parseJobID(r *http.Request) (int64, *APIError) {
 	return id, nil
 }
 
+// serveJobs lists the jobs of the active queue; with ?archived=1 (a gnt
+// extension) the archived ones too.
 func (s *Server) serveJobs(w http.ResponseWriter, r *http.Request) error {
+	archived, aerr := queryFlag(r.URL.Query(), "archived")
+	if aerr != nil {
+		writeError(w, aerr)
+		return nil
+	}
 	return serveList(s, w, r, func(st *fsm.State, bulk bool) []any {
-		return listing(bulk, st.SortedJobIDs(),
+		ids := st.SortedJobIDs()
+		if archived {
+			ids = append(ids, st.ArchivedJobIDs()...)
+			sort.Slice(ids, func(a, b int) bool { return ids[a] < ids[b] })
+		}
+		return listing(bulk, ids,
 			func(id int64) any { return JobIDURI{ID: id, URI: "/2/jobs/" + strconv.FormatInt(id, 10)} },
-			func(id int64) any { return jobObject(st.Jobs[id], JobBulkFields) })
+			func(id int64) any { j, _ := lookupJob(st, id); return jobObject(j, JobBulkFields) })
 	})
+}
+
+// lookupJob finds a job of the active queue or, rendered from its
+// summary, of the archive.
+func lookupJob(st *fsm.State, id int64) (jobView, bool) {
+	if j := st.Jobs[id]; j != nil {
+		return jobView{Job: j}, true
+	}
+	if a := st.Archived[id]; a != nil {
+		return jobView{Job: archivedAsJob(a), archived: true}, true
+	}
+	return jobView{}, false
 }
 
 func (s *Server) serveJob(w http.ResponseWriter, r *http.Request) error {
@@ -123,11 +175,11 @@ func (s *Server) serveJob(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	return s.serveState(w, func(st *fsm.State) (any, *APIError) {
-		j := st.Jobs[id]
-		if j == nil {
+		j, ok := lookupJob(st, id)
+		if !ok {
 			return nil, unknownEntity("job_id", "job %d does not exist", id)
 		}
-		return jobObject(j, JobFields), nil
+		return jobObject(j, allJobFields), nil
 	})
 }
 
@@ -251,8 +303,8 @@ func (s *Server) handleJobWait(w http.ResponseWriter, r *http.Request) {
 		)
 		f.Read(func(st *fsm.State, i uint64) {
 			idx, initialised = i, st.Initialized()
-			j := st.Jobs[id]
-			if j == nil {
+			j, ok := lookupJob(st, id)
+			if !ok {
 				return
 			}
 			found, status = true, j.Status
@@ -288,7 +340,9 @@ func (s *Server) handleJobWait(w http.ResponseWriter, r *http.Request) {
 		}
 		var cur []any
 		_ = json.Unmarshal(info, &cur)
-		pending := status == fsm.StatusQueued || status == fsm.StatusWaiting || status == fsm.StatusRunning
+		// Unlike Ganeti, canceling counts as pending: here it can last a
+		// whole step, and answering at once would make clients spin.
+		pending := !fsm.Finalized(status)
 		if !pending || len(logs) > 0 || prev == nil || !reflect.DeepEqual(cur, prev) {
 			sort.Slice(logs, func(a, b int) bool { return logs[a].Serial < logs[b].Serial })
 			if logs == nil {

@@ -383,9 +383,11 @@ func positive(v int64) *int64 {
 	return &v
 }
 
-func nonNil(s []string) []string {
+// nonNil returns s, or an empty slice for nil, so JSON shows [] rather
+// than null.
+func nonNil[T any](s []T) []T {
 	if s == nil {
-		return []string{}
+		return []T{}
 	}
 	return s
 }

@@ -185,7 +185,10 @@ func (s *Server) routes() {
 	add("GET", "/2/jobs", s.blockingRead(s.serveJobs))
 	add("POST", "/2/jobs", s.jobHandler(buildJobOps))
 	add("GET", "/2/jobs/{id}", s.blockingRead(s.serveJob))
+	add("DELETE", "/2/jobs/{id}", s.handleJobCancel)
 	add("GET", "/2/jobs/{id}/wait", s.handleJobWait)
+	add("POST", "/2/gnt/jobs", s.handleSubmitJobs)
+	add("POST", "/2/gnt/jobs/{id}/archive", s.handleJobArchive)
 
 	add("GET", "/2/raft/peers", s.blockingRead(s.servePeers))
 	add("POST", "/2/gnt/master-failover", s.handleMasterFailover)
@@ -706,6 +709,24 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, ops []json.RawMe
 	uuids := make([]string, len(ops))
 	for i := range uuids {
 		uuids[i] = s.b.NewUUID()
+	}
+	// Dependencies are the only part of a submission prepareOps could not
+	// check without the state; check them on the leader's state so a bad
+	// one costs no Raft write.
+	hasDeps := false
+	for _, op := range ops {
+		hasDeps = hasDeps || bytes.Contains(op, []byte(`"depends"`))
+	}
+	var e *fsm.Error
+	s.b.FSM().Read(func(st *fsm.State, idx uint64) {
+		if hasDeps && st.Initialized() {
+			setIndex(w, idx)
+			e = st.CheckJobs([]fsm.JobSpec{{Ops: ops, UUIDs: uuids}})
+		}
+	})
+	if e != nil {
+		writeError(w, FromFSM(e))
+		return nil
 	}
 	resp, idx, err := s.b.Apply(r.Context(), fsm.JobSubmit{Now: now.UnixNano(), Ops: ops, UUIDs: uuids})
 	if errors.Is(err, ErrNotLeader) {

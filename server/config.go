@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gnt-cluster/gnt/fsm"
+	"github.com/gnt-cluster/gnt/jobs"
 )
 
 // Default ports (per address); see ARCHITECTURE.md.
@@ -72,8 +74,11 @@ type Config struct {
 	// Profile selects the timers: "lan" (default) or "dev".
 	Profile string `json:"profile"`
 	// ExecutorConcurrency bounds the jobs the leader runs at once.
-	ExecutorConcurrency int    `json:"executor_concurrency"`
-	LogLevel            string `json:"log_level"`
+	ExecutorConcurrency int `json:"executor_concurrency"`
+	// JobArchiveAge is how long finished jobs stay in the active queue
+	// before the leader archives them (0 disables automatic archiving).
+	JobArchiveAge Duration `json:"job_archive_age"`
+	LogLevel      string   `json:"log_level"`
 	// Debug serves Go's profiler under /debug/pprof/ on the API port.
 	Debug bool `json:"debug"`
 	// SnapshotThreshold and TrailingLogs override Raft's (0: 8192 and
@@ -89,7 +94,8 @@ func DefaultConfig() Config {
 	return Config{
 		DataDir: "/var/lib/gnt", APIPort: DefaultAPIPort, RaftPort: DefaultRaftPort,
 		AgentPort: DefaultAgentPort, GossipPort: DefaultGossipPort, ConfdPort: DefaultConfdPort,
-		Profile: "lan", ExecutorConcurrency: 32, LogLevel: "info",
+		Profile: "lan", ExecutorConcurrency: jobs.DefaultConcurrency, LogLevel: "info",
+		JobArchiveAge: Duration{jobs.DefaultArchiveAge},
 	}
 }
 
@@ -134,7 +140,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--profile %q: want lan or dev", c.Profile)
 	}
 	if c.ExecutorConcurrency <= 0 {
-		return fmt.Errorf("executor concurrency must be positive")
+		return fmt.Errorf("--executor-concurrency must be positive, got %d", c.ExecutorConcurrency)
+	}
+	if c.JobArchiveAge.Duration < 0 {
+		return fmt.Errorf("--job-archive-age must not be negative, got %s", c.JobArchiveAge.Duration)
 	}
 	return nil
 }
@@ -161,4 +170,24 @@ func (c *Config) Addrs() fsm.Addrs {
 		API: c.APIAddr(), Raft: c.RaftAddr(), Agent: c.addr(c.AgentPort),
 		Gossip: c.addr(c.GossipPort), Confd: c.addr(c.ConfdPort),
 	}
+}
+
+// Duration is a time.Duration written in JSON as a string such as "6h".
+type Duration struct{ time.Duration }
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+// UnmarshalJSON reads a string such as "90s" or "6h".
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("a duration must be a string such as \"6h\" or \"90s\"")
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("duration %q: %v", s, err)
+	}
+	d.Duration = v
+	return nil
 }

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -111,17 +110,28 @@ func (s *Server) leaderLoop(ctx context.Context, r *raft.Raft) {
 		s.mu.Unlock()
 	}()
 
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		ex := &jobs.Executor{FSM: s.fsm, Apply: s, Epoch: epoch, Concurrency: s.cfg.ExecutorConcurrency, Log: s.log.Named("executor")}
-		if err := ex.Run(ctx); err != nil && ctx.Err() == nil {
-			s.log.Warn("executor stopped", "error", err)
-		}
-	}()
-	go func() { defer wg.Done(); s.poolKeeper(ctx, r) }()
-	wg.Wait()
+	svcs := []leaderService{
+		{name: "executor", run: func(ctx context.Context, epoch uint64) error {
+			ex := &jobs.Executor{FSM: s.fsm, Apply: s, Epoch: epoch, Concurrency: s.cfg.ExecutorConcurrency,
+				Log: s.log.Named("executor"),
+				OnResumed: func(n int, _ time.Duration) {
+					if n > 0 {
+						took := time.Since(start)
+						s.metrics.resume.Set(took.Seconds())
+						s.log.Info("started jobs resumed", "jobs", n, "since_elected", took)
+					}
+				}}
+			return ex.Run(ctx)
+		}},
+		{name: "raft-membership", run: func(ctx context.Context, _ uint64) error { s.poolKeeper(ctx, r); return nil }},
+		{name: "job-archiver", run: func(ctx context.Context, epoch uint64) error {
+			return (&jobs.Archiver{FSM: s.fsm, Apply: s, Epoch: epoch, MaxAge: s.cfg.JobArchiveAge.Duration,
+				Log: s.log.Named("archiver")}).Run(ctx)
+		}},
+	}
+	if err := runLeaderServices(ctx, s.log, epoch, svcs); err != nil {
+		s.log.Warn("leader services stopped", "error", err)
+	}
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {

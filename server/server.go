@@ -48,6 +48,14 @@ type Server struct {
 
 	raftEvents chan struct{}
 	faults     *transport.Faults // Raft fault injection, with --debug (faults.go)
+	metrics    serverMetrics
+}
+
+// serverMetrics are the server's own Prometheus metrics.
+type serverMetrics struct {
+	// resume is the time from this gntd seeing itself elected to the
+	// first job a previous leader started running again.
+	resume prometheus.Gauge
 }
 
 // New checks the data dir and prepares a gntd; Run starts it.
@@ -64,6 +72,9 @@ func New(cfg Config, log hclog.Logger) (*Server, error) {
 		peerStatus: map[string]peerHealth{},
 	}
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.metrics.resume = prometheus.NewGauge(prometheus.GaugeOpts{Name: "gnt_leader_resume_seconds",
+		Help: "Seconds from this gntd's election to the first resumed job running, at its last leadership with started jobs."})
+	s.reg.MustRegister(s.metrics.resume)
 	s.rfsm = &raftFSM{fsm: s.fsm, log: log}
 	id, err := s.dir.open(cfg.Name)
 	if err != nil {

@@ -119,7 +119,7 @@ func newApp(env environment) *cli.App {
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "table", Usage: "output `FORMAT`: table (for people) or json (the server's answer)"},
 			&cli.BoolFlag{Name: "submit", Usage: "for changes: print the job id and return instead of waiting for the job"},
 			&cli.StringFlag{Name: "reason", Usage: "`TEXT` added to the reason trail of the job's opcodes"},
-			&cli.DurationFlag{Name: "timeout", Value: 2 * time.Minute, Usage: "overall time limit, a `DURATION` such as 30s or 5m"},
+			&cli.DurationFlag{Name: "timeout", Value: 2 * time.Minute, Usage: "overall time limit, a `DURATION` such as 30s or 5m; when not given, a job is followed until it ends"},
 			&cli.BoolFlag{Name: "consistent", Usage: "read through the leader (up to date) instead of the answering candidate's replica"},
 		},
 		Commands: []*cli.Command{
@@ -128,6 +128,7 @@ func newApp(env environment) *cli.App {
 			env.groupCommand(),
 			env.instanceCommand(),
 			env.jobCommand(),
+			env.debugCommand(),
 			env.confdCommand(),
 		},
 		Action:         missingCommand,
@@ -296,7 +297,11 @@ func (e environment) do(fn func(ctx context.Context, s *session, c *cli.Context,
 		}
 		ctx, cancel := context.WithTimeout(c.Context, cfg.Timeout)
 		defer cancel()
-		err = fn(ctx, newSession(cfg, e.stdout, e.stderr), c, args)
+		sess := newSession(cfg, e.stdout, e.stderr)
+		if !c.IsSet("timeout") {
+			sess.follow = c.Context
+		}
+		err = fn(ctx, sess, c, args)
 		switch {
 		case err == nil:
 		case c.Context.Err() != nil:

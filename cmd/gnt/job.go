@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,8 +25,22 @@ func (e environment) jobCommand() *cli.Command {
 				Name:      "list",
 				Usage:     "list jobs",
 				ArgsUsage: "[ID...]",
-				Flags:     listFlags(),
-				Action:    e.do(jobList),
+				Flags: append(listFlags(),
+					&cli.StringFlag{Name: "status", Usage: "only jobs with one of these comma-separated `STATUSES` (queued, waiting, canceling, running, canceled, success, error; 'pending' for the first four)"},
+					&cli.BoolFlag{Name: "archived", Usage: "include archived jobs"}),
+				Action: e.do(jobList),
+			},
+			{
+				Name:      "cancel",
+				Usage:     "cancel jobs: at once when not started, at the next step boundary when running",
+				ArgsUsage: "ID...",
+				Action:    e.do(jobCancel),
+			},
+			{
+				Name:      "archive",
+				Usage:     "move finished jobs to the archive (their summary stays queryable)",
+				ArgsUsage: "ID...",
+				Action:    e.do(jobArchive),
 			},
 			{
 				Name:      "info",
@@ -67,11 +83,82 @@ func jobIDs(c *cli.Context, args []string) error {
 	return nil
 }
 
+var jobStatuses = []string{fsm.StatusQueued, fsm.StatusWaiting, fsm.StatusCanceling, fsm.StatusRunning,
+	fsm.StatusCanceled, fsm.StatusSuccess, fsm.StatusError}
+
+// parseStatusFilter reads --status into a set; nil means every status.
+func parseStatusFilter(c *cli.Context) (map[string]bool, error) {
+	spec := c.String("status")
+	if spec == "" {
+		return nil, nil
+	}
+	want := map[string]bool{}
+	for _, st := range strings.Split(spec, ",") {
+		st = strings.TrimSpace(st)
+		switch {
+		case st == "pending":
+			for _, p := range jobStatuses[:4] {
+				want[p] = true
+			}
+		case slices.Contains(jobStatuses, st):
+			want[st] = true
+		default:
+			return nil, usagef(c, "unknown job status %q (known: %s, pending)", st, strings.Join(jobStatuses, ", "))
+		}
+	}
+	return want, nil
+}
+
 func jobList(ctx context.Context, s *session, c *cli.Context, args []string) error {
 	if err := jobIDs(c, args); err != nil {
 		return err
 	}
-	return s.list(ctx, jobListing, args, readListOpts(c))
+	want, err := parseStatusFilter(c)
+	if err != nil {
+		return err
+	}
+	l := jobListing
+	if c.Bool("archived") {
+		l.query = url.Values{"archived": {"1"}}
+	}
+	if want != nil {
+		l.keep = func(o object) bool { return want[str(o, "status")] }
+	}
+	return s.list(ctx, l, args, readListOpts(c))
+}
+
+func jobCancel(ctx context.Context, s *session, c *cli.Context, args []string) error {
+	if err := nArgs(c, args, 1, -1); err != nil {
+		return err
+	}
+	if err := jobIDs(c, args); err != nil {
+		return err
+	}
+	for _, a := range args {
+		id, _ := strconv.ParseInt(a, 10, 64)
+		msg, _, err := s.api.CancelJob(ctx, id, s.cfg.Reason)
+		if err != nil {
+			return fmt.Errorf("job %d: %w", id, err)
+		}
+		fmt.Fprintln(s.stdout, msg)
+	}
+	return nil
+}
+
+func jobArchive(ctx context.Context, s *session, c *cli.Context, args []string) error {
+	if err := nArgs(c, args, 1, -1); err != nil {
+		return err
+	}
+	if err := jobIDs(c, args); err != nil {
+		return err
+	}
+	for _, a := range args {
+		id, _ := strconv.ParseInt(a, 10, 64)
+		if _, err := s.api.ArchiveJob(ctx, id); err != nil {
+			return fmt.Errorf("job %d: %w", id, err)
+		}
+	}
+	return nil
 }
 
 func jobInfo(ctx context.Context, s *session, c *cli.Context, args []string) error {
@@ -134,6 +221,12 @@ func jobWatch(ctx context.Context, s *session, c *cli.Context, args []string) er
 func showJob(w io.Writer, j *job) {
 	fmt.Fprintf(w, "- Job ID: %d\n", int64(j.ID))
 	fmt.Fprintf(w, "  Status: %s\n", j.Status)
+	if j.CancelRequested {
+		fmt.Fprintf(w, "  Cancel requested: the job stops at its next step boundary\n")
+	}
+	if j.Archived {
+		fmt.Fprintf(w, "  Archived: only the summary is kept (no opcode inputs, results or logs)\n")
+	}
 	if j.Priority != nil {
 		fmt.Fprintf(w, "  Priority: %d\n", *j.Priority)
 	}
@@ -158,6 +251,22 @@ func showJob(w io.Writer, j *job) {
 		fmt.Fprintf(w, "      Processing start: %s\n", formatStamp(stampAt(j.OpStart, i)))
 		fmt.Fprintf(w, "      Execution start:  %s\n", formatStamp(stampAt(j.OpExec, i)))
 		fmt.Fprintf(w, "      Processing end:   %s\n", formatStamp(stampAt(j.OpEnd, i)))
+		if i < len(j.OpDepends) && len(j.OpDepends[i]) > 0 {
+			var deps []string
+			for _, d := range j.OpDepends[i] {
+				deps = append(deps, fmt.Sprintf("job %d (%s)", d.JobID, strings.Join(d.Statuses, ",")))
+			}
+			fmt.Fprintf(w, "      Depends on: %s\n", strings.Join(deps, "; "))
+		}
+		if i < len(j.OpLocks) && len(j.OpLocks[i]) > 0 {
+			fmt.Fprintf(w, "      Locks: %s\n", lockNames(j.OpLocks[i]))
+		}
+		if i < len(j.OpSteps) && len(j.OpSteps[i]) > 0 {
+			fmt.Fprintf(w, "      Steps done:\n")
+			for k, st := range j.OpSteps[i] {
+				fmt.Fprintf(w, "        %d. %s at %s (executor epoch %d)\n", k+1, st.Name, formatStamp(st.Time), st.Epoch)
+			}
+		}
 		fmt.Fprintf(w, "      Input fields:\n")
 		keys := make([]string, 0, len(input))
 		for k := range input {
@@ -183,6 +292,25 @@ func showJob(w io.Writer, j *job) {
 			fmt.Fprintf(w, "      No execution log\n")
 		}
 	}
+}
+
+// lockNames writes locks as Ganeti names them: "cluster/BGL(shared)".
+func lockNames(decl []fsm.LockDecl) string {
+	var parts []string
+	for _, d := range decl {
+		mode := "shared"
+		if d.Exclusive {
+			mode = "exclusive"
+		}
+		names := d.Names
+		if len(names) == 0 {
+			names = []string{"[lockset]"}
+		}
+		for _, n := range names {
+			parts = append(parts, d.Level+"/"+n+"("+mode+")")
+		}
+	}
+	return strings.Join(parts, " ")
 }
 
 func stampAt(xs []stamp, i int) stamp {

@@ -15,6 +15,10 @@ type listing struct {
 	key      string // field the command-line names match ("name", "id")
 	defaults []column
 	titles   map[string]string // column titles of API fields
+	// keep, when set, filters the objects listed.
+	keep func(object) bool
+	// query holds extra query parameters of the listing request.
+	query url.Values
 }
 
 // bulk reads all objects of a kind, both as the server sent them and
@@ -22,7 +26,11 @@ type listing struct {
 // given. Unknown names are an error.
 func (s *session) bulk(ctx context.Context, l listing, names []string) ([]json.RawMessage, []object, error) {
 	var raws []json.RawMessage
-	if _, err := s.getInto(ctx, l.path, url.Values{"bulk": {"1"}}, &raws); err != nil {
+	q := url.Values{"bulk": {"1"}}
+	for k, v := range l.query {
+		q[k] = v
+	}
+	if _, err := s.getInto(ctx, l.path, q, &raws); err != nil {
 		return nil, nil, err
 	}
 	objs := make([]object, len(raws))
@@ -30,6 +38,16 @@ func (s *session) bulk(ctx context.Context, l listing, names []string) ([]json.R
 		if err := decode(r, &objs[i]); err != nil {
 			return nil, nil, err
 		}
+	}
+	if l.keep != nil {
+		var kr []json.RawMessage
+		var ko []object
+		for i, o := range objs {
+			if l.keep(o) {
+				kr, ko = append(kr, raws[i]), append(ko, o)
+			}
+		}
+		raws, objs = kr, ko
 	}
 	if len(names) == 0 {
 		return raws, objs, nil

@@ -21,6 +21,10 @@ type session struct {
 	cfg            Config
 	api            *rpc.Client
 	stdout, stderr io.Writer
+	// follow, when set, is the context jobs are followed under instead of
+	// the command's: without an explicit --timeout a job is followed
+	// until it ends (or the user interrupts), as Ganeti's commands do.
+	follow context.Context
 }
 
 func newSession(cfg Config, stdout, stderr io.Writer) *session {
@@ -106,6 +110,9 @@ func (s *session) change(ctx context.Context, method, path string, q url.Values,
 // The first poll waits for the index the job was submitted at, so that a
 // lagging replica knows the job.
 func (s *session) waitJob(ctx context.Context, id int64, submitIndex uint64) (*job, json.RawMessage, error) {
+	if s.follow != nil {
+		ctx = s.follow
+	}
 	path := "/2/jobs/" + strconv.FormatInt(id, 10)
 	var after uint64
 	if submitIndex > 0 {
@@ -284,6 +291,15 @@ type job struct {
 	ReceivedTS stamp             `json:"received_ts"`
 	StartTS    stamp             `json:"start_ts"`
 	EndTS      stamp             `json:"end_ts"`
+	OpSteps    [][]struct {
+		Name  string `json:"name"`
+		Epoch uint64 `json:"epoch"`
+		Time  stamp  `json:"ts"`
+	} `json:"gnt_opsteps"`
+	OpLocks         [][]fsm.LockDecl   `json:"gnt_oplocks"`
+	OpDepends       [][]fsm.Dependency `json:"gnt_opdepends"`
+	Archived        bool               `json:"gnt_archived"`
+	CancelRequested bool               `json:"gnt_cancel_requested"`
 }
 
 // stamp is Ganeti's [seconds, microseconds] timestamp; nil when not reached.

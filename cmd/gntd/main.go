@@ -67,7 +67,8 @@ func agentCommand() *cli.Command {
 			&cli.BoolFlag{Name: "debug", Usage: "serve Go's profiler under /debug/pprof/ on the API port"},
 			&cli.Uint64Flag{Name: "raft-snapshot-threshold", Usage: "log entries between Raft snapshots (0: 8192)"},
 			&cli.Uint64Flag{Name: "raft-trailing-logs", Usage: "log entries kept after a snapshot (0: 10240)"},
-			&cli.IntFlag{Name: "executor-concurrency", Value: d.ExecutorConcurrency},
+			&cli.IntFlag{Name: "executor-concurrency", Value: d.ExecutorConcurrency, Usage: "jobs the leader runs at once"},
+			&cli.DurationFlag{Name: "job-archive-age", Value: d.JobArchiveAge.Duration, Usage: "archive finished jobs older than this (0: never)"},
 			&cli.Int64Flag{Name: "memory-mib", Usage: "memory to report (0: unknown)"},
 			&cli.Int64Flag{Name: "disk-mib", Usage: "disk to report (0: unknown)"},
 			&cli.IntFlag{Name: "cpus", Usage: "CPUs to report (0: detect)"},
@@ -109,6 +110,9 @@ func agentCommand() *cli.Command {
 			setInt("gossip-port", &cfg.GossipPort)
 			setInt("confd-port", &cfg.ConfdPort)
 			setInt("executor-concurrency", &cfg.ExecutorConcurrency)
+			if c.IsSet("job-archive-age") {
+				cfg.JobArchiveAge.Duration = c.Duration("job-archive-age")
+			}
 			setInt("cpus", &cfg.Resources.CPUs)
 			if c.IsSet("memory-mib") {
 				cfg.Resources.MemoryMiB = c.Int64("memory-mib")

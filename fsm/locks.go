@@ -1,0 +1,166 @@
+package fsm
+
+import "sort"
+
+// Lock levels, Ganeti's names, in acquisition order.
+const (
+	LockCluster   = "cluster"
+	LockInstance  = "instance"
+	LockNodeGroup = "nodegroup"
+	LockNode      = "node"
+	LockNodeRes   = "node-res"
+	LockNetwork   = "network"
+)
+
+// LockBGL is the single lock of the cluster level, Ganeti's Big Ganeti Lock.
+const LockBGL = "BGL"
+
+// LockDecl is what an opcode needs at one lock level: named members, or
+// the whole level when Names is empty, shared or exclusive. Every opcode
+// declares its locks (Opcode.Locks); the leader's lock manager grants
+// them, and the FSM records them on the running opcode.
+type LockDecl struct {
+	Level     string   `json:"level"`
+	Names     []string `json:"names,omitempty"`
+	Exclusive bool     `json:"exclusive,omitempty"`
+}
+
+func bgl(exclusive bool) LockDecl {
+	return LockDecl{Level: LockCluster, Names: []string{LockBGL}, Exclusive: exclusive}
+}
+
+// nodeLockName names a node's lock: its name when the node exists (so a
+// lock taken by name and one taken by UUID are the same lock), else the
+// reference as given.
+func nodeLockName(s *State, ref string) string {
+	if n := s.LookupNode(ref); n != nil {
+		return n.Name
+	}
+	return ref
+}
+
+func groupLockName(s *State, ref string) string {
+	if g := s.LookupGroup(ref); g != nil {
+		return g.Name
+	}
+	return ref
+}
+
+// Locks implements Opcode: cluster parameters change under the BGL held
+// exclusively, as Ganeti's LUClusterSetParams.
+func (o *OpClusterSetParams) Locks(*State) []LockDecl { return []LockDecl{bgl(true)} }
+
+// Locks implements Opcode.
+func (o *OpGroupAdd) Locks(*State) []LockDecl {
+	return []LockDecl{bgl(false), {Level: LockNodeGroup, Names: []string{o.GroupName}, Exclusive: true}}
+}
+
+// Locks implements Opcode.
+func (o *OpGroupSetParams) Locks(s *State) []LockDecl {
+	return []LockDecl{bgl(false), {Level: LockNodeGroup, Names: []string{groupLockName(s, o.GroupName)}, Exclusive: true}}
+}
+
+// Locks implements Opcode: the group exclusively and every node shared,
+// since the group must be empty.
+func (o *OpGroupRemove) Locks(s *State) []LockDecl {
+	return []LockDecl{bgl(false), {Level: LockNodeGroup, Names: []string{groupLockName(s, o.GroupName)}, Exclusive: true},
+		{Level: LockNode}}
+}
+
+// Locks implements Opcode: adding a node may promote it into the
+// candidate pool, which reads every node, so the BGL is taken
+// exclusively as Ganeti's LUNodeAdd does.
+func (o *OpNodeAdd) Locks(*State) []LockDecl { return []LockDecl{bgl(true)} }
+
+// Locks implements Opcode: the node exclusively; a change of role flags
+// can promote or demote other nodes (the candidate pool), so it takes the
+// whole node level.
+func (o *OpNodeSetParams) Locks(s *State) []LockDecl {
+	if o.MasterCandidate != nil || o.Offline != nil || o.Drained != nil || o.MasterCapable != nil {
+		return []LockDecl{bgl(false), {Level: LockNode, Exclusive: true}}
+	}
+	return []LockDecl{bgl(false), {Level: LockNode, Names: []string{nodeLockName(s, o.nodeRef())}, Exclusive: true}}
+}
+
+// Locks implements Opcode.
+func (o *OpNodeRemove) Locks(*State) []LockDecl { return []LockDecl{bgl(true)} }
+
+func tagLocks(s *State, kind, name string) []LockDecl {
+	switch kind {
+	case TagNodeGroup:
+		return []LockDecl{bgl(false), {Level: LockNodeGroup, Names: []string{groupLockName(s, name)}, Exclusive: true}}
+	case TagNode:
+		return []LockDecl{bgl(false), {Level: LockNode, Names: []string{nodeLockName(s, name)}, Exclusive: true}}
+	case TagInstance:
+		if i := s.LookupInstance(name); i != nil {
+			name = i.Name
+		}
+		return []LockDecl{bgl(false), {Level: LockInstance, Names: []string{name}, Exclusive: true}}
+	}
+	return []LockDecl{bgl(false)}
+}
+
+// Locks implements Opcode.
+func (o *OpTagsSet) Locks(s *State) []LockDecl { return tagLocks(s, o.Kind, o.Name) }
+
+// Locks implements Opcode.
+func (o *OpTagsDel) Locks(s *State) []LockDecl { return tagLocks(s, o.Kind, o.Name) }
+
+// Locks implements Opcode: as Ganeti's LUTestDelay, no locks unless
+// no_locks is false; then the BGL shared and the on_nodes exclusively.
+func (o *OpTestDelay) Locks(s *State) []LockDecl {
+	if o.NoLocks == nil || *o.NoLocks {
+		return nil
+	}
+	out := []LockDecl{bgl(false)}
+	if len(o.OnNodes) > 0 {
+		names := make([]string, len(o.OnNodes))
+		for i, n := range o.OnNodes {
+			names[i] = nodeLockName(s, n)
+		}
+		sort.Strings(names)
+		out = append(out, LockDecl{Level: LockNode, Names: names, Exclusive: true})
+	}
+	return out
+}
+
+// LocksConflict reports whether two lock sets cannot be held at once by
+// different owners: at one level, a whole-level or overlapping member
+// lock where either side is exclusive.
+func LocksConflict(a, b []LockDecl) bool {
+	for _, x := range a {
+		for _, y := range b {
+			if x.Level != y.Level || (!x.Exclusive && !y.Exclusive) {
+				continue
+			}
+			if len(x.Names) == 0 || len(y.Names) == 0 {
+				return true
+			}
+			for _, n := range x.Names {
+				for _, m := range y.Names {
+					if n == m {
+						return true
+					}
+				}
+			}
+		}
+	}
+	return false
+}
+
+// heldLocksConflict reports whether any running opcode of an executor
+// job holds locks that conflict with want.
+func (s *State) heldLocksConflict(want []LockDecl) bool {
+	for id := range s.holding {
+		j := s.Jobs[id]
+		if j == nil {
+			continue
+		}
+		for _, op := range j.Ops {
+			if op.Status == StatusRunning && LocksConflict(op.Locks, want) {
+				return true
+			}
+		}
+	}
+	return false
+}

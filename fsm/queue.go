@@ -1,0 +1,499 @@
+package fsm
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// ArchivedJob is what stays of a job once archived: enough to answer
+// "how did job N end" and to decide dependencies on it, without its
+// opcodes' inputs and logs.
+type ArchivedJob struct {
+	ID         int64      `json:"id"`
+	Status     string     `json:"status"`
+	Summary    []string   `json:"summary"`
+	OpStatus   []string   `json:"opstatus"`
+	Priority   int        `json:"priority"`
+	ReceivedTS *Timestamp `json:"received_timestamp"`
+	StartTS    *Timestamp `json:"start_timestamp"`
+	EndTS      *Timestamp `json:"end_timestamp"`
+	ArchivedTS *Timestamp `json:"archived_timestamp"`
+	// Error is the result of the first failed opcode, cut to
+	// maxArchivedError bytes.
+	Error string `json:"error,omitempty"`
+}
+
+const maxArchivedError = 512
+
+func archivedFrom(j *Job, now *Timestamp) *ArchivedJob {
+	a := &ArchivedJob{ID: j.ID, Status: j.Status, Summary: j.Summary, Priority: j.Priority(),
+		ReceivedTS: j.ReceivedTS, StartTS: j.StartTS, EndTS: j.EndTS, ArchivedTS: now}
+	for _, op := range j.Ops {
+		a.OpStatus = append(a.OpStatus, op.Status)
+		if a.Error == "" && op.Status == StatusError && len(op.Result) > 0 {
+			a.Error = string(op.Result)
+			if len(a.Error) > maxArchivedError {
+				a.Error = a.Error[:maxArchivedError]
+			}
+		}
+	}
+	return a
+}
+
+// newJob decodes and validates the opcodes of one job with id id, the
+// first of whose submission has id first, and resolves its
+// dependencies. It does not store the job.
+func (s *State) newJob(spec JobSpec, id, first int64, ts *Timestamp) (*Job, []Opcode, *Error) {
+	ops, e := parseOps(spec.Ops)
+	if e != nil {
+		return nil, nil, e
+	}
+	if len(spec.UUIDs) != len(ops) {
+		return nil, nil, errf(CodeInval, "uuids", "submission carries %d UUIDs for %d opcodes", len(spec.UUIDs), len(ops))
+	}
+	job := &Job{ID: id, ReceivedTS: ts, Status: StatusQueued}
+	for i, op := range ops {
+		deps, _ := op.Common().Dependencies() // validated by parseOps
+		resolved, e := s.resolveDeps(deps, id, first)
+		if e != nil {
+			if len(ops) > 1 {
+				e = &Error{Code: e.Code, Field: e.Field, Msg: fmt.Sprintf("opcode %d: %s", i, e.Msg)}
+			}
+			return nil, nil, e
+		}
+		job.Ops = append(job.Ops, &OpState{
+			Input: spec.Ops[i], Status: StatusQueued, Priority: op.Common().PriorityOr(PrioNormal),
+			Log: []LogEntry{}, UUID: spec.UUIDs[i], Depends: resolved,
+		})
+		job.Summary = append(job.Summary, op.Summary())
+	}
+	return job, ops, nil
+}
+
+// queue stores a job for the executor.
+func (s *State) queue(job *Job) {
+	job.Executor = true
+	s.Jobs[job.ID] = job
+	s.NextJobID = job.ID + 1
+	s.pending++
+	s.execPending[job.ID] = struct{}{}
+}
+
+func (s *State) queueFull(n int) *Error {
+	if s.pending+n > MaxPendingJobs {
+		return errf(CodeQueueFull, "", "the job queue is full (%d unfinished jobs, limit %d); wait for jobs to finish", s.pending, MaxPendingJobs)
+	}
+	return nil
+}
+
+func (s *State) applyJobSubmit(c *JobSubmit) Response {
+	if s.Cluster == nil {
+		return Response{Err: errf(CodeState, "", "cluster is not initialised")}
+	}
+	ts := TimestampFromNanos(c.Now)
+	job, ops, e := s.newJob(JobSpec{Ops: c.Ops, UUIDs: c.UUIDs}, s.NextJobID, s.NextJobID, ts)
+	if e != nil {
+		return Response{Err: e}
+	}
+	// The fast path applies a configuration-only job at once. A job with
+	// dependencies, or one whose locks a running opcode holds, waits in
+	// the queue like any other.
+	fast := true
+	for i, op := range ops {
+		if !IsConfigOnly(op) || len(job.Ops[i].Depends) > 0 || s.heldLocksConflict(op.Locks(s)) {
+			fast = false
+			break
+		}
+	}
+	if !fast {
+		if e := s.queueFull(1); e != nil {
+			return Response{Err: e}
+		}
+		s.queue(job)
+		return Response{JobID: job.ID, Job: job}
+	}
+	t := s.begin(c.Now)
+	dryRun := false
+	for i, op := range ops {
+		o := job.Ops[i]
+		o.StartTS, o.ExecTS = ts, ts
+		if d := op.Common().DryRun; d != nil && *d {
+			dryRun = true
+		}
+		t.logs = nil
+		res, e := op.(configOp).apply(t, c.UUIDs[i])
+		if e != nil {
+			if len(ops) > 1 {
+				e = &Error{Code: e.Code, Field: e.Field, Msg: fmt.Sprintf("opcode %d (%s): %s", i, op.Common().OpID, e.Msg)}
+			}
+			return Response{Err: e}
+		}
+		for _, l := range t.logs {
+			job.LogSerial++
+			o.Log = append(o.Log, LogEntry{Serial: job.LogSerial, Time: *ts, Type: LogMessage, Msg: l})
+		}
+		o.Result = mustJSON(res)
+		o.Status = StatusSuccess
+		o.EndTS = ts
+	}
+	if !dryRun {
+		t.commit()
+	}
+	job.StartTS, job.EndTS = ts, ts
+	job.Status = StatusSuccess
+	s.Jobs[job.ID] = job
+	s.NextJobID++
+	s.finish(job.ID, ts)
+	return Response{JobID: job.ID, Job: job}
+}
+
+func (s *State) applyJobSubmitMany(c *JobSubmitMany) Response {
+	if s.Cluster == nil {
+		return Response{Err: errf(CodeState, "", "cluster is not initialised")}
+	}
+	if len(c.Jobs) == 0 {
+		return Response{Err: errf(CodeInval, "jobs", "no jobs to submit")}
+	}
+	if e := s.queueFull(len(c.Jobs)); e != nil {
+		return Response{Err: e}
+	}
+	ts := TimestampFromNanos(c.Now)
+	first := s.NextJobID
+	jobs := make([]*Job, len(c.Jobs))
+	for k, spec := range c.Jobs {
+		job, _, e := s.newJob(spec, first+int64(k), first, ts)
+		if e != nil {
+			return Response{Err: &Error{Code: e.Code, Field: e.Field, Msg: fmt.Sprintf("job %d of the submission: %s", k, e.Msg)}}
+		}
+		jobs[k] = job
+	}
+	r := Response{}
+	for _, job := range jobs {
+		s.queue(job)
+		r.JobIDs = append(r.JobIDs, job.ID)
+	}
+	return r
+}
+
+// finish records a finalized job and archives the oldest finished jobs
+// beyond the retention limit.
+func (s *State) finish(id int64, now *Timestamp) {
+	s.Finished = append(s.Finished, id)
+	for len(s.Finished) > MaxFinishedJobs {
+		s.archive(s.Finished[0], now)
+	}
+}
+
+// archive moves a finalized job into the archive.
+func (s *State) archive(id int64, now *Timestamp) {
+	j := s.Jobs[id]
+	if j == nil {
+		return
+	}
+	delete(s.Jobs, id)
+	if len(s.Finished) > 0 && s.Finished[0] == id {
+		s.Finished = s.Finished[1:] // the common case: the oldest
+	} else {
+		for i, f := range s.Finished {
+			if f == id {
+				copy(s.Finished[i:], s.Finished[i+1:])
+				s.Finished = s.Finished[:len(s.Finished)-1]
+				break
+			}
+		}
+	}
+	s.Archived[id] = archivedFrom(j, now)
+	// Ids are archived mostly in increasing order; keep archOrder sorted.
+	i := len(s.archOrder)
+	for i > 0 && s.archOrder[i-1] > id {
+		i--
+	}
+	s.archOrder = append(s.archOrder, 0)
+	copy(s.archOrder[i+1:], s.archOrder[i:])
+	s.archOrder[i] = id
+	for len(s.archOrder) > MaxArchivedJobs {
+		delete(s.Archived, s.archOrder[0])
+		s.archOrder = s.archOrder[1:]
+	}
+}
+
+func (s *State) applyJobArchive(c *JobArchive) Response {
+	if c.Epoch != 0 && c.Epoch != s.Epoch {
+		return Response{Err: errf(CodeFenced, "epoch", "archive from executor epoch %d refused: the current epoch is %d", c.Epoch, s.Epoch)}
+	}
+	ts := TimestampFromNanos(c.Now)
+	var ids []int64
+	for _, id := range c.IDs {
+		if e := s.CheckArchive(id); e != nil {
+			return Response{Err: e}
+		}
+		if s.Jobs[id] != nil { // else archived already: nothing to do
+			ids = append(ids, id)
+		}
+	}
+	if c.OlderThan > 0 {
+		cut := c.Now - c.OlderThan
+		for _, id := range s.Finished {
+			j := s.Jobs[id]
+			if j != nil && j.EndTS != nil && j.EndTS[0]*1e9+j.EndTS[1]*1e3 < cut {
+				ids = append(ids, id)
+			}
+		}
+	}
+	for _, id := range ids {
+		s.archive(id, ts)
+	}
+	return Response{JobIDs: ids}
+}
+
+// canceledResult is Ganeti's result for opcodes canceled by request.
+var canceledResult = json.RawMessage(`"Job canceled by request"`)
+
+func (s *State) applyJobCancel(c *JobCancel) Response {
+	if e := s.CheckCancel(c.JobID); e != nil {
+		return Response{Err: e}
+	}
+	old := s.Jobs[c.JobID]
+	if old.CancelRequested {
+		return Response{JobID: old.ID, Job: old}
+	}
+	job := old.clone()
+	ts := TimestampFromNanos(c.Now)
+	who := c.Who
+	if who == "" {
+		who = "an operator"
+	}
+	started := false
+	for _, op := range job.Ops {
+		if op.Status == StatusRunning {
+			started = true
+		}
+	}
+	if started {
+		// Canceled at the next step boundary; the opcodes not started
+		// yet show canceling until then.
+		job.CancelRequested = true
+		for _, op := range job.Ops {
+			if op.Status == StatusQueued || op.Status == StatusWaiting {
+				op.Status = StatusCanceling
+			}
+		}
+		job.addLog(job.Ops[job.CurrentOp()], ts, "cancel requested by "+who+"; the job stops at its next step boundary")
+		return s.storeJob(job, ts)
+	}
+	cur := job.CurrentOp()
+	job.addLog(job.Ops[cur], ts, "canceled by "+who+" before it started")
+	job.cancelFrom(cur, ts)
+	return s.storeJob(job, ts)
+}
+
+// addLog appends a log line to an opcode of the job.
+func (j *Job) addLog(op *OpState, ts *Timestamp, lines ...string) {
+	for _, l := range lines {
+		j.LogSerial++
+		op.Log = append(op.Log, LogEntry{Serial: j.LogSerial, Time: *ts, Type: LogMessage, Msg: l})
+	}
+}
+
+// cancelFrom marks opcode idx and every later unfinished one canceled.
+func (j *Job) cancelFrom(idx int, ts *Timestamp) {
+	for _, op := range j.Ops[idx:] {
+		if !Finalized(op.Status) {
+			op.Status, op.Result, op.EndTS = StatusCanceled, canceledResult, ts
+		}
+	}
+}
+
+// storeJob stores a changed job, derives its status and keeps the queue
+// indexes right.
+func (s *State) storeJob(job *Job, ts *Timestamp) Response {
+	job.Status = job.computeStatus()
+	s.Jobs[job.ID] = job
+	if Finalized(job.Status) {
+		job.EndTS = ts
+		job.CancelRequested = false
+		s.pending--
+		delete(s.execPending, job.ID)
+		s.finish(job.ID, ts)
+	}
+	s.trackHolding(job)
+	return Response{JobID: job.ID, Job: job}
+}
+
+func (s *State) applyJobUpdate(c *JobUpdate) Response {
+	if c.Epoch != s.Epoch {
+		return Response{Err: errf(CodeFenced, "epoch", "job update from executor epoch %d refused: the current epoch is %d", c.Epoch, s.Epoch)}
+	}
+	old := s.Jobs[c.JobID]
+	if old == nil {
+		return Response{Err: errf(CodeNoEnt, "job_id", "job %d does not exist", c.JobID)}
+	}
+	if Finalized(old.Status) {
+		return Response{Err: errf(CodeState, "job_id", "job %d is already %s", c.JobID, old.Status)}
+	}
+	if c.OpIndex < 0 || c.OpIndex >= len(old.Ops) {
+		return Response{Err: errf(CodeInval, "op_index", "job %d has no opcode %d", c.JobID, c.OpIndex)}
+	}
+	for i := 0; i < c.OpIndex; i++ {
+		if old.Ops[i].Status != StatusSuccess {
+			return Response{Err: errf(CodeState, "op_index", "opcode %d of job %d is %s; opcodes run in order", i, c.JobID, old.Ops[i].Status)}
+		}
+	}
+	job := old.clone()
+	op := job.Ops[c.OpIndex]
+	ts := TimestampFromNanos(c.Now)
+	notStarted := op.Status == StatusQueued || op.Status == StatusWaiting
+	canceling := job.CancelRequested || op.Status == StatusCanceling
+	start := func() {
+		op.Status = StatusRunning
+		op.StartTS, op.ExecTS = ts, ts
+		if job.StartTS == nil {
+			job.StartTS = ts
+		}
+	}
+	var t *txn
+	switch c.Action {
+	case ActionWait:
+		if op.Status != StatusQueued {
+			return Response{Err: errf(CodeState, "action", "opcode %d of job %d is %s, not queued", c.OpIndex, c.JobID, op.Status)}
+		}
+		op.Status = StatusWaiting
+		if op.StartTS == nil {
+			op.StartTS = ts
+		}
+		job.addLog(op, ts, c.Log...)
+	case ActionStart:
+		if !notStarted {
+			return Response{Err: errf(CodeState, "action", "opcode %d of job %d is %s, not queued", c.OpIndex, c.JobID, op.Status)}
+		}
+		start()
+		op.Locks = c.Locks
+		job.addLog(op, ts, c.Log...)
+	case ActionStep:
+		if op.Status != StatusRunning {
+			return Response{Err: errf(CodeState, "action", "opcode %d of job %d is %s, not running", c.OpIndex, c.JobID, op.Status)}
+		}
+		if c.Step != len(op.Steps) {
+			return Response{Err: errf(CodeState, "step", "step %d of opcode %d of job %d is recorded already (%d steps done)", c.Step, c.OpIndex, c.JobID, len(op.Steps))}
+		}
+		op.Steps = append(op.Steps, StepRecord{Name: c.StepName, Result: c.Result, Epoch: c.Epoch, Time: ts})
+		job.addLog(op, ts, c.Log...)
+		if job.CancelRequested {
+			job.addLog(op, ts, fmt.Sprintf("canceled after step %d (%s) as requested", c.Step+1, c.StepName))
+			job.cancelFrom(c.OpIndex, ts)
+		}
+	case ActionFinish:
+		if op.Status != StatusRunning && !notStarted {
+			return Response{Err: errf(CodeState, "action", "opcode %d of job %d is %s, not running", c.OpIndex, c.JobID, op.Status)}
+		}
+		if c.Status != StatusSuccess && c.Status != StatusError {
+			return Response{Err: errf(CodeInval, "status", "final opcode status must be success or error, got %q", c.Status)}
+		}
+		if notStarted {
+			start()
+		}
+		job.addLog(op, ts, c.Log...)
+		op.Status, op.Result, op.EndTS = c.Status, c.Result, ts
+		if canceling && op.Status == StatusSuccess && c.OpIndex+1 < len(job.Ops) {
+			job.cancelFrom(c.OpIndex+1, ts)
+		}
+	case ActionCancel:
+		job.addLog(op, ts, c.Log...)
+		job.cancelFrom(c.OpIndex, ts)
+	case ActionPriority:
+		if !notStarted {
+			return Response{Err: errf(CodeState, "action", "opcode %d of job %d is %s; only waiting opcodes change priority", c.OpIndex, c.JobID, op.Status)}
+		}
+		if op.Priority > PrioHighest {
+			op.Priority--
+		}
+		job.addLog(op, ts, c.Log...)
+	case ActionApply:
+		if op.Status != StatusRunning && !notStarted {
+			return Response{Err: errf(CodeState, "action", "opcode %d of job %d is %s", c.OpIndex, c.JobID, op.Status)}
+		}
+		parsed, err := ParseOpcode(op.Input)
+		if err != nil {
+			return Response{Err: AsError(err)}
+		}
+		cop, ok := parsed.(configOp)
+		if !ok {
+			return Response{Err: errf(CodeInval, "action", "%s is not a configuration opcode", parsed.Common().OpID)}
+		}
+		if notStarted {
+			start()
+		}
+		t = s.begin(c.Now)
+		res, e := cop.apply(t, op.UUID)
+		job.addLog(op, ts, t.logs...)
+		op.EndTS = ts
+		if e != nil {
+			t = nil
+			op.Status, op.Result = StatusError, ErrorResult(e)
+		} else {
+			op.Status, op.Result = StatusSuccess, mustJSON(res)
+			if canceling && c.OpIndex+1 < len(job.Ops) {
+				job.cancelFrom(c.OpIndex+1, ts)
+			}
+		}
+	default:
+		return Response{Err: errf(CodeInval, "action", "unknown job update action %q", c.Action)}
+	}
+	if op.Status == StatusError {
+		for _, rest := range job.Ops[c.OpIndex+1:] {
+			rest.Status = StatusError
+			rest.Result = mustJSON("Error in previous opcode")
+			rest.EndTS = ts
+		}
+	}
+	if t != nil {
+		t.commit()
+	}
+	return s.storeJob(job, ts)
+}
+
+// CheckJobs validates a submission of jobs against the state without
+// changing it: opcodes, and dependencies resolved as the submission's
+// jobs would be numbered. The API runs it on the leader before a write,
+// so input that is wrong for the current state costs no Raft round trip;
+// Apply checks again.
+func (s *State) CheckJobs(specs []JobSpec) *Error {
+	ts := &Timestamp{}
+	for k, spec := range specs {
+		if _, _, e := s.newJob(spec, s.NextJobID+int64(k), s.NextJobID, ts); e != nil {
+			if len(specs) > 1 {
+				return &Error{Code: e.Code, Field: e.Field, Msg: fmt.Sprintf("job %d of the submission: %s", k, e.Msg)}
+			}
+			return e
+		}
+	}
+	return nil
+}
+
+// CheckCancel reports why job id cannot be canceled, or nil.
+func (s *State) CheckCancel(id int64) *Error {
+	j := s.Jobs[id]
+	switch {
+	case j == nil && s.Archived[id] != nil:
+		return errf(CodeState, "job_id", "job %d is archived (it finished as %s)", id, s.Archived[id].Status)
+	case j == nil:
+		return errf(CodeNoEnt, "job_id", "job %d does not exist", id)
+	case Finalized(j.Status):
+		return errf(CodeState, "job_id", "job %d is already %s; only queued, waiting and running jobs can be canceled", id, j.Status)
+	}
+	return nil
+}
+
+// CheckArchive reports why job id cannot be archived, or nil.
+func (s *State) CheckArchive(id int64) *Error {
+	j := s.Jobs[id]
+	switch {
+	case j == nil && s.Archived[id] != nil:
+		return nil
+	case j == nil:
+		return errf(CodeNoEnt, "job_id", "job %d does not exist", id)
+	case !Finalized(j.Status):
+		return errf(CodeState, "job_id", "job %d is %s; only finished jobs can be archived", id, j.Status)
+	}
+	return nil
+}

@@ -1,0 +1,343 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gnt-cluster/gnt/fsm"
+	"github.com/gnt-cluster/gnt/rpc"
+)
+
+func delayOp(secs float64, repeat int, extra map[string]any) map[string]any {
+	op := map[string]any{"OP_ID": "OP_TEST_DELAY", "duration": secs}
+	if repeat > 0 {
+		op["repeat"] = repeat
+	}
+	for k, v := range extra {
+		op[k] = v
+	}
+	return op
+}
+
+func stampTime(t *fsm.Timestamp) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return time.Unix(t[0], t[1]*1000)
+}
+
+// job reads a job from any running candidate.
+func (c *Cluster) job(id int64) (rpc.JobInfo, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return c.Client().Job(ctx, id)
+}
+
+// checkSteps verifies that a finished multi-step OP_TEST_DELAY recorded
+// each of its steps once, in order, and that the executor epochs that
+// recorded them never go back.
+func checkSteps(t *testing.T, j rpc.JobInfo, repeat int) {
+	t.Helper()
+	steps := j.OpSteps[0]
+	if len(steps) != repeat-1 {
+		t.Errorf("job %d recorded %d steps, want %d (the last is recorded by the finish)", j.ID, len(steps), repeat-1)
+	}
+	var last uint64
+	for k, st := range steps {
+		if want := fmt.Sprintf("delay %d/%d", k+1, repeat); st.Name != want {
+			t.Errorf("job %d step %d is %q, want %q", j.ID, k, st.Name, want)
+		}
+		if st.Epoch < last {
+			t.Errorf("job %d step %d recorded by epoch %d after epoch %d", j.ID, k, st.Epoch, last)
+		}
+		last = st.Epoch
+	}
+}
+
+// TestJobsSurviveLeaderKill kills -9 the leader while a multi-step
+// OP_TEST_DELAY holding a node lock and a chain of 20 dependent jobs
+// run: every job finishes on the new leader, each step is recorded once,
+// and the chain keeps its order.
+func TestJobsSurviveLeaderKill(t *testing.T) {
+	c := NewCluster(t, ClusterOptions{Candidates: 3})
+	old := c.WaitLeader(10 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl := c.Client()
+	const repeat = 8
+	long, _, err := cl.SubmitJob(ctx, []map[string]any{delayOp(0.5, repeat, map[string]any{"no_locks": false, "on_nodes": []string{"node12"}})}, "kill test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chain [][]map[string]any
+	for i := 0; i < 20; i++ {
+		extra := map[string]any{}
+		if i > 0 {
+			extra["depends"] = []any{[]any{-1, []string{"success"}}}
+		}
+		chain = append(chain, []map[string]any{delayOp(0.15, 0, extra)})
+	}
+	chainIDs, _, err := cl.SubmitJobs(ctx, chain, "kill test chain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Kill once the long job has recorded two steps.
+	c.Eventually(20*time.Second, 20*time.Millisecond, "two recorded steps", func() error {
+		j, err := c.job(long)
+		if err != nil {
+			return err
+		}
+		if len(j.OpSteps) == 0 || len(j.OpSteps[0]) < 2 {
+			return fmt.Errorf("job %d: %d steps", long, len(j.OpSteps[0]))
+		}
+		return nil
+	})
+	old.Kill()
+	t.Logf("killed leader %s", old.Name)
+	newLeader := c.WaitLeader(15 * time.Second)
+	t.Logf("new leader %s", newLeader.Name)
+	for _, id := range append([]int64{long}, chainIDs...) {
+		c.Eventually(60*time.Second, 50*time.Millisecond, fmt.Sprintf("job %d finished", id), func() error {
+			j, err := c.job(id)
+			if err != nil {
+				return err
+			}
+			if !fsm.Finalized(j.Status) {
+				return fmt.Errorf("job %d is %s", id, j.Status)
+			}
+			return nil
+		})
+	}
+	j, err := c.job(long)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Status != fsm.StatusSuccess {
+		t.Fatalf("long job %d ended %s: %s", long, j.Status, j.OpResult)
+	}
+	checkSteps(t, j, repeat)
+	resumed := false
+	for _, l := range j.OpLog[0] {
+		resumed = resumed || strings.Contains(l.Msg, "resumed by the executor of epoch")
+	}
+	if !resumed {
+		t.Errorf("job %d finished without a resumption in its log: %v", long, j.OpLog[0])
+	}
+	var prevEnd time.Time
+	for k, id := range chainIDs {
+		j, err := c.job(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.Status != fsm.StatusSuccess {
+			t.Errorf("chain job %d (%d of 20) ended %s: %s", id, k+1, j.Status, j.OpResult)
+			continue
+		}
+		if start := stampTime(j.OpStart[0]); k > 0 && start.Before(prevEnd) {
+			t.Errorf("chain job %d started at %v, before its dependency ended at %v", id, start, prevEnd)
+		}
+		prevEnd = stampTime(j.EndTS)
+	}
+	// The killed member comes back with the same state.
+	old.Start(t)
+	c.WaitConverged(30 * time.Second)
+}
+
+// TestCancelRunningJob cancels a running multi-step job with the CLI: it
+// stops at its next step boundary with its completed steps recorded;
+// canceling it again is refused.
+func TestCancelRunningJob(t *testing.T) {
+	c := NewCluster(t, ClusterOptions{Candidates: 3})
+	c.WaitLeader(10 * time.Second)
+	out, err := c.GNT("--submit", "debug", "delay", "--repeat", "100", "0.1")
+	if err != nil {
+		t.Fatalf("submit: %v\n%s", err, out)
+	}
+	id, err := strconv.ParseInt(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(out), "JobID:")), 10, 64)
+	if err != nil {
+		t.Fatalf("job id from %q", out)
+	}
+	c.Eventually(20*time.Second, 20*time.Millisecond, "a recorded step", func() error {
+		j, err := c.job(id)
+		if err != nil {
+			return err
+		}
+		if len(j.OpSteps[0]) < 1 {
+			return fmt.Errorf("no step yet")
+		}
+		return nil
+	})
+	out, err = c.GNT("job", "cancel", strconv.FormatInt(id, 10))
+	if err != nil || !strings.Contains(out, "will be canceled") {
+		t.Fatalf("cancel: %v\n%s", err, out)
+	}
+	c.Eventually(10*time.Second, 20*time.Millisecond, "job canceled", func() error {
+		j, err := c.job(id)
+		if err != nil {
+			return err
+		}
+		if j.Status != fsm.StatusCanceled {
+			return fmt.Errorf("job is %s", j.Status)
+		}
+		return nil
+	})
+	j, _ := c.job(id)
+	if n := len(j.OpSteps[0]); n < 1 || n > 90 {
+		t.Errorf("%d steps recorded", n)
+	}
+	out, code := c.GNTExit("job", "cancel", strconv.FormatInt(id, 10))
+	if code != 1 || !strings.Contains(out, "already canceled") {
+		t.Errorf("second cancel: exit %d\n%s", code, out)
+	}
+	out, err = c.GNT("job", "info", strconv.FormatInt(id, 10))
+	if err != nil || !strings.Contains(out, "Steps done:") || !strings.Contains(out, "Status: canceled") {
+		t.Errorf("job info: %v\n%s", err, out)
+	}
+	// A finished job can be archived and stays queryable.
+	if out, err := c.GNT("job", "archive", strconv.FormatInt(id, 10)); err != nil {
+		t.Fatalf("archive: %v\n%s", err, out)
+	}
+	out, err = c.GNT("job", "info", strconv.FormatInt(id, 10))
+	if err != nil || !strings.Contains(out, "Archived:") || !strings.Contains(out, "Status: canceled") {
+		t.Errorf("archived job info: %v\n%s", err, out)
+	}
+	out, _ = c.GNT("job", "list")
+	if strings.Contains(out, strconv.FormatInt(id, 10)+" ") {
+		t.Errorf("archived job still in the active list:\n%s", out)
+	}
+	out, _ = c.GNT("job", "list", "--archived", "--status", "canceled")
+	if !strings.Contains(out, strconv.FormatInt(id, 10)) {
+		t.Errorf("archived job missing from list --archived:\n%s", out)
+	}
+}
+
+// TestPausedLeaderCannotRecord pauses the leader (SIGSTOP) while a
+// multi-step job runs, longer than an election; a new leader resumes the
+// job; the old one, continued, cannot record progress: every step is
+// recorded once and epochs never go back.
+func TestPausedLeaderCannotRecord(t *testing.T) {
+	c := NewCluster(t, ClusterOptions{Candidates: 3})
+	old := c.WaitLeader(10 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const repeat = 10
+	id, _, err := c.Client().SubmitJob(ctx, []map[string]any{delayOp(0.4, repeat, nil)}, "pause test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Eventually(20*time.Second, 20*time.Millisecond, "a recorded step", func() error {
+		j, err := c.job(id)
+		if err != nil {
+			return err
+		}
+		if len(j.OpSteps[0]) < 1 {
+			return fmt.Errorf("no step yet")
+		}
+		return nil
+	})
+	old.Pause()
+	paused := true
+	defer func() {
+		if paused {
+			old.Resume()
+		}
+	}()
+	var others []*Member
+	for _, m := range c.Candidates() {
+		if m != old {
+			others = append(others, m)
+		}
+	}
+	oc := rpc.NewClient([]string{others[0].APIAddr(), others[1].APIAddr()})
+	var newEpochStep bool
+	c.Eventually(20*time.Second, 50*time.Millisecond, "a step recorded by the new leader", func() error {
+		cctx, ccancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer ccancel()
+		j, err := oc.Job(cctx, id)
+		if err != nil {
+			return err
+		}
+		steps := j.OpSteps[0]
+		if len(steps) >= 2 && steps[len(steps)-1].Epoch > steps[0].Epoch {
+			newEpochStep = true
+			return nil
+		}
+		return fmt.Errorf("%d steps, none by a new epoch", len(steps))
+	})
+	old.Resume()
+	paused = false
+	c.Eventually(30*time.Second, 50*time.Millisecond, "job finished", func() error {
+		j, err := c.job(id)
+		if err != nil {
+			return err
+		}
+		if !fsm.Finalized(j.Status) {
+			return fmt.Errorf("job is %s", j.Status)
+		}
+		return nil
+	})
+	j, _ := c.job(id)
+	if j.Status != fsm.StatusSuccess || !newEpochStep {
+		t.Fatalf("job ended %s (steps by a new epoch: %v)", j.Status, newEpochStep)
+	}
+	checkSteps(t, j, repeat)
+	c.WaitConverged(30 * time.Second)
+	for _, l := range strings.Split(old.Log(), "\n") {
+		if strings.Contains(l, "executor") || strings.Contains(l, "leadership") {
+			t.Logf("old leader: %s", l)
+		}
+	}
+}
+
+// TestJobWatchAcrossFailover follows a job with `gnt job watch` through
+// the leader's death: the watch moves to another candidate and ends with
+// the job's success.
+func TestJobWatchAcrossFailover(t *testing.T) {
+	c := NewCluster(t, ClusterOptions{Candidates: 3})
+	old := c.WaitLeader(10 * time.Second)
+	out, err := c.GNT("--submit", "debug", "delay", "--repeat", "6", "--duration", "500ms")
+	if err != nil {
+		t.Fatalf("submit: %v\n%s", err, out)
+	}
+	id := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(out), "JobID:"))
+	// Watch through the leader first, then the others.
+	servers := []string{old.APIAddr()}
+	for _, m := range c.Candidates() {
+		if m != old {
+			servers = append(servers, m.APIAddr())
+		}
+	}
+	cmd := exec.Command(c.Bin+"/gnt", "--server", strings.Join(servers, ","), "job", "watch", id)
+	var buf lockedBuffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer cmd.Process.Kill()
+	c.Eventually(20*time.Second, 20*time.Millisecond, "watch printing steps", func() error {
+		if !strings.Contains(buf.String(), "delay 1/6") {
+			return fmt.Errorf("output so far: %q", buf.String())
+		}
+		return nil
+	})
+	old.Kill()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("watch failed: %v\n%s", err, buf.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("watch did not end\n%s", buf.String())
+	}
+	outText := buf.String()
+	if !strings.Contains(outText, "delay 5/6") || !strings.Contains(outText, "resumed by the executor") {
+		t.Errorf("watch output lacks the resumed steps:\n%s", outText)
+	}
+}

@@ -1,0 +1,86 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/gnt-cluster/gnt/fsm"
+)
+
+// Step is one unit of an opcode's work. Its completion is recorded in the
+// state (fsm.StepRecord) before the next step starts, so a new leader
+// resumes an opcode at its first unrecorded step. A step must therefore be
+// safe to run again: it either is idempotent (asking for a state the world
+// is already in succeeds without effect) or it looks at the world first.
+type Step struct {
+	Name string
+	Run  func(ctx context.Context, sc *StepContext) (result any, err error)
+}
+
+// StepContext is what a running step sees: the job and opcode, whether
+// the opcode was resumed by another executor, and a log.
+type StepContext struct {
+	Job     *fsm.Job
+	OpIndex int
+	// Index is the step's position in the opcode's steps.
+	Index int
+	// Resumed is true when an earlier executor started the opcode.
+	Resumed bool
+	logs    []string
+	sleep   func(ctx context.Context, d time.Duration) error
+}
+
+// Logf adds a line to the opcode's log; it is recorded with the step.
+func (sc *StepContext) Logf(format string, args ...any) {
+	sc.logs = append(sc.logs, fmt.Sprintf(format, args...))
+}
+
+// Sleep waits for d or until ctx ends.
+func (sc *StepContext) Sleep(ctx context.Context, d time.Duration) error { return sc.sleep(ctx, d) }
+
+// stepsFor returns the steps of an executor opcode, or an error for an
+// opcode this gntd cannot run.
+func stepsFor(op fsm.Opcode) ([]Step, error) {
+	switch o := op.(type) {
+	case *fsm.OpTestDelay:
+		return testDelaySteps(o), nil
+	}
+	return nil, fmt.Errorf("opcode %s has no executor in this gntd", op.Common().OpID)
+}
+
+// testDelaySteps is OP_TEST_DELAY: one step per repetition, each sleeping
+// the duration (sleeping is idempotent, so a resumed step sleeps again).
+// With fail set, the last step fails after its sleep. on_nodes only takes
+// the node locks: until the node agent exists the delay runs on the
+// leader, which the log says.
+func testDelaySteps(o *fsm.OpTestDelay) []Step {
+	n := o.Repeat
+	if n == 0 {
+		n = 1
+	}
+	d := time.Duration(o.Duration * float64(time.Second))
+	steps := make([]Step, n)
+	for i := range steps {
+		last := i == n-1
+		steps[i] = Step{
+			Name: fmt.Sprintf("delay %d/%d", i+1, n),
+			Run: func(ctx context.Context, sc *StepContext) (any, error) {
+				if i == 0 && len(o.OnNodes) > 0 && !sc.Resumed {
+					sc.Logf("delaying on the master while holding the locks of %v (node RPC is not available)", o.OnNodes)
+				}
+				if err := sc.Sleep(ctx, d); err != nil {
+					return nil, err
+				}
+				if last && o.Fail {
+					return nil, fmt.Errorf("test delay failed as requested")
+				}
+				if n > 1 {
+					sc.Logf("delay %d/%d of %gs done", i+1, n, o.Duration)
+				}
+				return nil, nil
+			},
+		}
+	}
+	return steps
+}

@@ -1,0 +1,196 @@
+package rpc
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/gnt-cluster/gnt/fsm"
+)
+
+// SubmitJobsRequest is the body of POST /2/gnt/jobs: several jobs
+// submitted at once, all or none, with consecutive ids. In each opcode's
+// depends, -1 names the job submitted just before it in the list.
+type SubmitJobsRequest struct {
+	Jobs [][]json.RawMessage `json:"jobs"`
+}
+
+// SubmitJobsResponse is the answer of POST /2/gnt/jobs.
+type SubmitJobsResponse struct {
+	JobIDs []int64 `json:"job_ids"`
+}
+
+// ArchiveJobResponse is the answer of POST /2/gnt/jobs/{id}/archive.
+type ArchiveJobResponse struct {
+	Archived []int64 `json:"archived"`
+}
+
+// MaxJobsPerSubmission bounds POST /2/gnt/jobs.
+const MaxJobsPerSubmission = 1000
+
+// applyCommand applies a queue command on the leader and answers with
+// answer(resp), or the command's error. check runs first against the
+// leader's state: a request that is wrong for it is refused without a
+// Raft write.
+func (s *Server) applyCommand(w http.ResponseWriter, r *http.Request, body []byte, cmd fsm.Command,
+	check func(*fsm.State) *fsm.Error, answer func(fsm.Response) any) {
+	s.onLeader(w, r, body, func() error {
+		var e *fsm.Error
+		s.b.FSM().Read(func(st *fsm.State, idx uint64) {
+			setIndex(w, idx)
+			e = check(st)
+		})
+		if e != nil {
+			writeError(w, FromFSM(e))
+			return nil
+		}
+		resp, idx, err := s.b.Apply(r.Context(), cmd)
+		if errors.Is(err, ErrNotLeader) {
+			return ErrNotLeader
+		}
+		if err != nil {
+			writeError(w, asAPIError(err))
+			return nil
+		}
+		setIndex(w, idx)
+		if resp.Err != nil {
+			writeError(w, FromFSM(resp.Err))
+			return nil
+		}
+		writeJSON(w, answer(resp))
+		return nil
+	})
+}
+
+// handleJobCancel is DELETE /2/jobs/{id}: a queued or waiting job is
+// canceled at once, a running one at its next step boundary. The answer
+// is Ganeti's [success, message]; canceling a finished job is an error.
+func (s *Server) handleJobCancel(w http.ResponseWriter, r *http.Request) {
+	id, aerr := parseJobID(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	body, aerr := s.readBody(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	who := "gnt:library:rlib2"
+	if reason := r.URL.Query().Get("reason"); reason != "" {
+		who = fmt.Sprintf("gnt:user (%s)", reason)
+	}
+	cmd := fsm.JobCancel{Now: s.b.Now().UnixNano(), JobID: id, Who: who}
+	check := func(st *fsm.State) *fsm.Error { return st.CheckCancel(id) }
+	s.applyCommand(w, r, body, cmd, check, func(resp fsm.Response) any {
+		if resp.Job != nil && resp.Job.Status == fsm.StatusCanceled {
+			return []any{true, fmt.Sprintf("Job %d canceled", id)}
+		}
+		return []any{true, fmt.Sprintf("Job %d will be canceled at its next step boundary", id)}
+	})
+}
+
+// handleJobArchive is POST /2/gnt/jobs/{id}/archive: a finished job moves
+// to the archive, where its summary stays queryable.
+func (s *Server) handleJobArchive(w http.ResponseWriter, r *http.Request) {
+	id, aerr := parseJobID(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	body, aerr := s.readBody(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	cmd := fsm.JobArchive{Now: s.b.Now().UnixNano(), IDs: []int64{id}}
+	check := func(st *fsm.State) *fsm.Error { return st.CheckArchive(id) }
+	s.applyCommand(w, r, body, cmd, check, func(resp fsm.Response) any {
+		return ArchiveJobResponse{Archived: nonNil(resp.JobIDs)}
+	})
+}
+
+// handleSubmitJobs is POST /2/gnt/jobs.
+func (s *Server) handleSubmitJobs(w http.ResponseWriter, r *http.Request) {
+	body, aerr := s.readBody(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	var req SubmitJobsRequest
+	if aerr := decodeBody(body, &req); aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	if len(req.Jobs) == 0 {
+		writeError(w, badRequest("jobs", "no jobs given: the body must be {\"jobs\": [[opcode, ...], ...]}"))
+		return
+	}
+	if len(req.Jobs) > MaxJobsPerSubmission {
+		writeError(w, badRequest("jobs", "%d jobs in one submission; at most %d", len(req.Jobs), MaxJobsPerSubmission))
+		return
+	}
+	now := s.b.Now()
+	cmd := fsm.JobSubmitMany{Now: now.UnixNano()}
+	for k, ops := range req.Jobs {
+		raw := ops
+		built, aerr := prepareOps(r, body, func(*http.Request, []byte) ([]any, *APIError) {
+			out := make([]any, len(raw))
+			for i, o := range raw {
+				out[i] = o
+			}
+			return out, nil
+		}, now)
+		if aerr != nil {
+			aerr.Message = fmt.Sprintf("job %d: %s", k, aerr.Message)
+			writeError(w, aerr)
+			return
+		}
+		spec := fsm.JobSpec{Ops: built, UUIDs: make([]string, len(built))}
+		for i := range spec.UUIDs {
+			spec.UUIDs[i] = s.b.NewUUID()
+		}
+		cmd.Jobs = append(cmd.Jobs, spec)
+	}
+	if e := checkRelativeDeps(cmd.Jobs); e != nil {
+		writeError(w, FromFSM(e))
+		return
+	}
+	check := func(st *fsm.State) *fsm.Error { return st.CheckJobs(cmd.Jobs) }
+	s.applyCommand(w, r, body, cmd, check, func(resp fsm.Response) any {
+		return SubmitJobsResponse{JobIDs: resp.JobIDs}
+	})
+}
+
+// archivedAsJob renders an archived job's summary as a job, so every job
+// field can be answered for it (inputs, results and logs are gone).
+func archivedAsJob(a *fsm.ArchivedJob) *fsm.Job {
+	j := &fsm.Job{ID: a.ID, Status: a.Status, Summary: a.Summary, ReceivedTS: a.ReceivedTS,
+		StartTS: a.StartTS, EndTS: a.EndTS, Executor: true}
+	for _, st := range a.OpStatus {
+		j.Ops = append(j.Ops, &fsm.OpState{Status: st, Priority: a.Priority, Log: []fsm.LogEntry{}})
+	}
+	return j
+}
+
+// checkRelativeDeps refuses relative dependencies that point outside the
+// submission, which needs no state.
+func checkRelativeDeps(jobs []fsm.JobSpec) *fsm.Error {
+	for k, spec := range jobs {
+		for i, raw := range spec.Ops {
+			op, err := fsm.ParseOpcode(raw)
+			if err != nil {
+				return fsm.AsError(err)
+			}
+			deps, _ := op.Common().Dependencies()
+			for _, d := range deps {
+				if d.JobID < 0 && int64(k)+d.JobID < 0 {
+					return &fsm.Error{Code: fsm.CodeInval, Field: "depends", Msg: fmt.Sprintf(
+						"job %d of the submission, opcode %d: relative dependency %d points before the first job of the submission", k, i, d.JobID)}
+				}
+			}
+		}
+	}
+	return nil
+}
