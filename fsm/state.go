@@ -29,6 +29,7 @@ type State struct {
 	nodeByIP    map[string]string
 	groupByName map[string]string
 	instByName  map[string]string
+	instByIP    instIPIndex // see index_ip.go
 	pending     int
 	// execPending holds the unfinished jobs that need the executor, so the
 	// leader finds its work without scanning the retained history.
@@ -64,6 +65,7 @@ func (s *State) reindex() {
 	s.nodeByIP = map[string]string{}
 	s.groupByName = map[string]string{}
 	s.instByName = map[string]string{}
+	s.instByIP = instIPIndex{}
 	for u, n := range s.Nodes {
 		s.indexNode(u, n)
 	}
@@ -71,7 +73,7 @@ func (s *State) reindex() {
 		s.groupByName[g.Name] = u
 	}
 	for u, i := range s.Instances {
-		s.instByName[i.Name] = u
+		s.indexInstance(u, i)
 	}
 	// Tag lists are kept sorted (tag opcodes rely on it); snapshots of any
 	// origin are normalised here.

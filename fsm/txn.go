@@ -246,7 +246,7 @@ func (t *txn) commit() {
 	}
 	for u, i := range t.insts {
 		if old := s.Instances[u]; old != nil {
-			delete(s.instByName, old.Name)
+			s.unindexInstance(old)
 		}
 		if i == nil {
 			delete(s.Instances, u)
@@ -255,7 +255,7 @@ func (t *txn) commit() {
 		i.SerialNo++
 		i.MTime = ts
 		s.Instances[u] = i
-		s.instByName[i.Name] = u
+		s.indexInstance(u, i)
 	}
 	c := t.cluster
 	if c == nil {

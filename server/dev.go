@@ -30,7 +30,10 @@ type DevOptions struct {
 	// ServersFile, when set, receives the candidates' API addresses so that
 	// `gnt` finds the cluster without flags; it is removed on exit.
 	ServersFile string
-	Out         io.Writer
+	// KeyFile, when set, receives a copy of the cluster key so that
+	// `gnt confd query` finds it without flags; it is removed on exit.
+	KeyFile string
+	Out     io.Writer
 }
 
 // DevMember describes one child gntd in dev.json.
@@ -208,6 +211,15 @@ func RunDev(ctx context.Context, o DevOptions) error {
 		if err := os.MkdirAll(filepath.Dir(o.ServersFile), 0o755); err == nil {
 			if err := os.WriteFile(o.ServersFile, []byte(strings.Join(servers, "\n")+"\n"), 0o644); err == nil {
 				defer os.Remove(o.ServersFile)
+			}
+		}
+	}
+	if o.KeyFile != "" {
+		if key, err := os.ReadFile(filepath.Join(first.member.DataDir, keyFile)); err == nil {
+			if err := os.MkdirAll(filepath.Dir(o.KeyFile), 0o700); err == nil {
+				if err := writeFileAtomic(o.KeyFile, key, 0o600); err == nil {
+					defer os.Remove(o.KeyFile)
+				}
 			}
 		}
 	}

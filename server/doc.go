@@ -11,7 +11,10 @@
 //     cancels and waits for it on losing it; leaderLoop runs the job
 //     executor and the pool keeper under its own context;
 //   - joinLoop, which registers this gntd with the leader and starts or
-//     stops the local Raft server as the candidate flag says.
+//     stops the local Raft server as the candidate flag says;
+//   - confd (confd.go): the UDP server's readers and a key watcher that
+//     hands it the cluster key once this gntd has one; Run cancels their
+//     context and waits for them.
 //
 // Raft observer events are hints only: they are sent without blocking to a
 // buffered channel, and monitorLeadership also polls raft.State.

@@ -104,8 +104,9 @@ func raftConfig(cfg *Config, log hclog.Logger) *raft.Config {
 
 // startRaft opens the stores in dir and starts Raft. With bootstrap set it
 // first writes a one-server configuration (cluster init); it refuses to
-// bootstrap over existing state.
-func startRaft(cfg *Config, dir string, f *raftFSM, log hclog.Logger, bootstrap bool) (*raftNode, error) {
+// bootstrap over existing state. With faults set, Raft traffic goes
+// through it (fault injection, faults.go).
+func startRaft(cfg *Config, dir string, f *raftFSM, log hclog.Logger, bootstrap bool, faults *transport.Faults) (*raftNode, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -126,7 +127,11 @@ func startRaft(cfg *Config, dir string, f *raftFSM, log hclog.Logger, bootstrap 
 		store.Close()
 		return nil, fmt.Errorf("raft listener on %s: %w", cfg.RaftAddr(), err)
 	}
-	trans := transport.NewNetworkTransport(stream, log.Named("raft-net"))
+	var layer raft.StreamLayer = stream
+	if faults != nil {
+		layer = transport.WrapStreamLayer(stream, faults)
+	}
+	trans := transport.NewNetworkTransport(layer, log.Named("raft-net"))
 	rc := raftConfig(cfg, log)
 	if bootstrap {
 		has, err := raft.HasExistingState(store, store, snaps)

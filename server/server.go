@@ -22,6 +22,7 @@ import (
 
 	"github.com/gnt-cluster/gnt/fsm"
 	"github.com/gnt-cluster/gnt/rpc"
+	"github.com/gnt-cluster/gnt/transport"
 )
 
 // Server is one gntd.
@@ -46,6 +47,7 @@ type Server struct {
 	peerStatus  map[string]peerHealth
 
 	raftEvents chan struct{}
+	faults     *transport.Faults // Raft fault injection, with --debug (faults.go)
 	metrics    serverMetrics
 }
 
@@ -119,6 +121,8 @@ func (s *Server) Run(ctx context.Context) error {
 			w.Header().Set("Content-Type", "application/json")
 			json.NewEncoder(w).Encode(data)
 		})
+		s.faults = &transport.Faults{}
+		mux.Handle("/debug/faults", faultsHandler(s.faults))
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
@@ -133,6 +137,13 @@ func (s *Server) Run(ctx context.Context) error {
 		srv.Shutdown(sctx)
 	}()
 
+	cctx, stopConfd := context.WithCancel(ctx)
+	confdDone, err := s.startConfd(cctx)
+	if err != nil {
+		stopConfd()
+		return err
+	}
+	defer func() { stopConfd(); <-confdDone }()
 	if s.dir.hasRaft() {
 		if err := s.startRaft(false); err != nil {
 			return err
@@ -197,7 +208,7 @@ func (s *Server) startRaft(bootstrap bool) error {
 	if s.node != nil {
 		return nil
 	}
-	n, err := startRaft(&s.cfg, s.dir.raftPath(), s.rfsm, s.log, bootstrap)
+	n, err := startRaft(&s.cfg, s.dir.raftPath(), s.rfsm, s.log, bootstrap, s.faults)
 	if err != nil {
 		return err
 	}

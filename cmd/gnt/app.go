@@ -129,6 +129,7 @@ func newApp(env environment) *cli.App {
 			env.instanceCommand(),
 			env.jobCommand(),
 			env.debugCommand(),
+			env.confdCommand(),
 		},
 		Action:         missingCommand,
 		ExitErrHandler: func(*cli.Context, error) {}, // never os.Exit inside run

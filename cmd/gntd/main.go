@@ -142,6 +142,7 @@ func devCommand() *cli.Command {
 			&cli.IntFlag{Name: "nodes", Value: 3},
 			&cli.StringFlag{Name: "cluster-name", Value: "gnt-dev"},
 			&cli.StringFlag{Name: "servers-file", Usage: "file to write the API addresses to, for gnt (default ~/.config/gnt/servers; 'none' to skip)"},
+			&cli.StringFlag{Name: "key-file", Usage: "file to copy the cluster key to, for gnt confd (default ~/.config/gnt/cluster.key; 'none' to skip)"},
 		},
 		Action: func(c *cli.Context) error {
 			bin, err := os.Executable()
@@ -157,9 +158,18 @@ func devCommand() *cli.Command {
 			case "none":
 				sf = ""
 			}
+			kf := c.String("key-file")
+			switch kf {
+			case "":
+				if home, err := os.UserHomeDir(); err == nil {
+					kf = filepath.Join(home, ".config", "gnt", "cluster.key")
+				}
+			case "none":
+				kf = ""
+			}
 			return server.RunDev(c.Context, server.DevOptions{
 				DataDir: c.String("data-dir"), Binary: bin, Candidates: c.Int("candidates"), Nodes: c.Int("nodes"),
-				ClusterName: c.String("cluster-name"), ServersFile: sf, Out: c.App.Writer,
+				ClusterName: c.String("cluster-name"), ServersFile: sf, KeyFile: kf, Out: c.App.Writer,
 			})
 		},
 	}
