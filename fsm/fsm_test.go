@@ -572,3 +572,37 @@ func TestJobChanged(t *testing.T) {
 		t.Fatal("watcher not woken when the state was replaced")
 	}
 }
+
+// TestJobStatusFromOpcodes: Ganeti's derivation of a job's status from
+// its opcodes' statuses (first error/canceling/canceled decides; all
+// success is success; otherwise the last status that is neither success
+// nor queued; else queued), plus gnt's pending cancel.
+func TestJobStatusFromOpcodes(t *testing.T) {
+	for _, c := range []struct {
+		ops    []string
+		cancel bool
+		want   string
+	}{
+		{[]string{StatusQueued, StatusQueued}, false, StatusQueued},
+		{[]string{StatusSuccess, StatusQueued}, false, StatusQueued},
+		{[]string{StatusSuccess, StatusWaiting, StatusQueued}, false, StatusWaiting},
+		{[]string{StatusSuccess, StatusRunning, StatusQueued}, false, StatusRunning},
+		{[]string{StatusSuccess, StatusSuccess}, false, StatusSuccess},
+		{[]string{StatusSuccess, StatusError, StatusError}, false, StatusError},
+		{[]string{StatusRunning, StatusCanceling}, false, StatusCanceling},
+		{[]string{StatusSuccess, StatusCanceled, StatusCanceled}, false, StatusCanceled},
+		{[]string{StatusError, StatusCanceled}, false, StatusError},
+		{[]string{StatusRunning}, true, StatusCanceling},
+		{[]string{StatusSuccess}, true, StatusSuccess},
+		{[]string{StatusRunning, StatusError}, true, StatusError},
+		{nil, false, StatusQueued},
+	} {
+		j := &Job{CancelRequested: c.cancel}
+		for _, s := range c.ops {
+			j.Ops = append(j.Ops, &OpState{Status: s})
+		}
+		if got := j.computeStatus(); got != c.want {
+			t.Errorf("ops %v cancel=%v: status %s, want %s", c.ops, c.cancel, got, c.want)
+		}
+	}
+}

@@ -288,3 +288,54 @@ func TestResumedJobsKeepTheirLocks(t *testing.T) {
 		t.Errorf("job %d took n1 at %v while resumed job %d held it until %v", b, ts(jb.Ops[0].ExecTS), a, ts(ja.EndTS))
 	}
 }
+
+// TestNoRepeatStepsAfterFailover: a resumed opcode whose step in progress
+// cannot be repeated either checks the world first (and records the step
+// without running it when its effect is there) or fails with a reason
+// naming the failover; it is never left running.
+func TestNoRepeatStepsAfterFailover(t *testing.T) {
+	d, old := setup(t)
+	ran := map[string]int{}
+	var mu = make(chan struct{}, 1)
+	count := func(name string) {
+		mu <- struct{}{}
+		ran[name]++
+		<-mu
+	}
+	steps := func(op fsm.Opcode) ([]Step, error) {
+		o := op.(*fsm.OpTestDelay)
+		first := Step{Name: "prepare", Run: func(context.Context, *StepContext) (any, error) { count("prepare"); return nil, nil }}
+		move := Step{Name: "move", NoRepeat: true, Run: func(context.Context, *StepContext) (any, error) { count("move"); return nil, nil }}
+		if o.Duration == 1 { // this opcode can check the world
+			move.Check = func(context.Context, *StepContext) (bool, error) { return true, nil }
+		}
+		last := Step{Name: "finish", Run: func(context.Context, *StepContext) (any, error) { count("finish"); return nil, nil }}
+		return []Step{first, move, last}, nil
+	}
+	checked := submit(t, d, `{"OP_ID":"OP_TEST_DELAY","duration":1}`)
+	unchecked := submit(t, d, `{"OP_ID":"OP_TEST_DELAY","duration":2}`)
+	for _, id := range []int64{checked, unchecked} {
+		update(t, d, fsm.JobUpdate{Epoch: old, JobID: id, Action: fsm.ActionStart})
+		update(t, d, fsm.JobUpdate{Epoch: old, JobID: id, Action: fsm.ActionStep, Step: 0, StepName: "prepare"})
+	}
+	r, _, _ := d.Apply(context.Background(), fsm.LeaderEstablish{Now: 5, Node: "n1"})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- (&Executor{FSM: d.f, Apply: d, Epoch: r.Epoch, Concurrency: 2, Strategy: fastStrategy, Steps: steps}).Run(ctx)
+	}()
+	defer func() { cancel(); <-done }()
+	jc := waitStatus(t, d.f, checked, fsm.StatusSuccess)
+	if len(jc.Ops[0].Steps) != 2 || jc.Ops[0].Steps[1].Name != "move" {
+		t.Errorf("checked opcode steps %+v", jc.Ops[0].Steps)
+	}
+	ju := waitStatus(t, d.f, unchecked, fsm.StatusError)
+	if !strings.Contains(string(ju.Ops[0].Result), "cannot resume after a leader failover: step 2 (move)") {
+		t.Errorf("unchecked opcode result %s", ju.Ops[0].Result)
+	}
+	mu <- struct{}{}
+	defer func() { <-mu }()
+	if ran["move"] != 0 || ran["prepare"] != 0 || ran["finish"] != 1 {
+		t.Errorf("steps run: %v (move must not run again; prepare was recorded; finish once, for the checked opcode)", ran)
+	}
+}

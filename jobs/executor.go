@@ -45,6 +45,9 @@ type Executor struct {
 	// Sleep waits for d or until ctx ends (injectable for tests).
 	Sleep func(ctx context.Context, d time.Duration) error
 	Log   hclog.Logger
+	// Steps gives an opcode's steps; nil means this gntd's opcodes. Tests
+	// set it to run opcodes with steps of their own.
+	Steps func(fsm.Opcode) ([]Step, error)
 	// OnResumed, when set, is called once with the number of started jobs
 	// the executor found and the time from Run's start until the first of
 	// them was running again (zero when there were none).
@@ -341,7 +344,11 @@ func (e *Executor) runOp(ctx context.Context, job *fsm.Job, idx int, resume bool
 		_, err := e.update(ctx, fsm.JobUpdate{JobID: job.ID, OpIndex: idx, Action: fsm.ActionApply})
 		return err
 	}
-	steps, serr := stepsFor(op)
+	stepsOf := e.Steps
+	if stepsOf == nil {
+		stepsOf = stepsFor
+	}
+	steps, serr := stepsOf(op)
 	var note []string
 	if started && resume {
 		note = []string{fmt.Sprintf("resumed by the executor of epoch %d after a leader change, at step %d of %d",
@@ -378,7 +385,19 @@ func (e *Executor) runOp(ctx context.Context, job *fsm.Job, idx int, resume bool
 		}
 		sc.Index, sc.logs = k, note
 		note = nil
-		res, err := steps[k].Run(ctx, sc)
+		var (
+			res any
+			err error
+		)
+		if skip, ferr := e.resumeCheck(ctx, sc, steps[k], started && resume && k == len(st.Steps)); ferr != nil {
+			_, uerr := e.update(ctx, fsm.JobUpdate{JobID: job.ID, OpIndex: idx, Action: fsm.ActionFinish,
+				Status: fsm.StatusError, Log: sc.logs, Result: mustJSON(ferr.Error())})
+			return uerr
+		} else if skip {
+			sc.Logf("step %d (%s) had taken effect before the leader change; not repeated", k+1, steps[k].Name)
+		} else {
+			res, err = steps[k].Run(ctx, sc)
+		}
 		if ctx.Err() != nil {
 			return ctx.Err() // stepping down: the next leader resumes at this step
 		}
@@ -404,6 +423,27 @@ func (e *Executor) runOp(ctx context.Context, job *fsm.Job, idx int, resume bool
 	_, err = e.update(ctx, fsm.JobUpdate{JobID: job.ID, OpIndex: idx, Action: fsm.ActionFinish,
 		Status: fsm.StatusSuccess, Result: mustJSON(result), Log: sc.logs})
 	return err
+}
+
+// resumeCheck decides how to resume at a step that may have been in
+// progress when the previous leader died (resumed is true only for the
+// first step an executor runs of an opcode another one started). It
+// returns skip when the step's effect is already there, and an error that
+// fails the opcode when the step cannot be repeated safely.
+func (e *Executor) resumeCheck(ctx context.Context, sc *StepContext, st Step, resumed bool) (skip bool, err error) {
+	if !resumed || !st.NoRepeat {
+		return false, nil
+	}
+	if st.Check == nil {
+		return false, fmt.Errorf("cannot resume after a leader failover: step %d (%s) may have been in progress under the previous leader and cannot be repeated safely (executor epoch %d); check its effect by hand",
+			sc.Index+1, st.Name, e.Epoch)
+	}
+	done, cerr := st.Check(ctx, sc)
+	if cerr != nil {
+		return false, fmt.Errorf("cannot resume after a leader failover: checking whether step %d (%s) took effect failed: %v",
+			sc.Index+1, st.Name, cerr)
+	}
+	return done, nil
 }
 
 // prepare gets a queued opcode ready to run: it checks the dependencies

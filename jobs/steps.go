@@ -16,6 +16,15 @@ import (
 type Step struct {
 	Name string
 	Run  func(ctx context.Context, sc *StepContext) (result any, err error)
+	// NoRepeat marks a step that must not simply run again when a leader
+	// died while it may have been in progress (say, a migration that has
+	// started moving memory). After a failover, Check looks at the world
+	// first and says whether the step's effect is there already (then it
+	// is recorded without running) or not (then it runs). A NoRepeat step
+	// without Check cannot resume: the opcode fails with a reason naming
+	// the failover.
+	NoRepeat bool
+	Check    func(ctx context.Context, sc *StepContext) (done bool, err error)
 }
 
 // StepContext is what a running step sees: the job and opcode, whether
