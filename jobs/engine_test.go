@@ -99,6 +99,21 @@ func TestResumeAtRecordedStep(t *testing.T) {
 	}
 }
 
+// waitOpStatus waits until the first opcode of job id has status want.
+func waitOpStatus(t *testing.T, f *fsm.FSM, id int64, want string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		var st string
+		f.Read(func(s *fsm.State, _ uint64) { st = s.Jobs[id].Ops[0].Status })
+		if st == want {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	t.Fatalf("opcode 0 of job %d did not become %s", id, want)
+}
+
 // overlap reports whether two opcodes ran at the same time.
 func overlap(a, b *fsm.OpState) bool {
 	return ts(a.ExecTS).Before(ts(b.EndTS)) && ts(b.ExecTS).Before(ts(a.EndTS))
@@ -215,15 +230,7 @@ func TestLockTimeoutsRaisePriority(t *testing.T) {
 	d, epoch := setup(t)
 	holder := submit(t, d, `{"OP_ID":"OP_TEST_DELAY","duration":0.3,"no_locks":false,"on_nodes":["n1"]}`)
 	runExecutor(t, d, epoch, 4)
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		var st string
-		d.f.Read(func(s *fsm.State, _ uint64) { st = s.Jobs[holder].Ops[0].Status })
-		if st == fsm.StatusRunning {
-			break
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	waitOpStatus(t, d.f, holder, fsm.StatusRunning)
 	waiter := submit(t, d, `{"OP_ID":"OP_TEST_DELAY","duration":0,"no_locks":false,"on_nodes":["n1"],"priority":3}`)
 	j := waitStatus(t, d.f, waiter, fsm.StatusSuccess)
 	h := waitStatus(t, d.f, holder, fsm.StatusSuccess)
@@ -249,15 +256,7 @@ func TestFastPathYieldsToRunningLocks(t *testing.T) {
 	d, epoch := setup(t)
 	holder := submit(t, d, `{"OP_ID":"OP_TEST_DELAY","duration":0.2,"no_locks":false,"on_nodes":["n1"]}`)
 	runExecutor(t, d, epoch, 4)
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		var st string
-		d.f.Read(func(s *fsm.State, _ uint64) { st = s.Jobs[holder].Ops[0].Status })
-		if st == fsm.StatusRunning {
-			break
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	waitOpStatus(t, d.f, holder, fsm.StatusRunning)
 	r, _, _ := d.Apply(context.Background(), fsm.JobSubmit{Now: time.Now().UnixNano(),
 		Ops: []json.RawMessage{json.RawMessage(`{"OP_ID":"OP_NODE_SET_PARAMS","node_name":"n1","ndparams":{"spindle_count":3}}`)}, UUIDs: []string{""}})
 	if r.Err != nil || r.Job.Status != fsm.StatusQueued {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -238,7 +237,7 @@ func (e *Executor) rebuildLocks(ctx context.Context) []int64 {
 		if len(op.Locks) > 0 {
 			reqs := toRequests(op.Locks)
 			if err := e.Locks.Acquire(ctx, j.ID, op.Priority, reqs, time.Second); err != nil {
-				e.Log.Error("re-taking the locks of a started job", "job", j.ID, "locks", describeLocks(op.Locks), "error", err)
+				e.Log.Error("re-taking the locks of a started job", "job", j.ID, "locks", fsm.DescribeLocks(op.Locks), "error", err)
 			}
 		}
 		ids = append(ids, j.ID)
@@ -481,7 +480,7 @@ func (e *Executor) prepare(ctx context.Context, job *fsm.Job, idx int, op fsm.Op
 		timeout, ok := e.Strategy.Attempt(attempt)
 		if !ok && prio > fsm.PrioHighest {
 			resp, err := e.update(ctx, fsm.JobUpdate{JobID: job.ID, OpIndex: idx, Action: fsm.ActionPriority,
-				Log: []string{fmt.Sprintf("could not acquire locks %s in time; raising the priority to %d", describeLocks(decl), prio-1)}})
+				Log: []string{fmt.Sprintf("could not acquire locks %s in time; raising the priority to %d", fsm.DescribeLocks(decl), prio-1)}})
 			if err != nil {
 				return err
 			}
@@ -508,7 +507,7 @@ func (e *Executor) prepare(ctx context.Context, job *fsm.Job, idx int, op fsm.Op
 		}
 		if !waiting {
 			if _, err := e.update(ctx, fsm.JobUpdate{JobID: job.ID, OpIndex: idx, Action: fsm.ActionWait,
-				Log: []string{"waiting for locks " + describeLocks(decl)}}); err != nil {
+				Log: []string{"waiting for locks " + fsm.DescribeLocks(decl)}}); err != nil {
 				return err
 			}
 			waiting = true
@@ -532,26 +531,6 @@ func toRequests(decl []fsm.LockDecl) []locking.Request {
 		out = append(out, locking.Request{Level: lvl, Names: d.Names, Mode: mode})
 	}
 	return out
-}
-
-// describeLocks writes lock declarations the way Ganeti names locks, e.g.
-// "cluster/BGL(shared) node/n1(exclusive)".
-func describeLocks(decl []fsm.LockDecl) string {
-	var parts []string
-	for _, d := range decl {
-		mode := "shared"
-		if d.Exclusive {
-			mode = "exclusive"
-		}
-		names := d.Names
-		if len(names) == 0 {
-			names = []string{"[lockset]"}
-		}
-		for _, n := range names {
-			parts = append(parts, fmt.Sprintf("%s/%s(%s)", d.Level, n, mode))
-		}
-	}
-	return strings.Join(parts, " ")
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

@@ -771,18 +771,9 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, ops []json.RawMe
 		writeError(w, FromFSM(e))
 		return nil
 	}
-	resp, idx, err := s.b.Apply(r.Context(), fsm.JobSubmit{Now: now.UnixNano(), Ops: ops, UUIDs: uuids})
-	if errors.Is(err, ErrNotLeader) {
-		return ErrNotLeader
-	}
-	if err != nil {
-		writeError(w, asAPIError(err))
-		return nil
-	}
-	setIndex(w, idx)
-	if resp.Err != nil {
-		writeError(w, FromFSM(resp.Err))
-		return nil
+	resp, ok, err := s.applyHere(w, r, fsm.JobSubmit{Now: now.UnixNano(), Ops: ops, UUIDs: uuids})
+	if !ok {
+		return err
 	}
 	if resp.Job != nil {
 		// Configuration-only jobs are final already; saying so spares the
