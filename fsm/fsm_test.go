@@ -98,6 +98,32 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 			}
 		}
 		return h.mustNotChangeOnError(t, d, u)
+	case "step-change":
+		u := JobUpdate{Now: h.now, Epoch: uint64(atoi("epoch", 0)), JobID: int64(atoi("job", 0)),
+			OpIndex: atoi("op", 0), Action: arg("action", ActionStep), Status: arg("status", ""),
+			Step: atoi("step", 0), StepName: arg("step-name", "s")}
+		if err := json.Unmarshal([]byte(strings.TrimSpace(d.Input)), &u.Changes); err != nil {
+			t.Fatalf("%s: changes: %v", d.Pos, err)
+		}
+		return h.mustNotChangeOnError(t, d, u)
+	case "instances":
+		var b strings.Builder
+		h.f.Read(func(s *State, _ uint64) {
+			for _, i := range s.SortedInstances() {
+				var sec []string
+				for _, u := range i.SecondaryNodes {
+					sec = append(sec, s.NodeName(u))
+				}
+				var ips []string
+				for _, n := range i.NICs {
+					ips = append(ips, n.IP)
+				}
+				fmt.Fprintf(&b, "%s %s pnode=%s snodes=%v mem=%d admin=%s forthcoming=%v ips=%v serial=%d\n", i.Name, i.DiskTemplate,
+					s.NodeName(i.PrimaryNode), sec, i.MemoryMiB, i.AdminState, i.Forthcoming, ips, i.SerialNo)
+			}
+			fmt.Fprintf(&b, "cluster serial=%d\n", s.Cluster.SerialNo)
+		})
+		return b.String()
 	case "cancel":
 		return h.mustNotChangeOnError(t, d, JobCancel{Now: h.now, JobID: int64(atoi("job", 0)), Who: arg("who", "")})
 	case "archive":

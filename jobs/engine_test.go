@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -337,4 +338,55 @@ func TestNoRepeatStepsAfterFailover(t *testing.T) {
 	if ran["move"] != 0 || ran["prepare"] != 0 || ran["finish"] != 1 {
 		t.Errorf("steps run: %v (move must not run again; prepare was recorded; finish once, for the checked opcode)", ran)
 	}
+}
+
+// TestStepChangesRideOnTheRecord: configuration changes a step makes are
+// applied with its record; one the configuration refuses fails the
+// opcode, naming the step, and changes nothing.
+func TestStepChangesRideOnTheRecord(t *testing.T) {
+	d, epoch := setup(t)
+	put := func(name, uuid string, serial int64) fsm.StepChange {
+		return fsm.StepChange{InstancePut: &fsm.InstancePut{ExpectSerial: serial, Instance: fsm.Instance{
+			Name: name, UUID: uuid, PrimaryNode: "n1", DiskTemplate: fsm.DTDiskless, AdminState: fsm.AdminDown, MemoryMiB: 128}}}
+	}
+	steps := func(op fsm.Opcode) ([]Step, error) {
+		o := op.(*fsm.OpTestDelay)
+		name := "web" + strconv.Itoa(o.Repeat)
+		return []Step{
+			{Name: "record", Run: func(_ context.Context, sc *StepContext) (any, error) {
+				sc.Change(put(name, "u-"+name, 0))
+				return nil, nil
+			}},
+			{Name: "start", Run: func(_ context.Context, sc *StepContext) (any, error) {
+				in := put(name, "u-"+name, 1)
+				in.InstancePut.Instance.AdminState = fsm.AdminUp
+				if o.Fail { // a change computed from a stale record
+					in.InstancePut.ExpectSerial = 0
+				}
+				sc.Change(in)
+				return nil, nil
+			}},
+		}, nil
+	}
+	ok := submit(t, d, `{"OP_ID":"OP_TEST_DELAY","duration":0,"repeat":1}`)
+	bad := submit(t, d, `{"OP_ID":"OP_TEST_DELAY","duration":0,"repeat":2,"fail":true}`)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- (&Executor{FSM: d.f, Apply: d, Epoch: epoch, Concurrency: 2, Strategy: fastStrategy, Steps: steps}).Run(ctx)
+	}()
+	defer func() { cancel(); <-done }()
+	waitStatus(t, d.f, ok, fsm.StatusSuccess)
+	j := waitStatus(t, d.f, bad, fsm.StatusError)
+	if !strings.Contains(string(j.Ops[0].Result), "step 2 of 2 (start): its configuration change was refused") {
+		t.Errorf("result %s", j.Ops[0].Result)
+	}
+	d.f.Read(func(s *fsm.State, _ uint64) {
+		if i := s.LookupInstance("web1"); i == nil || i.AdminState != fsm.AdminUp || i.SerialNo != 2 {
+			t.Errorf("web1 = %+v", i)
+		}
+		if i := s.LookupInstance("web2"); i == nil || i.AdminState != fsm.AdminDown || i.SerialNo != 1 {
+			t.Errorf("web2 = %+v (the refused change must not apply)", i)
+		}
+	})
 }

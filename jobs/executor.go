@@ -382,7 +382,7 @@ func (e *Executor) runOp(ctx context.Context, job *fsm.Job, idx int, resume bool
 				Log: append(note, fmt.Sprintf("canceled before step %d (%s) as requested", k+1, steps[k].Name))})
 			return err
 		}
-		sc.Index, sc.logs = k, note
+		sc.Index, sc.logs, sc.changes = k, note, nil
 		note = nil
 		var (
 			res any
@@ -411,17 +411,41 @@ func (e *Executor) runOp(ctx context.Context, job *fsm.Job, idx int, resume bool
 			break // the last step is recorded by finish
 		}
 		resp, err := e.update(ctx, fsm.JobUpdate{JobID: job.ID, OpIndex: idx, Action: fsm.ActionStep,
-			Step: k, StepName: steps[k].Name, Result: mustJSON(res), Log: sc.logs})
+			Step: k, StepName: steps[k].Name, Result: mustJSON(res), Log: sc.logs, Changes: sc.changes})
 		if err != nil {
-			return err
+			return e.changeRefused(ctx, job.ID, idx, k, steps, sc, err)
 		}
 		if resp.Job != nil && fsm.Finalized(resp.Job.Status) {
 			return nil // canceled at this step boundary
 		}
 	}
-	_, err = e.update(ctx, fsm.JobUpdate{JobID: job.ID, OpIndex: idx, Action: fsm.ActionFinish,
-		Status: fsm.StatusSuccess, Result: mustJSON(result), Log: sc.logs})
-	return err
+	last, name := len(steps)-1, ""
+	if last >= 0 {
+		name = steps[last].Name
+	}
+	if _, err = e.update(ctx, fsm.JobUpdate{JobID: job.ID, OpIndex: idx, Action: fsm.ActionFinish,
+		Status: fsm.StatusSuccess, Result: mustJSON(result), Log: sc.logs, StepName: name, Changes: sc.changes}); err != nil {
+		return e.changeRefused(ctx, job.ID, idx, last, steps, sc, err)
+	}
+	return nil
+}
+
+// changeRefused handles a step record the state refused: when it carried
+// configuration changes that no longer fit the configuration (another job
+// changed it), the opcode fails saying so; other errors (fencing, lost
+// leadership) stop the job for the next leader.
+func (e *Executor) changeRefused(ctx context.Context, id int64, idx, k int, steps []Step, sc *StepContext, err error) error {
+	var fe *fsm.Error
+	if len(sc.changes) == 0 || !errors.As(err, &fe) || fe.Code == fsm.CodeFenced {
+		return err
+	}
+	if cur := e.readJob(id); cur == nil || fsm.Finalized(cur.Status) {
+		return nil
+	}
+	_, uerr := e.update(ctx, fsm.JobUpdate{JobID: id, OpIndex: idx, Action: fsm.ActionFinish, Status: fsm.StatusError,
+		Log:    sc.logs,
+		Result: mustJSON(fmt.Sprintf("step %d of %d (%s): its configuration change was refused: %s", k+1, len(steps), steps[k].Name, fe.Msg))})
+	return uerr
 }
 
 // resumeCheck decides how to resume at a step that may have been in

@@ -37,8 +37,13 @@ type StepContext struct {
 	// Resumed is true when an earlier executor started the opcode.
 	Resumed bool
 	logs    []string
+	changes []fsm.StepChange
 	sleep   func(ctx context.Context, d time.Duration) error
 }
+
+// Change queues a configuration change made by the step; it is applied
+// in one transaction with the step's record, or the step fails.
+func (sc *StepContext) Change(c fsm.StepChange) { sc.changes = append(sc.changes, c) }
 
 // Logf adds a line to the opcode's log; it is recorded with the step.
 func (sc *StepContext) Logf(format string, args ...any) {
