@@ -83,7 +83,8 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		return fmt.Sprintf("epoch %d", r.Epoch)
 	case "register":
 		r := h.apply(NodeRegister{Now: h.now, Node: NodeSpec{Name: arg("node", ""), PrimaryIP: arg("ip", ""),
-			Addrs: Addrs{API: arg("api", ""), Raft: arg("raft", "")}}}).(Response)
+			Addrs:     Addrs{API: arg("api", ""), Raft: arg("raft", "")},
+			Resources: Resources{MemoryMiB: int64(atoi("mem", 0)), DiskMiB: int64(atoi("disk", 0))}}}).(Response)
 		return h.respString(r)
 	case "update":
 		u := JobUpdate{Now: h.now, Epoch: uint64(atoi("epoch", 0)), JobID: int64(atoi("job", 0)),

@@ -79,6 +79,9 @@ func (p *InstancePut) apply(t *txn) *Error {
 	if e := t.checkInstanceNICs(&in); e != nil {
 		return e
 	}
+	if e := t.checkInstanceFits(&in, old); e != nil {
+		return e
+	}
 	switch in.AdminState {
 	case AdminUp, AdminDown, AdminOffline:
 	default:
@@ -161,5 +164,81 @@ func (r *InstanceRemove) apply(t *txn) *Error {
 		return errf(CodeState, "serial_no", "instance %s changed since the step read it (serial_no %d, expected %d)", old.Name, old.SerialNo, r.ExpectSerial)
 	}
 	t.insts[r.UUID] = nil
+	return nil
+}
+
+// DRBDMetaMiB is the DRBD metadata each drbd disk takes besides its size,
+// on both of its nodes (Ganeti's DRBD_META_SIZE).
+const DRBDMetaMiB = 128
+
+// instanceDiskMiB is the disk an instance takes on each of its nodes.
+func instanceDiskMiB(i *Instance) int64 {
+	var sum int64
+	for _, d := range i.Disks {
+		sum += d.SizeMiB
+		if i.DiskTemplate == DTDrbd {
+			sum += DRBDMetaMiB
+		}
+	}
+	return sum
+}
+
+// usage is what an instance takes of one node: memory on its primary,
+// disk on each of its nodes.
+func usage(i *Instance, node string) (mem, disk int64) {
+	if i == nil || node == "" {
+		return 0, 0
+	}
+	if i.PrimaryNode == node {
+		return i.MemoryMiB, instanceDiskMiB(i)
+	}
+	for _, s := range i.SecondaryNodes {
+		if s == node {
+			return 0, instanceDiskMiB(i)
+		}
+	}
+	return 0, 0
+}
+
+// checkInstanceFits refuses a record that needs more of one of its nodes
+// than the old record did when the node cannot give it: real and
+// forthcoming instances count alike, so a reservation always leaves room
+// for its instance and concurrent creations never overcommit a node. A
+// node whose totals are not known (0) is not checked.
+func (t *txn) checkInstanceFits(in, old *Instance) *Error {
+	for _, u := range append([]string{in.PrimaryNode}, in.SecondaryNodes...) {
+		n := t.node(u)
+		if n == nil {
+			continue
+		}
+		newMem, newDisk := usage(in, u)
+		oldMem, oldDisk := usage(old, u)
+		if newMem <= oldMem && newDisk <= oldDisk {
+			continue
+		}
+		var usedMem, usedDisk int64
+		for iu, i := range t.st.Instances {
+			if s, staged := t.insts[iu]; staged {
+				i = s
+			}
+			if iu == in.UUID || i == nil {
+				continue
+			}
+			m, d := usage(i, u)
+			usedMem, usedDisk = usedMem+m, usedDisk+d
+		}
+		for iu, i := range t.insts {
+			if _, base := t.st.Instances[iu]; !base && iu != in.UUID && i != nil {
+				m, d := usage(i, u)
+				usedMem, usedDisk = usedMem+m, usedDisk+d
+			}
+		}
+		if tot := n.Resources.MemoryMiB; tot > 0 && newMem > oldMem && usedMem+newMem > tot {
+			return errf(CodeNoRes, "instance.memory", "node %s has %d MiB of memory free, instance %s needs %d", n.Name, max(tot-usedMem, 0), in.Name, newMem)
+		}
+		if tot := n.Resources.DiskMiB; tot > 0 && newDisk > oldDisk && usedDisk+newDisk > tot {
+			return errf(CodeNoRes, "instance.disks", "node %s has %d MiB of disk free, instance %s needs %d", n.Name, max(tot-usedDisk, 0), in.Name, newDisk)
+		}
+	}
 	return nil
 }
