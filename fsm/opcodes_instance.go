@@ -399,4 +399,3 @@ func (o *OpInstanceMigrate) Summary() string { return "INSTANCE_MIGRATE(" + o.Re
 
 // Locks implements Opcode.
 func (o *OpInstanceMigrate) Locks(s *State) []LockDecl { return instanceLocks(s, o.Ref()) }
-
