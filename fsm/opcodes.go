@@ -117,6 +117,13 @@ var opcodeTypes = map[string]func() Opcode{
 	"OP_TAGS_SET":           func() Opcode { return &OpTagsSet{} },
 	"OP_TAGS_DEL":           func() Opcode { return &OpTagsDel{} },
 	"OP_TEST_DELAY":         func() Opcode { return &OpTestDelay{} },
+	"OP_INSTANCE_CREATE":    func() Opcode { return &OpInstanceCreate{} },
+	"OP_INSTANCE_REMOVE":    func() Opcode { return &OpInstanceRemove{} },
+	"OP_INSTANCE_STARTUP":   func() Opcode { return &OpInstanceStartup{} },
+	"OP_INSTANCE_SHUTDOWN":  func() Opcode { return &OpInstanceShutdown{} },
+	"OP_INSTANCE_REBOOT":    func() Opcode { return &OpInstanceReboot{} },
+	"OP_INSTANCE_FAILOVER":  func() Opcode { return &OpInstanceFailover{} },
+	"OP_INSTANCE_MIGRATE":   func() Opcode { return &OpInstanceMigrate{} },
 }
 
 // OpcodeIDs lists the opcodes this build knows.

@@ -44,6 +44,10 @@ type Executor struct {
 	// Sleep waits for d or until ctx ends (injectable for tests).
 	Sleep func(ctx context.Context, d time.Duration) error
 	Log   hclog.Logger
+	// Nodes reaches the node agents (instance opcodes).
+	Nodes NodeCaller
+	// Dead reports nodes that liveness says are dead (nil: none are).
+	Dead func(*fsm.Node) bool
 	// Steps gives an opcode's steps; nil means this gntd's opcodes. Tests
 	// set it to run opcodes with steps of their own.
 	Steps func(fsm.Opcode) ([]Step, error)
@@ -345,7 +349,7 @@ func (e *Executor) runOp(ctx context.Context, job *fsm.Job, idx int, resume bool
 	}
 	stepsOf := e.Steps
 	if stepsOf == nil {
-		stepsOf = stepsFor
+		stepsOf = e.stepsFor
 	}
 	steps, serr := stepsOf(op)
 	var note []string

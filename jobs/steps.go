@@ -55,10 +55,24 @@ func (sc *StepContext) Sleep(ctx context.Context, d time.Duration) error { retur
 
 // stepsFor returns the steps of an executor opcode, or an error for an
 // opcode this gntd cannot run.
-func stepsFor(op fsm.Opcode) ([]Step, error) {
+func (e *Executor) stepsFor(op fsm.Opcode) ([]Step, error) {
 	switch o := op.(type) {
 	case *fsm.OpTestDelay:
 		return testDelaySteps(o), nil
+	case *fsm.OpInstanceCreate:
+		return e.createSteps(o), nil
+	case *fsm.OpInstanceRemove:
+		return e.removeSteps(o), nil
+	case *fsm.OpInstanceStartup:
+		return []Step{startStep(e, o.Ref(), o.NoRemember)}, nil
+	case *fsm.OpInstanceShutdown:
+		return []Step{stopStep(e, o.Ref(), o.Timeout, false, o.NoRemember, o.IgnoreOfflineNodes)}, nil
+	case *fsm.OpInstanceReboot:
+		return []Step{e.rebootStep(o)}, nil
+	case *fsm.OpInstanceFailover:
+		return e.failoverSteps(o), nil
+	case *fsm.OpInstanceMigrate:
+		return e.migrateSteps(o), nil
 	}
 	return nil, fmt.Errorf("opcode %s has no executor in this gntd", op.Common().OpID)
 }

@@ -22,9 +22,10 @@ func (s *Server) handleVersion(w http.ResponseWriter, r *http.Request) {
 }
 
 // Features are the RAPI feature strings this server supports (Ganeti's
-// /2/features). The request-body versions Ganeti lists there belong to
-// instance and node operations that do not exist yet, so none is claimed.
-var Features = []string{}
+// /2/features): instance creation takes the version-1 body. The other
+// request-body versions Ganeti lists (reinstall, node migrate and
+// evacuate) belong to operations gnt does not have yet.
+var Features = []string{"instance-create-reqv1"}
 
 func (s *Server) handleFeatures(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, Features)

@@ -1,0 +1,104 @@
+package rpc
+
+import (
+	"bytes"
+	"net/http"
+
+	"github.com/gnt-cluster/gnt/fsm"
+)
+
+// Instance writes, with Ganeti's RAPI paths and bodies. Bodies are opcode
+// fields; fsm.ParseOpcode validates them, naming any unknown field.
+
+// buildInstanceCreate: POST /2/instances (Ganeti's body version 1: the
+// OP_INSTANCE_CREATE fields; "name" and "os" are accepted for
+// instance_name and os_type).
+func buildInstanceCreate(r *http.Request, body []byte) ([]any, *APIError) {
+	op, aerr := bodyMap(body)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if v, ok := op["__version__"]; ok {
+		if n, _ := v.(interface{ String() string }); n == nil || n.String() != "1" {
+			return nil, badRequest("__version__", "only body version 1 is supported")
+		}
+		delete(op, "__version__")
+	}
+	for _, r := range [][2]string{{"name", "instance_name"}, {"os", "os_type"}} {
+		if aerr := rename(op, r[0], r[1]); aerr != nil {
+			return nil, aerr
+		}
+	}
+	return single("OP_INSTANCE_CREATE", op), nil
+}
+
+// buildInstanceCommit: POST /2/instances/{name}/create: a forthcoming
+// instance becomes real (seed 001).
+func buildInstanceCommit(r *http.Request, body []byte) ([]any, *APIError) {
+	name, aerr := instanceRef(r)
+	if aerr != nil {
+		return nil, aerr
+	}
+	op, aerr := bodyMap(body)
+	if aerr != nil {
+		return nil, aerr
+	}
+	op["instance_name"], op["commit"] = name, true
+	return single("OP_INSTANCE_CREATE", op), nil
+}
+
+// instanceOp builds an instance opcode from the path's instance, the
+// body's fields and the named boolean query flags.
+func instanceOp(opID string, flags ...string) opsBuilder {
+	return func(r *http.Request, body []byte) ([]any, *APIError) {
+		name, aerr := instanceRef(r)
+		if aerr != nil {
+			return nil, aerr
+		}
+		op, aerr := bodyMap(body)
+		if aerr != nil {
+			return nil, aerr
+		}
+		q := r.URL.Query()
+		for _, f := range flags {
+			if q.Has(f) {
+				v, aerr := queryFlag(q, f)
+				if aerr != nil {
+					return nil, aerr
+				}
+				op[f] = v
+			}
+		}
+		if opID == "OP_INSTANCE_REBOOT" && q.Has("type") {
+			op["reboot_type"] = q.Get("type")
+		}
+		op["instance_name"] = name
+		return single(opID, op), nil
+	}
+}
+
+// bodyMap decodes an optional JSON object body into opcode fields.
+func bodyMap(body []byte) (map[string]any, *APIError) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return map[string]any{}, nil
+	}
+	m, err := rawToMap(body)
+	if err != nil || m == nil {
+		return nil, FromFSM(&fsm.Error{Code: fsm.CodeInval, Msg: "the body must be a JSON object of opcode fields"})
+	}
+	return m, nil
+}
+
+// rename moves a field given under its RAPI alias to the opcode's name.
+func rename(m map[string]any, from, to string) *APIError {
+	v, ok := m[from]
+	if !ok {
+		return nil
+	}
+	if _, both := m[to]; both {
+		return badRequest(from, "give %s or %s, not both", to, from)
+	}
+	m[to] = v
+	delete(m, from)
+	return nil
+}
