@@ -531,4 +531,3 @@ func (e *Executor) migrateSteps(o *fsm.OpInstanceMigrate) []Step {
 		}},
 	}
 }
-
