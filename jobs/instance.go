@@ -87,14 +87,19 @@ func derivedMAC(base string, i int) string {
 	return fmt.Sprintf("aa:00:00:%02x:%02x:%02x", h[0], h[1], h[2])
 }
 
-func (e *Executor) allocOptions(s *fsm.State) alloc.Options {
-	dead := map[string]bool{}
+func (e *Executor) allocOptions(s *fsm.State) alloc.Options { return AllocOptions(s, e.Dead) }
+
+// AllocOptions are the allocator's options on the state: the nodes dead
+// says are dead (nil: none) take no instances, and vcpus are placed at
+// DefaultVCPURatio.
+func AllocOptions(s *fsm.State, dead func(*fsm.Node) bool) alloc.Options {
+	d := map[string]bool{}
 	for u, n := range s.Nodes {
-		if e.Dead != nil && e.Dead(n) {
-			dead[u] = true
+		if dead != nil && dead(n) {
+			d[u] = true
 		}
 	}
-	return alloc.Options{Dead: dead, VCPURatio: DefaultVCPURatio}
+	return alloc.Options{Dead: d, VCPURatio: DefaultVCPURatio}
 }
 
 func (e *Executor) createSteps(o *fsm.OpInstanceCreate) []Step {

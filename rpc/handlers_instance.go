@@ -3,6 +3,7 @@ package rpc
 import (
 	"bytes"
 	"net/http"
+	"strconv"
 
 	"github.com/gnt-cluster/gnt/fsm"
 )
@@ -100,5 +101,57 @@ func rename(m map[string]any, from, to string) *APIError {
 	}
 	m[to] = v
 	delete(m, from)
+	return nil
+}
+
+// serveCapacity is GET /2/gnt/capacity?memory=M&disk=D[&disk=D]&vcpus=V
+// &disk_template=T&group=G (sizes in MiB): how many instances of that
+// specification fit, on this gntd's replica.
+func (s *Server) serveCapacity(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	req := CapacityRequest{DiskTemplate: q.Get("disk_template"), Group: q.Get("group")}
+	num := func(name string, v string) (int64, *APIError) {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return 0, badRequest(name, "%s must be a non-negative integer (MiB for sizes), got %q", name, v)
+		}
+		return n, nil
+	}
+	var aerr *APIError
+	if v := q.Get("memory"); v != "" {
+		if req.MemoryMiB, aerr = num("memory", v); aerr != nil {
+			writeError(w, aerr)
+			return nil
+		}
+	}
+	if v := q.Get("vcpus"); v != "" {
+		n, aerr := num("vcpus", v)
+		if aerr != nil {
+			writeError(w, aerr)
+			return nil
+		}
+		req.VCPUs = int(n)
+	}
+	for _, v := range q["disk"] {
+		n, aerr := num("disk", v)
+		if aerr != nil {
+			writeError(w, aerr)
+			return nil
+		}
+		req.Disks = append(req.Disks, n)
+	}
+	if req.DiskTemplate == "" {
+		req.DiskTemplate = fsm.DTDiskless
+		if len(req.Disks) > 0 {
+			req.DiskTemplate = fsm.DTPlain
+		}
+	}
+	res, err := s.b.Capacity(req)
+	if err != nil {
+		writeError(w, asAPIError(err))
+		return nil
+	}
+	setIndex(w, s.index())
+	writeJSON(w, res)
 	return nil
 }

@@ -196,6 +196,7 @@ func (s *Server) routes() {
 	add("DELETE", "/2/jobs/{id}", s.handleJobCancel)
 	add("GET", "/2/jobs/{id}/wait", s.handleJobWait)
 	add("POST", "/2/gnt/jobs", s.handleSubmitJobs)
+	add("GET", "/2/gnt/capacity", s.blockingRead(s.serveCapacity))
 	add("POST", "/2/gnt/jobs/{id}/archive", s.handleJobArchive)
 
 	add("GET", "/2/raft/peers", s.blockingRead(s.servePeers))
