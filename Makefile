@@ -41,6 +41,7 @@ integration: build
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./fsm/
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./jobs/locking/
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./jobs/alloc/
 	GNT_BENCH=1 $(GO) test -count=1 -v -run 'TestBenchUDP' -bench 'BenchmarkHandle' -benchtime 1s ./confd/
 	GNT_BENCH=1 $(GO) test -count=1 -v -timeout 30m -run 'TestBench' ./integration/
 

@@ -51,7 +51,8 @@
 // the nodes it touches only, so the best primary is found in one pass over
 // the group, and the best drbd pair without trying every pair: each
 // primary is matched with the best-scoring secondary that passes N+1 for
-// it, read from a lazily sorted list (O(nodes), not O(nodes²)). Groups
+// it, read from a lazily sorted list: O(nodes) unless many secondaries
+// fail N+1 for many primaries, where it tends to hail's O(nodes²). Groups
 // are tried by alloc_policy: preferred groups first, last_resort groups
 // only when no preferred group fits, unallocable groups never; among
 // groups of one policy the lowest score after placement wins, then the

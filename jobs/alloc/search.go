@@ -97,7 +97,10 @@ func (t *table) bestInGroup(g int32, nd need, sc *scope) (best choice, ok bool) 
 	if secs == nil {
 		secs = t.groups[g].members
 	}
-	var ls lazySorted
+	// The candidate buffers are the table's, reused: Capacity searches
+	// thousands of times.
+	ls := lazySorted{sorted: t.sorted[:0], heap: t.cands[:0]}
+	defer func() { t.sorted, t.cands = ls.sorted[:0], ls.heap[:0] }()
 	for _, s := range secs {
 		if t.usable(s, sc.skip) && t.secGeneric(s, nd) {
 			r := &t.rows[s]

@@ -102,6 +102,8 @@ type table struct {
 	// noScore: add and remove leave the group sums alone (EvacuatePlan
 	// compares placements within one group only, by their growth).
 	noScore bool
+	// sorted and cands are bestInGroup's buffers.
+	sorted, cands []secCand
 }
 
 // inst is what an instance uses, as the table counts it.
@@ -334,7 +336,11 @@ func (t *table) resum(pri int32, secs []int32) {
 		return
 	}
 	done := [3]int32{-1, -1, -1}
-	for i, k := range append([]int32{pri}, secs...) {
+	for i := -1; i < len(secs); i++ {
+		k := pri
+		if i >= 0 {
+			k = secs[i]
+		}
 		if k < 0 {
 			continue
 		}
@@ -342,8 +348,8 @@ func (t *table) resum(pri int32, secs []int32) {
 		if g == done[0] || g == done[1] || g == done[2] {
 			continue
 		}
-		if i < len(done) {
-			done[i] = g
+		if i+1 < len(done) {
+			done[i+1] = g
 		}
 		grp := &t.groups[g]
 		grp.q = 0
