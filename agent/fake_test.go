@@ -53,7 +53,9 @@ func TestFakeIdempotence(t *testing.T) {
 		{"disk-detach", func(t *testing.T, f *Fake) { startOn(t, f, inst) },
 			func(ctx context.Context, f *Fake) (Result, error) { return f.DiskDetach(ctx, inst, disk1) }},
 		{"disk-replace", func(t *testing.T, f *Fake) { startOn(t, f, inst) },
-			func(ctx context.Context, f *Fake) (Result, error) { return f.DiskReplace(ctx, inst, disk0, "job-7-step-2") }},
+			func(ctx context.Context, f *Fake) (Result, error) {
+				return f.DiskReplace(ctx, inst, disk0, "job-7-step-2")
+			}},
 		{"os-install", func(t *testing.T, f *Fake) { withDisks(t, f, inst) },
 			func(ctx context.Context, f *Fake) (Result, error) { return f.InstallOS(ctx, inst, "job-7-step-3") }},
 		{"instance-start", func(t *testing.T, f *Fake) { withDisks(t, f, inst) },
@@ -80,11 +82,15 @@ func TestFakeIdempotence(t *testing.T) {
 			withDisks(t, f, inst)
 			must(t, "prepare")(f.MigratePrepare(ctxT(t), inst, Migration{ID: "m1"}))
 			must(t, "receive")(f.MigrateReceive(ctxT(t), Handoff{Migration: "m1", Instance: inst, BootID: "b1"}))
-		}, func(ctx context.Context, f *Fake) (Result, error) { return f.MigrateFinish(ctx, inst, Migration{ID: "m1"}) }},
+		}, func(ctx context.Context, f *Fake) (Result, error) {
+			return f.MigrateFinish(ctx, inst, Migration{ID: "m1"})
+		}},
 		{"migrate-abort (target)", func(t *testing.T, f *Fake) {
 			withDisks(t, f, inst)
 			must(t, "prepare")(f.MigratePrepare(ctxT(t), inst, Migration{ID: "m1"}))
-		}, func(ctx context.Context, f *Fake) (Result, error) { return f.MigrateAbort(ctx, inst, Migration{ID: "m1"}) }},
+		}, func(ctx context.Context, f *Fake) (Result, error) {
+			return f.MigrateAbort(ctx, inst, Migration{ID: "m1"})
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
