@@ -98,12 +98,13 @@ func NewExec(cfg ExecConfig) (*Exec, error) {
 	if cfg.HooksDir == "" {
 		return nil, errors.New("exec driver: no hooks directory")
 	}
-	st, err := os.Stat(cfg.HooksDir)
-	if err != nil {
-		return nil, fmt.Errorf("exec driver: hooks directory: %w", err)
-	}
-	if !st.IsDir() {
+	// A hooks directory that does not exist (yet) makes every operation
+	// unsupported rather than stop the agent; one that is not a directory
+	// is a mistake.
+	if st, err := os.Stat(cfg.HooksDir); err == nil && !st.IsDir() {
 		return nil, fmt.Errorf("exec driver: %s is not a directory", cfg.HooksDir)
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("exec driver: hooks directory: %w", err)
 	}
 	s, err := newStore(cfg.StateDir)
 	if err != nil {
