@@ -210,12 +210,13 @@ type MigrationState struct {
 
 // Handoff is what a migration's source sends its target: the running
 // instance's identity, which a live migration keeps (the boot id does not
-// change).
+// change), and the OS installed on its (replicated) disks.
 type Handoff struct {
 	Migration   string       `json:"migration"`
 	Source      string       `json:"source"` // node name
 	Instance    fsm.Instance `json:"instance"`
 	BootID      string       `json:"boot_id"`
+	OS          string       `json:"os,omitempty"`
 	MemoryMiB   int64        `json:"memory"`
 	Transferred time.Time    `json:"transferred"`
 }

@@ -733,7 +733,8 @@ func (f *Fake) MigrateSend(ctx context.Context, inst fsm.Instance, m Migration) 
 		if err := sleep(ctx, f.delay(OpMigrateSend)); err != nil {
 			return false, "", &OpError{Op: OpMigrateSend, Err: err, Output: "fake: transfer interrupted; still running here"}
 		}
-		h := Handoff{Migration: m.ID, Source: f.cfg.Node, Instance: inst, BootID: r.BootID, MemoryMiB: inst.MemoryMiB, Transferred: f.cfg.Now().UTC()}
+		h := Handoff{Migration: m.ID, Source: f.cfg.Node, Instance: inst, BootID: r.BootID, OS: r.OS,
+			MemoryMiB: inst.MemoryMiB, Transferred: f.cfg.Now().UTC()}
 		if err := f.cfg.Send(ctx, m, h); err != nil {
 			return false, "", &OpError{Op: OpMigrateSend, Err: fmt.Errorf("transfer to %s (%s): %w", m.PeerNode, m.Peer, err), Output: "fake: still running here"}
 		}
@@ -758,6 +759,9 @@ func (f *Fake) MigrateReceive(ctx context.Context, h Handoff) (Result, error) {
 				return false, "already " + r.Migration.Phase, nil
 			case PhasePrepared:
 				r.State, r.BootID = StateReceived, h.BootID
+				if h.OS != "" {
+					r.OS = h.OS // the disks it was installed on are replicated
+				}
 				r.Migration.Phase, r.Migration.Changed = PhaseReceived, f.cfg.Now().UTC()
 				return true, "received from " + h.Source, nil
 			}

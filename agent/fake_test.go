@@ -258,7 +258,9 @@ func TestFakeMigrate(t *testing.T) {
 	inst := testInstance()
 	ctx := ctxT(t)
 	src, dst, _ := twoNodes(t)
-	startOn(t, src, inst)
+	withDisks(t, src, inst)
+	must(t, "install")(src.InstallOS(ctx, inst, "install-1"))
+	must(t, "start")(src.Start(ctx, inst))
 	withDisks(t, dst, inst)
 	boot := mustStatus(t, src, inst).BootID
 	m := Migration{ID: "job-5-m", PeerNode: "node22", Peer: "127.0.0.22:1811"}
@@ -284,7 +286,7 @@ func TestFakeMigrate(t *testing.T) {
 	if s.State != StateStopped || s.Migration.Phase != PhaseSent || len(s.Disks) != 2 {
 		t.Fatalf("source after migration: %+v", s)
 	}
-	if d.State != StateRunning || d.BootID != boot || d.Migration.Phase != PhaseFinished || !d.Disks[0].Attached {
+	if d.State != StateRunning || d.BootID != boot || d.Migration.Phase != PhaseFinished || !d.Disks[0].Attached || d.OS != inst.OS {
 		t.Fatalf("target after migration: %+v (boot id %s before)", d, boot)
 	}
 	_, err = src.MigrateAbort(ctx, inst, m)

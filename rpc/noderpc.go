@@ -129,6 +129,7 @@ type NodeHandoff struct {
 	Source      string       `json:"source"`
 	Instance    fsm.Instance `json:"instance"`
 	BootID      string       `json:"boot_id"`
+	OS          string       `json:"os,omitempty"`
 	MemoryMiB   int64        `json:"memory"`
 	Transferred time.Time    `json:"transferred"`
 }

@@ -267,11 +267,11 @@ func toNodeStatus(st agent.Status) rpc.NodeInstanceStatus {
 }
 
 func toNodeHandoff(h agent.Handoff) rpc.NodeHandoff {
-	return rpc.NodeHandoff{Migration: h.Migration, Source: h.Source, Instance: h.Instance, BootID: h.BootID,
+	return rpc.NodeHandoff{Migration: h.Migration, Source: h.Source, Instance: h.Instance, BootID: h.BootID, OS: h.OS,
 		MemoryMiB: h.MemoryMiB, Transferred: h.Transferred}
 }
 
 func toHandoff(h rpc.NodeHandoff) agent.Handoff {
-	return agent.Handoff{Migration: h.Migration, Source: h.Source, Instance: h.Instance, BootID: h.BootID,
+	return agent.Handoff{Migration: h.Migration, Source: h.Source, Instance: h.Instance, BootID: h.BootID, OS: h.OS,
 		MemoryMiB: h.MemoryMiB, Transferred: h.Transferred}
 }

@@ -35,7 +35,7 @@ func TestAgentTypesMirror(t *testing.T) {
 		}
 	}
 	same("status", st, toNodeStatus(st))
-	h := agent.Handoff{Migration: "m", Source: "s", Instance: fsm.Instance{Name: "i", UUID: "u"}, BootID: "b", MemoryMiB: 7, Transferred: at}
+	h := agent.Handoff{Migration: "m", Source: "s", Instance: fsm.Instance{Name: "i", UUID: "u"}, BootID: "b", OS: "debian", MemoryMiB: 7, Transferred: at}
 	same("handoff", h, toNodeHandoff(h))
 	same("handoff back", h, toHandoff(toNodeHandoff(h)))
 }
