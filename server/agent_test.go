@@ -181,3 +181,24 @@ func TestHypervisorChoice(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentOpsAreNodeOps: the node RPC offers every agent operation under
+// its name, plus debug-fault, and nothing else.
+func TestAgentOpsAreNodeOps(t *testing.T) {
+	want := map[string]bool{rpc.NodeOpDebugFault: true}
+	for _, op := range agent.Ops {
+		want[string(op)] = true
+	}
+	got := map[string]bool{}
+	for _, op := range rpc.NodeOps() {
+		got[op] = true
+		if !want[op] {
+			t.Errorf("node RPC operation %s is no agent operation", op)
+		}
+	}
+	for op := range want {
+		if !got[op] {
+			t.Errorf("agent operation %s is not offered by the node RPC", op)
+		}
+	}
+}
