@@ -117,7 +117,7 @@ func RunDev(ctx context.Context, o DevOptions) error {
 	start := func(sp spec) (*devChild, error) {
 		dir := filepath.Join(o.DataDir, sp.name)
 		args := []string{o.Binary, "agent", "--name", sp.name, "--bind", sp.ip, "--data-dir", dir,
-			"--join", strings.Join(joins, ","), "--profile", "dev"}
+			"--join", strings.Join(joins, ","), "--profile", "dev", "--hypervisor", "fake"}
 		cmd := exec.Command(args[0], args[1:]...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 		stdout, _ := cmd.StdoutPipe()

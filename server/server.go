@@ -137,6 +137,14 @@ func (s *Server) Run(ctx context.Context) error {
 		srv.Shutdown(sctx)
 	}()
 
+	actx, stopAgent := context.WithCancel(ctx)
+	agentDone, err := s.startAgent(actx)
+	if err != nil {
+		stopAgent()
+		return err
+	}
+	defer func() { stopAgent(); <-agentDone }()
+
 	cctx, stopConfd := context.WithCancel(ctx)
 	confdDone, err := s.startConfd(cctx)
 	if err != nil {
