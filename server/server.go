@@ -49,6 +49,7 @@ type Server struct {
 	raftEvents chan struct{}
 	faults     *transport.Faults // Raft fault injection, with --debug (faults.go)
 	metrics    serverMetrics
+	nodes      nodeCaller // the node RPC client of the instance opcodes
 }
 
 // serverMetrics are the server's own Prometheus metrics.
@@ -76,6 +77,7 @@ func New(cfg Config, log hclog.Logger) (*Server, error) {
 		Help: "Seconds from this gntd's election to the first resumed job running, at its last leadership with started jobs."})
 	s.reg.MustRegister(s.metrics.resume)
 	s.rfsm = &raftFSM{fsm: s.fsm, log: log}
+	s.nodes.s = s
 	id, err := s.dir.open(cfg.Name)
 	if err != nil {
 		return nil, err

@@ -28,7 +28,7 @@ func (e environment) instanceOpCommands() []*cli.Command {
 				&cli.StringSliceFlag{Name: "disk", Usage: "a disk of `SIZE` (e.g. 10G, 512M; repeatable)"},
 				&cli.StringFlag{Name: "memory", Usage: "memory, e.g. 512 (MiB) or 2G"},
 				&cli.IntFlag{Name: "vcpus", Usage: "virtual CPUs"},
-				&cli.StringFlag{Name: "os-type", Aliases: []string{"o"}, Usage: "OS to install"},
+				&cli.StringFlag{Name: "os-type", Usage: "OS to install"},
 				&cli.StringFlag{Name: "node", Aliases: []string{"n"}, Usage: "`PNODE[:SNODE]` instead of the allocator"},
 				&cli.StringFlag{Name: "group", Usage: "place within this node group"},
 				&cli.StringSliceFlag{Name: "net", Usage: "a NIC: `ip=IP,link=LINK,mac=MAC` (repeatable)"},
