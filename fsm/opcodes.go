@@ -124,6 +124,8 @@ var opcodeTypes = map[string]func() Opcode{
 	"OP_INSTANCE_REBOOT":    func() Opcode { return &OpInstanceReboot{} },
 	"OP_INSTANCE_FAILOVER":  func() Opcode { return &OpInstanceFailover{} },
 	"OP_INSTANCE_MIGRATE":   func() Opcode { return &OpInstanceMigrate{} },
+	"OP_NODE_EVACUATE":      func() Opcode { return &OpNodeEvacuate{} },
+	"OP_NODE_MIGRATE":       func() Opcode { return &OpNodeMigrate{} },
 }
 
 // OpcodeIDs lists the opcodes this build knows.

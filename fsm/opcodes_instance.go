@@ -399,3 +399,87 @@ func (o *OpInstanceMigrate) Summary() string { return "INSTANCE_MIGRATE(" + o.Re
 
 // Locks implements Opcode.
 func (o *OpInstanceMigrate) Locks(s *State) []LockDecl { return instanceLocks(s, o.Ref()) }
+
+// Node evacuation modes (Ganeti's).
+const (
+	EvacPrimaryOnly   = "primary-only"
+	EvacSecondaryOnly = "secondary-only"
+	EvacAll           = "all"
+)
+
+// OpNodeEvacuate moves the instances off a node: drbd primaries to their
+// secondary, drbd secondaries to a new secondary, as the allocator plans.
+type OpNodeEvacuate struct {
+	OpCommon
+	NodeName     string `json:"node_name"`
+	Mode         string `json:"mode,omitempty"`
+	RemoteNode   string `json:"remote_node,omitempty"`
+	IAllocator   string `json:"iallocator,omitempty"`
+	EarlyRelease bool   `json:"early_release,omitempty"`
+}
+
+// EvacMode returns the mode, Ganeti's default all.
+func (o *OpNodeEvacuate) EvacMode() string {
+	if o.Mode == "" {
+		return EvacAll
+	}
+	return o.Mode
+}
+
+// Validate implements Opcode.
+func (o *OpNodeEvacuate) Validate() *Error {
+	if o.NodeName == "" {
+		return errf(CodeInval, "node_name", "node_name must not be empty")
+	}
+	switch o.EvacMode() {
+	case EvacPrimaryOnly, EvacSecondaryOnly, EvacAll:
+	default:
+		return errf(CodeInval, "mode", "evacuation mode %q is not primary-only, secondary-only or all", o.Mode)
+	}
+	if o.RemoteNode != "" {
+		return errf(CodeInval, "remote_node", "remote_node is not supported: the allocator chooses the nodes")
+	}
+	return nil
+}
+
+// Summary implements Opcode.
+func (o *OpNodeEvacuate) Summary() string { return "NODE_EVACUATE(" + o.NodeName + ")" }
+
+// Locks implements Opcode: the node group's nodes and instances are
+// changed one by one; the node is locked exclusively (nothing new lands
+// on it) and each move locks its instance through the state's checks.
+func (o *OpNodeEvacuate) Locks(s *State) []LockDecl {
+	return []LockDecl{bgl(false), {Level: LockInstance, Exclusive: true}, {Level: LockNode, Exclusive: true}}
+}
+
+// OpNodeMigrate live-migrates every drbd instance whose primary is the
+// node to its secondary.
+type OpNodeMigrate struct {
+	OpCommon
+	NodeName   string `json:"node_name"`
+	Mode       string `json:"mode,omitempty"`
+	Live       *bool  `json:"live,omitempty"`
+	TargetNode string `json:"target_node,omitempty"`
+	IAllocator string `json:"iallocator,omitempty"`
+}
+
+// Validate implements Opcode.
+func (o *OpNodeMigrate) Validate() *Error {
+	if o.NodeName == "" {
+		return errf(CodeInval, "node_name", "node_name must not be empty")
+	}
+	switch o.Mode {
+	case "", MigrationLive, MigrationNonLive:
+	default:
+		return errf(CodeInval, "mode", "migration mode %q is not live or non-live", o.Mode)
+	}
+	return nil
+}
+
+// Summary implements Opcode.
+func (o *OpNodeMigrate) Summary() string { return "NODE_MIGRATE(" + o.NodeName + ")" }
+
+// Locks implements Opcode.
+func (o *OpNodeMigrate) Locks(s *State) []LockDecl {
+	return []LockDecl{bgl(false), {Level: LockInstance, Exclusive: true}, {Level: LockNode, Exclusive: true}}
+}

@@ -128,10 +128,28 @@ func TestInstanceLifecycleOnAgents(t *testing.T) {
 	}
 	leader.Start(t)
 
+	// Evacuating the primary's node moves web1 off it entirely; it runs
+	// once, on a node the configuration names.
+	p, _, _, _ := c.instanceNodes("web1")
+	if out, err := c.GNT("node", "evacuate", p); err != nil {
+		t.Fatalf("evacuate %s: %v\n%s", p, err, out)
+	}
+	np, ns, _, err := c.instanceNodes("web1")
+	if err != nil || np == p || len(ns) != 1 || ns[0] == p {
+		t.Fatalf("after evacuating %s: primary %s, secondaries %v (%v)", p, np, ns, err)
+	}
+	all := append(append([]*Member{}, nodes...), c.Candidates()...)
+	if running := c.runningOn(t, in.UUID, all); len(running) != 1 || running[0] != np {
+		t.Fatalf("after evacuating %s: runs on %v, configuration says %s", p, running, np)
+	}
+
 	if out, err := c.GNT("instance", "remove", "web1"); err != nil {
 		t.Fatalf("remove: %v\n%s", err, out)
 	}
-	for _, m := range nodes {
+	for _, m := range all {
+		if !m.Running() {
+			continue
+		}
 		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_, err := c.NodeClient(m).Status(sctx, fsm.Instance{UUID: in.UUID})
 		scancel()

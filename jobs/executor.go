@@ -347,11 +347,13 @@ func (e *Executor) runOp(ctx context.Context, job *fsm.Job, idx int, resume bool
 		_, err := e.update(ctx, fsm.JobUpdate{JobID: job.ID, OpIndex: idx, Action: fsm.ActionApply})
 		return err
 	}
-	stepsOf := e.Steps
-	if stepsOf == nil {
-		stepsOf = e.stepsFor
+	stepsOf := func(op fsm.Opcode, st *fsm.OpState) ([]Step, error) {
+		if e.Steps != nil {
+			return e.Steps(op)
+		}
+		return e.stepsFor(op, st)
 	}
-	steps, serr := stepsOf(op)
+	steps, serr := stepsOf(op, st)
 	var note []string
 	if started && resume {
 		note = []string{fmt.Sprintf("resumed by the executor of epoch %d after a leader change, at step %d of %d",
@@ -421,6 +423,13 @@ func (e *Executor) runOp(ctx context.Context, job *fsm.Job, idx int, resume bool
 		}
 		if resp.Job != nil && fsm.Finalized(resp.Job.Status) {
 			return nil // canceled at this step boundary
+		}
+		if resp.Job != nil {
+			// An opcode whose later steps depend on what an earlier one
+			// recorded (an evacuation's plan) gets them now.
+			if more, err := stepsOf(op, resp.Job.Ops[idx]); err == nil {
+				steps = more
+			}
 		}
 	}
 	last, name := len(steps)-1, ""

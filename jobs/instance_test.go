@@ -85,15 +85,18 @@ func (f *fakeNodes) running() []string {
 	return out
 }
 
-// instanceSetup is a cluster of two nodes with 4 GiB and 100 GiB each.
-func instanceSetup(t *testing.T) (*direct, uint64) {
+// instanceSetup is a cluster of two (or more) nodes with 4 GiB and 100
+// GiB each.
+func instanceSetup(t *testing.T, more ...string) (*direct, uint64) {
 	d, epoch := setup(t)
-	r, _, _ := d.Apply(context.Background(), fsm.JobSubmit{Now: 3, UUIDs: []string{"n2"},
-		Ops: []json.RawMessage{json.RawMessage(`{"OP_ID":"OP_NODE_ADD","node_name":"n2","primary_ip":"192.0.2.2"}`)}})
-	if r.Err != nil {
-		t.Fatal(r.Err)
+	for k, n := range append([]string{"n2"}, more...) {
+		r, _, _ := d.Apply(context.Background(), fsm.JobSubmit{Now: 3, UUIDs: []string{n},
+			Ops: []json.RawMessage{json.RawMessage(fmt.Sprintf(`{"OP_ID":"OP_NODE_ADD","node_name":%q,"primary_ip":"192.0.2.%d"}`, n, k+2))}})
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
 	}
-	for i, n := range []string{"n1", "n2"} {
+	for i, n := range append([]string{"n1", "n2"}, more...) {
 		r, _, _ := d.Apply(context.Background(), fsm.NodeRegister{Now: 4, Node: fsm.NodeSpec{Name: n, PrimaryIP: fmt.Sprintf("192.0.2.%d", i+1),
 			Addrs: fsm.Addrs{Agent: fmt.Sprintf("192.0.2.%d:1811", i+1)}, Resources: fsm.Resources{MemoryMiB: 4096, DiskMiB: 102400, CPUs: 4}}})
 		if r.Err != nil {
@@ -136,24 +139,7 @@ func TestInstanceLifecycle(t *testing.T) {
 		done <- (&Executor{FSM: d.f, Apply: d, Epoch: epoch, Concurrency: 4, Strategy: fastStrategy, Nodes: nodes}).Run(ctx)
 	}()
 	defer func() { cancel(); <-done }()
-	run := func(op string) *fsm.Job {
-		t.Helper()
-		id := submitUUID(t, d, op)
-		deadline := time.Now().Add(5 * time.Second)
-		for time.Now().Before(deadline) {
-			var j *fsm.Job
-			d.f.Read(func(s *fsm.State, _ uint64) { j = s.Jobs[id] })
-			if j != nil && fsm.Finalized(j.Status) {
-				if j.Status != fsm.StatusSuccess {
-					t.Fatalf("%s: %s %s", op, j.Status, j.Ops[0].Result)
-				}
-				return j
-			}
-			time.Sleep(2 * time.Millisecond)
-		}
-		t.Fatalf("%s did not finish", op)
-		return nil
-	}
+	run := func(op string) *fsm.Job { t.Helper(); return runOK(t, d, op) }
 	run(`{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"web1","disk_template":"drbd","disks":[{"size":10240}],"beparams":{"memory":512},"os_type":"debian","nics":[{"ip":"198.51.100.7"}]}`)
 	in := instanceState(d, "web1")
 	if in == nil || in.AdminState != fsm.AdminUp || len(in.SecondaryNodes) != 1 || in.PrimaryNode == in.SecondaryNodes[0] ||
@@ -233,4 +219,52 @@ func runExecutorWith(t *testing.T, e *Executor) {
 	done := make(chan error, 1)
 	go func() { done <- e.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
+}
+
+// runOK submits one opcode and waits for its job's success.
+func runOK(t *testing.T, d *direct, op string) *fsm.Job {
+	t.Helper()
+	id := submitUUID(t, d, op)
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		var j *fsm.Job
+		d.f.Read(func(s *fsm.State, _ uint64) { j = s.Jobs[id] })
+		if j != nil && fsm.Finalized(j.Status) {
+			if j.Status != fsm.StatusSuccess {
+				t.Fatalf("%s: %s %s", op, j.Status, j.Ops[0].Result)
+			}
+			return j
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	t.Fatalf("%s did not finish", op)
+	return nil
+}
+
+// TestNodeEvacuateAndMigrate: evacuating a node moves its drbd primary to
+// the secondary and gives it a new secondary; migrating a node moves its
+// running primaries to their secondaries; each move is a recorded step.
+func TestNodeEvacuateAndMigrate(t *testing.T) {
+	d, epoch := instanceSetup(t, "n3")
+	nodes := newFakeNodes()
+	runExecutorWith(t, &Executor{FSM: d.f, Apply: d, Epoch: epoch, Concurrency: 4, Strategy: fastStrategy, Nodes: nodes})
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"web1","disk_template":"drbd","disks":[{"size":1024}],"beparams":{"memory":512},"pnode":"n1","snode":"n2"}`)
+	j := runOK(t, d, `{"OP_ID":"OP_NODE_EVACUATE","node_name":"n1"}`)
+	in := instanceState(d, "web1")
+	if in.PrimaryNode != "n2" || in.SecondaryNodes[0] != "n3" {
+		t.Fatalf("after evacuating n1: primary %s secondary %v", in.PrimaryNode, in.SecondaryNodes)
+	}
+	if r := nodes.running(); len(r) != 1 || !strings.HasPrefix(r[0], "n2/") {
+		t.Fatalf("running after evacuate: %v", r)
+	}
+	if steps := j.Ops[0].Steps; len(steps) != 1 || steps[0].Name != "plan" {
+		t.Errorf("evacuation steps recorded: %+v (the plan, then the move recorded by the finish)", steps)
+	}
+	runOK(t, d, `{"OP_ID":"OP_NODE_MIGRATE","node_name":"n2"}`)
+	in = instanceState(d, "web1")
+	if in.PrimaryNode != "n3" || in.SecondaryNodes[0] != "n2" {
+		t.Fatalf("after migrating n2: primary %s secondary %v", in.PrimaryNode, in.SecondaryNodes)
+	}
+	// Nothing left to move: the plan says so.
+	runOK(t, d, `{"OP_ID":"OP_NODE_MIGRATE","node_name":"n1"}`)
 }

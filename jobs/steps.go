@@ -53,9 +53,11 @@ func (sc *StepContext) Logf(format string, args ...any) {
 // Sleep waits for d or until ctx ends.
 func (sc *StepContext) Sleep(ctx context.Context, d time.Duration) error { return sc.sleep(ctx, d) }
 
-// stepsFor returns the steps of an executor opcode, or an error for an
+// stepsFor returns the steps of an executor opcode (given what it
+// recorded so far, for opcodes whose later steps follow from an earlier
+// step's result), or an error for an
 // opcode this gntd cannot run.
-func (e *Executor) stepsFor(op fsm.Opcode) ([]Step, error) {
+func (e *Executor) stepsFor(op fsm.Opcode, st *fsm.OpState) ([]Step, error) {
 	switch o := op.(type) {
 	case *fsm.OpTestDelay:
 		return testDelaySteps(o), nil
@@ -73,6 +75,10 @@ func (e *Executor) stepsFor(op fsm.Opcode) ([]Step, error) {
 		return e.failoverSteps(o), nil
 	case *fsm.OpInstanceMigrate:
 		return e.migrateSteps(o), nil
+	case *fsm.OpNodeEvacuate:
+		return e.evacuateSteps(o, st), nil
+	case *fsm.OpNodeMigrate:
+		return e.nodeMigrateSteps(o, st), nil
 	}
 	return nil, fmt.Errorf("opcode %s has no executor in this gntd", op.Common().OpID)
 }

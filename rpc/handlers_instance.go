@@ -155,3 +155,20 @@ func (s *Server) serveCapacity(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, res)
 	return nil
 }
+
+// nodeOp builds a node-wide opcode (evacuate, migrate) from the path's
+// node and the body's fields.
+func nodeOp(opID string) opsBuilder {
+	return func(r *http.Request, body []byte) ([]any, *APIError) {
+		name, aerr := nodeRef(r)
+		if aerr != nil {
+			return nil, aerr
+		}
+		op, aerr := bodyMap(body)
+		if aerr != nil {
+			return nil, aerr
+		}
+		op["node_name"] = name
+		return single(opID, op), nil
+	}
+}

@@ -22,10 +22,10 @@ func (s *Server) handleVersion(w http.ResponseWriter, r *http.Request) {
 }
 
 // Features are the RAPI feature strings this server supports (Ganeti's
-// /2/features): instance creation takes the version-1 body. The other
-// request-body versions Ganeti lists (reinstall, node migrate and
-// evacuate) belong to operations gnt does not have yet.
-var Features = []string{"instance-create-reqv1"}
+// /2/features): instance creation and node migration take the version-1
+// body, node evacuation answers with the job's result. Reinstall's body
+// version is not claimed: gnt has no reinstall opcode yet.
+var Features = []string{"instance-create-reqv1", "node-evac-res1", "node-migrate-reqv1"}
 
 func (s *Server) handleFeatures(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, Features)

@@ -162,6 +162,8 @@ func (s *Server) routes() {
 	add("DELETE", "/2/nodes/{name}", s.jobHandler(buildNodeRemove))
 	add("PUT", "/2/nodes/{name}/modify", s.jobHandler(buildNodeModify))
 	add("GET", "/2/nodes/{name}/role", s.blockingRead(s.serveNodeRole))
+	add("POST", "/2/nodes/{name}/evacuate", s.jobHandler(nodeOp("OP_NODE_EVACUATE")))
+	add("POST", "/2/nodes/{name}/migrate", s.jobHandler(nodeOp("OP_NODE_MIGRATE")))
 	add("PUT", "/2/nodes/{name}/role", s.jobHandler(buildNodeRole))
 	add("GET", "/2/nodes/{name}/tags", s.blockingRead(s.serveTags(fsm.TagNode, "name")))
 	add("PUT", "/2/nodes/{name}/tags", s.jobHandler(buildTags("OP_TAGS_SET", fsm.TagNode, "name")))

@@ -77,6 +77,22 @@ func (e environment) nodeCommand() *cli.Command {
 				Action:    e.do(nodeRemove),
 			},
 			{
+				Name:      "evacuate",
+				Usage:     "move the instances off a node, as the allocator plans (drbd: failover/migration and new secondaries)",
+				ArgsUsage: "NAME",
+				Flags: []cli.Flag{
+					&cli.BoolFlag{Name: "primary-only", Aliases: []string{"p"}, Usage: "only the instances the node runs (to their secondaries)"},
+					&cli.BoolFlag{Name: "secondary-only", Aliases: []string{"s"}, Usage: "only the instances the node backs (new secondaries)"},
+				},
+				Action: e.do(nodeEvacuate),
+			},
+			{
+				Name:      "migrate",
+				Usage:     "live-migrate the instances the node runs to their secondaries",
+				ArgsUsage: "NAME",
+				Action:    e.do(nodeMigrate),
+			},
+			{
 				Name:      "role",
 				Usage:     "show a node's role, or set it (master-candidate, regular, drained, offline)",
 				ArgsUsage: "NAME [ROLE]",
@@ -300,4 +316,29 @@ func trueOrNil(b bool) *bool {
 		return nil
 	}
 	return &b
+}
+
+func nodeEvacuate(ctx context.Context, s *session, c *cli.Context, args []string) error {
+	if err := nArgs(c, args, 1, 1); err != nil {
+		return err
+	}
+	mode := "all"
+	switch {
+	case c.Bool("primary-only") && c.Bool("secondary-only"):
+		return usagef(c, "--primary-only and --secondary-only exclude each other")
+	case c.Bool("primary-only"):
+		mode = "primary-only"
+	case c.Bool("secondary-only"):
+		mode = "secondary-only"
+	}
+	_, err := s.change(ctx, http.MethodPost, nodePath(args[0])+"/evacuate", nil, map[string]any{"mode": mode})
+	return err
+}
+
+func nodeMigrate(ctx context.Context, s *session, c *cli.Context, args []string) error {
+	if err := nArgs(c, args, 1, 1); err != nil {
+		return err
+	}
+	_, err := s.change(ctx, http.MethodPost, nodePath(args[0])+"/migrate", nil, map[string]any{})
+	return err
 }
