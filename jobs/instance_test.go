@@ -268,3 +268,45 @@ func TestNodeEvacuateAndMigrate(t *testing.T) {
 	// Nothing left to move: the plan says so.
 	runOK(t, d, `{"OP_ID":"OP_NODE_MIGRATE","node_name":"n1"}`)
 }
+
+// TestInstanceChanges: reinstall, replace-disks (both sides and a new
+// secondary), recreate-disks, rename and set-params, each recorded in the
+// configuration and carried out on the agents.
+func TestInstanceChanges(t *testing.T) {
+	d, epoch := instanceSetup(t, "n3")
+	nodes := newFakeNodes()
+	runExecutorWith(t, &Executor{FSM: d.f, Apply: d, Epoch: epoch, Concurrency: 4, Strategy: fastStrategy, Nodes: nodes})
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"db1","disk_template":"drbd","disks":[{"size":1024}],"beparams":{"memory":512},"os_type":"debian","pnode":"n1","snode":"n2","start":false}`)
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_REINSTALL","instance_name":"db1","os_type":"alpine"}`)
+	if in := instanceState(d, "db1"); in.OS != "alpine" {
+		t.Errorf("OS after reinstall: %q", in.OS)
+	}
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_REPLACE_DISKS","instance_name":"db1","mode":"replace_new_secondary","remote_node":"n3"}`)
+	if in := instanceState(d, "db1"); in.SecondaryNodes[0] != "n3" {
+		t.Errorf("secondary after replace: %v", in.SecondaryNodes)
+	}
+	nodes.mu.Lock()
+	if len(nodes.disks["n2/"+instanceState(d, "db1").UUID]) != 0 || len(nodes.disks["n3/"+instanceState(d, "db1").UUID]) != 1 {
+		t.Errorf("disks after replace: %v", nodes.disks)
+	}
+	nodes.mu.Unlock()
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_SET_PARAMS","instance_name":"db1","beparams":{"memory":1024,"vcpus":2},"disks":[["add",-1,{"size":2048}]]}`)
+	in := instanceState(d, "db1")
+	if in.MemoryMiB != 1024 || in.VCPUs != 2 || len(in.Disks) != 2 {
+		t.Errorf("after set-params: mem %d vcpus %d disks %d", in.MemoryMiB, in.VCPUs, len(in.Disks))
+	}
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_RECREATE_DISKS","instance_name":"db1"}`)
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_RENAME","instance_name":"db1","new_name":"db2"}`)
+	if instanceState(d, "db1") != nil || instanceState(d, "db2") == nil {
+		t.Errorf("rename did not take")
+	}
+	// A running instance is not reinstalled or renamed.
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_STARTUP","instance_name":"db2"}`)
+	for _, op := range []string{`{"OP_ID":"OP_INSTANCE_REINSTALL","instance_name":"db2"}`, `{"OP_ID":"OP_INSTANCE_RENAME","instance_name":"db2","new_name":"db3"}`} {
+		id := submitUUID(t, d, op)
+		j := waitStatus(t, d.f, id, fsm.StatusError)
+		if !strings.Contains(string(j.Ops[0].Result), "is up; shut it down") {
+			t.Errorf("%s: %s", op, j.Ops[0].Result)
+		}
+	}
+}

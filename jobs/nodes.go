@@ -18,6 +18,8 @@ const (
 	NodeOpRemove         = "instance-remove"
 	NodeOpDiskCreate     = "disk-create"
 	NodeOpDiskRemove     = "disk-remove"
+	NodeOpDiskAttach     = "disk-attach"
+	NodeOpDiskReplace    = "disk-replace"
 	NodeOpOSInstall      = "os-install"
 	NodeOpMigratePrepare = "migrate-prepare"
 	NodeOpMigrateSend    = "migrate-send"

@@ -75,6 +75,16 @@ func (e *Executor) stepsFor(op fsm.Opcode, st *fsm.OpState) ([]Step, error) {
 		return e.failoverSteps(o), nil
 	case *fsm.OpInstanceMigrate:
 		return e.migrateSteps(o), nil
+	case *fsm.OpInstanceReinstall:
+		return e.reinstallSteps(o), nil
+	case *fsm.OpInstanceReplaceDisks:
+		return []Step{e.replaceDisksStep(o)}, nil
+	case *fsm.OpInstanceRecreateDisks:
+		return e.recreateDisksSteps(o), nil
+	case *fsm.OpInstanceRename:
+		return []Step{e.renameStep(o)}, nil
+	case *fsm.OpInstanceSetParams:
+		return e.setParamsSteps(o), nil
 	case *fsm.OpNodeEvacuate:
 		return e.evacuateSteps(o, st), nil
 	case *fsm.OpNodeMigrate:

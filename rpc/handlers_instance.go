@@ -73,6 +73,19 @@ func instanceOp(opID string, flags ...string) opsBuilder {
 		if opID == "OP_INSTANCE_REBOOT" && q.Has("type") {
 			op["reboot_type"] = q.Get("type")
 		}
+		// Ganeti's replace-disks takes its parameters in the query too.
+		if opID == "OP_INSTANCE_REPLACE_DISKS" {
+			for _, f := range []string{"mode", "remote_node", "iallocator"} {
+				if q.Has(f) {
+					op[f] = q.Get(f)
+				}
+			}
+		}
+		if opID == "OP_INSTANCE_REINSTALL" {
+			if aerr := rename(op, "os", "os_type"); aerr != nil {
+				return nil, aerr
+			}
+		}
 		op["instance_name"] = name
 		return single(opID, op), nil
 	}

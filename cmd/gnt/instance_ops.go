@@ -58,7 +58,132 @@ func (e environment) instanceOpCommands() []*cli.Command {
 		one("migrate", "move a running drbd instance to its secondary node without stopping it", []cli.Flag{
 			&cli.BoolFlag{Name: "cleanup", Usage: "clean up after a failed migration"},
 		}, instanceBody(http.MethodPut, "/migrate", "cleanup")),
+		one("reinstall", "reinstall a stopped instance's OS", []cli.Flag{
+			&cli.StringFlag{Name: "os-type", Usage: "a new OS"},
+			&cli.BoolFlag{Name: "start", Usage: "start the instance afterwards"},
+		}, instanceFields(http.MethodPost, "/reinstall", map[string]string{"os-type": "os_type"}, "start")),
+		one("replace-disks", "recreate a drbd instance's disks on one side, or move its secondary", []cli.Flag{
+			&cli.BoolFlag{Name: "on-primary", Aliases: []string{"p"}, Usage: "replace the disks on the primary"},
+			&cli.BoolFlag{Name: "on-secondary", Aliases: []string{"s"}, Usage: "replace the disks on the secondary"},
+			&cli.StringFlag{Name: "new-secondary", Aliases: []string{"n"}, Usage: "move the secondary to `NODE`"},
+			&cli.BoolFlag{Name: "auto-secondary", Aliases: []string{"I"}, Usage: "move the secondary to a node the allocator picks"},
+		}, instanceReplaceDisks),
+		one("recreate-disks", "create a stopped instance's missing disks again (empty)", []cli.Flag{
+			&cli.StringFlag{Name: "node", Aliases: []string{"n"}, Usage: "on new nodes `PNODE[:SNODE]`"},
+		}, instanceRecreateDisks),
+		{
+			Name: "rename", Usage: "rename a stopped instance", ArgsUsage: "NAME NEW_NAME",
+			Action: e.do(func(ctx context.Context, s *session, c *cli.Context, args []string) error {
+				if err := nArgs(c, args, 2, 2); err != nil {
+					return err
+				}
+				_, err := s.change(ctx, http.MethodPut, instancePath(args[0])+"/rename", nil, map[string]any{"new_name": args[1]})
+				return err
+			}),
+		},
+		one("modify", "change an instance's memory and vcpus, or add disks", []cli.Flag{
+			&cli.StringFlag{Name: "memory", Usage: "new memory, e.g. 1G"},
+			&cli.IntFlag{Name: "vcpus", Usage: "new number of vcpus"},
+			&cli.StringSliceFlag{Name: "add-disk", Usage: "add a disk of `SIZE` (repeatable)"},
+		}, instanceModify),
 	}
+}
+
+// instanceFields sends an instance operation whose options are body
+// fields: strings (flag -> field) and booleans.
+func instanceFields(method, suffix string, strs map[string]string, bools ...string) func(ctx context.Context, s *session, c *cli.Context, args []string) error {
+	return func(ctx context.Context, s *session, c *cli.Context, args []string) error {
+		if err := nArgs(c, args, 1, 1); err != nil {
+			return err
+		}
+		body := map[string]any{}
+		for flag, field := range strs {
+			if v := c.String(flag); v != "" {
+				body[field] = v
+			}
+		}
+		for _, f := range bools {
+			if c.Bool(f) {
+				body[strings.ReplaceAll(f, "-", "_")] = true
+			}
+		}
+		_, err := s.change(ctx, method, instancePath(args[0])+suffix, nil, body)
+		return err
+	}
+}
+
+func instanceReplaceDisks(ctx context.Context, s *session, c *cli.Context, args []string) error {
+	if err := nArgs(c, args, 1, 1); err != nil {
+		return err
+	}
+	body := map[string]any{}
+	n := 0
+	for flag, mode := range map[string]string{"on-primary": "replace_on_primary", "on-secondary": "replace_on_secondary", "auto-secondary": "replace_new_secondary"} {
+		if c.Bool(flag) {
+			body["mode"] = mode
+			n++
+		}
+	}
+	if ns := c.String("new-secondary"); ns != "" {
+		body["mode"], body["remote_node"] = "replace_new_secondary", ns
+		n++
+	}
+	if n != 1 {
+		return usagef(c, "give exactly one of --on-primary, --on-secondary, --new-secondary NODE, --auto-secondary")
+	}
+	_, err := s.change(ctx, http.MethodPost, instancePath(args[0])+"/replace-disks", nil, body)
+	return err
+}
+
+func instanceRecreateDisks(ctx context.Context, s *session, c *cli.Context, args []string) error {
+	if err := nArgs(c, args, 1, 1); err != nil {
+		return err
+	}
+	body := map[string]any{}
+	if n := c.String("node"); n != "" {
+		p, sn, _ := strings.Cut(n, ":")
+		nodes := []string{p}
+		if sn != "" {
+			nodes = append(nodes, sn)
+		}
+		body["nodes"] = nodes
+	}
+	_, err := s.change(ctx, http.MethodPost, instancePath(args[0])+"/recreate-disks", nil, body)
+	return err
+}
+
+func instanceModify(ctx context.Context, s *session, c *cli.Context, args []string) error {
+	if err := nArgs(c, args, 1, 1); err != nil {
+		return err
+	}
+	body := map[string]any{}
+	be := map[string]any{}
+	if m := c.String("memory"); m != "" {
+		size, err := parseSize(m)
+		if err != nil {
+			return usagef(c, "--memory: %v", err)
+		}
+		be["memory"] = size
+	}
+	if c.IsSet("vcpus") {
+		be["vcpus"] = c.Int("vcpus")
+	}
+	if len(be) > 0 {
+		body["beparams"] = be
+	}
+	var disks []any
+	for _, d := range c.StringSlice("add-disk") {
+		size, err := parseSize(d)
+		if err != nil {
+			return usagef(c, "--add-disk: %v", err)
+		}
+		disks = append(disks, []any{"add", -1, map[string]any{"size": size}})
+	}
+	if len(disks) > 0 {
+		body["disks"] = disks
+	}
+	_, err := s.change(ctx, http.MethodPut, instancePath(args[0])+"/modify", nil, body)
+	return err
 }
 
 func instancePath(name string) string { return "/2/instances/" + url.PathEscape(name) }
