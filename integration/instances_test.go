@@ -158,3 +158,77 @@ func TestInstanceLifecycleOnAgents(t *testing.T) {
 		}
 	}
 }
+
+// TestReservationsNeverOvercommit: with 5 nodes of 4 GiB (room for 20),
+// thirty concurrent creations of 1 GiB instances (half of them
+// forthcoming reservations) through different candidates: what succeeds
+// fits, what does not fails naming the memory, no node holds more than it
+// has, and the capacity left is what the accounting says.
+func TestReservationsNeverOvercommit(t *testing.T) {
+	c := NewCluster(t, ClusterOptions{Candidates: 3, Nodes: 2, ExtraArgs: []string{"--memory-mib", "4096"}})
+	c.WaitLeader(10 * time.Second)
+	servers := c.Servers()
+	type result struct {
+		name string
+		err  error
+	}
+	results := make(chan result, 30)
+	for i := 0; i < 30; i++ {
+		go func(i int) {
+			cl := rpc.NewClient(append(servers[i%len(servers):], servers[:i%len(servers)]...))
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			name := fmt.Sprintf("r%02d", i)
+			op := map[string]any{"OP_ID": "OP_INSTANCE_CREATE", "instance_name": name, "disk_template": "diskless",
+				"beparams": map[string]any{"memory": 1024}, "forthcoming": i%2 == 0, "start": false}
+			id, meta, err := cl.SubmitJob(ctx, []map[string]any{op}, "overcommit test")
+			if err == nil {
+				var j rpc.JobInfo
+				j, err = cl.WaitJob(ctx, id, meta.Index)
+				if err == nil && j.Status != fsm.StatusSuccess {
+					err = fmt.Errorf("%s: %s", j.Status, j.OpResult)
+				}
+			}
+			results <- result{name, err}
+		}(i)
+	}
+	ok := 0
+	for i := 0; i < 30; i++ {
+		r := <-results
+		if r.err == nil {
+			ok++
+		} else if !strings.Contains(r.err.Error(), "memory") {
+			t.Errorf("%s failed for another reason than memory: %v", r.name, r.err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	insts, err := c.Client().Instances(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perNode := map[string]int64{}
+	for _, in := range insts {
+		perNode[in.PNode] += in.BEParams.Memory
+	}
+	for n, m := range perNode {
+		if m > 4096 {
+			t.Errorf("node %s holds %d MiB of instances, more than its 4096", n, m)
+		}
+	}
+	if ok != len(insts) {
+		t.Errorf("%d creations succeeded but %d instances exist", ok, len(insts))
+	}
+	if ok == 0 || ok > 20 {
+		t.Errorf("%d of 30 creations succeeded; room is for 20", ok)
+	}
+	t.Logf("%d of 30 creations fit; memory per node %v", ok, perNode)
+	out, err := c.GNT("cluster", "capacity", "--memory", "1024")
+	if err != nil {
+		t.Fatalf("capacity: %v\n%s", err, out)
+	}
+	var fits int
+	if _, err := fmt.Sscanf(out, "%d", &fits); err != nil || fits != 20-len(insts) {
+		t.Errorf("capacity answered %q; want %d more", out, 20-len(insts))
+	}
+}

@@ -378,7 +378,10 @@ func (e *Executor) runOp(ctx context.Context, job *fsm.Job, idx int, resume bool
 		}
 	}
 	sc := &StepContext{Job: job, OpIndex: idx, Resumed: resume, sleep: e.Sleep}
-	var result any
+	var (
+		result  any
+		retries int
+	)
 	for k := len(st.Steps); k < len(steps); k++ {
 		if err := e.checkEpoch(); err != nil {
 			return err
@@ -413,14 +416,22 @@ func (e *Executor) runOp(ctx context.Context, job *fsm.Job, idx int, resume bool
 			return uerr
 		}
 		result = res
-		if k == len(steps)-1 {
+		if k == len(steps)-1 && !steps[k].Retry {
 			break // the last step is recorded by finish
 		}
 		resp, err := e.update(ctx, fsm.JobUpdate{JobID: job.ID, OpIndex: idx, Action: fsm.ActionStep,
 			Step: k, StepName: steps[k].Name, Result: mustJSON(res), Log: sc.logs, Changes: sc.changes})
+		if err != nil && steps[k].Retry && retries < maxStepRetries && conflict(err) {
+			// Another job changed what the step decided on (say, took
+			// the memory it placed the instance in): decide again.
+			retries++
+			k--
+			continue
+		}
 		if err != nil {
 			return e.changeRefused(ctx, job.ID, idx, k, steps, sc, err)
 		}
+		retries = 0
 		if resp.Job != nil && fsm.Finalized(resp.Job.Status) {
 			return nil // canceled at this step boundary
 		}
@@ -435,12 +446,25 @@ func (e *Executor) runOp(ctx context.Context, job *fsm.Job, idx int, resume bool
 	last, name := len(steps)-1, ""
 	if last >= 0 {
 		name = steps[last].Name
+		if steps[last].Retry {
+			sc.logs, sc.changes = nil, nil // recorded with the step already
+		}
 	}
 	if _, err = e.update(ctx, fsm.JobUpdate{JobID: job.ID, OpIndex: idx, Action: fsm.ActionFinish,
 		Status: fsm.StatusSuccess, Result: mustJSON(result), Log: sc.logs, StepName: name, Changes: sc.changes}); err != nil {
 		return e.changeRefused(ctx, job.ID, idx, last, steps, sc, err)
 	}
 	return nil
+}
+
+// maxStepRetries bounds how often a Retry step decides again.
+const maxStepRetries = 10
+
+// conflict reports whether a refused step record says the configuration
+// changed under the step (resources taken, a record changed since read).
+func conflict(err error) bool {
+	var fe *fsm.Error
+	return errors.As(err, &fe) && (fe.Code == fsm.CodeNoRes || fe.Code == fsm.CodeState)
 }
 
 // changeRefused handles a step record the state refused: when it carried

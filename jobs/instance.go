@@ -103,7 +103,7 @@ func AllocOptions(s *fsm.State, dead func(*fsm.Node) bool) alloc.Options {
 }
 
 func (e *Executor) createSteps(o *fsm.OpInstanceCreate) []Step {
-	steps := []Step{{Name: "allocate and record", Run: func(ctx context.Context, sc *StepContext) (any, error) {
+	steps := []Step{{Name: "allocate and record", Retry: true, Run: func(ctx context.Context, sc *StepContext) (any, error) {
 		return e.createRecord(sc, o)
 	}}}
 	if o.Common().DryRun != nil && *o.Common().DryRun || o.Forthcoming {

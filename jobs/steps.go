@@ -25,6 +25,10 @@ type Step struct {
 	// the failover.
 	NoRepeat bool
 	Check    func(ctx context.Context, sc *StepContext) (done bool, err error)
+	// Retry marks a step that only decides and records (a placement):
+	// when the state refuses its record because another job changed what
+	// it decided on, it runs again (a bounded number of times).
+	Retry bool
 }
 
 // StepContext is what a running step sees: the job and opcode, whether
