@@ -183,9 +183,10 @@ func instanceDiskMiB(i *Instance) int64 {
 	return sum
 }
 
-// usage is what an instance takes of one node: memory on its primary,
-// disk on each of its nodes.
-func usage(i *Instance, node string) (mem, disk int64) {
+// InstanceUsage is what an instance takes of one node: memory on its
+// primary, disk on each of its nodes (drbd metadata included). Real and
+// forthcoming instances count alike.
+func InstanceUsage(i *Instance, node string) (mem, disk int64) {
 	if i == nil || node == "" {
 		return 0, 0
 	}
@@ -211,8 +212,8 @@ func (t *txn) checkInstanceFits(in, old *Instance) *Error {
 		if n == nil {
 			continue
 		}
-		newMem, newDisk := usage(in, u)
-		oldMem, oldDisk := usage(old, u)
+		newMem, newDisk := InstanceUsage(in, u)
+		oldMem, oldDisk := InstanceUsage(old, u)
 		if newMem <= oldMem && newDisk <= oldDisk {
 			continue
 		}
@@ -224,12 +225,12 @@ func (t *txn) checkInstanceFits(in, old *Instance) *Error {
 			if iu == in.UUID || i == nil {
 				continue
 			}
-			m, d := usage(i, u)
+			m, d := InstanceUsage(i, u)
 			usedMem, usedDisk = usedMem+m, usedDisk+d
 		}
 		for iu, i := range t.insts {
 			if _, base := t.st.Instances[iu]; !base && iu != in.UUID && i != nil {
-				m, d := usage(i, u)
+				m, d := InstanceUsage(i, u)
 				usedMem, usedDisk = usedMem+m, usedDisk+d
 			}
 		}

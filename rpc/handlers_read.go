@@ -76,7 +76,10 @@ func instanceRef(r *http.Request) (string, *APIError) {
 
 // Nodes.
 
-type nodeInstances struct{ primary, secondary []string }
+type nodeInstances struct {
+	primary, secondary []string
+	mem, disk          int64 // used by instances, real and forthcoming
+}
 
 func instancesByNode(st *fsm.State) map[string]*nodeInstances {
 	out := map[string]*nodeInstances{}
@@ -87,9 +90,15 @@ func instancesByNode(st *fsm.State) map[string]*nodeInstances {
 		return out[u]
 	}
 	for _, i := range st.SortedInstances() {
-		get(i.PrimaryNode).primary = append(get(i.PrimaryNode).primary, i.Name)
+		p := get(i.PrimaryNode)
+		p.primary = append(p.primary, i.Name)
+		m, d := fsm.InstanceUsage(i, i.PrimaryNode)
+		p.mem, p.disk = p.mem+m, p.disk+d
 		for _, sn := range i.SecondaryNodes {
-			get(sn).secondary = append(get(sn).secondary, i.Name)
+			s := get(sn)
+			s.secondary = append(s.secondary, i.Name)
+			_, d := fsm.InstanceUsage(i, sn)
+			s.disk += d
 		}
 	}
 	return out
@@ -113,6 +122,16 @@ func nodeView(st *fsm.State, n *fsm.Node, insts map[string]*nodeInstances) NodeI
 	}
 	if g := st.Groups[n.Group]; g != nil {
 		v.Group = g.Name
+	}
+	// Free is what the configuration leaves (Ganeti asks the hypervisor;
+	// gnt counts its instances' recorded sizes, reservations included).
+	if t := n.Resources.MemoryMiB; t > 0 {
+		free := t - ni.mem
+		v.MFree = &free
+	}
+	if t := n.Resources.DiskMiB; t > 0 {
+		free := t - ni.disk
+		v.DFree = &free
 	}
 	return v
 }
