@@ -36,16 +36,11 @@ func buildInstanceCreate(r *http.Request, body []byte) ([]any, *APIError) {
 // buildInstanceCommit: POST /2/instances/{name}/create: a forthcoming
 // instance becomes real (seed 001).
 func buildInstanceCommit(r *http.Request, body []byte) ([]any, *APIError) {
-	name, aerr := instanceRef(r)
-	if aerr != nil {
-		return nil, aerr
+	ops, aerr := instanceOp("OP_INSTANCE_CREATE")(r, body)
+	if aerr == nil {
+		ops[0].(map[string]any)["commit"] = true
 	}
-	op, aerr := bodyMap(body)
-	if aerr != nil {
-		return nil, aerr
-	}
-	op["instance_name"], op["commit"] = name, true
-	return single("OP_INSTANCE_CREATE", op), nil
+	return ops, aerr
 }
 
 // instanceOp builds an instance opcode from the path's instance, the

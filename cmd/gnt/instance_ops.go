@@ -54,10 +54,10 @@ func (e environment) instanceOpCommands() []*cli.Command {
 		}, instanceReboot),
 		one("failover", "move a drbd instance to its secondary node, stopping it meanwhile", []cli.Flag{
 			&cli.BoolFlag{Name: "ignore-consistency", Usage: "fail over even when the primary cannot be reached"},
-		}, instanceBody(http.MethodPut, "/failover", "ignore-consistency")),
+		}, instanceFields(http.MethodPut, "/failover", nil, "ignore-consistency")),
 		one("migrate", "move a running drbd instance to its secondary node without stopping it", []cli.Flag{
 			&cli.BoolFlag{Name: "cleanup", Usage: "clean up after a failed migration"},
-		}, instanceBody(http.MethodPut, "/migrate", "cleanup")),
+		}, instanceFields(http.MethodPut, "/migrate", nil, "cleanup")),
 		one("reinstall", "reinstall a stopped instance's OS", []cli.Flag{
 			&cli.StringFlag{Name: "os-type", Usage: "a new OS"},
 			&cli.BoolFlag{Name: "start", Usage: "start the instance afterwards"},
@@ -303,23 +303,6 @@ func instanceSimple(method, suffix string, flags ...string) func(ctx context.Con
 			}
 		}
 		_, err := s.change(ctx, method, instancePath(args[0])+suffix, q, nil)
-		return err
-	}
-}
-
-// instanceBody sends an instance operation whose options are body fields.
-func instanceBody(method, suffix string, flags ...string) func(ctx context.Context, s *session, c *cli.Context, args []string) error {
-	return func(ctx context.Context, s *session, c *cli.Context, args []string) error {
-		if err := nArgs(c, args, 1, 1); err != nil {
-			return err
-		}
-		body := map[string]any{}
-		for _, f := range flags {
-			if c.Bool(f) {
-				body[strings.ReplaceAll(f, "-", "_")] = true
-			}
-		}
-		_, err := s.change(ctx, method, instancePath(args[0])+suffix, nil, body)
 		return err
 	}
 }
