@@ -117,6 +117,8 @@ var opcodeTypes = map[string]func() Opcode{
 	"OP_TAGS_SET":           func() Opcode { return &OpTagsSet{} },
 	"OP_TAGS_DEL":           func() Opcode { return &OpTagsDel{} },
 	"OP_TEST_DELAY":         func() Opcode { return &OpTestDelay{} },
+	"OP_OOB_COMMAND":        func() Opcode { return &OpOobCommand{} },
+	"OP_CLUSTER_EPO":        func() Opcode { return &OpClusterEpo{} },
 }
 
 // OpcodeIDs lists the opcodes this build knows.
