@@ -13,6 +13,7 @@ import (
 
 	"github.com/gnt-cluster/gnt/fsm"
 	"github.com/gnt-cluster/gnt/jobs/locking"
+	"github.com/gnt-cluster/gnt/oob"
 )
 
 // Applier replicates a command and returns its response (implemented by
@@ -47,6 +48,15 @@ type Executor struct {
 	// Steps gives an opcode's steps; nil means this gntd's opcodes. Tests
 	// set it to run opcodes with steps of their own.
 	Steps func(fsm.Opcode) ([]Step, error)
+	// OOB runs out-of-band helpers (OP_OOB_COMMAND, OP_CLUSTER_EPO); nil
+	// means an oob.Runner with the design's bounds.
+	OOB *oob.Runner
+	// Leadership hands the master role away before the master's node is
+	// powered off; nil refuses to power it off.
+	Leadership Leadership
+	// Probe tells whether a node's gntd answers (OP_CLUSTER_EPO on waits
+	// for it); nil makes that wait fail.
+	Probe NodeProbe
 	// OnResumed, when set, is called once with the number of started jobs
 	// the executor found and the time from Run's start until the first of
 	// them was running again (zero when there were none).
@@ -343,11 +353,15 @@ func (e *Executor) runOp(ctx context.Context, job *fsm.Job, idx int, resume bool
 		_, err := e.update(ctx, fsm.JobUpdate{JobID: job.ID, OpIndex: idx, Action: fsm.ActionApply})
 		return err
 	}
-	stepsOf := e.Steps
-	if stepsOf == nil {
-		stepsOf = stepsFor
+	var (
+		steps []Step
+		serr  error
+	)
+	if e.Steps != nil {
+		steps, serr = e.Steps(op)
+	} else {
+		steps, serr = e.stepsFor(op, st)
 	}
-	steps, serr := stepsOf(op)
 	var note []string
 	if started && resume {
 		note = []string{fmt.Sprintf("resumed by the executor of epoch %d after a leader change, at step %d of %d",

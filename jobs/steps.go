@@ -54,11 +54,16 @@ func (sc *StepContext) Logf(format string, args ...any) {
 func (sc *StepContext) Sleep(ctx context.Context, d time.Duration) error { return sc.sleep(ctx, d) }
 
 // stepsFor returns the steps of an executor opcode, or an error for an
-// opcode this gntd cannot run.
-func stepsFor(op fsm.Opcode) ([]Step, error) {
+// opcode this gntd cannot run. st is the opcode's record: steps that an
+// earlier executor decided (a recorded plan) are rebuilt from it.
+func (e *Executor) stepsFor(op fsm.Opcode, st *fsm.OpState) ([]Step, error) {
 	switch o := op.(type) {
 	case *fsm.OpTestDelay:
 		return testDelaySteps(o), nil
+	case *fsm.OpOobCommand:
+		return e.oobSteps(o, st)
+	case *fsm.OpClusterEpo:
+		return e.epoSteps(o, st)
 	}
 	return nil, fmt.Errorf("opcode %s has no executor in this gntd", op.Common().OpID)
 }
