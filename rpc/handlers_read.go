@@ -102,7 +102,7 @@ func nodeView(st *fsm.State, n *fsm.Node, insts map[string]*nodeInstances) NodeI
 	v := NodeInfo{
 		Name: n.Name, UUID: n.UUID, GroupUUID: n.Group, PrimaryIP: n.PrimaryIP, SecondaryIP: n.SecondaryIP,
 		MasterCandidate: n.MasterCandidate, MasterCapable: n.MasterCapable, VMCapable: n.VMCapable,
-		Offline: n.Offline, Drained: n.Drained, Powered: n.Powered, Role: fsm.RoleLetter[st.Role(n)],
+		Offline: n.Offline, Drained: n.Drained, Role: fsm.RoleLetter[st.Role(n)],
 		NDParams: copyMap(n.NDParams), Tags: sortedCopy(n.Tags),
 		MTotal: positive(n.Resources.MemoryMiB), DTotal: positive(n.Resources.DiskMiB),
 		CTotal:   positive(int64(n.Resources.CPUs)),
@@ -112,6 +112,10 @@ func nodeView(st *fsm.State, n *fsm.Node, insts map[string]*nodeInstances) NodeI
 	}
 	if g := st.Groups[n.Group]; g != nil {
 		v.Group = g.Name
+	}
+	if st.OOBProgram(n) != "" {
+		powered := n.Powered
+		v.Powered = &powered
 	}
 	return v
 }
