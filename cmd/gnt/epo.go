@@ -48,7 +48,14 @@ func (e environment) clusterEpo(ctx context.Context, s *session, c *cli.Context,
 	if on {
 		what = "epo --on"
 	}
-	op := map[string]any{"OP_ID": "OP_CLUSTER_EPO", "reason": clientReason("cluster " + what + " " + strings.Join(args, " "))}
+	line := "cluster " + what
+	if all {
+		line += " --all"
+	}
+	if groups {
+		line += " --groups"
+	}
+	op := map[string]any{"OP_ID": "OP_CLUSTER_EPO", "reason": clientReason(strings.TrimSpace(line + " " + strings.Join(args, " ")))}
 	if on {
 		op["on"] = true
 	}

@@ -216,7 +216,17 @@ func (e environment) nodePower(command string) func(ctx context.Context, s *sess
 		if err != nil {
 			return err
 		}
-		return printPowerResults(s, command, results)
+		if err := printPowerResults(s, command, results); err != nil {
+			return err
+		}
+		if command == "on" {
+			for _, r := range results {
+				if o := nodes[r.Node]; r.Status == 0 && o != nil && flag(o, "offline") {
+					fmt.Fprintf(s.stdout, "Node %s is still marked offline; 'gnt node modify %s --offline no' brings it back into the cluster\n", r.Node, r.Node)
+				}
+			}
+		}
+		return nil
 	}
 }
 
