@@ -16,6 +16,7 @@ build:
 	$(GO) build -o $(BIN)/gntd ./cmd/gntd
 	$(GO) build -o $(BIN)/gnt ./cmd/gnt
 	$(GO) build -o $(BIN)/gnt-oob-fake ./cmd/gnt-oob-fake
+	$(GO) build -o $(BIN)/gnt-oob-ipmi ./cmd/gnt-oob-ipmi
 
 # A whole cluster in the foreground: 3 candidates (127.0.0.11-13), 3 nodes
 # (127.0.0.21-23), each a separate gntd. Ctrl-C stops it.
