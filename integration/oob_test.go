@@ -205,6 +205,19 @@ func TestOOBPowerEndToEnd(t *testing.T) {
 	// And back.
 	gnt(0, "node", "power", "on", leader.Name)
 	c.Eventually(20*time.Second, 100*time.Millisecond, "the old master answers again", func() error { return answers(leader) })
+	// Offline, it is no longer a master candidate: once it has heard so
+	// (and stopped its Raft server), it no longer answers reads from a
+	// stale replica.
+	c.Eventually(30*time.Second, 100*time.Millisecond, "the old master leaves the Raft group", func() error {
+		st, err := c.Status(leader)
+		if err != nil {
+			return err
+		}
+		if st.Candidate {
+			return fmt.Errorf("still runs a Raft server")
+		}
+		return nil
+	})
 	gnt(0, "node", "modify", leader.Name, "--offline", "no")
 	if out := gnt(0, "cluster", "verify"); strings.Contains(out, "ERROR") {
 		t.Errorf("cluster verify:\n%s", out)
