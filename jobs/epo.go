@@ -51,8 +51,8 @@ func epoViews(s *fsm.State) ([]oob.NodeView, []oob.InstanceView, map[string]stri
 // itself; off: one power-off per node, and for the master's node (with
 // all) the hand-over of its role before it; on: one power-on per node
 // (with the power delay between them), then one wait per node until its
-// gntd answers again. They resume as OP_OOB_COMMAND's (oobSteps); a wait
-// simply waits again.
+// gntd answers again; then a last step whose result is the plan. They
+// resume as OP_OOB_COMMAND's (oobSteps); a wait simply waits again.
 //
 // Instances: this gntd has no instance shutdown or startup opcode yet, so
 // an EPO off whose plan has running instances to stop fails at its plan,
@@ -137,15 +137,10 @@ func (e *Executor) epoSteps(o *fsm.OpClusterEpo, st *fsm.OpState) ([]Step, error
 		}
 	}
 	if len(steps) > 1 {
-		last := &steps[len(steps)-1]
-		run := last.Run
-		last.Run = func(ctx context.Context, sc *StepContext) (any, error) {
-			if _, err := run(ctx, sc); err != nil {
-				return nil, err
-			}
+		steps = append(steps, Step{Name: "done", Run: func(ctx context.Context, sc *StepContext) (any, error) {
 			sc.Logf("EPO %s done", onOff(p.On))
 			return rec, nil
-		}
+		}})
 	}
 	return steps, nil
 }

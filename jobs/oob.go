@@ -179,9 +179,9 @@ func recordedPlan(st *fsm.OpState, v any) (bool, error) {
 }
 
 // oobSteps are OP_OOB_COMMAND's steps: the plan, then one step per node in
-// the plan's order; for the master's node, first the hand-over of its role
-// and (power-off) marking it offline. The last step's result is the
-// opcode's: Ganeti's list of [[RS_NORMAL, name], [status, payload]].
+// the plan's order (for the master's node, first the hand-over of its role
+// and, for power-off, marking it offline), then a report whose result is
+// the opcode's: Ganeti's list of [[RS_NORMAL, name], [status, payload]].
 //
 // How each step resumes after a leader change:
 //   - plan: recorded with its result, so it never runs twice; an opcode
@@ -199,7 +199,8 @@ func recordedPlan(st *fsm.OpState, v any) (bool, error) {
 //     executor that hands its role away is deposed in the middle of it, and
 //     the next leader records it;
 //   - offline: the node_offline change asks for a state, so repeating it
-//     is harmless.
+//     is harmless;
+//   - report: reads the recorded steps.
 func (e *Executor) oobSteps(o *fsm.OpOobCommand, st *fsm.OpState) ([]Step, error) {
 	var p oobPlan
 	recorded, err := recordedPlan(st, &p)
@@ -248,17 +249,12 @@ func (e *Executor) oobSteps(o *fsm.OpOobCommand, st *fsm.OpState) ([]Step, error
 		entries = append(entries, entryRef{len(steps), t.Name})
 		steps = append(steps, e.nodeStep(ps))
 	}
-	// The last step answers for the whole opcode.
-	last := &steps[len(steps)-1]
-	run := last.Run
-	idx := len(steps) - 1
-	last.Run = func(ctx context.Context, sc *StepContext) (any, error) {
-		res, err := run(ctx, sc)
-		if err != nil {
-			return nil, err
-		}
-		return e.collectEntries(sc, entries, idx, res), nil
-	}
+	// A last step answers for the whole opcode from the recorded entries
+	// (a node step recorded by a Check after a leader change has none of
+	// its own, so none of them can be the one that answers).
+	steps = append(steps, Step{Name: "report", Run: func(ctx context.Context, sc *StepContext) (any, error) {
+		return e.collectEntries(sc, entries), nil
+	}})
 	return steps, nil
 }
 
@@ -269,10 +265,10 @@ type entryRef struct {
 }
 
 // collectEntries gathers the node entries the opcode's recorded steps
-// returned, plus the running last step's own. A power-on or power-off
-// that a leader recorded after the change (its Check found it done) has
-// no result of its own: its entry is the plain success it stands for.
-func (e *Executor) collectEntries(sc *StepContext, refs []entryRef, lastIdx int, lastRes any) []any {
+// returned. A power-on or power-off that a leader recorded after a leader
+// change (its Check found it done) has no result of its own: its entry is
+// the plain success it stands for.
+func (e *Executor) collectEntries(sc *StepContext, refs []entryRef) []any {
 	out := []any{}
 	var steps []fsm.StepRecord
 	if j := e.readJob(sc.Job.ID); j != nil && sc.OpIndex < len(j.Ops) {
@@ -280,10 +276,7 @@ func (e *Executor) collectEntries(sc *StepContext, refs []entryRef, lastIdx int,
 	}
 	for _, r := range refs {
 		var v any
-		switch {
-		case r.idx == lastIdx:
-			v = lastRes
-		case r.idx < len(steps):
+		if r.idx < len(steps) {
 			_ = json.Unmarshal(steps[r.idx].Result, &v)
 		}
 		if v == nil {

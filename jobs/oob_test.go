@@ -263,7 +263,7 @@ func TestOOBBadHelper(t *testing.T) {
 			if j.Status != fsm.StatusError || !strings.Contains(opResult(j, 0), c.want) {
 				t.Fatalf("%s %s, want %q", j.Status, opResult(j, 0), c.want)
 			}
-			if !strings.Contains(opResult(j, 0), "step 2 of 2 ("+c.cmd+" n4) failed") {
+			if !strings.Contains(opResult(j, 0), "step 2 of 3 ("+c.cmd+" n4) failed") {
 				t.Errorf("result does not name the step: %s", opResult(j, 0))
 			}
 			if !strings.Contains(jobLog(j), c.cmd+" of node n4 failed") {
@@ -340,8 +340,8 @@ func TestOOBPowerDelay(t *testing.T) {
 	for _, s := range j.Ops[0].Steps {
 		names = append(names, s.Name)
 	}
-	if strings.Join(names, ",") != "check nodes,power-on n3,power-on n4" {
-		t.Errorf("steps %v (the last is recorded by the finish)", names)
+	if strings.Join(names, ",") != "check nodes,power-on n3,power-on n4,power-on n5" {
+		t.Errorf("steps %v (the last, report, is recorded by the finish)", names)
 	}
 }
 
@@ -411,6 +411,18 @@ func TestOOBResume(t *testing.T) {
 	resumeAt(t, d2, &Executor{FSM: d2.f, Apply: d2, Sleep: noSleep}, id, 1)
 	if j := finished(t, d2, id); j.Status != fsm.StatusSuccess || strings.Join(b2.calls(), " ") != "power-status_n4 power-on_n4" {
 		t.Errorf("power-on resumed: %s calls %v", j.Status, b2.calls())
+	}
+
+	// The only node's power-off had taken effect: recorded by its Check,
+	// the opcode still answers with the node's entry.
+	b4 := newBMC(t)
+	d4, _ := oobCluster(t, b4)
+	b4.set(t, "n5.power", "off\n")
+	id = submit(t, d4, `{"OP_ID":"OP_OOB_COMMAND","command":"power-off","node_names":["n5"],"ignore_status":true}`)
+	resumeAt(t, d4, &Executor{FSM: d4.f, Apply: d4, Sleep: noSleep}, id, 1)
+	if j := finished(t, d4, id); j.Status != fsm.StatusSuccess || opResult(j, 0) != `[[[0,"n5"],[0,null]]]` ||
+		strings.Join(b4.calls(), " ") != "power-status_n5" || nodeState(d4, "n5").Powered {
+		t.Errorf("single power-off resumed: %s %s calls %v", j.Status, opResult(j, 0), b4.calls())
 	}
 
 	// Power-cycle cannot be repeated blindly.
@@ -491,7 +503,7 @@ func TestOOBMasterPowerOff(t *testing.T) {
 		names = append(names, s.Name)
 		epochs = append(epochs, s.Epoch)
 	}
-	if strings.Join(names, ",") != "check nodes,power-off n4,hand over the master role of n1,mark n1 offline" || epochs[1] != epoch || epochs[2] == epoch {
+	if strings.Join(names, ",") != "check nodes,power-off n4,hand over the master role of n1,mark n1 offline,power-off n1" || epochs[1] != epoch || epochs[2] == epoch {
 		t.Errorf("steps %v by epochs %v", names, epochs)
 	}
 	if opResult(j, 1) != `[[[0,"n4"],[0,null]],[[0,"n1"],[0,null]]]` {
