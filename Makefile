@@ -2,7 +2,7 @@
 GO      ?= go
 BIN     := $(CURDIR)/bin
 PKGS    := ./...
-UNIT    := ./fsm/... ./confd/... ./rpc/... ./agent/... ./jobs/... ./transport/... ./server/... ./cmd/...
+UNIT    := ./fsm/... ./oob/... ./confd/... ./rpc/... ./agent/... ./jobs/... ./transport/... ./server/... ./cmd/...
 STATICCHECK_VERSION ?= v0.8.2
 
 export GNT_BIN_DIR := $(BIN)
@@ -15,6 +15,8 @@ build:
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/gntd ./cmd/gntd
 	$(GO) build -o $(BIN)/gnt ./cmd/gnt
+	$(GO) build -o $(BIN)/gnt-oob-fake ./cmd/gnt-oob-fake
+	$(GO) build -o $(BIN)/gnt-oob-ipmi ./cmd/gnt-oob-ipmi
 
 # A whole cluster in the foreground: 3 candidates (127.0.0.11-13), 3 nodes
 # (127.0.0.21-23), each a separate gntd. Ctrl-C stops it.

@@ -131,6 +131,8 @@ var opcodeTypes = map[string]func() Opcode{
 	"OP_INSTANCE_RENAME":         func() Opcode { return &OpInstanceRename{} },
 	"OP_INSTANCE_SET_PARAMS":     func() Opcode { return &OpInstanceSetParams{} },
 	"OP_NODE_MIGRATE":            func() Opcode { return &OpNodeMigrate{} },
+	"OP_OOB_COMMAND":             func() Opcode { return &OpOobCommand{} },
+	"OP_CLUSTER_EPO":             func() Opcode { return &OpClusterEpo{} },
 }
 
 // OpcodeIDs lists the opcodes this build knows.

@@ -14,6 +14,8 @@ import (
 type StepChange struct {
 	InstancePut    *InstancePut    `json:"instance_put,omitempty"`
 	InstanceRemove *InstanceRemove `json:"instance_remove,omitempty"`
+	NodePowered    *NodePowered    `json:"node_powered,omitempty"`
+	NodeOffline    *NodeOffline    `json:"node_offline,omitempty"`
 }
 
 // InstancePut stores an instance record: a new one (ExpectSerial 0) or a
@@ -46,13 +48,24 @@ const (
 )
 
 func (c StepChange) apply(t *txn) *Error {
-	switch {
-	case c.InstancePut != nil && c.InstanceRemove == nil:
-		return c.InstancePut.apply(t)
-	case c.InstanceRemove != nil && c.InstancePut == nil:
-		return c.InstanceRemove.apply(t)
+	set := 0
+	for _, p := range []bool{c.InstancePut != nil, c.InstanceRemove != nil, c.NodePowered != nil, c.NodeOffline != nil} {
+		if p {
+			set++
+		}
 	}
-	return errf(CodeInval, "changes", "a step change must set exactly one of instance_put, instance_remove")
+	switch {
+	case set != 1:
+	case c.InstancePut != nil:
+		return c.InstancePut.apply(t)
+	case c.InstanceRemove != nil:
+		return c.InstanceRemove.apply(t)
+	case c.NodePowered != nil:
+		return c.NodePowered.apply(t)
+	case c.NodeOffline != nil:
+		return c.NodeOffline.apply(t)
+	}
+	return errf(CodeInval, "changes", "a step change must set exactly one of instance_put, instance_remove, node_powered, node_offline")
 }
 
 func (p *InstancePut) apply(t *txn) *Error {

@@ -2,7 +2,6 @@ package jobs
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/gnt-cluster/gnt/fsm"
@@ -16,24 +15,12 @@ import (
 // agents' operations are idempotent and keyed by a per-move id; the
 // configuration is re-read and only changed where it is not yet so).
 
-// recordedPlan decodes the plan the opcode's first step recorded.
-func recordedPlan(st *fsm.OpState) (alloc.Plan, bool) {
-	if st == nil || len(st.Steps) == 0 {
-		return alloc.Plan{}, false
-	}
-	var p alloc.Plan
-	if json.Unmarshal(st.Steps[0].Result, &p) != nil {
-		return alloc.Plan{}, false
-	}
-	return p, true
-}
-
 // planned returns the plan step and, once the plan is recorded, one step
 // per move; before that a placeholder that the executor replaces when the
 // plan step is recorded.
 func (e *Executor) planned(st *fsm.OpState, plan Step, move func(alloc.Move) Step) []Step {
-	p, ok := recordedPlan(st)
-	if !ok {
+	var p alloc.Plan
+	if ok, err := recordedPlan(st, &p); err != nil || !ok {
 		return []Step{plan, {Name: "moves", Run: func(context.Context, *StepContext) (any, error) {
 			return nil, fmt.Errorf("the plan was not recorded")
 		}}}

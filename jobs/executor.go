@@ -13,6 +13,7 @@ import (
 
 	"github.com/gnt-cluster/gnt/fsm"
 	"github.com/gnt-cluster/gnt/jobs/locking"
+	"github.com/gnt-cluster/gnt/oob"
 )
 
 // Applier replicates a command and returns its response (implemented by
@@ -51,6 +52,15 @@ type Executor struct {
 	// Steps gives an opcode's steps; nil means this gntd's opcodes. Tests
 	// set it to run opcodes with steps of their own.
 	Steps func(fsm.Opcode) ([]Step, error)
+	// OOB runs out-of-band helpers (OP_OOB_COMMAND, OP_CLUSTER_EPO); nil
+	// means an oob.Runner with the design's bounds.
+	OOB *oob.Runner
+	// Leadership hands the master role away before the master's node is
+	// powered off; nil refuses to power it off.
+	Leadership Leadership
+	// Probe tells whether a node's gntd answers (OP_CLUSTER_EPO on waits
+	// for it); nil makes that wait fail.
+	Probe NodeProbe
 	// OnResumed, when set, is called once with the number of started jobs
 	// the executor found and the time from Run's start until the first of
 	// them was running again (zero when there were none).

@@ -57,10 +57,9 @@ func (sc *StepContext) Logf(format string, args ...any) {
 // Sleep waits for d or until ctx ends.
 func (sc *StepContext) Sleep(ctx context.Context, d time.Duration) error { return sc.sleep(ctx, d) }
 
-// stepsFor returns the steps of an executor opcode (given what it
-// recorded so far, for opcodes whose later steps follow from an earlier
-// step's result), or an error for an
-// opcode this gntd cannot run.
+// stepsFor returns the steps of an executor opcode, or an error for an
+// opcode this gntd cannot run. st is the opcode's record: steps that an
+// earlier executor decided (a recorded plan) are rebuilt from it.
 func (e *Executor) stepsFor(op fsm.Opcode, st *fsm.OpState) ([]Step, error) {
 	switch o := op.(type) {
 	case *fsm.OpTestDelay:
@@ -93,6 +92,10 @@ func (e *Executor) stepsFor(op fsm.Opcode, st *fsm.OpState) ([]Step, error) {
 		return e.evacuateSteps(o, st), nil
 	case *fsm.OpNodeMigrate:
 		return e.nodeMigrateSteps(o, st), nil
+	case *fsm.OpOobCommand:
+		return e.oobSteps(o, st)
+	case *fsm.OpClusterEpo:
+		return e.epoSteps(o, st)
 	}
 	return nil, fmt.Errorf("opcode %s has no executor in this gntd", op.Common().OpID)
 }

@@ -112,7 +112,7 @@ func nodeView(st *fsm.State, n *fsm.Node, insts map[string]*nodeInstances) NodeI
 	v := NodeInfo{
 		Name: n.Name, UUID: n.UUID, GroupUUID: n.Group, PrimaryIP: n.PrimaryIP, SecondaryIP: n.SecondaryIP,
 		MasterCandidate: n.MasterCandidate, MasterCapable: n.MasterCapable, VMCapable: n.VMCapable,
-		Offline: n.Offline, Drained: n.Drained, Powered: n.Powered, Role: fsm.RoleLetter[st.Role(n)],
+		Offline: n.Offline, Drained: n.Drained, Role: fsm.RoleLetter[st.Role(n)],
 		NDParams: copyMap(n.NDParams), Tags: sortedCopy(n.Tags),
 		MTotal: positive(n.Resources.MemoryMiB), DTotal: positive(n.Resources.DiskMiB),
 		CTotal:   positive(int64(n.Resources.CPUs)),
@@ -132,6 +132,10 @@ func nodeView(st *fsm.State, n *fsm.Node, insts map[string]*nodeInstances) NodeI
 	if t := n.Resources.DiskMiB; t > 0 {
 		free := t - ni.disk
 		v.DFree = &free
+	}
+	if st.OOBProgram(n) != "" {
+		powered := n.Powered
+		v.Powered = &powered
 	}
 	return v
 }

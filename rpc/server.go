@@ -165,6 +165,7 @@ func (s *Server) routes() {
 	add("POST", "/2/nodes/{name}/evacuate", s.jobHandler(nodeOp("OP_NODE_EVACUATE")))
 	add("POST", "/2/nodes/{name}/migrate", s.jobHandler(nodeOp("OP_NODE_MIGRATE")))
 	add("PUT", "/2/nodes/{name}/role", s.jobHandler(buildNodeRole))
+	add("POST", "/2/nodes/{name}/powercycle", s.jobHandler(buildNodePowercycle))
 	add("GET", "/2/nodes/{name}/tags", s.blockingRead(s.serveTags(fsm.TagNode, "name")))
 	add("PUT", "/2/nodes/{name}/tags", s.jobHandler(buildTags("OP_TAGS_SET", fsm.TagNode, "name")))
 	add("DELETE", "/2/nodes/{name}/tags", s.jobHandler(buildTags("OP_TAGS_DEL", fsm.TagNode, "name")))
@@ -211,6 +212,7 @@ func (s *Server) routes() {
 	add("POST", "/2/gnt/init", s.handleInit)
 	add("POST", "/2/gnt/join", s.handleJoin)
 	add("GET", "/2/gnt/status", s.handleStatus)
+	add("GET", "/2/gnt/oob-check", s.handleOOBCheck)
 
 	for path, methods := range allowed {
 		for _, m := range methods {

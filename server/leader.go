@@ -113,7 +113,7 @@ func (s *Server) leaderLoop(ctx context.Context, r *raft.Raft) {
 	svcs := []leaderService{
 		{name: "executor", run: func(ctx context.Context, epoch uint64) error {
 			ex := &jobs.Executor{FSM: s.fsm, Apply: s, Epoch: epoch, Concurrency: s.cfg.ExecutorConcurrency,
-				Log: s.log.Named("executor"), Nodes: &s.nodes,
+				Log: s.log.Named("executor"), Nodes: &s.nodes, Leadership: leadershipHandover{s}, Probe: newAPIProbe(),
 				OnResumed: func(n int, _ time.Duration) {
 					if n > 0 {
 						took := time.Since(start)

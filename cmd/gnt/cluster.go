@@ -76,6 +76,8 @@ func (e environment) clusterCommand() *cli.Command {
 				Usage:  "list the Raft peers (master candidates) and their state",
 				Action: e.do(clusterPeers),
 			},
+			e.clusterEpoCommand(),
+			e.clusterVerifyCommand(),
 		}, e.tagCommands("cluster", false, func(string) string { return "/2/tags" })...),
 	}
 }

@@ -102,6 +102,8 @@ func (e environment) nodeCommand() *cli.Command {
 				},
 				Action: e.do(nodeRole),
 			},
+			e.nodePowerCommand(),
+			e.nodeHealthCommand(),
 		}, e.tagCommands("node", true, func(n string) string { return nodePath(n) + "/tags" })...),
 	}
 }
@@ -203,6 +205,9 @@ func showNode(w io.Writer, o object) {
 		{"master candidate", "master_candidate"}, {"drained", "drained"}, {"offline", "offline"},
 		{"powered", "powered"}, {"master_capable", "master_capable"}, {"vm_capable", "vm_capable"},
 	} {
+		if f.key == "powered" && o["powered"] == nil {
+			continue // only nodes with an OOB helper have a power state
+		}
 		fmt.Fprintf(w, "  %s: %s\n", f.label, str(o, f.key))
 	}
 	fmt.Fprintf(w, "  memory: total %s, free %s\n", mebibytes(o, "mtotal"), mebibytes(o, "mfree"))
