@@ -301,7 +301,53 @@ func stop(pid int, program string, timeout time.Duration) error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	if target < 0 {
+		// The leader is gone; what it started in its group gets the rest
+		// of the time to follow, then SIGKILL (zombies, which only their
+		// reaper can clear, do not count).
+		for groupAlive(pid) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if groupAlive(pid) {
+			syscall.Kill(target, syscall.SIGKILL)
+			for i := 0; i < 50 && groupAlive(pid); i++ {
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	}
 	return nil
+}
+
+// groupAlive reports whether a process of process group pgid is alive
+// (not a zombie).
+func groupAlive(pgid int) bool {
+	if syscall.Kill(-pgid, 0) != nil {
+		return false
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return true
+	}
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		i := strings.LastIndexByte(string(stat), ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(stat[i+1:]))
+		// Fields after the name: state, ppid, pgrp, ...
+		if len(f) > 2 && f[2] == strconv.Itoa(pgid) && f[0] != "Z" && f[0] != "X" && p > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func (f *fake) health(stdout io.Writer) error {
