@@ -3,7 +3,6 @@ package jobs
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/gnt-cluster/gnt/fsm"
@@ -54,11 +53,10 @@ func epoViews(s *fsm.State) ([]oob.NodeView, []oob.InstanceView, map[string]stri
 // gntd answers again; then a last step whose result is the plan. They
 // resume as OP_OOB_COMMAND's (oobSteps); a wait simply waits again.
 //
-// Instances: this gntd has no instance shutdown or startup opcode yet, so
-// an EPO off whose plan has running instances to stop fails at its plan,
-// before any node is touched, and an EPO on whose plan has instances to
-// start powers the nodes on, waits for them, and then fails naming the
-// instances to start by hand.
+// Instances: an EPO off shuts the plan's instances down first, one step
+// each, without recording them as down (Ganeti's no_remember); an EPO on
+// starts each instance of the plan, one step each, once the nodes it
+// needs answer again.
 func (e *Executor) epoSteps(o *fsm.OpClusterEpo, st *fsm.OpState) ([]Step, error) {
 	var rec epoRecord
 	recorded, err := recordedPlan(st, &rec)
@@ -81,11 +79,6 @@ func (e *Executor) epoSteps(o *fsm.OpClusterEpo, st *fsm.OpState) ([]Step, error
 		for _, l := range rec.Plan.Describe() {
 			sc.Logf("%s", l)
 		}
-		if !rec.Plan.On && len(rec.Plan.Stop) > 0 && !dry {
-			return nil, &fsm.Error{Code: fsm.CodeState, Field: "", Msg: fmt.Sprintf(
-				"instances %s run on nodes of the EPO, and this gntd cannot shut instances down (it has no OP_INSTANCE_SHUTDOWN); no node was powered off",
-				strings.Join(rec.Plan.Stop, ", "))}
-		}
 		return rec, nil
 	}}
 	steps := []Step{plan}
@@ -99,6 +92,13 @@ func (e *Executor) epoSteps(o *fsm.OpClusterEpo, st *fsm.OpState) ([]Step, error
 	node := func(name string) target { return target{Name: name, UUID: rec.UUIDs[name]} }
 	p := rec.Plan
 	if !p.On {
+		// The instances first, without recording them as down (Ganeti's
+		// no_remember), so EPO --on starts them again.
+		for _, name := range p.Stop {
+			st := stopStep(e, name, nil, false, true, true)
+			st.Name = "shut down " + name
+			steps = append(steps, st)
+		}
 		for _, name := range p.Power {
 			if p.Handover != nil && name == p.Handover.Master {
 				steps = append(steps, e.handoverStep(node(name), p.Handover.To, o.Reason))
@@ -124,16 +124,10 @@ func (e *Executor) epoSteps(o *fsm.OpClusterEpo, st *fsm.OpState) ([]Step, error
 		for _, name := range p.Wait {
 			steps = append(steps, e.waitStep(node(name), wait))
 		}
-		if len(p.Start) > 0 {
-			steps = append(steps, Step{Name: "start instances", Run: func(ctx context.Context, sc *StepContext) (any, error) {
-				var names []string
-				for _, s := range p.Start {
-					names = append(names, s.Instance)
-				}
-				return nil, &fsm.Error{Code: fsm.CodeState, Msg: fmt.Sprintf(
-					"the nodes are back, but this gntd cannot start instances (it has no OP_INSTANCE_STARTUP): start %s by hand",
-					strings.Join(names, ", "))}
-			}})
+		for _, s := range p.Start {
+			st := startStep(e, s.Instance, true)
+			st.Name = "start " + s.Instance
+			steps = append(steps, st)
 		}
 	}
 	if len(steps) > 1 {

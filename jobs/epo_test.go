@@ -101,42 +101,52 @@ func TestEPOOffOn(t *testing.T) {
 	mu.Unlock()
 }
 
-// TestEPORefusesRunningInstances: this gntd cannot shut instances down,
-// so an EPO off with running instances on its nodes fails before any node
-// is touched.
-func TestEPORefusesRunningInstances(t *testing.T) {
+// TestEPOStopsAndStartsInstances: an EPO off shuts the instances on its
+// nodes down before powering any node off, without recording them as
+// down; the EPO on powers the nodes on and starts the instances again.
+func TestEPOStopsAndStartsInstances(t *testing.T) {
 	b := newBMC(t)
 	d, epoch := oobCluster(t, b)
-	// An instance on n4, recorded by a step as an instance create would.
+	if r, _, _ := d.Apply(context.Background(), fsm.NodeRegister{Now: 4, Node: fsm.NodeSpec{Name: "n4", Addrs: fsm.Addrs{Agent: "192.0.2.4:1811"}}}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	// An instance on n4, recorded by a step as an instance create would,
+	// and running there.
 	id := submit(t, d, `{"OP_ID":"OP_TEST_DELAY","duration":0,"repeat":2}`)
 	update(t, d, fsm.JobUpdate{Epoch: epoch, JobID: id, Action: fsm.ActionStart})
 	update(t, d, fsm.JobUpdate{Epoch: epoch, JobID: id, Action: fsm.ActionStep, Step: 0, StepName: "create",
 		Changes: []fsm.StepChange{{InstancePut: &fsm.InstancePut{Instance: fsm.Instance{Name: "web1", UUID: "i1",
 			PrimaryNode: "n4", DiskTemplate: fsm.DTDiskless, AdminState: fsm.AdminUp}}}}})
 	update(t, d, fsm.JobUpdate{Epoch: epoch, JobID: id, Action: fsm.ActionFinish, Status: fsm.StatusSuccess})
-	startExecutor(t, &Executor{FSM: d.f, Apply: d, Epoch: epoch, Sleep: noSleep, Probe: bmcProbe(b)})
-	j := finished(t, d, submit(t, d, `{"OP_ID":"OP_CLUSTER_EPO","names":["n4","n5"]}`))
-	if j.Status != fsm.StatusError || !strings.Contains(opResult(j, 0), "instances web1 run on nodes of the EPO, and this gntd cannot shut instances down") {
-		t.Errorf("%s %s", j.Status, opResult(j, 0))
-	}
-	if len(b.calls()) != 0 || !nodeState(d, "n4").Powered {
-		t.Errorf("a node was touched: %v", b.calls())
-	}
-	// A dry run shows the plan.
-	j = finished(t, d, submit(t, d, `{"OP_ID":"OP_CLUSTER_EPO","names":["n4","n5"],"dry_run":true}`))
-	if j.Status != fsm.StatusSuccess || !strings.Contains(jobLog(j), "instances to shut down: web1") {
+	agents := newFakeNodes()
+	agents.run["n4/i1"] = true
+	startExecutor(t, &Executor{FSM: d.f, Apply: d, Epoch: epoch, Sleep: noSleep, Probe: bmcProbe(b), Nodes: agents})
+	// A dry run shows the plan and touches nothing.
+	j := finished(t, d, submit(t, d, `{"OP_ID":"OP_CLUSTER_EPO","names":["n4","n5"],"dry_run":true}`))
+	if j.Status != fsm.StatusSuccess || !strings.Contains(jobLog(j), "instances to shut down: web1") || len(b.calls()) != 0 {
 		t.Errorf("dry run: %s %s\n%s", j.Status, opResult(j, 0), jobLog(j))
 	}
-	// Back on, the instance would be started: the nodes come back and the
-	// opcode then says what it could not do.
-	b.set(t, "n4.power", "off")
-	if r, _, _ := d.Apply(context.Background(), fsm.JobSubmit{Now: 5, Ops: rawOps(`{"OP_ID":"OP_NODE_SET_PARAMS","node_name":"n4","powered":false}`), UUIDs: []string{""}}); r.Err != nil {
-		t.Fatal(r.Err)
+	j = finished(t, d, submit(t, d, `{"OP_ID":"OP_CLUSTER_EPO","names":["n4","n5"]}`))
+	if j.Status != fsm.StatusSuccess {
+		t.Fatalf("EPO off: %s %s\n%s", j.Status, opResult(j, 0), jobLog(j))
+	}
+	if names := stepNames(j, 0); !strings.HasPrefix(names, "plan,shut down web1,") {
+		t.Errorf("steps %s: the instance must go down before any node", names)
+	}
+	if len(agents.running()) != 0 || nodeState(d, "n4").Powered {
+		t.Errorf("after EPO off: running %v, n4 powered %v", agents.running(), nodeState(d, "n4").Powered)
+	}
+	var admin string
+	d.f.Read(func(s *fsm.State, _ uint64) { admin = s.LookupInstance("web1").AdminState })
+	if admin != fsm.AdminUp {
+		t.Errorf("web1 recorded %s after EPO off; it must stay up (no_remember)", admin)
 	}
 	j = finished(t, d, submit(t, d, `{"OP_ID":"OP_CLUSTER_EPO","names":["n4"],"on":true}`))
-	if j.Status != fsm.StatusError || !strings.Contains(opResult(j, 0), "the nodes are back, but this gntd cannot start instances (it has no OP_INSTANCE_STARTUP): start web1 by hand") ||
-		!nodeState(d, "n4").Powered || b.power("n4") != "on" {
-		t.Errorf("%s %s\n%s", j.Status, opResult(j, 0), jobLog(j))
+	if j.Status != fsm.StatusSuccess || !nodeState(d, "n4").Powered || b.power("n4") != "on" {
+		t.Fatalf("EPO on: %s %s\n%s", j.Status, opResult(j, 0), jobLog(j))
+	}
+	if r := agents.running(); len(r) != 1 || r[0] != "n4/i1" {
+		t.Errorf("after EPO on: running %v", r)
 	}
 }
 
