@@ -368,8 +368,18 @@ func (s *Server) Status() rpc.Status {
 		return st
 	}
 	st.Candidate = true
-	st.RaftState = strings.ToLower(r.State().String())
-	st.Term = r.CurrentTerm()
+	// Raft's state and term are two atomics: read the term on both sides
+	// of the state, so that the pair reported held at one instant (a
+	// leader that steps down sets its state before the new term). Chaos
+	// tests poll it to check that no two members lead in one term.
+	for range 10 {
+		term := r.CurrentTerm()
+		state := r.State()
+		st.RaftState, st.Term = strings.ToLower(state.String()), term
+		if r.CurrentTerm() == term {
+			break
+		}
+	}
 	st.LastIndex = r.LastIndex()
 	st.CommitIndex = r.CommitIndex()
 	st.AppliedIndex = r.AppliedIndex()
