@@ -64,7 +64,9 @@ func New(cfg Config, log hclog.Logger) (*Server, error) {
 		return nil, err
 	}
 	if log == nil {
-		log = hclog.New(&hclog.LoggerOptions{Name: cfg.Name, Level: hclog.LevelFromString(cfg.LogLevel)})
+		// Independent levels: Raft's sub-logger is set to Warn (raftConfig),
+		// and that must not silence this gntd's own Info lines.
+		log = hclog.New(&hclog.LoggerOptions{Name: cfg.Name, Level: hclog.LevelFromString(cfg.LogLevel), IndependentLevels: true})
 	}
 	s := &Server{
 		cfg: cfg, log: log, dir: dataDir{cfg.DataDir}, fsm: fsm.New(),
