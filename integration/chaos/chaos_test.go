@@ -70,13 +70,16 @@ func TestChaos(t *testing.T) {
 			cfg.Hold = [2]time.Duration{1500 * time.Millisecond, 3 * time.Second}
 			cfg.Gap = [2]time.Duration{time.Second, 2 * time.Second}
 			cfg.LinearTimeout = 30 * time.Second
+			cfg.SnapshotThreshold, cfg.TrailingLogs = 128, 64
 		} else {
 			cfg.Candidates = []int{5, 3}[rng.IntN(2)]
+			snap := [][2]int{{0, 0}, {128, 64}, {1024, 256}}[rng.IntN(3)]
+			cfg.SnapshotThreshold, cfg.TrailingLogs = snap[0], snap[1]
 			cfg.Length = min(length, max(total-time.Since(start), 20*time.Second))
 			cfg.Hold = [2]time.Duration{2 * time.Second, 6 * time.Second}
 			cfg.Gap = [2]time.Duration{time.Second, 3 * time.Second}
 		}
-		say("run %d: seed %d, %d candidates, %d nodes, %d clients", i, s, cfg.Candidates, cfg.Nodes, cfg.Clients)
+		say("run %d: seed %d, %d candidates, %d nodes, %d clients, raft snapshot threshold %d", i, s, cfg.Candidates, cfg.Nodes, cfg.Clients, cfg.SnapshotThreshold)
 		rep := &Report{}
 		t.Run(fmt.Sprintf("run%02d", i), func(t *testing.T) { RunOnce(t, cfg, rep) })
 		reports = append(reports, rep)

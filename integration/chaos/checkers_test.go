@@ -293,3 +293,16 @@ func TestUnknownCountsAsFailure(t *testing.T) {
 	}
 	expect(t, "linearizability", lr.Failures, "not verified within 200ms")
 }
+
+func TestCanceledJobs(t *testing.T) {
+	// A job that ended canceled with no cancel asked for is wrong...
+	h, final := good()
+	final.Jobs[5].Status = "canceled"
+	final.Jobs[5].Ops[0].Status = "canceled"
+	expect(t, "accounting", CheckSets(h.ops, empty(), final).Violations, "job chaos-c3-1 (id 7) ended canceled, want success")
+	// ...and right once a cancel was asked, acknowledged or not.
+	h.add(Op{Client: 3, Kind: JobCancel, JobIDs: []int64{7}, Markers: []string{"chaos-c3-1"}, Outcome: Indeterminate}, 101, 102)
+	if r := CheckSets(h.ops, empty(), final); len(r.Violations) > 0 {
+		t.Errorf("canceled job flagged: %v", r.Violations)
+	}
+}

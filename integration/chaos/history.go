@@ -31,6 +31,7 @@ const (
 	DrainSet  Kind = "drain-set"  // Object's (a node) drained flag set to Value
 	DrainRead Kind = "drain-read" // Object's drained flag read into Value
 	JobSubmit Kind = "job-submit" // jobs marked Markers submitted, JobIDs returned
+	JobCancel Kind = "job-cancel" // job JobIDs[0], marked Markers[0], asked to cancel
 )
 
 // Read modes: which replica answers, and what it promises.
@@ -78,7 +79,7 @@ type Op struct {
 // IsWrite reports whether the operation changes the state.
 func (o *Op) IsWrite() bool {
 	switch o.Kind {
-	case TagAdd, TagDel, DrainSet, JobSubmit:
+	case TagAdd, TagDel, DrainSet, JobSubmit, JobCancel:
 		return true
 	}
 	return false

@@ -21,6 +21,7 @@ const (
 	KillLeader    = "kill-leader"    // kill -9 of the leader, restarted from its data dir
 	KillFollower  = "kill-follower"  // kill -9 of a follower
 	KillCandidate = "kill-candidate" // kill -9 of a random candidate
+	KillAll       = "kill-all"       // kill -9 of every candidate at once, all restarted
 	PauseLeader   = "pause-leader"   // SIGSTOP of the leader, longer than the election timeout, then SIGCONT
 	IsolateLeader = "isolate-leader" // the leader's Raft traffic cut off
 	SplitMajority = "split"          // majority/minority partition
@@ -29,11 +30,12 @@ const (
 	OneWay        = "one-way"        // what a member sends is lost, what it receives arrives
 	Latency       = "latency"        // every Raft write delayed
 	Loss          = "loss"           // Raft writes dropped at random (the connection breaks)
+	Transfer      = "transfer"       // leadership handed to another voter (gnt cluster master-failover)
 )
 
 // FaultKinds lists the faults a cluster of n candidates can take.
 func FaultKinds(n int) []string {
-	kinds := []string{KillLeader, KillFollower, KillCandidate, PauseLeader, IsolateLeader, SplitMajority, OneWay, Latency, Loss}
+	kinds := []string{KillLeader, KillFollower, KillCandidate, KillAll, PauseLeader, IsolateLeader, SplitMajority, OneWay, Latency, Loss, Transfer}
 	if n >= 5 {
 		kinds = append(kinds, Bridge, Ring)
 	}
@@ -197,6 +199,15 @@ func (n *nemesis) inject(ctx context.Context, kind string) ([]string, string, fu
 		}
 		n.kill(m)
 		return []string{m.Name}, detail, func() { n.start(m) }
+	case KillAll:
+		for _, m := range cands {
+			n.kill(m)
+		}
+		return names(cands), "", func() {
+			for _, m := range cands {
+				n.start(m)
+			}
+		}
 	case PauseLeader:
 		m, detail := n.leaderOr(ctx)
 		n.mu.Lock()
@@ -256,6 +267,19 @@ func (n *nemesis) inject(ctx context.Context, kind string) ([]string, string, fu
 		f := fs[n.rng.IntN(len(fs))]
 		n.request(f, server.FaultRequest{CutTo: []string{l.RaftAddr()}})
 		return []string{f.Name}, "not heard by the leader " + l.Name + ", hears it", n.healAll
+	case Transfer:
+		l, detail := n.leaderOr(ctx)
+		fs := n.others(l)
+		to := fs[n.rng.IntN(len(fs))]
+		tctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		got, err := n.c.ClientFor(l).MasterFailover(tctx, to.Name)
+		cancel()
+		if err != nil {
+			detail += fmt.Sprintf(" transfer to %s: %v", to.Name, err)
+		} else {
+			detail += " new master " + got
+		}
+		return []string{l.Name, to.Name}, strings.TrimSpace(detail), func() {}
 	case Latency:
 		d := time.Duration(10+n.rng.IntN(90)) * time.Millisecond
 		for _, m := range cands {

@@ -38,7 +38,11 @@ type Config struct {
 	// Hold and Gap bound how long a fault lasts and the quiet time after
 	// it is healed.
 	Hold, Gap [2]time.Duration
-	// MaxWrites bounds the writes of the run (0: 7000), so that every job
+	// SnapshotThreshold and TrailingLogs, when set, make Raft snapshot
+	// and truncate its log that often, so that restarted and cut-off
+	// members catch up from snapshots.
+	SnapshotThreshold, TrailingLogs int
+	// MaxWrites bounds the writes of the run (0: 8000), so that every job
 	// stays in the active queue for the accounting.
 	MaxWrites int64
 	// LinearTimeout bounds Porcupine's check of one object (0: 1 min).
@@ -137,7 +141,7 @@ type run struct {
 // what happened either way (also when the run fails half-way).
 func RunOnce(t *testing.T, cfg Config, rep *Report) {
 	if cfg.MaxWrites == 0 {
-		cfg.MaxWrites = 7000
+		cfg.MaxWrites = 8000
 	}
 	if cfg.LinearTimeout == 0 {
 		cfg.LinearTimeout = time.Minute
@@ -148,7 +152,11 @@ func RunOnce(t *testing.T, cfg Config, rep *Report) {
 	began := time.Now()
 	*rep = Report{Seed: cfg.Seed, Candidates: cfg.Candidates, Faults: map[string]int{}}
 	r := &run{t: t, cfg: cfg, rep: rep}
-	r.c = integration.NewCluster(t, integration.ClusterOptions{Candidates: cfg.Candidates, Nodes: cfg.Nodes, ExtraArgs: []string{"--debug"}})
+	args := []string{"--debug"}
+	if cfg.SnapshotThreshold > 0 {
+		args = append(args, "--raft-snapshot-threshold", strconv.Itoa(cfg.SnapshotThreshold), "--raft-trailing-logs", strconv.Itoa(cfg.TrailingLogs))
+	}
+	r.c = integration.NewCluster(t, integration.ClusterOptions{Candidates: cfg.Candidates, Nodes: cfg.Nodes, ExtraArgs: args})
 	t.Cleanup(func() {
 		if t.Failed() || len(r.rep.Violations) > 0 {
 			r.keep()
@@ -509,7 +517,8 @@ func (r *run) keep() {
 	save("state-initial.json", r.initial)
 	save("state-final.json", r.final)
 	save("config.json", map[string]any{"seed": r.cfg.Seed, "candidates": r.cfg.Candidates, "nodes": r.cfg.Nodes,
-		"clients": r.cfg.Clients, "length": r.cfg.Length.String(), "kinds": r.cfg.Kinds})
+		"clients": r.cfg.Clients, "length": r.cfg.Length.String(), "kinds": r.cfg.Kinds,
+		"raft_snapshot_threshold": r.cfg.SnapshotThreshold, "raft_trailing_logs": r.cfg.TrailingLogs})
 	os.WriteFile(filepath.Join(dir, "violations.txt"), []byte(strings.Join(r.rep.Violations, "\n")+"\n"), 0o644)
 	// Stop the members so that their data dirs hold still, then copy them.
 	for _, m := range r.c.Members {

@@ -60,6 +60,14 @@ type client struct {
 	// drains are the nodes whose drained flag only this client writes
 	// (one writer per flag keeps at most one write in flight on it).
 	drains []string
+	// jobs are the last jobs this client submitted (acknowledged), which
+	// it may cancel.
+	jobs []submitted
+}
+
+type submitted struct {
+	id     int64
+	marker string
 }
 
 // run starts the clients and returns when ctx ends and every operation
@@ -92,7 +100,8 @@ var mix = []struct {
 	weight int
 	op     func(c *client, ctx context.Context)
 }{
-	{270, (*client).tagAdd},
+	{255, (*client).tagAdd},
+	{15, (*client).cancelJob},
 	{130, (*client).tagDel},
 	{200, func(c *client, ctx context.Context) { c.tagRead(ctx, ModeConsistent) }},
 	{120, func(c *client, ctx context.Context) { c.tagRead(ctx, ModeDefault) }},
@@ -348,6 +357,7 @@ func (c *client) submitJobs(ctx context.Context) {
 			o.JobIDs = []int64{id}
 		}
 		c.record(o, err, meta)
+		c.remember(o)
 		return
 	}
 	o.Markers = []string{fmt.Sprintf("%sc%d-%da", markerPrefix, c.id, c.n), fmt.Sprintf("%sc%d-%db", markerPrefix, c.id, c.n)}
@@ -358,6 +368,40 @@ func (c *client) submitJobs(ctx context.Context) {
 			err = fmt.Errorf("%d ids for %d jobs", len(ids), len(o.Markers))
 		}
 	}
+	c.record(o, err, meta)
+	c.remember(o)
+}
+
+// remember keeps the last few acknowledged jobs for cancelJob.
+func (c *client) remember(o *Op) {
+	if o.Outcome != OK {
+		return
+	}
+	for k, id := range o.JobIDs {
+		c.jobs = append(c.jobs, submitted{id: id, marker: o.Markers[k]})
+	}
+	if len(c.jobs) > 8 {
+		c.jobs = c.jobs[len(c.jobs)-8:]
+	}
+}
+
+// cancelJob asks to cancel one of the client's recent jobs: at once if
+// it has not started, at its next step boundary if it runs; refused if it
+// has finished.
+func (c *client) cancelJob(ctx context.Context) {
+	if len(c.jobs) == 0 {
+		c.submitJobs(ctx)
+		return
+	}
+	if !c.mayWrite() {
+		return
+	}
+	j := c.jobs[c.rng.IntN(len(c.jobs))]
+	o := c.newOp(JobCancel, "")
+	o.JobIDs, o.Markers = []int64{j.id}, []string{j.marker}
+	wctx, cancel := writeCtx()
+	_, meta, err := c.api.CancelJob(wctx, j.id, "chaos")
+	cancel()
 	c.record(o, err, meta)
 }
 
