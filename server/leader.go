@@ -98,6 +98,12 @@ func (s *Server) leaderLoop(ctx context.Context, r *raft.Raft) {
 			continue
 		}
 		epoch = resp.Epoch
+		if r.CurrentTerm() != term {
+			// Leadership changed hands meanwhile: this gntd leads again,
+			// but in which term the epoch began is not known. The log
+			// says 0 rather than a term it may not have led.
+			term = 0
+		}
 		break
 	}
 	s.mu.Lock()

@@ -88,11 +88,14 @@ func CheckLeaderServices(ests []Establishment, jobs []Job) []string {
 	byTerm := map[uint64]map[string]bool{}
 	byEpoch := map[uint64][]string{}
 	for _, e := range ests {
+		byEpoch[e.Epoch] = append(byEpoch[e.Epoch], e.Member)
+		if e.Term == 0 {
+			continue // the member could not tell the term
+		}
 		if byTerm[e.Term] == nil {
 			byTerm[e.Term] = map[string]bool{}
 		}
 		byTerm[e.Term][e.Member] = true
-		byEpoch[e.Epoch] = append(byEpoch[e.Epoch], e.Member)
 	}
 	for _, term := range sortedTerms(byTerm) {
 		if len(byTerm[term]) > 1 {
