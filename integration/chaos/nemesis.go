@@ -42,6 +42,18 @@ func FaultKinds(n int) []string {
 	return kinds
 }
 
+// NetworkKinds lists the faults that cut or lose network traffic.
+func NetworkKinds(n int) []string {
+	var out []string
+	for _, k := range FaultKinds(n) {
+		switch k {
+		case IsolateLeader, SplitMajority, Bridge, Ring, OneWay, Loss:
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 // nemesis injects faults into one cluster and heals them.
 type nemesis struct {
 	t    testing.TB
@@ -49,6 +61,7 @@ type nemesis struct {
 	h    *History
 	rng  *rand.Rand
 	logf func(format string, args ...any)
+	net  network
 
 	mu     sync.Mutex
 	faults []Fault
@@ -56,9 +69,14 @@ type nemesis struct {
 	paused map[*integration.Member]bool
 }
 
-func newNemesis(t testing.TB, c *integration.Cluster, h *History, seed uint64, logf func(string, ...any)) *nemesis {
-	return &nemesis{t: t, c: c, h: h, rng: rand.New(rand.NewPCG(seed, 7)), logf: logf,
+func newNemesis(t testing.TB, c *integration.Cluster, h *History, seed uint64, net string, logf func(string, ...any)) *nemesis {
+	n := &nemesis{t: t, c: c, h: h, rng: rand.New(rand.NewPCG(seed, 7)), logf: logf,
 		killed: map[*integration.Member]bool{}, paused: map[*integration.Member]bool{}}
+	n.net = inProcess{n}
+	if net == IPTables {
+		n.net = &ipTables{n: n}
+	}
+	return n
 }
 
 // Faults returns the faults injected so far.
@@ -113,9 +131,10 @@ func between(rng *rand.Rand, r [2]time.Duration) time.Duration {
 
 // one injects a fault, holds it, and heals it.
 func (n *nemesis) one(ctx context.Context, kind string, hold time.Duration) {
-	f := Fault{Kind: kind, Start: n.h.Now()}
 	targets, detail, heal := n.inject(ctx, kind)
-	f.Targets, f.Detail = targets, detail
+	// The fault starts once it is in effect (the process is dead, the
+	// rules are in), which is what recovery times are measured from.
+	f := Fault{Kind: kind, Targets: targets, Detail: detail, Start: n.h.Now()}
 	n.logf("%7.3fs fault %s %v %s (for %v)", secs(f.Start), kind, targets, detail, hold.Round(time.Millisecond))
 	sleep(ctx, hold)
 	heal()
@@ -222,7 +241,7 @@ func (n *nemesis) inject(ctx context.Context, kind string) ([]string, string, fu
 		}
 	case IsolateLeader:
 		m, detail := n.leaderOr(ctx)
-		n.request(m, server.FaultRequest{BlockAll: true})
+		n.net.block(m, n.others(m))
 		return []string{m.Name}, detail, n.healAll
 	case SplitMajority:
 		l, _ := n.leaderOr(ctx)
@@ -254,18 +273,18 @@ func (n *nemesis) inject(ctx context.Context, kind string) ([]string, string, fu
 			for d := 2; d <= len(order)-2; d++ {
 				far = append(far, order[(i+d)%len(order)])
 			}
-			n.request(m, server.FaultRequest{Block: raftAddrs(far)})
+			n.net.block(m, far)
 		}
 		return names(order), "each sees its two neighbours", n.healAll
 	case OneWay:
 		l, _ := n.leaderOr(ctx)
 		if n.rng.IntN(2) == 0 {
-			n.request(l, server.FaultRequest{CutTo: raftAddrs(n.others(l))})
+			n.net.cutTo(l, n.others(l))
 			return []string{l.Name}, "the leader is not heard by the others, and hears them", n.healAll
 		}
 		fs := n.others(l)
 		f := fs[n.rng.IntN(len(fs))]
-		n.request(f, server.FaultRequest{CutTo: []string{l.RaftAddr()}})
+		n.net.cutTo(f, []*integration.Member{l})
 		return []string{f.Name}, "not heard by the leader " + l.Name + ", hears it", n.healAll
 	case Transfer:
 		l, detail := n.leaderOr(ctx)
@@ -288,10 +307,8 @@ func (n *nemesis) inject(ctx context.Context, kind string) ([]string, string, fu
 		return names(cands), "delay " + d.String() + " per write", n.healAll
 	case Loss:
 		p := 0.02 + 0.01*float64(n.rng.IntN(9))
-		for _, m := range cands {
-			n.request(m, server.FaultRequest{DropRate: &p})
-		}
-		return names(cands), fmt.Sprintf("drop rate %.2f per write", p), n.healAll
+		n.net.loss(cands, p)
+		return names(cands), fmt.Sprintf("drop rate %.2f", p), n.healAll
 	}
 	n.t.Errorf("unknown fault kind %q", kind)
 	return nil, "", func() {}
@@ -303,13 +320,10 @@ func (n *nemesis) shuffled(ms []*integration.Member) []*integration.Member {
 	return out
 }
 
-// cut partitions a from b, on both sides.
+// cut partitions a from b.
 func (n *nemesis) cut(a, b []*integration.Member) {
 	for _, m := range a {
-		n.request(m, server.FaultRequest{Block: raftAddrs(b)})
-	}
-	for _, m := range b {
-		n.request(m, server.FaultRequest{Block: raftAddrs(a)})
+		n.net.block(m, b)
 	}
 }
 
@@ -370,6 +384,7 @@ func (n *nemesis) healAll() {
 	n.mu.Lock()
 	clear(n.paused)
 	n.mu.Unlock()
+	n.net.heal(n.c.Candidates())
 	for _, m := range n.c.Candidates() {
 		if !m.Running() || slices.Contains(killed, m) {
 			continue // a process just started has no faults

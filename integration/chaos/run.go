@@ -42,6 +42,9 @@ type Config struct {
 	// and truncate its log that often, so that restarted and cut-off
 	// members catch up from snapshots.
 	SnapshotThreshold, TrailingLogs int
+	// Network is how network faults are made: InProcess (the default) or
+	// IPTables (the process must run in a network namespace of its own).
+	Network string
 	// MaxWrites bounds the writes of the run (0: 8000), so that every job
 	// stays in the active queue for the accounting.
 	MaxWrites int64
@@ -167,7 +170,7 @@ func RunOnce(t *testing.T, cfg Config, rep *Report) {
 	r.initial = r.readState(false)
 
 	r.h = NewHistory(time.Now())
-	r.nem = newNemesis(t, r.c, r.h, cfg.Seed, cfg.Logf)
+	r.nem = newNemesis(t, r.c, r.h, cfg.Seed, cfg.Network, cfg.Logf)
 	key, err := os.ReadFile(filepath.Join(r.c.Members[0].DataDir, "cluster.key"))
 	if err != nil {
 		t.Fatal(err)
@@ -517,7 +520,7 @@ func (r *run) keep() {
 	save("state-initial.json", r.initial)
 	save("state-final.json", r.final)
 	save("config.json", map[string]any{"seed": r.cfg.Seed, "candidates": r.cfg.Candidates, "nodes": r.cfg.Nodes,
-		"clients": r.cfg.Clients, "length": r.cfg.Length.String(), "kinds": r.cfg.Kinds,
+		"clients": r.cfg.Clients, "length": r.cfg.Length.String(), "kinds": r.cfg.Kinds, "network": r.cfg.Network,
 		"raft_snapshot_threshold": r.cfg.SnapshotThreshold, "raft_trailing_logs": r.cfg.TrailingLogs})
 	os.WriteFile(filepath.Join(dir, "violations.txt"), []byte(strings.Join(r.rep.Violations, "\n")+"\n"), 0o644)
 	// Stop the members so that their data dirs hold still, then copy them.
