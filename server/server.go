@@ -65,7 +65,9 @@ func New(cfg Config, log hclog.Logger) (*Server, error) {
 		return nil, err
 	}
 	if log == nil {
-		log = hclog.New(&hclog.LoggerOptions{Name: cfg.Name, Level: hclog.LevelFromString(cfg.LogLevel)})
+		// Independent levels: Raft's sub-logger is set to Warn (raftConfig),
+		// and that must not silence this gntd's own Info lines.
+		log = hclog.New(&hclog.LoggerOptions{Name: cfg.Name, Level: hclog.LevelFromString(cfg.LogLevel), IndependentLevels: true})
 	}
 	s := &Server{
 		cfg: cfg, log: log, dir: dataDir{cfg.DataDir}, fsm: fsm.New(),
@@ -378,8 +380,18 @@ func (s *Server) Status() rpc.Status {
 		return st
 	}
 	st.Candidate = true
-	st.RaftState = strings.ToLower(r.State().String())
-	st.Term = r.CurrentTerm()
+	// Raft's state and term are two atomics: read the term on both sides
+	// of the state, so that the pair reported held at one instant (a
+	// leader that steps down sets its state before the new term). Chaos
+	// tests poll it to check that no two members lead in one term.
+	for range 10 {
+		term := r.CurrentTerm()
+		state := r.State()
+		st.RaftState, st.Term = strings.ToLower(state.String()), term
+		if r.CurrentTerm() == term {
+			break
+		}
+	}
 	st.LastIndex = r.LastIndex()
 	st.CommitIndex = r.CommitIndex()
 	st.AppliedIndex = r.AppliedIndex()
