@@ -85,7 +85,7 @@ type GossipTiming struct {
 	SuspicionMaxMult int           // unconfirmed suspicion lasts up to this × the timeout
 	GossipInterval   time.Duration // broadcasts (suspect, dead, alive) go out this often
 	GossipNodes      int           // to this many random members
-	RetransmitMult   int           // each broadcast is sent RetransmitMult × log10(N+1) times
+	RetransmitMult   int           // each broadcast goes to RetransmitMult × ceil(log10(N+1)) members
 	PushPull         time.Duration // full state exchange with one random member
 	TCPTimeout       time.Duration // bound of a push/pull or join connection
 	GossipToTheDead  time.Duration // keep gossiping to dead members (so they can refute)
@@ -129,17 +129,16 @@ type GossipTiming struct {
 //     within a few probe intervals even at 6 members.
 //   - SuspicionMaxMult 3 (6): an unconfirmed suspicion lasts at most 3 × T;
 //     at 6 stock would be 7.2 s whenever the two confirmations are slow.
-//   - RetransmitMult 2 (4): every member passes each broadcast on
-//     2 × ceil(log10(N+1)) times to 3 members, which covers thousands of
-//     members many times over (push/pull heals the rare miss), with half
-//     the packets when many members change at once.
 //   - PushPull 15 s (30 s): anti-entropy, scaled up by memberlist beyond 32
 //     members, heals missed broadcasts and partitions sooner.
 //   - ReclaimDead 30 s (never): a node re-installed with a new address may
 //     rejoin under its name once its old self has been dead that long
 //     (Consul's choice).
-//   - GossipInterval 200 ms, GossipNodes 3, TCPTimeout 10 s and
-//     GossipToTheDead 30 s are stock; compression is off (see NewGossip).
+//   - GossipInterval 200 ms, GossipNodes 3, RetransmitMult 4, TCPTimeout
+//     10 s and GossipToTheDead 30 s are stock; compression is off (see
+//     NewGossip). A broadcast goes to RetransmitMult × ceil(log10(N+1))
+//     members in all (4 below 9 members): fewer would let a Leave miss
+//     members of a small cluster, which then take it for a death.
 //   - Poll 1 s: how often this package reads the member table for changes
 //     memberlist reports no event for (suspect, alive again); deaths and
 //     joins are events and are read within minRefresh.
@@ -147,7 +146,7 @@ func LANGossipTiming() GossipTiming {
 	return GossipTiming{
 		ProbeInterval: 300 * time.Millisecond, ProbeTimeout: 200 * time.Millisecond,
 		SuspicionMult: 4, SuspicionMaxMult: 3,
-		GossipInterval: 200 * time.Millisecond, GossipNodes: 3, RetransmitMult: 2,
+		GossipInterval: 200 * time.Millisecond, GossipNodes: 3, RetransmitMult: 4,
 		PushPull: 15 * time.Second, TCPTimeout: 10 * time.Second,
 		GossipToTheDead: 30 * time.Second, ReclaimDead: 30 * time.Second,
 		Poll: time.Second,
@@ -394,17 +393,21 @@ func (g *Gossip) run() {
 	}
 	tick := time.NewTicker(poll)
 	defer tick.Stop()
+	var last time.Time
 	for {
 		select {
 		case <-g.stop:
 			return
 		case <-g.kick:
 			// Events come in bursts (a cluster starting, a partition
-			// healing): read the table at most every minRefresh.
-			select {
-			case <-g.stop:
-				return
-			case <-time.After(minRefresh):
+			// healing): read the table at once, but at most every
+			// minRefresh.
+			if wait := minRefresh - time.Since(last); wait > 0 {
+				select {
+				case <-g.stop:
+					return
+				case <-time.After(wait):
+				}
 			}
 		case <-tick.C:
 		case <-g.metaCh:
@@ -413,6 +416,7 @@ func (g *Gossip) run() {
 			}
 		}
 		g.refresh()
+		last = time.Now()
 	}
 }
 
