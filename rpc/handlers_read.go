@@ -113,6 +113,11 @@ func nodeView(st *fsm.State, n *fsm.Node, insts map[string]*nodeInstances) NodeI
 	if g := st.Groups[n.Group]; g != nil {
 		v.Group = g.Name
 	}
+	v.Liveness = NodeLivenessUnknown
+	if n.Liveness != "" {
+		since := float64(n.LivenessSince) / 1e9
+		v.Liveness, v.LivenessSince = n.Liveness, &since
+	}
 	return v
 }
 
