@@ -128,6 +128,7 @@ func (s *Server) leaderLoop(ctx context.Context, r *raft.Raft) {
 			return (&jobs.Archiver{FSM: s.fsm, Apply: s, Epoch: epoch, MaxAge: s.cfg.JobArchiveAge.Duration,
 				Log: s.log.Named("archiver")}).Run(ctx)
 		}},
+		{name: "liveness", run: s.runLiveness}, // liveness.go
 	}
 	if err := runLeaderServices(ctx, s.log, epoch, svcs); err != nil {
 		s.log.Warn("leader services stopped", "error", err)
