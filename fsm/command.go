@@ -22,6 +22,8 @@ const (
 	CmdJobCancel       CommandType = 7 // JobCancel
 	CmdJobArchive      CommandType = 8 // JobArchive
 	CmdJobSubmitMany   CommandType = 9 // JobSubmitMany
+
+	CmdNodeLiveness CommandType = 10 // NodeLiveness (liveness.go)
 )
 
 var commandNames = map[CommandType]string{
@@ -34,6 +36,8 @@ var commandNames = map[CommandType]string{
 	CmdJobCancel:       "job-cancel",
 	CmdJobArchive:      "job-archive",
 	CmdJobSubmitMany:   "job-submit-many",
+
+	CmdNodeLiveness: "node-liveness",
 }
 
 func (t CommandType) String() string {

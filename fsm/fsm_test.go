@@ -18,10 +18,14 @@ type harness struct {
 	f     *FSM
 	index uint64
 	now   int64
+	start int64 // the fake clock's start, for relative times in scripts
 	uuids int
 }
 
-func newHarness() *harness { return &harness{f: New(), now: 1_700_000_000_000_000_000} }
+func newHarness() *harness {
+	const start = 1_700_000_000_000_000_000
+	return &harness{f: New(), now: start, start: start}
+}
 
 func (h *harness) uuid() string {
 	h.uuids++
@@ -183,6 +187,36 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		return fmt.Sprintf("%#v", r)
 	case "nodes":
 		return h.nodes()
+	case "liveness":
+		// One change per input line: NODE STATE SINCE (seconds after the
+		// harness's start time).
+		c := NodeLiveness{Now: h.now, Epoch: uint64(atoi("epoch", 0)), Changes: []LivenessChange{}}
+		for _, line := range strings.Split(strings.TrimSpace(d.Input), "\n") {
+			if f := strings.Fields(line); len(f) == 3 {
+				sec, _ := strconv.ParseInt(f[2], 10, 64)
+				c.Changes = append(c.Changes, LivenessChange{Node: f[0], State: f[1], Since: h.start + sec*1e9})
+			} else if len(f) != 0 {
+				t.Fatalf("%s: want NODE STATE SINCE, got %q", d.Pos, line)
+			}
+		}
+		return h.mustNotChangeOnError(t, d, c)
+	case "live":
+		var b strings.Builder
+		h.f.Read(func(s *State, idx uint64) {
+			for _, n := range s.SortedNodes() {
+				since := "-"
+				if n.LivenessSince != 0 {
+					since = strconv.FormatInt((n.LivenessSince-h.start)/1e9, 10)
+				}
+				live := n.Liveness
+				if live == "" {
+					live = "unknown"
+				}
+				fmt.Fprintf(&b, "%s %s since=%s serial=%d\n", n.Name, live, since, n.SerialNo)
+			}
+			fmt.Fprintf(&b, "cluster serial=%d index=%d\n", s.Cluster.SerialNo, idx)
+		})
+		return b.String()
 	case "cluster":
 		var b strings.Builder
 		h.f.Read(func(s *State, idx uint64) {

@@ -87,6 +87,11 @@ type Node struct {
 	SerialNo        int64          `json:"serial_no"`
 	CTime           float64        `json:"ctime"`
 	MTime           float64        `json:"mtime"`
+	// Liveness is the node's gntd as gossip sees it (LivenessAlive,
+	// LivenessSuspect, LivenessDead; empty until observed), since
+	// LivenessSince (Unix ns). NodeLiveness sets it; see liveness.go.
+	Liveness      string `json:"liveness,omitempty"`
+	LivenessSince int64  `json:"liveness_since,omitempty"`
 }
 
 // Node roles as Ganeti derives them from the flags; the master is the Raft

@@ -23,7 +23,9 @@ import (
 //   - 3: as 2, plus "archived" records (job summaries of the archive) and
 //     the job engine's fields on jobs and opcodes (cancel_requested,
 //     gnt_depends, gnt_locks, gnt_steps). Version 2 snapshots read as
-//     version 3 with an empty archive.
+//     version 3 with an empty archive. Node records may carry "liveness"
+//     and "liveness_since" (NodeLiveness); both are optional, so version 3
+//     snapshots written before them read as nodes never observed.
 const SnapshotVersion = 3
 
 type snapHeader struct {

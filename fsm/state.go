@@ -486,6 +486,8 @@ func (f *FSM) applyOne(t CommandType, body []byte) any {
 		return decodeApply(body, s.applyJobArchive)
 	case CmdJobSubmitMany:
 		return decodeApply(body, s.applyJobSubmitMany)
+	case CmdNodeLiveness:
+		return decodeApply(body, s.applyNodeLiveness)
 	}
 	return &Error{Code: CodeUnknownCmd, Msg: "unknown command type " + t.String() + "; this gntd is older than the log it is reading"}
 }

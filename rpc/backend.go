@@ -96,6 +96,9 @@ type Status struct {
 	ClusterUUID  string  `json:"cluster_uuid,omitempty"`
 	Established  bool    `json:"leadership_established"`
 	FSMHash      string  `json:"fsm_hash,omitempty"`
+	// Gossip is this gntd's view of the gossip members (gossip.go); absent
+	// while its gossip member is not running.
+	Gossip *GossipStatus `json:"gossip,omitempty"`
 }
 
 // InitRequest is the body of POST /2/gnt/init.
@@ -125,4 +128,6 @@ type JoinResponse struct {
 	InRaft bool `json:"in_raft"`
 	// Candidates are the API addresses of all master candidates.
 	Candidates []string `json:"candidates"`
+	// Gossip are the candidates' gossip addresses, which the node joins.
+	Gossip []string `json:"gossip,omitempty"`
 }

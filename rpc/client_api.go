@@ -89,6 +89,11 @@ type NodeInfo struct {
 	MTime           float64        `json:"mtime"`
 	Addrs           fsm.Addrs      `json:"addrs"`
 	Version         string         `json:"version"`
+	// Liveness is the node's gntd as gossip sees it: alive, suspect, dead
+	// or unknown; LivenessSince is when it changed (float seconds, null
+	// while unknown).
+	Liveness      string   `json:"gnt_liveness"`
+	LivenessSince *float64 `json:"gnt_liveness_since"`
 }
 
 // GroupInfo is a node group object.

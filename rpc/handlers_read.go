@@ -137,6 +137,11 @@ func nodeView(st *fsm.State, n *fsm.Node, insts map[string]*nodeInstances) NodeI
 		powered := n.Powered
 		v.Powered = &powered
 	}
+	v.Liveness = NodeLivenessUnknown
+	if n.Liveness != "" {
+		since := float64(n.LivenessSince) / 1e9
+		v.Liveness, v.LivenessSince = n.Liveness, &since
+	}
 	return v
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gnt-cluster/gnt/fsm"
 	"github.com/gnt-cluster/gnt/jobs"
+	"github.com/gnt-cluster/gnt/transport"
 )
 
 // Default ports (per address); see ARCHITECTURE.md.
@@ -36,6 +37,13 @@ type Timing struct {
 	PoolInterval  time.Duration // candidate-pool keeper round
 	Stabilization time.Duration // a non-voter must be healthy this long before promotion
 	Snapshot      time.Duration // how often Raft checks whether a snapshot is due
+	// Gossip is memberlist's failure detector (transport.LANGossipTiming
+	// explains the values); GossipJoin is how often a gntd joins the
+	// known gossip addresses where it sees no live member; Liveness is the
+	// leader's full liveness round (it also runs on gossip events).
+	Gossip     transport.GossipTiming
+	GossipJoin time.Duration
+	Liveness   time.Duration
 }
 
 // LANTiming is tuned for candidates on one LAN (sub-millisecond RTT): a
@@ -49,6 +57,7 @@ func LANTiming() Timing {
 		LeaderLease: 100 * time.Millisecond, Commit: 10 * time.Millisecond,
 		JoinInterval: 5 * time.Second, PoolInterval: 2 * time.Second, Stabilization: 5 * time.Second,
 		Snapshot: 10 * time.Second,
+		Gossip:   transport.LANGossipTiming(), GossipJoin: 30 * time.Second, Liveness: 5 * time.Second,
 	}
 }
 
@@ -56,6 +65,7 @@ func LANTiming() Timing {
 func DevTiming() Timing {
 	t := LANTiming()
 	t.JoinInterval, t.PoolInterval, t.Stabilization, t.Snapshot = time.Second, 500*time.Millisecond, time.Second, time.Second
+	t.GossipJoin, t.Liveness = 5*time.Second, time.Second
 	return t
 }
 

@@ -110,7 +110,7 @@ func RunDev(ctx context.Context, o DevOptions) error {
 	// Refuse early when another cluster (say, an earlier `gntd dev`) holds
 	// the addresses: otherwise its members would answer our requests.
 	for _, sp := range specs {
-		for _, port := range []int{DefaultAPIPort, DefaultRaftPort} {
+		for _, port := range []int{DefaultAPIPort, DefaultRaftPort, DefaultGossipPort} {
 			addr := fmt.Sprintf("%s:%d", sp.ip, port)
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {

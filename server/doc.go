@@ -1,7 +1,8 @@
 // Package server wires one gntd together: the data dir, the Raft server
 // (raft adapter, the one apply helper), the API server, the leadership
 // monitor with the leader-only services (job executor, candidate-pool
-// keeper), the join/registration loop, and `gntd dev`.
+// keeper, job archiver, liveness reconciler), the join/registration loop,
+// the gossip member, and `gntd dev`.
 //
 // Goroutines, and who stops them (all are bound to the context given to
 // Server.Run, canceled on SIGINT/SIGTERM):
@@ -9,7 +10,12 @@
 //   - the applier's batching loop (per Raft instance; stopped with it);
 //   - monitorLeadership, which starts leaderLoop on gaining leadership and
 //     cancels and waits for it on losing it; leaderLoop runs the job
-//     executor and the pool keeper under its own context;
+//     executor, the pool keeper, the job archiver and the liveness
+//     reconciler (liveness.go) under its own context;
+//   - gossipLoop (gossip.go), which starts this gntd's gossip member once
+//     the cluster key is known, joins known gossip addresses, and on exit
+//     leaves the gossip cluster and stops the member (and with it the
+//     member's and memberlist's goroutines);
 //   - joinLoop, which registers this gntd with the leader and starts or
 //     stops the local Raft server as the candidate flag says;
 //   - confd (confd.go): the UDP server's readers and a key watcher that

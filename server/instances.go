@@ -20,7 +20,11 @@ func (s *Server) Capacity(req rpc.CapacityRequest) (any, error) {
 			return
 		}
 		res, err = alloc.Capacity(st, alloc.Request{Name: "capacity probe", Template: req.DiskTemplate, MemoryMiB: req.MemoryMiB,
-			VCPUs: req.VCPUs, Disks: req.Disks, Group: req.Group}, jobs.AllocOptions(st, nil))
+			VCPUs: req.VCPUs, Disks: req.Disks, Group: req.Group}, jobs.AllocOptions(st, nodeDead))
 	})
 	return res, err
 }
+
+// nodeDead is what the instance opcodes and the allocator take as dead:
+// the nodes gossip reports dead.
+func nodeDead(n *fsm.Node) bool { return n.Liveness == fsm.LivenessDead }

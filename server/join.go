@@ -109,6 +109,9 @@ func (s *Server) Join(ctx context.Context, req rpc.JoinRequest) (rpc.JoinRespons
 			if c.Addrs.API != "" {
 				resp.Candidates = append(resp.Candidates, c.Addrs.API)
 			}
+			if c.Addrs.Gossip != "" {
+				resp.Gossip = append(resp.Gossip, c.Addrs.Gossip)
+			}
 		}
 	})
 	if resp.ClusterUUID == "" {
@@ -192,6 +195,7 @@ func (s *Server) joinOnce(ctx context.Context) {
 		}
 		return
 	}
+	s.setGossipSeeds(resp.Gossip)
 	s.mu.Lock()
 	s.candidates = resp.Candidates
 	first := s.id.ClusterUUID == ""

@@ -120,7 +120,7 @@ func (s *Server) leaderLoop(ctx context.Context, r *raft.Raft) {
 	svcs := []leaderService{
 		{name: "executor", run: func(ctx context.Context, epoch uint64) error {
 			ex := &jobs.Executor{FSM: s.fsm, Apply: s, Epoch: epoch, Concurrency: s.cfg.ExecutorConcurrency,
-				Log: s.log.Named("executor"), Nodes: &s.nodes, Leadership: leadershipHandover{s}, Probe: newAPIProbe(),
+				Log: s.log.Named("executor"), Nodes: &s.nodes, Dead: nodeDead, Leadership: leadershipHandover{s}, Probe: newAPIProbe(),
 				OnResumed: func(n int, _ time.Duration) {
 					if n > 0 {
 						took := time.Since(start)
@@ -135,6 +135,7 @@ func (s *Server) leaderLoop(ctx context.Context, r *raft.Raft) {
 			return (&jobs.Archiver{FSM: s.fsm, Apply: s, Epoch: epoch, MaxAge: s.cfg.JobArchiveAge.Duration,
 				Log: s.log.Named("archiver")}).Run(ctx)
 		}},
+		{name: "liveness", run: s.runLiveness}, // liveness.go
 	}
 	if err := runLeaderServices(ctx, s.log, epoch, svcs); err != nil {
 		s.log.Warn("leader services stopped", "error", err)

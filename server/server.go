@@ -49,7 +49,8 @@ type Server struct {
 	raftEvents chan struct{}
 	faults     *transport.Faults // Raft fault injection, with --debug (faults.go)
 	metrics    serverMetrics
-	nodes      nodeCaller // the node RPC client of the instance opcodes
+	nodes      nodeCaller  // the node RPC client of the instance opcodes
+	gossip     gossipState // gossip.go
 }
 
 // serverMetrics are the server's own Prometheus metrics.
@@ -74,7 +75,8 @@ func New(cfg Config, log hclog.Logger) (*Server, error) {
 		reg: prometheus.NewRegistry(), raftEvents: make(chan struct{}, 1),
 		peerStatus: map[string]peerHealth{},
 	}
-	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.gossip.kick = make(chan struct{}, 1)
+	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), gossipCollector{s})
 	s.metrics.resume = prometheus.NewGauge(prometheus.GaugeOpts{Name: "gnt_leader_resume_seconds",
 		Help: "Seconds from this gntd's election to the first resumed job running, at its last leadership with started jobs."})
 	s.reg.MustRegister(s.metrics.resume)
@@ -97,6 +99,7 @@ func New(cfg Config, log hclog.Logger) (*Server, error) {
 func (s *Server) setKey(key []byte) {
 	s.key = key
 	s.joinKey = rpc.DeriveKey(key, rpc.JoinKeyLabel)
+	s.kickGossip() // the gossip key derives from it
 }
 
 // Run serves until ctx ends.
@@ -165,9 +168,10 @@ func (s *Server) Run(ctx context.Context) error {
 		"candidate", s.raftNode() != nil, "cluster", s.id.ClusterName)
 
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() { defer wg.Done(); s.monitorLeadership(ctx) }()
 	go func() { defer wg.Done(); s.joinLoop(ctx) }()
+	go func() { defer wg.Done(); s.gossipLoop(ctx) }()
 	<-ctx.Done()
 	wg.Wait()
 	s.stopRaft(false)
@@ -375,6 +379,7 @@ func (s *Server) Status() rpc.Status {
 	st.Established = s.established
 	s.mu.Unlock()
 	st.AppliedIndex = s.fsm.Index()
+	st.Gossip = s.gossipStatus()
 	r := s.raft()
 	if r == nil {
 		return st

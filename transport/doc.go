@@ -2,7 +2,20 @@
 // whose outgoing connections leave from the node's own address, optional TLS
 // on top of it, the raft.NetworkTransport built on it, and a fault-injection
 // wrapper (Faults) that tests and chaos runs use to cut, slow down and break
-// connections in process.
+// connections in process. It also owns gossip: Gossip is one memberlist
+// member (encrypted with a key the caller derives, node meta with role,
+// addresses and version, failure detector tuned in LANGossipTiming) that
+// reports every member's state — alive, suspect, dead or left — with the
+// time it changed.
+//
+// # Gossip and memberlist's delegates
+//
+// memberlist calls its delegates with its member table locked. Gossip's
+// delegates therefore never block and never call memberlist: they count
+// the event and flag it in a one-slot channel (events coalesce, none is
+// lost: the flag only says "read the table"). Gossip's goroutine then reads
+// memberlist's table under memberlist's own lock (gossip_table.go explains
+// why the public API cannot be used) and records what changed.
 //
 // # Source addresses
 //
@@ -23,6 +36,10 @@
 //
 // # Goroutines
 //
+// Gossip starts one goroutine of its own (it reads the member table on
+// events and every Poll interval, and gossips meta changes) plus
+// memberlist's (listeners, probe and gossip tickers, packet handler);
+// Leave and Shutdown stop all of them and return when they are gone.
 // StreamLayer, Faults and the wrapper returned by WrapStreamLayer start no
 // goroutines; injected delays run on the goroutine that writes.
 // NewNetworkTransport returns a raft.NetworkTransport, which starts one

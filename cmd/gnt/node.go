@@ -42,7 +42,8 @@ func (e environment) nodeCommand() *cli.Command {
 				ArgsUsage: "[NAME...]",
 				Description: "Default columns: Node, Role (M master, C candidate, R regular, D drained, O offline), " +
 					"Group, PrimaryIP, MTotal, DTotal, CPUs, Pinst, Sinst, Flags (no-mc: not master capable, " +
-					"no-vm: not vm capable, unpowered).",
+					"no-vm: not vm capable, unpowered), Liveness (the node's gntd as gossip sees it: alive, " +
+					"suspect, dead, or unknown before the master recorded it).",
 				Flags:  listFlags(),
 				Action: e.do(nodeList),
 			},
@@ -150,6 +151,7 @@ var nodeListing = listing{
 		{"Pinst", func(o object) string { return formatValue(o["pinst_cnt"]) }},
 		{"Sinst", func(o object) string { return formatValue(o["sinst_cnt"]) }},
 		{"Flags", nodeFlags},
+		{"Liveness", nodeLiveness},
 	},
 	titles: map[string]string{
 		"name": "Node", "uuid": "UUID", "role": "Role", "group": "Group", "group.uuid": "GroupUUID",
@@ -158,7 +160,7 @@ var nodeListing = listing{
 		"mtotal": "MTotal", "mfree": "MFree", "dtotal": "DTotal", "dfree": "DFree", "ctotal": "CTotal",
 		"pinst_cnt": "Pinst", "sinst_cnt": "Sinst", "pinst_list": "PriInstances", "sinst_list": "SecInstances",
 		"tags": "Tags", "serial_no": "SerialNo", "ctime": "CTime", "mtime": "MTime", "version": "Version",
-		"ndparams": "NodeParameters",
+		"ndparams": "NodeParameters", "gnt_liveness": "Liveness", "gnt_liveness_since": "LivenessSince",
 	},
 }
 
@@ -180,6 +182,15 @@ func nodeFlags(o object) string {
 	return strings.Join(f, ",")
 }
 
+// nodeLiveness is the node's gossip liveness ("?" from a server that
+// does not report it).
+func nodeLiveness(o object) string {
+	if v := str(o, "gnt_liveness"); v != "" {
+		return v
+	}
+	return "?"
+}
+
 func nodeList(ctx context.Context, s *session, c *cli.Context, args []string) error {
 	return s.list(ctx, nodeListing, args, readListOpts(c))
 }
@@ -198,6 +209,11 @@ func showNode(w io.Writer, o object) {
 		role = n
 	}
 	fmt.Fprintf(w, "  role: %s\n", role)
+	if live := nodeLiveness(o); live != "unknown" && live != "?" {
+		fmt.Fprintf(w, "  liveness: %s since %s\n", live, epoch(o, "gnt_liveness_since"))
+	} else {
+		fmt.Fprintf(w, "  liveness: %s\n", live)
+	}
 	fmt.Fprintf(w, "  primary ip: %s\n", str(o, "pip"))
 	fmt.Fprintf(w, "  secondary ip: %s\n", str(o, "sip"))
 	fmt.Fprintf(w, "  group: %s (%s)\n", str(o, "group"), str(o, "group.uuid"))
