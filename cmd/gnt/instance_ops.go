@@ -157,19 +157,8 @@ func instanceModify(ctx context.Context, s *session, c *cli.Context, args []stri
 		return err
 	}
 	body := map[string]any{}
-	be := map[string]any{}
-	if m := c.String("memory"); m != "" {
-		size, err := parseSize(m)
-		if err != nil {
-			return usagef(c, "--memory: %v", err)
-		}
-		be["memory"] = size
-	}
-	if c.IsSet("vcpus") {
-		be["vcpus"] = c.Int("vcpus")
-	}
-	if len(be) > 0 {
-		body["beparams"] = be
+	if err := addBEParams(c, body); err != nil {
+		return err
 	}
 	var disks []any
 	for _, d := range c.StringSlice("add-disk") {
@@ -226,19 +215,8 @@ func instanceAdd(ctx context.Context, s *session, c *cli.Context, args []string)
 	if len(disks) > 0 {
 		body["disks"] = disks
 	}
-	be := map[string]any{}
-	if m := c.String("memory"); m != "" {
-		size, err := parseSize(m)
-		if err != nil {
-			return usagef(c, "--memory: %v", err)
-		}
-		be["memory"] = size
-	}
-	if c.IsSet("vcpus") {
-		be["vcpus"] = c.Int("vcpus")
-	}
-	if len(be) > 0 {
-		body["beparams"] = be
+	if err := addBEParams(c, body); err != nil {
+		return err
 	}
 	if o := c.String("os-type"); o != "" {
 		body["os_type"] = o
@@ -317,4 +295,23 @@ func instanceReboot(ctx context.Context, s *session, c *cli.Context, args []stri
 	}
 	_, err := s.change(ctx, http.MethodPost, instancePath(args[0])+"/reboot", q, nil)
 	return err
+}
+
+// addBEParams puts --memory and --vcpus into body's beparams.
+func addBEParams(c *cli.Context, body map[string]any) error {
+	be := map[string]any{}
+	if m := c.String("memory"); m != "" {
+		size, err := parseSize(m)
+		if err != nil {
+			return usagef(c, "--memory: %v", err)
+		}
+		be["memory"] = size
+	}
+	if c.IsSet("vcpus") {
+		be["vcpus"] = c.Int("vcpus")
+	}
+	if len(be) > 0 {
+		body["beparams"] = be
+	}
+	return nil
 }
