@@ -160,6 +160,34 @@ func TestLiveness(t *testing.T) {
 		}
 		return allAlive(live, n)
 	})
+
+	// A node removed from the configuration while its gntd still runs
+	// stays a gossip member: reported as unknown, never added back.
+	if out, code := c.GNTExit("node", "remove", "node22"); code != 0 {
+		t.Fatalf("node remove node22: %s", out)
+	}
+	newLeader := c.WaitLeader(10 * time.Second)
+	c.Eventually(30*time.Second, 200*time.Millisecond, "node22 reported as an unknown member", func() error {
+		st, err := c.Status(newLeader)
+		if err != nil {
+			return err
+		}
+		if st.Gossip == nil || len(st.Gossip.Unknown) != 1 || st.Gossip.Unknown[0] != "node22" {
+			return fmt.Errorf("unknown members %+v", st.Gossip)
+		}
+		return nil
+	})
+	time.Sleep(2 * time.Second) // a few liveness rounds
+	live, err := nodeLiveness(c)
+	if err != nil || len(live) != n-1 {
+		t.Fatalf("after removing node22: %v %v", live, err)
+	}
+	if _, back := live["node22"]; back {
+		t.Fatal("node22 was added back")
+	}
+	if !strings.Contains(newLeader.Log(), "gossip members that are not nodes of the configuration") {
+		t.Error("the leader did not log the unknown member")
+	}
 }
 
 // TestBenchLivenessKill measures, in a cluster of 6 real gntd processes
