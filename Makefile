@@ -2,12 +2,16 @@
 GO      ?= go
 BIN     := $(CURDIR)/bin
 PKGS    := ./...
-UNIT    := ./fsm/... ./confd/... ./rpc/... ./jobs/... ./transport/... ./server/... ./cmd/...
+UNIT    := ./fsm/... ./oob/... ./confd/... ./rpc/... ./agent/... ./jobs/... ./transport/... ./server/... ./cmd/...
 STATICCHECK_VERSION ?= v0.8.2
 
 export GNT_BIN_DIR := $(BIN)
 
-.PHONY: all build demo test unit integration chaos bench lint fmt clean
+DURATION ?= 20m
+FUZZTIME ?= 10s
+CHAOS_TIMEOUT ?= 24h
+
+.PHONY: all build demo test unit integration chaos fuzz bench lint fmt clean
 
 all: build
 
@@ -15,24 +19,50 @@ build:
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/gntd ./cmd/gntd
 	$(GO) build -o $(BIN)/gnt ./cmd/gnt
+	$(GO) build -o $(BIN)/gnt-oob-fake ./cmd/gnt-oob-fake
+	$(GO) build -o $(BIN)/gnt-oob-ipmi ./cmd/gnt-oob-ipmi
 
 # A whole cluster in the foreground: 3 candidates (127.0.0.11-13), 3 nodes
 # (127.0.0.21-23), each a separate gntd. Ctrl-C stops it.
 demo: build
 	$(BIN)/gntd dev $(DEMO_FLAGS)
 
-# vet, unit tests with -race, then the integration tests against real
-# gntd processes. The last lines are go test's own summary.
+# vet, unit tests with -race, the integration tests against real gntd
+# processes, then the CI-sized chaos run (every fault kind once on a
+# 5-candidate cluster under load; about a minute), which prints its seed
+# and one summary line. The chaos run goes last and alone: it wants the
+# two cores to itself.
 test: build
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 $(UNIT)
-	$(GO) test -count=1 -timeout 20m ./integration/...
+	$(GO) test -count=1 -timeout 20m $$($(GO) list ./integration/... | grep -v /integration/chaos)
+	cd integration/chaos && $(GO) test -count=1 -timeout 20m
 
 unit:
 	$(GO) test -race -count=1 $(UNIT)
 
 integration: build
 	$(GO) test -count=1 -v -timeout 20m ./integration/...
+
+# The chaos suite for as long as asked (make chaos DURATION=2h): fresh
+# clusters of 5 or 3 candidates one after the other, each under load and
+# random faults for a minute (GNT_CHAOS_RUN_LENGTH), until DURATION has
+# passed. One line per run and a summary; GNT_CHAOS_SEED=N replays a seed;
+# a failing run keeps its files under integration/artifacts/.
+chaos: build
+	cd integration/chaos && GNT_CHAOS_DURATION=$(DURATION) $(GO) test -count=1 -timeout $(CHAOS_TIMEOUT) -run 'TestChaos$$'
+
+# Every Fuzz* target of the project for FUZZTIME each (go test -fuzz takes
+# one target of one package at a time). A failure leaves its input under
+# the package's testdata/fuzz/FuzzX/: commit it, and it runs as a
+# regression test with the unit tests from then on.
+fuzz:
+	@set -e; for dir in $$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$dir | grep '^Fuzz'); do \
+	    echo "fuzz: $$dir $$f for $(FUZZTIME)"; \
+	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$dir; \
+	  done; \
+	done
 
 # Figures, not assertions: FSM apply rate, end-to-end jobs/s with 1 and 64
 # clients through a 3-candidate cluster, and kill -9 of the leader to the
@@ -43,6 +73,7 @@ integration: build
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./fsm/
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./jobs/locking/
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./jobs/alloc/
 	GNT_BENCH=1 $(GO) test -count=1 -v -run 'TestBenchUDP' -bench 'BenchmarkHandle' -benchtime 1s ./confd/
 	GNT_BENCH=1 $(GO) test -count=1 -v -timeout 30m -run 'TestBenchGossip' ./transport/
 	GNT_BENCH=1 $(GO) test -count=1 -v -timeout 30m -run 'TestBench' ./integration/

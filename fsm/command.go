@@ -122,6 +122,10 @@ type JobUpdate struct {
 	// number of steps recorded so far, so a step is recorded once.
 	Step     int    `json:"step,omitempty"`
 	StepName string `json:"step_name,omitempty"`
+	// Changes (step, or finish with success) are configuration changes
+	// the step made, applied in one transaction with its record; if one
+	// is refused, nothing of the update is applied.
+	Changes []StepChange `json:"changes,omitempty"`
 }
 
 // JobCancel asks to cancel a job: a job that has not started is canceled

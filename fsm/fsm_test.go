@@ -87,7 +87,8 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		return fmt.Sprintf("epoch %d", r.Epoch)
 	case "register":
 		r := h.apply(NodeRegister{Now: h.now, Node: NodeSpec{Name: arg("node", ""), PrimaryIP: arg("ip", ""),
-			Addrs: Addrs{API: arg("api", ""), Raft: arg("raft", "")}}}).(Response)
+			Addrs:     Addrs{API: arg("api", ""), Raft: arg("raft", "")},
+			Resources: Resources{MemoryMiB: int64(atoi("mem", 0)), DiskMiB: int64(atoi("disk", 0))}}}).(Response)
 		return h.respString(r)
 	case "update":
 		u := JobUpdate{Now: h.now, Epoch: uint64(atoi("epoch", 0)), JobID: int64(atoi("job", 0)),
@@ -102,6 +103,32 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 			}
 		}
 		return h.mustNotChangeOnError(t, d, u)
+	case "step-change":
+		u := JobUpdate{Now: h.now, Epoch: uint64(atoi("epoch", 0)), JobID: int64(atoi("job", 0)),
+			OpIndex: atoi("op", 0), Action: arg("action", ActionStep), Status: arg("status", ""),
+			Step: atoi("step", 0), StepName: arg("step-name", "s")}
+		if err := json.Unmarshal([]byte(strings.TrimSpace(d.Input)), &u.Changes); err != nil {
+			t.Fatalf("%s: changes: %v", d.Pos, err)
+		}
+		return h.mustNotChangeOnError(t, d, u)
+	case "instances":
+		var b strings.Builder
+		h.f.Read(func(s *State, _ uint64) {
+			for _, i := range s.SortedInstances() {
+				var sec []string
+				for _, u := range i.SecondaryNodes {
+					sec = append(sec, s.NodeName(u))
+				}
+				var ips []string
+				for _, n := range i.NICs {
+					ips = append(ips, n.IP)
+				}
+				fmt.Fprintf(&b, "%s %s pnode=%s snodes=%v mem=%d admin=%s forthcoming=%v ips=%v serial=%d\n", i.Name, i.DiskTemplate,
+					s.NodeName(i.PrimaryNode), sec, i.MemoryMiB, i.AdminState, i.Forthcoming, ips, i.SerialNo)
+			}
+			fmt.Fprintf(&b, "cluster serial=%d\n", s.Cluster.SerialNo)
+		})
+		return b.String()
 	case "cancel":
 		return h.mustNotChangeOnError(t, d, JobCancel{Now: h.now, JobID: int64(atoi("job", 0)), Who: arg("who", "")})
 	case "archive":
@@ -604,5 +631,39 @@ func TestJobChanged(t *testing.T) {
 	case <-chA:
 	default:
 		t.Fatal("watcher not woken when the state was replaced")
+	}
+}
+
+// TestJobStatusFromOpcodes: Ganeti's derivation of a job's status from
+// its opcodes' statuses (first error/canceling/canceled decides; all
+// success is success; otherwise the last status that is neither success
+// nor queued; else queued), plus gnt's pending cancel.
+func TestJobStatusFromOpcodes(t *testing.T) {
+	for _, c := range []struct {
+		ops    []string
+		cancel bool
+		want   string
+	}{
+		{[]string{StatusQueued, StatusQueued}, false, StatusQueued},
+		{[]string{StatusSuccess, StatusQueued}, false, StatusQueued},
+		{[]string{StatusSuccess, StatusWaiting, StatusQueued}, false, StatusWaiting},
+		{[]string{StatusSuccess, StatusRunning, StatusQueued}, false, StatusRunning},
+		{[]string{StatusSuccess, StatusSuccess}, false, StatusSuccess},
+		{[]string{StatusSuccess, StatusError, StatusError}, false, StatusError},
+		{[]string{StatusRunning, StatusCanceling}, false, StatusCanceling},
+		{[]string{StatusSuccess, StatusCanceled, StatusCanceled}, false, StatusCanceled},
+		{[]string{StatusError, StatusCanceled}, false, StatusError},
+		{[]string{StatusRunning}, true, StatusCanceling},
+		{[]string{StatusSuccess}, true, StatusSuccess},
+		{[]string{StatusRunning, StatusError}, true, StatusError},
+		{nil, false, StatusQueued},
+	} {
+		j := &Job{CancelRequested: c.cancel}
+		for _, s := range c.ops {
+			j.Ops = append(j.Ops, &OpState{Status: s})
+		}
+		if got := j.computeStatus(); got != c.want {
+			t.Errorf("ops %v cancel=%v: status %s, want %s", c.ops, c.cancel, got, c.want)
+		}
 	}
 }

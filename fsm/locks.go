@@ -1,6 +1,9 @@
 package fsm
 
-import "sort"
+import (
+	"sort"
+	"strings"
+)
 
 // Lock levels, Ganeti's names, in acquisition order.
 const (
@@ -163,4 +166,25 @@ func (s *State) heldLocksConflict(want []LockDecl) bool {
 		}
 	}
 	return false
+}
+
+// DescribeLocks writes lock declarations the way Ganeti names locks, e.g.
+// "cluster/BGL(shared) node/n1(exclusive)"; a whole level is
+// "<level>/[lockset]".
+func DescribeLocks(decl []LockDecl) string {
+	var parts []string
+	for _, d := range decl {
+		mode := "shared"
+		if d.Exclusive {
+			mode = "exclusive"
+		}
+		names := d.Names
+		if len(names) == 0 {
+			names = []string{"[lockset]"}
+		}
+		for _, n := range names {
+			parts = append(parts, d.Level+"/"+n+"("+mode+")")
+		}
+	}
+	return strings.Join(parts, " ")
 }

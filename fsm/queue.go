@@ -378,8 +378,11 @@ func (s *State) applyJobUpdate(c *JobUpdate) Response {
 		if op.Status != StatusRunning {
 			return Response{Err: errf(CodeState, "action", "opcode %d of job %d is %s, not running", c.OpIndex, c.JobID, op.Status)}
 		}
-		if c.Step != len(op.Steps) {
+		if c.Step < len(op.Steps) {
 			return Response{Err: errf(CodeState, "step", "step %d of opcode %d of job %d is recorded already (%d steps done)", c.Step, c.OpIndex, c.JobID, len(op.Steps))}
+		}
+		if c.Step > len(op.Steps) {
+			return Response{Err: errf(CodeState, "step", "step %d of opcode %d of job %d is out of order: %d steps are recorded", c.Step, c.OpIndex, c.JobID, len(op.Steps))}
 		}
 		op.Steps = append(op.Steps, StepRecord{Name: c.StepName, Result: c.Result, Epoch: c.Epoch, Time: ts})
 		job.addLog(op, ts, c.Log...)
@@ -443,6 +446,17 @@ func (s *State) applyJobUpdate(c *JobUpdate) Response {
 		}
 	default:
 		return Response{Err: errf(CodeInval, "action", "unknown job update action %q", c.Action)}
+	}
+	if len(c.Changes) > 0 {
+		if !(c.Action == ActionStep || (c.Action == ActionFinish && c.Status == StatusSuccess)) {
+			return Response{Err: errf(CodeInval, "changes", "configuration changes ride only on a step record or a successful finish, not on %s", c.Action)}
+		}
+		t = s.begin(c.Now)
+		for k, ch := range c.Changes {
+			if e := ch.apply(t); e != nil {
+				return Response{Err: &Error{Code: e.Code, Field: e.Field, Msg: fmt.Sprintf("change %d of step %q: %s", k, c.StepName, e.Msg)}}
+			}
+		}
 	}
 	if op.Status == StatusError {
 		for _, rest := range job.Ops[c.OpIndex+1:] {

@@ -224,6 +224,51 @@ func TestBenchNoopJobs(t *testing.T) {
 		t.Log(line)
 		fmt.Println(line)
 	}
+	// Pipelined: 64 submitters send jobs without waiting for each one,
+	// 20,000 in all; the rate is jobs finished per second from the first
+	// submission to the last job's end.
+	const total, clients = 20000, 64
+	cl := rpc.NewClient([]string{c.WaitLeader(10 * time.Second).APIAddr()})
+	var (
+		next   atomic.Int64
+		failed atomic.Int64
+		last   atomic.Int64
+		wg     sync.WaitGroup
+	)
+	start := time.Now()
+	for i := 0; i < clients; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= total {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				id, _, err := cl.SubmitJob(ctx, mk(0, 0), "")
+				cancel()
+				if err != nil {
+					failed.Add(1)
+					continue
+				}
+				for {
+					l := last.Load()
+					if id <= l || last.CompareAndSwap(l, id) {
+						break
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	j, err := cl.WaitJob(ctx, last.Load(), 0)
+	if err != nil || j.Status != "success" {
+		t.Fatalf("last job %d: %v %s", last.Load(), err, j.Status)
+	}
+	took := stampTime(j.EndTS).Sub(start)
+	line := fmt.Sprintf("BENCH noop-jobs pipelined clients=%d jobs=%d failed=%d rate=%.0f jobs/s (first submission to last job's end %v)",
+		clients, total, failed.Load(), float64(total-int(failed.Load()))/took.Seconds(), took.Round(time.Millisecond))
+	t.Log(line)
+	fmt.Println(line)
 }
 
 // TestBenchResume: with 20 multi-step jobs running and 1000 queued, kill

@@ -61,3 +61,13 @@ func (m *Member) Isolate() error { return m.Faults(server.FaultRequest{BlockAll:
 
 // Heal removes every fault the member applies.
 func (m *Member) Heal() error { return m.Faults(server.FaultRequest{Heal: true}) }
+
+// CutTo makes one-way cuts: what the member sends to each peer over Raft
+// is lost, what they send it still arrives (see transport.Faults.CutTo).
+func (m *Member) CutTo(peers ...*Member) error {
+	var addrs []string
+	for _, p := range peers {
+		addrs = append(addrs, p.RaftAddr())
+	}
+	return m.Faults(server.FaultRequest{CutTo: addrs})
+}

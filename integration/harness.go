@@ -99,7 +99,9 @@ type ClusterOptions struct {
 func NewCluster(t testing.TB, o ClusterOptions) *Cluster {
 	t.Helper()
 	bin := Binaries(t)
-	s := subnet.Add(1) + int32(os.Getpid()%100)*2 + 10
+	// 127.<s>.0.x, s in [10, 250): a test binary's clusters start at an
+	// offset of its pid (tests of several binaries run at once) and wrap.
+	s := 10 + (subnet.Add(1)+int32(os.Getpid()%100)*2)%240
 	c := &Cluster{t: t, Bin: bin, Dir: t.TempDir(), Name: "test.example.com"}
 	for i := 0; i < o.Candidates; i++ {
 		c.Members = append(c.Members, c.newMember(fmt.Sprintf("node%d", 11+i), fmt.Sprintf("127.%d.0.%d", s, 11+i), true, o.ExtraArgs))

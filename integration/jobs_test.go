@@ -38,6 +38,21 @@ func (c *Cluster) job(id int64) (rpc.JobInfo, error) {
 	return c.Client().Job(ctx, id)
 }
 
+// waitSteps waits until the first opcode of job id recorded n steps.
+func (c *Cluster) waitSteps(id int64, n int) {
+	c.t.Helper()
+	c.Eventually(20*time.Second, 20*time.Millisecond, fmt.Sprintf("job %d: %d recorded steps", id, n), func() error {
+		j, err := c.job(id)
+		if err != nil {
+			return err
+		}
+		if len(j.OpSteps) == 0 || len(j.OpSteps[0]) < n {
+			return fmt.Errorf("%d steps so far", len(j.OpSteps[0]))
+		}
+		return nil
+	})
+}
+
 // checkSteps verifies that a finished multi-step OP_TEST_DELAY recorded
 // each of its steps once, in order, and that the executor epochs that
 // recorded them never go back.
@@ -87,16 +102,7 @@ func TestJobsSurviveLeaderKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Kill once the long job has recorded two steps.
-	c.Eventually(20*time.Second, 20*time.Millisecond, "two recorded steps", func() error {
-		j, err := c.job(long)
-		if err != nil {
-			return err
-		}
-		if len(j.OpSteps) == 0 || len(j.OpSteps[0]) < 2 {
-			return fmt.Errorf("job %d: %d steps", long, len(j.OpSteps[0]))
-		}
-		return nil
-	})
+	c.waitSteps(long, 2)
 	old.Kill()
 	t.Logf("killed leader %s", old.Name)
 	newLeader := c.WaitLeader(15 * time.Second)
@@ -162,16 +168,7 @@ func TestCancelRunningJob(t *testing.T) {
 	if err != nil {
 		t.Fatalf("job id from %q", out)
 	}
-	c.Eventually(20*time.Second, 20*time.Millisecond, "a recorded step", func() error {
-		j, err := c.job(id)
-		if err != nil {
-			return err
-		}
-		if len(j.OpSteps[0]) < 1 {
-			return fmt.Errorf("no step yet")
-		}
-		return nil
-	})
+	c.waitSteps(id, 1)
 	out, err = c.GNT("job", "cancel", strconv.FormatInt(id, 10))
 	if err != nil || !strings.Contains(out, "will be canceled") {
 		t.Fatalf("cancel: %v\n%s", err, out)
@@ -230,16 +227,7 @@ func TestPausedLeaderCannotRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Eventually(20*time.Second, 20*time.Millisecond, "a recorded step", func() error {
-		j, err := c.job(id)
-		if err != nil {
-			return err
-		}
-		if len(j.OpSteps[0]) < 1 {
-			return fmt.Errorf("no step yet")
-		}
-		return nil
-	})
+	c.waitSteps(id, 1)
 	old.Pause()
 	paused := true
 	defer func() {

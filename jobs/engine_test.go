@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -97,6 +98,21 @@ func TestResumeAtRecordedStep(t *testing.T) {
 	if !strings.Contains(strings.Join(log, "\n"), "resumed by the executor of epoch") {
 		t.Errorf("no resumption in the log: %q", log)
 	}
+}
+
+// waitOpStatus waits until the first opcode of job id has status want.
+func waitOpStatus(t *testing.T, f *fsm.FSM, id int64, want string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		var st string
+		f.Read(func(s *fsm.State, _ uint64) { st = s.Jobs[id].Ops[0].Status })
+		if st == want {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	t.Fatalf("opcode 0 of job %d did not become %s", id, want)
 }
 
 // overlap reports whether two opcodes ran at the same time.
@@ -215,15 +231,7 @@ func TestLockTimeoutsRaisePriority(t *testing.T) {
 	d, epoch := setup(t)
 	holder := submit(t, d, `{"OP_ID":"OP_TEST_DELAY","duration":0.3,"no_locks":false,"on_nodes":["n1"]}`)
 	runExecutor(t, d, epoch, 4)
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		var st string
-		d.f.Read(func(s *fsm.State, _ uint64) { st = s.Jobs[holder].Ops[0].Status })
-		if st == fsm.StatusRunning {
-			break
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	waitOpStatus(t, d.f, holder, fsm.StatusRunning)
 	waiter := submit(t, d, `{"OP_ID":"OP_TEST_DELAY","duration":0,"no_locks":false,"on_nodes":["n1"],"priority":3}`)
 	j := waitStatus(t, d.f, waiter, fsm.StatusSuccess)
 	h := waitStatus(t, d.f, holder, fsm.StatusSuccess)
@@ -249,15 +257,7 @@ func TestFastPathYieldsToRunningLocks(t *testing.T) {
 	d, epoch := setup(t)
 	holder := submit(t, d, `{"OP_ID":"OP_TEST_DELAY","duration":0.2,"no_locks":false,"on_nodes":["n1"]}`)
 	runExecutor(t, d, epoch, 4)
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		var st string
-		d.f.Read(func(s *fsm.State, _ uint64) { st = s.Jobs[holder].Ops[0].Status })
-		if st == fsm.StatusRunning {
-			break
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	waitOpStatus(t, d.f, holder, fsm.StatusRunning)
 	r, _, _ := d.Apply(context.Background(), fsm.JobSubmit{Now: time.Now().UnixNano(),
 		Ops: []json.RawMessage{json.RawMessage(`{"OP_ID":"OP_NODE_SET_PARAMS","node_name":"n1","ndparams":{"spindle_count":3}}`)}, UUIDs: []string{""}})
 	if r.Err != nil || r.Job.Status != fsm.StatusQueued {
@@ -287,4 +287,106 @@ func TestResumedJobsKeepTheirLocks(t *testing.T) {
 	if ts(jb.Ops[0].ExecTS).Before(ts(ja.EndTS)) {
 		t.Errorf("job %d took n1 at %v while resumed job %d held it until %v", b, ts(jb.Ops[0].ExecTS), a, ts(ja.EndTS))
 	}
+}
+
+// TestNoRepeatStepsAfterFailover: a resumed opcode whose step in progress
+// cannot be repeated either checks the world first (and records the step
+// without running it when its effect is there) or fails with a reason
+// naming the failover; it is never left running.
+func TestNoRepeatStepsAfterFailover(t *testing.T) {
+	d, old := setup(t)
+	ran := map[string]int{}
+	var mu = make(chan struct{}, 1)
+	count := func(name string) {
+		mu <- struct{}{}
+		ran[name]++
+		<-mu
+	}
+	steps := func(op fsm.Opcode) ([]Step, error) {
+		o := op.(*fsm.OpTestDelay)
+		first := Step{Name: "prepare", Run: func(context.Context, *StepContext) (any, error) { count("prepare"); return nil, nil }}
+		move := Step{Name: "move", NoRepeat: true, Run: func(context.Context, *StepContext) (any, error) { count("move"); return nil, nil }}
+		if o.Duration == 1 { // this opcode can check the world
+			move.Check = func(context.Context, *StepContext) (bool, error) { return true, nil }
+		}
+		last := Step{Name: "finish", Run: func(context.Context, *StepContext) (any, error) { count("finish"); return nil, nil }}
+		return []Step{first, move, last}, nil
+	}
+	checked := submit(t, d, `{"OP_ID":"OP_TEST_DELAY","duration":1}`)
+	unchecked := submit(t, d, `{"OP_ID":"OP_TEST_DELAY","duration":2}`)
+	for _, id := range []int64{checked, unchecked} {
+		update(t, d, fsm.JobUpdate{Epoch: old, JobID: id, Action: fsm.ActionStart})
+		update(t, d, fsm.JobUpdate{Epoch: old, JobID: id, Action: fsm.ActionStep, Step: 0, StepName: "prepare"})
+	}
+	r, _, _ := d.Apply(context.Background(), fsm.LeaderEstablish{Now: 5, Node: "n1"})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- (&Executor{FSM: d.f, Apply: d, Epoch: r.Epoch, Concurrency: 2, Strategy: fastStrategy, Steps: steps}).Run(ctx)
+	}()
+	defer func() { cancel(); <-done }()
+	jc := waitStatus(t, d.f, checked, fsm.StatusSuccess)
+	if len(jc.Ops[0].Steps) != 2 || jc.Ops[0].Steps[1].Name != "move" {
+		t.Errorf("checked opcode steps %+v", jc.Ops[0].Steps)
+	}
+	ju := waitStatus(t, d.f, unchecked, fsm.StatusError)
+	if !strings.Contains(string(ju.Ops[0].Result), "cannot resume after a leader failover: step 2 (move)") {
+		t.Errorf("unchecked opcode result %s", ju.Ops[0].Result)
+	}
+	mu <- struct{}{}
+	defer func() { <-mu }()
+	if ran["move"] != 0 || ran["prepare"] != 0 || ran["finish"] != 1 {
+		t.Errorf("steps run: %v (move must not run again; prepare was recorded; finish once, for the checked opcode)", ran)
+	}
+}
+
+// TestStepChangesRideOnTheRecord: configuration changes a step makes are
+// applied with its record; one the configuration refuses fails the
+// opcode, naming the step, and changes nothing.
+func TestStepChangesRideOnTheRecord(t *testing.T) {
+	d, epoch := setup(t)
+	put := func(name, uuid string, serial int64) fsm.StepChange {
+		return fsm.StepChange{InstancePut: &fsm.InstancePut{ExpectSerial: serial, Instance: fsm.Instance{
+			Name: name, UUID: uuid, PrimaryNode: "n1", DiskTemplate: fsm.DTDiskless, AdminState: fsm.AdminDown, MemoryMiB: 128}}}
+	}
+	steps := func(op fsm.Opcode) ([]Step, error) {
+		o := op.(*fsm.OpTestDelay)
+		name := "web" + strconv.Itoa(o.Repeat)
+		return []Step{
+			{Name: "record", Run: func(_ context.Context, sc *StepContext) (any, error) {
+				sc.Change(put(name, "u-"+name, 0))
+				return nil, nil
+			}},
+			{Name: "start", Run: func(_ context.Context, sc *StepContext) (any, error) {
+				in := put(name, "u-"+name, 1)
+				in.InstancePut.Instance.AdminState = fsm.AdminUp
+				if o.Fail { // a change computed from a stale record
+					in.InstancePut.ExpectSerial = 0
+				}
+				sc.Change(in)
+				return nil, nil
+			}},
+		}, nil
+	}
+	ok := submit(t, d, `{"OP_ID":"OP_TEST_DELAY","duration":0,"repeat":1}`)
+	bad := submit(t, d, `{"OP_ID":"OP_TEST_DELAY","duration":0,"repeat":2,"fail":true}`)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- (&Executor{FSM: d.f, Apply: d, Epoch: epoch, Concurrency: 2, Strategy: fastStrategy, Steps: steps}).Run(ctx)
+	}()
+	defer func() { cancel(); <-done }()
+	waitStatus(t, d.f, ok, fsm.StatusSuccess)
+	j := waitStatus(t, d.f, bad, fsm.StatusError)
+	if !strings.Contains(string(j.Ops[0].Result), "step 2 of 2 (start): its configuration change was refused") {
+		t.Errorf("result %s", j.Ops[0].Result)
+	}
+	d.f.Read(func(s *fsm.State, _ uint64) {
+		if i := s.LookupInstance("web1"); i == nil || i.AdminState != fsm.AdminUp || i.SerialNo != 2 {
+			t.Errorf("web1 = %+v", i)
+		}
+		if i := s.LookupInstance("web2"); i == nil || i.AdminState != fsm.AdminDown || i.SerialNo != 1 {
+			t.Errorf("web2 = %+v (the refused change must not apply)", i)
+		}
+	})
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 
 	"github.com/gnt-cluster/gnt/fsm"
 	"github.com/gnt-cluster/gnt/jobs/locking"
+	"github.com/gnt-cluster/gnt/oob"
 )
 
 // Applier replicates a command and returns its response (implemented by
@@ -45,6 +45,22 @@ type Executor struct {
 	// Sleep waits for d or until ctx ends (injectable for tests).
 	Sleep func(ctx context.Context, d time.Duration) error
 	Log   hclog.Logger
+	// Nodes reaches the node agents (instance opcodes).
+	Nodes NodeCaller
+	// Dead reports nodes that liveness says are dead (nil: none are).
+	Dead func(*fsm.Node) bool
+	// Steps gives an opcode's steps; nil means this gntd's opcodes. Tests
+	// set it to run opcodes with steps of their own.
+	Steps func(fsm.Opcode) ([]Step, error)
+	// OOB runs out-of-band helpers (OP_OOB_COMMAND, OP_CLUSTER_EPO); nil
+	// means an oob.Runner with the design's bounds.
+	OOB *oob.Runner
+	// Leadership hands the master role away before the master's node is
+	// powered off; nil refuses to power it off.
+	Leadership Leadership
+	// Probe tells whether a node's gntd answers (OP_CLUSTER_EPO on waits
+	// for it); nil makes that wait fail.
+	Probe NodeProbe
 	// OnResumed, when set, is called once with the number of started jobs
 	// the executor found and the time from Run's start until the first of
 	// them was running again (zero when there were none).
@@ -235,7 +251,7 @@ func (e *Executor) rebuildLocks(ctx context.Context) []int64 {
 		if len(op.Locks) > 0 {
 			reqs := toRequests(op.Locks)
 			if err := e.Locks.Acquire(ctx, j.ID, op.Priority, reqs, time.Second); err != nil {
-				e.Log.Error("re-taking the locks of a started job", "job", j.ID, "locks", describeLocks(op.Locks), "error", err)
+				e.Log.Error("re-taking the locks of a started job", "job", j.ID, "locks", fsm.DescribeLocks(op.Locks), "error", err)
 			}
 		}
 		ids = append(ids, j.ID)
@@ -341,7 +357,13 @@ func (e *Executor) runOp(ctx context.Context, job *fsm.Job, idx int, resume bool
 		_, err := e.update(ctx, fsm.JobUpdate{JobID: job.ID, OpIndex: idx, Action: fsm.ActionApply})
 		return err
 	}
-	steps, serr := stepsFor(op)
+	stepsOf := func(op fsm.Opcode, st *fsm.OpState) ([]Step, error) {
+		if e.Steps != nil {
+			return e.Steps(op)
+		}
+		return e.stepsFor(op, st)
+	}
+	steps, serr := stepsOf(op, st)
 	var note []string
 	if started && resume {
 		note = []string{fmt.Sprintf("resumed by the executor of epoch %d after a leader change, at step %d of %d",
@@ -366,7 +388,10 @@ func (e *Executor) runOp(ctx context.Context, job *fsm.Job, idx int, resume bool
 		}
 	}
 	sc := &StepContext{Job: job, OpIndex: idx, Resumed: resume, sleep: e.Sleep}
-	var result any
+	var (
+		result  any
+		retries int
+	)
 	for k := len(st.Steps); k < len(steps); k++ {
 		if err := e.checkEpoch(); err != nil {
 			return err
@@ -376,9 +401,21 @@ func (e *Executor) runOp(ctx context.Context, job *fsm.Job, idx int, resume bool
 				Log: append(note, fmt.Sprintf("canceled before step %d (%s) as requested", k+1, steps[k].Name))})
 			return err
 		}
-		sc.Index, sc.logs = k, note
+		sc.Index, sc.logs, sc.changes = k, note, nil
 		note = nil
-		res, err := steps[k].Run(ctx, sc)
+		var (
+			res any
+			err error
+		)
+		if skip, ferr := e.resumeCheck(ctx, sc, steps[k], started && resume && k == len(st.Steps)); ferr != nil {
+			_, uerr := e.update(ctx, fsm.JobUpdate{JobID: job.ID, OpIndex: idx, Action: fsm.ActionFinish,
+				Status: fsm.StatusError, Log: sc.logs, Result: mustJSON(ferr.Error())})
+			return uerr
+		} else if skip {
+			sc.Logf("step %d (%s) had taken effect before the leader change; not repeated", k+1, steps[k].Name)
+		} else {
+			res, err = steps[k].Run(ctx, sc)
+		}
 		if ctx.Err() != nil {
 			return ctx.Err() // stepping down: the next leader resumes at this step
 		}
@@ -389,21 +426,94 @@ func (e *Executor) runOp(ctx context.Context, job *fsm.Job, idx int, resume bool
 			return uerr
 		}
 		result = res
-		if k == len(steps)-1 {
+		if k == len(steps)-1 && !steps[k].Retry {
 			break // the last step is recorded by finish
 		}
 		resp, err := e.update(ctx, fsm.JobUpdate{JobID: job.ID, OpIndex: idx, Action: fsm.ActionStep,
-			Step: k, StepName: steps[k].Name, Result: mustJSON(res), Log: sc.logs})
-		if err != nil {
-			return err
+			Step: k, StepName: steps[k].Name, Result: mustJSON(res), Log: sc.logs, Changes: sc.changes})
+		if err != nil && steps[k].Retry && retries < maxStepRetries && conflict(err) {
+			// Another job changed what the step decided on (say, took
+			// the memory it placed the instance in): decide again.
+			retries++
+			k--
+			continue
 		}
+		if err != nil {
+			return e.changeRefused(ctx, job.ID, idx, k, steps, sc, err)
+		}
+		retries = 0
 		if resp.Job != nil && fsm.Finalized(resp.Job.Status) {
 			return nil // canceled at this step boundary
 		}
+		if resp.Job != nil {
+			// An opcode whose later steps depend on what an earlier one
+			// recorded (an evacuation's plan) gets them now.
+			if more, err := stepsOf(op, resp.Job.Ops[idx]); err == nil {
+				steps = more
+			}
+		}
 	}
-	_, err = e.update(ctx, fsm.JobUpdate{JobID: job.ID, OpIndex: idx, Action: fsm.ActionFinish,
-		Status: fsm.StatusSuccess, Result: mustJSON(result), Log: sc.logs})
-	return err
+	last, name := len(steps)-1, ""
+	if last >= 0 {
+		name = steps[last].Name
+		if steps[last].Retry {
+			sc.logs, sc.changes = nil, nil // recorded with the step already
+		}
+	}
+	if _, err = e.update(ctx, fsm.JobUpdate{JobID: job.ID, OpIndex: idx, Action: fsm.ActionFinish,
+		Status: fsm.StatusSuccess, Result: mustJSON(result), Log: sc.logs, StepName: name, Changes: sc.changes}); err != nil {
+		return e.changeRefused(ctx, job.ID, idx, last, steps, sc, err)
+	}
+	return nil
+}
+
+// maxStepRetries bounds how often a Retry step decides again.
+const maxStepRetries = 10
+
+// conflict reports whether a refused step record says the configuration
+// changed under the step (resources taken, a record changed since read).
+func conflict(err error) bool {
+	var fe *fsm.Error
+	return errors.As(err, &fe) && (fe.Code == fsm.CodeNoRes || fe.Code == fsm.CodeState)
+}
+
+// changeRefused handles a step record the state refused: when it carried
+// configuration changes that no longer fit the configuration (another job
+// changed it), the opcode fails saying so; other errors (fencing, lost
+// leadership) stop the job for the next leader.
+func (e *Executor) changeRefused(ctx context.Context, id int64, idx, k int, steps []Step, sc *StepContext, err error) error {
+	var fe *fsm.Error
+	if len(sc.changes) == 0 || !errors.As(err, &fe) || fe.Code == fsm.CodeFenced {
+		return err
+	}
+	if cur := e.readJob(id); cur == nil || fsm.Finalized(cur.Status) {
+		return nil
+	}
+	_, uerr := e.update(ctx, fsm.JobUpdate{JobID: id, OpIndex: idx, Action: fsm.ActionFinish, Status: fsm.StatusError,
+		Log:    sc.logs,
+		Result: mustJSON(fmt.Sprintf("step %d of %d (%s): its configuration change was refused: %s", k+1, len(steps), steps[k].Name, fe.Msg))})
+	return uerr
+}
+
+// resumeCheck decides how to resume at a step that may have been in
+// progress when the previous leader died (resumed is true only for the
+// first step an executor runs of an opcode another one started). It
+// returns skip when the step's effect is already there, and an error that
+// fails the opcode when the step cannot be repeated safely.
+func (e *Executor) resumeCheck(ctx context.Context, sc *StepContext, st Step, resumed bool) (skip bool, err error) {
+	if !resumed || !st.NoRepeat {
+		return false, nil
+	}
+	if st.Check == nil {
+		return false, fmt.Errorf("cannot resume after a leader failover: step %d (%s) may have been in progress under the previous leader and cannot be repeated safely (executor epoch %d); check its effect by hand",
+			sc.Index+1, st.Name, e.Epoch)
+	}
+	done, cerr := st.Check(ctx, sc)
+	if cerr != nil {
+		return false, fmt.Errorf("cannot resume after a leader failover: checking whether step %d (%s) took effect failed: %v",
+			sc.Index+1, st.Name, cerr)
+	}
+	return done, nil
 }
 
 // prepare gets a queued opcode ready to run: it checks the dependencies
@@ -441,7 +551,7 @@ func (e *Executor) prepare(ctx context.Context, job *fsm.Job, idx int, op fsm.Op
 		timeout, ok := e.Strategy.Attempt(attempt)
 		if !ok && prio > fsm.PrioHighest {
 			resp, err := e.update(ctx, fsm.JobUpdate{JobID: job.ID, OpIndex: idx, Action: fsm.ActionPriority,
-				Log: []string{fmt.Sprintf("could not acquire locks %s in time; raising the priority to %d", describeLocks(decl), prio-1)}})
+				Log: []string{fmt.Sprintf("could not acquire locks %s in time; raising the priority to %d", fsm.DescribeLocks(decl), prio-1)}})
 			if err != nil {
 				return err
 			}
@@ -468,7 +578,7 @@ func (e *Executor) prepare(ctx context.Context, job *fsm.Job, idx int, op fsm.Op
 		}
 		if !waiting {
 			if _, err := e.update(ctx, fsm.JobUpdate{JobID: job.ID, OpIndex: idx, Action: fsm.ActionWait,
-				Log: []string{"waiting for locks " + describeLocks(decl)}}); err != nil {
+				Log: []string{"waiting for locks " + fsm.DescribeLocks(decl)}}); err != nil {
 				return err
 			}
 			waiting = true
@@ -492,26 +602,6 @@ func toRequests(decl []fsm.LockDecl) []locking.Request {
 		out = append(out, locking.Request{Level: lvl, Names: d.Names, Mode: mode})
 	}
 	return out
-}
-
-// describeLocks writes lock declarations the way Ganeti names locks, e.g.
-// "cluster/BGL(shared) node/n1(exclusive)".
-func describeLocks(decl []fsm.LockDecl) string {
-	var parts []string
-	for _, d := range decl {
-		mode := "shared"
-		if d.Exclusive {
-			mode = "exclusive"
-		}
-		names := d.Names
-		if len(names) == 0 {
-			names = []string{"[lockset]"}
-		}
-		for _, n := range names {
-			parts = append(parts, fmt.Sprintf("%s/%s(%s)", d.Level, n, mode))
-		}
-	}
-	return strings.Join(parts, " ")
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

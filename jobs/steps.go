@@ -16,6 +16,19 @@ import (
 type Step struct {
 	Name string
 	Run  func(ctx context.Context, sc *StepContext) (result any, err error)
+	// NoRepeat marks a step that must not simply run again when a leader
+	// died while it may have been in progress (say, a migration that has
+	// started moving memory). After a failover, Check looks at the world
+	// first and says whether the step's effect is there already (then it
+	// is recorded without running) or not (then it runs). A NoRepeat step
+	// without Check cannot resume: the opcode fails with a reason naming
+	// the failover.
+	NoRepeat bool
+	Check    func(ctx context.Context, sc *StepContext) (done bool, err error)
+	// Retry marks a step that only decides and records (a placement):
+	// when the state refuses its record because another job changed what
+	// it decided on, it runs again (a bounded number of times).
+	Retry bool
 }
 
 // StepContext is what a running step sees: the job and opcode, whether
@@ -28,8 +41,13 @@ type StepContext struct {
 	// Resumed is true when an earlier executor started the opcode.
 	Resumed bool
 	logs    []string
+	changes []fsm.StepChange
 	sleep   func(ctx context.Context, d time.Duration) error
 }
+
+// Change queues a configuration change made by the step; it is applied
+// in one transaction with the step's record, or the step fails.
+func (sc *StepContext) Change(c fsm.StepChange) { sc.changes = append(sc.changes, c) }
 
 // Logf adds a line to the opcode's log; it is recorded with the step.
 func (sc *StepContext) Logf(format string, args ...any) {
@@ -40,11 +58,44 @@ func (sc *StepContext) Logf(format string, args ...any) {
 func (sc *StepContext) Sleep(ctx context.Context, d time.Duration) error { return sc.sleep(ctx, d) }
 
 // stepsFor returns the steps of an executor opcode, or an error for an
-// opcode this gntd cannot run.
-func stepsFor(op fsm.Opcode) ([]Step, error) {
+// opcode this gntd cannot run. st is the opcode's record: steps that an
+// earlier executor decided (a recorded plan) are rebuilt from it.
+func (e *Executor) stepsFor(op fsm.Opcode, st *fsm.OpState) ([]Step, error) {
 	switch o := op.(type) {
 	case *fsm.OpTestDelay:
 		return testDelaySteps(o), nil
+	case *fsm.OpInstanceCreate:
+		return e.createSteps(o), nil
+	case *fsm.OpInstanceRemove:
+		return e.removeSteps(o), nil
+	case *fsm.OpInstanceStartup:
+		return []Step{startStep(e, o.Ref(), o.NoRemember)}, nil
+	case *fsm.OpInstanceShutdown:
+		return []Step{stopStep(e, o.Ref(), o.Timeout, false, o.NoRemember, o.IgnoreOfflineNodes)}, nil
+	case *fsm.OpInstanceReboot:
+		return []Step{e.rebootStep(o)}, nil
+	case *fsm.OpInstanceFailover:
+		return e.failoverSteps(o), nil
+	case *fsm.OpInstanceMigrate:
+		return e.migrateSteps(o), nil
+	case *fsm.OpInstanceReinstall:
+		return e.reinstallSteps(o), nil
+	case *fsm.OpInstanceReplaceDisks:
+		return []Step{e.replaceDisksStep(o)}, nil
+	case *fsm.OpInstanceRecreateDisks:
+		return e.recreateDisksSteps(o), nil
+	case *fsm.OpInstanceRename:
+		return []Step{e.renameStep(o)}, nil
+	case *fsm.OpInstanceSetParams:
+		return e.setParamsSteps(o), nil
+	case *fsm.OpNodeEvacuate:
+		return e.evacuateSteps(o, st), nil
+	case *fsm.OpNodeMigrate:
+		return e.nodeMigrateSteps(o, st), nil
+	case *fsm.OpOobCommand:
+		return e.oobSteps(o, st)
+	case *fsm.OpClusterEpo:
+		return e.epoSteps(o, st)
 	}
 	return nil, fmt.Errorf("opcode %s has no executor in this gntd", op.Common().OpID)
 }

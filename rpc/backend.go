@@ -53,6 +53,18 @@ type Backend interface {
 	Now() time.Time
 	// NewUUID draws a UUID for commands that create objects.
 	NewUUID() string
+	// Capacity answers how many instances of a specification fit, and
+	// where (the allocator's answer on this gntd's replica).
+	Capacity(req CapacityRequest) (any, error)
+}
+
+// CapacityRequest is GET /2/gnt/capacity: an instance specification.
+type CapacityRequest struct {
+	DiskTemplate string  `json:"disk_template"`
+	MemoryMiB    int64   `json:"memory"`
+	Disks        []int64 `json:"disks"`
+	VCPUs        int     `json:"vcpus"`
+	Group        string  `json:"group,omitempty"`
 }
 
 // Peer is one server of the Raft configuration.

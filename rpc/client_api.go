@@ -58,6 +58,7 @@ type ClusterInfo struct {
 }
 
 // NodeInfo is a node object (GET /2/nodes/{name}, ?bulk=1 listings).
+// powered is null for a node without an OOB helper (Ganeti's RS_UNAVAIL).
 type NodeInfo struct {
 	Name            string         `json:"name"`
 	UUID            string         `json:"uuid"`
@@ -70,7 +71,7 @@ type NodeInfo struct {
 	VMCapable       bool           `json:"vm_capable"`
 	Offline         bool           `json:"offline"`
 	Drained         bool           `json:"drained"`
-	Powered         bool           `json:"powered"`
+	Powered         *bool          `json:"powered"`
 	Role            string         `json:"role"` // M, C, R, D, O
 	NDParams        map[string]any `json:"ndparams"`
 	Tags            []string       `json:"tags"`

@@ -3,4 +3,9 @@
 // the Raft leader), its error codes, and the Go client the CLI and tests
 // use. It declares the small interfaces it needs from the daemon it runs in
 // (Backend) and knows nothing of Raft.
+//
+// It also holds the node RPC (noderpc.go, nodeserver.go, nodeclient.go):
+// the signed HTTP/JSON protocol on port 1811 through which the leader acts
+// on a node's hypervisor driver, its server (calling the NodeAgent that
+// the daemon passes in) and the typed NodeClient the opcodes use.
 package rpc

@@ -148,7 +148,7 @@ func TestNodes(t *testing.T) {
 	}
 	n2 := bulk[1]
 	if n2.Name != "node2" || n2.Group != "default" || n2.GroupUUID == "" || n2.PrimaryIP != "192.0.2.2" ||
-		n2.SecondaryIP != "198.51.100.2" || !n2.MasterCandidate || n2.Role != "C" || !n2.Powered ||
+		n2.SecondaryIP != "198.51.100.2" || !n2.MasterCandidate || n2.Role != "C" || n2.Powered != nil ||
 		n2.NDParams["ssh_port"] != float64(2222) || n2.MTotal != nil || n2.MFree != nil || n2.PinstList == nil ||
 		n2.Tags == nil {
 		t.Errorf("node2 %+v", n2)
@@ -604,7 +604,7 @@ func TestMetrics(t *testing.T) {
 func TestFeatures(t *testing.T) {
 	e := newEnv(t, rpctest.NewCluster())
 	r := e.do("GET", "/2/features", "")
-	if r.status != 200 || strings.TrimSpace(string(r.body)) != "[]" {
-		t.Fatalf("GET /2/features = %v, want 200 []", r)
+	if r.status != 200 || strings.TrimSpace(string(r.body)) != `["instance-create-reqv1","node-evac-res1","node-migrate-reqv1"]` {
+		t.Fatalf("GET /2/features = %v, want the three features", r)
 	}
 }

@@ -259,14 +259,8 @@ func parseWait(r *http.Request, body []byte) (req WaitJobRequest, prev []any, ti
 // and then answers null. With ?index=N (the index the job was submitted
 // at) a job this gntd does not know yet is waited for.
 func (s *Server) handleJobWait(w http.ResponseWriter, r *http.Request) {
-	id, aerr := parseJobID(r)
-	if aerr != nil {
-		writeError(w, aerr)
-		return
-	}
-	body, aerr := s.readBody(r)
-	if aerr != nil {
-		writeError(w, aerr)
+	id, body, ok := s.jobRequest(w, r)
+	if !ok {
 		return
 	}
 	req, prev, timeout, aerr := parseWait(r, body)

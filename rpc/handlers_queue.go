@@ -45,36 +45,54 @@ func (s *Server) applyCommand(w http.ResponseWriter, r *http.Request, body []byt
 			writeError(w, FromFSM(e))
 			return nil
 		}
-		resp, idx, err := s.b.Apply(r.Context(), cmd)
-		if errors.Is(err, ErrNotLeader) {
-			return ErrNotLeader
+		resp, ok, err := s.applyHere(w, r, cmd)
+		if ok {
+			writeJSON(w, answer(resp))
 		}
-		if err != nil {
-			writeError(w, asAPIError(err))
-			return nil
-		}
-		setIndex(w, idx)
-		if resp.Err != nil {
-			writeError(w, FromFSM(resp.Err))
-			return nil
-		}
-		writeJSON(w, answer(resp))
-		return nil
+		return err
 	})
+}
+
+// jobRequest reads the job id of the path and the request body; on bad
+// input it answers the error and returns ok false.
+func (s *Server) jobRequest(w http.ResponseWriter, r *http.Request) (id int64, body []byte, ok bool) {
+	id, aerr := parseJobID(r)
+	if aerr == nil {
+		body, aerr = s.readBody(r)
+	}
+	if aerr != nil {
+		writeError(w, aerr)
+		return 0, nil, false
+	}
+	return id, body, true
+}
+
+// applyHere applies cmd through this gntd (the leader) and sets the index
+// header. It answers failures itself and returns ok false then; it returns
+// ErrNotLeader, without answering, when the request must be forwarded.
+func (s *Server) applyHere(w http.ResponseWriter, r *http.Request, cmd fsm.Command) (fsm.Response, bool, error) {
+	resp, idx, err := s.b.Apply(r.Context(), cmd)
+	if errors.Is(err, ErrNotLeader) {
+		return resp, false, ErrNotLeader
+	}
+	if err != nil {
+		writeError(w, asAPIError(err))
+		return resp, false, nil
+	}
+	setIndex(w, idx)
+	if resp.Err != nil {
+		writeError(w, FromFSM(resp.Err))
+		return resp, false, nil
+	}
+	return resp, true, nil
 }
 
 // handleJobCancel is DELETE /2/jobs/{id}: a queued or waiting job is
 // canceled at once, a running one at its next step boundary. The answer
 // is Ganeti's [success, message]; canceling a finished job is an error.
 func (s *Server) handleJobCancel(w http.ResponseWriter, r *http.Request) {
-	id, aerr := parseJobID(r)
-	if aerr != nil {
-		writeError(w, aerr)
-		return
-	}
-	body, aerr := s.readBody(r)
-	if aerr != nil {
-		writeError(w, aerr)
+	id, body, ok := s.jobRequest(w, r)
+	if !ok {
 		return
 	}
 	who := "gnt:library:rlib2"
@@ -94,14 +112,8 @@ func (s *Server) handleJobCancel(w http.ResponseWriter, r *http.Request) {
 // handleJobArchive is POST /2/gnt/jobs/{id}/archive: a finished job moves
 // to the archive, where its summary stays queryable.
 func (s *Server) handleJobArchive(w http.ResponseWriter, r *http.Request) {
-	id, aerr := parseJobID(r)
-	if aerr != nil {
-		writeError(w, aerr)
-		return
-	}
-	body, aerr := s.readBody(r)
-	if aerr != nil {
-		writeError(w, aerr)
+	id, body, ok := s.jobRequest(w, r)
+	if !ok {
 		return
 	}
 	cmd := fsm.JobArchive{Now: s.b.Now().UnixNano(), IDs: []int64{id}}

@@ -22,9 +22,10 @@ func (s *Server) handleVersion(w http.ResponseWriter, r *http.Request) {
 }
 
 // Features are the RAPI feature strings this server supports (Ganeti's
-// /2/features). The request-body versions Ganeti lists there belong to
-// instance and node operations that do not exist yet, so none is claimed.
-var Features = []string{}
+// /2/features): instance creation and node migration take the version-1
+// body, node evacuation answers with the job's result. Reinstall's body
+// version is not claimed: gnt has no reinstall opcode yet.
+var Features = []string{"instance-create-reqv1", "node-evac-res1", "node-migrate-reqv1"}
 
 func (s *Server) handleFeatures(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, Features)
@@ -75,7 +76,10 @@ func instanceRef(r *http.Request) (string, *APIError) {
 
 // Nodes.
 
-type nodeInstances struct{ primary, secondary []string }
+type nodeInstances struct {
+	primary, secondary []string
+	mem, disk          int64 // used by instances, real and forthcoming
+}
 
 func instancesByNode(st *fsm.State) map[string]*nodeInstances {
 	out := map[string]*nodeInstances{}
@@ -86,9 +90,15 @@ func instancesByNode(st *fsm.State) map[string]*nodeInstances {
 		return out[u]
 	}
 	for _, i := range st.SortedInstances() {
-		get(i.PrimaryNode).primary = append(get(i.PrimaryNode).primary, i.Name)
+		p := get(i.PrimaryNode)
+		p.primary = append(p.primary, i.Name)
+		m, d := fsm.InstanceUsage(i, i.PrimaryNode)
+		p.mem, p.disk = p.mem+m, p.disk+d
 		for _, sn := range i.SecondaryNodes {
-			get(sn).secondary = append(get(sn).secondary, i.Name)
+			s := get(sn)
+			s.secondary = append(s.secondary, i.Name)
+			_, d := fsm.InstanceUsage(i, sn)
+			s.disk += d
 		}
 	}
 	return out
@@ -102,7 +112,7 @@ func nodeView(st *fsm.State, n *fsm.Node, insts map[string]*nodeInstances) NodeI
 	v := NodeInfo{
 		Name: n.Name, UUID: n.UUID, GroupUUID: n.Group, PrimaryIP: n.PrimaryIP, SecondaryIP: n.SecondaryIP,
 		MasterCandidate: n.MasterCandidate, MasterCapable: n.MasterCapable, VMCapable: n.VMCapable,
-		Offline: n.Offline, Drained: n.Drained, Powered: n.Powered, Role: fsm.RoleLetter[st.Role(n)],
+		Offline: n.Offline, Drained: n.Drained, Role: fsm.RoleLetter[st.Role(n)],
 		NDParams: copyMap(n.NDParams), Tags: sortedCopy(n.Tags),
 		MTotal: positive(n.Resources.MemoryMiB), DTotal: positive(n.Resources.DiskMiB),
 		CTotal:   positive(int64(n.Resources.CPUs)),
@@ -112,6 +122,20 @@ func nodeView(st *fsm.State, n *fsm.Node, insts map[string]*nodeInstances) NodeI
 	}
 	if g := st.Groups[n.Group]; g != nil {
 		v.Group = g.Name
+	}
+	// Free is what the configuration leaves (Ganeti asks the hypervisor;
+	// gnt counts its instances' recorded sizes, reservations included).
+	if t := n.Resources.MemoryMiB; t > 0 {
+		free := t - ni.mem
+		v.MFree = &free
+	}
+	if t := n.Resources.DiskMiB; t > 0 {
+		free := t - ni.disk
+		v.DFree = &free
+	}
+	if st.OOBProgram(n) != "" {
+		powered := n.Powered
+		v.Powered = &powered
 	}
 	v.Liveness = NodeLivenessUnknown
 	if n.Liveness != "" {

@@ -162,7 +162,10 @@ func (s *Server) routes() {
 	add("DELETE", "/2/nodes/{name}", s.jobHandler(buildNodeRemove))
 	add("PUT", "/2/nodes/{name}/modify", s.jobHandler(buildNodeModify))
 	add("GET", "/2/nodes/{name}/role", s.blockingRead(s.serveNodeRole))
+	add("POST", "/2/nodes/{name}/evacuate", s.jobHandler(nodeOp("OP_NODE_EVACUATE")))
+	add("POST", "/2/nodes/{name}/migrate", s.jobHandler(nodeOp("OP_NODE_MIGRATE")))
 	add("PUT", "/2/nodes/{name}/role", s.jobHandler(buildNodeRole))
+	add("POST", "/2/nodes/{name}/powercycle", s.jobHandler(buildNodePowercycle))
 	add("GET", "/2/nodes/{name}/tags", s.blockingRead(s.serveTags(fsm.TagNode, "name")))
 	add("PUT", "/2/nodes/{name}/tags", s.jobHandler(buildTags("OP_TAGS_SET", fsm.TagNode, "name")))
 	add("DELETE", "/2/nodes/{name}/tags", s.jobHandler(buildTags("OP_TAGS_DEL", fsm.TagNode, "name")))
@@ -177,7 +180,20 @@ func (s *Server) routes() {
 	add("DELETE", "/2/groups/{name}/tags", s.jobHandler(buildTags("OP_TAGS_DEL", fsm.TagNodeGroup, "name")))
 
 	add("GET", "/2/instances", s.blockingRead(s.serveInstances))
+	add("POST", "/2/instances", s.jobHandler(buildInstanceCreate))
 	add("GET", "/2/instances/{name}", s.blockingRead(s.serveInstance))
+	add("DELETE", "/2/instances/{name}", s.jobHandler(instanceOp("OP_INSTANCE_REMOVE", "ignore_failures")))
+	add("PUT", "/2/instances/{name}/startup", s.jobHandler(instanceOp("OP_INSTANCE_STARTUP", "force", "no_remember")))
+	add("PUT", "/2/instances/{name}/shutdown", s.jobHandler(instanceOp("OP_INSTANCE_SHUTDOWN", "no_remember")))
+	add("POST", "/2/instances/{name}/reboot", s.jobHandler(instanceOp("OP_INSTANCE_REBOOT", "ignore_secondaries")))
+	add("PUT", "/2/instances/{name}/failover", s.jobHandler(instanceOp("OP_INSTANCE_FAILOVER")))
+	add("PUT", "/2/instances/{name}/migrate", s.jobHandler(instanceOp("OP_INSTANCE_MIGRATE")))
+	add("POST", "/2/instances/{name}/create", s.jobHandler(buildInstanceCommit))
+	add("POST", "/2/instances/{name}/reinstall", s.jobHandler(instanceOp("OP_INSTANCE_REINSTALL")))
+	add("POST", "/2/instances/{name}/replace-disks", s.jobHandler(instanceOp("OP_INSTANCE_REPLACE_DISKS")))
+	add("POST", "/2/instances/{name}/recreate-disks", s.jobHandler(instanceOp("OP_INSTANCE_RECREATE_DISKS")))
+	add("PUT", "/2/instances/{name}/rename", s.jobHandler(instanceOp("OP_INSTANCE_RENAME")))
+	add("PUT", "/2/instances/{name}/modify", s.jobHandler(instanceOp("OP_INSTANCE_SET_PARAMS")))
 	add("GET", "/2/instances/{name}/tags", s.blockingRead(s.serveTags(fsm.TagInstance, "name")))
 	add("PUT", "/2/instances/{name}/tags", s.jobHandler(buildTags("OP_TAGS_SET", fsm.TagInstance, "name")))
 	add("DELETE", "/2/instances/{name}/tags", s.jobHandler(buildTags("OP_TAGS_DEL", fsm.TagInstance, "name")))
@@ -188,6 +204,7 @@ func (s *Server) routes() {
 	add("DELETE", "/2/jobs/{id}", s.handleJobCancel)
 	add("GET", "/2/jobs/{id}/wait", s.handleJobWait)
 	add("POST", "/2/gnt/jobs", s.handleSubmitJobs)
+	add("GET", "/2/gnt/capacity", s.blockingRead(s.serveCapacity))
 	add("POST", "/2/gnt/jobs/{id}/archive", s.handleJobArchive)
 
 	add("GET", "/2/raft/peers", s.blockingRead(s.servePeers))
@@ -195,6 +212,7 @@ func (s *Server) routes() {
 	add("POST", "/2/gnt/init", s.handleInit)
 	add("POST", "/2/gnt/join", s.handleJoin)
 	add("GET", "/2/gnt/status", s.handleStatus)
+	add("GET", "/2/gnt/oob-check", s.handleOOBCheck)
 
 	for path, methods := range allowed {
 		for _, m := range methods {
@@ -771,18 +789,9 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, ops []json.RawMe
 		writeError(w, FromFSM(e))
 		return nil
 	}
-	resp, idx, err := s.b.Apply(r.Context(), fsm.JobSubmit{Now: now.UnixNano(), Ops: ops, UUIDs: uuids})
-	if errors.Is(err, ErrNotLeader) {
-		return ErrNotLeader
-	}
-	if err != nil {
-		writeError(w, asAPIError(err))
-		return nil
-	}
-	setIndex(w, idx)
-	if resp.Err != nil {
-		writeError(w, FromFSM(resp.Err))
-		return nil
+	resp, ok, err := s.applyHere(w, r, fsm.JobSubmit{Now: now.UnixNano(), Ops: ops, UUIDs: uuids})
+	if !ok {
+		return err
 	}
 	if resp.Job != nil {
 		// Configuration-only jobs are final already; saying so spares the

@@ -97,6 +97,15 @@ type Config struct {
 	TrailingLogs      uint64 `json:"raft_trailing_logs"`
 	// Resources overrides what the node reports (0 = detect).
 	Resources fsm.Resources `json:"resources"`
+	// Hypervisor is the node agent's driver, "fake" or "exec"; empty
+	// means fake with the dev profile and exec otherwise (agent.go).
+	Hypervisor string `json:"hypervisor"`
+	// HooksDir holds the exec driver's scripts (default DefaultHooksDir);
+	// HookTimeout bounds one script run (0: 5 minutes).
+	HooksDir    string   `json:"hooks_dir"`
+	HookTimeout Duration `json:"hook_timeout"`
+	// FakeDelay is how long each operation of the fake driver takes.
+	FakeDelay Duration `json:"fake_delay"`
 }
 
 // DefaultConfig returns a Config with the default ports and LAN timing.
@@ -151,6 +160,14 @@ func (c *Config) Validate() error {
 	}
 	if c.ExecutorConcurrency <= 0 {
 		return fmt.Errorf("--executor-concurrency must be positive, got %d", c.ExecutorConcurrency)
+	}
+	switch c.Hypervisor {
+	case "", HypervisorFake, HypervisorExec:
+	default:
+		return fmt.Errorf("--hypervisor %q: want fake or exec", c.Hypervisor)
+	}
+	if c.HookTimeout.Duration < 0 || c.FakeDelay.Duration < 0 {
+		return fmt.Errorf("--hook-timeout and --fake-delay must not be negative")
 	}
 	if c.JobArchiveAge.Duration < 0 {
 		return fmt.Errorf("--job-archive-age must not be negative, got %s", c.JobArchiveAge.Duration)

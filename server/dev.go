@@ -33,7 +33,10 @@ type DevOptions struct {
 	// KeyFile, when set, receives a copy of the cluster key so that
 	// `gnt confd query` finds it without flags; it is removed on exit.
 	KeyFile string
-	Out     io.Writer
+	// OOBHelper is gnt-oob-fake, every node's OOB helper; empty means the
+	// one beside Binary (none there: no OOB).
+	OOBHelper string
+	Out       io.Writer
 }
 
 // DevMember describes one child gntd in dev.json.
@@ -81,6 +84,7 @@ func RunDev(ctx context.Context, o DevOptions) error {
 		return err
 	}
 	out := &syncWriter{w: o.Out}
+	oobFake := newDevOOB(o, out)
 	var (
 		mu       sync.Mutex
 		children []*devChild
@@ -89,6 +93,7 @@ func RunDev(ctx context.Context, o DevOptions) error {
 		mu.Lock()
 		defer mu.Unlock()
 		stopChildren(children, out)
+		oobFake.stopRestarted(children)
 	}()
 	var servers, joins []string
 	type spec struct{ name, ip, role string }
@@ -117,7 +122,7 @@ func RunDev(ctx context.Context, o DevOptions) error {
 	start := func(sp spec) (*devChild, error) {
 		dir := filepath.Join(o.DataDir, sp.name)
 		args := []string{o.Binary, "agent", "--name", sp.name, "--bind", sp.ip, "--data-dir", dir,
-			"--join", strings.Join(joins, ","), "--profile", "dev"}
+			"--join", strings.Join(joins, ","), "--profile", "dev", "--hypervisor", "fake"}
 		cmd := exec.Command(args[0], args[1:]...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 		stdout, _ := cmd.StdoutPipe()
@@ -125,6 +130,7 @@ func RunDev(ctx context.Context, o DevOptions) error {
 		if err := cmd.Start(); err != nil {
 			return nil, fmt.Errorf("starting %s: %w", sp.name, err)
 		}
+		oobFake.recordPID(sp.name, cmd.Process.Pid)
 		c := &devChild{cmd: cmd, done: make(chan struct{}), member: DevMember{
 			Name: sp.name, Role: sp.role, PID: cmd.Process.Pid, DataDir: dir, Command: args,
 			Addrs: map[string]string{
@@ -203,6 +209,11 @@ func RunDev(ctx context.Context, o DevOptions) error {
 		info.Members = append(info.Members, c.member)
 	}
 	mu.Unlock()
+	sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
+	if err := oobFake.setUp(sctx, rpc.NewClient(servers), info.Members); err != nil {
+		out.Printf("[dev] warning: setting up gnt-oob-fake: %v\n", err)
+	}
+	scancel()
 	data, _ := json.MarshalIndent(info, "", "  ")
 	if err := writeFileAtomic(filepath.Join(o.DataDir, "dev.json"), append(data, '\n'), 0o644); err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 // transport goes through a transport.Faults, driven by
 //
 //	POST /debug/faults  {"block": [addr...], "unblock": [addr...],
+//	                     "cut_to": [addr...],
 //	                     "block_all": true, "heal": true,
 //	                     "delay": "50ms", "drop_rate": 0.1}
 //
@@ -19,14 +20,18 @@ import (
 // matched by IP. Blocking cuts Raft traffic with the peer both ways at
 // this node: it refuses connections from the peer and dials to it fail,
 // and open connections are closed. So blocking the leader on one
-// follower partitions that follower from the leader's replication. Only
-// Raft traffic is affected (not the API, nor confd). Fields apply in the
-// order heal, block_all, unblock, block, delay, drop_rate.
+// follower partitions that follower from the leader's replication.
+// cut_to is a one-way cut (transport.Faults.CutTo): what this node sends
+// to the peer is lost, what the peer sends still arrives; unblock lifts it
+// too. Only Raft traffic is affected (not the API, nor confd). Fields
+// apply in the order heal, block_all, unblock, block, cut_to, delay,
+// drop_rate.
 
 // FaultRequest is the body of POST /debug/faults.
 type FaultRequest struct {
 	Block    []string `json:"block,omitempty"`
 	Unblock  []string `json:"unblock,omitempty"`
+	CutTo    []string `json:"cut_to,omitempty"`
 	BlockAll bool     `json:"block_all,omitempty"`
 	Heal     bool     `json:"heal,omitempty"`
 	Delay    string   `json:"delay,omitempty"`
@@ -71,6 +76,9 @@ func faultsHandler(f *transport.Faults) http.Handler {
 		}
 		for _, a := range req.Block {
 			f.Block(a)
+		}
+		for _, a := range req.CutTo {
+			f.CutTo(a)
 		}
 		if req.Delay != "" {
 			f.SetDelay(delay)

@@ -26,6 +26,8 @@ func TestFaultsHandlerBadInput(t *testing.T) {
 		{"POST", `{"block":["` + strings.Repeat("x", 1<<17) + `"]}`, http.StatusBadRequest},
 		{"POST", `{"block":["127.0.0.12:1817"],"delay":"1ms","drop_rate":0}`, http.StatusOK},
 		{"POST", `{"heal":true}`, http.StatusOK},
+		{"POST", `{"cut_to":["127.0.0.12"]}`, http.StatusOK},
+		{"POST", `{"cut_to":"127.0.0.12"}`, http.StatusBadRequest},
 	} {
 		rec := httptest.NewRecorder()
 		faultsHandler(&transport.Faults{}).ServeHTTP(rec, httptest.NewRequest(c.method, "/debug/faults", strings.NewReader(c.body)))
@@ -37,6 +39,7 @@ func TestFaultsHandlerBadInput(t *testing.T) {
 
 func FuzzFaultsHandler(f *testing.F) {
 	f.Add(`{"block":["127.0.0.12:1817"],"unblock":["x"],"block_all":true,"heal":true,"delay":"5ms","drop_rate":0.5}`)
+	f.Add(`{"cut_to":["127.0.0.12:1817"]}`)
 	f.Add(`{"drop_rate":2}`)
 	f.Fuzz(func(t *testing.T, body string) {
 		rec := httptest.NewRecorder()

@@ -182,6 +182,33 @@ func (s *Server) joinOnce(ctx context.Context) {
 	if len(targets) == 0 {
 		return
 	}
+	// Asking ourselves only helps when we lead: a candidate that
+	// restarted after being removed from the Raft group knows no leader,
+	// and would hold each attempt for the API's leader wait before the
+	// client tried a real candidate.
+	if r := s.raft(); r == nil || r.State() != raft.Leader {
+		others := targets[:0:0]
+		for _, t := range targets {
+			if t != s.cfg.APIAddr() {
+				others = append(others, t)
+			}
+		}
+		if len(others) == 0 {
+			// Restarted with only our own address to join: the replica
+			// knows the other candidates (it may be stale, but one of
+			// them leads or knows who does).
+			s.fsm.Read(func(st *fsm.State, _ uint64) {
+				for _, n := range st.Candidates() {
+					if n.Name != s.cfg.Name && n.Addrs.API != "" {
+						others = append(others, n.Addrs.API)
+					}
+				}
+			})
+		}
+		if len(others) > 0 {
+			targets = others
+		}
+	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	resp, err := rpc.NewClient(dedupe(targets)).Join(cctx, key, rpc.JoinRequest{Node: s.nodeSpec(), ClusterUUID: clusterUUID})

@@ -66,11 +66,12 @@ func (s *Server) monitorLeadership(ctx context.Context) {
 // leader-only services until ctx ends or leadership is lost.
 func (s *Server) leaderLoop(ctx context.Context, r *raft.Raft) {
 	start := time.Now()
-	var epoch uint64
+	var epoch, term uint64
 	for {
 		if ctx.Err() != nil || r.State() != raft.Leader {
 			return
 		}
+		term = r.CurrentTerm()
 		if err := r.Barrier(10 * time.Second).Error(); err != nil {
 			s.log.Warn("barrier failed", "error", err)
 			sleepCtx(ctx, 100*time.Millisecond)
@@ -97,13 +98,19 @@ func (s *Server) leaderLoop(ctx context.Context, r *raft.Raft) {
 			continue
 		}
 		epoch = resp.Epoch
+		if r.CurrentTerm() != term {
+			// Leadership changed hands meanwhile: this gntd leads again,
+			// but in which term the epoch began is not known. The log
+			// says 0 rather than a term it may not have led.
+			term = 0
+		}
 		break
 	}
 	s.mu.Lock()
 	s.established = true
 	s.peerStatus = map[string]peerHealth{}
 	s.mu.Unlock()
-	s.log.Info("leadership established", "epoch", epoch, "took", time.Since(start))
+	s.log.Info("leadership established", "epoch", epoch, "term", term, "took", time.Since(start))
 	defer func() {
 		s.mu.Lock()
 		s.established = false
@@ -113,7 +120,7 @@ func (s *Server) leaderLoop(ctx context.Context, r *raft.Raft) {
 	svcs := []leaderService{
 		{name: "executor", run: func(ctx context.Context, epoch uint64) error {
 			ex := &jobs.Executor{FSM: s.fsm, Apply: s, Epoch: epoch, Concurrency: s.cfg.ExecutorConcurrency,
-				Log: s.log.Named("executor"),
+				Log: s.log.Named("executor"), Nodes: &s.nodes, Dead: nodeDead, Leadership: leadershipHandover{s}, Probe: newAPIProbe(),
 				OnResumed: func(n int, _ time.Duration) {
 					if n > 0 {
 						took := time.Since(start)

@@ -49,6 +49,7 @@ type Server struct {
 	raftEvents chan struct{}
 	faults     *transport.Faults // Raft fault injection, with --debug (faults.go)
 	metrics    serverMetrics
+	nodes      nodeCaller  // the node RPC client of the instance opcodes
 	gossip     gossipState // gossip.go
 }
 
@@ -65,7 +66,9 @@ func New(cfg Config, log hclog.Logger) (*Server, error) {
 		return nil, err
 	}
 	if log == nil {
-		log = hclog.New(&hclog.LoggerOptions{Name: cfg.Name, Level: hclog.LevelFromString(cfg.LogLevel)})
+		// Independent levels: Raft's sub-logger is set to Warn (raftConfig),
+		// and that must not silence this gntd's own Info lines.
+		log = hclog.New(&hclog.LoggerOptions{Name: cfg.Name, Level: hclog.LevelFromString(cfg.LogLevel), IndependentLevels: true})
 	}
 	s := &Server{
 		cfg: cfg, log: log, dir: dataDir{cfg.DataDir}, fsm: fsm.New(),
@@ -78,6 +81,7 @@ func New(cfg Config, log hclog.Logger) (*Server, error) {
 		Help: "Seconds from this gntd's election to the first resumed job running, at its last leadership with started jobs."})
 	s.reg.MustRegister(s.metrics.resume)
 	s.rfsm = &raftFSM{fsm: s.fsm, log: log}
+	s.nodes.s = s
 	id, err := s.dir.open(cfg.Name)
 	if err != nil {
 		return nil, err
@@ -139,6 +143,14 @@ func (s *Server) Run(ctx context.Context) error {
 		defer cancel()
 		srv.Shutdown(sctx)
 	}()
+
+	actx, stopAgent := context.WithCancel(ctx)
+	agentDone, err := s.startAgent(actx)
+	if err != nil {
+		stopAgent()
+		return err
+	}
+	defer func() { stopAgent(); <-agentDone }()
 
 	cctx, stopConfd := context.WithCancel(ctx)
 	confdDone, err := s.startConfd(cctx)
@@ -373,8 +385,18 @@ func (s *Server) Status() rpc.Status {
 		return st
 	}
 	st.Candidate = true
-	st.RaftState = strings.ToLower(r.State().String())
-	st.Term = r.CurrentTerm()
+	// Raft's state and term are two atomics: read the term on both sides
+	// of the state, so that the pair reported held at one instant (a
+	// leader that steps down sets its state before the new term). Chaos
+	// tests poll it to check that no two members lead in one term.
+	for range 10 {
+		term := r.CurrentTerm()
+		state := r.State()
+		st.RaftState, st.Term = strings.ToLower(state.String()), term
+		if r.CurrentTerm() == term {
+			break
+		}
+	}
 	st.LastIndex = r.LastIndex()
 	st.CommitIndex = r.CommitIndex()
 	st.AppliedIndex = r.AppliedIndex()

@@ -36,6 +36,7 @@ type Faults struct {
 	mu       sync.Mutex
 	blockAll bool
 	blocked  map[string]bool // peer keys, see peerKey
+	cutTo    map[string]bool // peer keys whose inbound half is cut (CutTo)
 	delay    time.Duration
 	dropRate float64
 	rand     func() float64 // nil: math/rand/v2
@@ -60,11 +61,33 @@ func (f *Faults) Block(peer string) {
 	closeAll(victims)
 }
 
-// Unblock undoes Block(peer). It does not undo BlockAll; Heal does.
+// Unblock undoes Block(peer) and CutTo(peer). It does not undo BlockAll;
+// Heal does.
 func (f *Faults) Unblock(peer string) {
 	f.mu.Lock()
 	delete(f.blocked, peerKey(peer))
+	delete(f.cutTo, peerKey(peer))
 	f.mu.Unlock()
+}
+
+// CutTo makes a one-way cut: everything this node sends to peer is lost,
+// while what peer sends still arrives. Dials to peer fail with ErrBlocked
+// (as a SYN that never arrives would, but at once) and connections this
+// node dialed to peer are closed; on connections peer dialed, this node's
+// writes are discarded while reporting success, so peer's requests are
+// received and acted on but their answers never reach it (peer's reads
+// wait until their deadline). It is the asymmetric case that a symmetric
+// Block cannot show: a node that hears its peer but cannot be heard.
+func (f *Faults) CutTo(peer string) {
+	key := peerKey(peer)
+	f.mu.Lock()
+	if f.cutTo == nil {
+		f.cutTo = make(map[string]bool)
+	}
+	f.cutTo[key] = true
+	victims := f.matchingLocked(func(c *faultConn) bool { return c.dialed && c.has(key) })
+	f.mu.Unlock()
+	closeAll(victims)
 }
 
 // BlockAll blocks every peer, as Block does for one, isolating the node.
@@ -76,12 +99,13 @@ func (f *Faults) BlockAll() {
 	closeAll(victims)
 }
 
-// Heal removes every fault: blocks, BlockAll, delay and drop rate. The random
+// Heal removes every fault: blocks, cuts, BlockAll, delay and drop rate. The random
 // source set by SetRand stays.
 func (f *Faults) Heal() {
 	f.mu.Lock()
 	f.blockAll = false
 	f.blocked = nil
+	f.cutTo = nil
 	f.delay = 0
 	f.dropRate = 0
 	f.mu.Unlock()
@@ -135,16 +159,37 @@ func (f *Faults) isBlocked(keys []string) bool {
 	return f.blockedLocked(keys)
 }
 
-// track wraps c and registers it, unless its peer is blocked. Checking and
-// registering under one lock means that a Block either sees the connection
-// or is seen by it.
-func (f *Faults) track(c net.Conn, keys []string) (*faultConn, bool) {
+// isCut reports whether what this node sends on a connection with these
+// peer keys is lost (CutTo).
+func (f *Faults) isCut(keys []string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, k := range keys {
+		if f.cutTo[k] {
+			return true
+		}
+	}
+	return false
+}
+
+// track wraps c and registers it, unless its peer is blocked (or, for a
+// connection this node dialed, cut off by CutTo). Checking and registering
+// under one lock means that a Block either sees the connection or is seen by
+// it.
+func (f *Faults) track(c net.Conn, keys []string, dialed bool) (*faultConn, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.blockedLocked(keys) {
 		return nil, false
 	}
-	fc := &faultConn{Conn: c, f: f, keys: keys, closed: make(chan struct{})}
+	if dialed {
+		for _, k := range keys {
+			if f.cutTo[k] {
+				return nil, false
+			}
+		}
+	}
+	fc := &faultConn{Conn: c, f: f, keys: keys, dialed: dialed, closed: make(chan struct{})}
 	if f.conns == nil {
 		f.conns = make(map[*faultConn]struct{})
 	}
@@ -207,6 +252,7 @@ type faultConn struct {
 	net.Conn
 	f      *Faults
 	keys   []string // who the peer is: remote IP, and the dialed host if named
+	dialed bool     // this node dialed it (else it was accepted)
 	once   sync.Once
 	closed chan struct{}
 }
@@ -254,6 +300,9 @@ func (c *faultConn) Write(b []byte) (int, error) {
 		c.Close()
 		return 0, ErrBlocked
 	}
+	if c.f.isCut(c.keys) {
+		return len(b), nil // lost on the way, unknown to the sender
+	}
 	n, err := c.Conn.Write(b)
 	if err != nil && c.f.isBlocked(c.keys) {
 		err = ErrBlocked
@@ -294,7 +343,7 @@ func (l *faultLayer) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		fc, ok := l.f.track(c, []string{peerKey(c.RemoteAddr().String())})
+		fc, ok := l.f.track(c, []string{peerKey(c.RemoteAddr().String())}, false)
 		if !ok {
 			c.Close()
 			continue
@@ -309,7 +358,7 @@ func (l *faultLayer) Addr() net.Addr { return l.inner.Addr() }
 
 func (l *faultLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	keys := []string{peerKey(string(address))}
-	if l.f.isBlocked(keys) {
+	if l.f.isBlocked(keys) || l.f.isCut(keys) {
 		return nil, fmt.Errorf("dial %s: %w", address, ErrBlocked)
 	}
 	c, err := l.inner.Dial(address, timeout)
@@ -319,7 +368,7 @@ func (l *faultLayer) Dial(address raft.ServerAddress, timeout time.Duration) (ne
 	if ip := peerKey(c.RemoteAddr().String()); ip != keys[0] {
 		keys = append(keys, ip)
 	}
-	fc, ok := l.f.track(c, keys)
+	fc, ok := l.f.track(c, keys, true)
 	if !ok {
 		c.Close()
 		return nil, fmt.Errorf("dial %s: %w", address, ErrBlocked)

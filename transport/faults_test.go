@@ -195,3 +195,60 @@ func TestDropRate(t *testing.T) {
 		t.Fatal("dropped after Heal")
 	}
 }
+
+func TestCutToIsOneWay(t *testing.T) {
+	a, b, fa, _ := faultPair(t)
+	outA, inB := connect(t, a, b) // A dialed B
+	outB, inA := connect(t, b, a) // B dialed A
+	roundTrip(t, outA, inB, "x")
+	roundTrip(t, outB, inA, "y")
+
+	// What A sends to B is lost from now on.
+	fa.CutTo(b.Addr().String())
+
+	// A's own connection to B is closed, and A cannot dial B again.
+	if err := readErr(t, inB); err != io.EOF {
+		t.Errorf("B reading the conn A dialed: %v, want EOF", err)
+	}
+	if _, err := a.Dial(raft.ServerAddress(b.Addr().String()), time.Second); !errors.Is(err, ErrBlocked) {
+		t.Errorf("A dialing B across the cut: %v, want ErrBlocked", err)
+	}
+	// B still reaches A: on B's connection, and on a new one.
+	roundTrip(t, outB, inA, "still heard")
+	outB2, inA2 := connect(t, b, a)
+	roundTrip(t, outB2, inA2, "new conn heard")
+	// A's answers are swallowed: A's write succeeds, B reads nothing.
+	if n, err := inA.Write([]byte("answer")); err != nil || n != len("answer") {
+		t.Fatalf("A writing to B across the cut: %d, %v; want a silent success", n, err)
+	}
+	outB.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	if n, err := outB.Read(make([]byte, 16)); n > 0 || !isTimeout(err) {
+		t.Fatalf("B read %d bytes (%v) across a cut; want a timeout", n, err)
+	}
+	// A cut does not affect other peers.
+	c := newLayer(t, ipC)
+	outC, inC := connect(t, a, c)
+	roundTrip(t, outC, inC, "to C")
+
+	// Unblock lifts the cut.
+	fa.Unblock(b.Addr().String())
+	outA, inB = connect(t, a, b)
+	roundTrip(t, outA, inB, "healed")
+	roundTrip(t, inA2, outB2, "answer heard")
+}
+
+func TestHealLiftsCut(t *testing.T) {
+	a, b, fa, _ := faultPair(t)
+	fa.CutTo(b.Addr().String())
+	if _, err := a.Dial(raft.ServerAddress(b.Addr().String()), time.Second); !errors.Is(err, ErrBlocked) {
+		t.Fatalf("dial across a cut: %v, want ErrBlocked", err)
+	}
+	fa.Heal()
+	outA, inB := connect(t, a, b)
+	roundTrip(t, outA, inB, "healed")
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}

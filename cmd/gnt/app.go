@@ -20,13 +20,18 @@ import (
 type environment struct {
 	stdout, stderr io.Writer
 	getenv         func(string) string
+	// stdin and terminal (whether stdin is one) serve confirmation
+	// prompts; without a terminal a prompt refuses.
+	stdin    io.Reader
+	terminal bool
 }
 
 // run executes one gnt command line (args[0] is the program name). Errors
 // are reported on stderr before they are returned; exitCode maps them to
 // the process exit status.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return runEnv(ctx, args, environment{stdout: stdout, stderr: stderr, getenv: os.Getenv})
+	return runEnv(ctx, args, environment{stdout: stdout, stderr: stderr, getenv: os.Getenv,
+		stdin: os.Stdin, terminal: isTerminal(os.Stdin)})
 }
 
 func runEnv(ctx context.Context, args []string, env environment) error {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"sort"
+	"strconv"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -58,10 +60,24 @@ func (e environment) clusterCommand() *cli.Command {
 				Action: e.do(clusterMasterFailover),
 			},
 			{
+				Name:  "capacity",
+				Usage: "how many instances of a size fit, and where (the allocator, counting reservations)",
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "memory", Value: "128", Usage: "memory per instance, e.g. 512 or 2G"},
+					&cli.StringSliceFlag{Name: "disk", Usage: "a disk of `SIZE` (repeatable)"},
+					&cli.IntFlag{Name: "vcpus", Value: 1, Usage: "vcpus per instance"},
+					&cli.StringFlag{Name: "disk-template", Aliases: []string{"t"}, Usage: "plain, drbd or diskless (default: plain with disks)"},
+					&cli.StringFlag{Name: "group", Usage: "only this node group"},
+				},
+				Action: e.do(clusterCapacity),
+			},
+			{
 				Name:   "peers",
 				Usage:  "list the Raft peers (master candidates) and their state",
 				Action: e.do(clusterPeers),
 			},
+			e.clusterEpoCommand(),
+			e.clusterVerifyCommand(),
 		}, e.tagCommands("cluster", false, func(string) string { return "/2/tags" })...),
 	}
 }
@@ -259,4 +275,65 @@ func (j *job) result(i int) []byte {
 		return nil
 	}
 	return j.OpResult[i]
+}
+
+func clusterCapacity(ctx context.Context, s *session, c *cli.Context, args []string) error {
+	if err := nArgs(c, args, 0, 0); err != nil {
+		return err
+	}
+	mem, err := parseSize(c.String("memory"))
+	if err != nil {
+		return usagef(c, "--memory: %v", err)
+	}
+	q := url.Values{"memory": {strconv.FormatInt(mem, 10)}, "vcpus": {strconv.Itoa(c.Int("vcpus"))}}
+	for _, d := range c.StringSlice("disk") {
+		size, err := parseSize(d)
+		if err != nil {
+			return usagef(c, "--disk: %v", err)
+		}
+		q.Add("disk", strconv.FormatInt(size, 10))
+	}
+	if t := c.String("disk-template"); t != "" {
+		q.Set("disk_template", t)
+	}
+	if g := c.String("group"); g != "" {
+		q.Set("group", g)
+	}
+	var res struct {
+		Count       int            `json:"count"`
+		Primaries   map[string]int `json:"primaries"`
+		Secondaries map[string]int `json:"secondaries"`
+		Groups      map[string]int `json:"groups"`
+		Limit       string         `json:"limit"`
+		Truncated   bool           `json:"truncated"`
+	}
+	raw, err := s.getInto(ctx, "/2/gnt/capacity", q, &res)
+	if err != nil {
+		return err
+	}
+	if s.cfg.JSON() {
+		return printJSON(s.stdout, raw)
+	}
+	more := ""
+	if res.Truncated {
+		more = " or more"
+	}
+	fmt.Fprintf(s.stdout, "%d%s instance(s) of %d MiB memory, %d vcpu(s), disks %v MiB fit\n", res.Count, more, mem, c.Int("vcpus"), q["disk"])
+	var nodes []string
+	for n := range res.Primaries {
+		nodes = append(nodes, n)
+	}
+	for n := range res.Secondaries {
+		if _, ok := res.Primaries[n]; !ok {
+			nodes = append(nodes, n)
+		}
+	}
+	sort.Strings(nodes)
+	for _, n := range nodes {
+		fmt.Fprintf(s.stdout, "  %-20s %d as primary, %d as secondary\n", n, res.Primaries[n], res.Secondaries[n])
+	}
+	if res.Limit != "" {
+		fmt.Fprintf(s.stdout, "one more does not fit: %s\n", res.Limit)
+	}
+	return nil
 }

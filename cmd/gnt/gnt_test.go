@@ -238,7 +238,7 @@ func TestAllServersDownTimesOut(t *testing.T) {
 }
 
 const twoNodes = `[
- {"name": "n1", "uuid": "u1", "role": "M", "group": "default", "pip": "192.0.2.1", "mtotal": 8192, "dtotal": 102400,
+ {"name": "n1", "uuid": "u1", "role": "M", "group": "default", "pip": "192.0.2.1", "mtotal": 8192, "mfree": 7680, "dtotal": 102400, "dfree": 92160,
   "ctotal": 8, "pinst_cnt": 2, "sinst_cnt": 0, "master_capable": true, "vm_capable": true, "powered": true, "addrs": {"api": "192.0.2.1:5080"},
   "gnt_liveness": "alive", "gnt_liveness_since": 1700000000.5},
  {"name": "n2", "uuid": "u2", "role": "D", "group": "default", "pip": "192.0.2.2", "mtotal": null, "dtotal": 512,
@@ -251,9 +251,9 @@ func TestNodeList(t *testing.T) {
 	f.on("GET", "/2/nodes", 200, twoNodes)
 	r := gnt(t, nil, "--server", f.addr(), "node", "list")
 	want := "" +
-		"Node Role Group   PrimaryIP MTotal DTotal CPUs Pinst Sinst Flags           Liveness\n" +
-		"n1   M    default 192.0.2.1 8.0G   100.0G 8    2     0     -               alive\n" +
-		"n2   D    default 192.0.2.2 ?      512M   4    0     1     no-mc,unpowered unknown\n"
+		"Node Role Group   PrimaryIP MTotal MFree DTotal DFree CPUs Pinst Sinst Flags           Liveness\n" +
+		"n1   M    default 192.0.2.1 8.0G   7.5G  100.0G 90.0G 8    2     0     -               alive\n" +
+		"n2   D    default 192.0.2.2 ?      ?     512M   ?     4    0     1     no-mc,unpowered unknown\n"
 	if r.code != 0 || r.stdout != want {
 		t.Errorf("exit %d stderr %q stdout\n%s\nwant\n%s", r.code, r.stderr, r.stdout, want)
 	}

@@ -28,7 +28,7 @@ func (e environment) instanceCommand() *cli.Command {
 				ArgsUsage: "[NAME...]",
 				Action:    e.do(instanceInfo),
 			},
-		}, e.tagCommands("instance", true, func(n string) string { return "/2/instances/" + url.PathEscape(n) + "/tags" })...),
+		}, append(e.instanceOpCommands(), e.tagCommands("instance", true, func(n string) string { return "/2/instances/" + url.PathEscape(n) + "/tags" })...)...),
 	}
 }
 

@@ -127,7 +127,9 @@ func jobList(ctx context.Context, s *session, c *cli.Context, args []string) err
 	return s.list(ctx, l, args, readListOpts(c))
 }
 
-func jobCancel(ctx context.Context, s *session, c *cli.Context, args []string) error {
+// eachJob checks the job id arguments (at least one) and calls fn for
+// each, stopping at the first error.
+func eachJob(c *cli.Context, args []string, fn func(id int64) error) error {
 	if err := nArgs(c, args, 1, -1); err != nil {
 		return err
 	}
@@ -136,29 +138,28 @@ func jobCancel(ctx context.Context, s *session, c *cli.Context, args []string) e
 	}
 	for _, a := range args {
 		id, _ := strconv.ParseInt(a, 10, 64)
-		msg, _, err := s.api.CancelJob(ctx, id, s.cfg.Reason)
-		if err != nil {
+		if err := fn(id); err != nil {
 			return fmt.Errorf("job %d: %w", id, err)
 		}
-		fmt.Fprintln(s.stdout, msg)
 	}
 	return nil
 }
 
-func jobArchive(ctx context.Context, s *session, c *cli.Context, args []string) error {
-	if err := nArgs(c, args, 1, -1); err != nil {
-		return err
-	}
-	if err := jobIDs(c, args); err != nil {
-		return err
-	}
-	for _, a := range args {
-		id, _ := strconv.ParseInt(a, 10, 64)
-		if _, err := s.api.ArchiveJob(ctx, id); err != nil {
-			return fmt.Errorf("job %d: %w", id, err)
+func jobCancel(ctx context.Context, s *session, c *cli.Context, args []string) error {
+	return eachJob(c, args, func(id int64) error {
+		msg, _, err := s.api.CancelJob(ctx, id, s.cfg.Reason)
+		if err == nil {
+			fmt.Fprintln(s.stdout, msg)
 		}
-	}
-	return nil
+		return err
+	})
+}
+
+func jobArchive(ctx context.Context, s *session, c *cli.Context, args []string) error {
+	return eachJob(c, args, func(id int64) error {
+		_, err := s.api.ArchiveJob(ctx, id)
+		return err
+	})
 }
 
 func jobInfo(ctx context.Context, s *session, c *cli.Context, args []string) error {
@@ -259,7 +260,7 @@ func showJob(w io.Writer, j *job) {
 			fmt.Fprintf(w, "      Depends on: %s\n", strings.Join(deps, "; "))
 		}
 		if i < len(j.OpLocks) && len(j.OpLocks[i]) > 0 {
-			fmt.Fprintf(w, "      Locks: %s\n", lockNames(j.OpLocks[i]))
+			fmt.Fprintf(w, "      Locks: %s\n", fsm.DescribeLocks(j.OpLocks[i]))
 		}
 		if i < len(j.OpSteps) && len(j.OpSteps[i]) > 0 {
 			fmt.Fprintf(w, "      Steps done:\n")
@@ -292,25 +293,6 @@ func showJob(w io.Writer, j *job) {
 			fmt.Fprintf(w, "      No execution log\n")
 		}
 	}
-}
-
-// lockNames writes locks as Ganeti names them: "cluster/BGL(shared)".
-func lockNames(decl []fsm.LockDecl) string {
-	var parts []string
-	for _, d := range decl {
-		mode := "shared"
-		if d.Exclusive {
-			mode = "exclusive"
-		}
-		names := d.Names
-		if len(names) == 0 {
-			names = []string{"[lockset]"}
-		}
-		for _, n := range names {
-			parts = append(parts, d.Level+"/"+n+"("+mode+")")
-		}
-	}
-	return strings.Join(parts, " ")
 }
 
 func stampAt(xs []stamp, i int) stamp {

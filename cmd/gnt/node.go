@@ -78,6 +78,22 @@ func (e environment) nodeCommand() *cli.Command {
 				Action:    e.do(nodeRemove),
 			},
 			{
+				Name:      "evacuate",
+				Usage:     "move the instances off a node, as the allocator plans (drbd: failover/migration and new secondaries)",
+				ArgsUsage: "NAME",
+				Flags: []cli.Flag{
+					&cli.BoolFlag{Name: "primary-only", Aliases: []string{"p"}, Usage: "only the instances the node runs (to their secondaries)"},
+					&cli.BoolFlag{Name: "secondary-only", Aliases: []string{"s"}, Usage: "only the instances the node backs (new secondaries)"},
+				},
+				Action: e.do(nodeEvacuate),
+			},
+			{
+				Name:      "migrate",
+				Usage:     "live-migrate the instances the node runs to their secondaries",
+				ArgsUsage: "NAME",
+				Action:    e.do(nodeMigrate),
+			},
+			{
 				Name:      "role",
 				Usage:     "show a node's role, or set it (master-candidate, regular, drained, offline)",
 				ArgsUsage: "NAME [ROLE]",
@@ -87,6 +103,8 @@ func (e environment) nodeCommand() *cli.Command {
 				},
 				Action: e.do(nodeRole),
 			},
+			e.nodePowerCommand(),
+			e.nodeHealthCommand(),
 		}, e.tagCommands("node", true, func(n string) string { return nodePath(n) + "/tags" })...),
 	}
 }
@@ -126,7 +144,9 @@ var nodeListing = listing{
 		{"Group", func(o object) string { return str(o, "group") }},
 		{"PrimaryIP", func(o object) string { return str(o, "pip") }},
 		{"MTotal", func(o object) string { return mebibytes(o, "mtotal") }},
+		{"MFree", func(o object) string { return mebibytes(o, "mfree") }},
 		{"DTotal", func(o object) string { return mebibytes(o, "dtotal") }},
+		{"DFree", func(o object) string { return mebibytes(o, "dfree") }},
 		{"CPUs", func(o object) string { return formatValue(o["ctotal"]) }},
 		{"Pinst", func(o object) string { return formatValue(o["pinst_cnt"]) }},
 		{"Sinst", func(o object) string { return formatValue(o["sinst_cnt"]) }},
@@ -201,6 +221,9 @@ func showNode(w io.Writer, o object) {
 		{"master candidate", "master_candidate"}, {"drained", "drained"}, {"offline", "offline"},
 		{"powered", "powered"}, {"master_capable", "master_capable"}, {"vm_capable", "vm_capable"},
 	} {
+		if f.key == "powered" && o["powered"] == nil {
+			continue // only nodes with an OOB helper have a power state
+		}
 		fmt.Fprintf(w, "  %s: %s\n", f.label, str(o, f.key))
 	}
 	fmt.Fprintf(w, "  memory: total %s, free %s\n", mebibytes(o, "mtotal"), mebibytes(o, "mfree"))
@@ -316,4 +339,29 @@ func trueOrNil(b bool) *bool {
 		return nil
 	}
 	return &b
+}
+
+func nodeEvacuate(ctx context.Context, s *session, c *cli.Context, args []string) error {
+	if err := nArgs(c, args, 1, 1); err != nil {
+		return err
+	}
+	mode := "all"
+	switch {
+	case c.Bool("primary-only") && c.Bool("secondary-only"):
+		return usagef(c, "--primary-only and --secondary-only exclude each other")
+	case c.Bool("primary-only"):
+		mode = "primary-only"
+	case c.Bool("secondary-only"):
+		mode = "secondary-only"
+	}
+	_, err := s.change(ctx, http.MethodPost, nodePath(args[0])+"/evacuate", nil, map[string]any{"mode": mode})
+	return err
+}
+
+func nodeMigrate(ctx context.Context, s *session, c *cli.Context, args []string) error {
+	if err := nArgs(c, args, 1, 1); err != nil {
+		return err
+	}
+	_, err := s.change(ctx, http.MethodPost, nodePath(args[0])+"/migrate", nil, map[string]any{})
+	return err
 }

@@ -72,6 +72,10 @@ func agentCommand() *cli.Command {
 			&cli.Int64Flag{Name: "memory-mib", Usage: "memory to report (0: unknown)"},
 			&cli.Int64Flag{Name: "disk-mib", Usage: "disk to report (0: unknown)"},
 			&cli.IntFlag{Name: "cpus", Usage: "CPUs to report (0: detect)"},
+			&cli.StringFlag{Name: "hypervisor", Usage: "node agent driver: fake or exec (default: fake with --profile dev, else exec)"},
+			&cli.StringFlag{Name: "hooks-dir", Usage: "the exec driver's scripts (default " + server.DefaultHooksDir + ")"},
+			&cli.DurationFlag{Name: "hook-timeout", Usage: "bound of one exec driver script run (0: 5m)"},
+			&cli.DurationFlag{Name: "fake-delay", Usage: "how long each fake driver operation takes"},
 		},
 		Action: func(c *cli.Context) error {
 			cfg := server.DefaultConfig()
@@ -119,6 +123,14 @@ func agentCommand() *cli.Command {
 			}
 			if c.IsSet("disk-mib") {
 				cfg.Resources.DiskMiB = c.Int64("disk-mib")
+			}
+			setStr("hypervisor", &cfg.Hypervisor)
+			setStr("hooks-dir", &cfg.HooksDir)
+			if c.IsSet("hook-timeout") {
+				cfg.HookTimeout.Duration = c.Duration("hook-timeout")
+			}
+			if c.IsSet("fake-delay") {
+				cfg.FakeDelay.Duration = c.Duration("fake-delay")
 			}
 			if j := c.String("join"); j != "" {
 				cfg.Join = strings.Split(j, ",")

@@ -27,6 +27,7 @@ func TestAgentRefusesBadConfiguration(t *testing.T) {
 		{[]string{"--name", "n1", "--bind", "127.0.0.1", "--join", "nocolon"}, "--join"},
 		{[]string{"--name", "n1", "--bind", "127.0.0.1", "--profile", "fast"}, "--profile"},
 		{[]string{"--config", cfg}, "colour"},
+		{[]string{"--name", "n1", "--bind", "127.0.0.1", "--hypervisor", "xen"}, "--hypervisor"},
 		{[]string{"--config", filepath.Join(dir, "missing.json")}, "config file"},
 	}
 	for _, tc := range cases {

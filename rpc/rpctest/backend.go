@@ -376,6 +376,11 @@ func (b *Backend) SetNow(now func() time.Time) {
 	b.now = now
 }
 
+// Capacity implements rpc.Backend: the test backend has no allocator.
+func (b *Backend) Capacity(rpc.CapacityRequest) (any, error) {
+	return nil, errors.New("the test backend has no allocator")
+}
+
 // NewUUID implements rpc.Backend with deterministic UUIDs.
 func (b *Backend) NewUUID() string {
 	b.mu.Lock()

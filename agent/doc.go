@@ -1,0 +1,31 @@
+// Package agent is the node agent's hypervisor layer: the Driver
+// interface through which the leader's opcodes act on the instances of one
+// node (start, stop, reboot, live migration in two halves, per-disk
+// create/remove/attach/detach/replace, OS install, status), and its two
+// drivers:
+//
+//   - Fake keeps each instance as a JSON record under its directory
+//     (<data-dir>/agent/fake/ in gntd), written atomically, so the
+//     simulated world survives restarts; operations can be slowed down
+//     and made to fail or hang, for tests and chaos runs.
+//   - Exec runs one operator script per operation from a hooks directory,
+//     in the spirit of Ganeti's OS API: the instance is given as
+//     environment variables (OS_API_VERSION, INSTANCE_NAME, DISK_COUNT,
+//     DISK_0_UUID, NIC_0_MAC, ...) and as JSON on stdin; scripts run with
+//     a timeout in their own process group, and their output is captured
+//     (bounded) and returned for the job log.
+//
+// Every operation is idempotent: asking for a state the instance is
+// already in succeeds without effect (Result.Changed is false). Operations
+// whose effect is an event rather than a state (reboot, disk replace, OS
+// install) carry a caller-chosen OpID; the same OpID twice is done once.
+// Each Driver method documents what it checks first.
+//
+// The package knows nothing of the network: the node RPC (package rpc)
+// calls a driver through an adapter that package server wires. It imports
+// only fsm, for the instance configuration types.
+//
+// Goroutines: none outlive a call. Exec starts one process group per
+// script run and waits for it (killing the group at the timeout); Fake
+// sleeps in its caller's goroutine for delays and hangs.
+package agent

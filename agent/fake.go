@@ -1,0 +1,841 @@
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/gnt-cluster/gnt/fsm"
+)
+
+// FakeConfig configures a Fake.
+type FakeConfig struct {
+	// Dir holds the records, one JSON file per instance.
+	Dir string
+	// Node is this node's name, recorded in the handoffs it sends.
+	Node string
+	// Delay is how long every operation that changes something takes
+	// (an operation without effect takes no time); Delays overrides it
+	// per operation. For Stop, the delay is the guest's graceful shutdown
+	// time, cut short by the stop timeout or Force.
+	Delay  time.Duration
+	Delays map[Op]time.Duration
+	// Send carries a migration's handoff to the target's agent (m.Peer);
+	// gntd sends it through the node RPC, a test can call the target
+	// Fake's MigrateReceive. Without it MigrateSend is not supported.
+	Send func(ctx context.Context, m Migration, h Handoff) error
+	// Now and NewID replace the clock and the random boot ids in tests.
+	Now   func() time.Time
+	NewID func() string
+}
+
+// Fake is a simulated hypervisor: each instance the node knows is a
+// record in Dir, and every operation is a checked change of that record.
+// Records survive restarts.
+type Fake struct {
+	cfg   FakeConfig
+	store store
+	locks locks
+
+	mu      sync.Mutex
+	faults  []*Fault
+	release chan struct{} // closed by ClearFaults to end injected hangs
+}
+
+// Fault is a failure injected into a Fake, for tests and chaos runs.
+type Fault struct {
+	// Op is the operation it hits ("" for every operation).
+	Op Op `json:"op,omitempty"`
+	// Instance restricts it to one instance (UUID or name; "" for all).
+	Instance string `json:"instance,omitempty"`
+	// Delay is added before the operation.
+	Delay time.Duration `json:"delay,omitempty"`
+	// Hang blocks the operation until its context ends or ClearFaults.
+	Hang bool `json:"hang,omitempty"`
+	// Err fails the operation with this message (wrapping ErrInjected)...
+	Err string `json:"error,omitempty"`
+	// ...after it took effect when After is set (a lost reply), else
+	// before it did anything.
+	After bool `json:"after,omitempty"`
+	// Times is how many calls it hits; 0 means until cleared.
+	Times int `json:"times,omitempty"`
+}
+
+// fakeRecord is an instance on the fake node, as stored.
+type fakeRecord struct {
+	Instance  fsm.Instance    `json:"instance"`
+	State     State           `json:"state"`
+	BootID    string          `json:"boot_id,omitempty"`
+	Disks     []DiskStatus    `json:"disks"`
+	OS        string          `json:"os,omitempty"`
+	DoneOps   []string        `json:"done_ops,omitempty"` // recent "op:opID", bounded
+	Migration *MigrationState `json:"migration,omitempty"`
+	LastOp    *LastOp         `json:"last_op,omitempty"`
+}
+
+// maxDoneOps bounds the op ids a record remembers. A caller retries a
+// step long before 64 newer ones of the same instance reached this node.
+const maxDoneOps = 64
+
+// NewFake opens (creating) the record directory.
+func NewFake(cfg FakeConfig) (*Fake, error) {
+	st, err := newStore(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.NewID == nil {
+		cfg.NewID = randomID
+	}
+	return &Fake{cfg: cfg, store: st, release: make(chan struct{})}, nil
+}
+
+func randomID() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Name implements Driver.
+func (f *Fake) Name() string { return "fake" }
+
+// InjectFault adds a fault; the first fault matching a call applies.
+func (f *Fake) InjectFault(fault Fault) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := fault
+	f.faults = append(f.faults, &c)
+}
+
+// ClearFaults removes every fault and ends the hangs they caused.
+func (f *Fake) ClearFaults() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.faults = nil
+	close(f.release)
+	f.release = make(chan struct{})
+}
+
+// Faults returns the faults still armed.
+func (f *Fake) Faults() []Fault {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]Fault, 0, len(f.faults))
+	for _, x := range f.faults {
+		out = append(out, *x)
+	}
+	return out
+}
+
+// takeFault returns the fault that hits this call, if any, and the
+// channel that ends its hang.
+func (f *Fake) takeFault(op Op, inst fsm.Instance) (*Fault, <-chan struct{}) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, x := range f.faults {
+		if x.Op != "" && x.Op != op {
+			continue
+		}
+		if x.Instance != "" && x.Instance != inst.UUID && x.Instance != inst.Name {
+			continue
+		}
+		c := *x
+		if x.Times > 0 {
+			x.Times--
+			if x.Times == 0 {
+				f.faults = slices.Delete(f.faults, i, i+1)
+			}
+		}
+		return &c, f.release
+	}
+	return nil, nil
+}
+
+// applyFault runs the part of a fault that comes before the operation.
+func (f *Fake) applyFault(ctx context.Context, op Op, fault *Fault, release <-chan struct{}) error {
+	if fault == nil {
+		return nil
+	}
+	if fault.Delay > 0 {
+		if err := sleep(ctx, fault.Delay); err != nil {
+			return &OpError{Op: op, Err: err, Output: "fake: interrupted during injected delay"}
+		}
+	}
+	if fault.Hang {
+		select {
+		case <-ctx.Done():
+			return &OpError{Op: op, Err: ctx.Err(), Output: "fake: injected hang"}
+		case <-release:
+			return &OpError{Op: op, Err: fmt.Errorf("%w: hang ended by clearing faults", ErrInjected), Output: "fake: injected hang"}
+		}
+	}
+	if fault.Err != "" && !fault.After {
+		return &OpError{Op: op, Err: fmt.Errorf("%w: %s", ErrInjected, fault.Err), Output: "fake: injected failure before the operation"}
+	}
+	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (f *Fake) delay(op Op) time.Duration {
+	if d, ok := f.cfg.Delays[op]; ok {
+		return d
+	}
+	return f.cfg.Delay
+}
+
+// change is one mutating operation's decision on a record: rec is nil when
+// the node has no record of the instance; the function edits *rec (it
+// may create or nil it) and reports whether anything changed and what to
+// print.
+type change func(rec **fakeRecord) (changed bool, output string, err error)
+
+// mutate runs one operation: lock, load, fault, decide, take the
+// operation's time, save. Nothing is saved when the decision fails or the
+// simulated work is interrupted.
+func (f *Fake) mutate(ctx context.Context, op Op, inst fsm.Instance, opID string, fn change) (Result, error) {
+	if err := checkInstance(inst); err != nil {
+		return Result{}, err
+	}
+	unlock, err := f.locks.lock(ctx, inst.UUID)
+	if err != nil {
+		return Result{}, &OpError{Op: op, Err: err}
+	}
+	defer unlock()
+	var rec *fakeRecord
+	var stored fakeRecord
+	ok, err := f.store.load(inst.UUID, &stored)
+	if err != nil {
+		return Result{}, &OpError{Op: op, Err: err}
+	}
+	if ok {
+		rec = &stored
+	}
+	fault, release := f.takeFault(op, inst)
+	if err := f.applyFault(ctx, op, fault, release); err != nil {
+		f.noteFailure(rec, op, opID, err)
+		return Result{}, err
+	}
+	work := cloneRecord(rec)
+	changed, out, err := fn(&work)
+	if err != nil {
+		f.noteFailure(rec, op, opID, err)
+		return Result{}, err
+	}
+	if changed && !selfTimed[op] {
+		if err := sleep(ctx, f.delay(op)); err != nil {
+			return Result{}, &OpError{Op: op, Err: err, Output: "fake: interrupted; nothing changed"}
+		}
+	}
+	if work != nil {
+		work.Instance = inst
+		if opID != "" && changed {
+			work.DoneOps = append(work.DoneOps, string(op)+":"+opID)
+			if n := len(work.DoneOps); n > maxDoneOps {
+				work.DoneOps = work.DoneOps[n-maxDoneOps:]
+			}
+		}
+		work.LastOp = &LastOp{Op: op, OpID: opID, At: f.cfg.Now().UTC(), Changed: changed}
+		if err := f.store.save(inst.UUID, work); err != nil {
+			return Result{}, &OpError{Op: op, Err: err}
+		}
+	} else if rec != nil {
+		if err := f.store.remove(inst.UUID); err != nil {
+			return Result{}, &OpError{Op: op, Err: err}
+		}
+	}
+	if fault != nil && fault.Err != "" && fault.After {
+		return Result{}, &OpError{Op: op, Err: fmt.Errorf("%w: %s", ErrInjected, fault.Err), Output: "fake: injected failure after the operation took effect\n" + out}
+	}
+	return Result{Changed: changed, Output: out}, nil
+}
+
+// selfTimed operations spend their delay inside their decision (a
+// shutdown, a transfer), because it matters what happens meanwhile.
+var selfTimed = map[Op]bool{OpStop: true, OpMigrateSend: true}
+
+// noteFailure records a failed operation as the instance's last one.
+func (f *Fake) noteFailure(rec *fakeRecord, op Op, opID string, err error) {
+	if rec == nil {
+		return
+	}
+	rec.LastOp = &LastOp{Op: op, OpID: opID, At: f.cfg.Now().UTC(), Error: err.Error()}
+	f.store.save(rec.Instance.UUID, rec)
+}
+
+func cloneRecord(r *fakeRecord) *fakeRecord {
+	if r == nil {
+		return nil
+	}
+	c := *r
+	c.Disks = slices.Clone(r.Disks)
+	c.DoneOps = slices.Clone(r.DoneOps)
+	if r.Migration != nil {
+		m := *r.Migration
+		c.Migration = &m
+	}
+	return &c
+}
+
+func (r *fakeRecord) done(op Op, opID string) bool {
+	return r != nil && slices.Contains(r.DoneOps, string(op)+":"+opID)
+}
+
+func (r *fakeRecord) disk(id string) *DiskStatus {
+	if r == nil {
+		return nil
+	}
+	for i := range r.Disks {
+		if r.Disks[i].UUID == id {
+			return &r.Disks[i]
+		}
+	}
+	return nil
+}
+
+// missingDisk names the first configured disk not present here.
+func (r *fakeRecord) missingDisk(inst fsm.Instance) string {
+	for _, d := range inst.Disks {
+		if r.disk(d.UUID) == nil {
+			return d.UUID
+		}
+	}
+	return ""
+}
+
+func (r *fakeRecord) status() Status {
+	st := Status{UUID: r.Instance.UUID, Name: r.Instance.Name, State: r.State, OS: r.OS, BootID: r.BootID, LastOp: r.LastOp}
+	order := map[string]int{}
+	for i, d := range r.Instance.Disks {
+		order[d.UUID] = i
+	}
+	st.Disks = slices.Clone(r.Disks)
+	if st.Disks == nil {
+		st.Disks = []DiskStatus{}
+	}
+	sort.SliceStable(st.Disks, func(i, j int) bool {
+		oi, iok := order[st.Disks[i].UUID]
+		oj, jok := order[st.Disks[j].UUID]
+		if iok != jok {
+			return iok
+		}
+		return oi < oj
+	})
+	if r.Migration != nil {
+		m := *r.Migration
+		st.Migration = &m
+	}
+	return st
+}
+
+func newRecord(inst fsm.Instance) *fakeRecord {
+	return &fakeRecord{Instance: inst, State: StateStopped, Disks: []DiskStatus{}}
+}
+
+// Status implements Driver.
+func (f *Fake) Status(ctx context.Context, inst fsm.Instance) (Status, error) {
+	if err := checkInstance(inst); err != nil {
+		return Status{}, err
+	}
+	fault, release := f.takeFault(OpStatus, inst)
+	if err := f.applyFault(ctx, OpStatus, fault, release); err != nil {
+		return Status{}, err
+	}
+	var rec fakeRecord
+	ok, err := f.store.load(inst.UUID, &rec)
+	if err != nil {
+		return Status{}, &OpError{Op: OpStatus, Err: err}
+	}
+	if !ok {
+		return Status{}, notFound("instance %s", inst.UUID)
+	}
+	return rec.status(), nil
+}
+
+// List implements Driver.
+func (f *Fake) List(ctx context.Context) ([]Status, error) {
+	fault, release := f.takeFault(OpList, fsm.Instance{})
+	if err := f.applyFault(ctx, OpList, fault, release); err != nil {
+		return nil, err
+	}
+	ids, err := f.store.uuids()
+	if err != nil {
+		return nil, &OpError{Op: OpList, Err: err}
+	}
+	out := []Status{}
+	for _, id := range ids {
+		var rec fakeRecord
+		if ok, err := f.store.load(id, &rec); err != nil {
+			return nil, &OpError{Op: OpList, Err: err}
+		} else if ok {
+			out = append(out, rec.status())
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].Name < out[j].Name || out[i].Name == out[j].Name && out[i].UUID < out[j].UUID
+	})
+	return out, nil
+}
+
+// start brings a stopped record up: every configured disk attached, a new
+// boot id.
+func (f *Fake) start(r *fakeRecord, inst fsm.Instance) error {
+	if d := r.missingDisk(inst); d != "" {
+		return stateErr("disk %s of instance %s is not present on this node", d, inst.Name)
+	}
+	for _, d := range inst.Disks {
+		r.disk(d.UUID).Attached = true
+	}
+	r.State, r.BootID = StateRunning, f.cfg.NewID()
+	return nil
+}
+
+func migrating(r *fakeRecord) error {
+	if r != nil && (r.State == StateIncoming || r.State == StateReceived) {
+		return stateErr("instance %s is %s here (migration %s); finish or abort the migration first", r.Instance.Name, r.State, r.Migration.ID)
+	}
+	return nil
+}
+
+// Start implements Driver.
+func (f *Fake) Start(ctx context.Context, inst fsm.Instance) (Result, error) {
+	return f.mutate(ctx, OpStart, inst, "", func(rec **fakeRecord) (bool, string, error) {
+		r := *rec
+		if r != nil && r.State == StateRunning {
+			return false, "already running", nil
+		}
+		if err := migrating(r); err != nil {
+			return false, "", err
+		}
+		if r == nil {
+			r = newRecord(inst)
+		}
+		if err := f.start(r, inst); err != nil {
+			return false, "", err
+		}
+		*rec = r
+		return true, "started, boot id " + r.BootID, nil
+	})
+}
+
+// Stop implements Driver.
+func (f *Fake) Stop(ctx context.Context, inst fsm.Instance, o StopOptions) (Result, error) {
+	if o.Timeout < 0 {
+		return Result{}, invalid("negative stop timeout")
+	}
+	if o.Timeout == 0 {
+		o.Timeout = DefaultShutdownTimeout
+	}
+	var wait time.Duration
+	var out string
+	res, err := f.mutate(ctx, OpStop, inst, "", func(rec **fakeRecord) (bool, string, error) {
+		r := *rec
+		if r == nil || r.State == StateStopped {
+			return false, "not running", nil
+		}
+		if err := migrating(r); err != nil {
+			return false, "", err
+		}
+		wait, out = f.delay(OpStop), "shut down gracefully"
+		switch {
+		case o.Force:
+			wait, out = 0, "destroyed (forced)"
+		case wait > o.Timeout:
+			wait, out = o.Timeout, fmt.Sprintf("guest did not shut down within %s; destroyed", o.Timeout)
+		}
+		// The shutdown's time passes before the record says stopped.
+		if err := sleep(ctx, wait); err != nil {
+			return false, "", &OpError{Op: OpStop, Err: err, Output: "fake: interrupted during shutdown; still running"}
+		}
+		r.State, r.BootID = StateStopped, ""
+		return true, out, nil
+	})
+	return res, err
+}
+
+// Reboot implements Driver.
+func (f *Fake) Reboot(ctx context.Context, inst fsm.Instance, o RebootOptions) (Result, error) {
+	if o.OpID == "" {
+		return Result{}, invalid("reboot needs an op id")
+	}
+	switch o.Type {
+	case "":
+		o.Type = RebootHard
+	case RebootSoft, RebootHard, RebootFull:
+	default:
+		return Result{}, invalid("reboot type %q: want soft, hard or full", o.Type)
+	}
+	return f.mutate(ctx, OpReboot, inst, o.OpID, func(rec **fakeRecord) (bool, string, error) {
+		r := *rec
+		if r.done(OpReboot, o.OpID) {
+			return false, "already rebooted for " + o.OpID, nil
+		}
+		if err := migrating(r); err != nil {
+			return false, "", err
+		}
+		if r == nil {
+			r = newRecord(inst)
+		}
+		was := r.State
+		if err := f.start(r, inst); err != nil {
+			return false, "", err
+		}
+		*rec = r
+		if was == StateStopped {
+			return true, "was not running; started, boot id " + r.BootID, nil
+		}
+		return true, o.Type + " reboot, boot id " + r.BootID, nil
+	})
+}
+
+// Remove implements Driver.
+func (f *Fake) Remove(ctx context.Context, inst fsm.Instance) (Result, error) {
+	return f.mutate(ctx, OpRemove, inst, "", func(rec **fakeRecord) (bool, string, error) {
+		r := *rec
+		if r == nil {
+			return false, "not known on this node", nil
+		}
+		if r.State != StateStopped {
+			return false, "", stateErr("instance %s is %s here; stop it (or end its migration) first", inst.Name, r.State)
+		}
+		*rec = nil
+		return true, fmt.Sprintf("removed, with %d disk(s)", len(r.Disks)), nil
+	})
+}
+
+// DiskCreate implements Driver.
+func (f *Fake) DiskCreate(ctx context.Context, inst fsm.Instance, disk string) (Result, error) {
+	cd, _, err := configDisk(inst, disk)
+	if err != nil {
+		return Result{}, err
+	}
+	if cd.SizeMiB <= 0 {
+		return Result{}, invalid("disk %s has size %d", disk, cd.SizeMiB)
+	}
+	return f.mutate(ctx, OpDiskCreate, inst, "", func(rec **fakeRecord) (bool, string, error) {
+		r := *rec
+		if d := r.disk(disk); d != nil {
+			if d.SizeMiB != cd.SizeMiB {
+				return false, "", stateErr("disk %s is present with %d MiB, not the configured %d MiB", disk, d.SizeMiB, cd.SizeMiB)
+			}
+			return false, "already present", nil
+		}
+		if r == nil {
+			r = newRecord(inst)
+		}
+		r.Disks = append(r.Disks, DiskStatus{UUID: disk, SizeMiB: cd.SizeMiB, Generation: "created"})
+		*rec = r
+		return true, fmt.Sprintf("created disk %s (%d MiB)", disk, cd.SizeMiB), nil
+	})
+}
+
+// DiskRemove implements Driver. A disk no longer in the configuration can
+// be removed too (its UUID is enough).
+func (f *Fake) DiskRemove(ctx context.Context, inst fsm.Instance, disk string) (Result, error) {
+	if disk == "" {
+		return Result{}, invalid("no disk UUID given")
+	}
+	return f.mutate(ctx, OpDiskRemove, inst, "", func(rec **fakeRecord) (bool, string, error) {
+		r := *rec
+		d := r.disk(disk)
+		if d == nil {
+			return false, "not present", nil
+		}
+		if d.Attached && r.State != StateStopped {
+			return false, "", stateErr("disk %s is attached to instance %s, which is %s here; detach it first", disk, inst.Name, r.State)
+		}
+		r.Disks = slices.DeleteFunc(r.Disks, func(x DiskStatus) bool { return x.UUID == disk })
+		return true, "removed disk " + disk, nil
+	})
+}
+
+// DiskAttach implements Driver.
+func (f *Fake) DiskAttach(ctx context.Context, inst fsm.Instance, disk string) (Result, error) {
+	if _, _, err := configDisk(inst, disk); err != nil {
+		return Result{}, err
+	}
+	return f.mutate(ctx, OpDiskAttach, inst, "", func(rec **fakeRecord) (bool, string, error) {
+		r := *rec
+		d := r.disk(disk)
+		if d == nil {
+			return false, "", notFound("disk %s is not present on this node", disk)
+		}
+		if d.Attached {
+			return false, "already attached", nil
+		}
+		d.Attached = true
+		if r.State == StateRunning {
+			return true, "hot-plugged disk " + disk, nil
+		}
+		return true, "attached disk " + disk, nil
+	})
+}
+
+// DiskDetach implements Driver.
+func (f *Fake) DiskDetach(ctx context.Context, inst fsm.Instance, disk string) (Result, error) {
+	if disk == "" {
+		return Result{}, invalid("no disk UUID given")
+	}
+	return f.mutate(ctx, OpDiskDetach, inst, "", func(rec **fakeRecord) (bool, string, error) {
+		r := *rec
+		d := r.disk(disk)
+		if d == nil || !d.Attached {
+			return false, "not attached", nil
+		}
+		d.Attached = false
+		return true, "detached disk " + disk, nil
+	})
+}
+
+// DiskReplace implements Driver.
+func (f *Fake) DiskReplace(ctx context.Context, inst fsm.Instance, disk, opID string) (Result, error) {
+	if opID == "" {
+		return Result{}, invalid("disk replace needs an op id")
+	}
+	if _, _, err := configDisk(inst, disk); err != nil {
+		return Result{}, err
+	}
+	return f.mutate(ctx, OpDiskReplace, inst, opID, func(rec **fakeRecord) (bool, string, error) {
+		r := *rec
+		if r.done(OpDiskReplace, opID) {
+			return false, "already replaced for " + opID, nil
+		}
+		d := r.disk(disk)
+		if d == nil {
+			return false, "", notFound("disk %s is not present on this node", disk)
+		}
+		d.Generation = opID
+		return true, "replaced disk " + disk + " and resynchronised it", nil
+	})
+}
+
+// InstallOS implements Driver.
+func (f *Fake) InstallOS(ctx context.Context, inst fsm.Instance, opID string) (Result, error) {
+	if opID == "" {
+		return Result{}, invalid("OS install needs an op id")
+	}
+	if inst.OS == "" {
+		return Result{}, invalid("instance %s has no OS to install", inst.Name)
+	}
+	return f.mutate(ctx, OpOSInstall, inst, opID, func(rec **fakeRecord) (bool, string, error) {
+		r := *rec
+		if r.done(OpOSInstall, opID) {
+			return false, "already installed for " + opID, nil
+		}
+		if r != nil && r.State != StateStopped {
+			return false, "", stateErr("instance %s is %s here; stop it first", inst.Name, r.State)
+		}
+		if r == nil {
+			r = newRecord(inst)
+		}
+		if d := r.missingDisk(inst); d != "" {
+			return false, "", stateErr("disk %s of instance %s is not present on this node", d, inst.Name)
+		}
+		out := "installed " + inst.OS
+		if r.OS != "" {
+			out = fmt.Sprintf("reinstalled %s (was %s)", inst.OS, r.OS)
+		}
+		r.OS = inst.OS
+		*rec = r
+		return true, out, nil
+	})
+}
+
+func (f *Fake) migration(m Migration, role, phase string) *MigrationState {
+	return &MigrationState{ID: m.ID, Role: role, Phase: phase, PeerNode: m.PeerNode, Peer: m.Peer, Changed: f.cfg.Now().UTC()}
+}
+
+func isMigration(r *fakeRecord, id, role string) bool {
+	return r != nil && r.Migration != nil && r.Migration.ID == id && r.Migration.Role == role
+}
+
+// MigratePrepare implements Driver.
+func (f *Fake) MigratePrepare(ctx context.Context, inst fsm.Instance, m Migration) (Result, error) {
+	if m.ID == "" {
+		return Result{}, invalid("no migration id")
+	}
+	return f.mutate(ctx, OpMigratePrepare, inst, "", func(rec **fakeRecord) (bool, string, error) {
+		r := *rec
+		if isMigration(r, m.ID, RoleTarget) && (r.State == StateIncoming || r.State == StateReceived ||
+			r.State == StateRunning && r.Migration.Phase == PhaseFinished) {
+			return false, "already " + r.Migration.Phase + " for migration " + m.ID, nil
+		}
+		if r != nil {
+			switch r.State {
+			case StateRunning:
+				return false, "", stateErr("instance %s is already running on this node", inst.Name)
+			case StateReceived:
+				return false, "", stateErr("this node holds the received copy of migration %s; finish or abort it first", r.Migration.ID)
+			}
+		}
+		if r == nil {
+			r = newRecord(inst)
+		}
+		if d := r.missingDisk(inst); d != "" {
+			return false, "", stateErr("disk %s of instance %s is not present on this node", d, inst.Name)
+		}
+		out := "ready to receive from " + m.PeerNode
+		if r.State == StateIncoming {
+			out += fmt.Sprintf(" (superseding migration %s)", r.Migration.ID)
+		}
+		r.State, r.BootID = StateIncoming, ""
+		r.Migration = f.migration(m, RoleTarget, PhasePrepared)
+		*rec = r
+		return true, out, nil
+	})
+}
+
+// MigrateSend implements Driver.
+func (f *Fake) MigrateSend(ctx context.Context, inst fsm.Instance, m Migration) (Result, error) {
+	if m.ID == "" || m.Peer == "" {
+		return Result{}, invalid("migrate-send needs a migration id and the target's address")
+	}
+	if f.cfg.Send == nil {
+		return Result{}, fmt.Errorf("%w: this fake node cannot reach other nodes", ErrNotSupported)
+	}
+	return f.mutate(ctx, OpMigrateSend, inst, "", func(rec **fakeRecord) (bool, string, error) {
+		r := *rec
+		if isMigration(r, m.ID, RoleSource) && r.Migration.Phase == PhaseSent {
+			return false, "already sent to " + r.Migration.PeerNode, nil
+		}
+		if r == nil || r.State != StateRunning {
+			state := "not known"
+			if r != nil {
+				state = string(r.State)
+			}
+			return false, "", stateErr("instance %s is %s on this node, not running; nothing to migrate", inst.Name, state)
+		}
+		// Mark the attempt first: a crash during the transfer leaves the
+		// instance running here with the migration visible.
+		r.Migration = f.migration(m, RoleSource, PhaseSending)
+		if err := f.store.save(inst.UUID, r); err != nil {
+			return false, "", &OpError{Op: OpMigrateSend, Err: err}
+		}
+		if err := sleep(ctx, f.delay(OpMigrateSend)); err != nil {
+			return false, "", &OpError{Op: OpMigrateSend, Err: err, Output: "fake: transfer interrupted; still running here"}
+		}
+		h := Handoff{Migration: m.ID, Source: f.cfg.Node, Instance: inst, BootID: r.BootID, OS: r.OS,
+			MemoryMiB: inst.MemoryMiB, Transferred: f.cfg.Now().UTC()}
+		if err := f.cfg.Send(ctx, m, h); err != nil {
+			return false, "", &OpError{Op: OpMigrateSend, Err: fmt.Errorf("transfer to %s (%s): %w", m.PeerNode, m.Peer, err), Output: "fake: still running here"}
+		}
+		r.State, r.BootID = StateStopped, ""
+		r.Migration = f.migration(m, RoleSource, PhaseSent)
+		return true, fmt.Sprintf("sent %d MiB to %s (%s)", inst.MemoryMiB, m.PeerNode, m.Peer), nil
+	})
+}
+
+// MigrateReceive takes a migration's handoff on the target (called by the
+// source's driver, through the node RPC). Checks first: received or
+// finished for h.Migration → no effect; not prepared for it → ErrState.
+func (f *Fake) MigrateReceive(ctx context.Context, h Handoff) (Result, error) {
+	if h.Migration == "" || h.BootID == "" {
+		return Result{}, invalid("a handoff needs a migration id and a boot id")
+	}
+	return f.mutate(ctx, OpMigrateReceive, h.Instance, "", func(rec **fakeRecord) (bool, string, error) {
+		r := *rec
+		if isMigration(r, h.Migration, RoleTarget) {
+			switch r.Migration.Phase {
+			case PhaseReceived, PhaseFinished:
+				return false, "already " + r.Migration.Phase, nil
+			case PhasePrepared:
+				r.State, r.BootID = StateReceived, h.BootID
+				if h.OS != "" {
+					r.OS = h.OS // the disks it was installed on are replicated
+				}
+				r.Migration.Phase, r.Migration.Changed = PhaseReceived, f.cfg.Now().UTC()
+				return true, "received from " + h.Source, nil
+			}
+		}
+		return false, "", stateErr("this node is not prepared to receive migration %s of instance %s", h.Migration, h.Instance.Name)
+	})
+}
+
+// MigrateFinish implements Driver.
+func (f *Fake) MigrateFinish(ctx context.Context, inst fsm.Instance, m Migration) (Result, error) {
+	if m.ID == "" {
+		return Result{}, invalid("no migration id")
+	}
+	return f.mutate(ctx, OpMigrateFinish, inst, "", func(rec **fakeRecord) (bool, string, error) {
+		r := *rec
+		if !isMigration(r, m.ID, RoleTarget) {
+			return false, "", stateErr("this node has no migration %s of instance %s", m.ID, inst.Name)
+		}
+		switch {
+		case r.State == StateRunning && r.Migration.Phase == PhaseFinished:
+			return false, "already finished", nil
+		case r.State == StateReceived:
+			if d := r.missingDisk(inst); d != "" {
+				return false, "", stateErr("disk %s of instance %s is not present on this node", d, inst.Name)
+			}
+			for _, d := range inst.Disks {
+				r.disk(d.UUID).Attached = true
+			}
+			r.State = StateRunning
+			r.Migration.Phase, r.Migration.Changed = PhaseFinished, f.cfg.Now().UTC()
+			return true, "resumed, boot id " + r.BootID, nil
+		}
+		return false, "", stateErr("migration %s is %s here, not received", m.ID, r.Migration.Phase)
+	})
+}
+
+// MigrateAbort implements Driver.
+func (f *Fake) MigrateAbort(ctx context.Context, inst fsm.Instance, m Migration) (Result, error) {
+	if m.ID == "" {
+		return Result{}, invalid("no migration id")
+	}
+	return f.mutate(ctx, OpMigrateAbort, inst, "", func(rec **fakeRecord) (bool, string, error) {
+		r := *rec
+		if r == nil || r.Migration == nil || r.Migration.ID != m.ID || r.Migration.Phase == PhaseAborted {
+			return false, "nothing to abort", nil
+		}
+		mig := r.Migration
+		switch mig.Role {
+		case RoleSource:
+			if mig.Phase == PhaseSent {
+				return false, "", stateErr("migration %s was sent to %s, which holds the only copy; finish it there", m.ID, mig.PeerNode)
+			}
+			mig.Phase, mig.Changed = PhaseAborted, f.cfg.Now().UTC()
+			return true, "aborted; still running here", nil
+		default:
+			if mig.Phase == PhaseFinished {
+				return false, "", stateErr("migration %s finished; the instance runs here", m.ID)
+			}
+			mig.Phase, mig.Changed = PhaseAborted, f.cfg.Now().UTC()
+			r.State, r.BootID = StateStopped, ""
+			if len(r.Disks) == 0 && r.OS == "" {
+				*rec = nil // nothing left here but the aborted preparation
+			}
+			return true, "aborted; discarded the incoming copy", nil
+		}
+	})
+}
+
+var _ Driver = (*Fake)(nil)
+
+// Receiver is implemented by drivers whose migrations travel between
+// agents (the fake's handoffs), so the node RPC can deliver them.
+type Receiver interface {
+	MigrateReceive(ctx context.Context, h Handoff) (Result, error)
+}
+
+var _ Receiver = (*Fake)(nil)

@@ -1,0 +1,320 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+)
+
+// Instance operations: each submits one job and follows it (its log
+// lines as they come), as Ganeti's gnt-instance does.
+
+func (e environment) instanceOpCommands() []*cli.Command {
+	one := func(name, usage string, flags []cli.Flag, fn func(ctx context.Context, s *session, c *cli.Context, args []string) error) *cli.Command {
+		return &cli.Command{Name: name, Usage: usage, ArgsUsage: "NAME", Flags: flags, Action: e.do(fn)}
+	}
+	return []*cli.Command{
+		{
+			Name:      "add",
+			Usage:     "create an instance, placed by the allocator unless --node is given",
+			ArgsUsage: "NAME",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "disk-template", Aliases: []string{"t"}, Usage: "plain, drbd or diskless (default: plain with disks)"},
+				&cli.StringSliceFlag{Name: "disk", Usage: "a disk of `SIZE` (e.g. 10G, 512M; repeatable)"},
+				&cli.StringFlag{Name: "memory", Usage: "memory, e.g. 512 (MiB) or 2G"},
+				&cli.IntFlag{Name: "vcpus", Usage: "virtual CPUs"},
+				&cli.StringFlag{Name: "os-type", Usage: "OS to install"},
+				&cli.StringFlag{Name: "node", Aliases: []string{"n"}, Usage: "`PNODE[:SNODE]` instead of the allocator"},
+				&cli.StringFlag{Name: "group", Usage: "place within this node group"},
+				&cli.StringSliceFlag{Name: "net", Usage: "a NIC: `ip=IP,link=LINK,mac=MAC` (repeatable)"},
+				&cli.BoolFlag{Name: "no-start", Usage: "do not start the instance"},
+				&cli.BoolFlag{Name: "no-install", Usage: "do not install the OS"},
+				&cli.BoolFlag{Name: "forthcoming", Usage: "only reserve the resources (commit later with 'gnt instance create NAME')"},
+				&cli.BoolFlag{Name: "dry-run", Usage: "only show where the allocator would place it"},
+			},
+			Action: e.do(instanceAdd),
+		},
+		one("create", "turn a forthcoming instance into a real one (commit the reservation)", nil, instanceCommit),
+		one("remove", "stop an instance and remove it with its disks", []cli.Flag{
+			&cli.BoolFlag{Name: "ignore-failures", Usage: "remove the record even when nodes cannot be cleaned"},
+		}, instanceSimple(http.MethodDelete, "", "ignore-failures")),
+		one("startup", "start an instance", []cli.Flag{
+			&cli.BoolFlag{Name: "no-remember", Usage: "do not record the instance as up"},
+		}, instanceSimple(http.MethodPut, "/startup", "no-remember")),
+		one("shutdown", "stop an instance", []cli.Flag{
+			&cli.BoolFlag{Name: "no-remember", Usage: "do not record the instance as down"},
+		}, instanceSimple(http.MethodPut, "/shutdown", "no-remember")),
+		one("reboot", "reboot an instance", []cli.Flag{
+			&cli.StringFlag{Name: "type", Usage: "soft, hard (default) or full"},
+		}, instanceReboot),
+		one("failover", "move a drbd instance to its secondary node, stopping it meanwhile", []cli.Flag{
+			&cli.BoolFlag{Name: "ignore-consistency", Usage: "fail over even when the primary cannot be reached"},
+		}, instanceFields(http.MethodPut, "/failover", nil, "ignore-consistency")),
+		one("migrate", "move a running drbd instance to its secondary node without stopping it", []cli.Flag{
+			&cli.BoolFlag{Name: "cleanup", Usage: "clean up after a failed migration"},
+		}, instanceFields(http.MethodPut, "/migrate", nil, "cleanup")),
+		one("reinstall", "reinstall a stopped instance's OS", []cli.Flag{
+			&cli.StringFlag{Name: "os-type", Usage: "a new OS"},
+			&cli.BoolFlag{Name: "start", Usage: "start the instance afterwards"},
+		}, instanceFields(http.MethodPost, "/reinstall", map[string]string{"os-type": "os_type"}, "start")),
+		one("replace-disks", "recreate a drbd instance's disks on one side, or move its secondary", []cli.Flag{
+			&cli.BoolFlag{Name: "on-primary", Aliases: []string{"p"}, Usage: "replace the disks on the primary"},
+			&cli.BoolFlag{Name: "on-secondary", Aliases: []string{"s"}, Usage: "replace the disks on the secondary"},
+			&cli.StringFlag{Name: "new-secondary", Aliases: []string{"n"}, Usage: "move the secondary to `NODE`"},
+			&cli.BoolFlag{Name: "auto-secondary", Aliases: []string{"I"}, Usage: "move the secondary to a node the allocator picks"},
+		}, instanceReplaceDisks),
+		one("recreate-disks", "create a stopped instance's missing disks again (empty)", []cli.Flag{
+			&cli.StringFlag{Name: "node", Aliases: []string{"n"}, Usage: "on new nodes `PNODE[:SNODE]`"},
+		}, instanceRecreateDisks),
+		{
+			Name: "rename", Usage: "rename a stopped instance", ArgsUsage: "NAME NEW_NAME",
+			Action: e.do(func(ctx context.Context, s *session, c *cli.Context, args []string) error {
+				if err := nArgs(c, args, 2, 2); err != nil {
+					return err
+				}
+				_, err := s.change(ctx, http.MethodPut, instancePath(args[0])+"/rename", nil, map[string]any{"new_name": args[1]})
+				return err
+			}),
+		},
+		one("modify", "change an instance's memory and vcpus, or add disks", []cli.Flag{
+			&cli.StringFlag{Name: "memory", Usage: "new memory, e.g. 1G"},
+			&cli.IntFlag{Name: "vcpus", Usage: "new number of vcpus"},
+			&cli.StringSliceFlag{Name: "add-disk", Usage: "add a disk of `SIZE` (repeatable)"},
+		}, instanceModify),
+	}
+}
+
+// instanceFields sends an instance operation whose options are body
+// fields: strings (flag -> field) and booleans.
+func instanceFields(method, suffix string, strs map[string]string, bools ...string) func(ctx context.Context, s *session, c *cli.Context, args []string) error {
+	return func(ctx context.Context, s *session, c *cli.Context, args []string) error {
+		if err := nArgs(c, args, 1, 1); err != nil {
+			return err
+		}
+		body := map[string]any{}
+		for flag, field := range strs {
+			if v := c.String(flag); v != "" {
+				body[field] = v
+			}
+		}
+		for _, f := range bools {
+			if c.Bool(f) {
+				body[strings.ReplaceAll(f, "-", "_")] = true
+			}
+		}
+		_, err := s.change(ctx, method, instancePath(args[0])+suffix, nil, body)
+		return err
+	}
+}
+
+func instanceReplaceDisks(ctx context.Context, s *session, c *cli.Context, args []string) error {
+	if err := nArgs(c, args, 1, 1); err != nil {
+		return err
+	}
+	body := map[string]any{}
+	n := 0
+	for flag, mode := range map[string]string{"on-primary": "replace_on_primary", "on-secondary": "replace_on_secondary", "auto-secondary": "replace_new_secondary"} {
+		if c.Bool(flag) {
+			body["mode"] = mode
+			n++
+		}
+	}
+	if ns := c.String("new-secondary"); ns != "" {
+		body["mode"], body["remote_node"] = "replace_new_secondary", ns
+		n++
+	}
+	if n != 1 {
+		return usagef(c, "give exactly one of --on-primary, --on-secondary, --new-secondary NODE, --auto-secondary")
+	}
+	_, err := s.change(ctx, http.MethodPost, instancePath(args[0])+"/replace-disks", nil, body)
+	return err
+}
+
+func instanceRecreateDisks(ctx context.Context, s *session, c *cli.Context, args []string) error {
+	if err := nArgs(c, args, 1, 1); err != nil {
+		return err
+	}
+	body := map[string]any{}
+	if n := c.String("node"); n != "" {
+		p, sn, _ := strings.Cut(n, ":")
+		nodes := []string{p}
+		if sn != "" {
+			nodes = append(nodes, sn)
+		}
+		body["nodes"] = nodes
+	}
+	_, err := s.change(ctx, http.MethodPost, instancePath(args[0])+"/recreate-disks", nil, body)
+	return err
+}
+
+func instanceModify(ctx context.Context, s *session, c *cli.Context, args []string) error {
+	if err := nArgs(c, args, 1, 1); err != nil {
+		return err
+	}
+	body := map[string]any{}
+	be := map[string]any{}
+	if m := c.String("memory"); m != "" {
+		size, err := parseSize(m)
+		if err != nil {
+			return usagef(c, "--memory: %v", err)
+		}
+		be["memory"] = size
+	}
+	if c.IsSet("vcpus") {
+		be["vcpus"] = c.Int("vcpus")
+	}
+	if len(be) > 0 {
+		body["beparams"] = be
+	}
+	var disks []any
+	for _, d := range c.StringSlice("add-disk") {
+		size, err := parseSize(d)
+		if err != nil {
+			return usagef(c, "--add-disk: %v", err)
+		}
+		disks = append(disks, []any{"add", -1, map[string]any{"size": size}})
+	}
+	if len(disks) > 0 {
+		body["disks"] = disks
+	}
+	_, err := s.change(ctx, http.MethodPut, instancePath(args[0])+"/modify", nil, body)
+	return err
+}
+
+func instancePath(name string) string { return "/2/instances/" + url.PathEscape(name) }
+
+// parseSize reads a size in MiB: a number, or one with a unit M, G or T.
+func parseSize(s string) (int64, error) {
+	s = strings.TrimSpace(strings.ToUpper(s))
+	mult := int64(1)
+	switch {
+	case strings.HasSuffix(s, "T"):
+		mult, s = 1024*1024, strings.TrimSuffix(s, "T")
+	case strings.HasSuffix(s, "G"):
+		mult, s = 1024, strings.TrimSuffix(s, "G")
+	case strings.HasSuffix(s, "M"):
+		s = strings.TrimSuffix(s, "M")
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f <= 0 {
+		return 0, fmt.Errorf("bad size %q: want e.g. 512, 512M, 10G", s)
+	}
+	return int64(f * float64(mult)), nil
+}
+
+func instanceAdd(ctx context.Context, s *session, c *cli.Context, args []string) error {
+	if err := nArgs(c, args, 1, 1); err != nil {
+		return err
+	}
+	body := map[string]any{"__version__": 1, "instance_name": args[0]}
+	if t := c.String("disk-template"); t != "" {
+		body["disk_template"] = t
+	}
+	var disks []map[string]any
+	for _, d := range c.StringSlice("disk") {
+		size, err := parseSize(strings.TrimPrefix(d, "size="))
+		if err != nil {
+			return usagef(c, "--disk: %v", err)
+		}
+		disks = append(disks, map[string]any{"size": size})
+	}
+	if len(disks) > 0 {
+		body["disks"] = disks
+	}
+	be := map[string]any{}
+	if m := c.String("memory"); m != "" {
+		size, err := parseSize(m)
+		if err != nil {
+			return usagef(c, "--memory: %v", err)
+		}
+		be["memory"] = size
+	}
+	if c.IsSet("vcpus") {
+		be["vcpus"] = c.Int("vcpus")
+	}
+	if len(be) > 0 {
+		body["beparams"] = be
+	}
+	if o := c.String("os-type"); o != "" {
+		body["os_type"] = o
+	}
+	if n := c.String("node"); n != "" {
+		p, sn, _ := strings.Cut(n, ":")
+		body["pnode"] = p
+		if sn != "" {
+			body["snode"] = sn
+		}
+	}
+	if g := c.String("group"); g != "" {
+		body["group_name"] = g
+	}
+	var nics []map[string]any
+	for _, spec := range c.StringSlice("net") {
+		nic := map[string]any{}
+		for _, kv := range strings.Split(spec, ",") {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || (k != "ip" && k != "link" && k != "mac" && k != "mode" && k != "name") {
+				return usagef(c, "--net %q: want ip=IP,link=LINK,mac=MAC", spec)
+			}
+			nic[k] = v
+		}
+		nics = append(nics, nic)
+	}
+	if len(nics) > 0 {
+		body["nics"] = nics
+	}
+	for flag, field := range map[string]string{"no-start": "start", "no-install": "no_install", "forthcoming": "forthcoming"} {
+		if c.Bool(flag) {
+			body[field] = flag != "no-start"
+		}
+	}
+	var q url.Values
+	if c.Bool("dry-run") {
+		q = url.Values{"dry-run": {"1"}}
+	}
+	_, err := s.change(ctx, http.MethodPost, "/2/instances", q, body)
+	return err
+}
+
+func instanceCommit(ctx context.Context, s *session, c *cli.Context, args []string) error {
+	if err := nArgs(c, args, 1, 1); err != nil {
+		return err
+	}
+	_, err := s.change(ctx, http.MethodPost, instancePath(args[0])+"/create", nil, nil)
+	return err
+}
+
+// instanceSimple sends an instance operation whose options are query
+// flags.
+func instanceSimple(method, suffix string, flags ...string) func(ctx context.Context, s *session, c *cli.Context, args []string) error {
+	return func(ctx context.Context, s *session, c *cli.Context, args []string) error {
+		if err := nArgs(c, args, 1, 1); err != nil {
+			return err
+		}
+		q := url.Values{}
+		for _, f := range flags {
+			if c.Bool(f) {
+				q.Set(strings.ReplaceAll(f, "-", "_"), "1")
+			}
+		}
+		_, err := s.change(ctx, method, instancePath(args[0])+suffix, q, nil)
+		return err
+	}
+}
+
+func instanceReboot(ctx context.Context, s *session, c *cli.Context, args []string) error {
+	if err := nArgs(c, args, 1, 1); err != nil {
+		return err
+	}
+	var q url.Values
+	if t := c.String("type"); t != "" {
+		q = url.Values{"type": {t}}
+	}
+	_, err := s.change(ctx, http.MethodPost, instancePath(args[0])+"/reboot", q, nil)
+	return err
+}

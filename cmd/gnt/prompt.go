@@ -1,0 +1,46 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"unsafe"
+)
+
+// errAborted ends a command the user declined at a confirmation prompt.
+var errAborted = errors.New("aborted")
+
+// confirm asks a yes/no question, Ganeti's way ("... (y/n)"), and returns
+// nil only for yes. Without a terminal on stdin nobody can answer, so it
+// refuses instead of guessing: what names the action says what was not
+// done, and --force is the way to do it unattended.
+func (e environment) confirm(what, question string) error {
+	if e.stdin == nil || !e.terminal {
+		return fmt.Errorf("refusing to %s without confirmation: stdin is not a terminal (use --force)", what)
+	}
+	r := bufio.NewReader(e.stdin)
+	for {
+		fmt.Fprintf(e.stdout, "%s (y/n) ", question)
+		line, err := r.ReadString('\n')
+		switch strings.ToLower(strings.TrimSpace(line)) {
+		case "y", "yes":
+			return nil
+		case "n", "no":
+			return errAborted
+		}
+		if err != nil {
+			fmt.Fprintln(e.stdout)
+			return errAborted
+		}
+	}
+}
+
+// isTerminal reports whether f is a terminal (it answers the TCGETS ioctl).
+func isTerminal(f *os.File) bool {
+	var t syscall.Termios
+	_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, f.Fd(), syscall.TCGETS, uintptr(unsafe.Pointer(&t)))
+	return errno == 0
+}

@@ -1,0 +1,680 @@
+package fsm
+
+import (
+	"encoding/json"
+	"errors"
+	"math"
+	"net"
+	"sort"
+)
+
+// Instance opcodes: Ganeti's names and fields. They run on the leader's
+// executor (jobs), whose steps act on the node agents and record the
+// instance's configuration with each step (StepChange).
+
+// OpDisk is one disk of OP_INSTANCE_CREATE: size in MiB.
+type OpDisk struct {
+	Size int64  `json:"size"`
+	Mode string `json:"mode,omitempty"` // rw (default) or ro
+	Name string `json:"name,omitempty"`
+}
+
+// OpNIC is one NIC of OP_INSTANCE_CREATE.
+type OpNIC struct {
+	MAC  string `json:"mac,omitempty"` // empty or "auto"/"generate": drawn by the leader
+	IP   string `json:"ip,omitempty"`
+	Link string `json:"link,omitempty"`
+	Mode string `json:"mode,omitempty"`
+	Name string `json:"name,omitempty"`
+}
+
+// BEParams are the backend parameters gnt uses: memory (Ganeti's maxmem;
+// "memory" is accepted as the older name) and vcpus.
+type BEParams struct {
+	Memory *int64 `json:"memory,omitempty"`
+	MaxMem *int64 `json:"maxmem,omitempty"`
+	MinMem *int64 `json:"minmem,omitempty"`
+	VCPUs  *int   `json:"vcpus,omitempty"`
+}
+
+// MemoryMiB returns maxmem, else memory, else def.
+func (b BEParams) MemoryMiB(def int64) int64 {
+	switch {
+	case b.MaxMem != nil:
+		return *b.MaxMem
+	case b.Memory != nil:
+		return *b.Memory
+	}
+	return def
+}
+
+// Defaults of a new instance (Ganeti's beparams defaults).
+const (
+	DefaultInstanceMemory = 128
+	DefaultInstanceVCPUs  = 1
+)
+
+// OpInstanceCreate creates an instance: placed by the allocator (or on
+// pnode/snode), its disks created on its nodes, its OS installed, then
+// started (start, default true). With forthcoming it only reserves the
+// resources (a forthcoming instance, seed 001); with commit it turns the
+// forthcoming instance of that name into a real one.
+type OpInstanceCreate struct {
+	OpCommon
+	InstanceName string         `json:"instance_name"`
+	Mode         string         `json:"mode,omitempty"` // "create" (the only mode)
+	DiskTemplate string         `json:"disk_template,omitempty"`
+	Disks        []OpDisk       `json:"disks,omitempty"`
+	NICs         []OpNIC        `json:"nics,omitempty"`
+	OSType       string         `json:"os_type,omitempty"`
+	BEParams     BEParams       `json:"beparams,omitempty"`
+	PNode        string         `json:"pnode,omitempty"`
+	SNode        string         `json:"snode,omitempty"`
+	IAllocator   string         `json:"iallocator,omitempty"`
+	GroupName    string         `json:"group_name,omitempty"` // gnt: place within this group
+	Start        *bool          `json:"start,omitempty"`
+	Forthcoming  bool           `json:"forthcoming,omitempty"`
+	Commit       bool           `json:"commit,omitempty"`
+	InstanceUUID string         `json:"instance_uuid,omitempty"`
+	IPCheck      bool           `json:"ip_check,omitempty"`
+	NameCheck    bool           `json:"name_check,omitempty"`
+	WaitForSync  *bool          `json:"wait_for_sync,omitempty"`
+	Hypervisor   string         `json:"hypervisor,omitempty"`
+	HVParams     map[string]any `json:"hvparams,omitempty"`
+	OSParams     map[string]any `json:"osparams,omitempty"`
+	NoInstall    bool           `json:"no_install,omitempty"`
+}
+
+// Template returns the disk template, defaulted: plain with disks,
+// diskless without.
+func (o *OpInstanceCreate) Template() string {
+	if o.DiskTemplate != "" {
+		return o.DiskTemplate
+	}
+	if len(o.Disks) == 0 {
+		return DTDiskless
+	}
+	return DTPlain
+}
+
+// Validate implements Opcode.
+func (o *OpInstanceCreate) Validate() *Error {
+	if o.InstanceName == "" && !(o.Forthcoming && o.InstanceUUID != "") {
+		return errf(CodeInval, "instance_name", "instance_name must not be empty")
+	}
+	if o.InstanceName != "" {
+		if e := ValidateHostname("instance_name", o.InstanceName); e != nil {
+			return e
+		}
+	}
+	if o.Mode != "" && o.Mode != "create" {
+		return errf(CodeInval, "mode", "instance creation mode %q is not supported (only create)", o.Mode)
+	}
+	if o.Forthcoming && o.Commit {
+		return errf(CodeInval, "commit", "forthcoming and commit exclude each other: reserve first, then commit")
+	}
+	switch o.Template() {
+	case DTPlain, DTDrbd:
+		if len(o.Disks) == 0 {
+			return errf(CodeInval, "disks", "disk template %s needs at least one disk", o.Template())
+		}
+	case DTDiskless:
+		if len(o.Disks) > 0 {
+			return errf(CodeInval, "disks", "a diskless instance has no disks")
+		}
+	default:
+		return errf(CodeInval, "disk_template", "disk template %q is not plain, drbd or diskless", o.DiskTemplate)
+	}
+	for i, d := range o.Disks {
+		if d.Size <= 0 {
+			return errf(CodeInval, "disks", "disk %d: size must be a positive number of MiB, got %d", i, d.Size)
+		}
+		if d.Mode != "" && d.Mode != "rw" && d.Mode != "ro" {
+			return errf(CodeInval, "disks", "disk %d: mode %q is not rw or ro", i, d.Mode)
+		}
+	}
+	for i, n := range o.NICs {
+		if n.IP != "" {
+			if e := validateIP("nics", n.IP, false); e != nil {
+				return errf(CodeInval, "nics", "NIC %d: %s", i, e.Msg)
+			}
+		}
+		if n.MAC != "" && n.MAC != "auto" && n.MAC != "generate" && !validMAC(n.MAC) {
+			return errf(CodeInval, "nics", "NIC %d: %q is not a MAC address", i, n.MAC)
+		}
+	}
+	mem := o.BEParams.MemoryMiB(DefaultInstanceMemory)
+	if mem < 0 || mem > math.MaxInt32 {
+		return errf(CodeInval, "beparams.memory", "memory must be between 0 and %d MiB", math.MaxInt32)
+	}
+	if v := o.BEParams.VCPUs; v != nil && (*v < 1 || *v > 1024) {
+		return errf(CodeInval, "beparams.vcpus", "vcpus must be between 1 and 1024")
+	}
+	if o.SNode != "" && o.Template() != DTDrbd {
+		return errf(CodeInval, "snode", "only drbd instances have a secondary node")
+	}
+	if o.SNode != "" && o.SNode == o.PNode {
+		return errf(CodeInval, "snode", "the secondary node must differ from the primary")
+	}
+	if o.IAllocator != "" && o.IAllocator != "hail" {
+		return errf(CodeInval, "iallocator", "iallocator %q is not known (gnt has its built-in hail)", o.IAllocator)
+	}
+	if o.IAllocator != "" && o.PNode != "" {
+		return errf(CodeInval, "iallocator", "give either an iallocator or nodes, not both")
+	}
+	return nil
+}
+
+func validMAC(s string) bool {
+	hw, err := net.ParseMAC(s)
+	return err == nil && len(hw) == 6
+}
+
+// Summary implements Opcode.
+func (o *OpInstanceCreate) Summary() string { return "INSTANCE_CREATE(" + o.InstanceName + ")" }
+
+// Locks implements Opcode: the instance's name, and its nodes' resources
+// when they are given. Placement needs no node locks: the state refuses a
+// record that does not fit its nodes (see InstancePut), so concurrent
+// creations never overcommit a node.
+func (o *OpInstanceCreate) Locks(s *State) []LockDecl {
+	out := []LockDecl{bgl(false), {Level: LockInstance, Names: []string{o.InstanceName}, Exclusive: true}}
+	var nodes []string
+	for _, n := range []string{o.PNode, o.SNode} {
+		if n != "" {
+			nodes = append(nodes, nodeLockName(s, n))
+		}
+	}
+	if len(nodes) > 0 {
+		sort.Strings(nodes)
+		out = append(out, LockDecl{Level: LockNode, Names: nodes, Exclusive: true})
+	}
+	return out
+}
+
+// OpInstanceRef is the instance-naming part of the instance opcodes.
+type OpInstanceRef struct {
+	InstanceName string `json:"instance_name"`
+	InstanceUUID string `json:"instance_uuid,omitempty"`
+}
+
+// Ref returns the name, or the UUID when only it is given.
+func (r *OpInstanceRef) Ref() string {
+	if r.InstanceName != "" {
+		return r.InstanceName
+	}
+	return r.InstanceUUID
+}
+
+func (r *OpInstanceRef) validateRef() *Error {
+	if r.InstanceName == "" && r.InstanceUUID == "" {
+		return errf(CodeInval, "instance_name", "instance_name must not be empty")
+	}
+	return nil
+}
+
+// instanceLocks locks the instance exclusively and its nodes (all of
+// them, primary and secondaries) exclusively, as Ganeti's instance LUs
+// lock their nodes.
+func instanceLocks(s *State, ref string, extraNodes ...string) []LockDecl {
+	name := ref
+	var nodes []string
+	if i := s.LookupInstance(ref); i != nil {
+		name = i.Name
+		for _, u := range append([]string{i.PrimaryNode}, i.SecondaryNodes...) {
+			if u != "" {
+				nodes = append(nodes, s.NodeName(u))
+			}
+		}
+	}
+	for _, n := range extraNodes {
+		if n != "" {
+			nodes = append(nodes, nodeLockName(s, n))
+		}
+	}
+	out := []LockDecl{bgl(false), {Level: LockInstance, Names: []string{name}, Exclusive: true}}
+	if len(nodes) > 0 {
+		sort.Strings(nodes)
+		out = append(out, LockDecl{Level: LockNode, Names: dedupe(nodes), Exclusive: true})
+	}
+	return out
+}
+
+func dedupe(sorted []string) []string {
+	out := sorted[:0]
+	for i, s := range sorted {
+		if i == 0 || s != sorted[i-1] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// OpInstanceRemove removes an instance: stopped, its disks removed on
+// every node, its record dropped.
+type OpInstanceRemove struct {
+	OpCommon
+	OpInstanceRef
+	IgnoreFailures  bool     `json:"ignore_failures,omitempty"`
+	ShutdownTimeout *float64 `json:"shutdown_timeout,omitempty"`
+}
+
+// Validate implements Opcode.
+func (o *OpInstanceRemove) Validate() *Error { return o.validateRef() }
+
+// Summary implements Opcode.
+func (o *OpInstanceRemove) Summary() string { return "INSTANCE_REMOVE(" + o.Ref() + ")" }
+
+// Locks implements Opcode.
+func (o *OpInstanceRemove) Locks(s *State) []LockDecl { return instanceLocks(s, o.Ref()) }
+
+// OpInstanceStartup starts an instance on its primary node.
+type OpInstanceStartup struct {
+	OpCommon
+	OpInstanceRef
+	Force              bool `json:"force,omitempty"`
+	IgnoreOfflineNodes bool `json:"ignore_offline_nodes,omitempty"`
+	NoRemember         bool `json:"no_remember,omitempty"`
+}
+
+// Validate implements Opcode.
+func (o *OpInstanceStartup) Validate() *Error { return o.validateRef() }
+
+// Summary implements Opcode.
+func (o *OpInstanceStartup) Summary() string { return "INSTANCE_STARTUP(" + o.Ref() + ")" }
+
+// Locks implements Opcode.
+func (o *OpInstanceStartup) Locks(s *State) []LockDecl { return instanceLocks(s, o.Ref()) }
+
+// OpInstanceShutdown stops an instance.
+type OpInstanceShutdown struct {
+	OpCommon
+	OpInstanceRef
+	Timeout            *float64 `json:"timeout,omitempty"`
+	IgnoreOfflineNodes bool     `json:"ignore_offline_nodes,omitempty"`
+	NoRemember         bool     `json:"no_remember,omitempty"`
+}
+
+// Validate implements Opcode.
+func (o *OpInstanceShutdown) Validate() *Error {
+	if o.Timeout != nil && (*o.Timeout < 0 || math.IsNaN(*o.Timeout)) {
+		return errf(CodeInval, "timeout", "timeout must not be negative")
+	}
+	return o.validateRef()
+}
+
+// Summary implements Opcode.
+func (o *OpInstanceShutdown) Summary() string { return "INSTANCE_SHUTDOWN(" + o.Ref() + ")" }
+
+// Locks implements Opcode.
+func (o *OpInstanceShutdown) Locks(s *State) []LockDecl { return instanceLocks(s, o.Ref()) }
+
+// Reboot types.
+const (
+	RebootSoft = "soft"
+	RebootHard = "hard"
+	RebootFull = "full"
+)
+
+// OpInstanceReboot reboots an instance.
+type OpInstanceReboot struct {
+	OpCommon
+	OpInstanceRef
+	RebootType        string   `json:"reboot_type,omitempty"`
+	IgnoreSecondaries bool     `json:"ignore_secondaries,omitempty"`
+	ShutdownTimeout   *float64 `json:"shutdown_timeout,omitempty"`
+}
+
+// Validate implements Opcode.
+func (o *OpInstanceReboot) Validate() *Error {
+	switch o.RebootType {
+	case "", RebootSoft, RebootHard, RebootFull:
+	default:
+		return errf(CodeInval, "reboot_type", "reboot_type %q is not soft, hard or full", o.RebootType)
+	}
+	return o.validateRef()
+}
+
+// Summary implements Opcode.
+func (o *OpInstanceReboot) Summary() string { return "INSTANCE_REBOOT(" + o.Ref() + ")" }
+
+// Locks implements Opcode.
+func (o *OpInstanceReboot) Locks(s *State) []LockDecl { return instanceLocks(s, o.Ref()) }
+
+// OpInstanceFailover moves a drbd instance to its secondary node: stopped
+// on the primary, the roles swapped, started on the new primary when it
+// should run.
+type OpInstanceFailover struct {
+	OpCommon
+	OpInstanceRef
+	IgnoreConsistency bool     `json:"ignore_consistency,omitempty"`
+	ShutdownTimeout   *float64 `json:"shutdown_timeout,omitempty"`
+	TargetNode        string   `json:"target_node,omitempty"`
+	IAllocator        string   `json:"iallocator,omitempty"`
+}
+
+// Validate implements Opcode.
+func (o *OpInstanceFailover) Validate() *Error { return o.validateRef() }
+
+// Summary implements Opcode.
+func (o *OpInstanceFailover) Summary() string { return "INSTANCE_FAILOVER(" + o.Ref() + ")" }
+
+// Locks implements Opcode.
+func (o *OpInstanceFailover) Locks(s *State) []LockDecl { return instanceLocks(s, o.Ref()) }
+
+// Migration modes.
+const (
+	MigrationLive    = "live"
+	MigrationNonLive = "non-live"
+)
+
+// OpInstanceMigrate moves a running drbd instance to its secondary node
+// without stopping it.
+type OpInstanceMigrate struct {
+	OpCommon
+	OpInstanceRef
+	Mode           string `json:"mode,omitempty"`
+	Live           *bool  `json:"live,omitempty"`
+	Cleanup        bool   `json:"cleanup,omitempty"`
+	AllowFailover  bool   `json:"allow_failover,omitempty"`
+	TargetNode     string `json:"target_node,omitempty"`
+	IAllocator     string `json:"iallocator,omitempty"`
+	IgnoreIPolicy  bool   `json:"ignore_ipolicy,omitempty"`
+	IgnoreHVVerify bool   `json:"ignore_hvversions,omitempty"`
+}
+
+// Validate implements Opcode.
+func (o *OpInstanceMigrate) Validate() *Error {
+	switch o.Mode {
+	case "", MigrationLive, MigrationNonLive:
+	default:
+		return errf(CodeInval, "mode", "migration mode %q is not live or non-live", o.Mode)
+	}
+	if o.Live != nil && o.Mode != "" {
+		return errf(CodeInval, "live", "give either mode or live, not both")
+	}
+	return o.validateRef()
+}
+
+// Summary implements Opcode.
+func (o *OpInstanceMigrate) Summary() string { return "INSTANCE_MIGRATE(" + o.Ref() + ")" }
+
+// Locks implements Opcode.
+func (o *OpInstanceMigrate) Locks(s *State) []LockDecl { return instanceLocks(s, o.Ref()) }
+
+// Node evacuation modes (Ganeti's).
+const (
+	EvacPrimaryOnly   = "primary-only"
+	EvacSecondaryOnly = "secondary-only"
+	EvacAll           = "all"
+)
+
+// OpNodeEvacuate moves the instances off a node: drbd primaries to their
+// secondary, drbd secondaries to a new secondary, as the allocator plans.
+type OpNodeEvacuate struct {
+	OpCommon
+	NodeName     string `json:"node_name"`
+	Mode         string `json:"mode,omitempty"`
+	RemoteNode   string `json:"remote_node,omitempty"`
+	IAllocator   string `json:"iallocator,omitempty"`
+	EarlyRelease bool   `json:"early_release,omitempty"`
+}
+
+// EvacMode returns the mode, Ganeti's default all.
+func (o *OpNodeEvacuate) EvacMode() string {
+	if o.Mode == "" {
+		return EvacAll
+	}
+	return o.Mode
+}
+
+// Validate implements Opcode.
+func (o *OpNodeEvacuate) Validate() *Error {
+	if o.NodeName == "" {
+		return errf(CodeInval, "node_name", "node_name must not be empty")
+	}
+	switch o.EvacMode() {
+	case EvacPrimaryOnly, EvacSecondaryOnly, EvacAll:
+	default:
+		return errf(CodeInval, "mode", "evacuation mode %q is not primary-only, secondary-only or all", o.Mode)
+	}
+	if o.RemoteNode != "" {
+		return errf(CodeInval, "remote_node", "remote_node is not supported: the allocator chooses the nodes")
+	}
+	return nil
+}
+
+// Summary implements Opcode.
+func (o *OpNodeEvacuate) Summary() string { return "NODE_EVACUATE(" + o.NodeName + ")" }
+
+// Locks implements Opcode: the node group's nodes and instances are
+// changed one by one; the node is locked exclusively (nothing new lands
+// on it) and each move locks its instance through the state's checks.
+func (o *OpNodeEvacuate) Locks(s *State) []LockDecl {
+	return []LockDecl{bgl(false), {Level: LockInstance, Exclusive: true}, {Level: LockNode, Exclusive: true}}
+}
+
+// OpNodeMigrate live-migrates every drbd instance whose primary is the
+// node to its secondary.
+type OpNodeMigrate struct {
+	OpCommon
+	NodeName   string `json:"node_name"`
+	Mode       string `json:"mode,omitempty"`
+	Live       *bool  `json:"live,omitempty"`
+	TargetNode string `json:"target_node,omitempty"`
+	IAllocator string `json:"iallocator,omitempty"`
+}
+
+// Validate implements Opcode.
+func (o *OpNodeMigrate) Validate() *Error {
+	if o.NodeName == "" {
+		return errf(CodeInval, "node_name", "node_name must not be empty")
+	}
+	switch o.Mode {
+	case "", MigrationLive, MigrationNonLive:
+	default:
+		return errf(CodeInval, "mode", "migration mode %q is not live or non-live", o.Mode)
+	}
+	return nil
+}
+
+// Summary implements Opcode.
+func (o *OpNodeMigrate) Summary() string { return "NODE_MIGRATE(" + o.NodeName + ")" }
+
+// Locks implements Opcode.
+func (o *OpNodeMigrate) Locks(s *State) []LockDecl {
+	return []LockDecl{bgl(false), {Level: LockInstance, Exclusive: true}, {Level: LockNode, Exclusive: true}}
+}
+
+// OpInstanceReinstall reinstalls an instance's OS (optionally a new one)
+// on its disks; the instance must be stopped.
+type OpInstanceReinstall struct {
+	OpCommon
+	OpInstanceRef
+	OSType   string         `json:"os_type,omitempty"`
+	OSParams map[string]any `json:"osparams,omitempty"`
+	Force    bool           `json:"force,omitempty"`
+	// Start (Ganeti's RAPI "start") starts the instance afterwards.
+	Start bool `json:"start,omitempty"`
+}
+
+// Validate implements Opcode.
+func (o *OpInstanceReinstall) Validate() *Error { return o.validateRef() }
+
+// Summary implements Opcode.
+func (o *OpInstanceReinstall) Summary() string { return "INSTANCE_REINSTALL(" + o.Ref() + ")" }
+
+// Locks implements Opcode.
+func (o *OpInstanceReinstall) Locks(s *State) []LockDecl { return instanceLocks(s, o.Ref()) }
+
+// Replace-disks modes (Ganeti's).
+const (
+	ReplaceOnPrimary    = "replace_on_primary"
+	ReplaceOnSecondary  = "replace_on_secondary"
+	ReplaceNewSecondary = "replace_new_secondary"
+	ReplaceAuto         = "replace_auto"
+)
+
+// OpInstanceReplaceDisks recreates a drbd instance's disks on its primary
+// or secondary (resynchronised from the other side), or moves its
+// secondary to a new node.
+type OpInstanceReplaceDisks struct {
+	OpCommon
+	OpInstanceRef
+	Mode         string `json:"mode"`
+	Disks        []int  `json:"disks,omitempty"`
+	RemoteNode   string `json:"remote_node,omitempty"`
+	IAllocator   string `json:"iallocator,omitempty"`
+	EarlyRelease bool   `json:"early_release,omitempty"`
+}
+
+// Validate implements Opcode.
+func (o *OpInstanceReplaceDisks) Validate() *Error {
+	switch o.Mode {
+	case ReplaceOnPrimary, ReplaceOnSecondary:
+		if o.RemoteNode != "" || o.IAllocator != "" {
+			return errf(CodeInval, "remote_node", "remote_node and iallocator go with replace_new_secondary only")
+		}
+	case ReplaceNewSecondary:
+		if o.RemoteNode != "" && o.IAllocator != "" {
+			return errf(CodeInval, "remote_node", "give either remote_node or iallocator, not both")
+		}
+	case ReplaceAuto:
+		return errf(CodeInval, "mode", "replace_auto needs disk health gnt does not collect; name the side to replace")
+	default:
+		return errf(CodeInval, "mode", "replace-disks mode %q is not replace_on_primary, replace_on_secondary or replace_new_secondary", o.Mode)
+	}
+	for _, d := range o.Disks {
+		if d < 0 {
+			return errf(CodeInval, "disks", "disk index %d is negative", d)
+		}
+	}
+	return o.validateRef()
+}
+
+// Summary implements Opcode.
+func (o *OpInstanceReplaceDisks) Summary() string { return "INSTANCE_REPLACE_DISKS(" + o.Ref() + ")" }
+
+// Locks implements Opcode.
+func (o *OpInstanceReplaceDisks) Locks(s *State) []LockDecl {
+	return instanceLocks(s, o.Ref(), o.RemoteNode)
+}
+
+// OpInstanceRecreateDisks creates an instance's missing disks again
+// (empty), optionally on new nodes; the instance must be stopped.
+type OpInstanceRecreateDisks struct {
+	OpCommon
+	OpInstanceRef
+	Disks      []int    `json:"disks,omitempty"`
+	Nodes      []string `json:"nodes,omitempty"`
+	IAllocator string   `json:"iallocator,omitempty"`
+}
+
+// Validate implements Opcode.
+func (o *OpInstanceRecreateDisks) Validate() *Error {
+	if len(o.Nodes) > 2 {
+		return errf(CodeInval, "nodes", "an instance has at most two nodes")
+	}
+	return o.validateRef()
+}
+
+// Summary implements Opcode.
+func (o *OpInstanceRecreateDisks) Summary() string { return "INSTANCE_RECREATE_DISKS(" + o.Ref() + ")" }
+
+// Locks implements Opcode.
+func (o *OpInstanceRecreateDisks) Locks(s *State) []LockDecl {
+	return instanceLocks(s, o.Ref(), o.Nodes...)
+}
+
+// OpInstanceRename renames a stopped instance.
+type OpInstanceRename struct {
+	OpCommon
+	OpInstanceRef
+	NewName   string `json:"new_name"`
+	IPCheck   bool   `json:"ip_check,omitempty"`
+	NameCheck bool   `json:"name_check,omitempty"`
+}
+
+// Validate implements Opcode.
+func (o *OpInstanceRename) Validate() *Error {
+	if e := ValidateHostname("new_name", o.NewName); e != nil {
+		return e
+	}
+	return o.validateRef()
+}
+
+// Summary implements Opcode.
+func (o *OpInstanceRename) Summary() string { return "INSTANCE_RENAME(" + o.Ref() + ")" }
+
+// Locks implements Opcode.
+func (o *OpInstanceRename) Locks(s *State) []LockDecl {
+	out := instanceLocks(s, o.Ref())
+	out[1].Names = append(out[1].Names, o.NewName)
+	sort.Strings(out[1].Names)
+	return out
+}
+
+// OpInstanceSetParams changes an instance's memory and vcpus, and adds
+// disks (Ganeti's disks modifications [["add", -1, {"size": N}]]).
+type OpInstanceSetParams struct {
+	OpCommon
+	OpInstanceRef
+	BEParams BEParams  `json:"beparams,omitempty"`
+	Disks    []DiskMod `json:"disks,omitempty"`
+	Force    bool      `json:"force,omitempty"`
+}
+
+// DiskMod is one disk modification: [op, index, params].
+type DiskMod struct {
+	Op     string
+	Index  int
+	Params OpDisk
+}
+
+// UnmarshalJSON reads Ganeti's [op, index, params] triple.
+func (d *DiskMod) UnmarshalJSON(b []byte) error {
+	var raw []json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil || len(raw) != 3 {
+		return errors.New(`a disk modification must be [op, index, params], e.g. ["add", -1, {"size": 1024}]`)
+	}
+	if err := json.Unmarshal(raw[0], &d.Op); err != nil {
+		return errors.New("disk modification op must be a string")
+	}
+	if err := json.Unmarshal(raw[1], &d.Index); err != nil {
+		return errors.New("disk modification index must be an integer")
+	}
+	return DecodeStrict(raw[2], &d.Params)
+}
+
+// MarshalJSON writes the triple.
+func (d DiskMod) MarshalJSON() ([]byte, error) {
+	return json.Marshal([]any{d.Op, d.Index, d.Params})
+}
+
+// Validate implements Opcode.
+func (o *OpInstanceSetParams) Validate() *Error {
+	if o.BEParams.Memory == nil && o.BEParams.MaxMem == nil && o.BEParams.VCPUs == nil && len(o.Disks) == 0 {
+		return errf(CodeInval, "", "please pass at least one modification (beparams memory/vcpus, or disks)")
+	}
+	if m := o.BEParams.MemoryMiB(0); m < 0 || m > math.MaxInt32 {
+		return errf(CodeInval, "beparams.memory", "memory must be between 0 and %d MiB", math.MaxInt32)
+	}
+	if v := o.BEParams.VCPUs; v != nil && (*v < 1 || *v > 1024) {
+		return errf(CodeInval, "beparams.vcpus", "vcpus must be between 1 and 1024")
+	}
+	for i, d := range o.Disks {
+		if d.Op != "add" {
+			return errf(CodeInval, "disks", "disk modification %d: only \"add\" is supported, got %q", i, d.Op)
+		}
+		if d.Params.Size <= 0 {
+			return errf(CodeInval, "disks", "disk modification %d: size must be a positive number of MiB", i)
+		}
+	}
+	return o.validateRef()
+}
+
+// Summary implements Opcode.
+func (o *OpInstanceSetParams) Summary() string { return "INSTANCE_SET_PARAMS(" + o.Ref() + ")" }
+
+// Locks implements Opcode.
+func (o *OpInstanceSetParams) Locks(s *State) []LockDecl { return instanceLocks(s, o.Ref()) }

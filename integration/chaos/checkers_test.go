@@ -1,0 +1,308 @@
+package chaos
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The checkers must catch what they are there for: each test breaks a
+// correct history in one way and expects the checker to say so, and the
+// correct history to pass.
+
+// hist builds histories by hand; times are in milliseconds.
+type hist struct{ ops []*Op }
+
+func (h *hist) add(o Op, call, ret int64) *Op {
+	o.Call, o.Return = call*int64(time.Millisecond), ret*int64(time.Millisecond)
+	if o.Outcome == "" {
+		o.Outcome = OK
+	}
+	h.ops = append(h.ops, &o)
+	return &o
+}
+
+func empty() State {
+	return State{Tags: map[string][]string{"cluster": nil}, Drained: map[string]bool{"node21": false}}
+}
+
+// good is a correct history on the cluster's tags and node21's drained
+// flag: writes with their indexes, consistent and default reads, an
+// indeterminate write that took effect and one that did not, a removal,
+// a job.
+func good() (*hist, State) {
+	h := &hist{}
+	h.add(Op{Client: 0, Kind: TagAdd, Object: "cluster", Value: "a", Index: 10, JobIDs: []int64{1}}, 0, 10)
+	h.add(Op{Client: 1, Kind: TagRead, Mode: ModeConsistent, Object: "cluster", Values: []string{"a"}, Index: 10}, 11, 20)
+	h.add(Op{Client: 1, Kind: TagAdd, Object: "cluster", Value: "b", Outcome: Indeterminate, Code: "client_timeout"}, 21, 40)
+	h.add(Op{Client: 2, Kind: TagRead, Mode: ModeDefault, Object: "cluster", Values: nil, Index: 5, Server: "m1", PID: 7}, 22, 25)
+	h.add(Op{Client: 0, Kind: TagAdd, Object: "cluster", Value: "c", Index: 12, JobIDs: []int64{3}}, 30, 35)
+	h.add(Op{Client: 0, Kind: TagRead, Mode: ModeConsistent, Object: "cluster", Values: []string{"a", "b", "c"}, Index: 13}, 50, 55)
+	h.add(Op{Client: 2, Kind: TagAdd, Object: "cluster", Value: "d", Outcome: Indeterminate, Code: "indeterminate"}, 56, 60)
+	h.add(Op{Client: 0, Kind: TagDel, Object: "cluster", Value: "a", Index: 15, JobIDs: []int64{5}}, 61, 65)
+	h.add(Op{Client: 1, Kind: TagRead, Mode: ModeCLI, Object: "cluster", Values: []string{"b", "c"}}, 66, 70)
+	h.add(Op{Client: 2, Kind: TagRead, Mode: ModeDefault, Object: "cluster", Values: []string{"a", "b", "c"}, Index: 14, Server: "m1", PID: 7}, 71, 72)
+	h.add(Op{Client: 0, Kind: TagAdd, Object: "cluster", Value: "e", Outcome: Failed, Code: "no_leader"}, 73, 80)
+	h.add(Op{Client: 3, Kind: DrainSet, Object: "node/node21", Value: "true", Index: 16, JobIDs: []int64{6}}, 81, 85)
+	h.add(Op{Client: 1, Kind: DrainRead, Mode: ModeConsistent, Object: "node/node21", Value: "true", Index: 16}, 86, 90)
+	h.add(Op{Client: 2, Kind: DrainRead, Mode: ModeDefault, Object: "node/node21", Value: "false", Index: 14, Server: "m1", PID: 7}, 86, 90)
+	h.add(Op{Client: 2, Kind: DrainRead, Mode: ModeConfd, Object: "node/node21", Value: "false", Serial: 20, Server: "m1:1814", PID: 7}, 91, 92)
+	h.add(Op{Client: 2, Kind: DrainRead, Mode: ModeConfd, Object: "node/node21", Value: "true", Serial: 21, Server: "m1:1814", PID: 7}, 93, 94)
+	h.add(Op{Client: 3, Kind: JobSubmit, Markers: []string{"chaos-c3-1"}, JobIDs: []int64{7}, Repeat: 3, Index: 17}, 95, 100)
+	h.add(Op{Client: 3, Kind: JobSubmit, Markers: []string{"chaos-c3-2"}, Repeat: 1, Outcome: Indeterminate}, 101, 110)
+	final := State{
+		Tags:    map[string][]string{"cluster": {"b", "c"}},
+		Drained: map[string]bool{"node21": true},
+		Jobs: []Job{
+			{ID: 1, Status: "success", Ops: []JobOp{{OpID: "OP_TAGS_SET", Kind: "cluster", Tags: []string{"a"}}}},
+			{ID: 2, Status: "success", Ops: []JobOp{{OpID: "OP_TAGS_SET", Kind: "cluster", Tags: []string{"b"}}}},
+			{ID: 3, Status: "success", Ops: []JobOp{{OpID: "OP_TAGS_SET", Kind: "cluster", Tags: []string{"c"}}}},
+			{ID: 5, Status: "success", Ops: []JobOp{{OpID: "OP_TAGS_DEL", Kind: "cluster", Tags: []string{"a"}}}},
+			{ID: 6, Status: "success", Ops: []JobOp{{OpID: "OP_NODE_SET_PARAMS"}}},
+			{ID: 7, Status: "success", Ops: []JobOp{{OpID: "OP_TEST_DELAY", Comment: "chaos-c3-1", Repeat: 3, Status: "success",
+				Steps: []Step{{Name: "delay 1/3", Epoch: 2}, {Name: "delay 2/3", Epoch: 3}}}}},
+		},
+	}
+	return h, final
+}
+
+func TestCheckersPassACorrectHistory(t *testing.T) {
+	h, final := good()
+	if r := CheckLinearizable(h.ops, empty(), 10*time.Second); r.Ok != r.Checked || r.Checked != 2 {
+		t.Errorf("linearizability: %+v", r)
+	}
+	r := CheckSets(h.ops, empty(), final)
+	if len(r.Violations) > 0 || r.Lost+r.Unexpected+r.Duplicated > 0 {
+		t.Errorf("accounting: %+v", r)
+	}
+	if r.Recovered != 1 {
+		t.Errorf("recovered %d, want 1 (tag b)", r.Recovered)
+	}
+	if v := CheckStale(h.ops, empty()); len(v) > 0 {
+		t.Errorf("stale reads: %v", v)
+	}
+	ests := []Establishment{{Member: "m1", Epoch: 2, Term: 2}, {Member: "m2", Epoch: 3, Term: 4}}
+	if v := CheckLeaderServices(ests, final.Jobs); len(v) > 0 {
+		t.Errorf("leader services: %v", v)
+	}
+}
+
+// expect fails the test unless some message contains want.
+func expect(t *testing.T, what string, msgs []string, want string) {
+	t.Helper()
+	for _, m := range msgs {
+		if strings.Contains(m, want) {
+			return
+		}
+	}
+	t.Errorf("%s: no message with %q in %q", what, want, msgs)
+}
+
+func TestLostWriteIsCaught(t *testing.T) {
+	h, final := good()
+	// Tag c, acknowledged, is gone after healing...
+	final.Tags["cluster"] = []string{"b"}
+	r := CheckSets(h.ops, empty(), final)
+	if r.Lost != 1 {
+		t.Errorf("lost %d, want 1: %v", r.Lost, r.Violations)
+	}
+	expect(t, "accounting", r.Violations, `lost: acknowledged tag "c"`)
+	// ...and a consistent read missed it too.
+	h.add(Op{Client: 4, Kind: TagRead, Mode: ModeConsistent, Object: "cluster", Values: []string{"b"}, Index: 20}, 120, 125)
+	lr := CheckLinearizable(h.ops, empty(), 10*time.Second)
+	if lr.Illegal != 1 {
+		t.Errorf("linearizability: %+v, want the cluster's history illegal", lr)
+	}
+	expect(t, "stale", CheckStale(h.ops, empty()), `misses tag "c" added at index 12`)
+
+	// A lost removal: acknowledged, and the tag is back.
+	h, final = good()
+	final.Tags["cluster"] = []string{"a", "b", "c"}
+	r = CheckSets(h.ops, empty(), final)
+	expect(t, "accounting", r.Violations, `removal of tag "a" of cluster came undone`)
+	// A lost job.
+	h, final = good()
+	final.Jobs = final.Jobs[:5]
+	r = CheckSets(h.ops, empty(), final)
+	expect(t, "accounting", r.Violations, "lost: job chaos-c3-1 (id 7) is absent")
+	// A lost drained flag.
+	h, final = good()
+	final.Drained["node21"] = false
+	r = CheckSets(h.ops, empty(), final)
+	expect(t, "accounting", r.Violations, "node/node21 is drained=false after healing")
+}
+
+func TestStaleReadPresentedAsConsistentIsCaught(t *testing.T) {
+	h, _ := good()
+	// A consistent read after c was acknowledged (at index 12) that shows
+	// the state of index 11, without c: honest about its index, but not
+	// consistent.
+	h.add(Op{Client: 4, Kind: TagRead, Mode: ModeConsistent, Object: "cluster", Values: []string{"a", "b"}, Index: 11}, 36, 40)
+	expect(t, "stale", CheckStale(h.ops, empty()), "stale consistent read: index 11")
+	if lr := CheckLinearizable(h.ops, empty(), 10*time.Second); lr.Illegal != 1 {
+		t.Errorf("linearizability: %+v, want the cluster's history illegal", lr)
+	}
+
+	// The same read as a default read is fine: stale, and it says so.
+	h, _ = good()
+	h.add(Op{Client: 4, Kind: TagRead, Mode: ModeDefault, Object: "cluster", Values: []string{"a"}, Index: 11}, 36, 40)
+	if v := CheckStale(h.ops, empty()); len(v) > 0 {
+		t.Errorf("an honest stale default read flagged: %v", v)
+	}
+	// But a default read that shows a state other than the one of its
+	// index is caught, in either direction.
+	h.add(Op{Client: 4, Kind: TagRead, Mode: ModeDefault, Object: "cluster", Values: []string{"a", "c"}, Index: 11}, 41, 42)
+	h.add(Op{Client: 4, Kind: TagRead, Mode: ModeDefault, Object: "cluster", Values: nil, Index: 12}, 43, 44)
+	v := CheckStale(h.ops, empty())
+	expect(t, "stale", v, `read at index 11 shows tag "c" added at index 12`)
+	expect(t, "stale", v, `read at index 12 misses tag "a" added at index 10`)
+
+	// A stale drained flag read as consistent.
+	h, _ = good()
+	h.add(Op{Client: 4, Kind: DrainRead, Mode: ModeConsistent, Object: "node/node21", Value: "false", Index: 15}, 91, 95)
+	expect(t, "stale", CheckStale(h.ops, empty()), "stale consistent read: index 15")
+	if lr := CheckLinearizable(h.ops, empty(), 10*time.Second); lr.Illegal != 1 {
+		t.Errorf("linearizability: %+v, want node21's history illegal", lr)
+	}
+	// A replica going back in time.
+	h, _ = good()
+	h.add(Op{Client: 2, Kind: TagRead, Mode: ModeDefault, Object: "cluster", Values: nil, Index: 4, Server: "m1", PID: 7}, 73, 74)
+	expect(t, "stale", CheckStale(h.ops, empty()), "m1 went back from index 14 to 4")
+	// confd answers of one serial that disagree.
+	h, _ = good()
+	h.add(Op{Client: 2, Kind: DrainRead, Mode: ModeConfd, Object: "node/node21", Value: "true", Serial: 20, Server: "m2:1814", PID: 8}, 93, 94)
+	expect(t, "stale", CheckStale(h.ops, empty()), "confd answers of serial 20 disagree")
+}
+
+func TestDuplicatedJobIsCaught(t *testing.T) {
+	h, final := good()
+	dup := final.Jobs[5]
+	dup.ID = 8
+	final.Jobs = append(final.Jobs, dup)
+	r := CheckSets(h.ops, empty(), final)
+	if r.Duplicated != 1 {
+		t.Errorf("duplicated %d, want 1: %v", r.Duplicated, r.Violations)
+	}
+	expect(t, "accounting", r.Violations, "job chaos-c3-1 is present 2 times (ids [7 8])")
+
+	// An indeterminate submission present twice is a duplicate too; once
+	// is a recovery.
+	h, final = good()
+	one := Job{ID: 9, Status: "success", Ops: []JobOp{{OpID: "OP_TEST_DELAY", Comment: "chaos-c3-2", Status: "success"}}}
+	final.Jobs = append(final.Jobs, one)
+	if r := CheckSets(h.ops, empty(), final); r.Recovered != 2 || len(r.Violations) > 0 {
+		t.Errorf("indeterminate job present once: %+v, want recovered", r)
+	}
+	two := one
+	two.ID = 10
+	final.Jobs = append(final.Jobs, two)
+	expect(t, "accounting", CheckSets(h.ops, empty(), final).Violations, "duplicated: job chaos-c3-2 (indeterminate submission) is present 2 times")
+
+	// A tag change applied as two jobs.
+	h, final = good()
+	final.Jobs = append(final.Jobs, Job{ID: 11, Status: "success", Ops: []JobOp{{OpID: "OP_TAGS_SET", Kind: "cluster", Tags: []string{"c"}}}})
+	expect(t, "accounting", CheckSets(h.ops, empty(), final).Violations, `OP_TAGS_SET of tag "c" on cluster is present as 2 jobs [3 11]`)
+}
+
+func TestUnexpectedIsCaught(t *testing.T) {
+	h, final := good()
+	final.Tags["cluster"] = []string{"b", "c", "e", "zz"}
+	r := CheckSets(h.ops, empty(), final)
+	if r.Unexpected != 2 {
+		t.Errorf("unexpected %d, want 2 (e failed, zz never written): %v", r.Unexpected, r.Violations)
+	}
+	final.Jobs = append(final.Jobs, Job{ID: 12, Status: "success", Ops: []JobOp{{OpID: "OP_TEST_DELAY", Comment: "chaos-c9-9"}}})
+	expect(t, "accounting", CheckSets(h.ops, empty(), final).Violations, "job chaos-c9-9 (ids [12]) was never submitted")
+}
+
+func TestRaftInvariantsAreChecked(t *testing.T) {
+	ok := []Sample{
+		{Member: "m1", State: "leader", Term: 2, Established: true},
+		{Member: "m2", State: "follower", Term: 2},
+		{Member: "m1", State: "leader", Term: 2, Established: true},
+		{Member: "m2", State: "leader", Term: 3},
+		{Member: "m1", State: "leader", Term: 2, Established: true}, // deposed, not yet aware: another term
+	}
+	if v := CheckLeaders(ok); len(v) > 0 {
+		t.Errorf("correct samples flagged: %v", v)
+	}
+	bad := append(ok, Sample{Member: "m3", State: "leader", Term: 3, Established: true}, Sample{Member: "m2", State: "leader", Term: 3, Established: true})
+	v := CheckLeaders(bad)
+	expect(t, "raft", v, "two leaders in term 3: m2, m3")
+	expect(t, "raft", v, "leader services established on several members in term 3: m2, m3")
+}
+
+func TestLeaderServicesAreChecked(t *testing.T) {
+	log := "2026-01-01T00:00:00Z [INFO]  m1: leadership established: epoch=4 term=7 took=3ms\nother\n" +
+		"2026-01-01T00:00:01Z [INFO]  m1: leadership established: epoch=6 term=9 took=3ms\n"
+	ests := ParseEstablishments("m1", log)
+	if len(ests) != 2 || ests[1] != (Establishment{Member: "m1", Epoch: 6, Term: 9}) {
+		t.Fatalf("parsed %+v", ests)
+	}
+	ests = append(ests, Establishment{Member: "m2", Epoch: 5, Term: 8})
+	jobs := []Job{{ID: 1, Ops: []JobOp{{OpID: "OP_TEST_DELAY", Repeat: 4, Status: "success",
+		Steps: []Step{{Name: "delay 1/4", Epoch: 4}, {Name: "delay 2/4", Epoch: 6}, {Name: "delay 3/4", Epoch: 6}}}}}}
+	if v := CheckLeaderServices(ests, jobs); len(v) > 0 {
+		t.Errorf("correct records flagged: %v", v)
+	}
+	// A deposed executor (epoch 5) recording a step after its successor
+	// (epoch 6) did; two members establishing in one term; one epoch
+	// established twice; a step short.
+	jobs[0].Ops[0].Steps = []Step{{Name: "delay 1/4", Epoch: 4}, {Name: "delay 2/4", Epoch: 6}, {Name: "delay 3/4", Epoch: 5}}
+	v := CheckLeaderServices(append(ests, Establishment{Member: "m3", Epoch: 5, Term: 9}), jobs)
+	expect(t, "leader services", v, "step 2 (delay 3/4) recorded by epoch 5 after a step of epoch 6")
+	expect(t, "leader services", v, "several members in term 9: m1, m3")
+	expect(t, "leader services", v, "epoch 5 established 2 times")
+	jobs[0].Ops[0].Steps = jobs[0].Ops[0].Steps[:2]
+	expect(t, "leader services", CheckLeaderServices(ests, jobs), "succeeded with 2 steps recorded, want 3")
+}
+
+func TestPorcupinePageIsSaved(t *testing.T) {
+	h, _ := good()
+	h.add(Op{Client: 4, Kind: TagRead, Mode: ModeConsistent, Object: "cluster", Values: []string{"zz"}, Index: 20}, 120, 125)
+	lr := CheckLinearizable(h.ops, empty(), 10*time.Second)
+	if lr.Illegal != 1 {
+		t.Fatalf("%+v", lr)
+	}
+	expect(t, "linearizability", lr.Failures, "tags:cluster: not linearizable")
+	dir := t.TempDir()
+	files, err := lr.SavePages(dir, []Fault{{Kind: KillLeader, Targets: []string{"m1"}, Start: 1e6, End: 5e7}})
+	if err != nil || len(files) != 1 {
+		t.Fatalf("SavePages: %v %v", files, err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "porcupine-tags-cluster.html"))
+	if err != nil || !strings.Contains(string(data), "kill-leader") {
+		t.Errorf("page: %v, %d bytes", err, len(data))
+	}
+}
+
+func TestUnknownCountsAsFailure(t *testing.T) {
+	// Thirty open additions and a read no subset of them explains: to say
+	// so, Porcupine would try all 2^30 subsets, and it times out first.
+	h := &hist{}
+	for i := range 30 {
+		h.add(Op{Client: i, Kind: TagAdd, Object: "cluster", Value: fmt.Sprintf("t%d", i), Outcome: Indeterminate}, 0, 1)
+	}
+	h.add(Op{Client: 30, Kind: TagRead, Mode: ModeConsistent, Object: "cluster", Values: []string{"zz"}}, 10, 20)
+	lr := CheckLinearizable(h.ops, empty(), 200*time.Millisecond)
+	if lr.Unknown != 1 || lr.Ok != 0 || len(lr.Failures) != 1 {
+		t.Fatalf("%+v; want one unknown result, reported as a failure", lr)
+	}
+	expect(t, "linearizability", lr.Failures, "not verified within 200ms")
+}
+
+func TestCanceledJobs(t *testing.T) {
+	// A job that ended canceled with no cancel asked for is wrong...
+	h, final := good()
+	final.Jobs[5].Status = "canceled"
+	final.Jobs[5].Ops[0].Status = "canceled"
+	expect(t, "accounting", CheckSets(h.ops, empty(), final).Violations, "job chaos-c3-1 (id 7) ended canceled, want success")
+	// ...and right once a cancel was asked, acknowledged or not.
+	h.add(Op{Client: 3, Kind: JobCancel, JobIDs: []int64{7}, Markers: []string{"chaos-c3-1"}, Outcome: Indeterminate}, 101, 102)
+	if r := CheckSets(h.ops, empty(), final); len(r.Violations) > 0 {
+		t.Errorf("canceled job flagged: %v", r.Violations)
+	}
+}

@@ -1,0 +1,566 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gnt-cluster/gnt/fsm"
+	"github.com/gnt-cluster/gnt/integration"
+	"github.com/gnt-cluster/gnt/rpc"
+)
+
+// Config shapes one run.
+type Config struct {
+	Seed       uint64
+	Candidates int
+	Nodes      int
+	Clients    int
+	// Length is how long faults are injected (the workload runs a little
+	// longer on both sides).
+	Length time.Duration
+	// Kinds are injected in this order, once each; nil means random kinds
+	// (of those the cluster can take) until Length has passed.
+	Kinds []string
+	// Hold and Gap bound how long a fault lasts and the quiet time after
+	// it is healed.
+	Hold, Gap [2]time.Duration
+	// SnapshotThreshold and TrailingLogs, when set, make Raft snapshot
+	// and truncate its log that often, so that restarted and cut-off
+	// members catch up from snapshots.
+	SnapshotThreshold, TrailingLogs int
+	// Network is how network faults are made: InProcess (the default) or
+	// IPTables (the process must run in a network namespace of its own).
+	Network string
+	// MaxWrites bounds the writes of the run (0: 8000), so that every job
+	// stays in the active queue for the accounting.
+	MaxWrites int64
+	// LinearTimeout bounds Porcupine's check of one object (0: 1 min).
+	LinearTimeout time.Duration
+	// Artifacts is the directory under which a failing run keeps its files.
+	Artifacts string
+	// Logf prints progress (nil: t.Logf).
+	Logf func(format string, args ...any)
+}
+
+// ConvergeWithin is how soon after healing every candidate must have
+// applied the same index with the same state hash.
+const ConvergeWithin = 10 * time.Second
+
+// Report is the outcome of one run.
+type Report struct {
+	Seed       uint64        `json:"seed"`
+	Candidates int           `json:"candidates"`
+	Elapsed    time.Duration `json:"elapsed"`
+	// Operations by outcome.
+	Ops, OK, Failed, Indeterminate int
+	Faults                         map[string]int
+	Sets                           SetResult
+	Linear                         LinearResult
+	// WorstRecovery is the longest time from a fault's start to the first
+	// acknowledged write invoked after it; WorstFault names that fault.
+	WorstRecovery time.Duration
+	WorstFault    string
+	// Leaderships is the number of leaderships established (from the
+	// members' logs), the initial one included.
+	Leaderships int
+	// Converged is how long after healing the candidates agreed.
+	Converged  time.Duration
+	Violations []string
+	// Dir holds the run's files when it failed.
+	Dir string
+}
+
+// Line is the run's one-line summary.
+func (r *Report) Line() string {
+	return summaryLine(1, []*Report{r})
+}
+
+// Summary is the one-line summary of several runs.
+func Summary(reports []*Report) string { return summaryLine(len(reports), reports) }
+
+func summaryLine(runs int, reports []*Report) string {
+	var ops, ok, failed, indet, lost, unexp, dup, rec, lin, checked, unknown, viol int
+	faults := map[string]int{}
+	var worst time.Duration
+	worstFault := ""
+	for _, r := range reports {
+		ops, ok, failed, indet = ops+r.Ops, ok+r.OK, failed+r.Failed, indet+r.Indeterminate
+		lost, unexp, dup, rec = lost+r.Sets.Lost, unexp+r.Sets.Unexpected, dup+r.Sets.Duplicated, rec+r.Sets.Recovered
+		lin, checked, unknown = lin+r.Linear.Ok, checked+r.Linear.Checked, unknown+r.Linear.Unknown
+		viol += len(r.Violations)
+		for k, n := range r.Faults {
+			faults[k] += n
+		}
+		if r.WorstRecovery > worst {
+			worst, worstFault = r.WorstRecovery, r.WorstFault
+		}
+	}
+	var fk []string
+	total := 0
+	for _, k := range sortedKeys(faults) {
+		fk = append(fk, fmt.Sprintf("%s=%d", k, faults[k]))
+		total += faults[k]
+	}
+	line := fmt.Sprintf("runs=%d operations=%d (ok=%d failed=%d indeterminate=%d) faults=%d (%s) lost=%d unexpected=%d duplicated=%d recovered=%d linearizable=%d/%d (%d unknown) worst-write-recovery=%s",
+		runs, ops, ok, failed, indet, total, strings.Join(fk, " "), lost, unexp, dup, rec, lin, checked, unknown, worst.Round(time.Millisecond))
+	if worstFault != "" {
+		line += " (" + worstFault + ")"
+	}
+	return line + fmt.Sprintf(" violations=%d", viol)
+}
+
+// run is the state of one run.
+type run struct {
+	t   *testing.T
+	cfg Config
+	c   *integration.Cluster
+	h   *History
+	nem *nemesis
+	rep *Report
+
+	objects, nodes []string
+	initial, final State
+
+	mu      sync.Mutex
+	samples []Sample
+}
+
+// RunOnce runs one cluster through the workload and the faults, then
+// checks, and fills rep. Violations are reported with t.Errorf; rep says
+// what happened either way (also when the run fails half-way).
+func RunOnce(t *testing.T, cfg Config, rep *Report) {
+	if cfg.MaxWrites == 0 {
+		cfg.MaxWrites = 8000
+	}
+	if cfg.LinearTimeout == 0 {
+		cfg.LinearTimeout = time.Minute
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = t.Logf
+	}
+	began := time.Now()
+	*rep = Report{Seed: cfg.Seed, Candidates: cfg.Candidates, Faults: map[string]int{}}
+	r := &run{t: t, cfg: cfg, rep: rep}
+	args := []string{"--debug"}
+	if cfg.SnapshotThreshold > 0 {
+		args = append(args, "--raft-snapshot-threshold", strconv.Itoa(cfg.SnapshotThreshold), "--raft-trailing-logs", strconv.Itoa(cfg.TrailingLogs))
+	}
+	r.c = integration.NewCluster(t, integration.ClusterOptions{Candidates: cfg.Candidates, Nodes: cfg.Nodes, ExtraArgs: args})
+	t.Cleanup(func() {
+		if t.Failed() || len(r.rep.Violations) > 0 {
+			r.keep()
+		}
+	})
+	r.c.WaitLeader(30 * time.Second)
+	r.discover()
+	r.initial = r.readState(false)
+
+	r.h = NewHistory(time.Now())
+	r.nem = newNemesis(t, r.c, r.h, cfg.Seed, cfg.Network, cfg.Logf)
+	key, err := os.ReadFile(filepath.Join(r.c.Members[0].DataDir, "cluster.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &workload{c: r.c, h: r.h, seed: cfg.Seed, objects: r.objects, nodes: r.nodes, key: key, maxWrites: cfg.MaxWrites}
+
+	pollCtx, stopPoll := context.WithCancel(context.Background())
+	pollDone := r.poll(pollCtx)
+	defer func() { stopPoll(); <-pollDone }()
+	loadCtx, stopLoad := context.WithCancel(context.Background())
+	loadDone := make(chan struct{})
+	go func() { defer close(loadDone); w.run(loadCtx, cfg.Clients) }()
+	defer func() { stopLoad(); <-loadDone }()
+
+	// Faults, one at a time, on the test's goroutine (restarting a member
+	// may fail the test).
+	r.nem.run(context.Background(), schedule{kinds: cfg.Kinds, allKinds: FaultKinds(cfg.Candidates),
+		until: time.Now().Add(cfg.Length), hold: cfg.Hold, gap: cfg.Gap, warmup: 2 * time.Second})
+	stopLoad()
+	<-loadDone
+	r.nem.healAll()
+	healed := time.Now()
+	cfg.Logf("%7.3fs workload stopped, all healed; %d writes", secs(r.h.Now()), min(w.writes.Load(), cfg.MaxWrites))
+
+	r.converge(healed)
+	r.tombstone(cfg.Clients)
+	r.waitJobs()
+	r.final = r.readState(true)
+	stopPoll()
+	<-pollDone
+
+	r.check()
+	r.rep.Elapsed = time.Since(began)
+	for i, v := range r.rep.Violations {
+		if i == maxReported {
+			t.Errorf("... and %d more violations", len(r.rep.Violations)-i)
+			break
+		}
+		t.Errorf("%s", v)
+	}
+}
+
+// maxReported bounds the violations a run prints; violations.txt has them all.
+const maxReported = 40
+
+// discover names the objects the workload writes: the cluster, every
+// node, every node group; and the nodes whose drained flag it flips (the
+// non-candidates: a candidate cannot be drained while it is master).
+func (r *run) discover() {
+	r.objects = []string{fsm.TagCluster}
+	for _, m := range r.c.Members {
+		r.objects = append(r.objects, fsm.TagNode+"/"+m.Name)
+		if !m.Candidate {
+			r.nodes = append(r.nodes, m.Name)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	groups, err := r.c.Client().Groups(ctx, false)
+	if err != nil {
+		r.t.Fatalf("listing groups: %v", err)
+	}
+	for _, g := range groups {
+		r.objects = append(r.objects, fsm.TagNodeGroup+"/"+g.Name)
+	}
+}
+
+// readState reads every object's tags and every node's drained flag
+// through consistent reads; with jobs, the jobs too.
+func (r *run) readState(jobs bool) State {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl := r.c.Client()
+	st := State{Tags: map[string][]string{}, Drained: map[string]bool{}}
+	consistent := url.Values{"consistent": {"1"}}
+	for _, obj := range r.objects {
+		kind, name := splitObject(obj)
+		var tags []string
+		if _, err := cl.Do(ctx, http.MethodGet, tagsPath(kind, name), consistent, nil, &tags); err != nil {
+			r.t.Fatalf("reading the tags of %s: %v", obj, err)
+		}
+		sort.Strings(tags)
+		st.Tags[obj] = tags
+	}
+	for _, n := range r.nodes {
+		var info rpc.NodeInfo
+		if _, err := cl.Do(ctx, http.MethodGet, "/2/nodes/"+n, consistent, nil, &info); err != nil {
+			r.t.Fatalf("reading node %s: %v", n, err)
+		}
+		st.Drained[n] = info.Drained
+	}
+	if !jobs {
+		return st
+	}
+	var list []rpc.JobInfo
+	q := url.Values{"consistent": {"1"}, "bulk": {"1"}, "archived": {"1"}}
+	if _, err := cl.Do(ctx, http.MethodGet, "/2/jobs", q, nil, &list); err != nil {
+		r.t.Fatalf("listing jobs: %v", err)
+	}
+	for _, info := range list {
+		j := jobFromInfo(info, false)
+		if !j.Archived && slices.ContainsFunc(j.Ops, func(o JobOp) bool { return o.OpID == "OP_TEST_DELAY" }) {
+			// The listing leaves the steps out; read the whole job.
+			if _, err := cl.Do(ctx, http.MethodGet, "/2/jobs/"+strconv.FormatInt(j.ID, 10), consistent, nil, &info); err != nil {
+				r.t.Fatalf("reading job %d: %v", j.ID, err)
+			}
+			j = jobFromInfo(info, false)
+		}
+		st.Jobs = append(st.Jobs, j)
+	}
+	return st
+}
+
+// poll samples every candidate's status until ctx ends.
+func (r *run) poll(ctx context.Context) <-chan struct{} {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, m := range r.c.Candidates() {
+		cl := r.c.ClientFor(m)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				sctx, cancel := context.WithTimeout(ctx, time.Second)
+				st, err := cl.Status(sctx, false)
+				cancel()
+				if err == nil && st.Candidate {
+					r.mu.Lock()
+					r.samples = append(r.samples, Sample{Member: m.Name, At: r.h.Now(), State: st.RaftState,
+						Term: st.Term, Established: st.Established, Applied: st.AppliedIndex})
+					r.mu.Unlock()
+				}
+				sleep(ctx, 100*time.Millisecond)
+			}
+		}()
+	}
+	go func() { wg.Wait(); close(done) }()
+	return done
+}
+
+// converge waits until every candidate has applied the same index with
+// the same state hash; later than ConvergeWithin after healing is a
+// violation (it goes on waiting a while to say how long it took).
+func (r *run) converge(healed time.Time) {
+	var last []string
+	for time.Since(healed) < ConvergeWithin+30*time.Second {
+		last = last[:0]
+		indexes, hashes := map[uint64]bool{}, map[string]bool{}
+		ok := true
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for _, m := range r.c.Candidates() {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				st, err := r.c.Status(m)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					ok = false
+					last = append(last, fmt.Sprintf("%s: %v", m.Name, err))
+					return
+				}
+				indexes[st.AppliedIndex], hashes[st.FSMHash] = true, true
+				last = append(last, fmt.Sprintf("%s@%d:%.12s", m.Name, st.AppliedIndex, st.FSMHash))
+			}()
+		}
+		wg.Wait()
+		if ok && len(indexes) == 1 && len(hashes) == 1 {
+			r.rep.Converged = time.Since(healed)
+			if r.rep.Converged > ConvergeWithin {
+				r.violation("raft: candidates converged %v after healing, later than %v", r.rep.Converged.Round(time.Millisecond), ConvergeWithin)
+			}
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	sort.Strings(last)
+	r.violation("raft: candidates did not converge within %v of healing: %v", ConvergeWithin+30*time.Second, last)
+}
+
+// tombstone makes one write after healing: it must succeed, and it is
+// part of the history like any other.
+func (r *run) tombstone(clientID int) {
+	cl := r.c.Client()
+	deadline := time.Now().Add(30 * time.Second)
+	for i := 0; time.Now().Before(deadline); i++ {
+		o := &Op{Client: clientID, Kind: TagAdd, Object: fsm.TagCluster, Value: fmt.Sprintf("tombstone-%d", i), Call: r.h.Now()}
+		ctx, cancel := writeCtx()
+		id, meta, err := cl.AddTags(ctx, fsm.TagCluster, "", []string{o.Value}, "chaos tombstone")
+		cancel()
+		o.Return = r.h.Now()
+		o.Outcome, o.Code = classify(err)
+		o.Index, o.Server = meta.Index, meta.Server
+		if err != nil {
+			o.Err = err.Error()
+		} else {
+			o.JobIDs = []int64{id}
+		}
+		r.h.Add(o)
+		if o.Outcome == OK {
+			return
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	r.violation("liveness: no write succeeded within 30s after healing")
+}
+
+// waitJobs waits until every job has finished (the executor resumes the
+// jobs of a dead leader; none may stay unfinished).
+func (r *run) waitJobs() {
+	cl := r.c.Client()
+	deadline := time.Now().Add(2 * time.Minute)
+	var open []int64
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		var list []rpc.JobInfo
+		_, err := cl.Do(ctx, http.MethodGet, "/2/jobs", url.Values{"bulk": {"1"}}, nil, &list)
+		cancel()
+		if err == nil {
+			open = open[:0]
+			for _, j := range list {
+				if !fsm.Finalized(j.Status) {
+					open = append(open, j.ID)
+				}
+			}
+			if len(open) == 0 {
+				return
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	r.violation("jobs: %d jobs still unfinished 2m after healing: %v", len(open), open)
+}
+
+func (r *run) violation(format string, args ...any) {
+	r.rep.Violations = append(r.rep.Violations, fmt.Sprintf(format, args...))
+}
+
+// check runs every checker on the history.
+func (r *run) check() {
+	ops := r.h.Ops()
+	rep := r.rep
+	for _, o := range ops {
+		rep.Ops++
+		switch o.Outcome {
+		case OK:
+			rep.OK++
+		case Failed:
+			rep.Failed++
+		default:
+			rep.Indeterminate++
+		}
+	}
+	faults := r.nem.Faults()
+	for _, f := range faults {
+		rep.Faults[f.Kind]++
+	}
+	rep.WorstRecovery, rep.WorstFault = worstRecovery(ops, faults)
+
+	rep.Linear = CheckLinearizable(ops, r.initial, r.cfg.LinearTimeout)
+	for _, f := range rep.Linear.Failures {
+		r.violation("linearizability: %s", f)
+	}
+	rep.Sets = CheckSets(ops, r.initial, r.final)
+	for _, v := range rep.Sets.Violations {
+		r.violation("accounting: %s", v)
+	}
+	r.mu.Lock()
+	samples := slices.Clone(r.samples)
+	r.mu.Unlock()
+	for _, v := range CheckLeaders(samples) {
+		r.violation("raft: %s", v)
+	}
+	var ests []Establishment
+	for _, m := range r.c.Candidates() {
+		ests = append(ests, ParseEstablishments(m.Name, m.Log())...)
+	}
+	rep.Leaderships = len(ests)
+	if len(ests) == 0 {
+		r.violation("leader services: no \"leadership established\" line in any member's log; the check saw nothing")
+	}
+	for _, v := range CheckLeaderServices(ests, r.final.Jobs) {
+		r.violation("leader services: %s", v)
+	}
+	for _, v := range CheckStale(ops, r.initial) {
+		r.violation("stale read: %s", v)
+	}
+	if rep.OK == 0 {
+		r.violation("liveness: no operation succeeded")
+	}
+}
+
+// worstRecovery finds, for each fault, the first acknowledged write
+// invoked after the fault began, and returns the longest wait.
+func worstRecovery(ops []*Op, faults []Fault) (time.Duration, string) {
+	var worst time.Duration
+	name := ""
+	for _, f := range faults {
+		for _, o := range ops { // ordered by call
+			if o.Call < f.Start || !o.IsWrite() || o.Outcome != OK {
+				continue
+			}
+			if d := time.Duration(o.Return - f.Start); d > worst {
+				worst, name = d, f.Kind
+			}
+			break
+		}
+	}
+	return worst, name
+}
+
+// keep saves what a failing run leaves: history, faults, status samples,
+// states, violations, Porcupine pages, member logs and data dirs.
+func (r *run) keep() {
+	base := r.cfg.Artifacts
+	if base == "" {
+		base = os.TempDir()
+	}
+	dir := filepath.Join(base, fmt.Sprintf("chaos-%d-%s", r.cfg.Seed, time.Now().Format("20060102-150405")))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		r.t.Logf("cannot keep the run's files: %v", err)
+		return
+	}
+	r.rep.Dir = dir
+	save := func(name string, v any) {
+		data, err := json.MarshalIndent(v, "", "  ")
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, name), data, 0o644)
+		}
+		if err != nil {
+			r.t.Logf("saving %s: %v", name, err)
+		}
+	}
+	if r.h != nil {
+		writeJSONLines(filepath.Join(dir, "history.jsonl"), r.h.Ops())
+	}
+	if r.nem != nil {
+		save("faults.json", r.nem.Faults())
+		if _, err := r.rep.Linear.SavePages(dir, r.nem.Faults()); err != nil {
+			r.t.Logf("saving the Porcupine pages: %v", err)
+		}
+	}
+	r.mu.Lock()
+	writeJSONLines(filepath.Join(dir, "samples.jsonl"), r.samples)
+	r.mu.Unlock()
+	save("state-initial.json", r.initial)
+	save("state-final.json", r.final)
+	save("config.json", map[string]any{"seed": r.cfg.Seed, "candidates": r.cfg.Candidates, "nodes": r.cfg.Nodes,
+		"clients": r.cfg.Clients, "length": r.cfg.Length.String(), "kinds": r.cfg.Kinds, "network": r.cfg.Network,
+		"raft_snapshot_threshold": r.cfg.SnapshotThreshold, "raft_trailing_logs": r.cfg.TrailingLogs})
+	os.WriteFile(filepath.Join(dir, "violations.txt"), []byte(strings.Join(r.rep.Violations, "\n")+"\n"), 0o644)
+	// Stop the members so that their data dirs hold still, then copy them.
+	for _, m := range r.c.Members {
+		m.Kill()
+		os.MkdirAll(filepath.Join(dir, "logs"), 0o755)
+		os.WriteFile(filepath.Join(dir, "logs", m.Name+".log"), []byte(m.Log()), 0o644)
+		if err := copyDir(m.DataDir, filepath.Join(dir, "data", m.Name)); err != nil {
+			r.t.Logf("copying the data dir of %s: %v", m.Name, err)
+		}
+	}
+	r.t.Logf("the run's files are in %s", dir)
+}
+
+func copyDir(src, dst string) error {
+	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, path)
+		to := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(to, 0o755)
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		in, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		out, err := os.Create(to)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(out, in); err != nil {
+			out.Close()
+			return err
+		}
+		return out.Close()
+	})
+}

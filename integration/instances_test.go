@@ -1,0 +1,234 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gnt-cluster/gnt/fsm"
+	"github.com/gnt-cluster/gnt/rpc"
+)
+
+// instanceOn reads web1's record through the API: its primary and
+// secondary node names and admin state.
+func (c *Cluster) instanceNodes(name string) (primary string, secondaries []string, admin string, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	in, err := c.Client().Instance(ctx, name)
+	if err != nil {
+		return "", nil, "", err
+	}
+	return in.PNode, in.SNodes, in.AdminState, nil
+}
+
+// runningOn asks every node's agent where the instance runs.
+func (c *Cluster) runningOn(t *testing.T, uuid string, nodes []*Member) []string {
+	t.Helper()
+	var out []string
+	for _, m := range nodes {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		st, err := c.NodeClient(m).Status(ctx, fsm.Instance{UUID: uuid})
+		cancel()
+		if err == nil && st.State == rpc.NodeStateRunning {
+			out = append(out, m.Name)
+		}
+	}
+	return out
+}
+
+// TestInstanceLifecycleOnAgents: a drbd instance created with the CLI is
+// placed on the two nodes, runs on its primary, migrates and fails over
+// (the agents and the configuration agree after each), survives a kill
+// -9 of the leader in the middle of a migration (it ends up running
+// exactly once, where the configuration says), and is removed.
+func TestInstanceLifecycleOnAgents(t *testing.T) {
+	c := NewCluster(t, ClusterOptions{Candidates: 3, Nodes: 2, ExtraArgs: []string{"--debug"}})
+	c.WaitLeader(10 * time.Second)
+	nodes := []*Member{c.Member("node21"), c.Member("node22")}
+	for _, m := range nodes {
+		c.WaitAgent(m, 30*time.Second)
+	}
+	// A dry run asks the allocator; the instance goes on the plain nodes.
+	if out, err := c.GNT("instance", "add", "-t", "drbd", "--disk", "1G", "--memory", "512", "--dry-run", "web0"); err != nil || !strings.Contains(out, "would go to") {
+		t.Fatalf("instance add --dry-run: %v\n%s", err, out)
+	}
+	if out, err := c.GNT("instance", "add", "-t", "drbd", "--disk", "1G", "--memory", "512", "--os-type", "debian", "-n", "node21:node22", "web1"); err != nil {
+		t.Fatalf("instance add: %v\n%s", err, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	in, err := c.Client().Instance(ctx, "web1")
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string) string {
+		t.Helper()
+		p, s, admin, err := c.instanceNodes("web1")
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		running := c.runningOn(t, in.UUID, nodes)
+		if admin != "up" || len(s) != 1 || len(running) != 1 || running[0] != p {
+			t.Fatalf("%s: configuration says primary %s, secondaries %v, admin %s; agents run it on %v", what, p, s, admin, running)
+		}
+		return p
+	}
+	first := check("after create")
+	if out, err := c.GNT("instance", "migrate", "web1"); err != nil {
+		t.Fatalf("migrate: %v\n%s", err, out)
+	}
+	if p := check("after migrate"); p == first {
+		t.Fatalf("migrate left web1 on %s", p)
+	}
+	if out, err := c.GNT("instance", "failover", "web1"); err != nil {
+		t.Fatalf("failover: %v\n%s", err, out)
+	}
+	if p := check("after failover"); p != first {
+		t.Fatalf("failover left web1 on %s, want %s", p, first)
+	}
+
+	// Kill the leader while a migration's send is slowed down on the
+	// source; the next leader finishes it.
+	src := c.Member(first)
+	fctx, fcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	if _, err := c.NodeClient(src).SetFault(fctx, rpc.NodeFault{Op: rpc.NodeOpMigrateSend, Delay: "3s", Times: 1}); err != nil {
+		t.Fatalf("arming the delay: %v", err)
+	}
+	fcancel()
+	out, err := c.GNT("--submit", "instance", "migrate", "web1")
+	if err != nil {
+		t.Fatalf("migrate --submit: %v\n%s", err, out)
+	}
+	var id int64
+	if _, err := fmt.Sscanf(strings.TrimSpace(out), "JobID: %d", &id); err != nil {
+		t.Fatalf("job id from %q", out)
+	}
+	c.waitSteps(id, 1) // the target is prepared; the send is under way
+	leader := c.WaitLeader(10 * time.Second)
+	leader.Kill()
+	t.Logf("killed leader %s during migration job %d", leader.Name, id)
+	c.WaitLeader(15 * time.Second)
+	c.Eventually(60*time.Second, 100*time.Millisecond, "migration job finished", func() error {
+		j, err := c.job(id)
+		if err != nil {
+			return err
+		}
+		if !fsm.Finalized(j.Status) {
+			return fmt.Errorf("job %d is %s", id, j.Status)
+		}
+		if j.Status != fsm.StatusSuccess {
+			t.Fatalf("migration job %d ended %s: %s", id, j.Status, j.OpResult)
+		}
+		return nil
+	})
+	if p := check("after the migration the leader's death interrupted"); p == first {
+		t.Fatalf("the interrupted migration left web1 on %s", p)
+	}
+	leader.Start(t)
+
+	// Evacuating the primary's node moves web1 off it entirely; it runs
+	// once, on a node the configuration names.
+	p, _, _, _ := c.instanceNodes("web1")
+	if out, err := c.GNT("node", "evacuate", p); err != nil {
+		t.Fatalf("evacuate %s: %v\n%s", p, err, out)
+	}
+	np, ns, _, err := c.instanceNodes("web1")
+	if err != nil || np == p || len(ns) != 1 || ns[0] == p {
+		t.Fatalf("after evacuating %s: primary %s, secondaries %v (%v)", p, np, ns, err)
+	}
+	all := append(append([]*Member{}, nodes...), c.Candidates()...)
+	if running := c.runningOn(t, in.UUID, all); len(running) != 1 || running[0] != np {
+		t.Fatalf("after evacuating %s: runs on %v, configuration says %s", p, running, np)
+	}
+
+	if out, err := c.GNT("instance", "remove", "web1"); err != nil {
+		t.Fatalf("remove: %v\n%s", err, out)
+	}
+	for _, m := range all {
+		if !m.Running() {
+			continue
+		}
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := c.NodeClient(m).Status(sctx, fsm.Instance{UUID: in.UUID})
+		scancel()
+		if err == nil {
+			t.Errorf("%s still has web1 after remove", m.Name)
+		}
+	}
+}
+
+// TestReservationsNeverOvercommit: with 5 nodes of 4 GiB (room for 20),
+// thirty concurrent creations of 1 GiB instances (half of them
+// forthcoming reservations) through different candidates: what succeeds
+// fits, what does not fails naming the memory, no node holds more than it
+// has, and the capacity left is what the accounting says.
+func TestReservationsNeverOvercommit(t *testing.T) {
+	c := NewCluster(t, ClusterOptions{Candidates: 3, Nodes: 2, ExtraArgs: []string{"--memory-mib", "4096"}})
+	c.WaitLeader(10 * time.Second)
+	servers := c.Servers()
+	type result struct {
+		name string
+		err  error
+	}
+	results := make(chan result, 30)
+	for i := 0; i < 30; i++ {
+		go func(i int) {
+			cl := rpc.NewClient(append(servers[i%len(servers):], servers[:i%len(servers)]...))
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			name := fmt.Sprintf("r%02d", i)
+			op := map[string]any{"OP_ID": "OP_INSTANCE_CREATE", "instance_name": name, "disk_template": "diskless",
+				"beparams": map[string]any{"memory": 1024}, "forthcoming": i%2 == 0, "start": false}
+			id, meta, err := cl.SubmitJob(ctx, []map[string]any{op}, "overcommit test")
+			if err == nil {
+				var j rpc.JobInfo
+				j, err = cl.WaitJob(ctx, id, meta.Index)
+				if err == nil && j.Status != fsm.StatusSuccess {
+					err = fmt.Errorf("%s: %s", j.Status, j.OpResult)
+				}
+			}
+			results <- result{name, err}
+		}(i)
+	}
+	ok := 0
+	for i := 0; i < 30; i++ {
+		r := <-results
+		if r.err == nil {
+			ok++
+		} else if !strings.Contains(r.err.Error(), "memory") {
+			t.Errorf("%s failed for another reason than memory: %v", r.name, r.err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	insts, err := c.Client().Instances(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perNode := map[string]int64{}
+	for _, in := range insts {
+		perNode[in.PNode] += in.BEParams.Memory
+	}
+	for n, m := range perNode {
+		if m > 4096 {
+			t.Errorf("node %s holds %d MiB of instances, more than its 4096", n, m)
+		}
+	}
+	if ok != len(insts) {
+		t.Errorf("%d creations succeeded but %d instances exist", ok, len(insts))
+	}
+	if ok == 0 || ok > 20 {
+		t.Errorf("%d of 30 creations succeeded; room is for 20", ok)
+	}
+	t.Logf("%d of 30 creations fit; memory per node %v", ok, perNode)
+	out, err := c.GNT("cluster", "capacity", "--memory", "1024")
+	if err != nil {
+		t.Fatalf("capacity: %v\n%s", err, out)
+	}
+	var fits int
+	if _, err := fmt.Sscanf(out, "%d", &fits); err != nil || fits != 20-len(insts) {
+		t.Errorf("capacity answered %q; want %d more", out, 20-len(insts))
+	}
+}

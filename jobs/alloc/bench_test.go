@@ -1,0 +1,155 @@
+package alloc
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/gnt-cluster/gnt/fsm"
+)
+
+var (
+	bigOnce sync.Once
+	big     *fsm.State
+)
+
+// bigState is the benchmarks' cluster: 1000 nodes in one group (the
+// worst case for drbd pairs: every node is a candidate), 1% of them
+// drained and 1% offline, and 20000 instances (half drbd, 40% plain, 10%
+// diskless, every tenth forthcoming). node0000 holds 200 of them: 100 as
+// primary, 100 as drbd secondary.
+func bigState() *fsm.State {
+	bigOnce.Do(func() {
+		const nodes, insts = 1000, 20000
+		c := newCluster().group("default", fsm.AllocPreferred)
+		names := make([]string, nodes)
+		for i := range names {
+			names[i] = fmt.Sprintf("node%04d", i)
+			var mods []func(*fsm.Node)
+			switch i % 100 {
+			case 37:
+				mods = append(mods, drained)
+			case 71:
+				mods = append(mods, offline)
+			}
+			c.node(names[i], "default", 256*gib, 16*1024*gib, 96, mods...)
+		}
+		for i := 0; i < insts; i++ {
+			p := 1 + i%(nodes-1)
+			s := 1 + (i*7+1+i/nodes)%(nodes-1)
+			if s == p {
+				s = 1 + p%(nodes-1)
+			}
+			switch {
+			case i < 100:
+				p = 0
+			case i < 200:
+				s = 0
+				if p%100 == 71 { // offline: it could not feed a new secondary
+					p++
+				}
+			}
+			template, sec := TemplatePlain, ""
+			switch x := i % 10; {
+			case x < 5 || i >= 100 && i < 200:
+				template, sec = TemplateDRBD, names[s]
+			case x == 9:
+				template = TemplateDiskless
+			}
+			disk := int64(10*(1+i%5)) * gib
+			if template == TemplateDiskless {
+				disk = 0
+			}
+			var mods []func(*fsm.Instance)
+			if i%10 == 3 {
+				mods = append(mods, forthcoming)
+			}
+			c.inst(fmt.Sprintf("inst%05d", i), template, names[p], sec, int64(512*(1+i%8)), disk, 1+i%4, mods...)
+		}
+		big = c.st
+	})
+	return big
+}
+
+func reportMS(b *testing.B, unit string) {
+	if b.N > 0 {
+		b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), unit)
+	}
+}
+
+// BenchmarkAllocate places one instance on the 1000-node, 20000-instance
+// state: the whole call, building the resource table included (target
+// under 5 ms). scan is the floor any call that reads the state must pay:
+// reading each instance's nodes (a map lookup each) and disk sizes, which
+// is memory-bound; compare the placements with it on a loaded machine.
+func BenchmarkAllocate(b *testing.B) {
+	st := bigState()
+	b.Run("scan", func(b *testing.B) {
+		idx := make(map[string]int32, len(st.Nodes))
+		for u := range st.Nodes {
+			idx[u] = 1
+		}
+		var sink int64
+		for b.Loop() {
+			for _, i := range st.Instances {
+				sink += i.MemoryMiB + int64(idx[i.PrimaryNode])
+				for _, s := range i.SecondaryNodes {
+					sink += int64(idx[s])
+				}
+				for k := range i.Disks {
+					sink += i.Disks[k].SizeMiB
+				}
+			}
+		}
+		reportMS(b, "ms/scan")
+		if sink == 0 {
+			b.Fatal("nothing read")
+		}
+	})
+	for _, req := range []Request{plain(4*gib, 20*gib, 2), drbd(4*gib, 20*gib, 2)} {
+		b.Run(req.Template, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Allocate(st, req, Options{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			reportMS(b, "ms/placement")
+		})
+	}
+}
+
+// BenchmarkEvacuatePlan plans the evacuation (mode all) of node0000 and
+// its 200 instances on the same state (target under 50 ms).
+func BenchmarkEvacuatePlan(b *testing.B) {
+	st := bigState()
+	opts := Options{AllowRecreate: true}
+	b.ReportAllocs()
+	for b.Loop() {
+		plan, err := EvacuatePlan(st, "node0000", EvacAll, opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(plan.Moves) != 200 {
+			b.Fatalf("%d moves", len(plan.Moves))
+		}
+	}
+	reportMS(b, "ms/plan")
+}
+
+// BenchmarkCapacity counts how many 32 GiB drbd instances still fit on
+// the same state (each one a placement on the shrinking table).
+func BenchmarkCapacity(b *testing.B) {
+	st := bigState()
+	spec := drbd(32*gib, 100*gib, 4)
+	var count int
+	for b.Loop() {
+		res, err := Capacity(st, spec, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		count = res.Count
+	}
+	reportMS(b, "ms/count")
+	b.ReportMetric(float64(count), "instances")
+}

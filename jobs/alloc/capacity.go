@@ -1,0 +1,97 @@
+package alloc
+
+import (
+	"fmt"
+
+	"github.com/gnt-cluster/gnt/fsm"
+)
+
+// Placement is one instance of a capacity answer: its nodes by name.
+type Placement struct {
+	Primary   string `json:"primary"`
+	Secondary string `json:"secondary,omitempty"`
+}
+
+// CapacityResult answers how many instances of one specification fit
+// (seed 003, "Cluster capacity calculation"): how many, on which nodes in
+// the order they would be allocated, and the counts per node and group.
+type CapacityResult struct {
+	Count int `json:"count"`
+	// Placements are the nodes of each instance, in allocation order.
+	Placements []Placement `json:"placements"`
+	// Primaries and Secondaries count, by node name, the instances a node
+	// would hold as primary and as drbd secondary; Groups by group name.
+	Primaries   map[string]int `json:"primaries"`
+	Secondaries map[string]int `json:"secondaries,omitempty"`
+	Groups      map[string]int `json:"groups"`
+	// Limit says why one more does not fit: the message Allocate would
+	// return for it, or that counting stopped at Options.MaxCapacity.
+	Limit string `json:"limit"`
+	// Truncated is set when counting stopped at Options.MaxCapacity: more
+	// may fit.
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+// Capacity counts how many instances of spec fit in the cluster: it
+// places them one after another, exactly as consecutive Allocate calls
+// would (same choices, N+1 kept), on its own copy of the resource table,
+// until one does not fit. So Count instances can be created one by one
+// with Allocate and the next one fails, as long as the state does not
+// change in between. Spec is a Request (its Name is used in Limit; Group,
+// Nodes, Exclude and Instance restrict it as for Allocate). The error is
+// Allocate's for a malformed spec; a spec asking for no memory, disk or
+// vcpus is refused, as it would fit without end.
+func Capacity(st *fsm.State, spec Request, opts Options) (CapacityResult, error) {
+	nd, ferr := spec.check()
+	if ferr != nil {
+		return CapacityResult{}, ferr
+	}
+	if nd.mem == 0 && nd.disk == 0 && nd.cpu == 0 {
+		return CapacityResult{}, inval("memory", "a capacity spec must ask for some memory, disk or vcpus")
+	}
+	skip, ferr := resolveInstance(st, spec.Instance)
+	if ferr != nil {
+		return CapacityResult{}, ferr
+	}
+	t := buildTable(st, opts, skip, "")
+	sc, ferr := t.scopeOf(&spec)
+	if ferr != nil {
+		return CapacityResult{}, ferr
+	}
+	limit := opts.MaxCapacity
+	if limit <= 0 {
+		limit = DefaultMaxCapacity
+	}
+	res := CapacityResult{Primaries: map[string]int{}, Groups: map[string]int{}}
+	if nd.drbd {
+		res.Secondaries = map[string]int{}
+	}
+	in := inst{mem: nd.mem, cpu: nd.cpu, disk: nd.disk}
+	var secs [1]int32
+	for {
+		if res.Count == limit {
+			res.Truncated = true
+			res.Limit = fmt.Sprintf("stopped counting at %d instances", limit)
+			break
+		}
+		c, ok := t.search(nd, sc)
+		if !ok {
+			res.Limit = "cannot place " + spec.describe(nd) + ": " + t.explain(nd, sc)
+			break
+		}
+		p := Placement{Primary: t.rows[c.pri].name}
+		res.Primaries[p.Primary]++
+		res.Groups[t.groups[c.g].name]++
+		if c.sec >= 0 {
+			secs[0] = c.sec
+			t.add(&in, c.pri, secs[:])
+			p.Secondary = t.rows[c.sec].name
+			res.Secondaries[p.Secondary]++
+		} else {
+			t.add(&in, c.pri, nil)
+		}
+		res.Placements = append(res.Placements, p)
+		res.Count++
+	}
+	return res, nil
+}

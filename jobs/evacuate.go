@@ -1,0 +1,190 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/gnt-cluster/gnt/fsm"
+	"github.com/gnt-cluster/gnt/jobs/alloc"
+)
+
+// Node-wide opcodes: their first step plans the moves and records the
+// plan as its result; then there is one step per move, built from the
+// recorded plan, so a new leader resumes the evacuation at the first move
+// not recorded. A move run again finds its earlier effects in place (the
+// agents' operations are idempotent and keyed by a per-move id; the
+// configuration is re-read and only changed where it is not yet so).
+
+// planned returns the plan step and, once the plan is recorded, one step
+// per move; before that a placeholder that the executor replaces when the
+// plan step is recorded.
+func (e *Executor) planned(st *fsm.OpState, plan Step, move func(alloc.Move) Step) []Step {
+	var p alloc.Plan
+	if ok, err := recordedPlan(st, &p); err != nil || !ok {
+		return []Step{plan, {Name: "moves", Run: func(context.Context, *StepContext) (any, error) {
+			return nil, fmt.Errorf("the plan was not recorded")
+		}}}
+	}
+	steps := []Step{plan}
+	for _, m := range p.Moves {
+		steps = append(steps, move(m))
+	}
+	if len(p.Moves) == 0 {
+		steps = append(steps, Step{Name: "nothing to move", Run: func(_ context.Context, sc *StepContext) (any, error) {
+			sc.Logf("no instance to move off %s", p.NodeName)
+			return nil, nil
+		}})
+	}
+	return steps
+}
+
+func (e *Executor) evacuateSteps(o *fsm.OpNodeEvacuate, st *fsm.OpState) []Step {
+	plan := Step{Name: "plan", Run: func(_ context.Context, sc *StepContext) (any, error) {
+		var (
+			p   alloc.Plan
+			err error
+		)
+		e.FSM.Read(func(s *fsm.State, _ uint64) {
+			p, err = alloc.EvacuatePlan(s, o.NodeName, alloc.EvacMode(o.EvacMode()), e.allocOptions(s))
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range p.Moves {
+			sc.Logf("%s: %s -> primary %s, secondary %s", m.Instance, m.Kind, m.NewPrimaryName, m.NewSecondaryName)
+		}
+		return p, nil
+	}}
+	return e.planned(st, plan, func(m alloc.Move) Step {
+		return Step{Name: fmt.Sprintf("%s %s", m.Kind, m.Instance), Run: func(ctx context.Context, sc *StepContext) (any, error) {
+			return nil, e.runMove(ctx, sc, m)
+		}}
+	})
+}
+
+func (e *Executor) nodeMigrateSteps(o *fsm.OpNodeMigrate, st *fsm.OpState) []Step {
+	plan := Step{Name: "plan", Run: func(_ context.Context, sc *StepContext) (any, error) {
+		p := alloc.Plan{Mode: alloc.EvacPrimary}
+		var err error
+		e.FSM.Read(func(s *fsm.State, _ uint64) {
+			n := s.LookupNode(o.NodeName)
+			if n == nil {
+				err = &fsm.Error{Code: fsm.CodeNoEnt, Field: "node_name", Msg: fmt.Sprintf("node %s does not exist", o.NodeName)}
+				return
+			}
+			p.Node, p.NodeName = n.UUID, n.Name
+			for _, in := range s.SortedInstances() {
+				if in.PrimaryNode != n.UUID || in.DiskTemplate != fsm.DTDrbd || len(in.SecondaryNodes) != 1 || in.AdminState != fsm.AdminUp {
+					continue
+				}
+				p.Moves = append(p.Moves, alloc.Move{Instance: in.Name, InstanceUUID: in.UUID, Kind: alloc.MoveFailover,
+					OldPrimary: n.UUID, NewPrimary: in.SecondaryNodes[0], NewSecondary: n.UUID,
+					OldPrimaryName: n.Name, NewPrimaryName: s.NodeName(in.SecondaryNodes[0]), NewSecondaryName: n.Name})
+			}
+		})
+		if err != nil {
+			return nil, err
+		}
+		sc.Logf("migrating %d instance(s) off %s", len(p.Moves), p.NodeName)
+		return p, nil
+	}}
+	return e.planned(st, plan, func(m alloc.Move) Step {
+		return Step{Name: "migrate " + m.Instance, Run: func(ctx context.Context, sc *StepContext) (any, error) {
+			return nil, e.runMove(ctx, sc, m)
+		}}
+	})
+}
+
+// runMove carries out one move of a plan on a working copy of the
+// instance's record, recorded with the step when it changed.
+func (e *Executor) runMove(ctx context.Context, sc *StepContext, m alloc.Move) error {
+	in, nodes, err := e.instanceOf(m.InstanceUUID)
+	if err != nil {
+		return err
+	}
+	expect := in.SerialNo
+	changed := false
+	switch m.Kind {
+	case alloc.MoveFailover:
+		changed, err = e.moveToSecondary(ctx, sc, in, nodes)
+	case alloc.MoveReplaceSecondary:
+		changed, err = e.replaceSecondary(ctx, sc, in, m.OldSecondary, m.NewSecondary)
+	case alloc.MoveFailoverReplace:
+		if changed, err = e.moveToSecondary(ctx, sc, in, nodes); err == nil {
+			// The evacuated node, the old primary, is now the secondary.
+			var c bool
+			c, err = e.replaceSecondary(ctx, sc, in, m.OldPrimary, m.NewSecondary)
+			changed = changed || c
+		}
+	default:
+		err = fmt.Errorf("moving %s by %s (re-creating its disks elsewhere) is not supported by this gntd; move it by hand", m.Instance, m.Kind)
+	}
+	if err != nil {
+		return err
+	}
+	if changed {
+		put(sc, in, expect)
+	}
+	return nil
+}
+
+// moveToSecondary makes a drbd instance's secondary its primary: a live
+// migration when it should run (keyed by an id of this opcode and the
+// instance, so a repeat is no effect), then the roles swap in the record.
+func (e *Executor) moveToSecondary(ctx context.Context, sc *StepContext, in *fsm.Instance, nodes map[string]*fsm.Node) (bool, error) {
+	if err := needDRBD(in, "moving to the secondary"); err != nil {
+		return false, err
+	}
+	src, dst := nodes[in.PrimaryNode], nodes[in.SecondaryNodes[0]]
+	if err := e.usable(dst, "moving "+in.Name); err != nil {
+		return false, err
+	}
+	if in.AdminState == fsm.AdminUp {
+		if err := e.usable(src, "migrating "+in.Name); err != nil {
+			return false, fmt.Errorf("%v; fail the instance over instead", err)
+		}
+		id := fmt.Sprintf("%s-%s", opID(sc), in.UUID)
+		for _, c := range []struct {
+			node *fsm.Node
+			call NodeCall
+		}{
+			{dst, NodeCall{Op: NodeOpMigratePrepare, Instance: in, Migration: id, PeerNode: src.Name}},
+			{src, NodeCall{Op: NodeOpMigrateSend, Instance: in, Migration: id, PeerNode: dst.Name, Peer: dst.Addrs.Agent}},
+			{dst, NodeCall{Op: NodeOpMigrateFinish, Instance: in, Migration: id}},
+		} {
+			if _, err := e.call(ctx, sc, c.node, c.call); err != nil {
+				return false, err
+			}
+		}
+	}
+	sc.Logf("%s: primary %s -> %s", in.Name, src.Name, dst.Name)
+	in.PrimaryNode, in.SecondaryNodes = in.SecondaryNodes[0], []string{in.PrimaryNode}
+	return true, nil
+}
+
+// replaceSecondary gives a drbd instance a new secondary: its disks are
+// created there and the old secondary's copy is removed; the caller
+// records the new secondary.
+func (e *Executor) replaceSecondary(ctx context.Context, sc *StepContext, in *fsm.Instance, oldSec, newSec string) (bool, error) {
+	if len(in.SecondaryNodes) != 1 || in.SecondaryNodes[0] != oldSec {
+		return false, fmt.Errorf("instance %s's secondary is no longer the planned %s", in.Name, oldSec)
+	}
+	var oldNode, newNode *fsm.Node
+	e.FSM.Read(func(s *fsm.State, _ uint64) { oldNode, newNode = s.Nodes[oldSec], s.Nodes[newSec] })
+	if err := e.usable(newNode, "creating "+in.Name+"'s new secondary"); err != nil {
+		return false, err
+	}
+	for _, d := range in.Disks {
+		if _, err := e.call(ctx, sc, newNode, NodeCall{Op: NodeOpDiskCreate, Instance: in, Disk: d.UUID}); err != nil {
+			return false, err
+		}
+	}
+	if oldNode != nil && e.usable(oldNode, "") == nil {
+		if _, err := e.call(ctx, sc, oldNode, NodeCall{Op: NodeOpRemove, Instance: in}); err != nil {
+			sc.Logf("the old secondary %s keeps a copy of %s's disks: %v", oldNode.Name, in.Name, err)
+		}
+	}
+	sc.Logf("%s: secondary -> %s", in.Name, newNode.Name)
+	in.SecondaryNodes = []string{newSec}
+	return true, nil
+}

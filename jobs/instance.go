@@ -1,0 +1,538 @@
+package jobs
+
+import (
+	"context"
+	"crypto/sha1"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/gnt-cluster/gnt/fsm"
+	"github.com/gnt-cluster/gnt/jobs/alloc"
+)
+
+// The instance opcodes as steps. Each step reads the instance's record
+// from the state when it runs (the previous steps recorded theirs), acts
+// on the node agents with idempotent operations, and records the
+// configuration change it made with its own record (StepContext.Change).
+// A step interrupted by a leader change is run again by the next leader:
+// the agents answer "no effect" for what was done already, and
+// reboot/OS install/migration carry an id that makes them happen once.
+
+// DefaultVCPURatio is how many vcpus one physical CPU carries when
+// placing instances (Ganeti's default instance policy vcpu_ratio).
+const DefaultVCPURatio = 4
+
+// opID names the opcode on the agents, so operations that must happen
+// once (reboot, OS install, migration) are recognised when run again.
+func opID(sc *StepContext) string { return fmt.Sprintf("job%d-op%d", sc.Job.ID, sc.OpIndex) }
+
+// instanceOf reads an instance by name or UUID, with its nodes.
+func (e *Executor) instanceOf(ref string) (*fsm.Instance, map[string]*fsm.Node, error) {
+	var (
+		in    *fsm.Instance
+		nodes = map[string]*fsm.Node{}
+	)
+	e.FSM.Read(func(s *fsm.State, _ uint64) {
+		if i := s.LookupInstance(ref); i != nil {
+			c := *i
+			in = &c
+			for _, u := range append([]string{i.PrimaryNode}, i.SecondaryNodes...) {
+				if n := s.Nodes[u]; n != nil {
+					nodes[u] = n
+				}
+			}
+		}
+	})
+	if in == nil {
+		return nil, nil, &fsm.Error{Code: fsm.CodeNoEnt, Field: "instance_name", Msg: fmt.Sprintf("instance %s does not exist", ref)}
+	}
+	return in, nodes, nil
+}
+
+// usable refuses a node an instance operation cannot act on.
+func (e *Executor) usable(n *fsm.Node, what string) error {
+	switch {
+	case n == nil:
+		return fmt.Errorf("%s: the node no longer exists", what)
+	case n.Offline:
+		return fmt.Errorf("%s: node %s is offline", what, n.Name)
+	case e.Dead != nil && e.Dead(n):
+		return fmt.Errorf("%s: node %s is dead", what, n.Name)
+	}
+	return nil
+}
+
+// put records an instance as changed by the step.
+func put(sc *StepContext, in *fsm.Instance, expect int64) {
+	rec := *in
+	sc.Change(fsm.StepChange{InstancePut: &fsm.InstancePut{Instance: rec, ExpectSerial: expect}})
+}
+
+// derivedUUID draws a stable UUID for a part of an instance (a disk, a
+// NIC) from the instance's UUID, so a step run again builds the same.
+func derivedUUID(base, part string) string {
+	ns, err := uuid.Parse(base)
+	if err != nil {
+		ns = uuid.NewSHA1(uuid.Nil, []byte(base))
+	}
+	return uuid.NewSHA1(ns, []byte(part)).String()
+}
+
+// derivedMAC is a MAC in Ganeti's default prefix aa:00:00, stable for the
+// instance and NIC index.
+func derivedMAC(base string, i int) string {
+	h := sha1.Sum([]byte(fmt.Sprintf("%s/nic%d", base, i)))
+	return fmt.Sprintf("aa:00:00:%02x:%02x:%02x", h[0], h[1], h[2])
+}
+
+func (e *Executor) allocOptions(s *fsm.State) alloc.Options { return AllocOptions(s, e.Dead) }
+
+// AllocOptions are the allocator's options on the state: the nodes dead
+// says are dead (nil: none) take no instances, and vcpus are placed at
+// DefaultVCPURatio.
+func AllocOptions(s *fsm.State, dead func(*fsm.Node) bool) alloc.Options {
+	d := map[string]bool{}
+	for u, n := range s.Nodes {
+		if dead != nil && dead(n) {
+			d[u] = true
+		}
+	}
+	return alloc.Options{Dead: d, VCPURatio: DefaultVCPURatio}
+}
+
+func (e *Executor) createSteps(o *fsm.OpInstanceCreate) []Step {
+	steps := []Step{{Name: "allocate and record", Retry: true, Run: func(ctx context.Context, sc *StepContext) (any, error) {
+		return e.createRecord(sc, o)
+	}}}
+	if o.Common().DryRun != nil && *o.Common().DryRun || o.Forthcoming {
+		return steps
+	}
+	createOn := func(secondary bool) Step {
+		name := "create disks on the primary node"
+		if secondary {
+			name = "create disks on the secondary node"
+		}
+		return Step{Name: name, Run: func(ctx context.Context, sc *StepContext) (any, error) {
+			in, nodes, err := e.instanceOf(o.InstanceName)
+			if err != nil {
+				return nil, err
+			}
+			node := nodes[in.PrimaryNode]
+			if secondary {
+				node = nodes[in.SecondaryNodes[0]]
+			}
+			if err := e.usable(node, "creating disks"); err != nil {
+				return nil, err
+			}
+			for _, d := range in.Disks {
+				if _, err := e.call(ctx, sc, node, NodeCall{Op: NodeOpDiskCreate, Instance: in, Disk: d.UUID}); err != nil {
+					return nil, err
+				}
+			}
+			sc.Logf("created %d disk(s) of %s on %s", len(in.Disks), in.Name, node.Name)
+			return nil, nil
+		}}
+	}
+	if o.Template() != fsm.DTDiskless {
+		steps = append(steps, createOn(false))
+		if o.Template() == fsm.DTDrbd {
+			steps = append(steps, createOn(true))
+		}
+		if !o.NoInstall && o.OSType != "" {
+			steps = append(steps, Step{Name: "install the OS", Run: func(ctx context.Context, sc *StepContext) (any, error) {
+				in, nodes, err := e.instanceOf(o.InstanceName)
+				if err != nil {
+					return nil, err
+				}
+				node := nodes[in.PrimaryNode]
+				if err := e.usable(node, "installing the OS"); err != nil {
+					return nil, err
+				}
+				if _, err := e.call(ctx, sc, node, NodeCall{Op: NodeOpOSInstall, Instance: in, OpID: opID(sc)}); err != nil {
+					return nil, err
+				}
+				sc.Logf("installed OS %s for %s on %s", in.OS, in.Name, node.Name)
+				return nil, nil
+			}})
+		}
+	}
+	if o.Start == nil || *o.Start {
+		steps = append(steps, startStep(e, o.InstanceName, false))
+	}
+	return steps
+}
+
+// createRecord places the instance (or checks the given nodes, or the
+// reservation being committed) and records it. With dry_run it only
+// answers where the instance would go.
+func (e *Executor) createRecord(sc *StepContext, o *fsm.OpInstanceCreate) (any, error) {
+	var (
+		res    alloc.Result
+		err    error
+		in     fsm.Instance
+		expect int64
+	)
+	opUUID := sc.Job.Ops[sc.OpIndex].UUID
+	e.FSM.Read(func(s *fsm.State, _ uint64) {
+		req := alloc.Request{Name: o.InstanceName, Template: o.Template(), MemoryMiB: o.BEParams.MemoryMiB(fsm.DefaultInstanceMemory),
+			VCPUs: fsm.DefaultInstanceVCPUs, Group: o.GroupName}
+		if o.BEParams.VCPUs != nil {
+			req.VCPUs = *o.BEParams.VCPUs
+		}
+		for _, d := range o.Disks {
+			req.Disks = append(req.Disks, d.Size)
+		}
+		for _, n := range []string{o.PNode, o.SNode} {
+			if n != "" {
+				req.Nodes = append(req.Nodes, n)
+			}
+		}
+		existing := s.LookupInstance(o.InstanceName)
+		switch {
+		case o.Commit:
+			if existing == nil || !existing.Forthcoming {
+				err = &fsm.Error{Code: fsm.CodeNoEnt, Field: "instance_name", Msg: fmt.Sprintf("there is no forthcoming instance %s to commit", o.InstanceName)}
+				return
+			}
+			// The reservation's own resources are left out of the
+			// accounting: committing needs no more than it holds.
+			in, expect = *existing, existing.SerialNo
+			req.Instance = existing.UUID
+			req.Template, req.MemoryMiB, req.VCPUs, req.Disks = existing.DiskTemplate, existing.MemoryMiB, existing.VCPUs, nil
+			for _, d := range existing.Disks {
+				req.Disks = append(req.Disks, d.SizeMiB)
+			}
+			if existing.PrimaryNode != "" {
+				req.Nodes = append([]string{existing.PrimaryNode}, existing.SecondaryNodes...)
+			}
+		case existing != nil && existing.UUID != opUUID:
+			err = &fsm.Error{Code: fsm.CodeExists, Field: "instance_name", Msg: fmt.Sprintf("instance %s already exists", o.InstanceName)}
+			return
+		case existing != nil:
+			// Recorded by this step before a leader change: done.
+			in, expect = *existing, -1
+			return
+		}
+		res, err = alloc.Allocate(s, req, e.allocOptions(s))
+	})
+	if err != nil {
+		return nil, err
+	}
+	if expect == -1 {
+		sc.Logf("instance %s was recorded before the leader change", in.Name)
+		return placementResult(in.PrimaryNode, in.SecondaryNodes), nil
+	}
+	if d := o.Common().DryRun; d != nil && *d {
+		sc.Logf("dry run: %s would go to %v", o.InstanceName, res.NodeNames())
+		return res, nil
+	}
+	if !o.Commit {
+		in = fsm.Instance{Name: o.InstanceName, UUID: opUUID, DiskTemplate: o.Template(), OS: o.OSType,
+			MemoryMiB: o.BEParams.MemoryMiB(fsm.DefaultInstanceMemory), VCPUs: fsm.DefaultInstanceVCPUs, AdminState: fsm.AdminDown,
+			Forthcoming: o.Forthcoming}
+		if o.BEParams.VCPUs != nil {
+			in.VCPUs = *o.BEParams.VCPUs
+		}
+		if in.UUID == "" {
+			in.UUID = derivedUUID(fmt.Sprintf("job%d", sc.Job.ID), fmt.Sprintf("op%d", sc.OpIndex))
+		}
+		for k, d := range o.Disks {
+			mode := d.Mode
+			if mode == "" {
+				mode = "rw"
+			}
+			in.Disks = append(in.Disks, fsm.Disk{UUID: derivedUUID(in.UUID, fmt.Sprintf("disk%d", k)), Name: d.Name, SizeMiB: d.Size, Mode: mode})
+		}
+		for k, n := range o.NICs {
+			mac := n.MAC
+			if mac == "" || mac == "auto" || mac == "generate" {
+				mac = derivedMAC(in.UUID, k)
+			}
+			in.NICs = append(in.NICs, fsm.NIC{UUID: derivedUUID(in.UUID, fmt.Sprintf("nic%d", k)), Name: n.Name, MAC: mac, IP: n.IP, Link: n.Link, Mode: n.Mode})
+		}
+	}
+	in.Forthcoming = o.Forthcoming
+	in.PrimaryNode, in.SecondaryNodes = res.Primary, nil
+	if res.Secondary != "" {
+		in.SecondaryNodes = []string{res.Secondary}
+	}
+	put(sc, &in, expect)
+	what := "recorded"
+	if o.Forthcoming {
+		what = "reserved (forthcoming)"
+	}
+	sc.Logf("%s %s on %v (group %s)", what, in.Name, res.NodeNames(), res.GroupName)
+	return res, nil
+}
+
+func placementResult(primary string, secondaries []string) map[string]any {
+	return map[string]any{"primary": primary, "secondaries": secondaries}
+}
+
+// startStep starts the instance on its primary node and records it as up
+// (unless noRemember).
+func startStep(e *Executor, ref string, noRemember bool) Step {
+	return Step{Name: "start", Run: func(ctx context.Context, sc *StepContext) (any, error) {
+		in, nodes, err := e.instanceOf(ref)
+		if err != nil {
+			return nil, err
+		}
+		if in.Forthcoming {
+			return nil, fmt.Errorf("instance %s is forthcoming (a reservation); commit it first", in.Name)
+		}
+		node := nodes[in.PrimaryNode]
+		if err := e.usable(node, "starting "+in.Name); err != nil {
+			return nil, err
+		}
+		if _, err := e.call(ctx, sc, node, NodeCall{Op: NodeOpStart, Instance: in}); err != nil {
+			return nil, err
+		}
+		if !noRemember && in.AdminState != fsm.AdminUp {
+			expect := in.SerialNo
+			in.AdminState = fsm.AdminUp
+			put(sc, in, expect)
+		}
+		sc.Logf("%s runs on %s", in.Name, node.Name)
+		return nil, nil
+	}}
+}
+
+// stopStep stops the instance on its primary node and records it as down
+// (unless noRemember). A primary that is offline or dead is skipped when
+// skipDown is set (the instance cannot be running there).
+func stopStep(e *Executor, ref string, timeout *float64, force, noRemember, skipDown bool) Step {
+	return Step{Name: "stop", Run: func(ctx context.Context, sc *StepContext) (any, error) {
+		in, nodes, err := e.instanceOf(ref)
+		if err != nil {
+			return nil, err
+		}
+		if in.Forthcoming {
+			return nil, fmt.Errorf("instance %s is forthcoming (a reservation); it does not run", in.Name)
+		}
+		node := nodes[in.PrimaryNode]
+		if err := e.usable(node, "stopping "+in.Name); err != nil {
+			if !skipDown {
+				return nil, err
+			}
+			sc.Logf("not stopping %s: %v", in.Name, err)
+		} else {
+			c := NodeCall{Op: NodeOpStop, Instance: in, Force: force}
+			if timeout != nil {
+				c.Timeout = time.Duration(*timeout * float64(time.Second))
+			}
+			if _, err := e.call(ctx, sc, node, c); err != nil {
+				return nil, err
+			}
+		}
+		if !noRemember && in.AdminState == fsm.AdminUp {
+			expect := in.SerialNo
+			in.AdminState = fsm.AdminDown
+			put(sc, in, expect)
+		}
+		return nil, nil
+	}}
+}
+
+func (e *Executor) removeSteps(o *fsm.OpInstanceRemove) []Step {
+	return []Step{
+		stopStep(e, o.Ref(), o.ShutdownTimeout, true, true, o.IgnoreFailures),
+		{Name: "remove from its nodes", Run: func(ctx context.Context, sc *StepContext) (any, error) {
+			in, nodes, err := e.instanceOf(o.Ref())
+			if err != nil {
+				return nil, err
+			}
+			for _, u := range append([]string{in.PrimaryNode}, in.SecondaryNodes...) {
+				if u == "" {
+					continue // a reservation without nodes
+				}
+				node := nodes[u]
+				if err := e.usable(node, "removing "+in.Name); err != nil {
+					if !o.IgnoreFailures {
+						return nil, fmt.Errorf("%v (ignore_failures removes the record anyway)", err)
+					}
+					sc.Logf("leaving %s's data on %s: %v", in.Name, u, err)
+					continue
+				}
+				if _, err := e.call(ctx, sc, node, NodeCall{Op: NodeOpRemove, Instance: in}); err != nil {
+					if !o.IgnoreFailures {
+						return nil, err
+					}
+					sc.Logf("ignoring: %v", err)
+				}
+			}
+			sc.Change(fsm.StepChange{InstanceRemove: &fsm.InstanceRemove{UUID: in.UUID, ExpectSerial: in.SerialNo}})
+			sc.Logf("removed %s", in.Name)
+			return nil, nil
+		}},
+	}
+}
+
+func (e *Executor) rebootStep(o *fsm.OpInstanceReboot) Step {
+	return Step{Name: "reboot", Run: func(ctx context.Context, sc *StepContext) (any, error) {
+		in, nodes, err := e.instanceOf(o.Ref())
+		if err != nil {
+			return nil, err
+		}
+		node := nodes[in.PrimaryNode]
+		if err := e.usable(node, "rebooting "+in.Name); err != nil {
+			return nil, err
+		}
+		kind := o.RebootType
+		if kind == "" {
+			kind = fsm.RebootHard
+		}
+		if _, err := e.call(ctx, sc, node, NodeCall{Op: NodeOpReboot, Instance: in, OpID: opID(sc), RebootType: kind}); err != nil {
+			return nil, err
+		}
+		if in.AdminState != fsm.AdminUp {
+			expect := in.SerialNo
+			in.AdminState = fsm.AdminUp
+			put(sc, in, expect)
+		}
+		return nil, nil
+	}}
+}
+
+// needDRBD refuses failover and migration of an instance without a
+// secondary (Ganeti: they need drbd or shared storage).
+func needDRBD(in *fsm.Instance, what string) error {
+	if in.DiskTemplate != fsm.DTDrbd || len(in.SecondaryNodes) != 1 {
+		return &fsm.Error{Code: fsm.CodeState, Field: "instance_name",
+			Msg: fmt.Sprintf("instance %s has disk template %s: %s needs drbd (a secondary node to move to)", in.Name, in.DiskTemplate, what)}
+	}
+	return nil
+}
+
+// swap records the instance on its secondary: primary and secondary
+// trade places.
+func swap(sc *StepContext, in *fsm.Instance) {
+	expect := in.SerialNo
+	in.PrimaryNode, in.SecondaryNodes = in.SecondaryNodes[0], []string{in.PrimaryNode}
+	put(sc, in, expect)
+}
+
+func (e *Executor) failoverSteps(o *fsm.OpInstanceFailover) []Step {
+	return []Step{
+		{Name: "stop on the primary", Run: func(ctx context.Context, sc *StepContext) (any, error) {
+			in, nodes, err := e.instanceOf(o.Ref())
+			if err != nil {
+				return nil, err
+			}
+			if err := needDRBD(in, "failover"); err != nil {
+				return nil, err
+			}
+			if o.TargetNode != "" && nodes[in.SecondaryNodes[0]] != nil && nodes[in.SecondaryNodes[0]].Name != o.TargetNode {
+				return nil, &fsm.Error{Code: fsm.CodeInval, Field: "target_node", Msg: fmt.Sprintf("a drbd instance fails over to its secondary %s, not %s", nodes[in.SecondaryNodes[0]].Name, o.TargetNode)}
+			}
+			if err := e.usable(nodes[in.SecondaryNodes[0]], "failing over "+in.Name); err != nil {
+				return nil, err
+			}
+			node := nodes[in.PrimaryNode]
+			if err := e.usable(node, "stopping "+in.Name); err != nil {
+				if !o.IgnoreConsistency {
+					return nil, fmt.Errorf("%v; fail over anyway with ignore_consistency", err)
+				}
+				sc.Logf("primary %v; failing over without stopping it there", err)
+				return nil, nil
+			}
+			c := NodeCall{Op: NodeOpStop, Instance: in}
+			if o.ShutdownTimeout != nil {
+				c.Timeout = time.Duration(*o.ShutdownTimeout * float64(time.Second))
+			}
+			_, err = e.call(ctx, sc, node, c)
+			return nil, err
+		}},
+		{Name: "switch to the secondary", Run: func(ctx context.Context, sc *StepContext) (any, error) {
+			in, nodes, err := e.instanceOf(o.Ref())
+			if err != nil {
+				return nil, err
+			}
+			if err := needDRBD(in, "failover"); err != nil {
+				return nil, err
+			}
+			sc.Logf("%s: primary %s -> %s", in.Name, nodeName(nodes, in.PrimaryNode), nodeName(nodes, in.SecondaryNodes[0]))
+			swap(sc, in)
+			return nil, nil
+		}},
+		{Name: "start on the new primary", Run: func(ctx context.Context, sc *StepContext) (any, error) {
+			in, nodes, err := e.instanceOf(o.Ref())
+			if err != nil {
+				return nil, err
+			}
+			if in.AdminState != fsm.AdminUp {
+				sc.Logf("%s is down by configuration: not starting it", in.Name)
+				return nil, nil
+			}
+			node := nodes[in.PrimaryNode]
+			if err := e.usable(node, "starting "+in.Name); err != nil {
+				return nil, err
+			}
+			_, err = e.call(ctx, sc, node, NodeCall{Op: NodeOpStart, Instance: in})
+			return nil, err
+		}},
+	}
+}
+
+func nodeName(nodes map[string]*fsm.Node, u string) string {
+	if n := nodes[u]; n != nil {
+		return n.Name
+	}
+	return u
+}
+
+func (e *Executor) migrateSteps(o *fsm.OpInstanceMigrate) []Step {
+	// target returns the instance, its primary and its secondary (the
+	// target), checked.
+	target := func(sc *StepContext) (*fsm.Instance, *fsm.Node, *fsm.Node, error) {
+		in, nodes, err := e.instanceOf(o.Ref())
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		if err := needDRBD(in, "migration"); err != nil {
+			return nil, nil, nil, err
+		}
+		src, dst := nodes[in.PrimaryNode], nodes[in.SecondaryNodes[0]]
+		if err := e.usable(dst, "migrating "+in.Name); err != nil {
+			return nil, nil, nil, err
+		}
+		if err := e.usable(src, "migrating "+in.Name); err != nil {
+			return nil, nil, nil, fmt.Errorf("%v; use failover", err)
+		}
+		return in, src, dst, nil
+	}
+	return []Step{
+		{Name: "prepare the target", Run: func(ctx context.Context, sc *StepContext) (any, error) {
+			in, src, dst, err := target(sc)
+			if err != nil {
+				return nil, err
+			}
+			if in.AdminState != fsm.AdminUp {
+				return nil, &fsm.Error{Code: fsm.CodeState, Field: "instance_name", Msg: fmt.Sprintf("instance %s is not running; use failover", in.Name)}
+			}
+			_, err = e.call(ctx, sc, dst, NodeCall{Op: NodeOpMigratePrepare, Instance: in, Migration: opID(sc), PeerNode: src.Name})
+			return nil, err
+		}},
+		{Name: "move the running instance", Run: func(ctx context.Context, sc *StepContext) (any, error) {
+			in, src, dst, err := target(sc)
+			if err != nil {
+				return nil, err
+			}
+			_, err = e.call(ctx, sc, src, NodeCall{Op: NodeOpMigrateSend, Instance: in, Migration: opID(sc), PeerNode: dst.Name, Peer: dst.Addrs.Agent})
+			return nil, err
+		}},
+		{Name: "resume on the target", Run: func(ctx context.Context, sc *StepContext) (any, error) {
+			in, src, dst, err := target(sc)
+			if err != nil {
+				return nil, err
+			}
+			if _, err := e.call(ctx, sc, dst, NodeCall{Op: NodeOpMigrateFinish, Instance: in, Migration: opID(sc)}); err != nil {
+				return nil, err
+			}
+			sc.Logf("%s migrated from %s to %s", in.Name, src.Name, dst.Name)
+			swap(sc, in)
+			return nil, nil
+		}},
+	}
+}

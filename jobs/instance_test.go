@@ -1,0 +1,312 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gnt-cluster/gnt/fsm"
+)
+
+// fakeNodes is an in-memory stand-in for the node agents: per node, the
+// instances it holds, with the agents' idempotence.
+type fakeNodes struct {
+	mu    sync.Mutex
+	disks map[string]map[string]bool // node/instance -> disk uuids
+	run   map[string]bool            // node/instance running
+	os    map[string]string          // node/instance -> op id of the last install
+	calls []string
+	fail  map[string]error // op@node -> error
+}
+
+func newFakeNodes() *fakeNodes {
+	return &fakeNodes{disks: map[string]map[string]bool{}, run: map[string]bool{}, os: map[string]string{}, fail: map[string]error{}}
+}
+
+func (f *fakeNodes) Call(_ context.Context, node *fsm.Node, c NodeCall) (NodeReply, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, c.Op+"@"+node.Name)
+	if err := f.fail[c.Op+"@"+node.Name]; err != nil {
+		return NodeReply{}, err
+	}
+	key := node.Name + "/" + c.Instance.UUID
+	changed := true
+	switch c.Op {
+	case NodeOpDiskCreate:
+		if f.disks[key] == nil {
+			f.disks[key] = map[string]bool{}
+		}
+		changed = !f.disks[key][c.Disk]
+		f.disks[key][c.Disk] = true
+	case NodeOpOSInstall:
+		changed = f.os[key] != c.OpID
+		f.os[key] = c.OpID
+	case NodeOpStart:
+		changed = !f.run[key]
+		f.run[key] = true
+	case NodeOpStop:
+		changed = f.run[key]
+		f.run[key] = false
+	case NodeOpReboot:
+		f.run[key] = true
+	case NodeOpRemove:
+		if f.run[key] {
+			return NodeReply{}, &NodeCallError{Code: "wrong_state", Msg: "running"}
+		}
+		delete(f.disks, key)
+		delete(f.os, key)
+	case NodeOpMigratePrepare, NodeOpMigrateAbort:
+	case NodeOpMigrateSend:
+		changed = f.run[key]
+		f.run[key] = false
+	case NodeOpMigrateFinish:
+		changed = !f.run[key]
+		f.run[key] = true
+	default:
+		return NodeReply{}, &NodeCallError{Code: "not_supported", Msg: c.Op}
+	}
+	return NodeReply{Changed: changed}, nil
+}
+
+func (f *fakeNodes) running() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for k, v := range f.run {
+		if v {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// instanceSetup is a cluster of two (or more) nodes with 4 GiB and 100
+// GiB each.
+func instanceSetup(t *testing.T, more ...string) (*direct, uint64) {
+	d, epoch := setup(t)
+	for k, n := range append([]string{"n2"}, more...) {
+		r, _, _ := d.Apply(context.Background(), fsm.JobSubmit{Now: 3, UUIDs: []string{n},
+			Ops: []json.RawMessage{json.RawMessage(fmt.Sprintf(`{"OP_ID":"OP_NODE_ADD","node_name":%q,"primary_ip":"192.0.2.%d"}`, n, k+2))}})
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	for i, n := range append([]string{"n1", "n2"}, more...) {
+		r, _, _ := d.Apply(context.Background(), fsm.NodeRegister{Now: 4, Node: fsm.NodeSpec{Name: n, PrimaryIP: fmt.Sprintf("192.0.2.%d", i+1),
+			Addrs: fsm.Addrs{Agent: fmt.Sprintf("192.0.2.%d:1811", i+1)}, Resources: fsm.Resources{MemoryMiB: 4096, DiskMiB: 102400, CPUs: 4}}})
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	return d, epoch
+}
+
+func submitUUID(t *testing.T, d *direct, op string) int64 {
+	t.Helper()
+	r, _, _ := d.Apply(context.Background(), fsm.JobSubmit{Now: time.Now().UnixNano(), Ops: []json.RawMessage{json.RawMessage(op)},
+		UUIDs: []string{fmt.Sprintf("%08x-0000-4000-8000-000000000000", time.Now().UnixNano()&0xffffffff)}})
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	return r.JobID
+}
+
+func instanceState(d *direct, name string) *fsm.Instance {
+	var out *fsm.Instance
+	d.f.Read(func(s *fsm.State, _ uint64) {
+		if i := s.LookupInstance(name); i != nil {
+			c := *i
+			out = &c
+		}
+	})
+	return out
+}
+
+// TestInstanceLifecycle: a drbd instance is placed, its disks created on
+// both nodes, started, migrated, failed over, rebooted, stopped and
+// removed; the configuration follows each step and the agents end empty.
+func TestInstanceLifecycle(t *testing.T) {
+	d, epoch := instanceSetup(t)
+	nodes := newFakeNodes()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- (&Executor{FSM: d.f, Apply: d, Epoch: epoch, Concurrency: 4, Strategy: fastStrategy, Nodes: nodes}).Run(ctx)
+	}()
+	defer func() { cancel(); <-done }()
+	run := func(op string) *fsm.Job { t.Helper(); return runOK(t, d, op) }
+	run(`{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"web1","disk_template":"drbd","disks":[{"size":10240}],"beparams":{"memory":512},"os_type":"debian","nics":[{"ip":"198.51.100.7"}]}`)
+	in := instanceState(d, "web1")
+	if in == nil || in.AdminState != fsm.AdminUp || len(in.SecondaryNodes) != 1 || in.PrimaryNode == in.SecondaryNodes[0] ||
+		len(in.Disks) != 1 || !strings.HasPrefix(in.NICs[0].MAC, "aa:00:00:") {
+		t.Fatalf("web1 after create: %+v", in)
+	}
+	primary := in.PrimaryNode
+	if r := nodes.running(); len(r) != 1 || !strings.HasPrefix(r[0], primary+"/") {
+		t.Fatalf("running after create: %v (primary %s)", r, primary)
+	}
+	run(`{"OP_ID":"OP_INSTANCE_MIGRATE","instance_name":"web1"}`)
+	in = instanceState(d, "web1")
+	if in.PrimaryNode == primary || in.SecondaryNodes[0] != primary {
+		t.Fatalf("migrate did not swap: %+v", in)
+	}
+	if r := nodes.running(); len(r) != 1 || !strings.HasPrefix(r[0], in.PrimaryNode+"/") {
+		t.Fatalf("running after migrate: %v", r)
+	}
+	run(`{"OP_ID":"OP_INSTANCE_FAILOVER","instance_name":"web1"}`)
+	if in = instanceState(d, "web1"); in.PrimaryNode != primary {
+		t.Fatalf("failover did not swap back: %+v", in)
+	}
+	run(`{"OP_ID":"OP_INSTANCE_REBOOT","instance_name":"web1","reboot_type":"soft"}`)
+	run(`{"OP_ID":"OP_INSTANCE_SHUTDOWN","instance_name":"web1"}`)
+	if in = instanceState(d, "web1"); in.AdminState != fsm.AdminDown || len(nodes.running()) != 0 {
+		t.Fatalf("after shutdown: %+v, running %v", in, nodes.running())
+	}
+	run(`{"OP_ID":"OP_INSTANCE_REMOVE","instance_name":"web1"}`)
+	if in = instanceState(d, "web1"); in != nil {
+		t.Fatalf("web1 still recorded: %+v", in)
+	}
+	nodes.mu.Lock()
+	defer nodes.mu.Unlock()
+	if len(nodes.disks) != 0 {
+		t.Fatalf("disks left on nodes: %v", nodes.disks)
+	}
+}
+
+// TestInstanceCreateRefusals: placement that cannot be satisfied names
+// the resource; operations in the wrong state fail with the reason and
+// change nothing.
+func TestInstanceCreateRefusals(t *testing.T) {
+	d, epoch := instanceSetup(t)
+	nodes := newFakeNodes()
+	runExecutorWith(t, &Executor{FSM: d.f, Apply: d, Epoch: epoch, Concurrency: 4, Strategy: fastStrategy, Nodes: nodes})
+	big := submitUUID(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"big","disk_template":"plain","disks":[{"size":1024}],"beparams":{"memory":8192}}`)
+	j := waitStatus(t, d.f, big, fsm.StatusError)
+	if !strings.Contains(string(j.Ops[0].Result), "memory") {
+		t.Errorf("result %s does not name the memory shortage", j.Ops[0].Result)
+	}
+	plain := submitUUID(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"p1","disk_template":"plain","disks":[{"size":1024}],"beparams":{"memory":256},"start":false}`)
+	waitStatus(t, d.f, plain, fsm.StatusSuccess)
+	mig := submitUUID(t, d, `{"OP_ID":"OP_INSTANCE_MIGRATE","instance_name":"p1"}`)
+	j = waitStatus(t, d.f, mig, fsm.StatusError)
+	if !strings.Contains(string(j.Ops[0].Result), "needs drbd") {
+		t.Errorf("migrate of plain: %s", j.Ops[0].Result)
+	}
+	// A reservation takes the memory: a real instance that would need it
+	// does not fit, and committing the reservation does.
+	res := submitUUID(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"res1","disk_template":"diskless","beparams":{"memory":3800},"forthcoming":true,"pnode":"n2"}`)
+	waitStatus(t, d.f, res, fsm.StatusSuccess)
+	if in := instanceState(d, "res1"); in == nil || !in.Forthcoming {
+		t.Fatalf("res1 = %+v", in)
+	}
+	other := submitUUID(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"other","disk_template":"diskless","beparams":{"memory":1024},"pnode":"n2"}`)
+	waitStatus(t, d.f, other, fsm.StatusError)
+	commit := submitUUID(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"res1","commit":true}`)
+	waitStatus(t, d.f, commit, fsm.StatusSuccess)
+	if in := instanceState(d, "res1"); in == nil || in.Forthcoming || in.AdminState != fsm.AdminUp {
+		t.Fatalf("res1 after commit = %+v", in)
+	}
+}
+
+func runExecutorWith(t *testing.T, e *Executor) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// runOK submits one opcode and waits for its job's success.
+func runOK(t *testing.T, d *direct, op string) *fsm.Job {
+	t.Helper()
+	id := submitUUID(t, d, op)
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		var j *fsm.Job
+		d.f.Read(func(s *fsm.State, _ uint64) { j = s.Jobs[id] })
+		if j != nil && fsm.Finalized(j.Status) {
+			if j.Status != fsm.StatusSuccess {
+				t.Fatalf("%s: %s %s", op, j.Status, j.Ops[0].Result)
+			}
+			return j
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	t.Fatalf("%s did not finish", op)
+	return nil
+}
+
+// TestNodeEvacuateAndMigrate: evacuating a node moves its drbd primary to
+// the secondary and gives it a new secondary; migrating a node moves its
+// running primaries to their secondaries; each move is a recorded step.
+func TestNodeEvacuateAndMigrate(t *testing.T) {
+	d, epoch := instanceSetup(t, "n3")
+	nodes := newFakeNodes()
+	runExecutorWith(t, &Executor{FSM: d.f, Apply: d, Epoch: epoch, Concurrency: 4, Strategy: fastStrategy, Nodes: nodes})
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"web1","disk_template":"drbd","disks":[{"size":1024}],"beparams":{"memory":512},"pnode":"n1","snode":"n2"}`)
+	j := runOK(t, d, `{"OP_ID":"OP_NODE_EVACUATE","node_name":"n1"}`)
+	in := instanceState(d, "web1")
+	if in.PrimaryNode != "n2" || in.SecondaryNodes[0] != "n3" {
+		t.Fatalf("after evacuating n1: primary %s secondary %v", in.PrimaryNode, in.SecondaryNodes)
+	}
+	if r := nodes.running(); len(r) != 1 || !strings.HasPrefix(r[0], "n2/") {
+		t.Fatalf("running after evacuate: %v", r)
+	}
+	if steps := j.Ops[0].Steps; len(steps) != 1 || steps[0].Name != "plan" {
+		t.Errorf("evacuation steps recorded: %+v (the plan, then the move recorded by the finish)", steps)
+	}
+	runOK(t, d, `{"OP_ID":"OP_NODE_MIGRATE","node_name":"n2"}`)
+	in = instanceState(d, "web1")
+	if in.PrimaryNode != "n3" || in.SecondaryNodes[0] != "n2" {
+		t.Fatalf("after migrating n2: primary %s secondary %v", in.PrimaryNode, in.SecondaryNodes)
+	}
+	// Nothing left to move: the plan says so.
+	runOK(t, d, `{"OP_ID":"OP_NODE_MIGRATE","node_name":"n1"}`)
+}
+
+// TestInstanceChanges: reinstall, replace-disks (both sides and a new
+// secondary), recreate-disks, rename and set-params, each recorded in the
+// configuration and carried out on the agents.
+func TestInstanceChanges(t *testing.T) {
+	d, epoch := instanceSetup(t, "n3")
+	nodes := newFakeNodes()
+	runExecutorWith(t, &Executor{FSM: d.f, Apply: d, Epoch: epoch, Concurrency: 4, Strategy: fastStrategy, Nodes: nodes})
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"db1","disk_template":"drbd","disks":[{"size":1024}],"beparams":{"memory":512},"os_type":"debian","pnode":"n1","snode":"n2","start":false}`)
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_REINSTALL","instance_name":"db1","os_type":"alpine"}`)
+	if in := instanceState(d, "db1"); in.OS != "alpine" {
+		t.Errorf("OS after reinstall: %q", in.OS)
+	}
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_REPLACE_DISKS","instance_name":"db1","mode":"replace_new_secondary","remote_node":"n3"}`)
+	if in := instanceState(d, "db1"); in.SecondaryNodes[0] != "n3" {
+		t.Errorf("secondary after replace: %v", in.SecondaryNodes)
+	}
+	nodes.mu.Lock()
+	if len(nodes.disks["n2/"+instanceState(d, "db1").UUID]) != 0 || len(nodes.disks["n3/"+instanceState(d, "db1").UUID]) != 1 {
+		t.Errorf("disks after replace: %v", nodes.disks)
+	}
+	nodes.mu.Unlock()
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_SET_PARAMS","instance_name":"db1","beparams":{"memory":1024,"vcpus":2},"disks":[["add",-1,{"size":2048}]]}`)
+	in := instanceState(d, "db1")
+	if in.MemoryMiB != 1024 || in.VCPUs != 2 || len(in.Disks) != 2 {
+		t.Errorf("after set-params: mem %d vcpus %d disks %d", in.MemoryMiB, in.VCPUs, len(in.Disks))
+	}
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_RECREATE_DISKS","instance_name":"db1"}`)
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_RENAME","instance_name":"db1","new_name":"db2"}`)
+	if instanceState(d, "db1") != nil || instanceState(d, "db2") == nil {
+		t.Errorf("rename did not take")
+	}
+	// A running instance is not reinstalled or renamed.
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_STARTUP","instance_name":"db2"}`)
+	for _, op := range []string{`{"OP_ID":"OP_INSTANCE_REINSTALL","instance_name":"db2"}`, `{"OP_ID":"OP_INSTANCE_RENAME","instance_name":"db2","new_name":"db3"}`} {
+		id := submitUUID(t, d, op)
+		j := waitStatus(t, d.f, id, fsm.StatusError)
+		if !strings.Contains(string(j.Ops[0].Result), "is up; shut it down") {
+			t.Errorf("%s: %s", op, j.Ops[0].Result)
+		}
+	}
+}

@@ -1,0 +1,103 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/gnt-cluster/gnt/fsm"
+)
+
+// Node agent operations, the node RPC's names (rpc.NodeOp*): the server
+// passes them through.
+const (
+	NodeOpStatus         = "status"
+	NodeOpStart          = "instance-start"
+	NodeOpStop           = "instance-stop"
+	NodeOpReboot         = "instance-reboot"
+	NodeOpRemove         = "instance-remove"
+	NodeOpDiskCreate     = "disk-create"
+	NodeOpDiskRemove     = "disk-remove"
+	NodeOpDiskAttach     = "disk-attach"
+	NodeOpDiskReplace    = "disk-replace"
+	NodeOpOSInstall      = "os-install"
+	NodeOpMigratePrepare = "migrate-prepare"
+	NodeOpMigrateSend    = "migrate-send"
+	NodeOpMigrateFinish  = "migrate-finish"
+	NodeOpMigrateAbort   = "migrate-abort"
+)
+
+// NodeCall is one request to a node's agent. Every operation is
+// idempotent on the agent's side: asking for a state the instance is
+// already in succeeds without effect, and reboot, os-install and the
+// migration steps happen once per OpID or Migration.
+type NodeCall struct {
+	Op         string
+	Instance   *fsm.Instance
+	Disk       string
+	OpID       string
+	Timeout    time.Duration
+	Force      bool
+	RebootType string
+	// Migration names a live migration on both nodes; PeerNode is the
+	// other node's name, Peer the target's agent address (send).
+	Migration string
+	PeerNode  string
+	Peer      string
+}
+
+// NodeReply is an agent's answer.
+type NodeReply struct {
+	// Changed is false when the state asked for was already there.
+	Changed bool
+	// Output is what the operation printed (the exec driver's scripts).
+	Output string
+	// State (status) is stopped, running, incoming or received, or ""
+	// when the node has no record of the instance.
+	State string
+}
+
+// NodeCallError is an operation an agent refused or failed.
+type NodeCallError struct {
+	// Code is the node RPC's error code: not_found, wrong_state, failed,
+	// not_supported, or transport when the node could not be reached.
+	Code   string
+	Msg    string
+	Output string
+}
+
+func (e *NodeCallError) Error() string {
+	if e.Output == "" {
+		return e.Msg
+	}
+	return e.Msg + "; output: " + e.Output
+}
+
+// NodeCaller reaches node agents (the node RPC client; the server wires
+// it in).
+type NodeCaller interface {
+	Call(ctx context.Context, node *fsm.Node, c NodeCall) (NodeReply, error)
+}
+
+// nodeCallTimeout bounds one agent call.
+const nodeCallTimeout = 10 * time.Minute
+
+// call runs one agent operation on a node, logging what it printed.
+func (e *Executor) call(ctx context.Context, sc *StepContext, node *fsm.Node, c NodeCall) (NodeReply, error) {
+	if e.Nodes == nil {
+		return NodeReply{}, fmt.Errorf("this gntd has no node RPC client")
+	}
+	if node.Addrs.Agent == "" {
+		return NodeReply{}, fmt.Errorf("node %s has not registered its agent address (is its gntd running?)", node.Name)
+	}
+	cctx, cancel := context.WithTimeout(ctx, nodeCallTimeout)
+	defer cancel()
+	r, err := e.Nodes.Call(cctx, node, c)
+	if err == nil && r.Output != "" {
+		sc.Logf("%s on %s: %s", c.Op, node.Name, r.Output)
+	}
+	if err != nil {
+		return r, fmt.Errorf("%s on %s: %w", c.Op, node.Name, err)
+	}
+	return r, nil
+}

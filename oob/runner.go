@@ -1,0 +1,223 @@
+package oob
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// DefaultTimeout is the design's bound on one helper run (Ganeti's
+// oobTimeout); a Runner may be configured lower, never higher.
+const DefaultTimeout = 60 * time.Second
+
+// DefaultMaxOutput is how much of a helper's stdout (and of its stderr)
+// the runner reads; a helper that prints more on stdout is killed.
+const DefaultMaxOutput = 64 << 10
+
+// Runner runs OOB helpers. The zero value is ready to use.
+type Runner struct {
+	// Timeout bounds each run; zero means DefaultTimeout, more than
+	// DefaultTimeout is cut to it.
+	Timeout time.Duration
+	// MaxOutput is the number of bytes read of stdout and of stderr; zero
+	// means DefaultMaxOutput.
+	MaxOutput int
+	// Env is the helper's environment; nil means this process's, with
+	// LC_ALL=C so that tools the helper calls print in a known language.
+	Env []string
+}
+
+func (r *Runner) timeout(override time.Duration) time.Duration {
+	t := r.Timeout
+	if t <= 0 || t > DefaultTimeout {
+		t = DefaultTimeout
+	}
+	if override > 0 && override < t {
+		t = override
+	}
+	return t
+}
+
+func (r *Runner) maxOutput() int {
+	if r.MaxOutput <= 0 {
+		return DefaultMaxOutput
+	}
+	return r.MaxOutput
+}
+
+// Run runs `program command node` and interprets the outcome (Interpret).
+// timeout, when positive and below the runner's bound, bounds this run
+// (the opcode's timeout field). At the bound, or when the helper floods
+// stdout, or when ctx ends, the helper's whole process group is killed.
+// Whatever the helper started in its process group is killed when it
+// exits, too: a helper must not leave work behind in it (one that starts a
+// long-lived process, like gnt-oob-fake, puts it in a session of its own).
+func (r *Runner) Run(ctx context.Context, program, command, node string, timeout time.Duration) (Result, error) {
+	if !ValidCommand(command) {
+		return Result{}, &Error{Kind: KindUnsupported, Command: command, Exit: -1, Detail: "not an OOB command"}
+	}
+	if err := CheckProgram(program); err != nil {
+		return Result{}, &Error{Kind: KindNotRunnable, Command: command, Exit: -1, Detail: err.Error()}
+	}
+	o, err := r.run(ctx, program, command, node, r.timeout(timeout))
+	if err != nil {
+		return Result{}, err
+	}
+	return Interpret(command, o)
+}
+
+// run starts the helper in a process group of its own and collects its
+// outcome. stdout and stderr are pipes this function reads itself (not
+// through os/exec's copying goroutines), so the helper's exit is seen at
+// once even when something it started still holds the pipes; that
+// something is then killed with the group, and the reads are given a short
+// grace before they are cut.
+func (r *Runner) run(ctx context.Context, program, command, node string, timeout time.Duration) (Outcome, error) {
+	limit := r.maxOutput()
+	o := Outcome{Timeout: timeout, Limit: limit}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return o, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return o, err
+	}
+	cmd := exec.Command(program, command, node)
+	cmd.Stdout, cmd.Stderr = outW, errW
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Env = r.Env
+	if cmd.Env == nil {
+		cmd.Env = append(os.Environ(), "LC_ALL=C")
+	}
+	startErr := cmd.Start()
+	outW.Close()
+	errW.Close()
+	if startErr != nil {
+		outR.Close()
+		errR.Close()
+		return o, &Error{Kind: KindNotRunnable, Command: command, Exit: -1, Detail: fmt.Sprintf("cannot run %s: %v", program, startErr)}
+	}
+	pgid := cmd.Process.Pid
+	killGroup := func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) }
+
+	flood := make(chan struct{})
+	var floodOnce sync.Once
+	var wg sync.WaitGroup
+	var stdout, stderr []byte
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		var over bool
+		stdout, over = readBounded(outR, limit)
+		if over {
+			floodOnce.Do(func() { close(flood) })
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		// A chatty stderr is cut, not fatal: the message is the start.
+		stderr, _ = readBounded(errR, limit)
+	}()
+
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	var werr error
+	select {
+	case werr = <-waited:
+	case <-timer.C:
+		o.TimedOut = true
+		killGroup()
+		werr = <-waited
+	case <-flood:
+		o.Flooded = true
+		killGroup()
+		werr = <-waited
+	case <-ctx.Done():
+		killGroup()
+		<-waited
+		outR.Close()
+		errR.Close()
+		wg.Wait()
+		return o, ctx.Err()
+	}
+	// The helper is gone; so is anything it left in its group.
+	killGroup()
+	grace := time.Now().Add(500 * time.Millisecond)
+	outR.SetReadDeadline(grace)
+	errR.SetReadDeadline(grace)
+	wg.Wait()
+	outR.Close()
+	errR.Close()
+	select {
+	case <-flood:
+		o.Flooded = true
+	default:
+	}
+	o.Stdout, o.Stderr = stdout, stderr
+	o.Exit = -1
+	if st := cmd.ProcessState; st != nil {
+		o.Exit = st.ExitCode()
+		if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			o.Signal = ws.Signal().String()
+		}
+	} else if werr != nil {
+		return o, &Error{Kind: KindFailed, Command: command, Exit: -1, Detail: werr.Error()}
+	}
+	return o, nil
+}
+
+// readBounded reads r to its end, keeping at most limit bytes; over
+// reports that there was more (it then stops reading).
+func readBounded(r io.Reader, limit int) (data []byte, over bool) {
+	buf := make([]byte, 0, 512)
+	chunk := make([]byte, 4096)
+	for {
+		n, err := r.Read(chunk)
+		if n > 0 {
+			if len(buf)+n > limit {
+				buf = append(buf, chunk[:limit-len(buf)]...)
+				return buf, true
+			}
+			buf = append(buf, chunk[:n]...)
+		}
+		if err != nil {
+			return buf, false
+		}
+	}
+}
+
+// CheckProgram checks that path can be run as an OOB helper: an absolute
+// path to an executable regular file. Its messages are Ganeti's node
+// verification messages (backend.VerifyNode, NV_OOB_PATHS).
+func CheckProgram(path string) error {
+	if !filepath.IsAbs(path) {
+		return fmt.Errorf("out of band helper %q is not an absolute path", path)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return fmt.Errorf("error stating out of band helper %s: %v", path, err)
+	}
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("out of band helper %s is not a file", path)
+	}
+	if st.Mode().Perm()&0o100 == 0 {
+		return fmt.Errorf("out of band helper %s is not executable", path)
+	}
+	return nil
+}

@@ -1,0 +1,182 @@
+package rpc
+
+import (
+	"bytes"
+	"net/http"
+	"strconv"
+
+	"github.com/gnt-cluster/gnt/fsm"
+)
+
+// Instance writes, with Ganeti's RAPI paths and bodies. Bodies are opcode
+// fields; fsm.ParseOpcode validates them, naming any unknown field.
+
+// buildInstanceCreate: POST /2/instances (Ganeti's body version 1: the
+// OP_INSTANCE_CREATE fields; "name" and "os" are accepted for
+// instance_name and os_type).
+func buildInstanceCreate(r *http.Request, body []byte) ([]any, *APIError) {
+	op, aerr := bodyMap(body)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if v, ok := op["__version__"]; ok {
+		if n, _ := v.(interface{ String() string }); n == nil || n.String() != "1" {
+			return nil, badRequest("__version__", "only body version 1 is supported")
+		}
+		delete(op, "__version__")
+	}
+	for _, r := range [][2]string{{"name", "instance_name"}, {"os", "os_type"}} {
+		if aerr := rename(op, r[0], r[1]); aerr != nil {
+			return nil, aerr
+		}
+	}
+	return single("OP_INSTANCE_CREATE", op), nil
+}
+
+// buildInstanceCommit: POST /2/instances/{name}/create: a forthcoming
+// instance becomes real (seed 001).
+func buildInstanceCommit(r *http.Request, body []byte) ([]any, *APIError) {
+	ops, aerr := instanceOp("OP_INSTANCE_CREATE")(r, body)
+	if aerr == nil {
+		ops[0].(map[string]any)["commit"] = true
+	}
+	return ops, aerr
+}
+
+// instanceOp builds an instance opcode from the path's instance, the
+// body's fields and the named boolean query flags.
+func instanceOp(opID string, flags ...string) opsBuilder {
+	return func(r *http.Request, body []byte) ([]any, *APIError) {
+		name, aerr := instanceRef(r)
+		if aerr != nil {
+			return nil, aerr
+		}
+		op, aerr := bodyMap(body)
+		if aerr != nil {
+			return nil, aerr
+		}
+		q := r.URL.Query()
+		for _, f := range flags {
+			if q.Has(f) {
+				v, aerr := queryFlag(q, f)
+				if aerr != nil {
+					return nil, aerr
+				}
+				op[f] = v
+			}
+		}
+		if opID == "OP_INSTANCE_REBOOT" && q.Has("type") {
+			op["reboot_type"] = q.Get("type")
+		}
+		// Ganeti's replace-disks takes its parameters in the query too.
+		if opID == "OP_INSTANCE_REPLACE_DISKS" {
+			for _, f := range []string{"mode", "remote_node", "iallocator"} {
+				if q.Has(f) {
+					op[f] = q.Get(f)
+				}
+			}
+		}
+		if opID == "OP_INSTANCE_REINSTALL" {
+			if aerr := rename(op, "os", "os_type"); aerr != nil {
+				return nil, aerr
+			}
+		}
+		op["instance_name"] = name
+		return single(opID, op), nil
+	}
+}
+
+// bodyMap decodes an optional JSON object body into opcode fields.
+func bodyMap(body []byte) (map[string]any, *APIError) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return map[string]any{}, nil
+	}
+	m, err := rawToMap(body)
+	if err != nil || m == nil {
+		return nil, FromFSM(&fsm.Error{Code: fsm.CodeInval, Msg: "the body must be a JSON object of opcode fields"})
+	}
+	return m, nil
+}
+
+// rename moves a field given under its RAPI alias to the opcode's name.
+func rename(m map[string]any, from, to string) *APIError {
+	v, ok := m[from]
+	if !ok {
+		return nil
+	}
+	if _, both := m[to]; both {
+		return badRequest(from, "give %s or %s, not both", to, from)
+	}
+	m[to] = v
+	delete(m, from)
+	return nil
+}
+
+// serveCapacity is GET /2/gnt/capacity?memory=M&disk=D[&disk=D]&vcpus=V
+// &disk_template=T&group=G (sizes in MiB): how many instances of that
+// specification fit, on this gntd's replica.
+func (s *Server) serveCapacity(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	req := CapacityRequest{DiskTemplate: q.Get("disk_template"), Group: q.Get("group")}
+	num := func(name string, v string) (int64, *APIError) {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return 0, badRequest(name, "%s must be a non-negative integer (MiB for sizes), got %q", name, v)
+		}
+		return n, nil
+	}
+	var aerr *APIError
+	if v := q.Get("memory"); v != "" {
+		if req.MemoryMiB, aerr = num("memory", v); aerr != nil {
+			writeError(w, aerr)
+			return nil
+		}
+	}
+	if v := q.Get("vcpus"); v != "" {
+		n, aerr := num("vcpus", v)
+		if aerr != nil {
+			writeError(w, aerr)
+			return nil
+		}
+		req.VCPUs = int(n)
+	}
+	for _, v := range q["disk"] {
+		n, aerr := num("disk", v)
+		if aerr != nil {
+			writeError(w, aerr)
+			return nil
+		}
+		req.Disks = append(req.Disks, n)
+	}
+	if req.DiskTemplate == "" {
+		req.DiskTemplate = fsm.DTDiskless
+		if len(req.Disks) > 0 {
+			req.DiskTemplate = fsm.DTPlain
+		}
+	}
+	res, err := s.b.Capacity(req)
+	if err != nil {
+		writeError(w, asAPIError(err))
+		return nil
+	}
+	setIndex(w, s.index())
+	writeJSON(w, res)
+	return nil
+}
+
+// nodeOp builds a node-wide opcode (evacuate, migrate) from the path's
+// node and the body's fields.
+func nodeOp(opID string) opsBuilder {
+	return func(r *http.Request, body []byte) ([]any, *APIError) {
+		name, aerr := nodeRef(r)
+		if aerr != nil {
+			return nil, aerr
+		}
+		op, aerr := bodyMap(body)
+		if aerr != nil {
+			return nil, aerr
+		}
+		op["node_name"] = name
+		return single(opID, op), nil
+	}
+}

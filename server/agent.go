@@ -1,0 +1,277 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/gnt-cluster/gnt/agent"
+	"github.com/gnt-cluster/gnt/fsm"
+	"github.com/gnt-cluster/gnt/rpc"
+)
+
+// The node agent: every gntd, candidate or not, serves the node RPC on
+// Bind:AgentPort (1811) with its hypervisor driver.
+//
+// The driver is Config.Hypervisor: "fake" (records under
+// <data-dir>/agent/fake/) or "exec" (scripts in HooksDir, journal under
+// <data-dir>/agent/exec/). Left empty it is fake with the dev profile
+// (gntd dev and the test harness) and exec otherwise: a production gntd
+// never pretends to run virtual machines, and without scripts every
+// operation answers "not supported".
+
+// Hypervisor drivers.
+const (
+	HypervisorFake = "fake"
+	HypervisorExec = "exec"
+)
+
+// DefaultHooksDir is where the exec driver's scripts are looked for.
+const DefaultHooksDir = "/etc/gnt/hypervisor"
+
+// agentDir is the agent's part of the data dir.
+const agentDir = "agent"
+
+// HypervisorName is the driver this configuration selects.
+func (c *Config) HypervisorName() string {
+	if c.Hypervisor != "" {
+		return c.Hypervisor
+	}
+	if c.Profile == "dev" {
+		return HypervisorFake
+	}
+	return HypervisorExec
+}
+
+// nodeKey is the node RPC key, nil while this gntd has no cluster key.
+func (s *Server) nodeKey() []byte {
+	s.mu.Lock()
+	k := s.key
+	s.mu.Unlock()
+	if len(k) == 0 {
+		return nil
+	}
+	return rpc.NodeKey(k)
+}
+
+// newDriver builds the configured hypervisor driver.
+func (s *Server) newDriver() (agent.Driver, error) {
+	dir := filepath.Join(s.cfg.DataDir, agentDir)
+	switch s.cfg.HypervisorName() {
+	case HypervisorFake:
+		return agent.NewFake(agent.FakeConfig{
+			Dir: filepath.Join(dir, "fake"), Node: s.cfg.Name, Delay: s.cfg.FakeDelay.Duration,
+			Send: s.sendHandoff,
+		})
+	default:
+		hooks := s.cfg.HooksDir
+		if hooks == "" {
+			hooks = DefaultHooksDir
+		}
+		if _, err := os.Stat(hooks); err != nil {
+			s.log.Warn("exec driver: no hooks directory; every agent operation is unsupported", "hooks_dir", hooks, "error", err)
+		}
+		return agent.NewExec(agent.ExecConfig{
+			HooksDir: hooks, StateDir: filepath.Join(dir, "exec"), Node: s.cfg.Name,
+			Timeout: s.cfg.HookTimeout.Duration,
+		})
+	}
+}
+
+// sendHandoff carries a fake migration's handoff to the target's agent.
+func (s *Server) sendHandoff(ctx context.Context, m agent.Migration, h agent.Handoff) error {
+	key := s.nodeKey()
+	if key == nil {
+		return errors.New("this gntd has no cluster key")
+	}
+	_, err := rpc.NewNodeClient(m.PeerNode, m.Peer, key).MigrateReceive(ctx, toNodeHandoff(h))
+	return err
+}
+
+// startAgent binds the node RPC port and serves it until ctx ends; done is
+// closed when the server has shut down.
+func (s *Server) startAgent(ctx context.Context) (done <-chan struct{}, err error) {
+	d, err := s.newDriver()
+	if err != nil {
+		return nil, fmt.Errorf("node agent: %w", err)
+	}
+	addr := net.JoinHostPort(s.cfg.Bind, strconv.Itoa(s.cfg.AgentPort))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("node agent listener: %w", err)
+	}
+	ns := rpc.NewNodeServer(rpc.NodeServerOptions{
+		Node: s.cfg.Name, Key: s.nodeKey, Agent: &agentAdapter{d: d}, Debug: s.cfg.Debug,
+		Logger: s.log.Named("agent"),
+	})
+	srv := &http.Server{Handler: ns.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	ch := make(chan struct{})
+	go func() {
+		defer close(ch)
+		go srv.Serve(ln)
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+	}()
+	s.log.Info("node agent started", "addr", addr, "hypervisor", d.Name())
+	return ch, nil
+}
+
+// agentAdapter lets the node RPC server call a driver: rpc declares what
+// it calls and cannot import agent, so the types are converted here.
+type agentAdapter struct{ d agent.Driver }
+
+// Call implements rpc.NodeAgent.
+func (a *agentAdapter) Call(ctx context.Context, req rpc.NodeRequest) (rpc.NodeResult, error) {
+	out := rpc.NodeResult{Driver: a.d.Name()}
+	var inst fsm.Instance
+	if req.Instance != nil {
+		inst = *req.Instance
+	}
+	mig := agent.Migration{ID: req.Migration, PeerNode: req.PeerNode, Peer: req.Peer}
+	var (
+		res agent.Result
+		err error
+	)
+	switch req.Op {
+	case rpc.NodeOpStatus:
+		st, err := a.d.Status(ctx, inst)
+		if err != nil {
+			return out, nodeError(err)
+		}
+		ns := toNodeStatus(st)
+		out.Status = &ns
+		return out, nil
+	case rpc.NodeOpList:
+		sts, err := a.d.List(ctx)
+		if err != nil {
+			return out, nodeError(err)
+		}
+		out.Instances = make([]rpc.NodeInstanceStatus, 0, len(sts))
+		for _, st := range sts {
+			out.Instances = append(out.Instances, toNodeStatus(st))
+		}
+		return out, nil
+	case rpc.NodeOpDebugFault:
+		fake, ok := a.d.(*agent.Fake)
+		if !ok {
+			return out, rpc.NewNodeError(rpc.NodeCodeNotSupported, "debug-fault needs the fake driver, not %s", a.d.Name())
+		}
+		f := req.Fault
+		if f.Clear {
+			fake.ClearFaults()
+		}
+		if f.Op != "" || f.Instance != "" || f.Delay != "" || f.Hang || f.Error != "" {
+			delay, _ := time.ParseDuration(f.Delay) // checked by the decoder
+			fake.InjectFault(agent.Fault{Op: agent.Op(f.Op), Instance: f.Instance, Delay: delay, Hang: f.Hang,
+				Err: f.Error, After: f.After, Times: f.Times})
+			out.Changed = true
+		}
+		out.Changed = out.Changed || f.Clear
+		for _, x := range fake.Faults() {
+			out.Faults = append(out.Faults, rpc.NodeFault{Op: string(x.Op), Instance: x.Instance, Delay: durationString(x.Delay),
+				Hang: x.Hang, Error: x.Err, After: x.After, Times: x.Times})
+		}
+		return out, nil
+	case rpc.NodeOpStart:
+		res, err = a.d.Start(ctx, inst)
+	case rpc.NodeOpStop:
+		res, err = a.d.Stop(ctx, inst, agent.StopOptions{Timeout: time.Duration(req.Timeout * float64(time.Second)), Force: req.Force})
+	case rpc.NodeOpReboot:
+		res, err = a.d.Reboot(ctx, inst, agent.RebootOptions{OpID: req.OpID, Type: req.RebootType})
+	case rpc.NodeOpRemove:
+		res, err = a.d.Remove(ctx, inst)
+	case rpc.NodeOpDiskCreate:
+		res, err = a.d.DiskCreate(ctx, inst, req.Disk)
+	case rpc.NodeOpDiskRemove:
+		res, err = a.d.DiskRemove(ctx, inst, req.Disk)
+	case rpc.NodeOpDiskAttach:
+		res, err = a.d.DiskAttach(ctx, inst, req.Disk)
+	case rpc.NodeOpDiskDetach:
+		res, err = a.d.DiskDetach(ctx, inst, req.Disk)
+	case rpc.NodeOpDiskReplace:
+		res, err = a.d.DiskReplace(ctx, inst, req.Disk, req.OpID)
+	case rpc.NodeOpOSInstall:
+		res, err = a.d.InstallOS(ctx, inst, req.OpID)
+	case rpc.NodeOpMigratePrepare:
+		res, err = a.d.MigratePrepare(ctx, inst, mig)
+	case rpc.NodeOpMigrateSend:
+		res, err = a.d.MigrateSend(ctx, inst, mig)
+	case rpc.NodeOpMigrateFinish:
+		res, err = a.d.MigrateFinish(ctx, inst, mig)
+	case rpc.NodeOpMigrateAbort:
+		res, err = a.d.MigrateAbort(ctx, inst, mig)
+	case rpc.NodeOpMigrateReceive:
+		r, ok := a.d.(agent.Receiver)
+		if !ok {
+			return out, rpc.NewNodeError(rpc.NodeCodeNotSupported, "the %s driver migrates by itself; it takes no handoffs", a.d.Name())
+		}
+		res, err = r.MigrateReceive(ctx, toHandoff(*req.Handoff))
+	default:
+		return out, rpc.NewNodeError(rpc.NodeCodeUnknownOp, "unknown operation %q", req.Op)
+	}
+	if err != nil {
+		return out, nodeError(err)
+	}
+	out.Changed, out.Output = res.Changed, res.Output
+	return out, nil
+}
+
+// nodeError maps a driver error to its node RPC code.
+func nodeError(err error) *rpc.NodeError {
+	var oe *agent.OpError
+	switch {
+	case errors.Is(err, agent.ErrNotSupported):
+		return rpc.NewNodeError(rpc.NodeCodeNotSupported, "%v", err)
+	case errors.Is(err, agent.ErrNotFound):
+		return rpc.NewNodeError(rpc.NodeCodeNotFound, "%v", err)
+	case errors.Is(err, agent.ErrState):
+		return rpc.NewNodeError(rpc.NodeCodeState, "%v", err)
+	case errors.Is(err, agent.ErrInvalid):
+		return rpc.NewNodeError(rpc.NodeCodeBadRequest, "%v", err)
+	case errors.As(err, &oe):
+		e := rpc.NewNodeError(rpc.NodeCodeFailed, "%s failed: %v", oe.Op, oe.Err)
+		e.Output = oe.Output
+		return e
+	}
+	return rpc.NewNodeError(rpc.NodeCodeFailed, "%v", err)
+}
+
+func durationString(d time.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	return d.String()
+}
+
+func toNodeStatus(st agent.Status) rpc.NodeInstanceStatus {
+	out := rpc.NodeInstanceStatus{UUID: st.UUID, Name: st.Name, State: string(st.State), OS: st.OS, BootID: st.BootID,
+		Disks: make([]rpc.NodeDisk, 0, len(st.Disks))}
+	for _, d := range st.Disks {
+		out.Disks = append(out.Disks, rpc.NodeDisk{UUID: d.UUID, SizeMiB: d.SizeMiB, Attached: d.Attached, Generation: d.Generation})
+	}
+	if m := st.Migration; m != nil {
+		out.Migration = &rpc.NodeMigration{ID: m.ID, Role: m.Role, Phase: m.Phase, PeerNode: m.PeerNode, Peer: m.Peer, Changed: m.Changed}
+	}
+	if l := st.LastOp; l != nil {
+		out.LastOp = &rpc.NodeLastOp{Op: string(l.Op), OpID: l.OpID, At: l.At, Changed: l.Changed, Error: l.Error}
+	}
+	return out
+}
+
+func toNodeHandoff(h agent.Handoff) rpc.NodeHandoff {
+	return rpc.NodeHandoff{Migration: h.Migration, Source: h.Source, Instance: h.Instance, BootID: h.BootID, OS: h.OS,
+		MemoryMiB: h.MemoryMiB, Transferred: h.Transferred}
+}
+
+func toHandoff(h rpc.NodeHandoff) agent.Handoff {
+	return agent.Handoff{Migration: h.Migration, Source: h.Source, Instance: h.Instance, BootID: h.BootID, OS: h.OS,
+		MemoryMiB: h.MemoryMiB, Transferred: h.Transferred}
+}

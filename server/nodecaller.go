@@ -1,0 +1,64 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/gnt-cluster/gnt/fsm"
+	"github.com/gnt-cluster/gnt/jobs"
+	"github.com/gnt-cluster/gnt/rpc"
+)
+
+// nodeCaller implements jobs.NodeCaller with the node RPC: the leader's
+// instance opcodes reach the agents through it. Clients are kept per node
+// and address so connections are reused.
+type nodeCaller struct {
+	s       *Server
+	mu      sync.Mutex
+	clients map[string]*rpc.NodeClient
+}
+
+func (n *nodeCaller) client(node *fsm.Node) (*rpc.NodeClient, error) {
+	n.s.mu.Lock()
+	key := n.s.key
+	n.s.mu.Unlock()
+	if len(key) == 0 {
+		return nil, errors.New("this gntd has no cluster key")
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	id := node.Name + "@" + node.Addrs.Agent
+	c := n.clients[id]
+	if c == nil {
+		if n.clients == nil {
+			n.clients = map[string]*rpc.NodeClient{}
+		}
+		c = rpc.NewNodeClient(node.Name, node.Addrs.Agent, rpc.NodeKey(key))
+		n.clients[id] = c
+	}
+	return c, nil
+}
+
+// Call implements jobs.NodeCaller.
+func (n *nodeCaller) Call(ctx context.Context, node *fsm.Node, c jobs.NodeCall) (jobs.NodeReply, error) {
+	cl, err := n.client(node)
+	if err != nil {
+		return jobs.NodeReply{}, err
+	}
+	res, err := cl.Do(ctx, rpc.NodeRequest{Op: c.Op, Instance: c.Instance, Disk: c.Disk, OpID: c.OpID,
+		Timeout: c.Timeout.Seconds(), Force: c.Force, RebootType: c.RebootType,
+		Migration: c.Migration, PeerNode: c.PeerNode, Peer: c.Peer})
+	if err != nil {
+		var ne *rpc.NodeError
+		if errors.As(err, &ne) {
+			return jobs.NodeReply{}, &jobs.NodeCallError{Code: ne.ErrorCode, Msg: ne.Message, Output: ne.Output}
+		}
+		return jobs.NodeReply{}, &jobs.NodeCallError{Code: "transport", Msg: err.Error()}
+	}
+	out := jobs.NodeReply{Changed: res.Changed, Output: res.Output}
+	if res.Status != nil {
+		out.State = res.Status.State
+	}
+	return out, nil
+}

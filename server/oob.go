@@ -1,0 +1,65 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gnt-cluster/gnt/fsm"
+	"github.com/gnt-cluster/gnt/oob"
+)
+
+// leadershipHandover is the executor's jobs.Leadership: the master role is
+// Raft leadership, handed over as `gnt cluster master-failover` does.
+type leadershipHandover struct{ s *Server }
+
+// Transfer hands the leadership to the first of to that takes it.
+func (l leadershipHandover) Transfer(ctx context.Context, to []string) (string, error) {
+	var failed []string
+	for _, name := range to {
+		leader, err := l.s.TransferLeadership(ctx, name)
+		if err == nil {
+			return leader, nil
+		}
+		if ctx.Err() != nil {
+			return "", ctx.Err()
+		}
+		failed = append(failed, name+": "+err.Error())
+	}
+	return "", fmt.Errorf("no master candidate took the master role (%s)", strings.Join(failed, "; "))
+}
+
+// apiProbe is the executor's jobs.NodeProbe: a node is back when its gntd
+// answers GET /version on the API address it registered (every gntd serves
+// it, candidate or not).
+type apiProbe struct{ client *http.Client }
+
+func newAPIProbe() apiProbe { return apiProbe{client: &http.Client{Timeout: 2 * time.Second}} }
+
+// Alive asks the node's gntd for its version.
+func (p apiProbe) Alive(ctx context.Context, n *fsm.Node) error {
+	if n.Addrs.API == "" {
+		return errors.New("the node has not registered an API address")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+n.Addrs.API+"/version", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET /version answered %s", resp.Status)
+	}
+	return nil
+}
+
+// CheckOOBProgram checks an OOB helper on this gntd's machine (gnt cluster
+// verify asks every master candidate, since any of them may become the
+// leader that runs the helpers).
+func (s *Server) CheckOOBProgram(path string) error { return oob.CheckProgram(path) }
