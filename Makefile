@@ -67,12 +67,15 @@ fuzz:
 # Figures, not assertions: FSM apply rate, end-to-end jobs/s with 1 and 64
 # clients through a 3-candidate cluster, and kill -9 of the leader to the
 # next successful job (median and max over 10 kills); confd queries/s on
-# loopback beside a raw UDP echo server.
+# loopback beside a raw UDP echo server; gossip: a stopped member to dead with
+# 6-100 in-process members (stock settings beside, and under CPU load), and
+# kill -9 of a node to dead in the state of a real 6-node cluster.
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./fsm/
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./jobs/locking/
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./jobs/alloc/
 	GNT_BENCH=1 $(GO) test -count=1 -v -run 'TestBenchUDP' -bench 'BenchmarkHandle' -benchtime 1s ./confd/
+	GNT_BENCH=1 $(GO) test -count=1 -v -timeout 30m -run 'TestBenchGossip' ./transport/
 	GNT_BENCH=1 $(GO) test -count=1 -v -timeout 30m -run 'TestBench' ./integration/
 
 lint:

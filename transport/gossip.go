@@ -91,6 +91,9 @@ type GossipTiming struct {
 	GossipToTheDead  time.Duration // keep gossiping to dead members (so they can refute)
 	ReclaimDead      time.Duration // a dead member's name may move to another address after this
 	Poll             time.Duration // how often the member table is read for changes
+	// TCPPings lets a failed UDP probe also try TCP (memberlist's
+	// default), for networks that drop UDP but pass TCP.
+	TCPPings bool
 }
 
 // LANGossipTiming is tuned so that a member that stops answering is dead
@@ -116,19 +119,24 @@ type GossipTiming struct {
 // The settings, against the stock ones:
 //   - ProbeInterval 300 ms (1 s) is the main lever: it scales detection
 //     and the suspicion timeout. It is also the time an ack may take
-//     before its member is suspected, so it must stay well above the
-//     scheduling delays of a loaded machine (a few hundred ms on a busy
-//     2-core host); and every member sends 1/ProbeInterval pings a second.
-//   - ProbeTimeout 200 ms (500 ms): the wait for a direct ack before the
-//     indirect pings and the TCP attempt, which then have the last 100 ms;
-//     a late direct ack still counts, so a longer wait only saves the extra
-//     packets on a slow host.
+//     before its member is suspected, so it must stay above the
+//     scheduling delays of a loaded machine (up to a few hundred ms on a
+//     busy 2-core host); and every member sends 1/ProbeInterval pings a
+//     second. 300 ms is about the longest interval that still meets 3 s
+//     at 6 members (400 ms gave 2.9 s at worst).
+//   - ProbeTimeout 250 ms (500 ms): the wait for a direct ack before the
+//     indirect pings and the TCP attempt, which then have the last 50 ms
+//     (plenty on a LAN). A late direct ack still counts, so the longer
+//     wait costs nothing; it saves the indirect and TCP probes a slow
+//     scheduler would otherwise set off, which cost the prober and three
+//     helpers far more than a ping.
 //   - SuspicionMult 4 (4): T = 1.2 s up to 10 members, 2.4 s at 100, and a
 //     member must stay silent 1.5–2.7 s to be declared dead. Lifeguard
 //     then waits for k = SuspicionMult−2 = 2 confirmations, which come
 //     within a few probe intervals even at 6 members.
 //   - SuspicionMaxMult 3 (6): an unconfirmed suspicion lasts at most 3 × T;
-//     at 6 stock would be 7.2 s whenever the two confirmations are slow.
+//     the stock 6 × T would be 7.2 s at 6 members whenever the two
+//     confirmations are slow to come.
 //   - PushPull 15 s (30 s): anti-entropy, scaled up by memberlist beyond 32
 //     members, heals missed broadcasts and partitions sooner.
 //   - ReclaimDead 30 s (never): a node re-installed with a new address may
@@ -144,12 +152,12 @@ type GossipTiming struct {
 //     joins are events and are read within minRefresh.
 func LANGossipTiming() GossipTiming {
 	return GossipTiming{
-		ProbeInterval: 300 * time.Millisecond, ProbeTimeout: 200 * time.Millisecond,
+		ProbeInterval: 300 * time.Millisecond, ProbeTimeout: 250 * time.Millisecond,
 		SuspicionMult: 4, SuspicionMaxMult: 3,
 		GossipInterval: 200 * time.Millisecond, GossipNodes: 3, RetransmitMult: 4,
 		PushPull: 15 * time.Second, TCPTimeout: 10 * time.Second,
 		GossipToTheDead: 30 * time.Second, ReclaimDead: 30 * time.Second,
-		Poll: time.Second,
+		Poll: time.Second, TCPPings: true,
 	}
 }
 
@@ -259,10 +267,11 @@ func NewGossip(cfg GossipConfig) (*Gossip, error) {
 	mc.SuspicionMult, mc.SuspicionMaxTimeoutMult = t.SuspicionMult, t.SuspicionMaxMult
 	mc.GossipInterval, mc.GossipNodes, mc.RetransmitMult = t.GossipInterval, t.GossipNodes, t.RetransmitMult
 	mc.PushPullInterval, mc.TCPTimeout = t.PushPull, t.TCPTimeout
+	mc.DisableTcpPings = !t.TCPPings
 	mc.GossipToTheDeadTime, mc.DeadNodeReclaimTime = t.GossipToTheDead, t.ReclaimDead
 	// Gossip packets are small and a LAN is fast: compressing each one
-	// (LZW, a fresh table per packet) cost more CPU than anything else
-	// memberlist does (make bench, 100 members in one process).
+	// (LZW, a fresh table per packet) was the largest single cost in a
+	// profile of 100 members in one process (make bench).
 	mc.EnableCompression = false
 	mc.Delegate = (*gossipDelegate)(g)
 	mc.Events = (*gossipEvents)(g)
@@ -411,7 +420,9 @@ func (g *Gossip) run() {
 			}
 		case <-tick.C:
 		case <-g.metaCh:
-			if err := g.ml.UpdateNode(g.tm.TCPTimeout); err != nil {
+			// UpdateNode waits for the broadcast to go out; bounded, so
+			// that Leave and Shutdown are not held up long.
+			if err := g.ml.UpdateNode(2 * time.Second); err != nil {
 				g.log.Debug("gossip meta update", "error", err)
 			}
 		}
@@ -421,7 +432,7 @@ func (g *Gossip) run() {
 }
 
 // minRefresh bounds how often events make run read the member table.
-const minRefresh = 50 * time.Millisecond
+const minRefresh = 100 * time.Millisecond
 
 // tombstoneTTL is how long a dead or left member stays listed after
 // memberlist forgot it.
