@@ -24,6 +24,9 @@ const (
 	CmdJobSubmitMany   CommandType = 9 // JobSubmitMany
 
 	CmdNodeLiveness CommandType = 10 // NodeLiveness (liveness.go)
+
+	CmdRepairRound   CommandType = 11 // RepairRound (maintenance.go)
+	CmdMaintIncident CommandType = 12 // MaintIncident (maintenance.go)
 )
 
 var commandNames = map[CommandType]string{
@@ -38,6 +41,9 @@ var commandNames = map[CommandType]string{
 	CmdJobSubmitMany:   "job-submit-many",
 
 	CmdNodeLiveness: "node-liveness",
+
+	CmdRepairRound:   "repair-round",
+	CmdMaintIncident: "maint-incident",
 }
 
 func (t CommandType) String() string {

@@ -261,6 +261,46 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 			}
 		})
 		return b.String()
+	case "repair-round":
+		var c RepairRound
+		if err := json.Unmarshal([]byte(strings.TrimSpace(d.Input)), &c); err != nil {
+			t.Fatalf("%s: repair round: %v", d.Pos, err)
+		}
+		c.Now, c.Epoch = h.now, uint64(atoi("epoch", 0))
+		r := h.mustNotChangeOnError(t, d, c)
+		return r
+	case "maint-incident":
+		return h.mustNotChangeOnError(t, d, MaintIncident{Now: h.now, UUID: arg("uuid", ""), Action: arg("action", "")})
+	case "maint":
+		var b strings.Builder
+		h.f.Read(func(s *State, _ uint64) {
+			m := s.Maint()
+			fmt.Fprintf(&b, "round-delay=%d balance=%v thresh=%g jobs=%v round=%d serial=%d cluster-serial=%d diagnose=%q\n",
+				m.RoundDelay, m.Balance, m.BalanceThreshold, m.Jobs, m.Round, m.SerialNo, s.Cluster.SerialNo, s.Cluster.DiagnoseCollectorFilename)
+			rj, _ := json.Marshal(m.Repair)
+			fmt.Fprintf(&b, "repair %s\n", rj)
+			for _, in := range m.Incidents {
+				fmt.Fprintf(&b, "incident %s node=%s action=%s status=%s jobs=%v tag=%s original=%s serial=%d reason=%q\n",
+					in.UUID, in.Node, in.Action, in.RepairStatus, in.Jobs, in.Tag, in.Original, in.SerialNo, in.Reason)
+			}
+			for _, u := range sortedKeys(m.Fences) {
+				f := m.Fences[u]
+				fmt.Fprintf(&b, "fence %s job=%d dead-since=%d\n", f.Node, f.JobID, f.DeadSince)
+			}
+		})
+		return b.String()
+	case "tags":
+		var b strings.Builder
+		h.f.Read(func(s *State, _ uint64) {
+			for _, i := range s.SortedInstances() {
+				fmt.Fprintf(&b, "instance %s %v\n", i.Name, i.Tags)
+			}
+			for _, n := range s.SortedNodes() {
+				fmt.Fprintf(&b, "node %s %v\n", n.Name, n.Tags)
+			}
+			fmt.Fprintf(&b, "cluster %v\n", s.Cluster.Tags)
+		})
+		return b.String()
 	case "snapshot":
 		data, err := h.f.Snapshot()
 		if err != nil {

@@ -36,6 +36,10 @@ type Cluster struct {
 	// MasterNode is the UUID of the node whose gntd leads the Raft group, as
 	// recorded by the leader when it established its leadership.
 	MasterNode string `json:"master_node"`
+	// DiagnoseCollectorFilename is the self-diagnose command every node
+	// agent runs: a file name in the node's whitelisted directory; empty
+	// means the built-in diagnose that always reports Ok.
+	DiagnoseCollectorFilename string `json:"diagnose_data_collector_filename,omitempty"`
 }
 
 // Group is a node group.

@@ -404,10 +404,102 @@ type OpClusterSetParams struct {
 	MaxVoters         *int           `json:"max_raft_voters,omitempty"`
 	DefaultIAllocator *string        `json:"default_iallocator,omitempty"`
 	NDParams          map[string]any `json:"ndparams,omitempty"`
+	// maintd (Ganeti's names).
+	MaintRoundDelay               *int64   `json:"maint_round_delay,omitempty"`
+	MaintBalance                  *bool    `json:"maint_balance,omitempty"`
+	MaintBalanceThresh            *float64 `json:"maint_balance_thresh,omitempty"`
+	DiagnoseDataCollectorFilename *string  `json:"diagnose_data_collector_filename,omitempty"`
+	// gnt's repair limits (RepairParams).
+	RepairDeadGrace            *float64 `json:"repair_dead_grace,omitempty"`
+	RepairBreakerShare         *float64 `json:"repair_breaker_share,omitempty"`
+	RepairBreakerNodes         *int     `json:"repair_breaker_nodes,omitempty"`
+	RepairBreakerOverrideUntil *int64   `json:"repair_breaker_override_until,omitempty"`
+	RepairMaxEvacuations       *int     `json:"repair_max_evacuations,omitempty"`
+	RepairRoundJobLimit        *int     `json:"repair_round_job_limit,omitempty"`
+	RepairJobDelay             *float64 `json:"repair_job_delay,omitempty"`
+	DiagnoseInterval           *float64 `json:"maint_diagnose_interval,omitempty"`
+}
+
+// hasMaint reports whether the opcode changes a maintenance parameter.
+func (o *OpClusterSetParams) hasMaint() bool {
+	return o.MaintRoundDelay != nil || o.MaintBalance != nil || o.MaintBalanceThresh != nil ||
+		o.RepairDeadGrace != nil || o.RepairBreakerShare != nil || o.RepairBreakerNodes != nil ||
+		o.RepairBreakerOverrideUntil != nil || o.RepairMaxEvacuations != nil || o.RepairRoundJobLimit != nil ||
+		o.RepairJobDelay != nil || o.DiagnoseInterval != nil
+}
+
+func (o *OpClusterSetParams) validateMaint() *Error {
+	nonNeg := func(field string, v *float64, max float64) *Error {
+		if v != nil && (*v < 0 || *v > max || *v != *v) {
+			return errf(CodeInval, field, "%s must be between 0 and %g, got %g", field, max, *v)
+		}
+		return nil
+	}
+	if o.MaintRoundDelay != nil && (*o.MaintRoundDelay < 1 || *o.MaintRoundDelay > 7*86400) {
+		return errf(CodeInval, "maint_round_delay", "maint_round_delay must be 1 to 604800 seconds, got %d", *o.MaintRoundDelay)
+	}
+	for _, c := range []struct {
+		f   string
+		v   *float64
+		max float64
+	}{
+		{"maint_balance_thresh", o.MaintBalanceThresh, 1},
+		{"repair_breaker_share", o.RepairBreakerShare, 1},
+		{"repair_dead_grace", o.RepairDeadGrace, 86400},
+		{"repair_job_delay", o.RepairJobDelay, 3600},
+		{"maint_diagnose_interval", o.DiagnoseInterval, 86400},
+	} {
+		if e := nonNeg(c.f, c.v, c.max); e != nil {
+			return e
+		}
+	}
+	if o.DiagnoseInterval != nil && *o.DiagnoseInterval < 1 {
+		return errf(CodeInval, "maint_diagnose_interval", "maint_diagnose_interval must be at least 1 second, got %g", *o.DiagnoseInterval)
+	}
+	for _, c := range []struct {
+		f string
+		v *int
+	}{
+		{"repair_breaker_nodes", o.RepairBreakerNodes},
+		{"repair_max_evacuations", o.RepairMaxEvacuations},
+		{"repair_round_job_limit", o.RepairRoundJobLimit},
+	} {
+		if c.v != nil && (*c.v < 0 || *c.v > 100000) {
+			return errf(CodeInval, c.f, "%s must be between 0 and 100000, got %d", c.f, *c.v)
+		}
+	}
+	if o.RepairRoundJobLimit != nil && *o.RepairRoundJobLimit < 1 {
+		return errf(CodeInval, "repair_round_job_limit", "repair_round_job_limit must be at least 1, got %d", *o.RepairRoundJobLimit)
+	}
+	if o.RepairBreakerOverrideUntil != nil && *o.RepairBreakerOverrideUntil < 0 {
+		return errf(CodeInval, "repair_breaker_override_until", "repair_breaker_override_until must be a Unix time in seconds or 0, got %d", *o.RepairBreakerOverrideUntil)
+	}
+	if f := o.DiagnoseDataCollectorFilename; f != nil {
+		if e := ValidateCommandName("diagnose_data_collector_filename", *f); e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// ValidateCommandName checks the name of a whitelisted node command (the
+// self-diagnose collector, a repair command): a plain file name, or empty
+// for the built-in.
+func ValidateCommandName(field, name string) *Error {
+	if name == "" {
+		return nil
+	}
+	if name == "." || name == ".." || strings.ContainsAny(name, "/\x00") || len(name) > 255 {
+		return errf(CodeInval, field, "%s %q must be a plain file name (no '/', not '.' or '..')", field, name)
+	}
+	return nil
 }
 
 // Validate implements Opcode.
 func (o *OpClusterSetParams) Validate() *Error {
+	if e := o.validateMaint(); e != nil {
+		return e
+	}
 	if o.CandidatePoolSize != nil && *o.CandidatePoolSize < 1 {
 		return errf(CodeInval, "candidate_pool_size", "candidate_pool_size must be a positive integer, got %d", *o.CandidatePoolSize)
 	}
@@ -417,7 +509,8 @@ func (o *OpClusterSetParams) Validate() *Error {
 	if e := validateNDParams("ndparams", o.NDParams); e != nil {
 		return e
 	}
-	if o.CandidatePoolSize == nil && o.MaxVoters == nil && o.DefaultIAllocator == nil && o.NDParams == nil {
+	if o.CandidatePoolSize == nil && o.MaxVoters == nil && o.DefaultIAllocator == nil && o.NDParams == nil &&
+		!o.hasMaint() && o.DiagnoseDataCollectorFilename == nil {
 		return errf(CodeInval, "", "please pass at least one modification")
 	}
 	return nil

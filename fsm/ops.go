@@ -35,6 +35,45 @@ func (o *OpClusterSetParams) apply(t *txn, _ string) (any, *Error) {
 			ch = append(ch, [2]any{"ndparams/" + k, c.NDParams[k]})
 		}
 	}
+	if o.DiagnoseDataCollectorFilename != nil {
+		c.DiagnoseCollectorFilename = *o.DiagnoseDataCollectorFilename
+		ch = append(ch, [2]any{"diagnose_data_collector_filename", c.DiagnoseCollectorFilename})
+	}
+	if o.hasMaint() {
+		m := t.maintRW()
+		setI := func(name string, dst *int, v *int) {
+			if v != nil {
+				*dst = *v
+				ch = append(ch, [2]any{name, *v})
+			}
+		}
+		setF := func(name string, dst *float64, v *float64) {
+			if v != nil {
+				*dst = *v
+				ch = append(ch, [2]any{name, *v})
+			}
+		}
+		if o.MaintRoundDelay != nil {
+			m.RoundDelay = *o.MaintRoundDelay
+			ch = append(ch, [2]any{"maint_round_delay", m.RoundDelay})
+		}
+		if o.MaintBalance != nil {
+			m.Balance = *o.MaintBalance
+			ch = append(ch, [2]any{"maint_balance", m.Balance})
+		}
+		if o.RepairBreakerOverrideUntil != nil {
+			m.Repair.BreakerOverrideUntil = *o.RepairBreakerOverrideUntil
+			ch = append(ch, [2]any{"repair_breaker_override_until", m.Repair.BreakerOverrideUntil})
+		}
+		setF("maint_balance_thresh", &m.BalanceThreshold, o.MaintBalanceThresh)
+		setF("repair_dead_grace", &m.Repair.DeadGrace, o.RepairDeadGrace)
+		setF("repair_breaker_share", &m.Repair.BreakerShare, o.RepairBreakerShare)
+		setI("repair_breaker_nodes", &m.Repair.BreakerNodes, o.RepairBreakerNodes)
+		setI("repair_max_evacuations", &m.Repair.MaxEvacuations, o.RepairMaxEvacuations)
+		setI("repair_round_job_limit", &m.Repair.RoundJobLimit, o.RepairRoundJobLimit)
+		setF("repair_job_delay", &m.Repair.JobDelay, o.RepairJobDelay)
+		setF("maint_diagnose_interval", &m.Repair.DiagnoseInterval, o.DiagnoseInterval)
+	}
 	if o.CandidatePoolSize != nil {
 		t.maintainCandidatePool("")
 	}

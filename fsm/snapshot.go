@@ -25,7 +25,9 @@ import (
 //     gnt_depends, gnt_locks, gnt_steps). Version 2 snapshots read as
 //     version 3 with an empty archive. Node records may carry "liveness"
 //     and "liveness_since" (NodeLiveness); both are optional, so version 3
-//     snapshots written before them read as nodes never observed.
+//     snapshots written before them read as nodes never observed. A
+//     "maintenance" record (maintd's state, optional: absent means the
+//     defaults) may come before "queue".
 const SnapshotVersion = 3
 
 type snapHeader struct {
@@ -61,7 +63,7 @@ func (f *FSM) Freeze() *Frozen {
 	defer f.mu.RUnlock()
 	s := f.st
 	c := &State{
-		Cluster: s.Cluster, NextJobID: s.NextJobID, Epoch: s.Epoch,
+		Cluster: s.Cluster, NextJobID: s.NextJobID, Epoch: s.Epoch, Maintenance: s.Maintenance,
 		Groups:    make(map[string]*Group, len(s.Groups)),
 		Nodes:     make(map[string]*Node, len(s.Nodes)),
 		Instances: make(map[string]*Instance, len(s.Instances)),
@@ -149,6 +151,11 @@ func encodeState(s *State, index uint64) ([]byte, error) {
 	sortInt64(ids)
 	for _, id := range ids {
 		if err := rec("archived", s.Archived[id]); err != nil {
+			return nil, err
+		}
+	}
+	if s.Maintenance != nil {
+		if err := rec("maintenance", s.Maintenance); err != nil {
 			return nil, err
 		}
 	}
@@ -296,6 +303,13 @@ func (s *State) restoreRecord(rec snapRecord) error {
 			return err
 		}
 		s.Archived[a.ID] = &a
+	case "maintenance":
+		var m Maintenance
+		if err := strict(&m); err != nil {
+			return err
+		}
+		m.normalize()
+		s.Maintenance = &m
 	case "queue":
 		var q queueRecord
 		if err := strict(&q); err != nil {

@@ -24,6 +24,9 @@ type State struct {
 	// Archived holds summaries of archived jobs, by id; the lowest ids are
 	// dropped beyond MaxArchivedJobs.
 	Archived map[int64]*ArchivedJob `json:"archived"`
+	// Maintenance is maintd's state (maintenance.go); nil until first
+	// written, read through Maint.
+	Maintenance *Maintenance `json:"maintenance,omitempty"`
 
 	nodeByName  map[string]string
 	nodeByIP    map[string]string
@@ -488,6 +491,10 @@ func (f *FSM) applyOne(t CommandType, body []byte) any {
 		return decodeApply(body, s.applyJobSubmitMany)
 	case CmdNodeLiveness:
 		return decodeApply(body, s.applyNodeLiveness)
+	case CmdRepairRound:
+		return decodeApply(body, s.applyRepairRound)
+	case CmdMaintIncident:
+		return decodeApply(body, s.applyMaintIncident)
 	}
 	return &Error{Code: CodeUnknownCmd, Msg: "unknown command type " + t.String() + "; this gntd is older than the log it is reading"}
 }

@@ -13,6 +13,7 @@ type txn struct {
 	groups  map[string]*Group    // nil value = deleted
 	nodes   map[string]*Node     // nil value = deleted
 	insts   map[string]*Instance // nil value = deleted
+	maint   *Maintenance
 	logs    []string
 }
 
@@ -207,8 +208,16 @@ func (t *txn) ipOwner(ip string) *Node {
 	return nil
 }
 
+// maintRW returns the staged maintenance state.
+func (t *txn) maintRW() *Maintenance {
+	if t.maint == nil {
+		t.maint = t.st.maintRW()
+	}
+	return t.maint
+}
+
 func (t *txn) dirty() bool {
-	return t.cluster != nil || len(t.groups) > 0 || len(t.nodes) > 0 || len(t.insts) > 0
+	return t.cluster != nil || t.maint != nil || len(t.groups) > 0 || len(t.nodes) > 0 || len(t.insts) > 0
 }
 
 // commit writes the staged changes into the state.
@@ -256,6 +265,9 @@ func (t *txn) commit() {
 		i.MTime = ts
 		s.Instances[u] = i
 		s.indexInstance(u, i)
+	}
+	if t.maint != nil {
+		s.commitMaint(t.maint, t.now)
 	}
 	c := t.cluster
 	if c == nil {
