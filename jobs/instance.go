@@ -413,6 +413,15 @@ func swap(sc *StepContext, in *fsm.Instance) {
 	put(sc, in, expect)
 }
 
+// notDrained refuses a drained node as the target of a failover or a
+// migration (Ganeti's CheckNodeNotDrained).
+func notDrained(n *fsm.Node) error {
+	if n != nil && n.Drained {
+		return &fsm.Error{Code: fsm.CodeState, Field: "instance_name", Msg: fmt.Sprintf("Can't use drained node %s", n.Name)}
+	}
+	return nil
+}
+
 func (e *Executor) failoverSteps(o *fsm.OpInstanceFailover) []Step {
 	return []Step{
 		{Name: "stop on the primary", Run: func(ctx context.Context, sc *StepContext) (any, error) {
@@ -423,26 +432,17 @@ func (e *Executor) failoverSteps(o *fsm.OpInstanceFailover) []Step {
 			if err := needDRBD(in, "failover"); err != nil {
 				return nil, err
 			}
-			if o.TargetNode != "" && nodes[in.SecondaryNodes[0]] != nil && nodes[in.SecondaryNodes[0]].Name != o.TargetNode {
-				return nil, &fsm.Error{Code: fsm.CodeInval, Field: "target_node", Msg: fmt.Sprintf("a drbd instance fails over to its secondary %s, not %s", nodes[in.SecondaryNodes[0]].Name, o.TargetNode)}
+			target := nodes[in.SecondaryNodes[0]]
+			if o.TargetNode != "" && target != nil && target.Name != o.TargetNode {
+				return nil, &fsm.Error{Code: fsm.CodeInval, Field: "target_node", Msg: fmt.Sprintf("a drbd instance fails over to its secondary %s, not %s", target.Name, o.TargetNode)}
 			}
-			if err := e.usable(nodes[in.SecondaryNodes[0]], "failing over "+in.Name); err != nil {
+			if err := e.usable(target, "failing over "+in.Name); err != nil {
 				return nil, err
 			}
-			node := nodes[in.PrimaryNode]
-			if err := e.usable(node, "stopping "+in.Name); err != nil {
-				if !o.IgnoreConsistency {
-					return nil, fmt.Errorf("%v; fail over anyway with ignore_consistency", err)
-				}
-				sc.Logf("primary %v; failing over without stopping it there", err)
-				return nil, nil
+			if err := notDrained(target); err != nil {
+				return nil, err
 			}
-			c := NodeCall{Op: NodeOpStop, Instance: in}
-			if o.ShutdownTimeout != nil {
-				c.Timeout = time.Duration(*o.ShutdownTimeout * float64(time.Second))
-			}
-			_, err = e.call(ctx, sc, node, c)
-			return nil, err
+			return nil, e.stopForFailover(ctx, sc, in, nodes[in.PrimaryNode], o.IgnoreConsistency, o.ShutdownTimeout)
 		}},
 		{Name: "switch to the secondary", Run: func(ctx context.Context, sc *StepContext) (any, error) {
 			in, nodes, err := e.instanceOf(o.Ref())
@@ -475,6 +475,51 @@ func (e *Executor) failoverSteps(o *fsm.OpInstanceFailover) []Step {
 	}
 }
 
+// stopForFailover stops the instance on its primary before a failover,
+// as Ganeti's _ExecFailover: a primary marked offline is not asked (the
+// call to an offline node fails at once in Ganeti, "Node is marked
+// offline", and an offline primary lets the failover go on: offline is the
+// statement that the node is down, made by an operator or by fencing). A
+// primary that is only dead in gossip is not offline: the instance may
+// still run there (a partition), so the failover needs ignore_consistency,
+// as a failed shutdown does in Ganeti. gnt does not call a dead node (it
+// would only wait for the call to time out); with ignore_consistency a
+// shutdown that fails is a warning.
+func (e *Executor) stopForFailover(ctx context.Context, sc *StepContext, in *fsm.Instance, node *fsm.Node, ignoreConsistency bool, timeout *float64) error {
+	proceed := func(why string) {
+		name := in.PrimaryNode
+		if node != nil {
+			name = node.Name
+		}
+		sc.Logf("WARNING: Could not shutdown instance %s on node %s, proceeding anyway; please make sure node %s is down; error details: %s",
+			in.Name, name, name, why)
+	}
+	switch {
+	case node == nil:
+		return fmt.Errorf("stopping %s: the primary node no longer exists", in.Name)
+	case node.Offline:
+		proceed("Node is marked offline")
+		return nil
+	case e.Dead != nil && e.Dead(node):
+		if !ignoreConsistency {
+			return fmt.Errorf("stopping %s: node %s is dead but not marked offline, so the instance may still run there; fence the node (power it off and mark it offline) or fail over anyway with ignore_consistency", in.Name, node.Name)
+		}
+		proceed(fmt.Sprintf("node %s is dead (not called)", node.Name))
+		return nil
+	}
+	c := NodeCall{Op: NodeOpStop, Instance: in}
+	if timeout != nil {
+		c.Timeout = time.Duration(*timeout * float64(time.Second))
+	}
+	if _, err := e.call(ctx, sc, node, c); err != nil {
+		if !ignoreConsistency {
+			return fmt.Errorf("could not shut down instance %s on node %s (fail over anyway with ignore_consistency): %w", in.Name, node.Name, err)
+		}
+		proceed(err.Error())
+	}
+	return nil
+}
+
 func nodeName(nodes map[string]*fsm.Node, u string) string {
 	if n := nodes[u]; n != nil {
 		return n.Name
@@ -482,7 +527,81 @@ func nodeName(nodes map[string]*fsm.Node, u string) string {
 	return u
 }
 
-func (e *Executor) migrateSteps(o *fsm.OpInstanceMigrate) []Step {
+// migrateChoice is what the first step of OP_INSTANCE_MIGRATE with
+// allow_failover decides and records: migrate, or fail over instead.
+type migrateChoice struct {
+	Failover bool   `json:"failover"`
+	Why      string `json:"why,omitempty"`
+}
+
+// migrateSteps are OP_INSTANCE_MIGRATE's steps. With allow_failover (and
+// not cleanup) a first step decides, as Ganeti's TLMigrateInstance does,
+// whether the instance can be migrated or is failed over instead: when it
+// is not marked up, or when its primary cannot tell that it runs there
+// (Ganeti's instance_migratable call fails: the primary is offline, dead
+// or the instance is not running). The failover is Ganeti's: no
+// ignore_consistency, the default shutdown timeout, so an offline primary
+// lets it go on and a primary that is only dead stops it. The choice is
+// recorded, and the later steps are built from it, so a leader that
+// resumes the opcode carries on with the same one.
+func (e *Executor) migrateSteps(o *fsm.OpInstanceMigrate, st *fsm.OpState) []Step {
+	if !o.AllowFailover || o.Cleanup {
+		return e.migrationSteps(o)
+	}
+	decide := Step{Name: "migrate or fail over", Run: func(ctx context.Context, sc *StepContext) (any, error) {
+		in, nodes, err := e.instanceOf(o.Ref())
+		if err != nil {
+			return nil, err
+		}
+		if err := needDRBD(in, "migration"); err != nil {
+			return nil, err
+		}
+		c := e.migrateOrFailover(ctx, sc, in, nodes[in.PrimaryNode])
+		if c.Failover {
+			sc.Logf("%s, fallback to failover", c.Why)
+		}
+		return c, nil
+	}}
+	var c migrateChoice
+	if ok, err := recordedPlan(st, &c); err != nil || !ok {
+		return []Step{decide, {Name: "migrate or fail over as decided", Run: func(context.Context, *StepContext) (any, error) {
+			return nil, fmt.Errorf("the choice between migration and failover was not recorded")
+		}}}
+	}
+	if c.Failover {
+		return append([]Step{decide}, e.failoverSteps(&fsm.OpInstanceFailover{OpCommon: o.OpCommon, OpInstanceRef: o.OpInstanceRef})...)
+	}
+	return append([]Step{decide}, e.migrationSteps(o)...)
+}
+
+// migrateOrFailover is Ganeti's fallback rule for a migration that may
+// fail over instead.
+func (e *Executor) migrateOrFailover(ctx context.Context, sc *StepContext, in *fsm.Instance, primary *fsm.Node) migrateChoice {
+	if in.AdminState != fsm.AdminUp {
+		return migrateChoice{true, "Instance is marked down or offline"}
+	}
+	if err := e.usable(primary, "migrating "+in.Name); err != nil {
+		return migrateChoice{true, fmt.Sprintf("Can't migrate (%v)", err)}
+	}
+	r, err := e.call(ctx, sc, primary, NodeCall{Op: NodeOpStatus, Instance: in})
+	switch {
+	case err != nil:
+		return migrateChoice{true, fmt.Sprintf("Can't migrate, instance offline (%v)", err)}
+	case r.State != "running":
+		return migrateChoice{true, fmt.Sprintf("Can't migrate, instance offline (%s on %s)", stateOrNone(r.State), primary.Name)}
+	}
+	return migrateChoice{}
+}
+
+func stateOrNone(s string) string {
+	if s == "" {
+		return "no record"
+	}
+	return s
+}
+
+// migrationSteps live-migrate a drbd instance to its secondary.
+func (e *Executor) migrationSteps(o *fsm.OpInstanceMigrate) []Step {
 	// target returns the instance, its primary and its secondary (the
 	// target), checked.
 	target := func(sc *StepContext) (*fsm.Instance, *fsm.Node, *fsm.Node, error) {
@@ -510,6 +629,11 @@ func (e *Executor) migrateSteps(o *fsm.OpInstanceMigrate) []Step {
 			}
 			if in.AdminState != fsm.AdminUp {
 				return nil, &fsm.Error{Code: fsm.CodeState, Field: "instance_name", Msg: fmt.Sprintf("instance %s is not running; use failover", in.Name)}
+			}
+			// Checked before the migration starts only: a target
+			// drained later must still be able to finish it.
+			if err := notDrained(dst); err != nil {
+				return nil, err
 			}
 			_, err = e.call(ctx, sc, dst, NodeCall{Op: NodeOpMigratePrepare, Instance: in, Migration: opID(sc), PeerNode: src.Name})
 			return nil, err

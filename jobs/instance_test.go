@@ -21,22 +21,36 @@ type fakeNodes struct {
 	os    map[string]string          // node/instance -> op id of the last install
 	calls []string
 	fail  map[string]error // op@node -> error
+	// down holds nodes whose gntd does not answer: every call to them
+	// fails as the node RPC does when it cannot reach a node.
+	down map[string]bool
 }
 
 func newFakeNodes() *fakeNodes {
-	return &fakeNodes{disks: map[string]map[string]bool{}, run: map[string]bool{}, os: map[string]string{}, fail: map[string]error{}}
+	return &fakeNodes{disks: map[string]map[string]bool{}, run: map[string]bool{}, os: map[string]string{}, fail: map[string]error{}, down: map[string]bool{}}
 }
 
 func (f *fakeNodes) Call(_ context.Context, node *fsm.Node, c NodeCall) (NodeReply, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, c.Op+"@"+node.Name)
+	if f.down[node.Name] {
+		return NodeReply{}, &NodeCallError{Code: "transport", Msg: "connection refused"}
+	}
 	if err := f.fail[c.Op+"@"+node.Name]; err != nil {
 		return NodeReply{}, err
 	}
 	key := node.Name + "/" + c.Instance.UUID
 	changed := true
 	switch c.Op {
+	case NodeOpStatus:
+		switch {
+		case f.run[key]:
+			return NodeReply{State: "running"}, nil
+		case f.disks[key] != nil || f.os[key] != "":
+			return NodeReply{State: "stopped"}, nil
+		}
+		return NodeReply{}, &NodeCallError{Code: "not_found", Msg: "no such instance"}
 	case NodeOpDiskCreate:
 		if f.disks[key] == nil {
 			f.disks[key] = map[string]bool{}

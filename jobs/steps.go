@@ -77,7 +77,7 @@ func (e *Executor) stepsFor(op fsm.Opcode, st *fsm.OpState) ([]Step, error) {
 	case *fsm.OpInstanceFailover:
 		return e.failoverSteps(o), nil
 	case *fsm.OpInstanceMigrate:
-		return e.migrateSteps(o), nil
+		return e.migrateSteps(o, st), nil
 	case *fsm.OpInstanceReinstall:
 		return e.reinstallSteps(o), nil
 	case *fsm.OpInstanceReplaceDisks:

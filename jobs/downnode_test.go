@@ -1,0 +1,242 @@
+package jobs
+
+import (
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/gnt-cluster/gnt/fsm"
+)
+
+// The instance opcodes harep submits for instances of a node that is down
+// (offline, drained, or dead in gossip and then fenced), run against
+// nodes whose gntd does not answer.
+
+// deadSet is the liveness the executor sees: the nodes named are dead.
+type deadSet struct {
+	mu    sync.Mutex
+	nodes map[string]bool
+}
+
+func (d *deadSet) set(name string, dead bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.nodes == nil {
+		d.nodes = map[string]bool{}
+	}
+	d.nodes[name] = dead
+}
+
+func (d *deadSet) dead(n *fsm.Node) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.nodes[n.Name]
+}
+
+// runningOn returns the nodes the fake agents run the instance on,
+// leaving out nodes that are down (their state is what it was when they
+// went down).
+func (f *fakeNodes) runningOn(in *fsm.Instance) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for k, v := range f.run {
+		node, uuid, _ := strings.Cut(k, "/")
+		if v && uuid == in.UUID && !f.down[node] {
+			out = append(out, node)
+		}
+	}
+	return out
+}
+
+// setDown makes a node's gntd stop (or start again) answering.
+func (f *fakeNodes) setDown(node string, down bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.down[node] = down
+}
+
+// setFail makes an operation on a node fail (nil: succeed again).
+func (f *fakeNodes) setFail(opAtNode string, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err == nil {
+		delete(f.fail, opAtNode)
+		return
+	}
+	f.fail[opAtNode] = err
+}
+
+// callsTo returns the agent calls made to a node.
+func (f *fakeNodes) callsTo(node string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, c := range f.calls {
+		if strings.HasSuffix(c, "@"+node) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// downCluster is instanceSetup with n1 (the master), n2, n3 and more,
+// an executor with fake agents and liveness, and a running drbd instance
+// web1 on n2 (primary) and n3 (secondary).
+func downCluster(t *testing.T, more ...string) (*direct, *fakeNodes, *deadSet) {
+	t.Helper()
+	d, epoch := instanceSetup(t, append([]string{"n3"}, more...)...)
+	nodes := newFakeNodes()
+	dead := &deadSet{}
+	runExecutorWith(t, &Executor{FSM: d.f, Apply: d, Epoch: epoch, Concurrency: 4, Strategy: fastStrategy, Nodes: nodes, Dead: dead.dead})
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"web1","disk_template":"drbd","disks":[{"size":1024}],"beparams":{"memory":512},"os_type":"debian","pnode":"n2","snode":"n3"}`)
+	nodes.mu.Lock()
+	nodes.calls = nil
+	nodes.mu.Unlock()
+	return d, nodes, dead
+}
+
+// setNode applies an OP_NODE_SET_PARAMS (offline, drained...) to a node.
+func setNode(t *testing.T, d *direct, name, flags string) {
+	t.Helper()
+	runOK(t, d, `{"OP_ID":"OP_NODE_SET_PARAMS","node_name":"`+name+`","auto_promote":true,`+flags+`}`)
+}
+
+// failed runs one opcode that must fail and returns its result and log.
+func failed(t *testing.T, d *direct, op string) (string, string) {
+	t.Helper()
+	j := finished(t, d, submitUUID(t, d, op))
+	if j.Status != fsm.StatusError {
+		t.Fatalf("%s: %s, want error\n%s", op, j.Status, jobLog(j))
+	}
+	return opResult(j, 0), jobLog(j)
+}
+
+func nodeUUID(d *direct, name string) string { return nodeState(d, name).UUID }
+
+// TestFailoverOfflinePrimary: harep's failover of an instance whose
+// primary is offline and does not answer goes on without stopping it
+// there (Ganeti: "Node is marked offline"), swaps the roles and starts
+// the instance on the old secondary; the offline node is never called.
+func TestFailoverOfflinePrimary(t *testing.T) {
+	d, nodes, _ := downCluster(t)
+	nodes.setDown("n2", true)
+	setNode(t, d, "n2", `"offline":true`)
+	j := runOK(t, d, `{"OP_ID":"OP_INSTANCE_FAILOVER","instance_name":"web1","shutdown_timeout":120,"ignore_consistency":false}`)
+	in := instanceState(d, "web1")
+	if in.PrimaryNode != nodeUUID(d, "n3") || in.SecondaryNodes[0] != nodeUUID(d, "n2") || in.AdminState != fsm.AdminUp {
+		t.Fatalf("after failover: %+v", in)
+	}
+	if r := nodes.runningOn(in); len(r) != 1 || r[0] != "n3" {
+		t.Errorf("running on %v", r)
+	}
+	if c := nodes.callsTo("n2"); len(c) != 0 {
+		t.Errorf("calls to the offline node: %v", c)
+	}
+	if log := jobLog(j); !strings.Contains(log, "WARNING: Could not shutdown instance web1 on node n2, proceeding anyway; please make sure node n2 is down; error details: Node is marked offline") {
+		t.Errorf("log:\n%s", log)
+	}
+}
+
+// TestFailoverDeadPrimary: a primary that is dead in gossip but not
+// offline may still run the instance: the failover stops unless
+// ignore_consistency, and the dead node is not called either way.
+func TestFailoverDeadPrimary(t *testing.T) {
+	d, nodes, dead := downCluster(t)
+	nodes.setDown("n2", true)
+	dead.set("n2", true)
+	res, _ := failed(t, d, `{"OP_ID":"OP_INSTANCE_FAILOVER","instance_name":"web1","shutdown_timeout":120}`)
+	if !strings.Contains(res, "node n2 is dead but not marked offline, so the instance may still run there") {
+		t.Errorf("result %s", res)
+	}
+	if in := instanceState(d, "web1"); in.PrimaryNode != nodeUUID(d, "n2") {
+		t.Fatalf("failover without ignore_consistency moved the instance: %+v", in)
+	}
+	j := runOK(t, d, `{"OP_ID":"OP_INSTANCE_FAILOVER","instance_name":"web1","ignore_consistency":true}`)
+	if in := instanceState(d, "web1"); in.PrimaryNode != nodeUUID(d, "n3") {
+		t.Fatalf("failover with ignore_consistency: %+v", in)
+	}
+	if !strings.Contains(jobLog(j), "proceeding anyway; please make sure node n2 is down; error details: node n2 is dead (not called)") {
+		t.Errorf("log:\n%s", jobLog(j))
+	}
+	if c := nodes.callsTo("n2"); len(c) != 0 {
+		t.Errorf("calls to the dead node: %v", c)
+	}
+}
+
+// TestFailoverShutdownFails: a reachable primary that fails to stop the
+// instance stops the failover, unless ignore_consistency (Ganeti's
+// warning); a drained secondary is not a failover target.
+func TestFailoverShutdownFails(t *testing.T) {
+	d, nodes, _ := downCluster(t)
+	nodes.setFail("instance-stop@n2", &NodeCallError{Code: "failed", Msg: "hypervisor hung"})
+	res, _ := failed(t, d, `{"OP_ID":"OP_INSTANCE_FAILOVER","instance_name":"web1"}`)
+	if !strings.Contains(res, "could not shut down instance web1 on node n2") || !strings.Contains(res, "hypervisor hung") {
+		t.Errorf("result %s", res)
+	}
+	j := runOK(t, d, `{"OP_ID":"OP_INSTANCE_FAILOVER","instance_name":"web1","ignore_consistency":true}`)
+	if !strings.Contains(jobLog(j), "WARNING: Could not shutdown instance web1 on node n2, proceeding anyway") {
+		t.Errorf("log:\n%s", jobLog(j))
+	}
+	// web1 now has n3 as primary, n2 as secondary.
+	nodes.setFail("instance-stop@n2", nil)
+	setNode(t, d, "n2", `"drained":true`)
+	if res, _ := failed(t, d, `{"OP_ID":"OP_INSTANCE_FAILOVER","instance_name":"web1"}`); !strings.Contains(res, "Can't use drained node n2") {
+		t.Errorf("failover to a drained node: %s", res)
+	}
+	if res, _ := failed(t, d, `{"OP_ID":"OP_INSTANCE_MIGRATE","instance_name":"web1"}`); !strings.Contains(res, "Can't use drained node n2") {
+		t.Errorf("migration to a drained node: %s", res)
+	}
+}
+
+// TestMigrateFallsBackToFailover: OP_INSTANCE_MIGRATE refuses an offline
+// primary, and with allow_failover fails over instead, as Ganeti; the
+// choice is recorded as the opcode's first step.
+func TestMigrateFallsBackToFailover(t *testing.T) {
+	d, nodes, _ := downCluster(t, "n4")
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"db1","disk_template":"drbd","disks":[{"size":1024}],"beparams":{"memory":512},"pnode":"n4","snode":"n3","start":false}`)
+	nodes.setDown("n2", true)
+	setNode(t, d, "n2", `"offline":true`)
+	if res, _ := failed(t, d, `{"OP_ID":"OP_INSTANCE_MIGRATE","instance_name":"web1"}`); !strings.Contains(res, "node n2 is offline; use failover") {
+		t.Errorf("migration from an offline primary: %s", res)
+	}
+	j := runOK(t, d, `{"OP_ID":"OP_INSTANCE_MIGRATE","instance_name":"web1","allow_failover":true}`)
+	in := instanceState(d, "web1")
+	if in.PrimaryNode != nodeUUID(d, "n3") {
+		t.Fatalf("after migrate with allow_failover: %+v", in)
+	}
+	if r := nodes.runningOn(in); len(r) != 1 || r[0] != "n3" {
+		t.Errorf("running on %v", r)
+	}
+	var names []string
+	for _, s := range j.Ops[0].Steps {
+		names = append(names, s.Name)
+	}
+	if strings.Join(names, ",") != "migrate or fail over,stop on the primary,switch to the secondary" {
+		t.Errorf("steps %v (the last, start, is recorded by the finish)", names)
+	}
+	if log := jobLog(j); !strings.Contains(log, "Can't migrate (migrating web1: node n2 is offline), fallback to failover") {
+		t.Errorf("log:\n%s", log)
+	}
+	// A stopped instance is failed over, not started.
+	j = runOK(t, d, `{"OP_ID":"OP_INSTANCE_MIGRATE","instance_name":"db1","allow_failover":true}`)
+	if in := instanceState(d, "db1"); in.PrimaryNode != nodeUUID(d, "n3") || in.AdminState != fsm.AdminDown {
+		t.Fatalf("db1 after migrate with allow_failover: %+v", in)
+	}
+	if log := jobLog(j); !strings.Contains(log, "Instance is marked down or offline, fallback to failover") || !strings.Contains(log, "db1 is down by configuration: not starting it") {
+		t.Errorf("log:\n%s", log)
+	}
+	// A running instance whose primary answers is migrated.
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_STARTUP","instance_name":"db1"}`)
+	j = runOK(t, d, `{"OP_ID":"OP_INSTANCE_MIGRATE","instance_name":"db1","allow_failover":true}`)
+	if in := instanceState(d, "db1"); in.PrimaryNode != nodeUUID(d, "n4") {
+		t.Fatalf("db1 after migrate: %+v", in)
+	}
+	names = nil
+	for _, s := range j.Ops[0].Steps {
+		names = append(names, s.Name)
+	}
+	if strings.Join(names, ",") != "migrate or fail over,prepare the target,move the running instance" {
+		t.Errorf("steps %v", names)
+	}
+}
