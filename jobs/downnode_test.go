@@ -240,3 +240,113 @@ func TestMigrateFallsBackToFailover(t *testing.T) {
 		t.Errorf("steps %v", names)
 	}
 }
+
+// TestReplaceSecondaryOfOfflineNode: harep's replace_new_secondary with
+// the allocator, for an instance whose secondary is offline and does not
+// answer: the allocator picks a node that is neither of the instance's
+// nor down (drained, dead), the choice is the opcode's first recorded
+// step, the disks are created there, and the old secondary is never
+// called (its copy is left behind, as the log says).
+func TestReplaceSecondaryOfOfflineNode(t *testing.T) {
+	d, nodes, dead := downCluster(t, "n4", "n5")
+	nodes.setDown("n3", true)
+	setNode(t, d, "n3", `"offline":true`)
+	setNode(t, d, "n4", `"drained":true`)
+	dead.set("n5", true)
+	j := runOK(t, d, `{"OP_ID":"OP_INSTANCE_REPLACE_DISKS","instance_name":"web1","mode":"replace_new_secondary","iallocator":"hail"}`)
+	in := instanceState(d, "web1")
+	if in.PrimaryNode != nodeUUID(d, "n2") || in.SecondaryNodes[0] != nodeUUID(d, "n1") {
+		t.Fatalf("after replace: primary %s secondary %v", in.PrimaryNode, in.SecondaryNodes)
+	}
+	nodes.mu.Lock()
+	if len(nodes.disks["n1/"+in.UUID]) != 1 {
+		t.Errorf("disks on the new secondary: %v", nodes.disks)
+	}
+	nodes.mu.Unlock()
+	if c := nodes.callsTo("n3"); len(c) != 0 {
+		t.Errorf("calls to the offline old secondary: %v", c)
+	}
+	if steps := j.Ops[0].Steps; len(steps) != 1 || steps[0].Name != "choose the new secondary" ||
+		!strings.Contains(string(steps[0].Result), `"new_secondary_name":"n1"`) || !strings.Contains(string(steps[0].Result), `"old_secondary_name":"n3"`) {
+		t.Errorf("recorded steps %+v", steps)
+	}
+	log := jobLog(j)
+	for _, want := range []string{
+		"Selected new secondary for instance 'web1': n1",
+		"Old secondary n3 is offline: it is not contacted",
+		"WARNING: the old secondary n3 is offline and was not contacted: its copy of web1's disks is left there",
+	} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %q:\n%s", want, log)
+		}
+	}
+	// Nothing left to choose from: the allocator says why.
+	res, _ := failed(t, d, `{"OP_ID":"OP_INSTANCE_REPLACE_DISKS","instance_name":"web1","mode":"replace_new_secondary","iallocator":"hail"}`)
+	if !strings.Contains(res, "cannot choose a new secondary with the allocator (hail)") {
+		t.Errorf("result %s", res)
+	}
+}
+
+// TestReplaceSecondaryRefusals: Ganeti's checks of replace_new_secondary.
+func TestReplaceSecondaryRefusals(t *testing.T) {
+	d, nodes, _ := downCluster(t, "n4")
+	setNode(t, d, "n4", `"drained":true`)
+	for op, want := range map[string]string{
+		`"remote_node":"n2"`:              "The specified node is the primary node of the instance",
+		`"remote_node":"n3"`:              "The specified node is already the secondary node of the instance",
+		`"remote_node":"n4"`:              "node n4 is drained: it cannot become the new secondary",
+		`"remote_node":"n9"`:              "node n9 does not exist",
+		`"remote_node":"n1","disks":[0]`:  "Cannot specify disks to be replaced",
+		`"iallocator":"hail","disks":[0]`: "Cannot specify disks to be replaced",
+	} {
+		res, _ := failed(t, d, `{"OP_ID":"OP_INSTANCE_REPLACE_DISKS","instance_name":"web1","mode":"replace_new_secondary",`+op+`}`)
+		if !strings.Contains(res, want) {
+			t.Errorf("%s: %s, want %q", op, res, want)
+		}
+	}
+	// The new secondary is synchronised from the primary: it must answer.
+	nodes.setDown("n2", true)
+	setNode(t, d, "n2", `"offline":true`)
+	if res, _ := failed(t, d, `{"OP_ID":"OP_INSTANCE_REPLACE_DISKS","instance_name":"web1","mode":"replace_new_secondary","iallocator":"hail"}`); !strings.Contains(res, "node n2 is offline") {
+		t.Errorf("primary offline: %s", res)
+	}
+}
+
+// TestReplaceSecondaryResumeKeepsChoice: a leader that resumes
+// replace_new_secondary after the choice was recorded creates the disks
+// on the recorded node, not on the one the allocator would pick now.
+func TestReplaceSecondaryResumeKeepsChoice(t *testing.T) {
+	d, epoch := instanceSetup(t, "n3", "n4")
+	nodes := newFakeNodes()
+	first := startExecutor(t, &Executor{FSM: d.f, Apply: d, Epoch: epoch, Nodes: nodes})
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"web1","disk_template":"drbd","disks":[{"size":1024}],"beparams":{"memory":512},"pnode":"n2","snode":"n3"}`)
+	first.stop()
+	id := submitUUID(t, d, `{"OP_ID":"OP_INSTANCE_REPLACE_DISKS","instance_name":"web1","mode":"replace_new_secondary","iallocator":"hail"}`)
+	// The old leader chose n4 and recorded it; the allocator would choose
+	// n1 now (both are empty; ties go to the name).
+	j := readJobCopy(d, id)
+	op, _ := fsm.ParseOpcode(j.Ops[0].Input)
+	var decl []fsm.LockDecl
+	d.f.Read(func(s *fsm.State, _ uint64) { decl = op.Locks(s) })
+	update(t, d, fsm.JobUpdate{Epoch: epoch, JobID: id, Action: fsm.ActionStart, Locks: decl})
+	update(t, d, fsm.JobUpdate{Epoch: epoch, JobID: id, Action: fsm.ActionStep, Step: 0, StepName: "choose the new secondary",
+		Result: mustJSON(secondaryChoice{Old: nodeUUID(d, "n3"), OldName: "n3", New: nodeUUID(d, "n4"), NewName: "n4"})})
+	r, _, _ := d.Apply(t.Context(), fsm.LeaderEstablish{Now: 9, Node: "n1"})
+	startExecutor(t, &Executor{FSM: d.f, Apply: d, Epoch: r.Epoch, Nodes: nodes})
+	j = finished(t, d, id)
+	if j.Status != fsm.StatusSuccess {
+		t.Fatalf("%s %s\n%s", j.Status, opResult(j, 0), jobLog(j))
+	}
+	in := instanceState(d, "web1")
+	if in.SecondaryNodes[0] != nodeUUID(d, "n4") {
+		t.Fatalf("secondary %v, want n4", in.SecondaryNodes)
+	}
+	nodes.mu.Lock()
+	defer nodes.mu.Unlock()
+	if len(nodes.disks["n4/"+in.UUID]) != 1 || len(nodes.disks["n1/"+in.UUID]) != 0 || len(nodes.disks["n3/"+in.UUID]) != 0 {
+		t.Errorf("disks %v", nodes.disks)
+	}
+	if !strings.Contains(jobLog(j), "resumed by the executor of epoch") {
+		t.Errorf("log:\n%s", jobLog(j))
+	}
+}

@@ -179,7 +179,14 @@ func (e *Executor) replaceSecondary(ctx context.Context, sc *StepContext, in *fs
 			return false, err
 		}
 	}
-	if oldNode != nil && e.usable(oldNode, "") == nil {
+	switch {
+	case oldNode == nil:
+	case e.usable(oldNode, "") != nil:
+		// Ganeti goes on with an old secondary that is offline (early
+		// release) and only warns about what it could not remove there.
+		sc.Logf("WARNING: the old secondary %s is %s and was not contacted: its copy of %s's disks is left there; remove it by hand when the node is back",
+			oldNode.Name, downWord(e, oldNode), in.Name)
+	default:
 		if _, err := e.call(ctx, sc, oldNode, NodeCall{Op: NodeOpRemove, Instance: in}); err != nil {
 			sc.Logf("the old secondary %s keeps a copy of %s's disks: %v", oldNode.Name, in.Name, err)
 		}

@@ -82,6 +82,167 @@ func (e *Executor) reinstallSteps(o *fsm.OpInstanceReinstall) []Step {
 	return steps
 }
 
+// replaceDisksSteps are OP_INSTANCE_REPLACE_DISKS's steps: one for
+// replace_on_primary and replace_on_secondary; for replace_new_secondary
+// the choice of the new secondary, recorded, then the replacement.
+func (e *Executor) replaceDisksSteps(o *fsm.OpInstanceReplaceDisks, st *fsm.OpState) []Step {
+	if o.Mode != fsm.ReplaceNewSecondary {
+		return []Step{e.replaceDisksStep(o)}
+	}
+	choose := Step{Name: "choose the new secondary", Run: func(_ context.Context, sc *StepContext) (any, error) {
+		return e.chooseSecondary(sc, o)
+	}}
+	var c secondaryChoice
+	if ok, err := recordedPlan(st, &c); err != nil || !ok {
+		return []Step{choose, {Name: "replace the secondary", Run: func(context.Context, *StepContext) (any, error) {
+			return nil, fmt.Errorf("the new secondary was not recorded")
+		}}}
+	}
+	return []Step{choose, {Name: "replace the secondary by " + c.NewName, Run: func(ctx context.Context, sc *StepContext) (any, error) {
+		in, nodes, err := e.instanceOf(o.Ref())
+		if err != nil {
+			return nil, err
+		}
+		if err := needDRBD(in, "replacing disks"); err != nil {
+			return nil, err
+		}
+		if err := e.usable(nodes[in.PrimaryNode], "replacing the secondary of "+in.Name); err != nil {
+			return nil, err
+		}
+		var newNode *fsm.Node
+		e.FSM.Read(func(s *fsm.State, _ uint64) { newNode = s.Nodes[c.New] })
+		// The node chosen stays the choice after a leader change (its
+		// disks may be there already): when it can no longer take the
+		// instance the opcode fails instead of choosing another.
+		if err := e.takesSecondary(newNode, c.NewName); err != nil {
+			return nil, err
+		}
+		expect := in.SerialNo
+		if _, err := e.replaceSecondary(ctx, sc, in, c.Old, c.New); err != nil {
+			return nil, err
+		}
+		put(sc, in, expect)
+		return nil, nil
+	}}}
+}
+
+// secondaryChoice is what the first step of replace_new_secondary
+// decides and records: the instance's secondary and the node replacing
+// it (UUIDs, with their names).
+type secondaryChoice struct {
+	Old     string `json:"old_secondary"`
+	OldName string `json:"old_secondary_name"`
+	New     string `json:"new_secondary"`
+	NewName string `json:"new_secondary_name"`
+}
+
+// chooseSecondary checks replace_new_secondary as Ganeti's TLReplaceDisks
+// does and picks the new secondary: remote_node, or the allocator's
+// choice in the primary's group (Ganeti's relocation request: neither
+// the primary nor the old secondary, and only a node that takes
+// instances: online, not drained, vm_capable, not dead, with the disk and
+// the N+1 memory). The old secondary may be down: it is not called.
+func (e *Executor) chooseSecondary(sc *StepContext, o *fsm.OpInstanceReplaceDisks) (any, error) {
+	in, nodes, err := e.instanceOf(o.Ref())
+	if err != nil {
+		return nil, err
+	}
+	if err := needDRBD(in, "replacing disks"); err != nil {
+		return nil, err
+	}
+	if len(o.Disks) > 0 {
+		return nil, &fsm.Error{Code: fsm.CodeInval, Field: "disks", Msg: "Cannot specify disks to be replaced: replace_new_secondary moves every disk"}
+	}
+	// The new secondary's disks are synchronised from the primary.
+	if err := e.usable(nodes[in.PrimaryNode], "replacing the secondary of "+in.Name); err != nil {
+		return nil, err
+	}
+	c := secondaryChoice{Old: in.SecondaryNodes[0], OldName: nodeName(nodes, in.SecondaryNodes[0])}
+	var node *fsm.Node
+	e.FSM.Read(func(s *fsm.State, _ uint64) {
+		if o.RemoteNode != "" {
+			if node = s.LookupNode(o.RemoteNode); node == nil {
+				err = &fsm.Error{Code: fsm.CodeNoEnt, Field: "remote_node", Msg: fmt.Sprintf("node %s does not exist", o.RemoteNode)}
+			}
+			return
+		}
+		var res alloc.Result
+		res, err = alloc.Allocate(s, alloc.Request{Name: in.Name, Instance: in.UUID, Template: fsm.DTDrbd, MemoryMiB: in.MemoryMiB,
+			VCPUs: in.VCPUs, Disks: diskSizes(in), Nodes: []string{in.PrimaryNode}, Exclude: []string{c.Old}}, e.allocOptions(s))
+		if err == nil {
+			node = s.Nodes[res.Secondary]
+		}
+	})
+	if err != nil {
+		if o.RemoteNode == "" {
+			return nil, fmt.Errorf("cannot choose a new secondary with the allocator (%s): %w", allocatorName(o.IAllocator), err)
+		}
+		return nil, err
+	}
+	switch node.UUID {
+	case in.PrimaryNode:
+		return nil, &fsm.Error{Code: fsm.CodeInval, Field: "remote_node", Msg: "The specified node is the primary node of the instance"}
+	case c.Old:
+		return nil, &fsm.Error{Code: fsm.CodeInval, Field: "remote_node", Msg: "The specified node is already the secondary node of the instance"}
+	}
+	if err := e.takesSecondary(node, node.Name); err != nil {
+		return nil, err
+	}
+	c.New, c.NewName = node.UUID, node.Name
+	if o.RemoteNode == "" {
+		sc.Logf("Selected new secondary for instance '%s': %s", in.Name, c.NewName)
+	}
+	if old := nodes[c.Old]; old != nil && e.usable(old, "") != nil {
+		sc.Logf("Old secondary %s is %s: it is not contacted, and its copy of the disks is left there", c.OldName, downWord(e, old))
+	}
+	return c, nil
+}
+
+// allocatorName is the iallocator named in an opcode: gnt has one, the
+// built-in hail.
+func allocatorName(s string) string {
+	if s == "" {
+		return "hail"
+	}
+	return s
+}
+
+// takesSecondary refuses a node that cannot become a secondary (Ganeti's
+// CheckNodeOnline, CheckNodeNotDrained, CheckNodeVmCapable; gnt adds
+// dead nodes).
+func (e *Executor) takesSecondary(n *fsm.Node, name string) error {
+	why := ""
+	switch {
+	case n == nil:
+		why = "no longer exists"
+	case n.Offline:
+		why = "is offline"
+	case e.Dead != nil && e.Dead(n):
+		why = "is dead"
+	case n.Drained:
+		why = "is drained"
+	case !n.VMCapable:
+		why = "is not vm_capable"
+	}
+	if why != "" {
+		return &fsm.Error{Code: fsm.CodeState, Field: "remote_node", Msg: fmt.Sprintf("node %s %s: it cannot become the new secondary", name, why)}
+	}
+	return nil
+}
+
+// downWord says why a node an operation leaves alone is down.
+func downWord(e *Executor, n *fsm.Node) string {
+	if n.Offline {
+		return "offline"
+	}
+	if e.Dead != nil && e.Dead(n) {
+		return "dead"
+	}
+	return "down"
+}
+
+// replaceDisksStep is replace_on_primary and replace_on_secondary: the
+// disks are recreated on that side and resynchronised from the other.
 func (e *Executor) replaceDisksStep(o *fsm.OpInstanceReplaceDisks) Step {
 	return Step{Name: o.Mode, Run: func(ctx context.Context, sc *StepContext) (any, error) {
 		in, nodes, err := e.instanceOf(o.Ref())
@@ -95,49 +256,19 @@ func (e *Executor) replaceDisksStep(o *fsm.OpInstanceReplaceDisks) Step {
 		if err != nil {
 			return nil, err
 		}
-		if o.Mode != fsm.ReplaceNewSecondary {
-			node := nodes[in.PrimaryNode]
-			if o.Mode == fsm.ReplaceOnSecondary {
-				node = nodes[in.SecondaryNodes[0]]
-			}
-			if err := e.usable(node, "replacing disks of "+in.Name); err != nil {
+		node := nodes[in.PrimaryNode]
+		if o.Mode == fsm.ReplaceOnSecondary {
+			node = nodes[in.SecondaryNodes[0]]
+		}
+		if err := e.usable(node, "replacing disks of "+in.Name); err != nil {
+			return nil, err
+		}
+		for _, d := range disks {
+			if _, err := e.call(ctx, sc, node, NodeCall{Op: NodeOpDiskReplace, Instance: in, Disk: d.UUID, OpID: opID(sc)}); err != nil {
 				return nil, err
 			}
-			for _, d := range disks {
-				if _, err := e.call(ctx, sc, node, NodeCall{Op: NodeOpDiskReplace, Instance: in, Disk: d.UUID, OpID: opID(sc)}); err != nil {
-					return nil, err
-				}
-			}
-			sc.Logf("replaced %d disk(s) of %s on %s", len(disks), in.Name, node.Name)
-			return nil, nil
 		}
-		expect, oldSec := in.SerialNo, in.SecondaryNodes[0]
-		newSec := ""
-		e.FSM.Read(func(s *fsm.State, _ uint64) {
-			if o.RemoteNode != "" {
-				if n := s.LookupNode(o.RemoteNode); n != nil {
-					newSec = n.UUID
-				}
-				return
-			}
-			var res alloc.Result
-			res, err = alloc.Allocate(s, alloc.Request{Name: in.Name, Instance: in.UUID, Template: fsm.DTDrbd, MemoryMiB: in.MemoryMiB,
-				VCPUs: in.VCPUs, Disks: diskSizes(in), Nodes: []string{in.PrimaryNode}, Exclude: []string{oldSec}}, e.allocOptions(s))
-			newSec = res.Secondary
-		})
-		if err != nil {
-			return nil, err
-		}
-		if newSec == "" {
-			return nil, &fsm.Error{Code: fsm.CodeNoEnt, Field: "remote_node", Msg: fmt.Sprintf("node %s does not exist", o.RemoteNode)}
-		}
-		if newSec == in.PrimaryNode || newSec == oldSec {
-			return nil, &fsm.Error{Code: fsm.CodeInval, Field: "remote_node", Msg: "the new secondary must be another node than the instance's two"}
-		}
-		if _, err := e.replaceSecondary(ctx, sc, in, oldSec, newSec); err != nil {
-			return nil, err
-		}
-		put(sc, in, expect)
+		sc.Logf("replaced %d disk(s) of %s on %s", len(disks), in.Name, node.Name)
 		return nil, nil
 	}}
 }

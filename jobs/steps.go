@@ -81,7 +81,7 @@ func (e *Executor) stepsFor(op fsm.Opcode, st *fsm.OpState) ([]Step, error) {
 	case *fsm.OpInstanceReinstall:
 		return e.reinstallSteps(o), nil
 	case *fsm.OpInstanceReplaceDisks:
-		return []Step{e.replaceDisksStep(o)}, nil
+		return e.replaceDisksSteps(o, st), nil
 	case *fsm.OpInstanceRecreateDisks:
 		return e.recreateDisksSteps(o), nil
 	case *fsm.OpInstanceRename:
