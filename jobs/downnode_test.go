@@ -350,3 +350,142 @@ func TestReplaceSecondaryResumeKeepsChoice(t *testing.T) {
 		t.Errorf("log:\n%s", jobLog(j))
 	}
 }
+
+// harepReinstall is the job harep submits for a reinstall repair: a
+// delay, the disks re-created where the allocator puts them, the OS
+// reinstalled.
+func harepReinstall(t *testing.T, d *direct, name string) *fsm.Job {
+	t.Helper()
+	return finished(t, d, submit(t, d, `{"OP_ID":"OP_TEST_DELAY","duration":0}`,
+		`{"OP_ID":"OP_INSTANCE_RECREATE_DISKS","instance_name":"`+name+`","iallocator":"hail"}`,
+		`{"OP_ID":"OP_INSTANCE_REINSTALL","instance_name":"`+name+`"}`))
+}
+
+// TestReinstallRepairBothNodesOffline: a drbd instance marked up whose
+// primary and secondary are both offline (and do not answer) gets new
+// nodes from the allocator, empty disks there, its OS installed on the
+// new primary, and runs again; the offline nodes are never called.
+func TestReinstallRepairBothNodesOffline(t *testing.T) {
+	d, nodes, _ := downCluster(t, "n4", "n5")
+	for _, n := range []string{"n2", "n3"} {
+		nodes.setDown(n, true)
+		setNode(t, d, n, `"offline":true`)
+	}
+	j := harepReinstall(t, d, "web1")
+	if j.Status != fsm.StatusSuccess {
+		t.Fatalf("%s: %s\n%s", j.Status, opResult(j, 1)+opResult(j, 2), jobLog(j))
+	}
+	in := instanceState(d, "web1")
+	var names []string
+	d.f.Read(func(s *fsm.State, _ uint64) {
+		for _, u := range append([]string{in.PrimaryNode}, in.SecondaryNodes...) {
+			names = append(names, s.NodeName(u))
+		}
+	})
+	if len(names) != 2 || names[0] == names[1] || strings.ContainsAny(names[0]+names[1], "23") || in.AdminState != fsm.AdminUp {
+		t.Fatalf("web1 on %v, admin_state %s", names, in.AdminState)
+	}
+	nodes.mu.Lock()
+	for _, n := range names {
+		if len(nodes.disks[n+"/"+in.UUID]) != 1 {
+			t.Errorf("disks on %s: %v", n, nodes.disks)
+		}
+	}
+	if got := nodes.os[names[0]+"/"+in.UUID]; got != opIDOf(j.ID, 2) {
+		t.Errorf("OS install on %s: %q", names[0], got)
+	}
+	nodes.mu.Unlock()
+	if r := nodes.runningOn(in); len(r) != 1 || r[0] != names[0] {
+		t.Errorf("running on %v, want %s", r, names[0])
+	}
+	for _, n := range []string{"n2", "n3"} {
+		if c := nodes.callsTo(n); len(c) != 0 {
+			t.Errorf("calls to offline %s: %v", n, c)
+		}
+	}
+	log := jobLog(j)
+	for _, want := range []string{
+		"WARNING: Primary node n2 offline, ignoring check that instance web1 is down",
+		"Selected nodes for instance web1 via iallocator hail: " + strings.Join(names, ", "),
+		"WARNING: Changing the instance's nodes, you will have to remove any disks left on the older nodes manually (n2, n3)",
+		"web1 is marked up but runs nowhere: opcode 2 of this job re-created its disks on new nodes",
+		"web1 is marked up: started on " + names[0],
+	} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %q:\n%s", want, log)
+		}
+	}
+}
+
+func opIDOf(job int64, op int) string { return opID(&StepContext{Job: &fsm.Job{ID: job}, OpIndex: op}) }
+
+// TestReinstallRepairPlain: a plain instance marked up whose only node is
+// offline is re-created and reinstalled elsewhere and runs again; one
+// marked down is reinstalled and stays down.
+func TestReinstallRepairPlain(t *testing.T) {
+	d, nodes, _ := downCluster(t, "n4")
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"p1","disk_template":"plain","disks":[{"size":1024}],"beparams":{"memory":256},"os_type":"debian","pnode":"n4"}`)
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"p2","disk_template":"plain","disks":[{"size":1024}],"beparams":{"memory":256},"os_type":"debian","pnode":"n4","start":false}`)
+	nodes.setDown("n4", true)
+	setNode(t, d, "n4", `"offline":true`)
+	before := len(nodes.callsTo("n4"))
+	for _, c := range []struct {
+		name    string
+		running bool
+	}{{"p1", true}, {"p2", false}} {
+		j := harepReinstall(t, d, c.name)
+		if j.Status != fsm.StatusSuccess {
+			t.Fatalf("%s: %s %s\n%s", c.name, j.Status, opResult(j, 1)+opResult(j, 2), jobLog(j))
+		}
+		in := instanceState(d, c.name)
+		if in.PrimaryNode == nodeUUID(d, "n4") || len(in.SecondaryNodes) != 0 {
+			t.Errorf("%s on %s %v", c.name, in.PrimaryNode, in.SecondaryNodes)
+		}
+		if r := nodes.runningOn(in); (len(r) == 1) != c.running {
+			t.Errorf("%s running on %v", c.name, r)
+		}
+	}
+	if c := nodes.callsTo("n4"); len(c) != before {
+		t.Errorf("calls to the offline node: %v", c[before:])
+	}
+}
+
+// TestRecreateRefusals: the instance must not run, except when its
+// nodes are replaced and its primary is offline; a reinstall of an
+// instance marked up needs the recreate in its own job.
+func TestRecreateRefusals(t *testing.T) {
+	d, nodes, dead := downCluster(t, "n4", "n5")
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"two","disk_template":"drbd","disks":[{"size":1024},{"size":1024}],"beparams":{"memory":256},"pnode":"n4","snode":"n5","start":false}`)
+	isUp := "is up; shut it down before "
+	// Primary online (drained, or dead but not offline): it may run there.
+	setNode(t, d, "n2", `"drained":true`)
+	if res, _ := failed(t, d, `{"OP_ID":"OP_INSTANCE_RECREATE_DISKS","instance_name":"web1","iallocator":"hail"}`); !strings.Contains(res, isUp+"re-creating its disks") {
+		t.Errorf("drained primary: %s", res)
+	}
+	setNode(t, d, "n2", `"drained":false`)
+	nodes.setDown("n2", true)
+	dead.set("n2", true)
+	if res, _ := failed(t, d, `{"OP_ID":"OP_INSTANCE_RECREATE_DISKS","instance_name":"web1","iallocator":"hail"}`); !strings.Contains(res, isUp+"re-creating its disks") {
+		t.Errorf("dead primary: %s", res)
+	}
+	setNode(t, d, "n2", `"offline":true`)
+	for op, want := range map[string]string{
+		`{"OP_ID":"OP_INSTANCE_RECREATE_DISKS","instance_name":"web1"}`:                                    isUp + "re-creating its disks",
+		`{"OP_ID":"OP_INSTANCE_RECREATE_DISKS","instance_name":"web1","iallocator":"hail","disks":[0,0]}`:  "Some disks have been specified more than once",
+		`{"OP_ID":"OP_INSTANCE_RECREATE_DISKS","instance_name":"two","iallocator":"hail","disks":[1]}`:     "Can't recreate disks partially and change the nodes at the same time",
+		`{"OP_ID":"OP_INSTANCE_RECREATE_DISKS","instance_name":"web1","iallocator":"hail","nodes":["n4"]}`: "give either nodes or iallocator",
+		`{"OP_ID":"OP_INSTANCE_RECREATE_DISKS","instance_name":"web1","nodes":["n4"]}`:                     "Instance web1 currently has 2 nodes, but 1 replacement nodes were specified",
+		`{"OP_ID":"OP_INSTANCE_RECREATE_DISKS","instance_name":"web1","nodes":["n4","n2"]}`:                "node n2 is offline",
+		`{"OP_ID":"OP_INSTANCE_REINSTALL","instance_name":"web1"}`:                                         isUp + "reinstalling it",
+	} {
+		if res, _ := failed(t, d, op); !strings.Contains(res, want) {
+			t.Errorf("%s: %s, want %q", op, res, want)
+		}
+	}
+	// The recreate in a job of its own, the reinstall in another: the
+	// instance marked up is not reinstalled (it may have been started).
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_RECREATE_DISKS","instance_name":"web1","nodes":["n4","n5"]}`)
+	if res, _ := failed(t, d, `{"OP_ID":"OP_INSTANCE_REINSTALL","instance_name":"web1"}`); !strings.Contains(res, isUp+"reinstalling it") {
+		t.Errorf("reinstall in another job: %s", res)
+	}
+}

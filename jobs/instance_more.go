@@ -2,7 +2,10 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/gnt-cluster/gnt/fsm"
 	"github.com/gnt-cluster/gnt/jobs/alloc"
@@ -37,6 +40,17 @@ func diskSelection(in *fsm.Instance, idx []int) ([]fsm.Disk, error) {
 	return out, nil
 }
 
+// reinstallSteps are OP_INSTANCE_REINSTALL's steps. Ganeti reinstalls only
+// an instance marked down (CheckInstanceState INSTANCE_DOWN), on an online
+// primary. gnt also reinstalls an instance marked up when an earlier
+// opcode of the same job re-created its disks on new nodes because its
+// primary was offline (harep's reinstall repair: OP_INSTANCE_RECREATE_DISKS
+// with iallocator, then OP_INSTANCE_REINSTALL): it then runs nowhere, its
+// disks are empty, and it is started once the OS is installed, since it
+// is marked up. In Ganeti that repair fails at the reinstall ("is marked
+// to be up, cannot reinstall") after the recreate moved the instance,
+// leaving it marked up on empty disks (which the watcher would then boot);
+// see reinstallAllowed.
 func (e *Executor) reinstallSteps(o *fsm.OpInstanceReinstall) []Step {
 	steps := []Step{
 		{Name: "record the OS", Run: func(_ context.Context, sc *StepContext) (any, error) {
@@ -44,7 +58,7 @@ func (e *Executor) reinstallSteps(o *fsm.OpInstanceReinstall) []Step {
 			if err != nil {
 				return nil, err
 			}
-			if err := mustBeDown(in, "reinstalling it"); err != nil {
+			if _, err := e.reinstallAllowed(sc, in); err != nil {
 				return nil, err
 			}
 			if o.OSType != "" && o.OSType != in.OS {
@@ -59,12 +73,25 @@ func (e *Executor) reinstallSteps(o *fsm.OpInstanceReinstall) []Step {
 			if err != nil {
 				return nil, err
 			}
-			if err := mustBeDown(in, "reinstalling it"); err != nil {
+			up, err := e.reinstallAllowed(sc, in)
+			if err != nil {
 				return nil, err
 			}
 			node := nodes[in.PrimaryNode]
 			if err := e.usable(node, "reinstalling "+in.Name); err != nil {
 				return nil, err
+			}
+			if up {
+				// Nothing was to run on the new primary; another job may
+				// have started the instance since the recreate.
+				r, err := e.call(ctx, sc, node, NodeCall{Op: NodeOpStatus, Instance: in})
+				var ne *NodeCallError
+				if err != nil && !(errors.As(err, &ne) && ne.Code == "not_found") {
+					return nil, err
+				}
+				if err == nil && r.State == "running" {
+					return nil, &fsm.Error{Code: fsm.CodeState, Field: "instance_name", Msg: fmt.Sprintf("Instance %s is running on %s, cannot reinstall", in.Name, node.Name)}
+				}
 			}
 			if _, err := e.call(ctx, sc, node, NodeCall{Op: NodeOpStop, Instance: in, Force: true}); err != nil {
 				return nil, err
@@ -73,6 +100,12 @@ func (e *Executor) reinstallSteps(o *fsm.OpInstanceReinstall) []Step {
 				return nil, err
 			}
 			sc.Logf("reinstalled %s with OS %s on %s", in.Name, in.OS, node.Name)
+			if up {
+				if _, err := e.call(ctx, sc, node, NodeCall{Op: NodeOpStart, Instance: in}); err != nil {
+					return nil, err
+				}
+				sc.Logf("%s is marked up: started on %s", in.Name, node.Name)
+			}
 			return nil, nil
 		}},
 	}
@@ -80,6 +113,45 @@ func (e *Executor) reinstallSteps(o *fsm.OpInstanceReinstall) []Step {
 		steps = append(steps, startStep(e, o.Ref(), false))
 	}
 	return steps
+}
+
+// reinstallAllowed refuses to reinstall an instance that should be
+// running, except one marked up whose disks an earlier opcode of this job
+// re-created on new nodes, moving it off its offline primary (see
+// reinstallSteps); it returns true for that one.
+func (e *Executor) reinstallAllowed(sc *StepContext, in *fsm.Instance) (bool, error) {
+	err := mustBeDown(in, "reinstalling it")
+	if err == nil || in.Forthcoming || in.AdminState != fsm.AdminUp {
+		return false, err
+	}
+	for i := sc.OpIndex - 1; i >= 0; i-- {
+		st := sc.Job.Ops[i]
+		if st.Status != fsm.StatusSuccess {
+			continue
+		}
+		op, perr := fsm.ParseOpcode(st.Input)
+		rd, ok := op.(*fsm.OpInstanceRecreateDisks)
+		if perr != nil || !ok {
+			continue
+		}
+		var res recreateResult
+		if ok, _ := recordedPlan(st, &res); !ok || !res.Moved {
+			continue
+		}
+		same := false
+		e.FSM.Read(func(s *fsm.State, _ uint64) {
+			if x := s.LookupInstance(rd.Ref()); x != nil && x.UUID == in.UUID {
+				same = true
+			}
+		})
+		if same && res.Primary == in.PrimaryNode {
+			if sc.Index == 0 {
+				sc.Logf("%s is marked up but runs nowhere: opcode %d of this job re-created its disks on new nodes; it is started after the install", in.Name, i+1)
+			}
+			return true, nil
+		}
+	}
+	return false, err
 }
 
 // replaceDisksSteps are OP_INSTANCE_REPLACE_DISKS's steps: one for
@@ -283,32 +355,10 @@ func diskSizes(in *fsm.Instance) []int64 {
 
 func (e *Executor) recreateDisksSteps(o *fsm.OpInstanceRecreateDisks) []Step {
 	return []Step{
-		{Name: "record the nodes", Run: func(_ context.Context, sc *StepContext) (any, error) {
-			in, _, err := e.instanceOf(o.Ref())
-			if err != nil {
-				return nil, err
-			}
-			if err := mustBeDown(in, "re-creating its disks"); err != nil {
-				return nil, err
-			}
-			if len(o.Nodes) == 0 {
-				return nil, nil
-			}
-			var uuids []string
-			e.FSM.Read(func(s *fsm.State, _ uint64) {
-				for _, n := range o.Nodes {
-					if nd := s.LookupNode(n); nd != nil {
-						uuids = append(uuids, nd.UUID)
-					}
-				}
-			})
-			if len(uuids) != len(o.Nodes) {
-				return nil, &fsm.Error{Code: fsm.CodeNoEnt, Field: "nodes", Msg: fmt.Sprintf("unknown node in %v", o.Nodes)}
-			}
-			expect := in.SerialNo
-			in.PrimaryNode, in.SecondaryNodes = uuids[0], uuids[1:]
-			put(sc, in, expect)
-			return nil, nil
+		// The placement is decided and recorded in one step, so a leader
+		// that resumes the opcode creates the disks where it was put.
+		{Name: "record the nodes", Retry: true, Run: func(_ context.Context, sc *StepContext) (any, error) {
+			return e.recreateNodes(sc, o)
 		}},
 		{Name: "create the disks", Run: func(ctx context.Context, sc *StepContext) (any, error) {
 			in, nodes, err := e.instanceOf(o.Ref())
@@ -334,6 +384,111 @@ func (e *Executor) recreateDisksSteps(o *fsm.OpInstanceRecreateDisks) []Step {
 			return nil, nil
 		}},
 	}
+}
+
+// recreateResult is the recorded result of recreate-disks' first step:
+// the instance's nodes, and whether they changed. A reinstall later in
+// the same job reads it (reinstallAllowed).
+type recreateResult struct {
+	Primary     string   `json:"primary"`
+	Secondaries []string `json:"secondaries"`
+	Moved       bool     `json:"moved,omitempty"`
+}
+
+// recreateNodes is LUInstanceRecreateDisks' CheckPrereq and its change of
+// nodes: the nodes given, or with iallocator the allocator's choice in
+// the primary's group (nodes that are down take nothing; the instance's
+// own resources are left out of the accounting). As in Ganeti the
+// instance must not run, except when its nodes are replaced and its
+// primary is offline: an offline node runs nothing, so an instance marked
+// up whose primary is offline runs nowhere (harep's reinstall repair).
+func (e *Executor) recreateNodes(sc *StepContext, o *fsm.OpInstanceRecreateDisks) (any, error) {
+	in, nodes, err := e.instanceOf(o.Ref())
+	if err != nil {
+		return nil, err
+	}
+	move := o.IAllocator != "" || len(o.Nodes) > 0
+	switch {
+	case o.IAllocator != "" && len(o.Nodes) > 0:
+		return nil, &fsm.Error{Code: fsm.CodeInval, Field: "iallocator", Msg: "give either nodes or iallocator, not both"}
+	case len(in.Disks) == 0:
+		return nil, &fsm.Error{Code: fsm.CodeInval, Field: "instance_name", Msg: fmt.Sprintf("Instance '%s' has no disks", in.Name)}
+	}
+	if old := nodes[in.PrimaryNode]; in.AdminState == fsm.AdminUp && move && old != nil && old.Offline && !in.Forthcoming {
+		sc.Logf("WARNING: Primary node %s offline, ignoring check that instance %s is down", old.Name, in.Name)
+	} else if err := mustBeDown(in, "re-creating its disks"); err != nil {
+		return nil, err
+	}
+	seen := map[int]bool{}
+	for _, d := range o.Disks {
+		if seen[d] {
+			return nil, &fsm.Error{Code: fsm.CodeInval, Field: "disks", Msg: fmt.Sprintf("Some disks have been specified more than once: %d", d)}
+		}
+		seen[d] = true
+	}
+	if move && len(o.Disks) > 0 {
+		if len(seen) != len(in.Disks) {
+			return nil, &fsm.Error{Code: fsm.CodeInval, Field: "disks", Msg: "Can't recreate disks partially and change the nodes at the same time"}
+		}
+	}
+	if _, err := diskSelection(in, o.Disks); err != nil {
+		return nil, err
+	}
+	if !move {
+		return recreateResult{Primary: in.PrimaryNode, Secondaries: in.SecondaryNodes}, nil
+	}
+	var uuids, names []string
+	e.FSM.Read(func(s *fsm.State, _ uint64) {
+		if len(o.Nodes) > 0 {
+			if want := 1 + len(in.SecondaryNodes); len(o.Nodes) != want {
+				err = &fsm.Error{Code: fsm.CodeInval, Field: "nodes", Msg: fmt.Sprintf("Instance %s currently has %d nodes, but %d replacement nodes were specified", in.Name, want, len(o.Nodes))}
+				return
+			}
+			for _, n := range o.Nodes {
+				nd := s.LookupNode(n)
+				if nd == nil {
+					err = &fsm.Error{Code: fsm.CodeNoEnt, Field: "nodes", Msg: fmt.Sprintf("node %s does not exist", n)}
+					return
+				}
+				if err = e.usable(nd, "re-creating disks of "+in.Name); err != nil {
+					return
+				}
+				uuids, names = append(uuids, nd.UUID), append(names, nd.Name)
+			}
+			return
+		}
+		req := alloc.Request{Name: in.Name, Instance: in.UUID, Template: in.DiskTemplate, MemoryMiB: in.MemoryMiB,
+			VCPUs: in.VCPUs, Disks: diskSizes(in)}
+		if p := s.Nodes[in.PrimaryNode]; p != nil {
+			req.Group = p.Group // Ganeti locks the primary's group and places there
+		}
+		var res alloc.Result
+		if res, err = alloc.Allocate(s, req, e.allocOptions(s)); err != nil {
+			err = fmt.Errorf("cannot compute nodes using iallocator '%s': %w", allocatorName(o.IAllocator), err)
+			return
+		}
+		uuids, names = res.Nodes(), res.NodeNames()
+	})
+	if err != nil {
+		return nil, err
+	}
+	if o.IAllocator != "" {
+		sc.Logf("Selected nodes for instance %s via iallocator %s: %s", in.Name, o.IAllocator, strings.Join(names, ", "))
+	}
+	moved := uuids[0] != in.PrimaryNode || !slices.Equal(uuids[1:], in.SecondaryNodes)
+	if moved {
+		var left []string
+		for _, u := range append([]string{in.PrimaryNode}, in.SecondaryNodes...) {
+			if !slices.Contains(uuids, u) {
+				left = append(left, nodeName(nodes, u))
+			}
+		}
+		sc.Logf("WARNING: Changing the instance's nodes, you will have to remove any disks left on the older nodes manually (%s)", strings.Join(left, ", "))
+		expect := in.SerialNo
+		in.PrimaryNode, in.SecondaryNodes = uuids[0], uuids[1:]
+		put(sc, in, expect)
+	}
+	return recreateResult{Primary: in.PrimaryNode, Secondaries: in.SecondaryNodes, Moved: moved}, nil
 }
 
 func (e *Executor) renameStep(o *fsm.OpInstanceRename) Step {
