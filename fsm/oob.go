@@ -39,6 +39,14 @@ type OpOobCommand struct {
 	// TransferLeadership (gnt): operate on the master's node after handing
 	// its role to another master candidate, instead of refusing.
 	TransferLeadership bool `json:"transfer_leadership,omitempty"`
+	// Confirm (gnt, power-off only) is fencing: after the helper's
+	// power-off, power-status must say the node is off (it is asked a few
+	// times) or the opcode fails, so that jobs depending on it do not
+	// run; only then is powered=false recorded and, unless ignore_status,
+	// the node marked offline. Such a node need not be offline before:
+	// the leader fences nodes that are dead in gossip, and marks them
+	// offline only once they are known to be off.
+	Confirm bool `json:"gnt_confirm,omitempty"`
 }
 
 // Validate implements Opcode.
@@ -48,6 +56,9 @@ func (o *OpOobCommand) Validate() *Error {
 	}
 	if o.Timeout < 0 || o.Timeout > OOBTimeout {
 		return errf(CodeInval, "timeout", "timeout must be between 1 and %d seconds (0: %d), got %d", OOBTimeout, OOBTimeout, o.Timeout)
+	}
+	if o.Confirm && o.Command != "power-off" {
+		return errf(CodeInval, "gnt_confirm", "gnt_confirm goes with power-off only")
 	}
 	if d := o.PowerDelay; d != nil && (*d < 0 || *d > 3600 || math.IsNaN(*d)) {
 		return errf(CodeInval, "power_delay", "power_delay must be between 0 and 3600 seconds")

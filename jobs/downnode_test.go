@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"encoding/json"
 	"strings"
 	"sync"
 	"testing"
@@ -85,10 +86,20 @@ func (f *fakeNodes) callsTo(node string) []string {
 // web1 on n2 (primary) and n3 (secondary).
 func downCluster(t *testing.T, more ...string) (*direct, *fakeNodes, *deadSet) {
 	t.Helper()
+	return downClusterWith(t, nil, more...)
+}
+
+// downClusterWith is downCluster with an executor that tweak changes.
+func downClusterWith(t *testing.T, tweak func(*Executor), more ...string) (*direct, *fakeNodes, *deadSet) {
+	t.Helper()
 	d, epoch := instanceSetup(t, append([]string{"n3"}, more...)...)
 	nodes := newFakeNodes()
 	dead := &deadSet{}
-	runExecutorWith(t, &Executor{FSM: d.f, Apply: d, Epoch: epoch, Concurrency: 4, Strategy: fastStrategy, Nodes: nodes, Dead: dead.dead})
+	ex := &Executor{FSM: d.f, Apply: d, Epoch: epoch, Concurrency: 4, Strategy: fastStrategy, Nodes: nodes, Dead: dead.dead}
+	if tweak != nil {
+		tweak(ex)
+	}
+	runExecutorWith(t, ex)
 	runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"web1","disk_template":"drbd","disks":[{"size":1024}],"beparams":{"memory":512},"os_type":"debian","pnode":"n2","snode":"n3"}`)
 	nodes.mu.Lock()
 	nodes.calls = nil
@@ -487,5 +498,102 @@ func TestRecreateRefusals(t *testing.T) {
 	runOK(t, d, `{"OP_ID":"OP_INSTANCE_RECREATE_DISKS","instance_name":"web1","nodes":["n4","n5"]}`)
 	if res, _ := failed(t, d, `{"OP_ID":"OP_INSTANCE_REINSTALL","instance_name":"web1"}`); !strings.Contains(res, isUp+"reinstalling it") {
 		t.Errorf("reinstall in another job: %s", res)
+	}
+}
+
+// fenceCluster is downCluster with every node under the scripted OOB
+// helper and an executor that does not sleep.
+func fenceCluster(t *testing.T, more ...string) (*direct, *fakeNodes, *deadSet, *bmc) {
+	t.Helper()
+	b := newBMC(t)
+	d, nodes, dead := downClusterWith(t, func(e *Executor) { e.Sleep = noSleep }, more...)
+	runOK(t, d, `{"OP_ID":"OP_CLUSTER_SET_PARAMS","ndparams":{"oob_program":"`+b.program+`"}}`)
+	return d, nodes, dead, b
+}
+
+// TestFenceDeadNode: the leader's fencing of a node that is dead in
+// gossip (not offline, its gntd not answering) powers it off through
+// the helper, which runs on the leader; power-status confirms it, and
+// only then is the node recorded unpowered and marked offline (a master
+// candidate gives its place to another node). No node agent is called.
+func TestFenceDeadNode(t *testing.T) {
+	d, nodes, dead, b := fenceCluster(t, "n4")
+	nodes.setDown("n2", true)
+	dead.set("n2", true)
+	wasCandidate := nodeState(d, "n2").MasterCandidate
+	j := finished(t, d, submit(t, d, `{"OP_ID":"OP_OOB_COMMAND","command":"power-off","node_names":["n2"],"gnt_confirm":true}`))
+	if j.Status != fsm.StatusSuccess {
+		t.Fatalf("%s %s\n%s", j.Status, opResult(j, 0), jobLog(j))
+	}
+	n2 := nodeState(d, "n2")
+	if n2.Powered || !n2.Offline || n2.MasterCandidate || b.power("n2") != "off" {
+		t.Fatalf("n2 after fencing: powered %v offline %v candidate %v (was %v), bmc %s", n2.Powered, n2.Offline, n2.MasterCandidate, wasCandidate, b.power("n2"))
+	}
+	if got := strings.Join(b.calls(), " "); got != "power-off_n2 power-status_n2" {
+		t.Errorf("helper calls %s", got)
+	}
+	if c := nodes.callsTo("n2"); len(c) != 0 {
+		t.Errorf("node agent calls: %v", c)
+	}
+	log := jobLog(j)
+	for _, want := range []string{"power-status confirms that node n2 is off", "Marked node n2 offline: it is confirmed off", "Powered off node n2 (powered: true -> false"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %q:\n%s", want, log)
+		}
+	}
+	if opResult(j, 0) != `[[[0,"n2"],[0,null]]]` {
+		t.Errorf("result %s", opResult(j, 0))
+	}
+}
+
+// TestFenceNotConfirmed: a helper whose power-off succeeds while
+// power-status still says powered, or cannot say, fails the fencing: the
+// node stays online and powered in the record.
+func TestFenceNotConfirmed(t *testing.T) {
+	d, _, dead, b := fenceCluster(t, "n4")
+	dead.set("n4", true)
+	for _, c := range []struct{ script, file, want string }{
+		{"exit 0", "n4.power-off.sh", "node n4 is not confirmed off after the power-off (5 power-status calls, 2s apart): power-status still says it is powered"},
+		{`echo "BMC unreachable" >&2; exit 1`, "n4.power-status.sh", "power-status cannot tell whether it is off: OOB program execution failed (BMC unreachable)"},
+	} {
+		b.set(t, c.file, c.script)
+		j := finished(t, d, submit(t, d, `{"OP_ID":"OP_OOB_COMMAND","command":"power-off","node_names":["n4"],"gnt_confirm":true}`))
+		if j.Status != fsm.StatusError || !strings.Contains(opResult(j, 0), c.want) {
+			t.Errorf("%s: %s %s, want %q", c.file, j.Status, opResult(j, 0), c.want)
+		}
+		if n := nodeState(d, "n4"); !n.Powered || n.Offline {
+			t.Errorf("%s: n4 powered %v offline %v", c.file, n.Powered, n.Offline)
+		}
+		b.set(t, c.file, "")
+		b.set(t, "n4.power", "on\n")
+	}
+	// With ignore_status the node is confirmed off, not marked offline.
+	j := finished(t, d, submit(t, d, `{"OP_ID":"OP_OOB_COMMAND","command":"power-off","node_names":["n4"],"gnt_confirm":true,"ignore_status":true}`))
+	if n := nodeState(d, "n4"); j.Status != fsm.StatusSuccess || n.Powered || n.Offline {
+		t.Errorf("ignore_status: %s, n4 powered %v offline %v\n%s", j.Status, n.Powered, n.Offline, jobLog(j))
+	}
+	// gnt_confirm is power-off's only.
+	r, _, _ := d.Apply(t.Context(), fsm.JobSubmit{Now: 5, UUIDs: []string{""},
+		Ops: []json.RawMessage{json.RawMessage(`{"OP_ID":"OP_OOB_COMMAND","command":"power-on","node_names":["n4"],"gnt_confirm":true}`)}})
+	if r.Err == nil || !strings.Contains(r.Err.Msg, "gnt_confirm goes with power-off only") {
+		t.Errorf("power-on with gnt_confirm: %v", r.Err)
+	}
+}
+
+// TestFenceResumed: a fencing power-off resumed after a leader change
+// whose effect power-status confirms is recorded with the node marked
+// offline, without powering it off again.
+func TestFenceResumed(t *testing.T) {
+	b := newBMC(t)
+	d, _ := oobCluster(t, b)
+	id := submit(t, d, `{"OP_ID":"OP_OOB_COMMAND","command":"power-off","node_names":["n4"],"gnt_confirm":true}`)
+	b.set(t, "n4.power", "off\n")
+	resumeAt(t, d, &Executor{FSM: d.f, Apply: d, Sleep: noSleep}, id, 1)
+	j := finished(t, d, id)
+	if n := nodeState(d, "n4"); j.Status != fsm.StatusSuccess || n.Powered || !n.Offline {
+		t.Fatalf("%s powered %v offline %v\n%s", j.Status, n.Powered, n.Offline, jobLog(j))
+	}
+	if got := strings.Join(b.calls(), " "); got != "power-status_n4" {
+		t.Errorf("helper calls %s", got)
 	}
 }

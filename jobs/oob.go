@@ -134,7 +134,7 @@ func planOOB(s *fsm.State, o *fsm.OpOobCommand) (oobPlan, error) {
 			master = n
 			continue
 		}
-		if o.Command == oob.PowerOff && !o.IgnoreStatus && !n.Offline {
+		if o.Command == oob.PowerOff && !o.IgnoreStatus && !o.Confirm && !n.Offline {
 			return p, &fsm.Error{Code: fsm.CodeState, Field: "node_names", Msg: fmt.Sprintf("Cannot power off node %s because it is not marked offline", n.Name)}
 		}
 		p.Nodes = append(p.Nodes, target{n.Name, n.UUID})
@@ -239,7 +239,9 @@ func (e *Executor) oobSteps(o *fsm.OpOobCommand, st *fsm.OpState) ([]Step, error
 			}
 		}
 		ps := powerStep{cmd: o.Command, node: t, timeout: time.Duration(o.TimeoutSeconds()) * time.Second,
-			reason: &o.OpCommon, entry: true}
+			reason: &o.OpCommon, entry: true, confirm: o.Confirm}
+		// The master's node was marked offline before (offlineStep).
+		ps.markOffline = o.Confirm && !o.IgnoreStatus && (p.Master == nil || t.UUID != p.Master.UUID)
 		if o.Command == oob.PowerOn {
 			if powerOns > 0 {
 				ps.delay = time.Duration(o.Delay() * float64(time.Second))
@@ -305,6 +307,66 @@ type powerStep struct {
 	reason *fsm.OpCommon
 	// entry: the step's result is the node's OP_OOB_COMMAND entry.
 	entry bool
+	// confirm (power-off, gnt_confirm): power-status must say the node
+	// is off before the step records it; markOffline then marks it
+	// offline too.
+	confirm, markOffline bool
+}
+
+// How often, and how far apart, a confirmed power-off asks power-status
+// before it gives up: a BMC may report the chassis on for a moment after
+// it accepted the power-off.
+var (
+	powerConfirmAttempts = 5
+	powerConfirmInterval = 2 * time.Second
+)
+
+// confirmOff asks the helper for power-status until it says the node is
+// off; an error says the node is still powered or that its state cannot
+// be told, and so that it is not fenced.
+func (e *Executor) confirmOff(ctx context.Context, sc *StepContext, prog, name string, timeout time.Duration) error {
+	var last string
+	for i := 1; ; i++ {
+		res, err := e.runner().Run(ctx, prog, oob.PowerStatus, name, timeout)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		switch {
+		case err != nil:
+			last = fmt.Sprintf("power-status cannot tell whether it is off: %v", err)
+		case res.Powered:
+			last = "power-status still says it is powered"
+		default:
+			sc.Logf("power-status confirms that node %s is off", name)
+			return nil
+		}
+		if i >= powerConfirmAttempts {
+			return fmt.Errorf("node %s is not confirmed off after the power-off (%d power-status calls, %v apart): %s",
+				name, i, powerConfirmInterval, last)
+		}
+		if err := sc.Sleep(ctx, powerConfirmInterval); err != nil {
+			return err
+		}
+	}
+}
+
+// powerOffChanges are the configuration changes of a power-off: powered
+// false, and offline when the step marks the node offline and it is not.
+func (e *Executor) powerOffChanges(sc *StepContext, p powerStep, name string) {
+	sc.Change(fsm.StepChange{NodePowered: &fsm.NodePowered{Node: p.node.UUID, Powered: false}})
+	if !p.markOffline {
+		return
+	}
+	offline := false
+	e.FSM.Read(func(s *fsm.State, _ uint64) {
+		if n := s.Nodes[p.node.UUID]; n != nil {
+			offline = n.Offline
+		}
+	})
+	if !offline {
+		sc.Change(fsm.StepChange{NodeOffline: &fsm.NodeOffline{Node: p.node.UUID, Offline: true}})
+		sc.Logf("Marked node %s offline: it is confirmed off", name)
+	}
 }
 
 // nodeView reads what a node step needs of the configuration.
@@ -352,10 +414,24 @@ func (e *Executor) nodeStep(p powerStep) Step {
 				e.Log.Warn("OOB command failed", "command", p.cmd, "node", name, "error", err)
 				return nil, fmt.Errorf("%s of node %s: %w", p.cmd, name, err)
 			}
+			if p.confirm {
+				if err := e.confirmOff(ctx, sc, prog, name, p.timeout); err != nil {
+					if ctx.Err() != nil {
+						return nil, ctx.Err()
+					}
+					sc.Logf("%s of node %s failed: %v", p.cmd, name, err)
+					e.Log.Warn("OOB power-off not confirmed", "node", name, "error", err)
+					return nil, fmt.Errorf("%s of node %s: %w", p.cmd, name, err)
+				}
+			}
 			if p.cmd == oob.PowerCycle {
 				sc.Logf("Power-cycled node %s (%s)", name, reasonText(p.reason))
 			} else {
-				sc.Change(fsm.StepChange{NodePowered: &fsm.NodePowered{Node: p.node.UUID, Powered: want}})
+				if want {
+					sc.Change(fsm.StepChange{NodePowered: &fsm.NodePowered{Node: p.node.UUID, Powered: want}})
+				} else {
+					e.powerOffChanges(sc, p, name)
+				}
 				sc.Logf("Powered %s node %s (powered: %v -> %v; %s)", onOff(want), name, recorded, want, reasonText(p.reason))
 				e.Log.Info("node power changed", "node", name, "powered", want, "reason", reasonText(p.reason))
 			}
@@ -398,7 +474,11 @@ func (e *Executor) nodeStep(p powerStep) Step {
 			if res.Powered != want {
 				return false, nil
 			}
-			sc.Change(fsm.StepChange{NodePowered: &fsm.NodePowered{Node: p.node.UUID, Powered: want}})
+			if want {
+				sc.Change(fsm.StepChange{NodePowered: &fsm.NodePowered{Node: p.node.UUID, Powered: want}})
+			} else {
+				e.powerOffChanges(sc, p, name)
+			}
 			sc.Logf("Powered %s node %s (powered: %v -> %v; %s); power-status confirmed it after the leader change",
 				onOff(want), name, recorded, want, reasonText(p.reason))
 			return true, nil
