@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -595,5 +596,59 @@ func TestFenceResumed(t *testing.T) {
 	}
 	if got := strings.Join(b.calls(), " "); got != "power-status_n4" {
 		t.Errorf("helper calls %s", got)
+	}
+}
+
+// TestFailoverWaitsForFencing: harep's failover of the instances of a
+// dead node depends on the fencing job (relative id in one submission, or
+// absolute): when the fencing fails the failover ends in error without
+// running; when it succeeds the node is offline and the failover goes on
+// without stopping the instance there.
+func TestFailoverWaitsForFencing(t *testing.T) {
+	d, nodes, dead, b := fenceCluster(t)
+	nodes.setDown("n2", true)
+	dead.set("n2", true)
+	b.set(t, "n2.power-off.sh", "exit 0") // the BMC accepts, the node stays on
+	fence := `{"OP_ID":"OP_OOB_COMMAND","command":"power-off","node_names":["n2"],"gnt_confirm":true}`
+	ids := submitMany(t, d, []string{fence},
+		[]string{`{"OP_ID":"OP_INSTANCE_FAILOVER","instance_name":"web1","shutdown_timeout":120,"depends":[[-1,["success"]]]}`})
+	if j := finished(t, d, ids[0]); j.Status != fsm.StatusError {
+		t.Fatalf("fencing: %s", j.Status)
+	}
+	j := finished(t, d, ids[1])
+	if want := fmt.Sprintf("Dependency job %d finished with status 'error', not one of 'success'", ids[0]); j.Status != fsm.StatusError || opResult(j, 0) != want {
+		t.Errorf("failover: %s %s, want %q", j.Status, opResult(j, 0), want)
+	}
+	if len(j.Ops[0].Steps) != 0 || len(j.Ops[0].Locks) != 0 {
+		t.Errorf("the failover ran: steps %+v, locks %+v", j.Ops[0].Steps, j.Ops[0].Locks)
+	}
+	if in := instanceState(d, "web1"); in.PrimaryNode != nodeUUID(d, "n2") {
+		t.Errorf("web1 moved: %+v", in)
+	}
+	if c := nodes.callsTo("n3"); len(c) != 0 {
+		t.Errorf("agent calls: %v", c)
+	}
+
+	// The fencing works this time; the failover names it by its id and
+	// may be submitted before it ends.
+	b.set(t, "n2.power-off.sh", "")
+	fid := submit(t, d, fence)
+	fo := submit(t, d, fmt.Sprintf(`{"OP_ID":"OP_INSTANCE_FAILOVER","instance_name":"web1","shutdown_timeout":120,"depends":[[%d,["success"]]]}`, fid))
+	if j := finished(t, d, fid); j.Status != fsm.StatusSuccess {
+		t.Fatalf("fencing: %s %s", j.Status, opResult(j, 0))
+	}
+	j = finished(t, d, fo)
+	if j.Status != fsm.StatusSuccess {
+		t.Fatalf("failover: %s %s\n%s", j.Status, opResult(j, 0), jobLog(j))
+	}
+	in := instanceState(d, "web1")
+	if in.PrimaryNode != nodeUUID(d, "n3") || nodes.runningOn(in)[0] != "n3" {
+		t.Errorf("web1 after failover: %+v, running on %v", in, nodes.runningOn(in))
+	}
+	if c := nodes.callsTo("n2"); len(c) != 0 {
+		t.Errorf("calls to the fenced node: %v", c)
+	}
+	if !strings.Contains(jobLog(j), "error details: Node is marked offline") {
+		t.Errorf("log:\n%s", jobLog(j))
 	}
 }
