@@ -652,3 +652,44 @@ func TestFailoverWaitsForFencing(t *testing.T) {
 		t.Errorf("log:\n%s", jobLog(j))
 	}
 }
+
+// TestMigrateCleanup: migrate with cleanup asks both nodes where the
+// instance runs and records that, instead of migrating it; it needs both
+// nodes to answer.
+func TestMigrateCleanup(t *testing.T) {
+	d, nodes, _ := downCluster(t)
+	in := instanceState(d, "web1")
+	cleanup := `{"OP_ID":"OP_INSTANCE_MIGRATE","instance_name":"web1","cleanup":true}`
+	j := runOK(t, d, cleanup)
+	if got := instanceState(d, "web1"); got.PrimaryNode != in.PrimaryNode || !strings.Contains(jobLog(j), "instance confirmed to be running on its primary node (n2)") {
+		t.Errorf("cleanup of a running instance: primary %s\n%s", got.PrimaryNode, jobLog(j))
+	}
+	if c := nodes.callsTo("n3"); len(c) != 1 || c[0] != "status@n3" {
+		t.Errorf("calls to the target: %v", c)
+	}
+	// A migration that ended on the target before its record.
+	nodes.mu.Lock()
+	nodes.run["n2/"+in.UUID], nodes.run["n3/"+in.UUID] = false, true
+	nodes.mu.Unlock()
+	j = runOK(t, d, cleanup)
+	if got := instanceState(d, "web1"); got.PrimaryNode != nodeUUID(d, "n3") || !strings.Contains(jobLog(j), "instance running on secondary node (n3), updating config") {
+		t.Errorf("cleanup after the move: primary %s\n%s", got.PrimaryNode, jobLog(j))
+	}
+	nodes.mu.Lock()
+	nodes.run["n2/"+in.UUID] = true
+	nodes.mu.Unlock()
+	if res, _ := failed(t, d, cleanup); !strings.Contains(res, "seems to be running on two nodes") {
+		t.Errorf("running on both: %s", res)
+	}
+	nodes.mu.Lock()
+	nodes.run["n2/"+in.UUID], nodes.run["n3/"+in.UUID] = false, false
+	nodes.mu.Unlock()
+	if res, _ := failed(t, d, cleanup); !strings.Contains(res, "does not seem to be running at all (stopped on n3, stopped on n2)") {
+		t.Errorf("running nowhere: %s", res)
+	}
+	nodes.setDown("n2", true)
+	setNode(t, d, "n2", `"offline":true`)
+	if res, _ := failed(t, d, cleanup); !strings.Contains(res, "cannot contact node n2") {
+		t.Errorf("offline node: %s", res)
+	}
+}

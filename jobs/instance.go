@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"crypto/sha1"
+	"errors"
 	"fmt"
 	"time"
 
@@ -545,7 +546,10 @@ type migrateChoice struct {
 // recorded, and the later steps are built from it, so a leader that
 // resumes the opcode carries on with the same one.
 func (e *Executor) migrateSteps(o *fsm.OpInstanceMigrate, st *fsm.OpState) []Step {
-	if !o.AllowFailover || o.Cleanup {
+	if o.Cleanup {
+		return []Step{e.migrateCleanupStep(o)}
+	}
+	if !o.AllowFailover {
 		return e.migrationSteps(o)
 	}
 	decide := Step{Name: "migrate or fail over", Run: func(ctx context.Context, sc *StepContext) (any, error) {
@@ -572,6 +576,51 @@ func (e *Executor) migrateSteps(o *fsm.OpInstanceMigrate, st *fsm.OpState) []Ste
 		return append([]Step{decide}, e.failoverSteps(&fsm.OpInstanceFailover{OpCommon: o.OpCommon, OpInstanceRef: o.OpInstanceRef})...)
 	}
 	return append([]Step{decide}, e.migrationSteps(o)...)
+}
+
+// migrateCleanupStep is OP_INSTANCE_MIGRATE with cleanup, Ganeti's
+// _ExecCleanup after a failed migration: it asks both nodes where the
+// instance runs and makes the configuration say so. Both nodes must
+// answer (Ganeti: "Can't contact node"); gnt's agents resynchronise the
+// disks themselves, so Ganeti's DRBD reconfiguration has no counterpart.
+func (e *Executor) migrateCleanupStep(o *fsm.OpInstanceMigrate) Step {
+	return Step{Name: "clean up after a failed migration", Run: func(ctx context.Context, sc *StepContext) (any, error) {
+		in, nodes, err := e.instanceOf(o.Ref())
+		if err != nil {
+			return nil, err
+		}
+		if err := needDRBD(in, "migration"); err != nil {
+			return nil, err
+		}
+		var states [2]string
+		for k, u := range []string{in.PrimaryNode, in.SecondaryNodes[0]} {
+			node := nodes[u]
+			if err := e.usable(node, "cleaning up the migration of "+in.Name); err != nil {
+				return nil, fmt.Errorf("cannot contact node %s: %w", nodeName(nodes, u), err)
+			}
+			r, err := e.call(ctx, sc, node, NodeCall{Op: NodeOpStatus, Instance: in})
+			var ne *NodeCallError
+			if err != nil && !(errors.As(err, &ne) && ne.Code == "not_found") {
+				return nil, fmt.Errorf("cannot contact node %s: %w", node.Name, err)
+			}
+			states[k] = r.State
+		}
+		src, dst := nodeName(nodes, in.PrimaryNode), nodeName(nodes, in.SecondaryNodes[0])
+		onSrc, onDst := states[0] == "running", states[1] == "running"
+		switch {
+		case onSrc && onDst:
+			return nil, fmt.Errorf("instance %s seems to be running on two nodes (%s and %s), or the hypervisor is confused; you will have to ensure manually that it runs only on one and restart this operation", in.Name, src, dst)
+		case onDst:
+			sc.Logf("* instance running on secondary node (%s), updating config", dst)
+			swap(sc, in)
+		case onSrc:
+			sc.Logf("* instance confirmed to be running on its primary node (%s)", src)
+		default:
+			return nil, fmt.Errorf("instance %s does not seem to be running at all (%s on %s, %s on %s); in this case it's safer to repair by shutting it down to ensure disk shutdown, and then restarting it",
+				in.Name, stateOrNone(states[0]), src, stateOrNone(states[1]), dst)
+		}
+		return nil, nil
+	}}
 }
 
 // migrateOrFailover is Ganeti's fallback rule for a migration that may
