@@ -5,6 +5,7 @@ import (
 	"errors"
 	"html/template"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -40,8 +41,18 @@ func (s *Service) Handler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "not found: " + r.Method + " " + r.URL.Path})
 	})
-	return mux
+	epoch := strconv.FormatUint(s.Epoch, 10)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Which leadership answered: chaos tests check that two never
+		// answer at once.
+		w.Header().Set(HeaderEpoch, epoch)
+		mux.ServeHTTP(w, r)
+	})
 }
+
+// HeaderEpoch carries, on every maintd answer, the executor epoch of the
+// leadership whose maintd answered.
+const HeaderEpoch = "X-Gnt-Maintd-Epoch"
 
 // maint returns a copy-free view of the maintenance state; callers only
 // encode it.
