@@ -263,7 +263,8 @@ func (r *round) down(n *fsm.Node) NodeDown {
 }
 
 // breaker counts the unhealthy nodes: dead in gossip (offline or not), or
-// with an active incident that asks for evacuation.
+// with an active incident that asks for evacuation. It opens when more
+// than the share (at least one node) or more than the count are.
 func (r *round) breaker() Breaker {
 	st, rp := r.st, r.m.Repair
 	b := Breaker{Nodes: len(st.Nodes), Unhealthy: []string{}}
@@ -278,7 +279,9 @@ func (r *round) breaker() Breaker {
 			b.Unhealthy = append(b.Unhealthy, n.Name)
 		}
 	}
-	b.Limit = int(rp.BreakerShare * float64(b.Nodes))
+	// One unhealthy node never opens the breaker, however small the
+	// cluster: repairing a single failure is what the repair is for.
+	b.Limit = max(1, int(rp.BreakerShare*float64(b.Nodes)))
 	if rp.BreakerNodes > 0 && rp.BreakerNodes < b.Limit {
 		b.Limit = rp.BreakerNodes
 	}
@@ -354,7 +357,23 @@ func hasTag(n *fsm.Node, tag string) bool {
 // incident's.
 func (r *round) observed(in *fsm.Incident) bool {
 	o, ok := r.in.Diagnose[in.Node]
-	return ok && string(o.Original) == string(in.Original)
+	return ok && sameJSON(o.Original, in.Original)
+}
+
+// sameJSON reports whether two JSON texts encode the same value (object
+// keys in any order, any spacing): the collector's output is compared as
+// a JSON object, as the seed says.
+func sameJSON(a, b json.RawMessage) bool {
+	if string(a) == string(b) {
+		return true
+	}
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	cx, _ := json.Marshal(x)
+	cy, _ := json.Marshal(y)
+	return string(cx) == string(cy)
 }
 
 // cleanup forgets incidents: of nodes that are gone; failed ones whose
@@ -409,7 +428,7 @@ func (r *round) collect() {
 		}
 		known := false
 		for _, in := range r.m.Incidents {
-			if in.Node == n.Name && string(in.Original) == string(o.Original) && !r.forgotten(in.UUID) {
+			if in.Node == n.Name && sameJSON(in.Original, o.Original) && !r.forgotten(in.UUID) {
 				known = true
 				break
 			}
