@@ -48,7 +48,7 @@ type scenario struct {
 }
 
 // records returns the FSM's snapshot as records.
-func (sc *scenario) records(t *testing.T) (header json.RawMessage, recs []map[string]any) {
+func (sc *scenario) records(t testing.TB) (header json.RawMessage, recs []map[string]any) {
 	data, err := sc.f.Snapshot()
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +71,7 @@ func (sc *scenario) records(t *testing.T) (header json.RawMessage, recs []map[st
 	return header, recs
 }
 
-func (sc *scenario) restore(t *testing.T, header json.RawMessage, recs []map[string]any) {
+func (sc *scenario) restore(t testing.TB, header json.RawMessage, recs []map[string]any) {
 	var buf bytes.Buffer
 	buf.Write(header)
 	buf.WriteByte('\n')
@@ -133,7 +133,7 @@ func list(s string) []string {
 	return out
 }
 
-func secsArg(t *testing.T, s string) int64 {
+func secsArg(t testing.TB, s string) int64 {
 	v, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
 		t.Fatalf("%q is not a number of seconds", s)
@@ -142,7 +142,7 @@ func secsArg(t *testing.T, s string) int64 {
 }
 
 // applyNode sets node fields from k=v pairs.
-func applyNode(t *testing.T, n map[string]any, a map[string]string) {
+func applyNode(t testing.TB, n map[string]any, a map[string]string) {
 	for k, v := range a {
 		switch k {
 		case "offline", "drained", "powered":
@@ -160,7 +160,7 @@ func applyNode(t *testing.T, n map[string]any, a map[string]string) {
 	}
 }
 
-func (sc *scenario) build(t *testing.T, input string) {
+func (sc *scenario) build(t testing.TB, input string) {
 	cluster := map[string]any{"name": "cluster", "uuid": "uuid-cluster", "serial_no": 1, "ctime": baseTime, "mtime": baseTime,
 		"candidate_pool_size": 10, "max_raft_voters": 5, "default_iallocator": "hail", "ndparams": map[string]any{}, "tags": []string{},
 		"master_node": "uuid-node1"}
