@@ -56,6 +56,10 @@ type Backend interface {
 	// Capacity answers how many instances of a specification fit, and
 	// where (the allocator's answer on this gntd's replica).
 	Capacity(req CapacityRequest) (any, error)
+	// Repair is the leader's maintd view: the plan of the next round with
+	// its reasons, the incidents and the round state. Others return
+	// ErrNotLeader.
+	Repair(ctx context.Context) (any, error)
 }
 
 // CapacityRequest is GET /2/gnt/capacity: an instance specification.
@@ -99,6 +103,15 @@ type Status struct {
 	// Gossip is this gntd's view of the gossip members (gossip.go); absent
 	// while its gossip member is not running.
 	Gossip *GossipStatus `json:"gossip,omitempty"`
+	// Maintd is the address maintd's HTTP API listens on, with the epoch
+	// of the leadership it serves; absent where maintd does not run.
+	Maintd *MaintdStatus `json:"maintd,omitempty"`
+}
+
+// MaintdStatus says where this gntd's maintd listens.
+type MaintdStatus struct {
+	Addr  string `json:"addr"`
+	Epoch uint64 `json:"epoch"`
 }
 
 // InitRequest is the body of POST /2/gnt/init.

@@ -216,6 +216,19 @@ type ModifyClusterRequest struct {
 	MaxVoters         *int           `json:"max_raft_voters,omitempty"`
 	DefaultIAllocator *string        `json:"default_iallocator,omitempty"`
 	NDParams          map[string]any `json:"ndparams,omitempty"`
+	// maintd and repair (see fsm.OpClusterSetParams).
+	MaintRoundDelay               *int64   `json:"maint_round_delay,omitempty"`
+	MaintBalance                  *bool    `json:"maint_balance,omitempty"`
+	MaintBalanceThresh            *float64 `json:"maint_balance_thresh,omitempty"`
+	DiagnoseDataCollectorFilename *string  `json:"diagnose_data_collector_filename,omitempty"`
+	DiagnoseInterval              *float64 `json:"maint_diagnose_interval,omitempty"`
+	RepairDeadGrace               *float64 `json:"repair_dead_grace,omitempty"`
+	RepairBreakerShare            *float64 `json:"repair_breaker_share,omitempty"`
+	RepairBreakerNodes            *int     `json:"repair_breaker_nodes,omitempty"`
+	RepairBreakerOverrideUntil    *int64   `json:"repair_breaker_override_until,omitempty"`
+	RepairMaxEvacuations          *int     `json:"repair_max_evacuations,omitempty"`
+	RepairRoundJobLimit           *int     `json:"repair_round_job_limit,omitempty"`
+	RepairJobDelay                *float64 `json:"repair_job_delay,omitempty"`
 }
 
 // MasterFailoverRequest is the body of POST /2/gnt/master-failover.

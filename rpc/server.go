@@ -213,6 +213,9 @@ func (s *Server) routes() {
 	add("POST", "/2/gnt/join", s.handleJoin)
 	add("GET", "/2/gnt/status", s.handleStatus)
 	add("GET", "/2/gnt/oob-check", s.handleOOBCheck)
+	add("GET", "/2/gnt/repair", s.handleRepair)
+	add("POST", "/2/gnt/maintd/incidents/{id}/cancel", s.handleIncident(fsm.IncidentActionCancel))
+	add("DELETE", "/2/gnt/maintd/incidents/{id}", s.handleIncident(fsm.IncidentActionForget))
 
 	for path, methods := range allowed {
 		for _, m := range methods {

@@ -44,6 +44,9 @@ type Timing struct {
 	Gossip     transport.GossipTiming
 	GossipJoin time.Duration
 	Liveness   time.Duration
+	// Maintd is how often the leader's maintd plans (rounds are recorded
+	// when due: see repair.Service).
+	Maintd time.Duration
 }
 
 // LANTiming is tuned for candidates on one LAN (sub-millisecond RTT): a
@@ -58,6 +61,7 @@ func LANTiming() Timing {
 		JoinInterval: 5 * time.Second, PoolInterval: 2 * time.Second, Stabilization: 5 * time.Second,
 		Snapshot: 10 * time.Second,
 		Gossip:   transport.LANGossipTiming(), GossipJoin: 30 * time.Second, Liveness: 5 * time.Second,
+		Maintd: time.Second,
 	}
 }
 
@@ -65,7 +69,7 @@ func LANTiming() Timing {
 func DevTiming() Timing {
 	t := LANTiming()
 	t.JoinInterval, t.PoolInterval, t.Stabilization, t.Snapshot = time.Second, 500*time.Millisecond, time.Second, time.Second
-	t.GossipJoin, t.Liveness = 5*time.Second, time.Second
+	t.GossipJoin, t.Liveness, t.Maintd = 5*time.Second, time.Second, 500*time.Millisecond
 	return t
 }
 
@@ -80,6 +84,7 @@ type Config struct {
 	AgentPort  int      `json:"agent_port"`
 	GossipPort int      `json:"gossip_port"`
 	ConfdPort  int      `json:"confd_port"`
+	MaintdPort int      `json:"maintd_port"`
 	Join       []string `json:"join"` // API addresses of candidates to register with
 	// Profile selects the timers: "lan" (default) or "dev".
 	Profile string `json:"profile"`
@@ -113,7 +118,7 @@ func DefaultConfig() Config {
 	return Config{
 		DataDir: "/var/lib/gnt", APIPort: DefaultAPIPort, RaftPort: DefaultRaftPort,
 		AgentPort: DefaultAgentPort, GossipPort: DefaultGossipPort, ConfdPort: DefaultConfdPort,
-		Profile: "lan", ExecutorConcurrency: jobs.DefaultConcurrency, LogLevel: "info",
+		MaintdPort: DefaultMaintdPort, Profile: "lan", ExecutorConcurrency: jobs.DefaultConcurrency, LogLevel: "info",
 		JobArchiveAge: Duration{jobs.DefaultArchiveAge},
 	}
 }
@@ -143,7 +148,7 @@ func (c *Config) Validate() error {
 	if c.DataDir == "" {
 		return fmt.Errorf("--data-dir must not be empty")
 	}
-	for name, p := range map[string]int{"api": c.APIPort, "raft": c.RaftPort, "agent": c.AgentPort, "gossip": c.GossipPort, "confd": c.ConfdPort} {
+	for name, p := range map[string]int{"api": c.APIPort, "raft": c.RaftPort, "agent": c.AgentPort, "gossip": c.GossipPort, "confd": c.ConfdPort, "maintd": c.MaintdPort} {
 		if p <= 0 || p > 65535 {
 			return fmt.Errorf("--%s-port %d is out of range", name, p)
 		}
@@ -187,6 +192,9 @@ func (c *Config) addr(port int) string { return net.JoinHostPort(c.Bind, strconv
 
 // APIAddr is host:port of the API.
 func (c *Config) APIAddr() string { return c.addr(c.APIPort) }
+
+// MaintdAddr is host:port of maintd's HTTP API (leader only).
+func (c *Config) MaintdAddr() string { return c.addr(c.MaintdPort) }
 
 // RaftAddr is host:port of Raft.
 func (c *Config) RaftAddr() string { return c.addr(c.RaftPort) }

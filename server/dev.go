@@ -39,6 +39,11 @@ type DevOptions struct {
 	Out       io.Writer
 }
 
+// devMaintParams are the maintd and repair settings of a dev cluster.
+var devMaintParams = map[string]any{
+	"maint_round_delay": 3, "maint_diagnose_interval": 2, "repair_dead_grace": 5, "repair_job_delay": 1,
+}
+
 // DevMember describes one child gntd in dev.json.
 type DevMember struct {
 	Name    string   `json:"name"`
@@ -192,6 +197,15 @@ func RunDev(ctx context.Context, o DevOptions) error {
 			if _, err := client.WaitJob(ictx, id, meta.Index); err != nil {
 				return fmt.Errorf("dev: adding %s: %w", sp.name, err)
 			}
+		}
+		// Repair on a demo's time scale: rounds every few seconds, a dead
+		// node repaired after 5 s, no minute-long harep delay.
+		id, meta, err := client.ModifyCluster(ictx, devMaintParams, "gntd dev: maintd timers")
+		if err != nil {
+			return fmt.Errorf("dev: maintd timers: %w", err)
+		}
+		if _, err := client.WaitJob(ictx, id, meta.Index); err != nil {
+			return fmt.Errorf("dev: maintd timers: %w", err)
 		}
 	}
 	for _, sp := range specs[1:] {

@@ -136,6 +136,7 @@ func (s *Server) leaderLoop(ctx context.Context, r *raft.Raft) {
 				Log: s.log.Named("archiver")}).Run(ctx)
 		}},
 		{name: "liveness", run: s.runLiveness}, // liveness.go
+		{name: "maintd", run: s.runMaintd},     // maintd.go
 	}
 	if err := runLeaderServices(ctx, s.log, epoch, svcs); err != nil {
 		s.log.Warn("leader services stopped", "error", err)

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/gnt-cluster/gnt/fsm"
+	"github.com/gnt-cluster/gnt/repair"
 	"github.com/gnt-cluster/gnt/rpc"
 	"github.com/gnt-cluster/gnt/transport"
 )
@@ -44,6 +45,11 @@ type Server struct {
 	id          identity
 	candidates  []string // API addresses learnt from the last join answer
 	established bool     // leadership established (after Barrier and LeaderEstablish)
+	// maintd is the running maintd service (leader only), the epoch it
+	// serves and the address its HTTP API listens on (maintd.go).
+	maintd      *repair.Service
+	maintdEpoch uint64
+	maintdAddr  string
 	peerStatus  map[string]peerHealth
 
 	raftEvents chan struct{}
@@ -380,6 +386,7 @@ func (s *Server) Status() rpc.Status {
 	s.mu.Unlock()
 	st.AppliedIndex = s.fsm.Index()
 	st.Gossip = s.gossipStatus()
+	st.Maintd = s.maintdStatus()
 	r := s.raft()
 	if r == nil {
 		return st

@@ -135,6 +135,8 @@ func newApp(env environment) *cli.App {
 			env.jobCommand(),
 			env.debugCommand(),
 			env.confdCommand(),
+			env.repairCommand(),
+			env.maintCommand(),
 		},
 		Action:         missingCommand,
 		ExitErrHandler: func(*cli.Context, error) {}, // never os.Exit inside run

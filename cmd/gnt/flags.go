@@ -54,6 +54,31 @@ func (r *flagReader) int(name string) *int {
 	return &v
 }
 
+func (r *flagReader) int64(name string) *int64 {
+	if !r.c.IsSet(name) {
+		return nil
+	}
+	v := r.c.Int64(name)
+	return &v
+}
+
+func (r *flagReader) float(name string) *float64 {
+	if !r.c.IsSet(name) {
+		return nil
+	}
+	v := r.c.Float64(name)
+	return &v
+}
+
+// seconds reads a duration flag as seconds.
+func (r *flagReader) seconds(name string) *float64 {
+	if !r.c.IsSet(name) {
+		return nil
+	}
+	v := r.c.Duration(name).Seconds()
+	return &v
+}
+
 func (r *flagReader) string(name string) *string {
 	if !r.c.IsSet(name) {
 		return nil

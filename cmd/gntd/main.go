@@ -61,6 +61,7 @@ func agentCommand() *cli.Command {
 			&cli.IntFlag{Name: "agent-port", Value: d.AgentPort},
 			&cli.IntFlag{Name: "gossip-port", Value: d.GossipPort},
 			&cli.IntFlag{Name: "confd-port", Value: d.ConfdPort},
+			&cli.IntFlag{Name: "maintd-port", Value: d.MaintdPort, Usage: "maintd's HTTP API, on the leader only"},
 			&cli.StringFlag{Name: "join", Usage: "comma-separated API addresses of candidates to register with"},
 			&cli.StringFlag{Name: "profile", Value: d.Profile, Usage: "timers: lan or dev"},
 			&cli.StringFlag{Name: "log-level", Value: d.LogLevel},
@@ -113,6 +114,7 @@ func agentCommand() *cli.Command {
 			setInt("agent-port", &cfg.AgentPort)
 			setInt("gossip-port", &cfg.GossipPort)
 			setInt("confd-port", &cfg.ConfdPort)
+			setInt("maintd-port", &cfg.MaintdPort)
 			setInt("executor-concurrency", &cfg.ExecutorConcurrency)
 			if c.IsSet("job-archive-age") {
 				cfg.JobArchiveAge.Duration = c.Duration("job-archive-age")

@@ -381,6 +381,17 @@ func (b *Backend) Capacity(rpc.CapacityRequest) (any, error) {
 	return nil, errors.New("the test backend has no allocator")
 }
 
+// Repair implements rpc.Backend: the test backend runs no maintd, so the
+// leader answers with the maintenance state of its replica only.
+func (b *Backend) Repair(context.Context) (any, error) {
+	if _, self := b.Leader(); !self {
+		return nil, rpc.ErrNotLeader
+	}
+	var m *fsm.Maintenance
+	b.FSM().Read(func(st *fsm.State, _ uint64) { m = st.Maint() })
+	return map[string]any{"maintenance": m}, nil
+}
+
 // NewUUID implements rpc.Backend with deterministic UUIDs.
 func (b *Backend) NewUUID() string {
 	b.mu.Lock()

@@ -1,0 +1,821 @@
+package repair
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/gnt-cluster/gnt/fsm"
+)
+
+// RoundInput is what one maintd round plans from. PlanRound is a pure
+// function of it.
+type RoundInput struct {
+	State *fsm.State
+	Now   time.Time
+	// Diagnose holds the latest verified self-diagnose result of each
+	// node, by node name.
+	Diagnose map[string]Observation
+	// NoQuorum, when not empty, says why the leader cannot act (it does
+	// not reach a majority of the candidates): the round plans nothing.
+	NoQuorum string
+}
+
+// Breaker is the circuit breaker's state in a round.
+type Breaker struct {
+	Open       bool     `json:"open"`
+	Overridden bool     `json:"overridden,omitempty"`
+	Unhealthy  []string `json:"unhealthy"` // node names
+	Nodes      int      `json:"nodes"`     // nodes in the cluster
+	// Limit is the most unhealthy nodes the breaker tolerates.
+	Limit  int    `json:"limit"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// NodeStatus is what a round thinks of one node.
+type NodeStatus struct {
+	Name     string `json:"name"`
+	Liveness string `json:"liveness,omitempty"`
+	Offline  bool   `json:"offline,omitempty"`
+	Drained  bool   `json:"drained,omitempty"`
+	// Diagnose is the node's last self-diagnose status ("" none yet).
+	Diagnose string `json:"diagnose,omitempty"`
+	// Incident is the incident handled for the node this round.
+	Incident string `json:"incident,omitempty"`
+	Action   string `json:"action,omitempty"`
+	// Down is why harep counts the node down ("" not down).
+	Down string `json:"down,omitempty"`
+	// Why explains what the round does, or does not do, about the node.
+	Why string `json:"why,omitempty"`
+}
+
+// RoundPlan is the outcome of PlanRound.
+type RoundPlan struct {
+	// Command is the round to apply (the caller sets Epoch); it is empty
+	// when there is nothing to record.
+	Command fsm.RepairRound `json:"command"`
+	// Waiting lists the previous round's jobs that have not finished:
+	// no new job is submitted until they have.
+	Waiting []int64 `json:"waiting,omitempty"`
+	// Urgent is set when the round repairs instances of down nodes: it
+	// should run at once rather than at the next round time.
+	Urgent    bool             `json:"urgent"`
+	NoQuorum  string           `json:"no_quorum,omitempty"`
+	Breaker   Breaker          `json:"breaker"`
+	Nodes     []NodeStatus     `json:"nodes"`
+	Instances []InstanceStatus `json:"instances"`
+	// Notes explain the round's decisions in order.
+	Notes []string `json:"notes"`
+}
+
+// Empty reports whether the plan records nothing.
+func (p *RoundPlan) Empty() bool {
+	c := &p.Command
+	return len(c.Jobs) == 0 && len(c.Tags) == 0 && len(c.Incidents) == 0 && len(c.Fences) == 0 &&
+		c.RoundJobs == nil && c.Evacuated == nil
+}
+
+// DeriveUUID makes a UUID-formatted id from the given parts: planners draw
+// no random numbers, so the ids of what they create are digests of what
+// they create it from.
+func DeriveUUID(parts ...string) string {
+	h := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
+	x := hex.EncodeToString(h[:16])
+	return x[0:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:32]
+}
+
+// round is the planner's working state.
+type round struct {
+	in    RoundInput
+	st    *fsm.State
+	m     *fsm.Maintenance
+	now   int64
+	plan  *RoundPlan
+	jobs  []fsm.JobSpec
+	limit int
+	nodes map[string]*NodeStatus // by node UUID
+}
+
+func (r *round) note(format string, args ...any) {
+	r.plan.Notes = append(r.plan.Notes, fmt.Sprintf(format, args...))
+}
+
+// jobStatus is a job's status, from the queue or the archive; "" when the
+// job is unknown.
+func jobStatus(st *fsm.State, id int64) string {
+	if j := st.Jobs[id]; j != nil {
+		return j.Status
+	}
+	if a := st.Archived[id]; a != nil {
+		return a.Status
+	}
+	return ""
+}
+
+// jobFinal reports whether a job has ended (an unknown job counts as ended
+// in error).
+func jobFinal(st *fsm.State, id int64) bool {
+	s := jobStatus(st, id)
+	return s == "" || fsm.Finalized(s)
+}
+
+// addJob adds a job to the round unless the round's job limit is reached;
+// it returns the job's ref, or 0.
+func (r *round) addJob(ops ...any) fsm.JobRef {
+	if len(r.jobs) >= r.limit {
+		return 0
+	}
+	spec := fsm.JobSpec{}
+	for i, op := range ops {
+		b, err := json.Marshal(op)
+		if err != nil {
+			panic(err) // opcodes are plain structs
+		}
+		spec.Ops = append(spec.Ops, b)
+		spec.UUIDs = append(spec.UUIDs, DeriveUUID("op", r.in.State.Cluster.UUID, fmt.Sprint(r.now), fmt.Sprint(len(r.jobs)), fmt.Sprint(i)))
+	}
+	r.jobs = append(r.jobs, spec)
+	return fsm.RoundJob(len(r.jobs) - 1)
+}
+
+func (r *round) reason(text string) []fsm.ReasonEntry {
+	return []fsm.ReasonEntry{{Source: fsm.MaintdReasonSource, Text: text, TimeNS: r.now}}
+}
+
+// oobProgram is the node's OOB helper as ndparams inherit it (node, group,
+// cluster); "" when it has none.
+func oobProgram(st *fsm.State, n *fsm.Node) string {
+	levels := []map[string]any{n.NDParams}
+	if g := st.Groups[n.Group]; g != nil {
+		levels = append(levels, g.NDParams)
+	}
+	if st.Cluster != nil {
+		levels = append(levels, st.Cluster.NDParams)
+	}
+	for _, l := range levels {
+		if v, ok := l["oob_program"].(string); ok && v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// PlanRound plans one maintd round as Ganeti's maintd does (resolve the
+// previous round's jobs, forget acknowledged incidents, collect new ones,
+// handle the most invasive incident of each node, run harep on the other
+// nodes), within gnt's limits: nothing without quorum, the circuit breaker,
+// the evacuation limit, the round's job limit and fencing before failover.
+func PlanRound(in RoundInput) *RoundPlan {
+	st := in.State
+	r := &round{in: in, st: st, m: st.Maint(), now: in.Now.UnixNano(), plan: &RoundPlan{}, nodes: map[string]*NodeStatus{}}
+	p := r.plan
+	r.limit = r.m.Repair.RoundJobLimit
+	if r.limit <= 0 {
+		r.limit = fsm.DefaultRoundJobLimit
+	}
+	for _, n := range st.SortedNodes() {
+		ns := NodeStatus{Name: n.Name, Liveness: n.Liveness, Offline: n.Offline, Drained: n.Drained}
+		if o, ok := in.Diagnose[n.Name]; ok {
+			ns.Diagnose = o.Status
+		}
+		ns.Down = r.down(n).Why
+		p.Nodes = append(p.Nodes, ns)
+	}
+	for i := range p.Nodes {
+		r.nodes[st.LookupNode(p.Nodes[i].Name).UUID] = &p.Nodes[i]
+	}
+	p.Breaker = r.breaker()
+	if in.NoQuorum != "" {
+		p.NoQuorum = in.NoQuorum
+		r.note("no action: %s", in.NoQuorum)
+		return p
+	}
+
+	// 1. The previous round's jobs.
+	for _, id := range r.m.Jobs {
+		if !jobFinal(st, id) {
+			p.Waiting = append(p.Waiting, id)
+		}
+	}
+	if len(p.Waiting) > 0 {
+		r.note("waiting for the previous round's jobs %v", p.Waiting)
+	} else if len(r.m.Jobs) > 0 {
+		empty := []fsm.JobRef{}
+		p.Command.RoundJobs = &empty
+		r.resolveJobs()
+	}
+
+	// 2. Forget acknowledged incidents; 3. note new ones.
+	r.cleanup()
+	r.collect()
+	if len(p.Waiting) > 0 {
+		r.finish()
+		return p
+	}
+
+	// 4. Handle the incidents; 5. harep on the other nodes.
+	skip := r.handleIncidents()
+	r.harep(skip)
+	if r.m.Balance {
+		r.note("auto-balancing is enabled but not implemented in this version: no balancing jobs")
+	}
+	r.finish()
+	return p
+}
+
+// finish completes the command: the round's jobs, and the list to wait
+// for.
+func (r *round) finish() {
+	c := &r.plan.Command
+	c.Jobs = r.jobs
+	if len(r.jobs) > 0 {
+		refs := make([]fsm.JobRef, len(r.jobs))
+		for k := range r.jobs {
+			refs[k] = fsm.RoundJob(k)
+		}
+		c.RoundJobs = &refs
+	}
+	if !r.plan.Empty() {
+		c.CountRound = true
+	}
+	c.Now = r.now
+}
+
+// down says whether and why a node counts as down for harep: offline,
+// drained, or dead in gossip for longer than the grace period.
+func (r *round) down(n *fsm.Node) NodeDown {
+	switch {
+	case n.Offline:
+		return NodeDown{Why: "offline"}
+	case n.Drained:
+		return NodeDown{Why: "drained"}
+	case n.Liveness == fsm.LivenessDead:
+		grace := time.Duration(r.m.Repair.DeadGrace * float64(time.Second))
+		if d := time.Duration(r.now - n.LivenessSince); d >= grace {
+			return NodeDown{Why: "dead for " + d.Round(time.Second).String(), Dead: true, DeadSince: n.LivenessSince}
+		}
+	}
+	return NodeDown{}
+}
+
+// breaker counts the unhealthy nodes: dead in gossip (offline or not), or
+// with an active incident that asks for evacuation. It opens when more
+// than the share (at least one node) or more than the count are.
+func (r *round) breaker() Breaker {
+	st, rp := r.st, r.m.Repair
+	b := Breaker{Nodes: len(st.Nodes), Unhealthy: []string{}}
+	evac := map[string]bool{}
+	for _, in := range r.m.Incidents {
+		if !fsm.IncidentFinal(in.RepairStatus) && fsm.ActionRank(in.Action) >= fsm.ActionRank(fsm.ActionEvacuate) {
+			evac[in.Node] = true
+		}
+	}
+	for _, n := range st.SortedNodes() {
+		if n.Liveness == fsm.LivenessDead || evac[n.Name] {
+			b.Unhealthy = append(b.Unhealthy, n.Name)
+		}
+	}
+	// One unhealthy node never opens the breaker, however small the
+	// cluster: repairing a single failure is what the repair is for.
+	b.Limit = max(1, int(rp.BreakerShare*float64(b.Nodes)))
+	if rp.BreakerNodes > 0 && rp.BreakerNodes < b.Limit {
+		b.Limit = rp.BreakerNodes
+	}
+	if len(b.Unhealthy) > b.Limit {
+		if rp.BreakerOverridden(r.now) {
+			b.Overridden = true
+			b.Reason = fmt.Sprintf("%d of %d nodes unhealthy (limit %d), but an operator overrode the breaker until %s",
+				len(b.Unhealthy), b.Nodes, b.Limit, time.Unix(rp.BreakerOverrideUntil, 0).UTC().Format(time.RFC3339))
+		} else {
+			b.Open = true
+			b.Reason = fmt.Sprintf("circuit breaker open: %d of %d nodes unhealthy (%s), more than %d; no automatic evacuation, fencing or failover until fewer are, or an operator overrides it ('gnt repair breaker override')",
+				len(b.Unhealthy), b.Nodes, strings.Join(b.Unhealthy, ", "), b.Limit)
+		}
+	}
+	return b
+}
+
+func strp(s string) *string { return &s }
+
+// resolveJobs fails the incidents whose jobs of the previous round did not
+// succeed, as Ganeti's maintd does: the node is tagged repairfailed and
+// nothing more is done for the incident.
+func (r *round) resolveJobs() {
+	for _, id := range r.m.Jobs {
+		if s := jobStatus(r.st, id); s == fsm.StatusSuccess {
+			continue
+		}
+		for _, in := range r.m.Incidents {
+			if fsm.IncidentFinal(in.RepairStatus) || !containsID(in.Jobs, id) {
+				continue
+			}
+			r.failIncident(in, fmt.Sprintf("job %d ended %s", id, orUnknown(jobStatus(r.st, id))))
+		}
+	}
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown (no such job)"
+	}
+	return s
+}
+
+func containsID(ids []int64, id int64) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+// failed records incidents failed this round, so one is failed once.
+func (r *round) failIncident(in *fsm.Incident, why string) {
+	for _, e := range r.plan.Command.Incidents {
+		if e.UUID == in.UUID && e.Status == fsm.IncidentFailed {
+			return
+		}
+	}
+	tag := fsm.MaintdFailedTagPrefix + in.UUID
+	r.plan.Command.Incidents = append(r.plan.Command.Incidents, fsm.IncidentEdit{UUID: in.UUID, Status: fsm.IncidentFailed, Reason: strp(why)})
+	r.plan.Command.Tags = append(r.plan.Command.Tags, fsm.TagEdit{Kind: fsm.TagNode, Name: in.Node, Add: []fsm.TagText{{Text: tag}}})
+	r.note("incident %s on %s failed: %s; node tagged %s", in.UUID, in.Node, why, tag)
+}
+
+// hasTag reports whether the node carries the tag.
+func hasTag(n *fsm.Node, tag string) bool {
+	i := sort.SearchStrings(n.Tags, tag)
+	return i < len(n.Tags) && n.Tags[i] == tag
+}
+
+// observed reports whether the node's latest self-diagnose result is the
+// incident's.
+func (r *round) observed(in *fsm.Incident) bool {
+	o, ok := r.in.Diagnose[in.Node]
+	return ok && sameJSON(o.Original, in.Original)
+}
+
+// sameJSON reports whether two JSON texts encode the same value (object
+// keys in any order, any spacing): the collector's output is compared as
+// a JSON object, as the seed says.
+func sameJSON(a, b json.RawMessage) bool {
+	if string(a) == string(b) {
+		return true
+	}
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	cx, _ := json.Marshal(x)
+	cy, _ := json.Marshal(y)
+	return string(cx) == string(cy)
+}
+
+// cleanup forgets incidents: of nodes that are gone; failed ones whose
+// repairfailed tag an operator removed (unconditionally, which restarts
+// the flow if the problem is still observed); completed ones whose
+// repairready tag was removed and canceled ones, once they are no longer
+// observed.
+func (r *round) cleanup() {
+	for _, in := range r.m.Incidents {
+		n := r.st.LookupNode(in.Node)
+		why := ""
+		switch {
+		case n == nil:
+			why = "its node is gone"
+		case in.RepairStatus == fsm.IncidentFailed && !hasTag(n, in.Tag):
+			why = "an operator removed its tag " + in.Tag
+		case in.RepairStatus == fsm.IncidentCompleted && !hasTag(n, in.Tag) && !r.observed(in):
+			why = "an operator removed its tag " + in.Tag + " and it is no longer observed"
+		case in.RepairStatus == fsm.IncidentCanceled && !r.observed(in):
+			why = "it was canceled and is no longer observed"
+		}
+		if why != "" {
+			r.plan.Command.Incidents = append(r.plan.Command.Incidents, fsm.IncidentEdit{UUID: in.UUID, Forget: true})
+			r.note("incident %s on %s forgotten: %s", in.UUID, in.Node, why)
+		}
+	}
+}
+
+// forgotten reports whether this round forgets the incident.
+func (r *round) forgotten(id string) bool {
+	for _, e := range r.plan.Command.Incidents {
+		if e.UUID == id && e.Forget {
+			return true
+		}
+	}
+	return false
+}
+
+// collect notes a new incident for every node whose self-diagnose asks for
+// an action and that has no incident with the identical result.
+func (r *round) collect() {
+	names := make([]string, 0, len(r.in.Diagnose))
+	for name := range r.in.Diagnose {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		o := r.in.Diagnose[name]
+		n := r.st.LookupNode(name)
+		if n == nil || n.Offline || fsm.ActionRank(o.Status) <= 0 {
+			continue
+		}
+		known := false
+		for _, in := range r.m.Incidents {
+			if in.Node == n.Name && sameJSON(in.Original, o.Original) && !r.forgotten(in.UUID) {
+				known = true
+				break
+			}
+		}
+		if known {
+			continue
+		}
+		id := DeriveUUID("incident", n.UUID, string(o.Original), fmt.Sprint(r.now))
+		inc := &fsm.Incident{UUID: id, Node: n.Name, NodeUUID: n.UUID, Original: o.Original, Action: o.Status,
+			RepairStatus: fsm.IncidentNoted, Tag: fsm.MaintdReadyTagPrefix + id, Reason: "observed"}
+		r.plan.Command.Incidents = append(r.plan.Command.Incidents, fsm.IncidentEdit{New: inc})
+		r.note("new incident %s on %s: %s", id, n.Name, o.Status)
+	}
+}
+
+// active lists the incidents a round may act on (noted or pending, not
+// forgotten or failed this round), including those noted this round.
+func (r *round) active() []*fsm.Incident {
+	var out []*fsm.Incident
+	failed := map[string]bool{}
+	for _, e := range r.plan.Command.Incidents {
+		if e.Status == fsm.IncidentFailed || e.Forget {
+			failed[e.UUID] = true
+		}
+	}
+	for _, in := range r.m.Incidents {
+		if !fsm.IncidentFinal(in.RepairStatus) && !failed[in.UUID] {
+			out = append(out, in)
+		}
+	}
+	for _, e := range r.plan.Command.Incidents {
+		if e.New != nil {
+			x := *e.New
+			x.CTime = float64(r.now) / 1e9
+			out = append(out, &x)
+		}
+	}
+	return out
+}
+
+// handleIncidents acts on the most invasive active incident of each node
+// (ties: the older one) and returns the nodes harep must leave alone.
+func (r *round) handleIncidents() map[string]bool {
+	skip := map[string]bool{}
+	best := map[string]*fsm.Incident{}
+	for _, in := range r.active() {
+		b := best[in.Node]
+		if b == nil || fsm.ActionRank(in.Action) > fsm.ActionRank(b.Action) ||
+			(fsm.ActionRank(in.Action) == fsm.ActionRank(b.Action) && in.CTime < b.CTime) {
+			best[in.Node] = in
+		}
+	}
+	names := make([]string, 0, len(best))
+	for name := range best {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	// Nodes being evacuated already count against the limit.
+	evacuating := 0
+	for _, name := range names {
+		if in := best[name]; in.RepairStatus == fsm.IncidentPending && fsm.ActionRank(in.Action) >= fsm.ActionRank(fsm.ActionEvacuate) {
+			evacuating++
+		}
+	}
+	maxEvac := r.m.Repair.MaxEvacuations
+	for _, name := range names {
+		in := best[name]
+		n := r.st.LookupNode(name)
+		if n == nil {
+			continue
+		}
+		ns := r.nodes[n.UUID]
+		ns.Incident, ns.Action = in.UUID, in.Action
+		switch in.Action {
+		case fsm.ActionLiveRepair:
+			r.liveRepair(in, n, ns)
+		case fsm.ActionEvacuate, fsm.ActionEvacuateFailover:
+			skip[n.UUID] = true
+			if in.RepairStatus == fsm.IncidentNoted {
+				switch {
+				case r.plan.Breaker.Open:
+					ns.Why = "not evacuated: " + r.plan.Breaker.Reason
+					continue
+				case evacuating >= maxEvac:
+					ns.Why = fmt.Sprintf("waiting: %d node(s) being evacuated, the limit is %d", evacuating, maxEvac)
+					r.setReason(in, ns.Why)
+					continue
+				}
+				evacuating++
+			} else if r.plan.Breaker.Open {
+				ns.Why = "evacuation paused: " + r.plan.Breaker.Reason
+				continue
+			}
+			r.evacuate(in, n, ns)
+		}
+	}
+	return skip
+}
+
+func (r *round) setReason(in *fsm.Incident, why string) {
+	if in.Reason == why {
+		return
+	}
+	for _, e := range r.plan.Command.Incidents {
+		if e.New != nil && e.New.UUID == in.UUID {
+			e.New.Reason = why
+			return
+		}
+	}
+	r.plan.Command.Incidents = append(r.plan.Command.Incidents, fsm.IncidentEdit{UUID: in.UUID, Reason: strp(why)})
+}
+
+// update records a change of an active incident (new this round or not).
+func (r *round) update(in *fsm.Incident, status string, job fsm.JobRef, why string) {
+	cmd := &r.plan.Command
+	for i := range cmd.Incidents {
+		if e := cmd.Incidents[i].New; e != nil && e.UUID == in.UUID {
+			// Noted this round: a new incident starts with its jobs.
+			if status != "" {
+				e.RepairStatus = status
+			}
+			e.Reason = why
+			if job != 0 {
+				// Refs cannot sit in a new incident; follow with an edit.
+				cmd.Incidents = append(cmd.Incidents, fsm.IncidentEdit{UUID: in.UUID, AddJobs: []fsm.JobRef{job}})
+			}
+			return
+		}
+	}
+	e := fsm.IncidentEdit{UUID: in.UUID, Status: status, Reason: strp(why)}
+	if job != 0 {
+		e.AddJobs = []fsm.JobRef{job}
+	}
+	cmd.Incidents = append(cmd.Incidents, e)
+}
+
+func (r *round) complete(in *fsm.Incident, n *fsm.Node, ns *NodeStatus, why string) {
+	r.update(in, fsm.IncidentCompleted, 0, why)
+	r.plan.Command.Tags = append(r.plan.Command.Tags, fsm.TagEdit{Kind: fsm.TagNode, Name: n.Name, Add: []fsm.TagText{{Text: in.Tag}}})
+	ns.Why = why + "; node tagged " + in.Tag
+	r.note("incident %s on %s completed: %s", in.UUID, n.Name, why)
+}
+
+// liveRepair runs the incident's repair command once; once its job
+// succeeded (a failure fails the incident when the jobs are resolved), the
+// incident is completed.
+func (r *round) liveRepair(in *fsm.Incident, n *fsm.Node, ns *NodeStatus) {
+	if len(in.Jobs) > 0 {
+		r.complete(in, n, ns, fmt.Sprintf("repair command ran (jobs %v)", in.Jobs))
+		return
+	}
+	var o struct {
+		Command string `json:"command"`
+	}
+	_ = json.Unmarshal(in.Original, &o)
+	if o.Command == "" {
+		r.failNoJob(in, n, ns, "live-repair without a command")
+		return
+	}
+	op := map[string]any{"OP_ID": "OP_REPAIR_COMMAND", "node_name": n.Name, "command": o.Command,
+		"input": string(in.Original), "reason": r.reason("incident " + in.UUID + ": live-repair")}
+	ref := r.addJob(op)
+	if ref == 0 {
+		ns.Why = "waiting: the round's job limit is reached"
+		return
+	}
+	r.update(in, fsm.IncidentPending, ref, "running repair command "+o.Command)
+	ns.Why = "running repair command " + o.Command
+	r.note("incident %s on %s: repair command %s", in.UUID, n.Name, o.Command)
+}
+
+func (r *round) failNoJob(in *fsm.Incident, n *fsm.Node, ns *NodeStatus, why string) {
+	tag := fsm.MaintdFailedTagPrefix + in.UUID
+	cmd := &r.plan.Command
+	for i := range cmd.Incidents {
+		if e := cmd.Incidents[i].New; e != nil && e.UUID == in.UUID {
+			e.RepairStatus, e.Reason, e.Tag = fsm.IncidentFailed, why, tag
+			cmd.Tags = append(cmd.Tags, fsm.TagEdit{Kind: fsm.TagNode, Name: n.Name, Add: []fsm.TagText{{Text: tag}}})
+			ns.Why = why
+			r.note("incident %s on %s failed: %s", in.UUID, n.Name, why)
+			return
+		}
+	}
+	r.failIncident(in, why)
+	ns.Why = why
+}
+
+// evacuate drains the node, then moves its instances away: primaries by
+// live migration (evacuate) or failover (evacuate-failover) to their drbd
+// secondary followed by a new secondary, secondaries by replace-disks with
+// a new secondary. A node with nothing left completes the incident.
+func (r *round) evacuate(in *fsm.Incident, n *fsm.Node, ns *NodeStatus) {
+	if !n.Drained && !n.Offline {
+		t := true
+		op := fsm.OpNodeSetParams{NodeName: n.Name, Drained: &t, Force: true}
+		op.OpID, op.Reason = "OP_NODE_SET_PARAMS", r.reason("incident "+in.UUID+": drain "+n.Name)
+		ref := r.addJob(op)
+		if ref == 0 {
+			ns.Why = "waiting: the round's job limit is reached"
+			return
+		}
+		r.update(in, fsm.IncidentPending, ref, "draining "+n.Name)
+		ns.Why = "draining"
+		r.note("incident %s on %s: draining the node", in.UUID, n.Name)
+		return
+	}
+	primaries, secondaries := r.st.NodeInstances(n.UUID)
+	if len(primaries) == 0 && len(secondaries) == 0 {
+		r.complete(in, n, ns, "node evacuated")
+		return
+	}
+	var moved, stuck []string
+	for _, name := range primaries {
+		inst := r.st.LookupInstance(name)
+		if inst.DiskTemplate != fsm.DTDrbd || len(inst.SecondaryNodes) != 1 {
+			stuck = append(stuck, fmt.Sprintf("%s (%s: cannot be moved)", name, inst.DiskTemplate))
+			continue
+		}
+		if sn := r.st.Nodes[inst.SecondaryNodes[0]]; sn == nil || r.down(sn).Why != "" {
+			stuck = append(stuck, name+" (its secondary is down)")
+			continue
+		}
+		var move any
+		text := r.reason("incident " + in.UUID + ": evacuate " + n.Name)
+		if in.Action == fsm.ActionEvacuate && inst.AdminState == fsm.AdminUp {
+			o := fsm.OpInstanceMigrate{OpInstanceRef: fsm.OpInstanceRef{InstanceName: name}}
+			o.OpID, o.Reason = "OP_INSTANCE_MIGRATE", text
+			move = o
+		} else {
+			o := fsm.OpInstanceFailover{OpInstanceRef: fsm.OpInstanceRef{InstanceName: name}}
+			o.OpID, o.Reason = "OP_INSTANCE_FAILOVER", text
+			move = o
+		}
+		rd := fsm.OpInstanceReplaceDisks{OpInstanceRef: fsm.OpInstanceRef{InstanceName: name}, Mode: "replace_new_secondary", IAllocator: "hail"}
+		rd.OpID, rd.Reason = "OP_INSTANCE_REPLACE_DISKS", text
+		ref := r.addJob(move, rd)
+		if ref == 0 {
+			break
+		}
+		r.update(in, fsm.IncidentPending, ref, "evacuating "+n.Name)
+		moved = append(moved, name)
+	}
+	for _, name := range secondaries {
+		rd := fsm.OpInstanceReplaceDisks{OpInstanceRef: fsm.OpInstanceRef{InstanceName: name}, Mode: "replace_new_secondary", IAllocator: "hail"}
+		rd.OpID, rd.Reason = "OP_INSTANCE_REPLACE_DISKS", r.reason("incident "+in.UUID+": evacuate "+n.Name)
+		ref := r.addJob(rd)
+		if ref == 0 {
+			break
+		}
+		r.update(in, fsm.IncidentPending, ref, "evacuating "+n.Name)
+		moved = append(moved, name)
+	}
+	why := fmt.Sprintf("evacuating: moving %d instance(s)", len(moved))
+	if len(stuck) > 0 {
+		why += "; cannot move " + strings.Join(stuck, ", ")
+		r.setReason(in, why)
+	}
+	if len(moved)+len(stuck) < len(primaries)+len(secondaries) {
+		why += "; the round's job limit is reached"
+	}
+	ns.Why = why
+	if len(moved) > 0 {
+		r.note("incident %s on %s: moving %s", in.UUID, n.Name, strings.Join(moved, ", "))
+		ev := append(cloneStrings(r.m.Evacuated), moved...)
+		if len(ev) > maxEvacuated {
+			ev = ev[len(ev)-maxEvacuated:]
+		}
+		r.plan.Command.Evacuated = &ev
+	}
+}
+
+// maxEvacuated bounds the list of moved instances kept in the state.
+const maxEvacuated = 1000
+
+func cloneStrings(s []string) []string { return append([]string{}, s...) }
+
+// harep runs harep's pass on the nodes maintd is not evacuating, with
+// fencing for nodes that are down only in gossip.
+func (r *round) harep(skip map[string]bool) {
+	fences := map[string]FenceState{}
+	no := ""
+	if r.plan.Breaker.Open {
+		no = r.plan.Breaker.Reason
+	}
+	hp := PlanHarep(HarepInput{
+		State: r.st, Now: r.in.Now, Skip: skip, NoNewRepairs: no,
+		JobDelay: r.m.Repair.JobDelay, Reason: "harep-style repair by gnt maintd",
+		Down: func(u string) NodeDown {
+			if n := r.st.Nodes[u]; n != nil {
+				return r.down(n)
+			}
+			return NodeDown{Why: "node is gone"}
+		},
+		Fence: func(u string) FenceState {
+			if f, ok := fences[u]; ok {
+				return f
+			}
+			f := r.fence(u)
+			fences[u] = f
+			return f
+		},
+	})
+	r.plan.Instances = hp.Instances
+	r.plan.Command.Tags = append(r.plan.Command.Tags, hp.Tags...)
+	for _, rep := range hp.Repairs {
+		if rep.FenceJob < 0 {
+			// Depend on the fencing job of this round: Ganeti's relative
+			// id counts back from the dependent job.
+			k := int(-rep.FenceJob - 1)
+			rel := k - len(r.jobs)
+			rep.Ops = withDepends(rep.Ops, rel)
+		} else if rep.FenceJob > 0 {
+			rep.Ops = withDepends(rep.Ops, int(rep.FenceJob))
+		}
+		var ops []any
+		for _, o := range rep.Ops {
+			ops = append(ops, o)
+		}
+		ref := r.addJob(ops...)
+		if ref == 0 {
+			r.note("repair %s of %s postponed: the round's job limit is reached", rep.Type, rep.Instance)
+			for i := range r.plan.Instances {
+				if r.plan.Instances[i].Name == rep.Instance {
+					r.plan.Instances[i].Why = "waiting: the round's job limit is reached"
+				}
+			}
+			continue
+		}
+		r.plan.Urgent = true
+		r.plan.Command.Tags = append(r.plan.Command.Tags, fsm.TagEdit{Kind: fsm.TagInstance, Name: rep.Instance,
+			Add: []fsm.TagText{{Text: rep.Pending, Jobs: []fsm.JobRef{ref}, WithJobs: true}}, Remove: rep.RemoveTags})
+		r.note("harep: %s repair %s of %s", rep.Type, rep.ID, rep.Instance)
+	}
+}
+
+// withDepends makes the first opcode of a job depend on job dep (an id,
+// or negative: relative) having succeeded.
+func withDepends(ops []json.RawMessage, dep int) []json.RawMessage {
+	if len(ops) == 0 {
+		return ops
+	}
+	var m map[string]any
+	if err := json.Unmarshal(ops[0], &m); err != nil {
+		return ops
+	}
+	m["depends"] = []any{[]any{dep, []string{fsm.StatusSuccess}}}
+	b, _ := json.Marshal(m)
+	out := append([]json.RawMessage{b}, ops[1:]...)
+	return out
+}
+
+// fence decides how a node that is down only in gossip is fenced: a node
+// without an OOB helper, or whose fencing for this death failed, is not;
+// a fencing job running or done is waited for; otherwise the round powers
+// it off (OP_OOB_COMMAND power-off, which marks it offline).
+func (r *round) fence(u string) FenceState {
+	n := r.st.Nodes[u]
+	if n == nil {
+		return FenceState{Blocked: "node is gone"}
+	}
+	if r.plan.Breaker.Open {
+		return FenceState{Blocked: r.plan.Breaker.Reason}
+	}
+	if f := r.m.Fences[u]; f != nil && f.DeadSince == n.LivenessSince {
+		switch s := jobStatus(r.st, f.JobID); {
+		case s == fsm.StatusSuccess || !jobFinal(r.st, f.JobID):
+			return FenceState{Job: f.JobID}
+		default:
+			why := fmt.Sprintf("fencing %s failed (job %d %s): not failed over; power it off and mark it offline by hand", n.Name, f.JobID, orUnknown(s))
+			r.nodes[u].Why = why
+			return FenceState{Blocked: why}
+		}
+	}
+	if oobProgram(r.st, n) == "" {
+		why := fmt.Sprintf("%s has no OOB helper, so it cannot be fenced: its instances are not failed over automatically", n.Name)
+		r.nodes[u].Why = why
+		return FenceState{Blocked: why}
+	}
+	op := fsm.OpOobCommand{NodeNames: []string{n.Name}, Command: "power-off"}
+	op.OpID, op.Reason = "OP_OOB_COMMAND", r.reason("fence "+n.Name+": dead in gossip since "+time.Unix(0, n.LivenessSince).UTC().Format(time.RFC3339))
+	ref := r.addJob(op)
+	if ref == 0 {
+		return FenceState{Blocked: "waiting: the round's job limit is reached"}
+	}
+	r.plan.Command.Fences = append(r.plan.Command.Fences, fsm.FenceEdit{NodeUUID: u, Job: ref, DeadSince: n.LivenessSince})
+	r.nodes[u].Why = "fencing: powering it off through its OOB helper"
+	r.note("fencing %s (dead since %s)", n.Name, time.Unix(0, n.LivenessSince).UTC().Format(time.RFC3339))
+	r.plan.Urgent = true
+	return FenceState{Job: ref}
+}

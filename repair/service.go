@@ -1,0 +1,228 @@
+package repair
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/gnt-cluster/gnt/fsm"
+)
+
+// Applier replicates a command (the server's one Raft-apply helper).
+type Applier interface {
+	Apply(ctx context.Context, cmd fsm.Command) (fsm.Response, uint64, error)
+}
+
+// StateReader reads the local replica.
+type StateReader interface {
+	Read(fn func(s *fsm.State, index uint64))
+}
+
+// Service is maintd on the leader: it plans a round every tick and records
+// it when it is due, and serves maintd's HTTP API while it runs. One
+// Service runs per leadership (epoch); it is memory rebuilt from the
+// replicated state, so the next leader's Service carries on the same
+// incidents.
+//
+// Goroutines: Run's own loop, and the HTTP server it starts and stops.
+type Service struct {
+	FSM   StateReader
+	Apply Applier
+	Epoch uint64
+	// Diagnose returns the latest verified self-diagnose results by node
+	// name (nil: none).
+	Diagnose func() map[string]Observation
+	// Quorum confirms the leader still reaches a majority of candidates.
+	Quorum func(ctx context.Context) error
+	// Listen is maintd's HTTP address (port 1816); empty: no HTTP.
+	Listen string
+	// Tick is how often the service plans (default 1 s).
+	Tick  time.Duration
+	Clock func() time.Time
+	Log   hclog.Logger
+	// OnListening, if set, is told the HTTP address once bound.
+	OnListening func(addr string)
+
+	mu       sync.Mutex
+	last     *RoundPlan // the last plan computed
+	lastAt   time.Time
+	recorded *RoundPlan // the last plan recorded
+	recAt    time.Time
+}
+
+func (s *Service) clock() time.Time {
+	if s.Clock != nil {
+		return s.Clock()
+	}
+	return time.Now()
+}
+
+func (s *Service) log() hclog.Logger {
+	if s.Log != nil {
+		return s.Log
+	}
+	return hclog.NewNullLogger()
+}
+
+// ErrFenced is returned by Run when a newer leader's epoch refused a
+// round: it wraps fsm.ErrFenced.
+var ErrFenced = fmt.Errorf("repair round fenced: %w", fsm.ErrFenced)
+
+// Run serves HTTP and runs rounds until ctx ends.
+func (s *Service) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if s.Listen != "" {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.serve(ctx)
+		}()
+	}
+	tick := s.Tick
+	if tick <= 0 {
+		tick = time.Second
+	}
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for {
+		if err := s.step(ctx); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Plan computes what a round would do now, without recording anything.
+func (s *Service) Plan(ctx context.Context) *RoundPlan {
+	in := RoundInput{Now: s.clock()}
+	if s.Diagnose != nil {
+		in.Diagnose = s.Diagnose()
+	}
+	if s.Quorum != nil {
+		qctx, c := context.WithTimeout(ctx, 5*time.Second)
+		if err := s.Quorum(qctx); err != nil {
+			in.NoQuorum = "the leader cannot confirm a majority of the candidates: " + err.Error()
+		}
+		c()
+	}
+	var p *RoundPlan
+	s.FSM.Read(func(st *fsm.State, _ uint64) {
+		if !st.Initialized() {
+			p = &RoundPlan{Notes: []string{"cluster not initialised"}}
+			return
+		}
+		in.State = st
+		p = PlanRound(in)
+	})
+	return p
+}
+
+// due reports whether a plan's jobs may be submitted now: urgent repairs
+// at once, the rest once the round delay has passed since the last round.
+func due(st *fsm.State, p *RoundPlan, now time.Time) bool {
+	if len(p.Command.Jobs) == 0 || p.Urgent {
+		return true
+	}
+	m := st.Maint()
+	next := time.Unix(0, int64(m.LastRound*1e9)).Add(time.Duration(m.RoundDelay) * time.Second)
+	return !now.Before(next)
+}
+
+func (s *Service) step(ctx context.Context) error {
+	p := s.Plan(ctx)
+	now := s.clock()
+	s.mu.Lock()
+	s.last, s.lastAt = p, now
+	s.mu.Unlock()
+	if p.Empty() {
+		return nil
+	}
+	ok := false
+	s.FSM.Read(func(st *fsm.State, _ uint64) { ok = st.Initialized() && due(st, p, now) })
+	if !ok {
+		return nil
+	}
+	cmd := p.Command
+	cmd.Epoch = s.Epoch
+	resp, _, err := s.Apply.Apply(ctx, cmd)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log().Warn("recording a repair round", "error", err)
+		}
+		return nil
+	}
+	if resp.Err != nil {
+		if errors.Is(resp.Err, fsm.ErrFenced) {
+			return ErrFenced
+		}
+		s.log().Error("repair round refused", "error", resp.Err)
+		return nil
+	}
+	s.mu.Lock()
+	s.recorded, s.recAt = p, now
+	s.mu.Unlock()
+	for _, n := range p.Notes {
+		s.log().Info("maintd: " + n)
+	}
+	if len(resp.JobIDs) > 0 {
+		s.log().Info("maintd round submitted jobs", "jobs", resp.JobIDs)
+	}
+	return nil
+}
+
+// Last returns the last plan computed and when, and the last one recorded.
+func (s *Service) Last() (last *RoundPlan, at time.Time, recorded *RoundPlan, recAt time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last, s.lastAt, s.recorded, s.recAt
+}
+
+// serve runs maintd's HTTP server on Listen until ctx ends. When the
+// address is still held (the previous leadership's server closing), it
+// retries.
+func (s *Service) serve(ctx context.Context) {
+	var ln net.Listener
+	for {
+		var err error
+		ln, err = net.Listen("tcp", s.Listen)
+		if err == nil {
+			break
+		}
+		s.log().Warn("maintd cannot listen yet; retrying", "addr", s.Listen, "error", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		<-ctx.Done()
+		sctx, c := context.WithTimeout(context.Background(), 2*time.Second)
+		defer c()
+		_ = srv.Shutdown(sctx)
+	}()
+	s.log().Info("maintd listening", "addr", ln.Addr().String())
+	if s.OnListening != nil {
+		s.OnListening(ln.Addr().String())
+	}
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		s.log().Error("maintd HTTP server", "error", err)
+	}
+	<-done
+}
