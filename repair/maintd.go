@@ -783,7 +783,9 @@ func withDepends(ops []json.RawMessage, dep int) []json.RawMessage {
 // fence decides how a node that is down only in gossip is fenced: a node
 // without an OOB helper, or whose fencing for this death failed, is not;
 // a fencing job running or done is waited for; otherwise the round powers
-// it off (OP_OOB_COMMAND power-off, which marks it offline).
+// it off (OP_OOB_COMMAND power-off with gnt_confirm: power-status must
+// confirm the node is off, and only then is it marked offline; without
+// it a node that is not offline is refused, as in Ganeti).
 func (r *round) fence(u string) FenceState {
 	n := r.st.Nodes[u]
 	if n == nil {
@@ -807,7 +809,7 @@ func (r *round) fence(u string) FenceState {
 		r.nodes[u].Why = why
 		return FenceState{Blocked: why}
 	}
-	op := fsm.OpOobCommand{NodeNames: []string{n.Name}, Command: "power-off"}
+	op := fsm.OpOobCommand{NodeNames: []string{n.Name}, Command: "power-off", Confirm: true}
 	op.OpID, op.Reason = "OP_OOB_COMMAND", r.reason("fence "+n.Name+": dead in gossip since "+time.Unix(0, n.LivenessSince).UTC().Format(time.RFC3339))
 	ref := r.addJob(op)
 	if ref == 0 {
