@@ -610,17 +610,20 @@ func TestFailoverWaitsForFencing(t *testing.T) {
 	dead.set("n2", true)
 	b.set(t, "n2.power-off.sh", "exit 0") // the BMC accepts, the node stays on
 	fence := `{"OP_ID":"OP_OOB_COMMAND","command":"power-off","node_names":["n2"],"gnt_confirm":true}`
+	// As maintd submits them: the repair job's first opcode (harep's
+	// delay) depends on the fencing job of the same round.
 	ids := submitMany(t, d, []string{fence},
-		[]string{`{"OP_ID":"OP_INSTANCE_FAILOVER","instance_name":"web1","shutdown_timeout":120,"depends":[[-1,["success"]]]}`})
+		[]string{`{"OP_ID":"OP_TEST_DELAY","duration":0,"depends":[[-1,["success"]]]}`,
+			`{"OP_ID":"OP_INSTANCE_FAILOVER","instance_name":"web1","shutdown_timeout":120}`})
 	if j := finished(t, d, ids[0]); j.Status != fsm.StatusError {
 		t.Fatalf("fencing: %s", j.Status)
 	}
 	j := finished(t, d, ids[1])
 	if want := fmt.Sprintf("Dependency job %d finished with status 'error', not one of 'success'", ids[0]); j.Status != fsm.StatusError || opResult(j, 0) != want {
-		t.Errorf("failover: %s %s, want %q", j.Status, opResult(j, 0), want)
+		t.Errorf("repair: %s %s, want %q", j.Status, opResult(j, 0), want)
 	}
-	if len(j.Ops[0].Steps) != 0 || len(j.Ops[0].Locks) != 0 {
-		t.Errorf("the failover ran: steps %+v, locks %+v", j.Ops[0].Steps, j.Ops[0].Locks)
+	if op := j.Ops[1]; op.Status == fsm.StatusSuccess || op.StartTS != nil || len(op.Steps) != 0 || len(op.Locks) != 0 {
+		t.Errorf("the failover ran: %s, steps %+v, locks %+v", op.Status, op.Steps, op.Locks)
 	}
 	if in := instanceState(d, "web1"); in.PrimaryNode != nodeUUID(d, "n2") {
 		t.Errorf("web1 moved: %+v", in)
