@@ -284,7 +284,7 @@ func initialState(recs []*record) tagState {
 		case StateFailed:
 			continue // the earliest failure stays
 		case StatePending:
-			ts.conflict = fmt.Sprintf("unfinished repair %s (tag %s) is older than repair %s (tag %s): left alone until an operator removes one of them",
+			ts.conflict = fmt.Sprintf("unfinished repair %s (tag %s) is older than repair %s (tag %s)",
 				ts.cur.ID, ts.cur.text, g.win.ID, g.win.text)
 			return ts
 		}
@@ -414,7 +414,7 @@ func (p *planner) instance(inst *fsm.Instance) (InstanceStatus, fsm.TagEdit, *Ne
 	}
 	edit.Remove = append(edit.Remove, own.expired...)
 	if ts.conflict != "" {
-		st.Why = ts.conflict
+		st.Why = "conflicting repair tags: left alone until an operator removes one of them"
 		st.Problems = append(st.Problems, ts.conflict)
 		return st, edit, nil
 	}
@@ -439,22 +439,18 @@ func (p *planner) instance(inst *fsm.Instance) (InstanceStatus, fsm.TagEdit, *Ne
 		if len(cur.Jobs) == 0 {
 			request = cur
 		} else {
-			status, id := p.jobsOutcome(cur.Jobs)
-			if !fsm.Finalized(status) {
+			done, status, id := p.jobsOutcome(cur.Jobs)
+			if !done {
 				st.Why = fmt.Sprintf("%s repair: job %d is %s", cur.Type, id, status)
 				return st, edit, nil
 			}
 			edit.Remove = append(edit.Remove, cur.text)
 			edit.Remove = append(edit.Remove, ts.stale...)
 			if status != fsm.StatusSuccess {
-				what := "ended in " + status
-				if status == "" {
-					what = "is unknown (neither queued nor archived)"
-				}
 				tag := p.resultTag(inst, cur.Type, cur.ID, ResultFailure, cur.Jobs)
 				edit.Add = append(edit.Add, fsm.TagText{Text: tag})
 				st.State = StateFailed
-				st.Why = fmt.Sprintf("%s repair %s failed: job %d %s; remove the tag %s once the instance is fixed", cur.Type, cur.ID, id, what, tag)
+				st.Why = fmt.Sprintf("%s repair %s failed: %s; remove the tag %s once the instance is fixed", cur.Type, cur.ID, ended(id, status), tag)
 				return st, edit, nil
 			}
 			tag := p.resultTag(inst, cur.Type, cur.ID, ResultSuccess, cur.Jobs)
@@ -605,11 +601,13 @@ func (p *planner) isDown(node string) bool {
 	return ok
 }
 
-// jobsOutcome sums up a repair's jobs as Ganeti's processPending: the
-// first job that is not finalized (with its status), else the first that
-// did not succeed, else success. A job the state no longer knows (neither
-// queued nor archived) has status "" and counts as failed.
-func (p *planner) jobsOutcome(ids []int64) (string, int64) {
+// jobsOutcome sums up a repair's jobs as Ganeti's processPending: done
+// is false while one of them is not finalized (id is that job, status
+// its status); otherwise status is success when all of them succeeded,
+// else the status of the first one that did not (id). A job the state no
+// longer knows (neither queued nor archived) has status "" and counts as
+// failed.
+func (p *planner) jobsOutcome(ids []int64) (done bool, status string, id int64) {
 	var bad string
 	var badID int64
 	for _, id := range ids {
@@ -620,16 +618,27 @@ func (p *planner) jobsOutcome(ids []int64) (string, int64) {
 			s = a.Status
 		}
 		if s != "" && !fsm.Finalized(s) {
-			return s, id
+			return false, s, id
 		}
 		if s != fsm.StatusSuccess && badID == 0 {
 			bad, badID = s, id
 		}
 	}
 	if badID != 0 {
-		return bad, badID
+		return true, bad, badID
 	}
-	return fsm.StatusSuccess, ids[len(ids)-1]
+	return true, fsm.StatusSuccess, ids[len(ids)-1]
+}
+
+// ended says how a job that did not succeed ended.
+func ended(id int64, status string) string {
+	switch status {
+	case "":
+		return fmt.Sprintf("job %d is unknown (neither queued nor archived)", id)
+	case fsm.StatusCanceled:
+		return fmt.Sprintf("job %d was canceled", id)
+	}
+	return fmt.Sprintf("job %d ended in %s", id, status)
 }
 
 // fence asks once per node which job fences it or why it cannot be.

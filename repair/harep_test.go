@@ -26,12 +26,13 @@ type world struct {
 	epoch uint64
 	last  HarepPlan
 	ids   map[string]string // derived repair id -> alias in output
+	jobs  map[string]int64  // job names of the script
 }
 
 const worldStart = 1_700_000_000
 
 func newWorld() *world {
-	return &world{f: fsm.New(), now: worldStart * 1e9, ids: map[string]string{}}
+	return &world{f: fsm.New(), now: worldStart * 1e9, ids: map[string]string{}, jobs: map[string]int64{}}
 }
 
 func (w *world) apply(c fsm.Command) fsm.Response {
@@ -131,8 +132,8 @@ func (w *world) run(t *testing.T, d *datadriven.TestData) string {
 			w.submit(t, d, map[string]any{"OP_ID": "OP_NODE_SET_PARAMS", "node_name": name, st: true})
 		case "online":
 			w.submit(t, d, map[string]any{"OP_ID": "OP_NODE_SET_PARAMS", "node_name": name, "offline": false, "drained": false})
-		case "dead", "alive":
-			live := map[string]string{"dead": fsm.LivenessDead, "alive": fsm.LivenessAlive}[st]
+		case "dead", "alive", "suspect":
+			live := map[string]string{"dead": fsm.LivenessDead, "alive": fsm.LivenessAlive, "suspect": fsm.LivenessSuspect}[st]
 			w.must(t, d, fsm.NodeLiveness{Now: w.now, Epoch: w.epoch, Changes: []fsm.LivenessChange{
 				{Node: name, State: live, Since: (worldStart + secs("since")) * 1e9}}})
 		default:
@@ -188,8 +189,12 @@ func (w *world) run(t *testing.T, d *datadriven.TestData) string {
 		w.submit(t, d, op)
 		return "ok"
 	case "job":
-		// job STATUS [archived]: a job that ended up so.
+		// job STATUS [archived] [name=NAME]: a job that ended up so; tags
+		// name it {NAME}.
 		id := w.submitDelay(t, d)
+		if n := arg("name"); n != "" {
+			w.jobs[n] = id
+		}
 		w.driveJob(t, d, id, d.CmdArgs[0].Key)
 		if arg("archived") != "" {
 			w.must(t, d, fsm.JobArchive{Now: w.now, IDs: []int64{id}})
@@ -328,20 +333,33 @@ func (w *world) plan(t *testing.T, d *datadriven.TestData, at int64) string {
 	w.read(func(s *fsm.State) {
 		in.State = s
 		in.Down = down(s, in.Now)
+		first := true
 		in.Fence = func(u string) FenceState {
-			asked = append(asked, s.NodeName(u))
+			if first {
+				asked = append(asked, s.NodeName(u))
+			}
 			if f, ok := fences[u]; ok {
 				return f
 			}
 			return FenceState{Blocked: "no fencing configured in the scenario"}
 		}
 		w.last = PlanHarep(in)
+		first = false
 		again := PlanHarep(in)
 		if !reflect.DeepEqual(w.last, again) {
 			t.Fatalf("%s: two passes over the same input differ", d.Pos)
 		}
 		checkPlan(t, d, s, w.last)
-		w.printPlan(&out, s, w.last)
+		var show map[string]bool
+		for _, a := range d.CmdArgs {
+			if a.Key == "show" {
+				show = map[string]bool{}
+				for _, v := range a.Vals {
+					show[v] = true
+				}
+			}
+		}
+		w.printPlan(&out, w.last, show)
 	})
 	if len(asked) > 0 {
 		fmt.Fprintf(&out, "fencing asked for %v\n", asked)
@@ -401,10 +419,17 @@ func (w *world) alias(s string) string {
 	})
 }
 
-var aliasRe = regexp.MustCompile(`:R[0-9]+:`)
+var (
+	aliasRe   = regexp.MustCompile(`:R[0-9]+:`)
+	jobNameRe = regexp.MustCompile(`\{[a-z0-9-]+\}`)
+)
 
-// unalias puts the ids back in a tag written with an alias.
+// unalias puts the ids back in a tag written with an alias, and the job
+// ids for job names.
 func (w *world) unalias(tag string) string {
+	tag = jobNameRe.ReplaceAllStringFunc(tag, func(n string) string {
+		return strconv.FormatInt(w.jobs[n[1:len(n)-1]], 10)
+	})
 	return aliasRe.ReplaceAllStringFunc(tag, func(a string) string {
 		for id, al := range w.ids {
 			if ":"+al+":" == a {
@@ -415,8 +440,12 @@ func (w *world) unalias(tag string) string {
 	})
 }
 
-func (w *world) printPlan(b *strings.Builder, s *fsm.State, p HarepPlan) {
+// printPlan shows a plan; with show, only what concerns those instances.
+func (w *world) printPlan(b *strings.Builder, p HarepPlan, show map[string]bool) {
 	for _, st := range p.Instances {
+		if show != nil && !show[st.Name] {
+			continue
+		}
 		fmt.Fprintf(b, "%s: %s", st.Name, st.State)
 		for _, kv := range [][2]string{{"allowed", st.Allowed}, {"needed", st.Needed}, {"repair", st.Repair}} {
 			if kv[1] != "" {
@@ -435,6 +464,9 @@ func (w *world) printPlan(b *strings.Builder, s *fsm.State, p HarepPlan) {
 		}
 	}
 	for _, e := range p.Tags {
+		if show != nil && !(e.Kind == fsm.TagInstance && show[e.Name]) {
+			continue
+		}
 		fmt.Fprintf(b, "edit %s %s\n", e.Kind, e.Name)
 		for _, r := range e.Remove {
 			fmt.Fprintf(b, "  - %s\n", r)
@@ -444,6 +476,9 @@ func (w *world) printPlan(b *strings.Builder, s *fsm.State, p HarepPlan) {
 		}
 	}
 	for _, r := range p.Repairs {
+		if show != nil && !show[r.Instance] {
+			continue
+		}
 		fmt.Fprintf(b, "repair %s %s %s", r.Instance, r.Type, r.ID)
 		if r.FenceJob != 0 {
 			fmt.Fprintf(b, " after-fence=%s", refString(r.FenceJob))
