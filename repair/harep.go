@@ -1,11 +1,14 @@
 package repair
 
 import (
+	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -44,7 +47,14 @@ import (
 //     run. A secondary that is dead in gossip is replaced without
 //     fencing.
 //   - A suspended instance is left alone, pending jobs included (the
-//     design); Ganeti's harep resolves pending repairs even then.
+//     design); Ganeti's harep resolves pending repairs even then. A
+//     failed one shows Failure rather than Suspended: both are left
+//     alone, and the failure is what needs an operator.
+//   - A pending repair whose jobs all succeeded on an instance that still
+//     needs a repair is resolved and the next repair starts in the same
+//     pass (the design's failover, then a new secondary). Like Ganeti,
+//     a repair that succeeds without changing what the instance needs is
+//     started again at the next pass.
 
 // maxJobIDDigits is the length of the longest job id (int64): a pending
 // tag written before its job id is known must leave room for it.
@@ -61,7 +71,8 @@ const harepComment = "automated repairs by harep (gnt)"
 // no clock, no randomness, and the same input gives the same plan
 // (instances, tag edits and repairs ordered by name). It calls in.Down
 // once per node and in.Fence only for nodes whose instances it is about
-// to repair, at most once per node.
+// to repair, at most once per node. With a nil Down no node is down;
+// with a nil Fence no node can be fenced.
 //
 // The plan's tag edits and its repairs' tags are consistent whatever
 // order the round applies them in.
@@ -80,10 +91,22 @@ func PlanHarep(in HarepInput) HarepPlan {
 			plan.Tags = append(plan.Tags, *e)
 		}
 	}
-	for _, inst := range s.SortedInstances() {
-		if inst.Forthcoming {
-			continue
+	// Sorted by name, with the names beside the pointers: the sort is a
+	// good part of a pass over a large cluster.
+	type named struct {
+		name string
+		inst *fsm.Instance
+	}
+	insts := make([]named, 0, len(s.Instances))
+	for _, inst := range s.Instances {
+		if !inst.Forthcoming {
+			insts = append(insts, named{inst.Name, inst})
 		}
+	}
+	slices.SortFunc(insts, func(a, b named) int { return strings.Compare(a.name, b.name) })
+	plan.Instances = make([]InstanceStatus, 0, len(insts))
+	for _, ni := range insts {
+		inst := ni.inst
 		st, edit, rep := p.instance(inst)
 		plan.Instances = append(plan.Instances, st)
 		if len(edit.Add) > 0 || len(edit.Remove) > 0 {
@@ -101,30 +124,64 @@ type planner struct {
 	s       *fsm.State
 	now     int64 // Unix seconds, as in tags
 	nowNS   int64
-	down    map[string]NodeDown
+	nodes   map[string]*nodeInfo
 	fences  map[string]FenceState
 	cluster objectTags
-	groups  map[string]objectTags
+	groups  map[string]*objectTags
+	// orphan stands for a node the state does not know.
+	orphan nodeInfo
+	// tmpl are the pass's opcodes with the instance name left out
+	// (opTemplates).
+	tmpl map[string]opTemplate
+}
+
+// nodeInfo is what a pass needs of a node, looked up once.
+type nodeInfo struct {
+	name string
+	down NodeDown // down when down.Why is set
+	skip bool     // maintd handles it
+	// group is the node's group's autorepair tags (nil when none).
+	group *objectTags
+	// problems are the cluster's and the group's malformed tags, shared
+	// by the statuses of the node's instances: clipped, so that
+	// appending copies.
+	problems []string
 }
 
 func newPlanner(in HarepInput) *planner {
 	p := &planner{in: in, s: in.State, now: in.Now.Unix(), nowNS: in.Now.UnixNano(),
-		down: map[string]NodeDown{}, fences: map[string]FenceState{}, groups: map[string]objectTags{}}
+		nodes: map[string]*nodeInfo{}, fences: map[string]FenceState{}, groups: map[string]*objectTags{}}
 	if p.s == nil || p.s.Cluster == nil {
 		return p
 	}
-	if in.Down != nil {
-		for u := range p.s.Nodes {
-			if d := in.Down(u); d.Why != "" {
-				p.down[u] = d
-			}
-		}
-	}
 	p.cluster = readObject(p.s.Cluster.Tags, p.now, "the cluster")
+	problems := map[string][]string{}
 	for u, g := range p.s.Groups {
-		p.groups[u] = readObject(g.Tags, p.now, "node group "+g.Name)
+		o := readObject(g.Tags, p.now, "node group "+g.Name)
+		p.groups[u] = &o
+		problems[u] = slices.Clip(append(slices.Clip(p.cluster.problems), o.problems...))
 	}
+	p.orphan = nodeInfo{problems: slices.Clip(p.cluster.problems)}
+	for u, n := range p.s.Nodes {
+		ni := &nodeInfo{name: n.Name, skip: in.Skip[u], group: p.groups[n.Group], problems: problems[n.Group]}
+		if ni.group == nil {
+			ni.problems = p.orphan.problems
+		}
+		if in.Down != nil {
+			ni.down = in.Down(u)
+		}
+		p.nodes[u] = ni
+	}
+	p.tmpl = p.opTemplates()
 	return p
+}
+
+// node returns what the pass knows of a node.
+func (p *planner) node(u string) *nodeInfo {
+	if ni := p.nodes[u]; ni != nil {
+		return ni
+	}
+	return &p.orphan
 }
 
 // policy is the autorepair policy of an object: suspended, or the most
@@ -238,27 +295,26 @@ func initialState(recs []*record) tagState {
 	if len(recs) == 0 {
 		return ts
 	}
-	sort.Slice(recs, func(i, j int) bool {
-		a, b := recs[i], recs[j]
-		if a.ID != b.ID {
-			return a.ID < b.ID
+	slices.SortFunc(recs, func(a, b *record) int {
+		if c := strings.Compare(a.ID, b.ID); c != 0 {
+			return c
 		}
-		if a.rank() != b.rank() {
-			return a.rank() < b.rank()
+		if c := cmp.Compare(a.rank(), b.rank()); c != 0 {
+			return c
 		}
-		if a.Time != b.Time {
-			return a.Time < b.Time
+		if c := cmp.Compare(a.Time, b.Time); c != 0 {
+			return c
 		}
-		if len(a.Jobs) != len(b.Jobs) {
-			return len(a.Jobs) < len(b.Jobs)
+		if c := cmp.Compare(len(a.Jobs), len(b.Jobs)); c != 0 {
+			return c
 		}
-		return a.text < b.text
+		return strings.Compare(a.text, b.text)
 	})
 	type group struct {
 		win *record // the group's last record
 		min int64
 	}
-	var groups []group
+	groups := make([]group, 0, len(recs))
 	for i, r := range recs {
 		if i == 0 || r.ID != recs[i-1].ID {
 			groups = append(groups, group{win: r, min: r.Time})
@@ -268,16 +324,18 @@ func initialState(recs []*record) tagState {
 		g.win = r
 		g.min = min(g.min, r.Time)
 	}
-	sort.SliceStable(groups, func(i, j int) bool {
-		a, b := groups[i], groups[j]
-		if a.min != b.min {
-			return a.min < b.min
+	slices.SortStableFunc(groups, func(a, b group) int {
+		if c := cmp.Compare(a.min, b.min); c != 0 {
+			return c
 		}
 		ap, bp := a.win.Kind == TagPending, b.win.Kind == TagPending
 		if ap != bp {
-			return bp
+			if bp {
+				return -1
+			}
+			return 1
 		}
-		return a.win.ID < b.win.ID
+		return strings.Compare(a.win.ID, b.win.ID)
 	})
 	for _, g := range groups {
 		switch ts.state {
@@ -316,21 +374,16 @@ type need struct {
 }
 
 // detect is Ganeti's detectBroken: what repair the instance needs given
-// which of its nodes are down.
-func (p *planner) detect(inst *fsm.Instance) need {
-	pd, pok := p.down[inst.PrimaryNode]
-	var sd NodeDown
-	sok, sname := false, ""
-	if len(inst.SecondaryNodes) > 0 {
-		sd, sok = p.down[inst.SecondaryNodes[0]]
-		sname = p.s.NodeName(inst.SecondaryNodes[0])
-	}
+// which of its nodes (primary pn, secondary sn or nil) are down.
+func (p *planner) detect(inst *fsm.Instance, pn, sn *nodeInfo) need {
+	pok := pn.down.Why != ""
+	sok := sn != nil && sn.down.Why != ""
 	n := need{pnd: pok}
-	if pok && pd.Dead {
+	if pok && pn.down.Dead {
 		n.dead = inst.PrimaryNode
 	}
-	pwhy := func() string { return "primary " + p.s.NodeName(inst.PrimaryNode) + " " + pd.Why }
-	swhy := func() string { return "secondary " + sname + " " + sd.Why }
+	pwhy := func() string { return "primary " + pn.name + " " + pn.down.Why }
+	swhy := func() string { return "secondary " + sn.name + " " + sn.down.Why }
 	switch inst.DiskTemplate {
 	case fsm.DTDrbd:
 		switch {
@@ -363,8 +416,10 @@ func (p *planner) resolve(inst objectTags, group *objectTags) *policy {
 	case p.cluster.pol != nil:
 		return p.cluster.pol
 	}
-	return &policy{}
+	return noPolicy
 }
+
+var noPolicy = &policy{}
 
 // instance plans one instance: its status, the edit of its tags that
 // needs no job, and the repair to start, if any.
@@ -374,31 +429,30 @@ func (p *planner) instance(inst *fsm.Instance) (InstanceStatus, fsm.TagEdit, *Ne
 
 	// The instance's own tags: policy, repair records, problems.
 	own, recs, tagged := p.readInstance(inst)
-	var group *objectTags
-	if n := p.s.Nodes[inst.PrimaryNode]; n != nil {
-		if g, ok := p.groups[n.Group]; ok {
-			group = &g
+	pn := p.node(inst.PrimaryNode)
+	var sn *nodeInfo
+	skip := ""
+	if pn.skip {
+		skip = pn.name
+	}
+	for i, u := range inst.SecondaryNodes {
+		n := p.node(u)
+		if i == 0 {
+			sn = n
+		}
+		if skip == "" && n.skip {
+			skip = n.name
 		}
 	}
-	st.Problems = append(st.Problems, p.cluster.problems...)
-	if group != nil {
-		st.Problems = append(st.Problems, group.problems...)
+	st.Problems = pn.problems
+	if len(own.problems) > 0 {
+		st.Problems = append(st.Problems, own.problems...)
 	}
-	st.Problems = append(st.Problems, own.problems...)
-	pol := p.resolve(own, group)
+	pol := p.resolve(own, pn.group)
 	if !pol.suspended {
 		st.Allowed = pol.allowed
 	}
-	skip := ""
-	if p.in.Skip[inst.PrimaryNode] {
-		skip = inst.PrimaryNode
-	}
-	for _, u := range inst.SecondaryNodes {
-		if skip == "" && p.in.Skip[u] {
-			skip = u
-		}
-	}
-	if !tagged && skip == "" && !p.isDown(inst.PrimaryNode) && (len(inst.SecondaryNodes) == 0 || !p.isDown(inst.SecondaryNodes[0])) {
+	if !tagged && skip == "" && pn.down.Why == "" && (sn == nil || sn.down.Why == "") {
 		// The common case: no repair tag, no node down. Healthy.
 		return st, edit, nil
 	}
@@ -409,7 +463,7 @@ func (p *planner) instance(inst *fsm.Instance) (InstanceStatus, fsm.TagEdit, *Ne
 		st.Repair, st.Jobs = ts.cur.ID, ts.cur.Jobs
 	}
 	if skip != "" {
-		st.Why = "node " + p.s.NodeName(skip) + " is being handled by maintd: left alone this round"
+		st.Why = "node " + skip + " is being handled by maintd: left alone this round"
 		return st, edit, nil
 	}
 	edit.Remove = append(edit.Remove, own.expired...)
@@ -475,7 +529,7 @@ func (p *planner) instance(inst *fsm.Instance) (InstanceStatus, fsm.TagEdit, *Ne
 	}
 
 	// A Healthy instance (or a request): does it need a repair?
-	n := p.detect(inst)
+	n := p.detect(inst, pn, sn)
 	st.Needed = n.typ
 	if n.typ == "" {
 		if request != nil {
@@ -596,11 +650,6 @@ func removeTag(e *fsm.TagEdit, text string) {
 	e.Remove = append(e.Remove, text)
 }
 
-func (p *planner) isDown(node string) bool {
-	_, ok := p.down[node]
-	return ok
-}
-
 // jobsOutcome sums up a repair's jobs as Ganeti's processPending: done
 // is false while one of them is not finalized (id is that job, status
 // its status); otherwise status is success when all of them succeeded,
@@ -669,8 +718,16 @@ func (p *planner) resultTag(inst *fsm.Instance, typ, id, result string, jobs []i
 	return ResultTag(typ, derivedID(inst.UUID, "long-id", id, 0), p.now, result, nil)
 }
 
-// ops are a repair's opcodes: Ganeti's detectBroken, after the job delay.
-func (p *planner) ops(inst *fsm.Instance, typ string) []json.RawMessage {
+// opTemplate is an opcode of the pass in JSON, split where the
+// instance's name goes.
+type opTemplate struct {
+	head, tail []byte
+}
+
+// opTemplates encodes each opcode harep may submit once per pass (they
+// differ only in the instance's name): encoding them for every repair
+// took a sizeable share of a pass over a large cluster.
+func (p *planner) opTemplates() map[string]opTemplate {
 	reason := p.in.Reason
 	if reason == "" {
 		reason = "harep (gnt) called"
@@ -679,32 +736,56 @@ func (p *planner) ops(inst *fsm.Instance, typ string) []json.RawMessage {
 		c := harepComment
 		return fsm.OpCommon{OpID: id, Comment: &c, Reason: []fsm.ReasonEntry{{Source: HarepReasonSource, Text: reason, TimeNS: p.nowNS}}}
 	}
-	ref := fsm.OpInstanceRef{InstanceName: inst.Name}
-	var ops []any
-	if d := p.in.JobDelay; d > 0 {
-		// fsm refuses longer delays, and a refused opcode would fail the
-		// whole round.
-		d = min(d, maxJobDelay)
-		onMaster := true
-		ops = append(ops, &fsm.OpTestDelay{OpCommon: common("OP_TEST_DELAY"), Duration: d, OnMaster: &onMaster})
+	const mark = "\x00name\x00"
+	ref := fsm.OpInstanceRef{InstanceName: mark}
+	timeout := 120.0 // Ganeti's defaultShutdownTimeout
+	onMaster := true
+	// fsm refuses longer delays, and a refused opcode would fail the whole
+	// round.
+	delay := min(p.in.JobDelay, maxJobDelay)
+	out := map[string]opTemplate{}
+	for id, op := range map[string]any{
+		"OP_TEST_DELAY":        &fsm.OpTestDelay{OpCommon: common("OP_TEST_DELAY"), Duration: delay, OnMaster: &onMaster},
+		"OP_INSTANCE_FAILOVER": &fsm.OpInstanceFailover{OpCommon: common("OP_INSTANCE_FAILOVER"), OpInstanceRef: ref, ShutdownTimeout: &timeout},
+		"OP_INSTANCE_REPLACE_DISKS": &fsm.OpInstanceReplaceDisks{OpCommon: common("OP_INSTANCE_REPLACE_DISKS"), OpInstanceRef: ref,
+			Mode: fsm.ReplaceNewSecondary, IAllocator: "hail"},
+		"OP_INSTANCE_RECREATE_DISKS": &fsm.OpInstanceRecreateDisks{OpCommon: common("OP_INSTANCE_RECREATE_DISKS"), OpInstanceRef: ref, IAllocator: "hail"},
+		"OP_INSTANCE_REINSTALL":      &fsm.OpInstanceReinstall{OpCommon: common("OP_INSTANCE_REINSTALL"), OpInstanceRef: ref},
+	} {
+		b, err := json.Marshal(op)
+		if err != nil {
+			panic(fmt.Sprintf("repair: encoding %s: %v", id, err)) // plain structs: cannot fail
+		}
+		q, _ := json.Marshal(mark)
+		head, tail, _ := bytes.Cut(b, q)
+		out[id] = opTemplate{head: head, tail: tail}
+	}
+	return out
+}
+
+// ops are a repair's opcodes (Ganeti's detectBroken), after the job
+// delay when there is one.
+func (p *planner) ops(inst *fsm.Instance, typ string) []json.RawMessage {
+	var ids []string
+	if p.in.JobDelay > 0 {
+		ids = append(ids, "OP_TEST_DELAY")
 	}
 	switch typ {
 	case TypeFailover:
-		timeout := 120.0 // Ganeti's defaultShutdownTimeout
-		ops = append(ops, &fsm.OpInstanceFailover{OpCommon: common("OP_INSTANCE_FAILOVER"), OpInstanceRef: ref, ShutdownTimeout: &timeout})
+		ids = append(ids, "OP_INSTANCE_FAILOVER")
 	case TypeFixStorage:
-		ops = append(ops, &fsm.OpInstanceReplaceDisks{OpCommon: common("OP_INSTANCE_REPLACE_DISKS"), OpInstanceRef: ref,
-			Mode: fsm.ReplaceNewSecondary, IAllocator: "hail"})
+		ids = append(ids, "OP_INSTANCE_REPLACE_DISKS")
 	case TypeReinstall:
-		ops = append(ops,
-			&fsm.OpInstanceRecreateDisks{OpCommon: common("OP_INSTANCE_RECREATE_DISKS"), OpInstanceRef: ref, IAllocator: "hail"},
-			&fsm.OpInstanceReinstall{OpCommon: common("OP_INSTANCE_REINSTALL"), OpInstanceRef: ref})
+		ids = append(ids, "OP_INSTANCE_RECREATE_DISKS", "OP_INSTANCE_REINSTALL")
 	}
-	out := make([]json.RawMessage, len(ops))
-	for i, op := range ops {
-		b, err := json.Marshal(op)
-		if err != nil {
-			panic(fmt.Sprintf("repair: encoding %T: %v", op, err)) // plain structs: cannot fail
+	name, _ := json.Marshal(inst.Name)
+	out := make([]json.RawMessage, len(ids))
+	for i, id := range ids {
+		t := p.tmpl[id]
+		b := make([]byte, 0, len(t.head)+len(name)+len(t.tail))
+		b = append(b, t.head...)
+		if t.tail != nil { // nil for OP_TEST_DELAY, which names no instance
+			b = append(append(b, name...), t.tail...)
 		}
 		out[i] = b
 	}
