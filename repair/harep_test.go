@@ -28,6 +28,7 @@ type world struct {
 	last  HarepPlan
 	ids   map[string]string // derived repair id -> alias in output
 	jobs  map[string]int64  // job names of the script
+	nodes int               // nodes added, for their addresses
 }
 
 const worldStart = 1_700_000_000
@@ -116,8 +117,9 @@ func (w *world) run(t *testing.T, d *datadriven.TestData) string {
 		return "ok"
 	case "nodes":
 		// NAME [GROUP], one per line.
-		for i, f := range lines(d.Input) {
-			op := map[string]any{"OP_ID": "OP_NODE_ADD", "node_name": f[0], "primary_ip": fmt.Sprintf("192.0.2.%d", 100+i+int(w.index))}
+		for _, f := range lines(d.Input) {
+			w.nodes++
+			op := map[string]any{"OP_ID": "OP_NODE_ADD", "node_name": f[0], "primary_ip": fmt.Sprintf("10.0.%d.%d", w.nodes/250, w.nodes%250+1)}
 			op["group"] = "default"
 			if len(f) > 1 {
 				op["group"] = f[1]
@@ -126,7 +128,8 @@ func (w *world) run(t *testing.T, d *datadriven.TestData) string {
 		}
 		return "ok"
 	case "node":
-		// node NAME offline|drained|online|dead|alive [since=S]
+		// node NAME offline|drained|online, or node NAME
+		// dead|suspect|alive since=S (gossip's view since S).
 		name := d.CmdArgs[0].Key
 		switch st := d.CmdArgs[1].Key; st {
 		case "offline", "drained":
