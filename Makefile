@@ -2,7 +2,7 @@
 GO      ?= go
 BIN     := $(CURDIR)/bin
 PKGS    := ./...
-UNIT    := ./fsm/... ./oob/... ./confd/... ./rpc/... ./agent/... ./jobs/... ./transport/... ./server/... ./cmd/...
+UNIT    := ./fsm/... ./oob/... ./confd/... ./rpc/... ./agent/... ./jobs/... ./repair/... ./transport/... ./server/... ./cmd/...
 STATICCHECK_VERSION ?= v0.8.2
 
 export GNT_BIN_DIR := $(BIN)
@@ -74,6 +74,7 @@ bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./fsm/
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./jobs/locking/
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./jobs/alloc/
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./repair/
 	GNT_BENCH=1 $(GO) test -count=1 -v -run 'TestBenchUDP' -bench 'BenchmarkHandle' -benchtime 1s ./confd/
 	GNT_BENCH=1 $(GO) test -count=1 -v -timeout 30m -run 'TestBenchGossip' ./transport/
 	GNT_BENCH=1 $(GO) test -count=1 -v -timeout 30m -run 'TestBench' ./integration/
