@@ -199,7 +199,7 @@ func printBreaker(w io.Writer, v *repairView) {
 	}
 	switch {
 	case p.Breaker.Open:
-		fmt.Fprintf(w, "Circuit breaker: OPEN: %s\n", p.Breaker.Reason)
+		fmt.Fprintf(w, "Circuit breaker OPEN: %s\n", strings.TrimPrefix(p.Breaker.Reason, "circuit breaker open: "))
 	case p.Breaker.Overridden:
 		fmt.Fprintf(w, "Circuit breaker: overridden: %s\n", p.Breaker.Reason)
 	default:
