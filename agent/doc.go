@@ -15,7 +15,13 @@
 //     a timeout in their own process group, and their output is captured
 //     (bounded) and returned for the job log.
 //
-// Every operation is idempotent: asking for a state the instance is
+// It also runs operator commands from whitelist directories (Commands,
+// commands.go): the self-diagnose collector (Diagnoser, diagnose.go), whose
+// canonical result the leader polls, signed, through the node RPC, and the
+// repair commands of OP_REPAIR_COMMAND, which get the diagnose result on
+// stdin.
+//
+// Every driver operation is idempotent: asking for a state the instance is
 // already in succeeds without effect (Result.Changed is false). Operations
 // whose effect is an event rather than a state (reboot, disk replace, OS
 // install) carry a caller-chosen OpID; the same OpID twice is done once.
@@ -25,7 +31,10 @@
 // calls a driver through an adapter that package server wires. It imports
 // only fsm, for the instance configuration types.
 //
-// Goroutines: none outlive a call. Exec starts one process group per
-// script run and waits for it (killing the group at the timeout); Fake
-// sleeps in its caller's goroutine for delays and hangs.
+// Goroutines: Exec and Commands start one process group per script run
+// and wait for it (killing the group at the timeout); Fake sleeps in its
+// caller's goroutine for delays and hangs. The Diagnoser runs a collection
+// in a goroutine of its own, which callers wait for and share; it ends
+// with the command (bounded by its timeout), even when every caller gave
+// up.
 package agent
