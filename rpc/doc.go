@@ -7,5 +7,8 @@
 // It also holds the node RPC (noderpc.go, nodeserver.go, nodeclient.go):
 // the signed HTTP/JSON protocol on port 1811 through which the leader acts
 // on a node's hypervisor driver, its server (calling the NodeAgent that
-// the daemon passes in) and the typed NodeClient the opcodes use.
+// the daemon passes in) and the typed NodeClient the opcodes use; and the
+// self-diagnose report codec (diagnose.go): mond's report format, its
+// HMAC signature by the reporting node and its verification, which both
+// the agent (serving it) and the leader's poller (checking it) use.
 package rpc
