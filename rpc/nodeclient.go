@@ -34,8 +34,9 @@ const (
 //     changed), ErrNodeFailed (attempted and failed: Output has what it
 //     printed), ErrNodeBadRequest, ErrNodeUnauthorized;
 //   - a *NodeTransportError (errors.Is ErrNodeTransport): no answer. The
-//     operation may or may not have happened; every operation is
-//     idempotent, so the caller asks again (or asks for the status).
+//     operation may or may not have happened; every operation but
+//     repair-command is idempotent, so the caller asks again (or asks
+//     for the status).
 type NodeClient struct {
 	Node string // the node's name, which requests are bound to
 	Addr string // its agent's address, host:port
@@ -95,7 +96,7 @@ func (c *NodeClient) Do(ctx context.Context, req NodeRequest) (NodeResult, error
 	req.Node, req.Nonce = c.Node, NewNonce()
 	timeout := c.OpTimeout
 	switch req.Op {
-	case NodeOpStatus, NodeOpList, NodeOpDebugFault:
+	case NodeOpStatus, NodeOpList, NodeOpDebugFault, NodeOpDiagnose:
 		timeout = c.QueryTimeout
 	case NodeOpStop:
 		timeout += time.Duration(req.Timeout * float64(time.Second))
@@ -256,4 +257,27 @@ func (c *NodeClient) MigrateAbort(ctx context.Context, inst fsm.Instance, id str
 func (c *NodeClient) SetFault(ctx context.Context, f NodeFault) ([]NodeFault, error) {
 	res, err := c.Do(ctx, NodeRequest{Op: NodeOpDebugFault, Fault: &f})
 	return res.Faults, err
+}
+
+// Diagnose makes the node collect its self-diagnose result with the named
+// command ("" for the built-in; the node returns its last result when it
+// ran that command within its minimum interval) and returns the signed
+// report, unverified: see VerifyDiagnoseReport.
+func (c *NodeClient) Diagnose(ctx context.Context, command string) (SignedDiagnoseReport, error) {
+	res, err := c.Do(ctx, NodeRequest{Op: NodeOpDiagnose, Command: command})
+	if err != nil {
+		return SignedDiagnoseReport{}, err
+	}
+	if res.Report == nil {
+		return SignedDiagnoseReport{}, &NodeTransportError{Node: c.Node, Addr: c.Addr, Op: NodeOpDiagnose, Err: fmt.Errorf("answer without a report")}
+	}
+	return *res.Report, nil
+}
+
+// RepairCommand runs the whitelisted repair command on the node with
+// input on its stdin; Output has what it printed. Unlike every other
+// operation it is not idempotent: a transport error leaves unknown
+// whether it ran, and the caller must not simply send it again.
+func (c *NodeClient) RepairCommand(ctx context.Context, command, input string) (NodeResult, error) {
+	return c.Do(ctx, NodeRequest{Op: NodeOpRepairCommand, Command: command, Input: input})
 }

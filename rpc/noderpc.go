@@ -25,6 +25,17 @@ import (
 // never in the path.
 //
 // The answer is a NodeResult (200) or a NodeError with its HTTP status.
+//
+// Two operations run operator commands rather than the hypervisor driver:
+// diagnose runs the self-diagnose command named by the request's command
+// (the cluster's diagnose_data_collector_filename, "" for the built-in;
+// nodes that are not candidates hold no configuration, so the caller
+// says which) and answers the signed report (NodeResult.Report; see
+// diagnose.go). It is how an authenticated caller makes a node run its
+// collector; the agent runs it at most once per its minimum interval. And
+// repair-command runs the whitelisted repair command named by command
+// with input on its stdin (OP_REPAIR_COMMAND), answering its output. It
+// is not idempotent: the caller must not send it twice.
 
 // NodeKeyLabel is the label the node RPC key is derived with from the
 // cluster key.
@@ -54,11 +65,13 @@ const (
 	NodeOpMigrateFinish  = "migrate-finish"
 	NodeOpMigrateAbort   = "migrate-abort"
 	NodeOpDebugFault     = "debug-fault"
+	NodeOpDiagnose       = "diagnose"
+	NodeOpRepairCommand  = "repair-command"
 )
 
 // nodeOpFields says, per operation, which fields a request needs (and so
 // may carry): i instance, d disk, o op_id, s stop options, r reboot type,
-// m migration, p peer, h handoff, f fault.
+// m migration, p peer, h handoff, f fault, c command, n input.
 var nodeOpFields = map[string]string{
 	NodeOpStatus:         "i",
 	NodeOpList:           "",
@@ -78,6 +91,8 @@ var nodeOpFields = map[string]string{
 	NodeOpMigrateFinish:  "im",
 	NodeOpMigrateAbort:   "im",
 	NodeOpDebugFault:     "f",
+	NodeOpDiagnose:       "c",
+	NodeOpRepairCommand:  "cn",
 }
 
 // NodeOps lists the node RPC's operations.
@@ -121,6 +136,13 @@ type NodeRequest struct {
 	Handoff *NodeHandoff `json:"handoff,omitempty"`
 	// Fault arms or clears injected failures (debug-fault).
 	Fault *NodeFault `json:"fault,omitempty"`
+	// Command is the file name of the command to run: the self-diagnose
+	// command (diagnose; "" for the built-in) or the repair command
+	// (repair-command; required). The node checks it against its
+	// whitelist directory.
+	Command string `json:"command,omitempty"`
+	// Input is what the repair command gets on stdin (repair-command).
+	Input string `json:"input,omitempty"`
 }
 
 // NodeHandoff is a migration's handoff (the agent's Handoff).
@@ -208,6 +230,8 @@ type NodeResult struct {
 	Instances []NodeInstanceStatus `json:"instances,omitempty"`
 	// Faults are the faults armed after a debug-fault request.
 	Faults []NodeFault `json:"faults,omitempty"`
+	// Report answers diagnose: the node's signed self-diagnose report.
+	Report *SignedDiagnoseReport `json:"report,omitempty"`
 }
 
 // Node RPC error codes.
@@ -218,7 +242,7 @@ const (
 	NodeCodeReplayed     = "replayed"       // this signature was seen before
 	NodeCodeWrongNode    = "wrong_node"     // the request is for another node
 	NodeCodeNoKey        = "no_key"         // this gntd has no cluster key yet
-	NodeCodeNotAllowed   = "not_allowed"    // debug-fault without --debug
+	NodeCodeNotAllowed   = "not_allowed"    // debug-fault without --debug; a command the node does not whitelist
 	NodeCodeTooLarge     = "body_too_large" // request body over the limit
 	NodeCodeNotSupported = "not_supported"  // the driver cannot do this
 	NodeCodeNotFound     = "not_found"      // no such instance or disk on the node
@@ -299,7 +323,8 @@ var (
 
 // NodeTransportError is a request that got no answer (connection refused
 // or reset, timeout): it may or may not have been carried out, and as
-// every operation is idempotent, sending it again is safe.
+// every operation but repair-command is idempotent, sending it again is
+// safe.
 type NodeTransportError struct {
 	Node, Addr, Op string
 	Err            error
@@ -376,6 +401,8 @@ func DecodeNodeRequest(body []byte) (NodeRequest, error) {
 		{'p', "peer", req.Peer != ""},
 		{'h', "handoff", req.Handoff != nil},
 		{'f', "fault", req.Fault != nil},
+		{'c', "command", req.Command != ""},
+		{'n', "input", req.Input != ""},
 	}
 	for _, g := range given {
 		if g.isSet && !has(g.flag) {
@@ -420,6 +447,9 @@ func DecodeNodeRequest(body []byte) (NodeRequest, error) {
 		if h == nil || h.Migration == "" || h.BootID == "" || h.Instance.UUID == "" {
 			return bad("handoff", "%s needs a handoff with a migration id, a boot id and the instance", req.Op)
 		}
+	}
+	if req.Op == NodeOpRepairCommand && req.Command == "" {
+		return bad("command", "%s needs the command to run", req.Op)
 	}
 	if has('f') {
 		f := req.Fault

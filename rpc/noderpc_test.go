@@ -322,6 +322,11 @@ func TestNodeRPCBadInput(t *testing.T) {
 		{"send without peer", "POST", rpc.NodePath, valid(`{"node":"node21","nonce":"0123456789ab","op":"migrate-send","instance":{"uuid":"u1"},"migration":"m","peer_node":"node22"}`), 400, rpc.NodeCodeBadRequest, "peer"},
 		{"peer not host:port", "POST", rpc.NodePath, valid(`{"node":"node21","nonce":"0123456789ab","op":"migrate-send","instance":{"uuid":"u1"},"migration":"m","peer_node":"node22","peer":"node22"}`), 400, rpc.NodeCodeBadRequest, "peer"},
 		{"receive without handoff", "POST", rpc.NodePath, valid(`{"node":"node21","nonce":"0123456789ab","op":"migrate-receive"}`), 400, rpc.NodeCodeBadRequest, "handoff"},
+		{"repair without command", "POST", rpc.NodePath, valid(`{"node":"node21","nonce":"0123456789ab","op":"repair-command","input":"{}"}`), 400, rpc.NodeCodeBadRequest, "command"},
+		{"command on status", "POST", rpc.NodePath, valid(`{"node":"node21","nonce":"0123456789ab","op":"status","instance":{"uuid":"u1"},"command":"x"}`), 400, rpc.NodeCodeBadRequest, "command"},
+		{"input on diagnose", "POST", rpc.NodePath, valid(`{"node":"node21","nonce":"0123456789ab","op":"diagnose","command":"x","input":"{}"}`), 400, rpc.NodeCodeBadRequest, "input"},
+		{"command of the wrong type", "POST", rpc.NodePath, valid(`{"node":"node21","nonce":"0123456789ab","op":"diagnose","command":["x"]}`), 400, rpc.NodeCodeBadRequest, "command"},
+		{"input of the wrong type", "POST", rpc.NodePath, valid(`{"node":"node21","nonce":"0123456789ab","op":"repair-command","command":"x","input":{"status":"Ok"}}`), 400, rpc.NodeCodeBadRequest, "input"},
 		{"no nonce", "POST", rpc.NodePath, valid(`{"node":"node21","op":"list"}`), 400, rpc.NodeCodeBadRequest, "nonce"},
 		{"no node", "POST", rpc.NodePath, valid(`{"nonce":"0123456789ab","op":"list"}`), 400, rpc.NodeCodeBadRequest, "node"},
 		{"for another node", "POST", rpc.NodePath, valid(strings.Replace(start, "node21", "node22", 1)), 421, rpc.NodeCodeWrongNode, ""},
@@ -367,4 +372,70 @@ func TestNodeRPCBadInput(t *testing.T) {
 			t.Fatal("the agent was called")
 		}
 	})
+}
+
+// TestNodeDiagnoseAndRepairOps: diagnose carries the command name and
+// answers the node's signed report; repair-command carries the command
+// and its input and answers the output; a replayed diagnose request does
+// not make the node run anything.
+func TestNodeDiagnoseAndRepairOps(t *testing.T) {
+	at := time.Now()
+	a := &stubAgent{answer: func(_ context.Context, req rpc.NodeRequest) (rpc.NodeResult, error) {
+		switch req.Op {
+		case rpc.NodeOpDiagnose:
+			r, err := rpc.NewDiagnoseReport(req.Node, at, json.RawMessage(`{"status":"live-repair","command":"fix"}`))
+			r = r.Sign(reportKey)
+			return rpc.NodeResult{Driver: "stub", Report: &r}, err
+		case rpc.NodeOpRepairCommand:
+			if req.Command == "refused" {
+				return rpc.NodeResult{}, rpc.NewNodeError(rpc.NodeCodeNotAllowed, "command refused: not whitelisted")
+			}
+			return rpc.NodeResult{Driver: "stub", Changed: true, Output: "fixed with " + req.Input}, nil
+		}
+		return rpc.NodeResult{}, rpc.NewNodeError(rpc.NodeCodeUnknownOp, "%s", req.Op)
+	}}
+	srv, _ := nodeServer(t, rpc.NodeServerOptions{Agent: a})
+	c := clientOf(srv, "node21")
+	ctx := context.Background()
+	rep, err := c.Diagnose(ctx, "check-hw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := rpc.VerifyDiagnoseReport(rep, rpc.DiagnoseVerify{Key: reportKey, Node: "node21", Now: time.Now()})
+	if err != nil || string(got.Data) != `{"status":"live-repair","command":"fix"}` {
+		t.Fatalf("diagnose report: %+v %v", got, err)
+	}
+	if _, err := c.Diagnose(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.RepairCommand(ctx, "fix", `{"status":"live-repair"}`)
+	if err != nil || res.Output != `fixed with {"status":"live-repair"}` {
+		t.Fatalf("repair: %+v %v", res, err)
+	}
+	var ne *rpc.NodeError
+	if _, err := c.RepairCommand(ctx, "refused", ""); !errors.As(err, &ne) || ne.ErrorCode != rpc.NodeCodeNotAllowed || ne.Status != http.StatusForbidden {
+		t.Fatalf("refused repair: %v", err)
+	}
+	calls := a.calls()
+	if len(calls) != 4 || calls[0].Command != "check-hw" || calls[1].Command != "" || calls[1].Op != rpc.NodeOpDiagnose ||
+		calls[2].Command != "fix" || calls[2].Input != `{"status":"live-repair"}` {
+		t.Fatalf("the agent got %+v", calls)
+	}
+
+	// A node that answers diagnose without a report.
+	srv2, _ := nodeServer(t, rpc.NodeServerOptions{})
+	if _, err := clientOf(srv2, "node21").Diagnose(ctx, ""); !errors.Is(err, rpc.ErrNodeTransport) {
+		t.Fatalf("no report: %v", err)
+	}
+
+	body, h := signed(t, nodeKey, `{"node":"node21","nonce":"0123456789ab","op":"diagnose","command":"check-hw"}`, time.Now())
+	if status, ne := rawNode(t, srv, "POST", rpc.NodePath, body, h); status != 200 {
+		t.Fatalf("first: %d %+v", status, ne)
+	}
+	if status, ne := rawNode(t, srv, "POST", rpc.NodePath, body, h); status != 401 || ne.ErrorCode != rpc.NodeCodeReplayed {
+		t.Fatalf("replayed diagnose: %d %+v", status, ne)
+	}
+	if n := len(a.calls()); n != 5 {
+		t.Fatalf("the agent was called %d times", n)
+	}
 }

@@ -157,7 +157,7 @@ func (s *NodeServer) serve(w http.ResponseWriter, r *http.Request) {
 		writeNodeError(w, ne)
 		return
 	}
-	if req.Op != NodeOpStatus && req.Op != NodeOpList {
+	if req.Op != NodeOpStatus && req.Op != NodeOpList && req.Op != NodeOpDiagnose {
 		s.o.Logger.Info("node rpc", "op", req.Op, "instance", uuid, "changed", res.Changed, "took", time.Since(start))
 	}
 	body, err = json.Marshal(res)

@@ -183,9 +183,10 @@ func TestHypervisorChoice(t *testing.T) {
 }
 
 // TestAgentOpsAreNodeOps: the node RPC offers every agent operation under
-// its name, plus debug-fault, and nothing else.
+// its name, plus debug-fault and the operator commands (diagnose,
+// repair-command), and nothing else.
 func TestAgentOpsAreNodeOps(t *testing.T) {
-	want := map[string]bool{rpc.NodeOpDebugFault: true}
+	want := map[string]bool{rpc.NodeOpDebugFault: true, string(agent.OpDiagnose): true, string(agent.OpRepairCommand): true}
 	for _, op := range agent.Ops {
 		want[string(op)] = true
 	}
