@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/gnt-cluster/gnt/agent"
@@ -25,6 +26,13 @@ import (
 // (gntd dev and the test harness) and exec otherwise: a production gntd
 // never pretends to run virtual machines, and without scripts every
 // operation answers "not supported".
+//
+// The same listener serves the operator commands: the node RPC operations
+// diagnose (run the self-diagnose collector, answer its signed report) and
+// repair-command (run a whitelisted repair command), and an
+// unauthenticated GET of rpc.DiagnoseReportPath, mond's report path,
+// which runs nothing and answers the last collected report, signed (an Ok
+// report when none was collected yet).
 
 // Hypervisor drivers.
 const (
@@ -34,6 +42,12 @@ const (
 
 // DefaultHooksDir is where the exec driver's scripts are looked for.
 const DefaultHooksDir = "/etc/gnt/hypervisor"
+
+// Default whitelist directories of the operator commands.
+const (
+	DefaultDiagnoseCommandsDir = agent.DefaultDiagnoseDir
+	DefaultRepairCommandsDir   = agent.DefaultRepairDir
+)
 
 // agentDir is the agent's part of the data dir.
 const agentDir = "agent"
@@ -58,6 +72,35 @@ func (s *Server) nodeKey() []byte {
 		return nil
 	}
 	return rpc.NodeKey(k)
+}
+
+// diagnoseKey is the diagnose report key, nil while this gntd has no
+// cluster key.
+func (s *Server) diagnoseKey() []byte {
+	s.mu.Lock()
+	k := s.key
+	s.mu.Unlock()
+	if len(k) == 0 {
+		return nil
+	}
+	return rpc.DiagnoseKey(k)
+}
+
+// newCommands builds the self-diagnose collector and the repair command
+// runner from the configuration.
+func (s *Server) newCommands() (*agent.Diagnoser, agent.Commands) {
+	ddir, rdir := s.cfg.DiagnoseCommandsDir, s.cfg.RepairCommandsDir
+	if ddir == "" {
+		ddir = DefaultDiagnoseCommandsDir
+	}
+	if rdir == "" {
+		rdir = DefaultRepairCommandsDir
+	}
+	diag := agent.NewDiagnoser(agent.DiagnoseConfig{
+		Commands:    agent.Commands{Dir: ddir, Owner: s.cfg.commandOwner, Timeout: agent.DefaultDiagnoseTimeout},
+		MinInterval: s.cfg.DiagnoseMinInterval.Duration,
+	})
+	return diag, agent.Commands{Dir: rdir, Owner: s.cfg.commandOwner, Timeout: agent.DefaultRepairTimeout}
 }
 
 // newDriver builds the configured hypervisor driver.
@@ -106,11 +149,16 @@ func (s *Server) startAgent(ctx context.Context) (done <-chan struct{}, err erro
 	if err != nil {
 		return nil, fmt.Errorf("node agent listener: %w", err)
 	}
+	diag, repair := s.newCommands()
+	a := &agentAdapter{d: d, node: s.cfg.Name, diag: diag, repair: repair, reportKey: s.diagnoseKey}
 	ns := rpc.NewNodeServer(rpc.NodeServerOptions{
-		Node: s.cfg.Name, Key: s.nodeKey, Agent: &agentAdapter{d: d}, Debug: s.cfg.Debug,
+		Node: s.cfg.Name, Key: s.nodeKey, Agent: a, Debug: s.cfg.Debug,
 		Logger: s.log.Named("agent"),
 	})
-	srv := &http.Server{Handler: ns.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	mux := http.NewServeMux()
+	mux.Handle(rpc.DiagnoseReportPath, rpc.DiagnoseReportHandler(a.lastReport))
+	mux.Handle("/", ns.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	ch := make(chan struct{})
 	go func() {
 		defer close(ch)
@@ -124,9 +172,67 @@ func (s *Server) startAgent(ctx context.Context) (done <-chan struct{}, err erro
 	return ch, nil
 }
 
-// agentAdapter lets the node RPC server call a driver: rpc declares what
-// it calls and cannot import agent, so the types are converted here.
-type agentAdapter struct{ d agent.Driver }
+// agentAdapter lets the node RPC server call a driver and the operator
+// commands: rpc declares what it calls and cannot import agent, so the
+// types are converted here.
+type agentAdapter struct {
+	d         agent.Driver
+	node      string
+	diag      *agent.Diagnoser
+	repair    agent.Commands
+	reportKey func() []byte
+	// repairMu runs one repair command at a time on this node (Ganeti's
+	// restricted commands take a lock file).
+	repairMu sync.Mutex
+}
+
+// report signs a collection as this node's report.
+func (a *agentAdapter) report(c agent.Collected) (rpc.SignedDiagnoseReport, error) {
+	r, err := rpc.NewDiagnoseReport(a.node, c.At, c.Diagnosis.Canonical)
+	if err != nil {
+		return r, err
+	}
+	return r.Sign(a.reportKey()), nil
+}
+
+// lastReport is what GET rpc.DiagnoseReportPath answers: the last
+// collection, or an Ok report of now when there was none.
+func (a *agentAdapter) lastReport() (rpc.SignedDiagnoseReport, error) {
+	c, ok := a.diag.Last()
+	if !ok {
+		c = agent.Collected{Diagnosis: agent.OkDiagnosis("no self-diagnose result was collected yet"), At: time.Now()}
+	}
+	return a.report(c)
+}
+
+// commands serves the operator command operations.
+func (a *agentAdapter) commands(ctx context.Context, req rpc.NodeRequest, out rpc.NodeResult) (rpc.NodeResult, error) {
+	switch req.Op {
+	case rpc.NodeOpDiagnose:
+		c, err := a.diag.Collect(ctx, req.Command)
+		if err != nil {
+			return out, rpc.NewNodeError(rpc.NodeCodeFailed, "self-diagnose: %v", err)
+		}
+		r, err := a.report(c)
+		if err != nil {
+			return out, rpc.NewNodeError(rpc.NodeCodeFailed, "self-diagnose: %v", err)
+		}
+		out.Report = &r
+		return out, nil
+	default: // rpc.NodeOpRepairCommand
+		a.repairMu.Lock()
+		defer a.repairMu.Unlock()
+		run, err := a.repair.Run(ctx, agent.OpRepairCommand, req.Command, []byte(req.Input))
+		if errors.Is(err, agent.ErrCommandRefused) {
+			return out, rpc.NewNodeError(rpc.NodeCodeNotAllowed, "repair command: %v", err)
+		}
+		if err != nil {
+			return out, nodeError(err)
+		}
+		out.Changed, out.Output = true, run.Output
+		return out, nil
+	}
+}
 
 // Call implements rpc.NodeAgent.
 func (a *agentAdapter) Call(ctx context.Context, req rpc.NodeRequest) (rpc.NodeResult, error) {
@@ -141,6 +247,8 @@ func (a *agentAdapter) Call(ctx context.Context, req rpc.NodeRequest) (rpc.NodeR
 		err error
 	)
 	switch req.Op {
+	case rpc.NodeOpDiagnose, rpc.NodeOpRepairCommand:
+		return a.commands(ctx, req, out)
 	case rpc.NodeOpStatus:
 		st, err := a.d.Status(ctx, inst)
 		if err != nil {

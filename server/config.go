@@ -111,6 +111,18 @@ type Config struct {
 	HookTimeout Duration `json:"hook_timeout"`
 	// FakeDelay is how long each operation of the fake driver takes.
 	FakeDelay Duration `json:"fake_delay"`
+	// DiagnoseCommandsDir and RepairCommandsDir are the whitelist
+	// directories of the self-diagnose and the repair commands (default
+	// agent.DefaultDiagnoseDir and agent.DefaultRepairDir).
+	DiagnoseCommandsDir string `json:"diagnose_commands_dir"`
+	RepairCommandsDir   string `json:"repair_commands_dir"`
+	// DiagnoseMinInterval is the shortest time between two runs of the
+	// self-diagnose command (0: agent.DefaultDiagnoseMinInterval).
+	DiagnoseMinInterval Duration `json:"diagnose_min_interval"`
+
+	// commandOwner is the uid that must own the whitelisted commands: 0
+	// (root); tests that do not run as root set their own.
+	commandOwner int
 }
 
 // DefaultConfig returns a Config with the default ports and LAN timing.
@@ -173,6 +185,9 @@ func (c *Config) Validate() error {
 	}
 	if c.HookTimeout.Duration < 0 || c.FakeDelay.Duration < 0 {
 		return fmt.Errorf("--hook-timeout and --fake-delay must not be negative")
+	}
+	if c.DiagnoseMinInterval.Duration < 0 {
+		return fmt.Errorf("--diagnose-min-interval must not be negative, got %s", c.DiagnoseMinInterval.Duration)
 	}
 	if c.JobArchiveAge.Duration < 0 {
 		return fmt.Errorf("--job-archive-age must not be negative, got %s", c.JobArchiveAge.Duration)

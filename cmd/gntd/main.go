@@ -77,6 +77,9 @@ func agentCommand() *cli.Command {
 			&cli.StringFlag{Name: "hooks-dir", Usage: "the exec driver's scripts (default " + server.DefaultHooksDir + ")"},
 			&cli.DurationFlag{Name: "hook-timeout", Usage: "bound of one exec driver script run (0: 5m)"},
 			&cli.DurationFlag{Name: "fake-delay", Usage: "how long each fake driver operation takes"},
+			&cli.StringFlag{Name: "diagnose-commands-dir", Usage: "whitelist of self-diagnose commands (default " + server.DefaultDiagnoseCommandsDir + ")"},
+			&cli.StringFlag{Name: "repair-commands-dir", Usage: "whitelist of repair commands (default " + server.DefaultRepairCommandsDir + ")"},
+			&cli.DurationFlag{Name: "diagnose-min-interval", Usage: "shortest time between two runs of the self-diagnose command (0: 10s)"},
 		},
 		Action: func(c *cli.Context) error {
 			cfg := server.DefaultConfig()
@@ -133,6 +136,11 @@ func agentCommand() *cli.Command {
 			}
 			if c.IsSet("fake-delay") {
 				cfg.FakeDelay.Duration = c.Duration("fake-delay")
+			}
+			setStr("diagnose-commands-dir", &cfg.DiagnoseCommandsDir)
+			setStr("repair-commands-dir", &cfg.RepairCommandsDir)
+			if c.IsSet("diagnose-min-interval") {
+				cfg.DiagnoseMinInterval.Duration = c.Duration("diagnose-min-interval")
 			}
 			if j := c.String("join"); j != "" {
 				cfg.Join = strings.Split(j, ",")
