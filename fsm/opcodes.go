@@ -133,6 +133,7 @@ var opcodeTypes = map[string]func() Opcode{
 	"OP_NODE_MIGRATE":            func() Opcode { return &OpNodeMigrate{} },
 	"OP_OOB_COMMAND":             func() Opcode { return &OpOobCommand{} },
 	"OP_CLUSTER_EPO":             func() Opcode { return &OpClusterEpo{} },
+	"OP_REPAIR_COMMAND":          func() Opcode { return &OpRepairCommand{} },
 }
 
 // OpcodeIDs lists the opcodes this build knows.

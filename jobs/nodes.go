@@ -25,12 +25,14 @@ const (
 	NodeOpMigrateSend    = "migrate-send"
 	NodeOpMigrateFinish  = "migrate-finish"
 	NodeOpMigrateAbort   = "migrate-abort"
+	NodeOpRepairCommand  = "repair-command"
 )
 
-// NodeCall is one request to a node's agent. Every operation is
-// idempotent on the agent's side: asking for a state the instance is
-// already in succeeds without effect, and reboot, os-install and the
-// migration steps happen once per OpID or Migration.
+// NodeCall is one request to a node's agent. Every operation but
+// repair-command is idempotent on the agent's side: asking for a state
+// the instance is already in succeeds without effect, and reboot,
+// os-install and the migration steps happen once per OpID or Migration.
+// repair-command runs an operator's command each time it is asked.
 type NodeCall struct {
 	Op         string
 	Instance   *fsm.Instance
@@ -44,6 +46,10 @@ type NodeCall struct {
 	Migration string
 	PeerNode  string
 	Peer      string
+	// Command and Input are the repair command's file name and its
+	// stdin (repair-command).
+	Command string
+	Input   string
 }
 
 // NodeReply is an agent's answer.

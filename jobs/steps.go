@@ -96,6 +96,8 @@ func (e *Executor) stepsFor(op fsm.Opcode, st *fsm.OpState) ([]Step, error) {
 		return e.oobSteps(o, st)
 	case *fsm.OpClusterEpo:
 		return e.epoSteps(o, st)
+	case *fsm.OpRepairCommand:
+		return e.repairSteps(o), nil
 	}
 	return nil, fmt.Errorf("opcode %s has no executor in this gntd", op.Common().OpID)
 }
