@@ -11,7 +11,10 @@
 //   - monitorLeadership, which starts leaderLoop on gaining leadership and
 //     cancels and waits for it on losing it; leaderLoop runs the job
 //     executor, the pool keeper, the job archiver and the liveness
-//     reconciler (liveness.go) under its own context;
+//     reconciler (liveness.go) under its own context; the self-diagnose
+//     poller (diagnose.go, diagnoseService) is a leader service of the
+//     same kind, whose round starts one goroutine per node polled (at
+//     most its concurrency) and waits for them;
 //   - gossipLoop (gossip.go), which starts this gntd's gossip member once
 //     the cluster key is known, joins known gossip addresses, and on exit
 //     leaves the gossip cluster and stops the member (and with it the

@@ -55,8 +55,9 @@ type Server struct {
 	raftEvents chan struct{}
 	faults     *transport.Faults // Raft fault injection, with --debug (faults.go)
 	metrics    serverMetrics
-	nodes      nodeCaller  // the node RPC client of the instance opcodes
-	gossip     gossipState // gossip.go
+	nodes      nodeCaller    // the node RPC client of the instance opcodes
+	gossip     gossipState   // gossip.go
+	diag       diagnoseState // the leader's self-diagnose poller (diagnose.go)
 }
 
 // serverMetrics are the server's own Prometheus metrics.
@@ -82,7 +83,8 @@ func New(cfg Config, log hclog.Logger) (*Server, error) {
 		peerStatus: map[string]peerHealth{},
 	}
 	s.gossip.kick = make(chan struct{}, 1)
-	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), gossipCollector{s})
+	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), gossipCollector{s},
+		diagnoseCollector{s})
 	s.metrics.resume = prometheus.NewGauge(prometheus.GaugeOpts{Name: "gnt_leader_resume_seconds",
 		Help: "Seconds from this gntd's election to the first resumed job running, at its last leadership with started jobs."})
 	s.reg.MustRegister(s.metrics.resume)
