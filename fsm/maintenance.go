@@ -282,7 +282,10 @@ type IncidentEdit struct {
 	// AddJobs are appended to the incident's jobs.
 	AddJobs []JobRef `json:"add_jobs,omitempty"`
 	Reason  *string  `json:"reason,omitempty"`
-	Forget  bool     `json:"forget,omitempty"`
+	// Tag replaces the incident's tag (a failed incident's is the
+	// repairfailed tag its node got).
+	Tag    *string `json:"tag,omitempty"`
+	Forget bool    `json:"forget,omitempty"`
 }
 
 // FenceEdit records or clears a fencing record.
@@ -526,6 +529,12 @@ func (s *State) applyRepairRound(c *RepairRound) Response {
 		in.Jobs = append(in.Jobs, js...)
 		if ie.Reason != nil {
 			in.Reason = *ie.Reason
+		}
+		if ie.Tag != nil {
+			if e := ValidateTag(*ie.Tag); e != nil {
+				return Response{Err: e}
+			}
+			in.Tag = *ie.Tag
 		}
 		in.SerialNo++
 		in.MTime = secs(c.Now)

@@ -342,7 +342,7 @@ func (r *round) failIncident(in *fsm.Incident, why string) {
 		}
 	}
 	tag := fsm.MaintdFailedTagPrefix + in.UUID
-	r.plan.Command.Incidents = append(r.plan.Command.Incidents, fsm.IncidentEdit{UUID: in.UUID, Status: fsm.IncidentFailed, Reason: strp(why)})
+	r.plan.Command.Incidents = append(r.plan.Command.Incidents, fsm.IncidentEdit{UUID: in.UUID, Status: fsm.IncidentFailed, Reason: strp(why), Tag: strp(tag)})
 	r.plan.Command.Tags = append(r.plan.Command.Tags, fsm.TagEdit{Kind: fsm.TagNode, Name: in.Node, Add: []fsm.TagText{{Text: tag}}})
 	r.note("incident %s on %s failed: %s; node tagged %s", in.UUID, in.Node, why, tag)
 }

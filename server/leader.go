@@ -135,8 +135,9 @@ func (s *Server) leaderLoop(ctx context.Context, r *raft.Raft) {
 			return (&jobs.Archiver{FSM: s.fsm, Apply: s, Epoch: epoch, MaxAge: s.cfg.JobArchiveAge.Duration,
 				Log: s.log.Named("archiver")}).Run(ctx)
 		}},
-		{name: "liveness", run: s.runLiveness}, // liveness.go
-		{name: "maintd", run: s.runMaintd},     // maintd.go
+		{name: "liveness", run: s.runLiveness},                   // liveness.go
+		{name: "maintd", run: s.runMaintd},                       // maintd.go
+		s.diagnoseService(s.diagnoseInterval, s.diagnoseCommand), // diagnose.go
 	}
 	if err := runLeaderServices(ctx, s.log, epoch, svcs); err != nil {
 		s.log.Warn("leader services stopped", "error", err)

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/gnt-cluster/gnt/fsm"
 	"github.com/gnt-cluster/gnt/jobs"
@@ -88,5 +89,29 @@ func (s *Server) Repair(ctx context.Context) (any, error) {
 // diagnoseObservations are the latest verified self-diagnose results, by
 // node name.
 func (s *Server) diagnoseObservations() map[string]repair.Observation {
-	return nil
+	res := s.DiagnoseResults()
+	out := make(map[string]repair.Observation, len(res))
+	for name, r := range res {
+		out[name] = repair.Observation{Node: r.Node, Time: r.Time, Status: r.Status, Command: r.Command, Original: r.Raw}
+	}
+	return out
+}
+
+// diagnoseInterval is how often the leader polls the self-diagnose
+// collectors (maint_diagnose_interval).
+func (s *Server) diagnoseInterval() time.Duration {
+	var d time.Duration
+	s.fsm.Read(func(st *fsm.State, _ uint64) { d = time.Duration(st.Maint().Repair.DiagnoseInterval * float64(time.Second)) })
+	return d
+}
+
+// diagnoseCommand is the configured self-diagnose command.
+func (s *Server) diagnoseCommand() string {
+	c := ""
+	s.fsm.Read(func(st *fsm.State, _ uint64) {
+		if st.Cluster != nil {
+			c = st.Cluster.DiagnoseCollectorFilename
+		}
+	})
+	return c
 }
