@@ -91,6 +91,9 @@ type ClusterOptions struct {
 	Nodes      int
 	// ExtraArgs are appended to every gntd command line.
 	ExtraArgs []string
+	// MemberArgs, if set, gives arguments for one member's command line,
+	// given its name and data dir.
+	MemberArgs func(name, dataDir string) []string
 }
 
 // NewCluster starts a cluster: the first candidate initialises it, the
@@ -103,11 +106,19 @@ func NewCluster(t testing.TB, o ClusterOptions) *Cluster {
 	// offset of its pid (tests of several binaries run at once) and wrap.
 	s := 10 + (subnet.Add(1)+int32(os.Getpid()%100)*2)%240
 	c := &Cluster{t: t, Bin: bin, Dir: t.TempDir(), Name: "test.example.com"}
+	extra := func(name string) []string {
+		if o.MemberArgs == nil {
+			return o.ExtraArgs
+		}
+		return append(append([]string{}, o.ExtraArgs...), o.MemberArgs(name, filepath.Join(c.Dir, name))...)
+	}
 	for i := 0; i < o.Candidates; i++ {
-		c.Members = append(c.Members, c.newMember(fmt.Sprintf("node%d", 11+i), fmt.Sprintf("127.%d.0.%d", s, 11+i), true, o.ExtraArgs))
+		name := fmt.Sprintf("node%d", 11+i)
+		c.Members = append(c.Members, c.newMember(name, fmt.Sprintf("127.%d.0.%d", s, 11+i), true, extra(name)))
 	}
 	for i := 0; i < o.Nodes; i++ {
-		c.Members = append(c.Members, c.newMember(fmt.Sprintf("node%d", 21+i), fmt.Sprintf("127.%d.0.%d", s, 21+i), false, o.ExtraArgs))
+		name := fmt.Sprintf("node%d", 21+i)
+		c.Members = append(c.Members, c.newMember(name, fmt.Sprintf("127.%d.0.%d", s, 21+i), false, extra(name)))
 	}
 	t.Cleanup(func() {
 		for _, m := range c.Members {

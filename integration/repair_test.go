@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,9 +15,11 @@ import (
 
 // repairCluster starts 3 candidates and 3 nodes with gnt-oob-fake as
 // every node's OOB helper and maintd on a test's time scale.
-func repairCluster(t *testing.T, extra ...string) *Cluster {
+func repairCluster(t *testing.T, o ClusterOptions) *Cluster {
 	t.Helper()
-	c := NewCluster(t, ClusterOptions{Candidates: 3, Nodes: 3, ExtraArgs: append([]string{"--debug"}, extra...)})
+	o.Candidates, o.Nodes = 3, 3
+	o.ExtraArgs = append([]string{"--debug"}, o.ExtraArgs...)
+	c := NewCluster(t, o)
 	c.WaitLeader(10 * time.Second)
 	for _, m := range c.Members {
 		c.WaitAgent(m, 30*time.Second)
@@ -74,7 +78,7 @@ func hasPrefix(tags []string, prefix string) string {
 // records the repair in harep's tags. The time from the kill to the
 // instance running on the secondary is logged.
 func TestHarepFencedFailover(t *testing.T) {
-	c := repairCluster(t)
+	c := repairCluster(t, ClusterOptions{})
 	if out, err := c.GNT("instance", "add", "-t", "drbd", "--disk", "1G", "--memory", "512", "--os-type", "debian", "-n", "node22:node23", "web1"); err != nil {
 		t.Fatalf("instance add: %v\n%s", err, out)
 	}
@@ -150,7 +154,7 @@ func TestHarepFencedFailover(t *testing.T) {
 // more than 30% are unhealthy, so the circuit breaker opens, nothing is
 // fenced or failed over, and the status says why.
 func TestBreakerOpensWhenHalfTheNodesDie(t *testing.T) {
-	c := repairCluster(t)
+	c := repairCluster(t, ClusterOptions{})
 	for i, nodes := range []string{"node21:node22", "node22:node23", "node23:node21"} {
 		name := fmt.Sprintf("web%d", i+1)
 		if out, err := c.GNT("instance", "add", "-t", "drbd", "--disk", "1G", "--memory", "256", "--os-type", "debian", "-n", nodes, name); err != nil {
@@ -218,4 +222,166 @@ func TestBreakerOpensWhenHalfTheNodesDie(t *testing.T) {
 		t.Fatalf("repair status does not say the breaker is open: %v\n%s", err, out)
 	}
 	t.Logf("gnt repair status:\n%s", out)
+}
+
+// incident is what maintd's /1/status lists.
+type incident struct {
+	UUID         string  `json:"uuid"`
+	Node         string  `json:"node"`
+	Action       string  `json:"action"`
+	RepairStatus string  `json:"repair-status"`
+	Jobs         []int64 `json:"jobs"`
+	Tag          string  `json:"tag"`
+	Reason       string  `json:"gnt_reason"`
+}
+
+// TestMaintdEvacuateAcrossFailover: node21's self-diagnose says
+// "evacuate". maintd notes an incident, drains node21 and moves its drbd
+// instances away; the leader is killed (-9) in the middle of it, and the
+// new leader's maintd (port 1816 on the new leader) carries on the same
+// incident to the end: node21 empty and tagged maintd:repairready:<id>.
+// Once the node reports Ok and the tag is removed, the incident is gone.
+func TestMaintdEvacuateAcrossFailover(t *testing.T) {
+	state := map[string]string{}
+	c := repairCluster(t, ClusterOptions{
+		ExtraArgs: []string{"--fake-delay", "700ms", "--diagnose-min-interval", "500ms"},
+		MemberArgs: func(name, dataDir string) []string {
+			dir := dataDir + "-diagnose"
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			// The script prints a state file the test rewrites.
+			st := filepath.Join(filepath.Dir(dataDir), name+"-diagnose-state.json")
+			state[name] = st
+			if err := os.WriteFile(st, []byte(`{"status":"Ok"}`), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "hw-check"), []byte("#!/bin/sh\ncat "+st+"\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			return []string{"--diagnose-commands-dir", dir}
+		},
+	})
+	// The candidates host no instances here, so killing the leader does
+	// not also kill a node a move is using (a move whose new node dies
+	// fails, and maintd fails the incident, as Ganeti's would).
+	for _, m := range c.Candidates() {
+		if out, err := c.GNT("node", "modify", m.Name, "--vm-capable", "no"); err != nil {
+			t.Fatalf("node modify %s: %v\n%s", m.Name, err, out)
+		}
+	}
+	for i, nodes := range []string{"node21:node22", "node22:node21", "node21:node23"} {
+		name := fmt.Sprintf("web%d", i+1)
+		if out, err := c.GNT("instance", "add", "-t", "drbd", "--disk", "1G", "--memory", "256", "--os-type", "debian", "-n", nodes, name); err != nil {
+			t.Fatalf("instance add %s: %v\n%s", name, err, out)
+		}
+	}
+	if out, code := c.GNTExit("cluster", "modify", "--diagnose-data-collector-filename", "hw-check"); code != 0 {
+		t.Fatalf("cluster modify: %s", out)
+	}
+	if err := os.WriteFile(state["node21"], []byte(`{"status":"evacuate","command":"","details":{"disk":"sda","smart":"reallocated sectors"}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	leader := c.WaitLeader(10 * time.Second)
+	var inc incident
+	c.Eventually(30*time.Second, 100*time.Millisecond, "an incident for node21 with a move under way", func() error {
+		var list []incident
+		if _, err := maintdGet(leader, "/1/status", &list); err != nil {
+			return err
+		}
+		for _, in := range list {
+			if in.Node == "node21" && in.Action == "evacuate" && len(in.Jobs) >= 2 {
+				inc = in
+				return nil
+			}
+		}
+		return fmt.Errorf("incidents %+v", list)
+	})
+	t.Logf("incident %s: %s, jobs %v; killing the leader %s", inc.UUID, inc.RepairStatus, inc.Jobs, leader.Name)
+	leader.Kill()
+	killed := time.Now()
+	next := c.WaitLeader(15 * time.Second)
+	var epoch string
+	c.Eventually(20*time.Second, 50*time.Millisecond, "the new leader's maintd", func() error {
+		var v []int
+		e, err := maintdGet(next, "/", &v)
+		epoch = e
+		return err
+	})
+	t.Logf("figure: maintd answered on the new leader %s (epoch %s) %v after the kill of the old one", next.Name, epoch, time.Since(killed).Round(10*time.Millisecond))
+	for _, m := range c.Candidates() {
+		if m != next && m != leader {
+			if _, err := maintdGet(m, "/", new([]int)); err == nil {
+				t.Fatalf("maintd answers on %s, which is not the leader", m.Name)
+			}
+		}
+	}
+	var done incident
+	c.Eventually(90*time.Second, 200*time.Millisecond, "the incident completed by the new leader", func() error {
+		var list []incident
+		if _, err := maintdGet(next, "/1/status", &list); err != nil {
+			return err
+		}
+		for _, in := range list {
+			if in.UUID == inc.UUID {
+				done = in
+				if in.RepairStatus == "failed" {
+					for _, id := range in.Jobs {
+						out, _ := c.GNT("-o", "json", "job", "info", fmt.Sprint(id))
+						t.Logf("job %d:\n%s", id, out)
+					}
+					t.Fatalf("incident %s failed: %s", in.UUID, in.Reason)
+				}
+				if in.RepairStatus != "completed" {
+					var js []string
+					for _, id := range in.Jobs {
+						if j, err := c.job(id); err == nil {
+							js = append(js, fmt.Sprintf("%d:%s", id, j.Status))
+						}
+					}
+					var plan json.RawMessage
+					maintdGet(next, "/1/plan", &plan)
+					return fmt.Errorf("incident %s is %s (%s), jobs %v; plan %s", in.UUID, in.RepairStatus, in.Reason, js, plan)
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("incident %s not listed in %+v", inc.UUID, list)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	n, err := c.Client().Node(ctx, "node21")
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !n.Drained || len(n.PinstList) != 0 || len(n.SinstList) != 0 {
+		t.Fatalf("node21 after evacuation: drained=%v primaries %v secondaries %v", n.Drained, n.PinstList, n.SinstList)
+	}
+	tag := "maintd:repairready:" + inc.UUID
+	if out, err := c.GNT("node", "list-tags", "node21"); err != nil || !strings.Contains(out, tag) {
+		t.Fatalf("node21's tags do not include %s: %v\n%s", tag, err, out)
+	}
+	t.Logf("incident %s completed with jobs %v", done.UUID, done.Jobs)
+	out, _ := c.GNT("maint", "status")
+	t.Logf("gnt maint status:\n%s", out)
+
+	// Repaired: the node reports Ok; the operator removes the tag.
+	if err := os.WriteFile(state["node21"], []byte(`{"status":"Ok"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := c.GNT("node", "remove-tags", "node21", tag); err != nil {
+		t.Fatalf("remove-tags: %v\n%s", err, out)
+	}
+	c.Eventually(30*time.Second, 200*time.Millisecond, "the incident forgotten", func() error {
+		var list []incident
+		if _, err := maintdGet(c.WaitLeader(10*time.Second), "/1/status", &list); err != nil {
+			return err
+		}
+		for _, in := range list {
+			if in.UUID == inc.UUID {
+				return fmt.Errorf("still listed: %+v", in)
+			}
+		}
+		return nil
+	})
 }

@@ -1,7 +1,9 @@
 package jobs
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -694,5 +696,37 @@ func TestMigrateCleanup(t *testing.T) {
 	setNode(t, d, "n2", `"offline":true`)
 	if res, _ := failed(t, d, cleanup); !strings.Contains(res, "cannot contact node n2") {
 		t.Errorf("offline node: %s", res)
+	}
+}
+
+// TestReplaceSecondarySkipsUnanswering: the allocator's choice for a new
+// secondary must answer the probe; one that does not (dead, but not yet
+// recorded so) is skipped and the next choice taken.
+func TestReplaceSecondarySkipsUnanswering(t *testing.T) {
+	var probed []string
+	var mu sync.Mutex
+	d, _, _ := downClusterWith(t, func(ex *Executor) {
+		ex.Probe = probeFunc(func(_ context.Context, n *fsm.Node) error {
+			mu.Lock()
+			defer mu.Unlock()
+			probed = append(probed, n.Name)
+			if len(probed) == 1 {
+				return errors.New("connection refused")
+			}
+			return nil
+		})
+	}, "n4")
+	j := runOK(t, d, `{"OP_ID":"OP_INSTANCE_REPLACE_DISKS","instance_name":"web1","mode":"replace_new_secondary","iallocator":"hail"}`)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(probed) != 2 || probed[0] == probed[1] {
+		t.Fatalf("probed %v, want two different nodes", probed)
+	}
+	in := instanceState(d, "web1")
+	if in.SecondaryNodes[0] != nodeUUID(d, probed[1]) {
+		t.Fatalf("secondary %v, want %s (the first answering choice)", in.SecondaryNodes, probed[1])
+	}
+	if !strings.Contains(jobLog(j), "Node "+probed[0]+" does not answer") {
+		t.Errorf("log:\n%s", jobLog(j))
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/gnt-cluster/gnt/fsm"
 	"github.com/gnt-cluster/gnt/jobs/alloc"
@@ -161,8 +162,8 @@ func (e *Executor) replaceDisksSteps(o *fsm.OpInstanceReplaceDisks, st *fsm.OpSt
 	if o.Mode != fsm.ReplaceNewSecondary {
 		return []Step{e.replaceDisksStep(o)}
 	}
-	choose := Step{Name: "choose the new secondary", Run: func(_ context.Context, sc *StepContext) (any, error) {
-		return e.chooseSecondary(sc, o)
+	choose := Step{Name: "choose the new secondary", Run: func(ctx context.Context, sc *StepContext) (any, error) {
+		return e.chooseSecondary(ctx, sc, o)
 	}}
 	var c secondaryChoice
 	if ok, err := recordedPlan(st, &c); err != nil || !ok {
@@ -198,6 +199,13 @@ func (e *Executor) replaceDisksSteps(o *fsm.OpInstanceReplaceDisks, st *fsm.OpSt
 	}}}
 }
 
+// Allocator choices that do not answer the probe are skipped, at most
+// maxProbeSkips of them, each asked for at most probeTimeout.
+const (
+	maxProbeSkips = 3
+	probeTimeout  = time.Second
+)
+
 // secondaryChoice is what the first step of replace_new_secondary
 // decides and records: the instance's secondary and the node replacing
 // it (UUIDs, with their names).
@@ -214,7 +222,7 @@ type secondaryChoice struct {
 // the primary nor the old secondary, and only a node that takes
 // instances: online, not drained, vm_capable, not dead, with the disk and
 // the N+1 memory). The old secondary may be down: it is not called.
-func (e *Executor) chooseSecondary(sc *StepContext, o *fsm.OpInstanceReplaceDisks) (any, error) {
+func (e *Executor) chooseSecondary(ctx context.Context, sc *StepContext, o *fsm.OpInstanceReplaceDisks) (any, error) {
 	in, nodes, err := e.instanceOf(o.Ref())
 	if err != nil {
 		return nil, err
@@ -231,20 +239,38 @@ func (e *Executor) chooseSecondary(sc *StepContext, o *fsm.OpInstanceReplaceDisk
 	}
 	c := secondaryChoice{Old: in.SecondaryNodes[0], OldName: nodeName(nodes, in.SecondaryNodes[0])}
 	var node *fsm.Node
-	e.FSM.Read(func(s *fsm.State, _ uint64) {
-		if o.RemoteNode != "" {
-			if node = s.LookupNode(o.RemoteNode); node == nil {
-				err = &fsm.Error{Code: fsm.CodeNoEnt, Field: "remote_node", Msg: fmt.Sprintf("node %s does not exist", o.RemoteNode)}
+	exclude := []string{c.Old}
+	for attempt := 0; ; attempt++ {
+		e.FSM.Read(func(s *fsm.State, _ uint64) {
+			if o.RemoteNode != "" {
+				if node = s.LookupNode(o.RemoteNode); node == nil {
+					err = &fsm.Error{Code: fsm.CodeNoEnt, Field: "remote_node", Msg: fmt.Sprintf("node %s does not exist", o.RemoteNode)}
+				}
+				return
 			}
-			return
+			var res alloc.Result
+			res, err = alloc.Allocate(s, alloc.Request{Name: in.Name, Instance: in.UUID, Template: fsm.DTDrbd, MemoryMiB: in.MemoryMiB,
+				VCPUs: in.VCPUs, Disks: diskSizes(in), Nodes: []string{in.PrimaryNode}, Exclude: exclude}, e.allocOptions(s))
+			if err == nil {
+				node = s.Nodes[res.Secondary]
+			}
+		})
+		// The allocator's choice must answer: a node whose death gossip
+		// has not reported yet (a new leader records no liveness for a
+		// grace period) would fail the opcode at its first disk. A few
+		// unanswering nodes are skipped; then the choice stands.
+		if err != nil || o.RemoteNode != "" || e.Probe == nil || attempt >= maxProbeSkips {
+			break
 		}
-		var res alloc.Result
-		res, err = alloc.Allocate(s, alloc.Request{Name: in.Name, Instance: in.UUID, Template: fsm.DTDrbd, MemoryMiB: in.MemoryMiB,
-			VCPUs: in.VCPUs, Disks: diskSizes(in), Nodes: []string{in.PrimaryNode}, Exclude: []string{c.Old}}, e.allocOptions(s))
-		if err == nil {
-			node = s.Nodes[res.Secondary]
+		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+		perr := e.Probe.Alive(pctx, node)
+		cancel()
+		if perr == nil {
+			break
 		}
-	})
+		sc.Logf("Node %s does not answer (%v): not choosing it as the new secondary", node.Name, perr)
+		exclude = append(exclude, node.UUID)
+	}
 	if err != nil {
 		if o.RemoteNode == "" {
 			return nil, fmt.Errorf("cannot choose a new secondary with the allocator (%s): %w", allocatorName(o.IAllocator), err)

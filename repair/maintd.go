@@ -519,6 +519,12 @@ func (r *round) handleIncidents() map[string]bool {
 				}
 				evacuating++
 			} else if r.plan.Breaker.Open {
+				// Nothing moves while the breaker is open, but an
+				// evacuation whose moves are all done is completed.
+				if p, sec := r.st.NodeInstances(n.UUID); (n.Drained || n.Offline) && len(p) == 0 && len(sec) == 0 {
+					r.complete(in, n, ns, "node evacuated")
+					continue
+				}
 				ns.Why = "evacuation paused: " + r.plan.Breaker.Reason
 				continue
 			}

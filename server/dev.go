@@ -126,8 +126,20 @@ func RunDev(ctx context.Context, o DevOptions) error {
 	}
 	start := func(sp spec) (*devChild, error) {
 		dir := filepath.Join(o.DataDir, sp.name)
+		// Each member's whitelisted command directories are in its data
+		// dir, so a demo can give one node a self-diagnose script.
+		diag, rep := filepath.Join(dir, "node-diagnose-commands"), filepath.Join(dir, "node-repair-commands")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, err
+		}
+		for _, d := range []string{diag, rep} {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				return nil, err
+			}
+		}
 		args := []string{o.Binary, "agent", "--name", sp.name, "--bind", sp.ip, "--data-dir", dir,
-			"--join", strings.Join(joins, ","), "--profile", "dev", "--hypervisor", "fake"}
+			"--join", strings.Join(joins, ","), "--profile", "dev", "--hypervisor", "fake",
+			"--diagnose-commands-dir", diag, "--repair-commands-dir", rep, "--diagnose-min-interval", "1s"}
 		cmd := exec.Command(args[0], args[1:]...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 		stdout, _ := cmd.StdoutPipe()
@@ -141,7 +153,7 @@ func RunDev(ctx context.Context, o DevOptions) error {
 			Addrs: map[string]string{
 				"api": fmt.Sprintf("%s:%d", sp.ip, DefaultAPIPort), "raft": fmt.Sprintf("%s:%d", sp.ip, DefaultRaftPort),
 				"agent": fmt.Sprintf("%s:%d", sp.ip, DefaultAgentPort), "gossip": fmt.Sprintf("%s:%d", sp.ip, DefaultGossipPort),
-				"confd": fmt.Sprintf("%s:%d", sp.ip, DefaultConfdPort),
+				"confd": fmt.Sprintf("%s:%d", sp.ip, DefaultConfdPort), "maintd": fmt.Sprintf("%s:%d (leader only)", sp.ip, DefaultMaintdPort),
 			},
 		}}
 		go func() {

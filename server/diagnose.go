@@ -162,11 +162,16 @@ func (p *diagnosePoller) Run(ctx context.Context) error {
 	}
 	p.State.resetResults()
 	defer p.State.resetResults()
+	var last time.Time
 	for {
-		start := time.Now()
+		// The interval is read again every second at most, so a shorter
+		// one set by an operator applies without waiting out the old.
 		interval := p.interval()
-		p.round(ctx, interval)
-		t := time.NewTimer(max(interval-time.Since(start), 0))
+		if time.Since(last) >= interval {
+			last = time.Now()
+			p.round(ctx, interval)
+		}
+		t := time.NewTimer(max(min(interval-time.Since(last), time.Second), 0))
 		select {
 		case <-ctx.Done():
 			t.Stop()

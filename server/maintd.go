@@ -101,7 +101,9 @@ func (s *Server) diagnoseObservations() map[string]repair.Observation {
 // collectors (maint_diagnose_interval).
 func (s *Server) diagnoseInterval() time.Duration {
 	var d time.Duration
-	s.fsm.Read(func(st *fsm.State, _ uint64) { d = time.Duration(st.Maint().Repair.DiagnoseInterval * float64(time.Second)) })
+	s.fsm.Read(func(st *fsm.State, _ uint64) {
+		d = time.Duration(st.Maint().Repair.DiagnoseInterval * float64(time.Second))
+	})
 	return d
 }
 
