@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 	"testing"
@@ -170,8 +171,9 @@ func series(t *testing.T, i int, cfg Config) *Report {
 		i, cfg.Seed, cfg.Candidates, cfg.Nodes, cfg.Clients, cfg.Network, cfg.SnapshotThreshold)
 	rep := &Report{}
 	t.Run(fmt.Sprintf("run%02d", i), func(t *testing.T) { RunOnce(t, cfg, rep) })
-	say("run %d: %s; %d leaderships; converged %v after healing; took %v", i, rep.Line(), rep.Leaderships,
-		rep.Converged.Round(time.Millisecond), rep.Elapsed.Round(time.Second))
+	say("run %d: %s; %d leaderships; converged %v after healing; maintd: %d answers from %d epochs, first answer after the election %s, %d paused-leader handovers, answered at most %v after its status said not leader; took %v",
+		i, rep.Line(), rep.Leaderships, rep.Converged.Round(time.Millisecond), rep.Maintd.Answers, rep.Maintd.Epochs,
+		durations(rep.Maintd.AfterElection), rep.Maintd.Handovers, rep.Maintd.LateClose.Round(time.Millisecond), rep.Elapsed.Round(time.Second))
 	if rep.Dir != "" {
 		say("run %d: FAILED (seed %d); history, faults, logs, data dirs and Porcupine pages kept in %s", i, cfg.Seed, rep.Dir)
 	}
@@ -197,4 +199,14 @@ func reexecInNetns(t *testing.T, name string, o options) {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("%s in a network namespace of its own: %v", name, err)
 	}
+}
+
+// durations says the median and the largest of ds, and how many.
+func durations(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "never measured"
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return fmt.Sprintf("median %v max %v (%d leaderships)", s[len(s)/2].Round(time.Millisecond), s[len(s)-1].Round(time.Millisecond), len(s))
 }
