@@ -110,7 +110,7 @@ func TestChaos(t *testing.T) {
 			Logf: func(format string, args ...any) { say(fmt.Sprintf("run %d: ", i)+format, args...) }}
 		if o.total == 0 {
 			cfg.Candidates = 5
-			cfg.Kinds = FaultKinds(5)
+			cfg.Kinds = FaultKinds(5, cfg.Network)
 			rng.Shuffle(len(cfg.Kinds), func(a, b int) { cfg.Kinds[a], cfg.Kinds[b] = cfg.Kinds[b], cfg.Kinds[a] })
 			cfg.Length = 10 * time.Minute // ends with the last kind
 			cfg.Hold = [2]time.Duration{1500 * time.Millisecond, 3 * time.Second}
@@ -134,8 +134,9 @@ func TestChaos(t *testing.T) {
 }
 
 // TestChaosIptables is the CI-sized run of the network faults made with
-// iptables rules, in a network namespace the test makes (the host's rules
-// are never touched). It skips, saying why, without root or iptables.
+// iptables rules, the gossip-only cut included, in a network namespace
+// the test makes (the host's rules are never touched). It skips, saying
+// why, without root or iptables.
 func TestChaosIptables(t *testing.T) {
 	if os.Getenv("GNT_CHAOS_DURATION") != "" {
 		t.Skip("with GNT_CHAOS_DURATION, TestChaos alternates the two kinds of network faults")
@@ -156,7 +157,7 @@ func TestChaosIptables(t *testing.T) {
 	say("seed %d (GNT_CHAOS_SEED=%d replays it); CI-sized run, network faults with iptables in a network namespace", o.seed, o.seed)
 	rng := rand.New(rand.NewPCG(o.seed, 1))
 	cfg := Config{Seed: o.seed, Candidates: 5, Nodes: 2, Clients: 6, Artifacts: o.artifacts, Network: IPTables,
-		Kinds: NetworkKinds(5), Length: 10 * time.Minute, LinearTimeout: 30 * time.Second,
+		Kinds: NetworkKinds(5, IPTables), Length: 10 * time.Minute, LinearTimeout: 30 * time.Second,
 		Hold: [2]time.Duration{1500 * time.Millisecond, 3 * time.Second}, Gap: [2]time.Duration{time.Second, 2 * time.Second},
 		SnapshotThreshold: 128, TrailingLogs: 64,
 		Logf: func(format string, args ...any) { say("iptables run: "+format, args...) }}

@@ -468,3 +468,25 @@ func TestParseElections(t *testing.T) {
 		t.Errorf("got %+v, want %+v", got, want)
 	}
 }
+
+func TestGossipCutNeedsIptables(t *testing.T) {
+	if slices.Contains(FaultKinds(5, InProcess), GossipCut) || slices.Contains(NetworkKinds(3, InProcess), GossipCut) {
+		t.Error("gossip-cut offered to an in-process run")
+	}
+	if !slices.Contains(FaultKinds(3, IPTables), GossipCut) || !slices.Contains(NetworkKinds(5, IPTables), GossipCut) {
+		t.Error("gossip-cut missing from iptables runs")
+	}
+	// What iptables-nft 1.8 prints: protocols by number.
+	out := `Chain INPUT (policy ACCEPT 0 packets, 0 bytes)
+    pkts      bytes target     prot opt in     out     source               destination
+      41     5863 DROP       17   --  *      *       127.5.0.11           127.5.0.12           udp dpt:1818
+       3      429 DROP       udp  --  *      *       127.5.0.12           127.5.0.11           udp dpt:1818
+       7      420 DROP       6    --  *      *       127.5.0.11           127.5.0.12           tcp dpt:1817
+`
+	if n := droppedPackets(out, "udp"); n != 44 {
+		t.Errorf("udp dropped %d, want 44", n)
+	}
+	if n := droppedPackets(out, "tcp"); n != 7 {
+		t.Errorf("tcp dropped %d, want 7", n)
+	}
+}

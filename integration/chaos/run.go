@@ -206,7 +206,7 @@ func RunOnce(t *testing.T, cfg Config, rep *Report) {
 
 	// Faults, one at a time, on the test's goroutine (restarting a member
 	// may fail the test).
-	r.nem.run(context.Background(), schedule{kinds: cfg.Kinds, allKinds: FaultKinds(cfg.Candidates),
+	r.nem.run(context.Background(), schedule{kinds: cfg.Kinds, allKinds: FaultKinds(cfg.Candidates, cfg.Network),
 		until: time.Now().Add(cfg.Length), hold: cfg.Hold, gap: cfg.Gap, warmup: 2 * time.Second})
 	stopLoad()
 	<-loadDone
