@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 	"testing"
@@ -109,7 +110,7 @@ func TestChaos(t *testing.T) {
 			Logf: func(format string, args ...any) { say(fmt.Sprintf("run %d: ", i)+format, args...) }}
 		if o.total == 0 {
 			cfg.Candidates = 5
-			cfg.Kinds = FaultKinds(5)
+			cfg.Kinds = FaultKinds(5, cfg.Network)
 			rng.Shuffle(len(cfg.Kinds), func(a, b int) { cfg.Kinds[a], cfg.Kinds[b] = cfg.Kinds[b], cfg.Kinds[a] })
 			cfg.Length = 10 * time.Minute // ends with the last kind
 			cfg.Hold = [2]time.Duration{1500 * time.Millisecond, 3 * time.Second}
@@ -133,8 +134,9 @@ func TestChaos(t *testing.T) {
 }
 
 // TestChaosIptables is the CI-sized run of the network faults made with
-// iptables rules, in a network namespace the test makes (the host's rules
-// are never touched). It skips, saying why, without root or iptables.
+// iptables rules, the gossip-only cut included, in a network namespace
+// the test makes (the host's rules are never touched). It skips, saying
+// why, without root or iptables.
 func TestChaosIptables(t *testing.T) {
 	if os.Getenv("GNT_CHAOS_DURATION") != "" {
 		t.Skip("with GNT_CHAOS_DURATION, TestChaos alternates the two kinds of network faults")
@@ -155,7 +157,7 @@ func TestChaosIptables(t *testing.T) {
 	say("seed %d (GNT_CHAOS_SEED=%d replays it); CI-sized run, network faults with iptables in a network namespace", o.seed, o.seed)
 	rng := rand.New(rand.NewPCG(o.seed, 1))
 	cfg := Config{Seed: o.seed, Candidates: 5, Nodes: 2, Clients: 6, Artifacts: o.artifacts, Network: IPTables,
-		Kinds: NetworkKinds(5), Length: 10 * time.Minute, LinearTimeout: 30 * time.Second,
+		Kinds: NetworkKinds(5, IPTables), Length: 10 * time.Minute, LinearTimeout: 30 * time.Second,
 		Hold: [2]time.Duration{1500 * time.Millisecond, 3 * time.Second}, Gap: [2]time.Duration{time.Second, 2 * time.Second},
 		SnapshotThreshold: 128, TrailingLogs: 64,
 		Logf: func(format string, args ...any) { say("iptables run: "+format, args...) }}
@@ -170,8 +172,9 @@ func series(t *testing.T, i int, cfg Config) *Report {
 		i, cfg.Seed, cfg.Candidates, cfg.Nodes, cfg.Clients, cfg.Network, cfg.SnapshotThreshold)
 	rep := &Report{}
 	t.Run(fmt.Sprintf("run%02d", i), func(t *testing.T) { RunOnce(t, cfg, rep) })
-	say("run %d: %s; %d leaderships; converged %v after healing; took %v", i, rep.Line(), rep.Leaderships,
-		rep.Converged.Round(time.Millisecond), rep.Elapsed.Round(time.Second))
+	say("run %d: %s; %d leaderships; converged %v after healing; maintd: %d answers from %d epochs, first answer after the election %s, %d paused-leader handovers, answered at most %v after its status said not leader; took %v",
+		i, rep.Line(), rep.Leaderships, rep.Converged.Round(time.Millisecond), rep.Maintd.Answers, rep.Maintd.Epochs,
+		durations(rep.Maintd.AfterElection), rep.Maintd.Handovers, rep.Maintd.LateClose.Round(time.Millisecond), rep.Elapsed.Round(time.Second))
 	if rep.Dir != "" {
 		say("run %d: FAILED (seed %d); history, faults, logs, data dirs and Porcupine pages kept in %s", i, cfg.Seed, rep.Dir)
 	}
@@ -197,4 +200,14 @@ func reexecInNetns(t *testing.T, name string, o options) {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("%s in a network namespace of its own: %v", name, err)
 	}
+}
+
+// durations says the median and the largest of ds, and how many.
+func durations(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "never measured"
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return fmt.Sprintf("median %v max %v (%d leaderships)", s[len(s)/2].Round(time.Millisecond), s[len(s)-1].Round(time.Millisecond), len(s))
 }

@@ -13,12 +13,22 @@ import (
 // Sample is one member's own view (GET /2/gnt/status), polled during the
 // run.
 type Sample struct {
-	Member      string `json:"member"`
-	At          int64  `json:"at"` // ns since the start of the run
+	Member string `json:"member"`
+	// Call is when the status was asked for, At when it came (ns since
+	// the start of the run): the member's view is of a time in between.
+	Call        int64  `json:"call"`
+	At          int64  `json:"at"`
 	State       string `json:"state"`
 	Term        uint64 `json:"term"`
 	Established bool   `json:"established"`
 	Applied     uint64 `json:"applied"`
+	// MaintdAddr and MaintdEpoch are the maintd the member says it runs
+	// (rpc.Status.Maintd; empty and 0 when none).
+	MaintdAddr  string `json:"maintd_addr,omitempty"`
+	MaintdEpoch uint64 `json:"maintd_epoch,omitempty"`
+	// Gossip lists the gossip members the member does not see alive, as
+	// "name:state".
+	Gossip []string `json:"gossip,omitempty"`
 }
 
 // Establishment is a member's log line saying that it established its

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -304,5 +305,188 @@ func TestCanceledJobs(t *testing.T) {
 	h.add(Op{Client: 3, Kind: JobCancel, JobIDs: []int64{7}, Markers: []string{"chaos-c3-1"}, Outcome: Indeterminate}, 101, 102)
 	if r := CheckSets(h.ops, empty(), final); len(r.Violations) > 0 {
 		t.Errorf("canceled job flagged: %v", r.Violations)
+	}
+}
+
+// maintdGood is a correct maintd history in milliseconds: m1 leads with
+// epoch 4 until it is paused at 1000 and m2 takes over with epoch 6 at
+// 1400; m1 is resumed at 2500, answers once more with its old epoch (the
+// paused leader's handover), says it is a follower at 2560 and answers no
+// more.
+func maintdGood() MaintdHistory {
+	ms := func(v int64) int64 { return v * int64(time.Millisecond) }
+	probe := func(m string, start, end int64, epoch uint64) MaintdProbe {
+		p := MaintdProbe{Member: m, Start: ms(start), End: ms(end)}
+		if epoch > 0 {
+			p.Answered, p.Code, p.Epoch = true, 200, epoch
+		} else {
+			p.Err = "refused"
+		}
+		return p
+	}
+	sample := func(m string, call int64, state string, term, epoch uint64) Sample {
+		return Sample{Member: m, Call: ms(call), At: ms(call + 5), State: state, Term: term, MaintdEpoch: epoch}
+	}
+	return MaintdHistory{
+		Candidates: []string{"m1", "m2", "m3"},
+		Elections: []Election{
+			{Member: "m1", Epoch: 4, Term: 3, Elected: ms(90), Established: ms(95)},
+			{Member: "m2", Epoch: 6, Term: 5, Elected: ms(1300), Established: ms(1350)},
+		},
+		Faults: []Fault{{Kind: PauseLeader, Targets: []string{"m1"}, Start: ms(1000), End: ms(2500)}},
+		Probes: []MaintdProbe{
+			probe("m1", 0, 1, 0), probe("m2", 0, 1, 0), probe("m3", 0, 1, 0),
+			probe("m1", 100, 102, 4), probe("m2", 100, 101, 0), probe("m3", 100, 101, 0),
+			probe("m1", 900, 902, 4),
+			probe("m1", 1010, 1310, 0), // paused: timed out
+			probe("m2", 1400, 1402, 6), probe("m3", 1400, 1401, 0),
+			probe("m1", 2400, 2505, 4), // began paused, answered on SIGCONT
+			probe("m2", 2450, 2452, 6),
+			probe("m1", 2600, 2601, 0), probe("m2", 2600, 2602, 6),
+			probe("node21", 2600, 2601, 0),
+		},
+		Samples: []Sample{
+			sample("m1", 150, "leader", 3, 4), sample("m2", 150, "follower", 3, 0),
+			sample("m2", 1500, "leader", 5, 6), sample("m3", 1500, "follower", 5, 0),
+			sample("m1", 2560, "follower", 5, 4), // maintd still named: closing
+			sample("m1", 2700, "follower", 5, 0),
+		},
+	}
+}
+
+func TestMaintdCheckPassesACorrectHistory(t *testing.T) {
+	in := maintdGood()
+	r := CheckMaintd(in)
+	if len(r.Violations) > 0 {
+		t.Fatalf("correct history flagged: %v", r.Violations)
+	}
+	if r.Answers != 6 || r.Epochs != 2 || r.Handovers != 1 {
+		t.Errorf("answers %d epochs %d handovers %d, want 6, 2, 1", r.Answers, r.Epochs, r.Handovers)
+	}
+	after, v := CheckFinalMaintd(in.Probes, FinalMaintd{Leader: "m2", Epoch: 6, Elected: 1300 * 1e6, Healed: 2500 * 1e6})
+	if len(v) > 0 || after != 102*time.Millisecond {
+		t.Errorf("final: %v after the election, %v; want 102ms", after, v)
+	}
+}
+
+func TestMaintdOnTwoMembersIsCaught(t *testing.T) {
+	// (a) One epoch answering on two members.
+	in := maintdGood()
+	in.Probes = append(in.Probes, MaintdProbe{Member: "m3", Start: 1500e6, End: 1501e6, Answered: true, Epoch: 6})
+	v := CheckMaintd(in).Violations
+	expect(t, "maintd", v, "maintd epoch 6 seen on 2 members: m2")
+	expect(t, "maintd", v, "maintd epoch 6 seen on m3, but m2 established it")
+	// A status naming an epoch on another member; two members running
+	// maintd in one term.
+	in = maintdGood()
+	in.Samples = append(in.Samples, Sample{Member: "m3", Call: 1600e6, At: 1601e6, State: "leader", Term: 5, MaintdEpoch: 6})
+	v = CheckMaintd(in).Violations
+	expect(t, "maintd", v, "maintd epoch 6 seen on 2 members")
+	expect(t, "maintd", v, "maintd running on several members in term 5 (status): m2, m3")
+	// An answer without its epoch, an epoch nobody established, maintd on
+	// a plain node.
+	in = maintdGood()
+	in.Probes = append(in.Probes,
+		MaintdProbe{Member: "m2", Start: 2700e6, End: 2701e6, Answered: true, Header: ""},
+		MaintdProbe{Member: "node21", Start: 2700e6, End: 2701e6, Answered: true, Epoch: 9})
+	v = CheckMaintd(in).Violations
+	expect(t, "maintd", v, "maintd on m2 answered [2.700s, 2.701s] without a valid X-Gnt-Maintd-Epoch")
+	expect(t, "maintd", v, "maintd answered on node21 [2.700s, 2.701s], which is not a candidate")
+	expect(t, "maintd", v, "maintd epoch 9 seen on node21, but no member's log established it")
+}
+
+func TestMaintdOfTwoLeadershipsAtOnceIsCaught(t *testing.T) {
+	// (b) Without the pause, m1's late answer overlaps m2's: two
+	// leaderships answering at once.
+	in := maintdGood()
+	in.Faults = nil
+	in.Probes = slices.DeleteFunc(in.Probes, func(p MaintdProbe) bool { return p.Member == "m2" && p.Start == 1400e6 })
+	v := CheckMaintd(in).Violations
+	expect(t, "maintd", v, "maintd of epoch 4 answered on m1 [2.400s, 2.505s] in a probe window overlapping that of epoch 6 on m2 [2.450s, 2.452s]")
+	// A deposed maintd answering after its successor did, with no pause
+	// to explain it, or longer than HandoverGrace after the SIGCONT.
+	in = maintdGood()
+	in.Probes = append(in.Probes, MaintdProbe{Member: "m1", Start: 2540e6, End: 2545e6, Answered: true, Epoch: 4})
+	in.Faults[0].End = 1200e6
+	v = CheckMaintd(in).Violations
+	expect(t, "maintd", v, "maintd of epoch 4 answered on m1 [2.400s, 2.505s] after epoch 6 on m2 [1.400s, 1.402s]")
+	expect(t, "maintd", v, "(and 1 more such)")
+}
+
+func TestMaintdAfterStepDownIsCaught(t *testing.T) {
+	// (c) m1 said it was a follower at 2560 and still answers at 5000;
+	// its status names maintd at 5000 too.
+	in := maintdGood()
+	in.Probes = append(in.Probes, MaintdProbe{Member: "m1", Start: 5000e6, End: 5002e6, Answered: true, Epoch: 4})
+	in.Samples = append(in.Samples, Sample{Member: "m1", Call: 5000e6, At: 5003e6, State: "follower", Term: 5, MaintdEpoch: 4})
+	r := CheckMaintd(in)
+	expect(t, "maintd", r.Violations, "maintd of epoch 4 still answered on m1 [5.000s, 5.002s], 2.435s after its status said follower in term 5")
+	expect(t, "maintd", r.Violations, "the status of m1 named maintd epoch 4 at 5.000s, 2.435s after it said follower in term 5")
+	// Within the grace it is the monitor's reaction, and measured.
+	in = maintdGood()
+	in.Probes = append(in.Probes, MaintdProbe{Member: "m1", Start: 2570e6, End: 2580e6, Answered: true, Epoch: 4})
+	r = CheckMaintd(in)
+	if len(r.Violations) > 0 || r.LateClose != 20*time.Millisecond {
+		t.Errorf("answer 15 ms after the status: %v, late close %v (want 20ms)", r.Violations, r.LateClose)
+	}
+	// A new leadership of the member after its step-down is not late,
+	// even before a status shows it.
+	in = maintdGood()
+	in.Elections = append(in.Elections, Election{Member: "m1", Epoch: 8, Term: 7, Elected: 6000e6, Established: 6010e6})
+	in.Probes = append(in.Probes, MaintdProbe{Member: "m1", Start: 6020e6, End: 6022e6, Answered: true, Epoch: 8})
+	if r = CheckMaintd(in); len(r.Violations) > 0 {
+		t.Errorf("a new leadership flagged: %v", r.Violations)
+	}
+}
+
+func TestFinalMaintdIsChecked(t *testing.T) {
+	in := maintdGood()
+	// Never answered with the final epoch...
+	_, v := CheckFinalMaintd(in.Probes, FinalMaintd{Leader: "m2", Epoch: 7, Elected: 1300e6, Healed: 2500e6})
+	expect(t, "final maintd", v, "the final leader m2 (epoch 7, elected at 1.300s) never answered on port 1816")
+	// ...or too late after healing.
+	in.Probes = []MaintdProbe{{Member: "m2", Start: 9000e6, End: 9001e6, Answered: true, Epoch: 6}}
+	after, v := CheckFinalMaintd(in.Probes, FinalMaintd{Leader: "m2", Epoch: 6, Elected: 1300e6, Healed: 2500e6})
+	expect(t, "final maintd", v, "first answered on port 1816 at 9.001s, 6.501s after healing, later than 5s")
+	if after != 7701*time.Millisecond {
+		t.Errorf("after %v, want 7.701s", after)
+	}
+}
+
+func TestParseElections(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	log := "==== 2026-01-01T00:00:00.5Z start: gntd agent\n" +
+		"2026-01-01T00:00:01.000Z [INFO]  m1.raft: entering leader state: leader=\"Node at 127.0.0.11:1817 [Leader]\"\n" +
+		"2026-01-01T01:00:01.250+0100 [INFO]  m1: leadership established: epoch=4 term=3 took=250ms\n" +
+		"2026-01-01T00:00:05.000Z [INFO]  m1: leadership established: epoch=6 term=5 took=1ms\n"
+	got := ParseElections("m1", log, start)
+	want := []Election{
+		{Member: "m1", Epoch: 4, Term: 3, Elected: 1000e6, Established: 1250e6},
+		{Member: "m1", Epoch: 6, Term: 5, Elected: 4999e6, Established: 5000e6}, // took=1ms
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("got %+v, want %+v", got, want)
+	}
+}
+
+func TestGossipCutNeedsIptables(t *testing.T) {
+	if slices.Contains(FaultKinds(5, InProcess), GossipCut) || slices.Contains(NetworkKinds(3, InProcess), GossipCut) {
+		t.Error("gossip-cut offered to an in-process run")
+	}
+	if !slices.Contains(FaultKinds(3, IPTables), GossipCut) || !slices.Contains(NetworkKinds(5, IPTables), GossipCut) {
+		t.Error("gossip-cut missing from iptables runs")
+	}
+	// What iptables-nft 1.8 prints: protocols by number.
+	out := `Chain INPUT (policy ACCEPT 0 packets, 0 bytes)
+    pkts      bytes target     prot opt in     out     source               destination
+      41     5863 DROP       17   --  *      *       127.5.0.11           127.5.0.12           udp dpt:1818
+       3      429 DROP       udp  --  *      *       127.5.0.12           127.5.0.11           udp dpt:1818
+       7      420 DROP       6    --  *      *       127.5.0.11           127.5.0.12           tcp dpt:1817
+`
+	if n := droppedPackets(out, "udp"); n != 44 {
+		t.Errorf("udp dropped %d, want 44", n)
+	}
+	if n := droppedPackets(out, "tcp"); n != 7 {
+		t.Errorf("tcp dropped %d, want 7", n)
 	}
 }

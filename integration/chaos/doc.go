@@ -10,10 +10,13 @@
 // SIGSTOP/SIGCONT of the leader for longer than the election timeout, a
 // leadership transfer, network partitions of the Raft traffic (isolated
 // leader, majority/minority, bridge, ring of overlapping majorities,
-// one-way cut), latency and loss. Network faults go through the
-// in-process fault wrapper of the Raft transport (POST /debug/faults),
-// which needs neither root nor iptables, or through iptables rules in a
-// network namespace the test makes for itself (network.go).
+// one-way cut), latency and loss, and a gossip-only cut (memberlist's UDP
+// dropped, one member's or between two groups; Raft, the API and gossip's
+// TCP left alone). Network faults go through the in-process fault wrapper
+// of the Raft transport (POST /debug/faults), which needs neither root nor
+// iptables, or through iptables rules in a network namespace the test
+// makes for itself (network.go); the gossip-only cut exists only with
+// iptables.
 //
 // The workload (workload.go) writes unique values: tags added to and
 // removed from the cluster, its nodes and its node group, the drained
@@ -40,6 +43,12 @@
 //     so runs the executor) per term, epochs are never shared, the steps
 //     of each opcode were recorded by non-decreasing epochs, and no job is
 //     left unfinished;
+//   - maintd's port (1816), probed on every member throughout the run
+//     (check_maintd.go): an epoch answers on one member only, two
+//     leaderships' maintd never answer at once (but for a paused leader's
+//     handover), a member's maintd closes within 2 s of its status saying
+//     it is no longer leader, and the final leader's maintd answers soon
+//     after healing (the run reports how soon after its election);
 //   - stale reads only where the API says so: a read answered at index I
 //     (X-Gnt-Index) shows exactly the writes applied up to I, and a
 //     consistent read's I covers every write acknowledged before it began;

@@ -128,6 +128,8 @@ type Fault struct {
 	Detail  string   `json:"detail,omitempty"`
 	Start   int64    `json:"start"` // ns since the start of the run
 	End     int64    `json:"end"`   // healed at
+	// Effect is what was seen of the fault while it held, when watched.
+	Effect string `json:"effect,omitempty"`
 }
 
 // History collects the operations of a run; safe for concurrent use.

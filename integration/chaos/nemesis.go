@@ -31,23 +31,30 @@ const (
 	Latency       = "latency"        // every Raft write delayed
 	Loss          = "loss"           // Raft writes dropped at random (the connection breaks)
 	Transfer      = "transfer"       // leadership handed to another voter (gnt cluster master-failover)
+	GossipCut     = "gossip-cut"     // memberlist's UDP (1818/udp) dropped: one member's, or between two groups (iptables only)
 )
 
-// FaultKinds lists the faults a cluster of n candidates can take.
-func FaultKinds(n int) []string {
+// FaultKinds lists the faults a cluster of n candidates can take when
+// network faults are made the given way (InProcess or IPTables): the
+// gossip-only cut needs iptables (the in-process fault wrapper is the
+// Raft transport's; gossip has none).
+func FaultKinds(n int, network string) []string {
 	kinds := []string{KillLeader, KillFollower, KillCandidate, KillAll, PauseLeader, IsolateLeader, SplitMajority, OneWay, Latency, Loss, Transfer}
 	if n >= 5 {
 		kinds = append(kinds, Bridge, Ring)
+	}
+	if network == IPTables {
+		kinds = append(kinds, GossipCut)
 	}
 	return kinds
 }
 
 // NetworkKinds lists the faults that cut or lose network traffic.
-func NetworkKinds(n int) []string {
+func NetworkKinds(n int, network string) []string {
 	var out []string
-	for _, k := range FaultKinds(n) {
+	for _, k := range FaultKinds(n, network) {
 		switch k {
-		case IsolateLeader, SplitMajority, Bridge, Ring, OneWay, Loss:
+		case IsolateLeader, SplitMajority, Bridge, Ring, OneWay, Loss, GossipCut:
 			out = append(out, k)
 		}
 	}
@@ -136,10 +143,18 @@ func (n *nemesis) one(ctx context.Context, kind string, hold time.Duration) {
 	// rules are in), which is what recovery times are measured from.
 	f := Fault{Kind: kind, Targets: targets, Detail: detail, Start: n.h.Now()}
 	n.logf("%7.3fs fault %s %v %s (for %v)", secs(f.Start), kind, targets, detail, hold.Round(time.Millisecond))
-	sleep(ctx, hold)
+	if kind == GossipCut {
+		f.Effect = n.watchGossip(ctx, hold)
+	} else {
+		sleep(ctx, hold)
+	}
 	heal()
 	f.End = n.h.Now()
-	n.logf("%7.3fs healed %s", secs(f.End), kind)
+	if f.Effect != "" {
+		n.logf("%7.3fs healed %s; %s", secs(f.End), kind, f.Effect)
+	} else {
+		n.logf("%7.3fs healed %s", secs(f.End), kind)
+	}
 	n.mu.Lock()
 	n.faults = append(n.faults, f)
 	n.mu.Unlock()
@@ -299,6 +314,30 @@ func (n *nemesis) inject(ctx context.Context, kind string) ([]string, string, fu
 			detail += " new master " + got
 		}
 		return []string{l.Name, to.Name}, strings.TrimSpace(detail), func() {}
+	case GossipCut:
+		all := n.c.Members
+		if n.rng.IntN(2) == 0 {
+			// One member's gossip UDP, the leader's half of the time.
+			m := all[n.rng.IntN(len(all))]
+			if n.rng.IntN(2) == 0 {
+				if l := n.waitLeader(ctx, 5*time.Second); l != nil {
+					m = l
+				}
+			}
+			var rest []*integration.Member
+			for _, o := range all {
+				if o != m {
+					rest = append(rest, o)
+				}
+			}
+			n.net.gossipCut([]*integration.Member{m}, rest)
+			return []string{m.Name}, "gossip UDP of " + m.Name + " cut off from every other member", n.healAll
+		}
+		order := n.shuffled(all)
+		half := 1 + n.rng.IntN(len(order)-1)
+		a, b := order[:half], order[half:]
+		n.net.gossipCut(a, b)
+		return names(order), fmt.Sprintf("gossip UDP cut between %v and %v", names(a), names(b)), n.healAll
 	case Latency:
 		d := time.Duration(10+n.rng.IntN(90)) * time.Millisecond
 		for _, m := range cands {
@@ -333,6 +372,59 @@ func raftAddrs(ms []*integration.Member) []string {
 		out = append(out, m.RaftAddr())
 	}
 	return out
+}
+
+// watchGossip holds a gossip-only cut for d, watching what it does: the
+// members the candidates' gossip does not see alive meanwhile, whether
+// the Raft leader changed (it has no reason to: Raft's traffic is left
+// alone), and how many gossip packets the rules dropped.
+func (n *nemesis) watchGossip(ctx context.Context, d time.Duration) string {
+	leaderTerm := func() string {
+		for _, m := range n.running() {
+			sctx, cancel := context.WithTimeout(ctx, time.Second)
+			st, err := n.c.ClientFor(m).Status(sctx, false)
+			cancel()
+			if err == nil && st.RaftState == "leader" {
+				return fmt.Sprintf("%s term %d", m.Name, st.Term)
+			}
+		}
+		return "none"
+	}
+	before := leaderTerm()
+	seen := map[string]bool{}
+	end := time.Now().Add(d)
+	for ctx.Err() == nil && time.Now().Before(end) {
+		for _, m := range n.running() {
+			sctx, cancel := context.WithTimeout(ctx, time.Second)
+			st, err := n.c.ClientFor(m).Status(sctx, false)
+			cancel()
+			if err != nil || st.Gossip == nil {
+				continue
+			}
+			for _, g := range st.Gossip.Members {
+				if g.State != "alive" {
+					seen[m.Name+" saw "+g.Name+" "+g.State] = true
+				}
+			}
+		}
+		sleep(ctx, min(250*time.Millisecond, time.Until(end)))
+	}
+	after := leaderTerm()
+	var out []string
+	if len(seen) == 0 {
+		out = append(out, "every member stayed alive in every candidate's gossip")
+	} else {
+		out = append(out, "gossip: "+strings.Join(sortedKeys(seen), ", "))
+	}
+	if before == after {
+		out = append(out, "raft leader unchanged ("+before+")")
+	} else {
+		out = append(out, "raft leader "+before+" -> "+after)
+	}
+	if c, ok := n.net.(interface{ dropped(proto string) int64 }); ok {
+		out = append(out, fmt.Sprintf("%d gossip UDP packets dropped", c.dropped("udp")))
+	}
+	return strings.Join(out, "; ")
 }
 
 // request sends a fault request to a running member; a member that is

@@ -14,7 +14,9 @@ import (
 )
 
 // Network faults cut, or lose part of, the Raft traffic between members
-// (not the API, nor confd). Two ways exist:
+// (not the API, nor confd), or, for the gossip-only cut, memberlist's UDP
+// traffic (1818/udp; its TCP, which push/pull and the fallback probes use,
+// is left alone). Two ways exist:
 //
 //   - in process: each gntd's Raft transport goes through a fault wrapper
 //     driven by POST /debug/faults. It needs neither root nor iptables. A
@@ -24,7 +26,9 @@ import (
 //     vanish as on a real network: a cut dial hangs until its timeout, an
 //     open connection stalls, and loss makes TCP retransmit.
 //
-// Latency exists only in process (this kernel has no netem).
+// Latency exists only in process (this kernel has no netem); the
+// gossip-only cut only with iptables (the fault wrapper is the Raft
+// transport's, and gossip has none).
 
 // Network names.
 const (
@@ -40,6 +44,9 @@ type network interface {
 	cutTo(m *integration.Member, peers []*integration.Member)
 	// loss drops Raft traffic of the members at random with probability p.
 	loss(ms []*integration.Member, p float64)
+	// gossipCut drops the gossip UDP packets between each member of a and
+	// each of b, both ways.
+	gossipCut(a, b []*integration.Member)
 	// heal removes every fault this network set.
 	heal(ms []*integration.Member)
 }
@@ -59,6 +66,11 @@ func (p inProcess) loss(ms []*integration.Member, rate float64) {
 	for _, m := range ms {
 		p.n.request(m, server.FaultRequest{DropRate: &rate})
 	}
+}
+
+func (p inProcess) gossipCut(a, b []*integration.Member) {
+	// FaultKinds leaves the kind out of in-process runs.
+	p.n.t.Errorf("gossip-cut needs iptables: gossip has no in-process fault wrapper")
 }
 
 func (p inProcess) heal([]*integration.Member) {} // healAll heals every wrapper
@@ -101,6 +113,51 @@ func (p *ipTables) loss(ms []*integration.Member, rate float64) {
 	}
 }
 
+// gossipCut drops UDP to the gossip port between the two sides: every
+// gossip packet (probe, ack, broadcast) goes from a member's gossip port
+// to another's.
+func (p *ipTables) gossipCut(a, b []*integration.Member) {
+	for _, x := range a {
+		for _, y := range b {
+			p.iptables("-A", "INPUT", "-s", x.IP, "-d", y.IP, "-p", "udp", "--dport", gossipPort, "-j", "DROP")
+			p.iptables("-A", "INPUT", "-s", y.IP, "-d", x.IP, "-p", "udp", "--dport", gossipPort, "-j", "DROP")
+		}
+	}
+}
+
+// dropped sums the packets the DROP rules of the INPUT chain for proto
+// (tcp, udp) have dropped since they were added.
+func (p *ipTables) dropped(proto string) int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !inNetns() {
+		return 0
+	}
+	out, err := exec.Command("iptables", "-w", "-L", "INPUT", "-n", "-v", "-x").CombinedOutput()
+	if err != nil {
+		p.n.logf("iptables -L INPUT: %v: %s", err, out)
+		return 0
+	}
+	return droppedPackets(string(out), proto)
+}
+
+// droppedPackets sums the packet counts of the DROP rules for proto in the
+// output of iptables -L -n -v -x.
+func droppedPackets(out, proto string) int64 {
+	var total int64
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		// pkts bytes target prot opt in out source destination ...;
+		// iptables-nft shows the protocol's number.
+		if len(f) >= 4 && f[2] == "DROP" && (f[3] == proto || f[3] == map[string]string{"tcp": "6", "udp": "17"}[proto]) {
+			if n, err := strconv.ParseInt(f[0], 10, 64); err == nil {
+				total += n
+			}
+		}
+	}
+	return total
+}
+
 func (p *ipTables) heal([]*integration.Member) { p.iptables("-F", "INPUT") }
 
 func (p *ipTables) iptables(args ...string) {
@@ -117,7 +174,10 @@ func (p *ipTables) iptables(args ...string) {
 	}
 }
 
-const raftPort = "1817"
+const (
+	raftPort   = "1817"
+	gossipPort = "1818"
+)
 
 // netnsEnv marks a test process that runs in a network namespace of its
 // own (see inNetns).

@@ -3,9 +3,11 @@ package chaos
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/gnt-cluster/gnt/fsm"
 	"github.com/gnt-cluster/gnt/integration"
+	"github.com/gnt-cluster/gnt/repair"
 	"github.com/gnt-cluster/gnt/rpc"
 )
 
@@ -78,8 +81,15 @@ type Report struct {
 	// members' logs), the initial one included.
 	Leaderships int
 	// Converged is how long after healing the candidates agreed.
-	Converged  time.Duration
-	Violations []string
+	Converged time.Duration
+	// MaintdAfterElection is how long after its election the final
+	// leader's maintd first answered on port 1816 (MaintdMeasured: when
+	// it was elected during the run); Maintd is what the probes of port
+	// 1816 showed.
+	MaintdAfterElection time.Duration
+	MaintdMeasured      bool
+	Maintd              MaintdResult
+	Violations          []string
 	// Dir holds the run's files when it failed.
 	Dir string
 }
@@ -95,9 +105,13 @@ func Summary(reports []*Report) string { return summaryLine(len(reports), report
 func summaryLine(runs int, reports []*Report) string {
 	var ops, ok, failed, indet, lost, unexp, dup, rec, lin, checked, unknown, viol int
 	faults := map[string]int{}
-	var worst time.Duration
+	var worst, maintd time.Duration
 	worstFault := ""
+	measured := false
 	for _, r := range reports {
+		if r.MaintdMeasured {
+			maintd, measured = max(maintd, r.MaintdAfterElection), true
+		}
 		ops, ok, failed, indet = ops+r.Ops, ok+r.OK, failed+r.Failed, indet+r.Indeterminate
 		lost, unexp, dup, rec = lost+r.Sets.Lost, unexp+r.Sets.Unexpected, dup+r.Sets.Duplicated, rec+r.Sets.Recovered
 		lin, checked, unknown = lin+r.Linear.Ok, checked+r.Linear.Checked, unknown+r.Linear.Unknown
@@ -120,7 +134,11 @@ func summaryLine(runs int, reports []*Report) string {
 	if worstFault != "" {
 		line += " (" + worstFault + ")"
 	}
-	return line + fmt.Sprintf(" violations=%d", viol)
+	m := "n/a"
+	if measured {
+		m = maintd.Round(time.Millisecond).String()
+	}
+	return line + fmt.Sprintf(" maintd-after-election=%s violations=%d", m, viol)
 }
 
 // run is the state of one run.
@@ -137,6 +155,7 @@ type run struct {
 
 	mu      sync.Mutex
 	samples []Sample
+	probes  []MaintdProbe
 }
 
 // RunOnce runs one cluster through the workload and the faults, then
@@ -187,18 +206,19 @@ func RunOnce(t *testing.T, cfg Config, rep *Report) {
 
 	// Faults, one at a time, on the test's goroutine (restarting a member
 	// may fail the test).
-	r.nem.run(context.Background(), schedule{kinds: cfg.Kinds, allKinds: FaultKinds(cfg.Candidates),
+	r.nem.run(context.Background(), schedule{kinds: cfg.Kinds, allKinds: FaultKinds(cfg.Candidates, cfg.Network),
 		until: time.Now().Add(cfg.Length), hold: cfg.Hold, gap: cfg.Gap, warmup: 2 * time.Second})
 	stopLoad()
 	<-loadDone
 	r.nem.healAll()
-	healed := time.Now()
+	healed, healedAt := time.Now(), r.h.Now()
 	cfg.Logf("%7.3fs workload stopped, all healed; %d writes", secs(r.h.Now()), min(w.writes.Load(), cfg.MaxWrites))
 
 	r.converge(healed)
 	r.tombstone(cfg.Clients)
 	r.waitJobs()
 	r.final = r.readState(true)
+	r.finalMaintd(healedAt)
 	stopPoll()
 	<-pollDone
 
@@ -284,7 +304,8 @@ func (r *run) readState(jobs bool) State {
 	return st
 }
 
-// poll samples every candidate's status until ctx ends.
+// poll samples every candidate's status, and probes every member's
+// maintd port, until ctx ends.
 func (r *run) poll(ctx context.Context) <-chan struct{} {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -294,21 +315,93 @@ func (r *run) poll(ctx context.Context) <-chan struct{} {
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
+				call := r.h.Now()
 				sctx, cancel := context.WithTimeout(ctx, time.Second)
 				st, err := cl.Status(sctx, false)
 				cancel()
 				if err == nil && st.Candidate {
+					s := Sample{Member: m.Name, Call: call, At: r.h.Now(), State: st.RaftState,
+						Term: st.Term, Established: st.Established, Applied: st.AppliedIndex}
+					if st.Maintd != nil {
+						s.MaintdAddr, s.MaintdEpoch = st.Maintd.Addr, st.Maintd.Epoch
+					}
+					if st.Gossip != nil {
+						for _, g := range st.Gossip.Members {
+							if g.State != "alive" {
+								s.Gossip = append(s.Gossip, g.Name+":"+g.State)
+							}
+						}
+					}
 					r.mu.Lock()
-					r.samples = append(r.samples, Sample{Member: m.Name, At: r.h.Now(), State: st.RaftState,
-						Term: st.Term, Established: st.Established, Applied: st.AppliedIndex})
+					r.samples = append(r.samples, s)
 					r.mu.Unlock()
 				}
 				sleep(ctx, 100*time.Millisecond)
 			}
 		}()
 	}
+	for _, m := range r.c.Members {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.probeMaintd(ctx, m)
+		}()
+	}
 	go func() { wg.Wait(); close(done) }()
 	return done
+}
+
+// probeMaintd asks GET / of the member's maintd port every
+// MaintdProbeEvery until ctx ends, each on a new connection (a kept-alive
+// one would outlive a closed listener), and records what came.
+func (r *run) probeMaintd(ctx context.Context, m *integration.Member) {
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	defer hc.CloseIdleConnections()
+	u := "http://" + net.JoinHostPort(m.IP, maintdPort) + "/"
+	for ctx.Err() == nil {
+		p := MaintdProbe{Member: m.Name, Start: r.h.Now()}
+		pctx, cancel := context.WithTimeout(ctx, MaintdProbeTimeout)
+		req, _ := http.NewRequestWithContext(pctx, http.MethodGet, u, nil)
+		req.Header.Set("Accept", "application/json")
+		resp, err := hc.Do(req)
+		if err == nil {
+			io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+			resp.Body.Close()
+			p.Answered, p.Code = true, resp.StatusCode
+			h := resp.Header.Get(repair.HeaderEpoch)
+			if e, perr := strconv.ParseUint(h, 10, 64); perr == nil && e > 0 {
+				p.Epoch = e
+			} else {
+				p.Header = h
+			}
+		} else {
+			p.Err = probeError(err)
+		}
+		cancel()
+		p.End = r.h.Now()
+		if !p.Answered && ctx.Err() != nil {
+			return // stopped, not unanswered
+		}
+		r.mu.Lock()
+		r.probes = append(r.probes, p)
+		r.mu.Unlock()
+		sleep(ctx, MaintdProbeEvery)
+	}
+}
+
+// probeError names why a probe got no answer, briefly.
+func probeError(err error) string {
+	switch {
+	case isConnRefused(err):
+		return "refused"
+	case errors.Is(err, context.DeadlineExceeded), os.IsTimeout(err):
+		return "timeout"
+	}
+	s := err.Error()
+	if i := strings.LastIndex(s, ": "); i >= 0 {
+		s = s[i+2:]
+	}
+	return s
 }
 
 // converge waits until every candidate has applied the same index with
@@ -456,12 +549,91 @@ func (r *run) check() {
 	for _, v := range CheckLeaderServices(ests, r.final.Jobs) {
 		r.violation("leader services: %s", v)
 	}
+	var elections []Election
+	for _, m := range r.c.Members {
+		elections = append(elections, ParseElections(m.Name, m.Log(), r.h.start)...)
+	}
+	r.mu.Lock()
+	probes := slices.Clone(r.probes)
+	r.mu.Unlock()
+	rep.Maintd = CheckMaintd(MaintdHistory{Probes: probes, Samples: samples, Elections: elections,
+		Candidates: names(r.c.Candidates()), Faults: faults})
+	if rep.Maintd.Answers == 0 {
+		r.violation("maintd: no probe of port %s was ever answered; the check saw nothing", maintdPort)
+	}
+	for _, v := range rep.Maintd.Violations {
+		r.violation("maintd: %s", v)
+	}
+	for _, h := range rep.Maintd.Handover {
+		r.cfg.Logf("maintd handover of a paused leader (allowed): %s", h)
+	}
 	for _, v := range CheckStale(ops, r.initial) {
 		r.violation("stale read: %s", v)
 	}
 	if rep.OK == 0 {
 		r.violation("liveness: no operation succeeded")
 	}
+}
+
+// finalMaintd waits (the probes going on) until the final leader's maintd
+// has answered with the epoch its status names, then measures how long
+// after the leader's election that first happened.
+func (r *run) finalMaintd(healed int64) {
+	deadline := time.Now().Add(MaintdAnswerWithin)
+	var f FinalMaintd
+	var leader *integration.Member
+	for {
+		if l := r.c.Leader(); l != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			st, err := r.c.ClientFor(l).Status(ctx, false)
+			cancel()
+			if err == nil && st.RaftState == "leader" && st.Maintd != nil {
+				leader, f = l, FinalMaintd{Leader: l.Name, Epoch: st.Maintd.Epoch, Healed: healed}
+				r.mu.Lock()
+				answered := slices.ContainsFunc(r.probes, func(p MaintdProbe) bool {
+					return p.Answered && p.Member == f.Leader && p.Epoch == f.Epoch
+				})
+				r.mu.Unlock()
+				if answered {
+					break
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if leader == nil {
+		r.violation("maintd: no established leader named a maintd in its status within %v after the final reads", MaintdAnswerWithin)
+		return
+	}
+	found := false
+	for _, e := range ParseElections(leader.Name, leader.Log(), r.h.start) {
+		if e.Epoch == f.Epoch {
+			f.Elected, found = e.Elected, true
+		}
+	}
+	if !found {
+		r.violation("maintd: the final leader %s runs maintd epoch %d, which its log never established", f.Leader, f.Epoch)
+		return
+	}
+	r.mu.Lock()
+	probes := slices.Clone(r.probes)
+	r.mu.Unlock()
+	after, vs := CheckFinalMaintd(probes, f)
+	for _, v := range vs {
+		r.violation("maintd: %s", v)
+	}
+	if f.Elected < 0 {
+		// Elected before the probes began: when it first answered is
+		// not known.
+		r.cfg.Logf("%7.3fs final leader %s elected before the run began (epoch %d); its maintd answers", secs(r.h.Now()), f.Leader, f.Epoch)
+		return
+	}
+	r.rep.MaintdAfterElection, r.rep.MaintdMeasured = after, true
+	r.cfg.Logf("%7.3fs final leader %s elected at %.3fs (epoch %d): maintd answered %v after the election", secs(r.h.Now()),
+		f.Leader, secs(f.Elected), f.Epoch, after.Round(time.Millisecond))
 }
 
 // worstRecovery finds, for each fault, the first acknowledged write
@@ -516,6 +688,7 @@ func (r *run) keep() {
 	}
 	r.mu.Lock()
 	writeJSONLines(filepath.Join(dir, "samples.jsonl"), r.samples)
+	writeJSONLines(filepath.Join(dir, "maintd-probes.jsonl"), r.probes)
 	r.mu.Unlock()
 	save("state-initial.json", r.initial)
 	save("state-final.json", r.final)
