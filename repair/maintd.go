@@ -357,7 +357,24 @@ func hasTag(n *fsm.Node, tag string) bool {
 // incident's.
 func (r *round) observed(in *fsm.Incident) bool {
 	o, ok := r.in.Diagnose[in.Node]
-	return ok && sameJSON(o.Original, in.Original)
+	return ok && matches(in, o)
+}
+
+// matches reports whether an observation is the incident: the same
+// output (compared as JSON values), or the same action and repair
+// command. The seed asks collectors for stable output; one whose details
+// change every time (a timestamp, a counter) must not open an incident
+// per poll, so a node has at most one incident per action and command
+// until an operator acknowledges it.
+func matches(in *fsm.Incident, o Observation) bool {
+	if sameJSON(in.Original, o.Original) {
+		return true
+	}
+	var c struct {
+		Command string `json:"command"`
+	}
+	_ = json.Unmarshal(in.Original, &c)
+	return in.Action == o.Status && c.Command == o.Command
 }
 
 // sameJSON reports whether two JSON texts encode the same value (object
@@ -428,7 +445,7 @@ func (r *round) collect() {
 		}
 		known := false
 		for _, in := range r.m.Incidents {
-			if in.Node == n.Name && sameJSON(in.Original, o.Original) && !r.forgotten(in.UUID) {
+			if in.Node == n.Name && matches(in, o) && !r.forgotten(in.UUID) {
 				known = true
 				break
 			}
