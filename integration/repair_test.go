@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -384,4 +385,71 @@ func TestMaintdEvacuateAcrossFailover(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestBenchRepairFailover measures, in the demo's repair configuration
+// (gntd dev: dead grace 5 s, rounds every 3 s, harep's job delay 1 s,
+// gnt-oob-fake fencing), the time from kill -9 of a node's gntd to its
+// drbd instance running on the secondary. Each kill is followed by the
+// node powered on again and brought back online before the next.
+func TestBenchRepairFailover(t *testing.T) {
+	benchOnly(t)
+	c := repairCluster(t, ClusterOptions{})
+	if out, code := c.GNTExit("cluster", "modify", "--maintenance-interval", "3", "--repair-dead-grace", "5s",
+		"--repair-job-delay", "1s", "--diagnose-interval", "2s"); code != 0 {
+		t.Fatalf("cluster modify: %s", out)
+	}
+	if out, err := c.GNT("cluster", "add-tags", "ganeti:watcher:autorepair:failover"); err != nil {
+		t.Fatalf("tag: %v\n%s", err, out)
+	}
+	nodes := []*Member{c.Member("node21"), c.Member("node22"), c.Member("node23")}
+	var took []time.Duration
+	for i, pair := range []string{"node21:node22", "node22:node23", "node23:node21"} {
+		name := fmt.Sprintf("bench%d", i)
+		if out, err := c.GNT("instance", "add", "-t", "drbd", "--disk", "1G", "--memory", "256", "--os-type", "debian", "-n", pair, name); err != nil {
+			t.Fatalf("instance add: %v\n%s", err, out)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		in, err := c.Client().Instance(ctx, name)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		primary, secondary, _ := strings.Cut(pair, ":")
+		victim := c.Member(primary)
+		start := time.Now()
+		victim.Kill()
+		c.Eventually(90*time.Second, 50*time.Millisecond, name+" running on "+secondary, func() error {
+			if on := c.runningOn(t, in.UUID, nodes); len(on) != 1 || on[0] != secondary {
+				return fmt.Errorf("running on %v", on)
+			}
+			return nil
+		})
+		d := time.Since(start)
+		took = append(took, d)
+		t.Logf("kill -9 of %s -> %s running on %s: %v", primary, name, secondary, d.Round(10*time.Millisecond))
+		// Bring the node back for the next kill (the breaker would count
+		// two dead nodes of six as too many).
+		if out, err := c.GNT("node", "power", "on", primary); err != nil {
+			t.Fatalf("power on: %v\n%s", err, out)
+		}
+		if out, err := c.GNT("node", "modify", primary, "--offline", "no"); err != nil {
+			t.Fatalf("online: %v\n%s", err, out)
+		}
+		c.Eventually(60*time.Second, 200*time.Millisecond, primary+" alive", func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			n, err := c.Client().Node(ctx, primary)
+			if err != nil {
+				return err
+			}
+			if n.Liveness != "alive" {
+				return fmt.Errorf("%s is %s", primary, n.Liveness)
+			}
+			return nil
+		})
+	}
+	sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
+	t.Logf("figure: kill -9 of a node to its drbd instance running on the secondary, demo settings (dead grace 5 s, rounds 3 s, job delay 1 s, gossip detection ~2 s): %d kills, median %v, max %v",
+		len(took), took[len(took)/2].Round(10*time.Millisecond), took[len(took)-1].Round(10*time.Millisecond))
 }
