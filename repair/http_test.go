@@ -1,0 +1,184 @@
+package repair
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gnt-cluster/gnt/fsm"
+)
+
+// fsmApplier applies commands to a scenario's FSM as the leader would.
+type fsmApplier struct{ sc *scenario }
+
+func (a fsmApplier) Apply(_ context.Context, cmd fsm.Command) (fsm.Response, uint64, error) {
+	data, err := fsm.Encode(cmd)
+	if err != nil {
+		return fsm.Response{}, 0, err
+	}
+	a.sc.idx++
+	r := a.sc.f.Apply(a.sc.idx, data).(fsm.Response)
+	return r, a.sc.idx, nil
+}
+
+func httpScenario(t *testing.T) (*scenario, *Service, *httptest.Server) {
+	t.Helper()
+	sc := &scenario{}
+	sc.build(t, `
+node node1
+node node21
+instance web1 drbd node21 node1 tags=ganeti:watcher:autorepair:failover
+maint {"incidents":[{"uuid":"inc-1","node":"node21","node_uuid":"uuid-node21","original":{"status":"live-repair","command":"fix"},"action":"live-repair","repair-status":"noted","jobs":[],"tag":"maintd:repairready:inc-1","serial_no":1,"ctime":1700000000,"mtime":1700000000},{"uuid":"inc-2","node":"node21","node_uuid":"uuid-node21","original":{"status":"evacuate"},"action":"evacuate","repair-status":"completed","jobs":[3],"tag":"maintd:repairready:inc-2","serial_no":1,"ctime":1700000000,"mtime":1700000000}],"jobs":[3],"evacuated":["web7"]}
+`)
+	svc := &Service{FSM: sc.f, Apply: fsmApplier{sc}, Epoch: 7, Clock: func() time.Time { return at(10) }}
+	srv := httptest.NewServer(svc.Handler())
+	t.Cleanup(srv.Close)
+	return sc, svc, srv
+}
+
+func get(t *testing.T, url, accept string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+func TestMaintdHTTP(t *testing.T) {
+	_, _, srv := httpScenario(t)
+	for _, c := range []struct {
+		path, accept string
+		status       int
+		want         string
+	}{
+		{"/", "", 200, "[1]\n"},
+		{"/", "application/json", 200, "[1]\n"},
+		{"/", "application/json, text/html", 200, "[1]\n"},
+		{"/1", "", 200, "null\n"},
+		{"/1/jobs", "", 200, "[3]\n"},
+		{"/1/evacuated", "", 200, "[\"web7\"]\n"},
+		{"/2", "", 404, "not found"},
+		{"/1/status/x", "", 404, "not found"},
+	} {
+		resp, body := get(t, srv.URL+c.path, c.accept)
+		if resp.StatusCode != c.status || !strings.Contains(body, c.want) {
+			t.Errorf("GET %s (Accept %q): %d %q, want %d %q", c.path, c.accept, resp.StatusCode, body, c.status, c.want)
+		}
+		if resp.Header.Get(HeaderEpoch) != "7" {
+			t.Errorf("GET %s: epoch header %q", c.path, resp.Header.Get(HeaderEpoch))
+		}
+	}
+	// The incidents with Ganeti's keys.
+	_, body := get(t, srv.URL+"/1/status", "")
+	var list []map[string]any
+	if err := json.Unmarshal([]byte(body), &list); err != nil || len(list) != 2 {
+		t.Fatalf("/1/status: %v %s", err, body)
+	}
+	for _, k := range []string{"uuid", "node", "original", "action", "repair-status", "jobs", "tag", "ctime", "mtime", "serial_no"} {
+		if _, ok := list[0][k]; !ok {
+			t.Errorf("/1/status: incident lacks %q: %v", k, list[0])
+		}
+	}
+	// A browser gets the page.
+	resp, page := get(t, srv.URL+"/", "text/html,application/xhtml+xml")
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") || !strings.Contains(page, "inc-1") ||
+		!strings.Contains(page, `http-equiv="refresh"`) || !strings.Contains(page, "node21") {
+		t.Errorf("page: %s\n%s", resp.Header.Get("Content-Type"), page)
+	}
+	// The plan.
+	_, body = get(t, srv.URL+"/1/plan", "")
+	var p RoundPlan
+	if err := json.Unmarshal([]byte(body), &p); err != nil || len(p.Nodes) != 2 {
+		t.Fatalf("/1/plan: %v %s", err, body)
+	}
+}
+
+func TestMaintdCancel(t *testing.T) {
+	sc, _, srv := httpScenario(t)
+	post := func(path string) (int, string) {
+		resp, err := http.Post(srv.URL+path, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	before := sc.f.Hash()
+	for _, c := range []struct {
+		path   string
+		status int
+		want   string
+	}{
+		{"/1/cancel/nope", 404, "no incident"},
+		{"/1/cancel/inc-2", 409, "completed already"},
+		{"/1/cancel/", 404, "not found"},
+	} {
+		if st, body := post(c.path); st != c.status || !strings.Contains(body, c.want) {
+			t.Errorf("POST %s: %d %s, want %d %q", c.path, st, body, c.status, c.want)
+		}
+	}
+	if sc.f.Hash() != before {
+		t.Fatal("refused cancels changed the state")
+	}
+	if st, body := post("/1/cancel/inc-1"); st != 200 {
+		t.Fatalf("cancel: %d %s", st, body)
+	}
+	sc.f.Read(func(st *fsm.State, _ uint64) {
+		if in := st.Maint().Incident("inc-1"); in == nil || in.RepairStatus != fsm.IncidentCanceled {
+			t.Fatalf("after cancel: %+v", in)
+		}
+	})
+	// A GET is no cancel.
+	if resp, _ := get(t, srv.URL+"/1/cancel/inc-1", ""); resp.StatusCode != 404 && resp.StatusCode != 405 {
+		t.Errorf("GET /1/cancel: %d", resp.StatusCode)
+	}
+}
+
+// failingApplier refuses every command as a deposed leader's would be.
+type failingApplier struct{ err *fsm.Error }
+
+func (a failingApplier) Apply(context.Context, fsm.Command) (fsm.Response, uint64, error) {
+	return fsm.Response{Err: a.err}, 0, nil
+}
+
+// TestServiceFenced: a round refused for a newer epoch ends the service
+// with ErrFenced; one refused otherwise does not.
+func TestServiceFenced(t *testing.T) {
+	sc := &scenario{}
+	sc.build(t, "node node1\nnode node21\n")
+	sc.obs = nil
+	diag := func() map[string]Observation {
+		return map[string]Observation{"node21": {Node: "node21", Status: fsm.ActionLiveRepair, Command: "x", Original: json.RawMessage(`{"command":"x","status":"live-repair"}`)}}
+	}
+	svc := &Service{FSM: sc.f, Apply: failingApplier{&fsm.Error{Code: fsm.CodeFenced, Msg: "epoch"}}, Epoch: 1, Diagnose: diag}
+	if err := svc.step(t.Context()); !errors.Is(err, fsm.ErrFenced) {
+		t.Fatalf("fenced round: %v", err)
+	}
+	svc.Apply = failingApplier{&fsm.Error{Code: fsm.CodeInval, Msg: "bad"}}
+	if err := svc.step(t.Context()); err != nil {
+		t.Fatalf("refused round: %v", err)
+	}
+	// Without quorum nothing is applied at all.
+	svc.Apply = failingApplier{&fsm.Error{Code: fsm.CodeFenced, Msg: "must not be called"}}
+	svc.Quorum = func(context.Context) error { return errors.New("no majority") }
+	if err := svc.step(t.Context()); err != nil {
+		t.Fatalf("no quorum: %v", err)
+	}
+	if last, _, _, _ := svc.Last(); last == nil || last.NoQuorum == "" {
+		t.Fatalf("no quorum not reported: %+v", last)
+	}
+}
