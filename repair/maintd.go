@@ -220,9 +220,7 @@ func PlanRound(in RoundInput) *RoundPlan {
 	// 4. Handle the incidents; 5. harep on the other nodes.
 	skip := r.handleIncidents()
 	r.harep(skip)
-	if r.m.Balance {
-		r.note("auto-balancing is enabled but not implemented in this version: no balancing jobs")
-	}
+	r.balance(skip)
 	r.finish()
 	return p
 }
