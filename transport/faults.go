@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -64,10 +65,13 @@ func (f *Faults) Block(peer string) {
 // Unblock undoes Block(peer) and CutTo(peer). It does not undo BlockAll;
 // Heal does.
 func (f *Faults) Unblock(peer string) {
+	key := peerKey(peer)
 	f.mu.Lock()
-	delete(f.blocked, peerKey(peer))
-	delete(f.cutTo, peerKey(peer))
+	delete(f.blocked, key)
+	delete(f.cutTo, key)
+	victims := f.matchingLocked(func(c *faultConn) bool { return c.has(key) && c.lost.Load() })
 	f.mu.Unlock()
+	closeAll(victims)
 }
 
 // CutTo makes a one-way cut: everything this node sends to peer is lost,
@@ -99,8 +103,10 @@ func (f *Faults) BlockAll() {
 	closeAll(victims)
 }
 
-// Heal removes every fault: blocks, cuts, BlockAll, delay and drop rate. The random
-// source set by SetRand stays.
+// Heal removes every fault: blocks, cuts, BlockAll, delay and drop rate,
+// and closes the connections that lost writes to a cut (their streams are
+// broken; Raft dials again at once). The random source set by SetRand
+// stays.
 func (f *Faults) Heal() {
 	f.mu.Lock()
 	f.blockAll = false
@@ -108,7 +114,9 @@ func (f *Faults) Heal() {
 	f.cutTo = nil
 	f.delay = 0
 	f.dropRate = 0
+	victims := f.matchingLocked(func(c *faultConn) bool { return c.lost.Load() })
 	f.mu.Unlock()
+	closeAll(victims)
 }
 
 // SetDelay adds d of latency before each write on every connection; 0
@@ -253,6 +261,11 @@ type faultConn struct {
 	f      *Faults
 	keys   []string // who the peer is: remote IP, and the dialed host if named
 	dialed bool     // this node dialed it (else it was accepted)
+	// lost is set once a write was discarded by a one-way cut: the
+	// stream is missing bytes its peer waits for, so the connection is
+	// closed when the cut is lifted rather than left for the peer's
+	// read deadline.
+	lost   atomic.Bool
 	once   sync.Once
 	closed chan struct{}
 }
@@ -301,6 +314,7 @@ func (c *faultConn) Write(b []byte) (int, error) {
 		return 0, ErrBlocked
 	}
 	if c.f.isCut(c.keys) {
+		c.lost.Store(true)
 		return len(b), nil // lost on the way, unknown to the sender
 	}
 	n, err := c.Conn.Write(b)

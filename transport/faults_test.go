@@ -230,8 +230,13 @@ func TestCutToIsOneWay(t *testing.T) {
 	outC, inC := connect(t, a, c)
 	roundTrip(t, outC, inC, "to C")
 
-	// Unblock lifts the cut.
+	// Unblock lifts the cut, and closes the connection whose answer was
+	// lost (its stream is broken: B would wait for its read deadline).
 	fa.Unblock(b.Addr().String())
+	outB.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if _, err := outB.Read(make([]byte, 16)); err != io.EOF {
+		t.Errorf("B reading the connection that lost A's answer after the cut: %v, want EOF", err)
+	}
 	outA, inB = connect(t, a, b)
 	roundTrip(t, outA, inB, "healed")
 	roundTrip(t, inA2, outB2, "answer heard")
