@@ -473,7 +473,7 @@ func (p *planner) instance(inst *fsm.Instance) (InstanceStatus, fsm.TagEdit, *Ne
 		return st, edit, nil
 	}
 	if ts.state == StateFailed {
-		st.Why = fmt.Sprintf("%s repair %s failed; remove the tag %s once the instance is fixed", ts.cur.Type, ts.cur.ID, ts.cur.text)
+		st.Why = fmt.Sprintf("%s repair %s failed%s; remove the tag %s once the instance is fixed", ts.cur.Type, ts.cur.ID, p.firstError(ts.cur.Jobs, true), ts.cur.text)
 		return st, edit, nil
 	}
 	if pol.suspended {
@@ -504,7 +504,7 @@ func (p *planner) instance(inst *fsm.Instance) (InstanceStatus, fsm.TagEdit, *Ne
 				tag := p.resultTag(inst, cur.Type, cur.ID, ResultFailure, cur.Jobs)
 				edit.Add = append(edit.Add, fsm.TagText{Text: tag})
 				st.State = StateFailed
-				st.Why = fmt.Sprintf("%s repair %s failed: %s; remove the tag %s once the instance is fixed", cur.Type, cur.ID, ended(id, status), tag)
+				st.Why = fmt.Sprintf("%s repair %s failed: %s%s; remove the tag %s once the instance is fixed", cur.Type, cur.ID, ended(id, status), p.firstError([]int64{id}, false), tag)
 				return st, edit, nil
 			}
 			tag := p.resultTag(inst, cur.Type, cur.ID, ResultSuccess, cur.Jobs)
@@ -677,6 +677,47 @@ func (p *planner) jobsOutcome(ids []int64) (done bool, status string, id int64) 
 		return true, bad, badID
 	}
 	return true, fsm.StatusSuccess, ids[len(ids)-1]
+}
+
+// maxErrorText bounds the error text a status quotes from a job.
+const maxErrorText = 200
+
+// firstError quotes the error of the first of the jobs that failed (the
+// allocator's "no node has enough memory", a node that did not answer),
+// as ": [job N: ]<text>", or "" when none says anything.
+func (p *planner) firstError(ids []int64, withID bool) string {
+	for _, id := range ids {
+		text := ""
+		if j := p.s.Jobs[id]; j != nil {
+			for _, op := range j.Ops {
+				if op.Status == fsm.StatusError && len(op.Result) > 0 {
+					var str string
+					if json.Unmarshal(op.Result, &str) == nil {
+						text = str
+					} else {
+						text = string(op.Result)
+					}
+					break
+				}
+			}
+		} else if a := p.s.Archived[id]; a != nil {
+			text = a.Error
+			var str string
+			if json.Unmarshal([]byte(text), &str) == nil {
+				text = str
+			}
+		}
+		if text != "" {
+			if len(text) > maxErrorText {
+				text = text[:maxErrorText] + "..."
+			}
+			if withID {
+				return fmt.Sprintf(": job %d: %s", id, text)
+			}
+			return ": " + text
+		}
+	}
+	return ""
 }
 
 // ended says how a job that did not succeed ended.

@@ -242,7 +242,12 @@ func (w *world) submitDelay(t *testing.T, d *datadriven.TestData) int64 {
 // updates.
 func (w *world) driveJob(t *testing.T, d *datadriven.TestData, id int64, status string) {
 	upd := func(op int, action, st string) {
-		w.must(t, d, fsm.JobUpdate{Now: w.now, Epoch: w.epoch, JobID: id, OpIndex: op, Action: action, Status: st, Result: json.RawMessage("null")})
+		res := json.RawMessage("null")
+		if st == fsm.StatusError {
+			// What the status quotes of a failed job.
+			res = json.RawMessage(`"cannot choose a new secondary with the allocator (hail): no node has enough free memory"`)
+		}
+		w.must(t, d, fsm.JobUpdate{Now: w.now, Epoch: w.epoch, JobID: id, OpIndex: op, Action: action, Status: st, Result: res})
 	}
 	var ops []string
 	w.read(func(s *fsm.State) {
