@@ -215,12 +215,7 @@ func (c Commands) Run(ctx context.Context, op Op, name string, stdin []byte) (Co
 	errBuf := &boundedBuffer{max: max}
 	cmd.Stdout = &teeWriter{combined, out}
 	cmd.Stderr = &teeWriter{combined, errBuf}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error {
-		// The whole group: a command's children die with it.
-		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	}
-	cmd.WaitDelay = killGrace
+	killGroupOnCancel(cmd)
 	runErr := cmd.Run()
 	out.mu.Lock()
 	dropped := out.dropped

@@ -197,12 +197,7 @@ func (e *Exec) run(ctx context.Context, c call) (output string, stdout []byte, e
 	out := &boundedBuffer{max: e.cfg.MaxOutput}
 	cmd.Stdout = &teeWriter{combined, out}
 	cmd.Stderr = &teeWriter{combined, nil}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error {
-		// The whole group: a script's children die with it.
-		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	}
-	cmd.WaitDelay = killGrace
+	killGroupOnCancel(cmd)
 	start := time.Now()
 	runErr := cmd.Run()
 	output = combined.String()
@@ -833,4 +828,15 @@ func (t *teeWriter) Write(p []byte) (int, error) {
 		t.own.Write(p)
 	}
 	return len(p), nil
+}
+
+// killGroupOnCancel runs cmd in its own process group and, when its
+// context ends, kills the whole group (a script's children die with it),
+// waiting at most killGrace for its output.
+func killGroupOnCancel(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error {
+		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	cmd.WaitDelay = killGrace
 }

@@ -79,6 +79,16 @@ func (s *session) repairView(ctx context.Context) (*repairView, json.RawMessage,
 	return &v, raw, nil
 }
 
+// repairShow reads the repair view for a command that prints it: with
+// -o json it prints the server's answer and returns nil.
+func (s *session) repairShow(ctx context.Context) (*repairView, error) {
+	v, raw, err := s.repairView(ctx)
+	if err != nil || !s.cfg.JSON() {
+		return v, err
+	}
+	return nil, printJSON(s.stdout, raw)
+}
+
 func (e environment) repairCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "repair",
@@ -145,12 +155,9 @@ func (e environment) maintCommand() *cli.Command {
 }
 
 func repairStatus(ctx context.Context, s *session, c *cli.Context, args []string) error {
-	v, raw, err := s.repairView(ctx)
-	if err != nil {
+	v, err := s.repairShow(ctx)
+	if v == nil {
 		return err
-	}
-	if s.cfg.JSON() {
-		return printJSON(s.stdout, raw)
 	}
 	want := map[string]bool{}
 	for _, a := range args {
@@ -233,12 +240,9 @@ func repairPlan(ctx context.Context, s *session, c *cli.Context, args []string) 
 	if err := nArgs(c, args, 0, 0); err != nil {
 		return err
 	}
-	v, raw, err := s.repairView(ctx)
-	if err != nil {
+	v, err := s.repairShow(ctx)
+	if v == nil {
 		return err
-	}
-	if s.cfg.JSON() {
-		return printJSON(s.stdout, raw)
 	}
 	w := s.stdout
 	printBreaker(w, v)
@@ -322,12 +326,9 @@ func maintStatus(ctx context.Context, s *session, c *cli.Context, args []string)
 	if err := nArgs(c, args, 0, 0); err != nil {
 		return err
 	}
-	v, raw, err := s.repairView(ctx)
-	if err != nil {
+	v, err := s.repairShow(ctx)
+	if v == nil {
 		return err
-	}
-	if s.cfg.JSON() {
-		return printJSON(s.stdout, raw)
 	}
 	m := &v.Maintenance
 	w := s.stdout
