@@ -41,10 +41,19 @@ func TestFlagsBecomeRequests(t *testing.T) {
 		// Global flags may follow the command, as with Ganeti's commands.
 		{[]string{"node", "remove", "n1", "--reason", "hardware swap"}, `DELETE /2/nodes/n1?reason=hardware+swap`},
 		{[]string{"cluster", "master-failover", "--to", "n2"}, `POST /2/gnt/master-failover {"target":"n2"}`},
+		{[]string{"cluster", "modify", "--maintenance-interval", "60", "--auto-balance-cluster", "yes", "--auto-balance-threshold", "0.2",
+			"--diagnose-data-collector-filename", "hw", "--diagnose-interval", "30s", "--repair-dead-grace", "2m", "--repair-breaker-share", "0.5",
+			"--repair-breaker-nodes", "4", "--repair-max-evacuations", "2", "--repair-round-job-limit", "9", "--repair-job-delay", "0s"},
+			`PUT /2/modify {"maint_round_delay":60,"maint_balance":true,"maint_balance_thresh":0.2,"diagnose_data_collector_filename":"hw","maint_diagnose_interval":30,"repair_dead_grace":120,"repair_breaker_share":0.5,"repair_breaker_nodes":4,"repair_max_evacuations":2,"repair_round_job_limit":9,"repair_job_delay":0}`},
+		{[]string{"maint", "cancel", "inc-1"}, `POST /2/gnt/maintd/incidents/inc-1/cancel`},
+		{[]string{"maint", "forget", "inc-1"}, `DELETE /2/gnt/maintd/incidents/inc-1`},
+		{[]string{"repair", "breaker", "reset"}, `PUT /2/modify {"repair_breaker_override_until":0}`},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			f := newFake(t)
 			f.on("POST", "/2/gnt/master-failover", 200, `{"master": "n2"}`)
+			f.on("POST", "/2/gnt/maintd/incidents/inc-1/cancel", 200, `{"incident": "inc-1", "action": "cancel"}`)
+			f.on("DELETE", "/2/gnt/maintd/incidents/inc-1", 200, `{"incident": "inc-1", "action": "forget"}`)
 			r := gnt(t, nil, append([]string{"--server", f.addr(), "--timeout", "5s"}, tc.args...)...)
 			if r.code != 0 {
 				t.Fatalf("exit %d: %s", r.code, r.stderr)
