@@ -3,6 +3,8 @@ package integration
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/url"
 	"os/exec"
 	"runtime"
 	"sort"
@@ -36,8 +38,12 @@ func cliLiveness(t *testing.T, out string) map[string]string {
 func nodeLiveness(c *Cluster) (map[string]string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	nodes, err := c.Client().Nodes(ctx, true)
-	if err != nil {
+	// A consistent read: a follower may not yet have applied what the
+	// leader committed just before it died (it learns the commit index
+	// from the next leader), and a stale read would show a liveness the
+	// leader already replaced.
+	var nodes []rpc.NodeInfo
+	if _, err := c.Client().Do(ctx, http.MethodGet, "/2/nodes", url.Values{"bulk": {"1"}, "consistent": {"1"}}, nil, &nodes); err != nil {
 		return nil, err
 	}
 	out := map[string]string{}
