@@ -33,6 +33,7 @@ type State struct {
 	groupByName map[string]string
 	instByName  map[string]string
 	instByIP    instIPIndex // see index_ip.go
+	usage       usageIndex  // see index_usage.go
 	pending     int
 	// execPending holds the unfinished jobs that need the executor, so the
 	// leader finds its work without scanning the retained history.
@@ -69,6 +70,7 @@ func (s *State) reindex() {
 	s.groupByName = map[string]string{}
 	s.instByName = map[string]string{}
 	s.instByIP = instIPIndex{}
+	s.usage = usageIndex{}
 	for u, n := range s.Nodes {
 		s.indexNode(u, n)
 	}
