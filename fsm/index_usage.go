@@ -30,6 +30,10 @@ import (
 type usageIndex map[string]*nodeUse
 
 type nodeUse struct {
+	// uuid is the node's UUID, one string for every peer entry naming
+	// the node as primary: readers resolving thousands of peers then hash
+	// a few cached strings, not one scattered copy per instance record.
+	uuid           string
 	mem, cpu, disk int64
 	// peers are by primary UUID, sorted; an entry exists while some
 	// instance contributes to it.
@@ -123,7 +127,11 @@ func (s *State) useInstance(u string, i *Instance, sign int64) {
 			continue
 		}
 		n.disk += disk
-		n.peer(i.PrimaryNode, sign*i.MemoryMiB, int(sign))
+		pri := i.PrimaryNode
+		if p := s.usage[pri]; p != nil {
+			pri = p.uuid
+		}
+		n.peer(pri, sign*i.MemoryMiB, int(sign))
 	}
 	if sign < 0 {
 		// Entries go once nothing uses the node: every sum is then back
@@ -150,7 +158,7 @@ func (x usageIndex) node(node, inst string, sign int64) *nodeUse {
 	}
 	n := x[node]
 	if n == nil {
-		n = &nodeUse{}
+		n = &nodeUse{uuid: node}
 		x[node] = n
 	}
 	k, found := slices.BinarySearch(n.insts, inst)
