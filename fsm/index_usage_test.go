@@ -244,7 +244,7 @@ func usageRandom(t *testing.T, seed uint64, n int) {
 	// Two nodes have totals, so that some records are refused for lack of
 	// room (checkInstanceFits).
 	for _, name := range []string{"node2", "node3"} {
-		if r := h.apply(NodeRegister{Now: h.now, Node: NodeSpec{Name: name, Resources: Resources{MemoryMiB: 16384, DiskMiB: 200000}}}).(Response); r.Err != nil {
+		if r := h.apply(NodeRegister{Now: h.now, Node: NodeSpec{Name: name, Resources: Resources{MemoryMiB: 6144, DiskMiB: 60000}}}).(Response); r.Err != nil {
 			t.Fatal(r.Err)
 		}
 	}
@@ -293,11 +293,33 @@ func usageRandom(t *testing.T, seed uint64, n int) {
 	}
 	// kinds counts the changes applied alone in a step that succeeded.
 	kinds := map[string]int{}
+	// checkUsed stages changes in a transaction it drops and compares,
+	// on every node, what the fit check reads of the index with a count
+	// over every instance.
+	checkUsed := func(changes ...StepChange) {
+		tx := st.begin(h.now)
+		for _, c := range changes {
+			_ = c.apply(tx) // a refused change may leave others staged: all the better
+		}
+		skips := []string{""}
+		for u := range tx.insts {
+			skips = append(skips, u)
+		}
+		for _, nd := range st.SortedNodes() {
+			for _, skip := range skips {
+				m, d := tx.nodeUsed(nd.UUID, skip)
+				wm, wd := tx.nodeUsedScan(nd.UUID, skip)
+				if m != wm || d != wd {
+					t.Fatalf("node %s without %q: fit check reads %d MiB memory, %d MiB disk used; counting gives %d, %d", nd.Name, skip, m, d, wm, wd)
+				}
+			}
+		}
+	}
 	change := func() (StepChange, string) {
 		all := insts()
 		if len(all) == 0 || rng.IntN(3) == 0 {
 			uuids++
-			i := &Instance{UUID: fmt.Sprintf("inst-%d", uuids), Name: fmt.Sprintf("inst%d", rng.IntN(60))}
+			i := &Instance{UUID: fmt.Sprintf("inst-%d", uuids), Name: fmt.Sprintf("inst%d", rng.IntN(200))}
 			record(i)
 			return StepChange{InstancePut: &InstancePut{Instance: *i}}, "new"
 		}
@@ -312,7 +334,7 @@ func usageRandom(t *testing.T, seed uint64, n int) {
 		case 0:
 			return StepChange{InstanceRemove: &InstanceRemove{UUID: old.UUID, ExpectSerial: expect}}, "removed"
 		case 1:
-			i.Name, kind = fmt.Sprintf("inst%d", rng.IntN(60)), "renamed"
+			i.Name, kind = fmt.Sprintf("inst%d", rng.IntN(200)), "renamed"
 		case 2:
 			if len(i.SecondaryNodes) == 1 {
 				i.PrimaryNode, i.SecondaryNodes, kind = i.SecondaryNodes[0], []string{i.PrimaryNode}, "failed over"
@@ -330,6 +352,10 @@ func usageRandom(t *testing.T, seed uint64, n int) {
 		return StepChange{InstancePut: &InstancePut{Instance: *i, ExpectSerial: expect}}, kind
 	}
 	one := func() StepChange { c, _ := change(); return c }
+	step := func(changes ...StepChange) Response {
+		checkUsed(changes...)
+		return h.step(changes...)
+	}
 	for k := 0; k < n; k++ {
 		switch x := rng.IntN(20); {
 		case x == 0:
@@ -346,13 +372,13 @@ func usageRandom(t *testing.T, seed uint64, n int) {
 		case x == 3:
 			h.stepBatch(one(), one(), one())
 		case x < 6:
-			h.step(one(), one())
+			step(one(), one())
 		default:
 			c, kind := change()
-			if r := h.step(c); r.Err == nil {
+			if r := step(c); r.Err == nil {
 				kinds[kind]++
 			} else {
-				kinds["refused"]++
+				kinds["refused "+string(r.Err.Code)]++
 			}
 		}
 		if h.steps > 200 { // keep the job's record small
@@ -364,7 +390,7 @@ func usageRandom(t *testing.T, seed uint64, n int) {
 		read()
 		checkUsage(t, st, fmt.Sprintf("after entry %d (index %d)", k, h.index))
 	}
-	for _, kind := range []string{"new", "removed", "renamed", "failed over", "made real or grown", "changed", "refused", "node removed", "node removal refused"} {
+	for _, kind := range []string{"new", "removed", "renamed", "failed over", "made real or grown", "changed", "refused " + string(CodeNoRes), "refused " + string(CodeState), "refused " + string(CodeNoEnt), "node removed", "node removal refused"} {
 		if kinds[kind] == 0 {
 			t.Errorf("no step of kind %q: the sequence exercised too little (%v)", kind, kinds)
 		}
