@@ -202,6 +202,14 @@ func checkUsage(t *testing.T, s *State, when string) {
 	if !ok {
 		t.Fatalf("%s: state has no usage index", when)
 	}
+	hand := &State{Instances: s.Instances} // no index: NodeInstances counts
+	for _, node := range append(sortedKeys(s.Nodes), sortedKeys(s.usage)...) {
+		p, sec := s.NodeInstances(node)
+		hp, hsec := hand.NodeInstances(node)
+		if !slices.Equal(p, hp) || !slices.Equal(sec, hsec) {
+			t.Fatalf("%s: node %s NodeInstances %v %v, counting gives %v %v", when, node, p, sec, hp, hsec)
+		}
+	}
 	want := usageOracle(s)
 	if len(want) != len(s.usage) {
 		t.Fatalf("%s: index has %d nodes, oracle %d", when, len(s.usage), len(want))
@@ -213,6 +221,7 @@ func checkUsage(t *testing.T, s *State, when string) {
 		if got := u.Instances(node); !slices.Equal(got, w.insts) {
 			t.Fatalf("%s: node %s instances %v, want %v", when, node, got, w.insts)
 		}
+
 		var peers []Peer
 		u.Peers(node, func(p Peer) { peers = append(peers, p) })
 		var wp []Peer

@@ -253,7 +253,7 @@ func (s *State) Role(n *Node) string {
 // NodeInstances returns the names of instances with the node as primary
 // and as secondary.
 func (s *State) NodeInstances(nodeUUID string) (primary, secondary []string) {
-	for _, i := range s.Instances {
+	add := func(i *Instance) {
 		if i.PrimaryNode == nodeUUID {
 			primary = append(primary, i.Name)
 		}
@@ -261,6 +261,17 @@ func (s *State) NodeInstances(nodeUUID string) (primary, secondary []string) {
 			if sn == nodeUUID {
 				secondary = append(secondary, i.Name)
 			}
+		}
+	}
+	switch n := s.usage[nodeUUID]; {
+	case s.usage == nil || nodeUUID == "":
+		// No index (a state built by hand), or a UUID it does not key.
+		for _, i := range s.Instances {
+			add(i)
+		}
+	case n != nil: // the instances that name the node
+		for _, u := range n.insts {
+			add(s.Instances[u])
 		}
 	}
 	sort.Strings(primary)
