@@ -85,3 +85,64 @@ func BenchmarkSnapshotFullQueue(b *testing.B) {
 	b.ReportMetric(float64(size)/1e6, "MB")
 	b.ReportMetric(float64(frozen.Microseconds())/float64(b.N), "µs-applies-held")
 }
+
+// BenchmarkApplyInstancePut applies executor steps that store an instance
+// record on a 1000-node, 20000-instance state (the allocator benchmarks'
+// size), the path that keeps the instance indexes: rename changes no
+// resources; grow adds memory, so the record is also checked against its
+// node's free resources.
+func BenchmarkApplyInstancePut(b *testing.B) {
+	h := newHarness()
+	h.apply(ClusterInit{Now: h.now, Name: "c", UUID: h.uuid(), GroupUUID: h.uuid(), Node: NodeSpec{Name: "n1", UUID: h.uuid(), PrimaryIP: "10.0.0.1"}})
+	h.apply(LeaderEstablish{Now: h.now, Node: "n1"})
+	st := h.f.st
+	group := st.Nodes[st.Cluster.MasterNode].Group
+	var nodes []string
+	for i := 0; i < 1000; i++ {
+		u := fmt.Sprintf("node-%04d", i)
+		st.Nodes[u] = &Node{Name: fmt.Sprintf("n%04d.example.com", i), UUID: u, Group: group, VMCapable: true,
+			Resources: Resources{MemoryMiB: 1 << 30, DiskMiB: 1 << 40, CPUs: 64}}
+		nodes = append(nodes, u)
+	}
+	for i := 0; i < 20000; i++ {
+		u := fmt.Sprintf("inst-%05d", i)
+		in := &Instance{Name: fmt.Sprintf("i%05d.example.com", i), UUID: u, PrimaryNode: nodes[i%1000], SecondaryNodes: []string{},
+			DiskTemplate: DTPlain, Disks: []Disk{{UUID: u + "-d0", SizeMiB: 10240, Mode: "rw"}}, MemoryMiB: 1024, VCPUs: 1, AdminState: AdminUp}
+		if i%2 == 0 {
+			in.DiskTemplate, in.SecondaryNodes = DTDrbd, []string{nodes[(i+7)%1000]}
+		}
+		st.Instances[u] = in
+	}
+	st.reindex()
+	var job int64
+	steps := 0
+	newJob := func() {
+		r := h.apply(JobSubmit{Now: h.now, Ops: []json.RawMessage{json.RawMessage(`{"OP_ID":"OP_TEST_DELAY","duration":0}`)}, UUIDs: []string{""}}).(Response)
+		job, steps = r.JobID, 0
+		h.apply(JobUpdate{Now: h.now, Epoch: 1, JobID: job, Action: ActionStart})
+	}
+	newJob()
+	for _, kind := range []string{"rename", "grow"} {
+		b.Run(kind, func(b *testing.B) {
+			b.ReportAllocs()
+			for k := 0; b.Loop(); k++ {
+				in := h.f.st.Instances[fmt.Sprintf("inst-%05d", k%20000)].clone()
+				expect := in.SerialNo
+				if kind == "rename" {
+					in.Name = fmt.Sprintf("r%d.example.com", k)
+				} else {
+					in.MemoryMiB++
+				}
+				c := StepChange{InstancePut: &InstancePut{Instance: *in, ExpectSerial: expect}}
+				u := JobUpdate{Now: h.now, Epoch: 1, JobID: job, Action: ActionStep, Step: steps, StepName: "s", Changes: []StepChange{c}}
+				if r := h.apply(u).(Response); r.Err != nil {
+					b.Fatal(r.Err)
+				}
+				if steps++; steps == 100 {
+					h.apply(JobUpdate{Now: h.now, Epoch: 1, JobID: job, Action: ActionFinish, Status: StatusSuccess})
+					newJob()
+				}
+			}
+		})
+	}
+}

@@ -6,7 +6,8 @@ import "sort"
 // the state's other indexes and is kept up to date wherever instances are
 // stored (txn.commit, reindex after a snapshot), so that confd's hot lookup,
 // instance IP to primary node, is a map access rather than a scan of every
-// instance's NICs.
+// instance's NICs. indexInstance and unindexInstance also keep the usage
+// index (index_usage.go).
 //
 // NIC addresses are keyed by the NIC's link as stored ("" when the NIC
 // names none, which means the cluster's default link): resolving the
@@ -18,6 +19,7 @@ import "sort"
 type instIPIndex map[string]map[string]string
 
 func (s *State) indexInstance(u string, i *Instance) {
+	s.useInstance(u, i, 1)
 	s.instByName[i.Name] = u
 	for _, n := range i.NICs {
 		if n.IP == "" {
@@ -32,7 +34,8 @@ func (s *State) indexInstance(u string, i *Instance) {
 	}
 }
 
-func (s *State) unindexInstance(i *Instance) {
+func (s *State) unindexInstance(u string, i *Instance) {
+	s.useInstance(u, i, -1)
 	if s.instByName[i.Name] == i.UUID {
 		delete(s.instByName, i.Name)
 	}

@@ -33,6 +33,7 @@ type State struct {
 	groupByName map[string]string
 	instByName  map[string]string
 	instByIP    instIPIndex // see index_ip.go
+	usage       usageIndex  // see index_usage.go
 	pending     int
 	// execPending holds the unfinished jobs that need the executor, so the
 	// leader finds its work without scanning the retained history.
@@ -69,6 +70,7 @@ func (s *State) reindex() {
 	s.groupByName = map[string]string{}
 	s.instByName = map[string]string{}
 	s.instByIP = instIPIndex{}
+	s.usage = usageIndex{}
 	for u, n := range s.Nodes {
 		s.indexNode(u, n)
 	}
@@ -251,7 +253,7 @@ func (s *State) Role(n *Node) string {
 // NodeInstances returns the names of instances with the node as primary
 // and as secondary.
 func (s *State) NodeInstances(nodeUUID string) (primary, secondary []string) {
-	for _, i := range s.Instances {
+	add := func(i *Instance) {
 		if i.PrimaryNode == nodeUUID {
 			primary = append(primary, i.Name)
 		}
@@ -259,6 +261,17 @@ func (s *State) NodeInstances(nodeUUID string) (primary, secondary []string) {
 			if sn == nodeUUID {
 				secondary = append(secondary, i.Name)
 			}
+		}
+	}
+	switch n := s.usage[nodeUUID]; {
+	case s.usage == nil || nodeUUID == "":
+		// No index (a state built by hand), or a UUID it does not key.
+		for _, i := range s.Instances {
+			add(i)
+		}
+	case n != nil: // the instances that name the node
+		for _, u := range n.insts {
+			add(s.Instances[u])
 		}
 	}
 	sort.Strings(primary)

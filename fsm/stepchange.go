@@ -214,6 +214,58 @@ func InstanceUsage(i *Instance, node string) (mem, disk int64) {
 	return 0, 0
 }
 
+// nodeUsed sums InstanceUsage on node u over the instances of the staged
+// view but skip (a UUID). Only instances that name u count, so the base
+// state's are read from the usage index's list of u's instances rather
+// than from every instance; staged records are added, in place of their
+// base record, whichever nodes they name.
+func (t *txn) nodeUsed(u, skip string) (mem, disk int64) {
+	if t.st.usage == nil { // a state built by hand, without its indexes
+		return t.nodeUsedScan(u, skip)
+	}
+	add := func(i *Instance) {
+		m, d := InstanceUsage(i, u)
+		mem, disk = mem+m, disk+d
+	}
+	var onNode []string
+	if n := t.st.usage[u]; n != nil {
+		onNode = n.insts
+	}
+	for _, iu := range onNode {
+		if _, staged := t.insts[iu]; !staged && iu != skip {
+			add(t.st.Instances[iu])
+		}
+	}
+	for iu, i := range t.insts {
+		if iu != skip && i != nil {
+			add(i)
+		}
+	}
+	return mem, disk
+}
+
+// nodeUsedScan is nodeUsed reading every instance.
+func (t *txn) nodeUsedScan(u, skip string) (mem, disk int64) {
+	add := func(i *Instance) {
+		m, d := InstanceUsage(i, u)
+		mem, disk = mem+m, disk+d
+	}
+	for iu, i := range t.st.Instances {
+		if s, staged := t.insts[iu]; staged {
+			i = s
+		}
+		if iu != skip && i != nil {
+			add(i)
+		}
+	}
+	for iu, i := range t.insts {
+		if _, base := t.st.Instances[iu]; !base && iu != skip && i != nil {
+			add(i)
+		}
+	}
+	return mem, disk
+}
+
 // checkInstanceFits refuses a record that needs more of one of its nodes
 // than the old record did when the node cannot give it: real and
 // forthcoming instances count alike, so a reservation always leaves room
@@ -230,23 +282,7 @@ func (t *txn) checkInstanceFits(in, old *Instance) *Error {
 		if newMem <= oldMem && newDisk <= oldDisk {
 			continue
 		}
-		var usedMem, usedDisk int64
-		for iu, i := range t.st.Instances {
-			if s, staged := t.insts[iu]; staged {
-				i = s
-			}
-			if iu == in.UUID || i == nil {
-				continue
-			}
-			m, d := InstanceUsage(i, u)
-			usedMem, usedDisk = usedMem+m, usedDisk+d
-		}
-		for iu, i := range t.insts {
-			if _, base := t.st.Instances[iu]; !base && iu != in.UUID && i != nil {
-				m, d := InstanceUsage(i, u)
-				usedMem, usedDisk = usedMem+m, usedDisk+d
-			}
-		}
+		usedMem, usedDisk := t.nodeUsed(u, in.UUID)
 		if tot := n.Resources.MemoryMiB; tot > 0 && newMem > oldMem && usedMem+newMem > tot {
 			return errf(CodeNoRes, "instance.memory", "node %s has %d MiB of memory free, instance %s needs %d", n.Name, max(tot-usedMem, 0), in.Name, newMem)
 		}

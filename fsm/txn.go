@@ -255,7 +255,7 @@ func (t *txn) commit() {
 	}
 	for u, i := range t.insts {
 		if old := s.Instances[u]; old != nil {
-			s.unindexInstance(old)
+			s.unindexInstance(u, old)
 		}
 		if i == nil {
 			delete(s.Instances, u)

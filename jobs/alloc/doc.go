@@ -13,8 +13,10 @@
 //
 // # Resources
 //
-// Each call builds its own table from the state in one pass over the
-// instances. A node's totals are its reported Resources (vcpus multiplied
+// Each call builds its own table from the state: from the state's usage
+// index (fsm.State.Usage), which the state machine keeps per node as
+// instances change, or, for a state built by hand without its indexes, in
+// one pass over the instances; both count alike. A node's totals are its reported Resources (vcpus multiplied
 // by Options.VCPURatio); what instances use on it is counted for every
 // instance, real or forthcoming, running or not: memory and vcpus on the
 // primary node, disk on the primary and on each secondary (for drbd each

@@ -138,7 +138,7 @@ func EvacuatePlan(st *fsm.State, node string, mode EvacMode, opts Options) (Plan
 	t.noScore = true
 	e := &evac{t: t, n: t.byUUID[n.UUID], mode: mode, opts: opts}
 	var todo []inst
-	for _, i := range st.Instances {
+	consider := func(i *fsm.Instance) {
 		onPri := i.PrimaryNode == n.UUID
 		onSec := false
 		for _, s := range i.SecondaryNodes {
@@ -146,6 +146,15 @@ func EvacuatePlan(st *fsm.State, node string, mode EvacMode, opts Options) (Plan
 		}
 		if onPri && mode != EvacSecondary || onSec && mode != EvacPrimary {
 			todo = append(todo, t.instance(i))
+		}
+	}
+	if u, ok := st.Usage(); ok {
+		for _, id := range u.Instances(n.UUID) {
+			consider(st.Instances[id])
+		}
+	} else {
+		for _, i := range st.Instances {
+			consider(i)
 		}
 	}
 	sort.Slice(todo, func(a, b int) bool {

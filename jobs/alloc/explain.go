@@ -167,7 +167,7 @@ func (t *table) explainSecondary(g int32, nd need, secs []int32, okPrim []int32,
 				continue
 			}
 			other = true
-			if v := r.peers.get(p); least < 0 || v < least {
+			if v := t.peersOf(k).get(p); least < 0 || v < least {
 				least = v
 			}
 			if least == 0 {

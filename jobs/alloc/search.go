@@ -37,9 +37,14 @@ func (t *table) secGeneric(k int32, nd need) bool {
 }
 
 // secFor: given secGeneric, the node passes N+1 as secondary of primary p.
+// A node whose free memory covers its reserve and the instance passes
+// whatever p (no peer exceeds rMem) without reading its peers.
 func (t *table) secFor(k, p int32, nd need) bool {
 	r := &t.rows[k]
-	return r.freeMem() >= r.peers.get(p)+nd.mem
+	if r.freeMem()-nd.mem >= r.rMem {
+		return true
+	}
+	return r.freeMem() >= t.peersOf(k).get(p)+nd.mem
 }
 
 func (t *table) deltaPrim(k int32, nd need) float64 {

@@ -34,9 +34,11 @@ type row struct {
 	cpuUsed    int64
 	// peers holds, per primary p (a row), the memory of the drbd
 	// instances with primary p and this node as secondary; rMem is the
-	// largest.
+	// largest. Read and change them through table.peersOf: while lazy
+	// they are still in the state's usage index (rMem is right).
 	peers peers
 	rMem  int64
+	lazy  bool
 }
 
 func (n *row) freeMem() int64  { return n.memTotal - n.memUsed }
@@ -104,6 +106,10 @@ type table struct {
 	noScore bool
 	// sorted and cands are bestInGroup's buffers.
 	sorted, cands []secCand
+	// use is the state's usage index, when the table was counted from it
+	// (see countIndexed), and skip the instance left out of the count.
+	use  fsm.Usage
+	skip *fsm.Instance
 }
 
 // inst is what an instance uses, as the table counts it.
@@ -176,15 +182,22 @@ func buildTable(st *fsm.State, opts Options, skip, leaving string) *table {
 		g.members = append(g.members, idx)
 	}
 
-	for _, i := range st.Instances {
-		if skip != "" && i.UUID == skip {
-			continue
+	if u, ok := st.Usage(); ok {
+		t.countIndexed(st, u, skip)
+	} else {
+		for _, i := range st.Instances {
+			if skip != "" && i.UUID == skip {
+				continue
+			}
+			t.count(i)
 		}
-		t.count(i)
+		for k := range t.rows {
+			r := &t.rows[k]
+			r.rMem = r.peers.settle()
+		}
 	}
 	for k := range t.rows {
 		r := &t.rows[k]
-		r.rMem = r.peers.settle()
 		if r.bad == "" {
 			g := &t.groups[r.group]
 			g.usable++
@@ -217,6 +230,94 @@ func (t *table) count(i *fsm.Instance) {
 			}
 		}
 	}
+}
+
+// countIndexed fills the rows from the state's usage index, which holds
+// what count adds up, node by node, and takes off what the skipped
+// instance adds. Each row's N+1 reserve is computed here, but its peers
+// are read from the index only when a call needs them (peersOf): most
+// calls read the peers of a few nodes, and resolving every peer's primary
+// to its row would cost as much as the rest of the call.
+func (t *table) countIndexed(st *fsm.State, u fsm.Usage, skip string) {
+	t.use = u
+	if skip != "" {
+		t.skip = st.Instances[skip]
+	}
+	for k := range t.rows {
+		r := &t.rows[k]
+		use := u.Node(r.uuid)
+		if use.Instances == 0 {
+			continue
+		}
+		r.memUsed, r.cpuUsed, r.diskUsed = use.MemoryMiB, use.VCPUs, use.DiskMiB
+		// rMem is the largest peer whose primary is a node (settle's
+		// max, from 0): a primary is looked up only when its peer would
+		// raise the largest so far.
+		u.Peers(r.uuid, func(p fsm.Peer) {
+			r.lazy = true
+			if m, ok := t.skipped(r.uuid, p); ok && m > r.rMem {
+				if _, known := t.byUUID[p.Primary]; known {
+					r.rMem = m
+				}
+			}
+		})
+	}
+	sk := t.skip
+	if sk == nil {
+		return
+	}
+	disk := instanceDisk(sk)
+	if k, ok := t.byUUID[sk.PrimaryNode]; ok {
+		r := &t.rows[k]
+		r.memUsed -= sk.MemoryMiB
+		r.cpuUsed -= int64(sk.VCPUs)
+		r.diskUsed -= disk
+	}
+	for _, s := range sk.SecondaryNodes {
+		if k, ok := t.byUUID[s]; ok {
+			t.rows[k].diskUsed -= disk
+		}
+	}
+}
+
+// skipped is the memory of an index peer of node without the skipped
+// instance's share; false when that share was all of it.
+func (t *table) skipped(node string, p fsm.Peer) (int64, bool) {
+	sk := t.skip
+	if sk == nil || p.Primary != sk.PrimaryNode {
+		return p.MemoryMiB, true
+	}
+	n := 0
+	for _, s := range sk.SecondaryNodes {
+		if s == node {
+			n++
+		}
+	}
+	if n == 0 {
+		return p.MemoryMiB, true
+	}
+	if p.Instances == n {
+		return 0, false
+	}
+	return p.MemoryMiB - int64(n)*sk.MemoryMiB, true
+}
+
+// peersOf returns row k's peers, reading them from the usage index first
+// if they are still there.
+func (t *table) peersOf(k int32) *peers {
+	r := &t.rows[k]
+	if r.lazy {
+		r.lazy = false
+		t.use.Peers(r.uuid, func(p fsm.Peer) {
+			if pri, ok := t.byUUID[p.Primary]; ok {
+				if m, ok := t.skipped(r.uuid, p); ok {
+					r.peers = append(r.peers, peer{pri, m})
+				}
+			}
+		})
+		r.peers.settle()
+	}
+	return &r.peers
 }
 
 // nodeIndex finds a node by name or UUID (names first, as
@@ -275,7 +376,7 @@ func (t *table) placeSec(in *inst, pri, s int32) {
 	r := &t.rows[s]
 	r.diskUsed += in.disk
 	if pri >= 0 {
-		r.rMem = max(r.rMem, r.peers.add(pri, in.mem))
+		r.rMem = max(r.rMem, t.peersOf(s).add(pri, in.mem))
 	}
 }
 
@@ -299,7 +400,7 @@ func (t *table) unplaceSec(in *inst, pri, s int32) {
 	if pri < 0 {
 		return
 	}
-	if old := r.peers.add(pri, -in.mem) + in.mem; old == r.rMem {
+	if old := t.peersOf(s).add(pri, -in.mem) + in.mem; old == r.rMem {
 		r.rMem = r.peers.max()
 	}
 }
