@@ -730,3 +730,47 @@ func TestReplaceSecondarySkipsUnanswering(t *testing.T) {
 		t.Errorf("log:\n%s", jobLog(j))
 	}
 }
+
+// TestNodeEvacuateRelocateRecreate: evacuating a node moves a diskless
+// instance by re-creating it on another node, a drbd instance whose
+// secondary is offline to two new nodes (hail's change-all: new
+// secondary, move there, new secondary again), and a forthcoming
+// instance in the configuration only.
+func TestNodeEvacuateRelocateRecreate(t *testing.T) {
+	d, nodes, _ := downCluster(t, "n4", "n5")
+	// web1 (drbd n2/n3) is downCluster's; its secondary n3 goes offline.
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"ds1","disk_template":"diskless","beparams":{"memory":256},"pnode":"n2"}`)
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"res1","disk_template":"drbd","disks":[{"size":512}],"beparams":{"memory":256},"pnode":"n2","snode":"n4","forthcoming":true}`)
+	nodes.setDown("n3", true)
+	setNode(t, d, "n3", `"offline":true`)
+	j := runOK(t, d, `{"OP_ID":"OP_NODE_EVACUATE","node_name":"n2","mode":"all"}`)
+	log := jobLog(j)
+	web1, ds1, res1 := instanceState(d, "web1"), instanceState(d, "ds1"), instanceState(d, "res1")
+	if web1.PrimaryNode == "n2" || web1.PrimaryNode == "n3" || len(web1.SecondaryNodes) != 1 || web1.SecondaryNodes[0] == "n2" ||
+		web1.SecondaryNodes[0] == "n3" || web1.SecondaryNodes[0] == web1.PrimaryNode {
+		t.Fatalf("web1 after relocation: primary %s secondaries %v\n%s", web1.PrimaryNode, web1.SecondaryNodes, log)
+	}
+	if ds1.PrimaryNode == "n2" || len(ds1.SecondaryNodes) != 0 {
+		t.Fatalf("ds1 after re-creation: primary %s secondaries %v\n%s", ds1.PrimaryNode, ds1.SecondaryNodes, log)
+	}
+	if res1.PrimaryNode == "n2" || !res1.Forthcoming {
+		t.Fatalf("res1 after the move: primary %s forthcoming %v\n%s", res1.PrimaryNode, res1.Forthcoming, log)
+	}
+	running := strings.Join(nodes.running(), " ")
+	for _, want := range []string{web1.PrimaryNode + "/" + web1.UUID, ds1.PrimaryNode + "/" + ds1.UUID} {
+		if !strings.Contains(running, want) {
+			t.Errorf("running %s, want %s", running, want)
+		}
+	}
+	if strings.Contains(running, "n2/") {
+		t.Errorf("still running on the evacuated n2: %s", running)
+	}
+	if c := nodes.callsTo("n3"); len(c) != 0 {
+		t.Errorf("calls to the offline n3: %v", c)
+	}
+	for _, want := range []string{"web1: relocate", "ds1: recreate", "re-created on", "(forthcoming): primary"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %q:\n%s", want, log)
+		}
+	}
+}

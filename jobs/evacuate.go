@@ -104,7 +104,41 @@ func (e *Executor) runMove(ctx context.Context, sc *StepContext, m alloc.Move) e
 	}
 	expect := in.SerialNo
 	changed := false
+	if in.Forthcoming {
+		// A reservation has nothing on the nodes: only its record moves
+		// (the state checks that it fits there).
+		if m.NewPrimary != "" {
+			in.PrimaryNode = m.NewPrimary
+		}
+		if m.NewSecondary != "" {
+			in.SecondaryNodes = []string{m.NewSecondary}
+		}
+		sc.Logf("%s (forthcoming): primary %s, secondaries %v in the configuration", in.Name, m.NewPrimaryName, in.SecondaryNodes)
+		put(sc, in, expect)
+		return nil
+	}
 	switch m.Kind {
+	case alloc.MoveRelocate:
+		// hail's change-all: the secondary is replaced by the new
+		// primary, the instance moves there, and the old primary (now
+		// the secondary) is replaced by the new secondary.
+		changed, err = e.replaceSecondary(ctx, sc, in, m.OldSecondary, m.NewPrimary)
+		if err == nil {
+			e.FSM.Read(func(s *fsm.State, _ uint64) {
+				for _, u := range append([]string{in.PrimaryNode}, in.SecondaryNodes...) {
+					nodes[u] = s.Nodes[u]
+				}
+			})
+			var c bool
+			if c, err = e.moveToSecondary(ctx, sc, in, nodes); err == nil {
+				c2 := false
+				c2, err = e.replaceSecondary(ctx, sc, in, m.OldPrimary, m.NewSecondary)
+				c = c || c2
+			}
+			changed = changed || c
+		}
+	case alloc.MoveRecreate:
+		changed, err = e.recreateOn(ctx, sc, in, nodes, m)
 	case alloc.MoveFailover:
 		changed, err = e.moveToSecondary(ctx, sc, in, nodes)
 	case alloc.MoveReplaceSecondary:
@@ -117,7 +151,7 @@ func (e *Executor) runMove(ctx context.Context, sc *StepContext, m alloc.Move) e
 			changed = changed || c
 		}
 	default:
-		err = fmt.Errorf("moving %s by %s (re-creating its disks elsewhere) is not supported by this gntd; move it by hand", m.Instance, m.Kind)
+		err = fmt.Errorf("moving %s by %s is not known to this gntd; move it by hand", m.Instance, m.Kind)
 	}
 	if err != nil {
 		return err
@@ -193,5 +227,50 @@ func (e *Executor) replaceSecondary(ctx context.Context, sc *StepContext, in *fs
 	}
 	sc.Logf("%s: secondary -> %s", in.Name, newNode.Name)
 	in.SecondaryNodes = []string{newSec}
+	return true, nil
+}
+
+// recreateOn moves a plain or diskless instance to m.NewPrimary by
+// re-creating it there: it is stopped on its old primary (when that
+// answers), its disks are created empty on the new node and, for a plain
+// instance, its OS installed again (the data stays behind: the planner
+// proposes this for plain instances only when allowed to), then it is
+// started when it should run. Each call is idempotent, so the step runs
+// again after a leader change.
+func (e *Executor) recreateOn(ctx context.Context, sc *StepContext, in *fsm.Instance, nodes map[string]*fsm.Node, m alloc.Move) (bool, error) {
+	var dst *fsm.Node
+	e.FSM.Read(func(s *fsm.State, _ uint64) { dst = s.Nodes[m.NewPrimary] })
+	if err := e.usable(dst, "re-creating "+in.Name); err != nil {
+		return false, err
+	}
+	if src := nodes[in.PrimaryNode]; src != nil && e.usable(src, "") == nil {
+		if _, err := e.call(ctx, sc, src, NodeCall{Op: NodeOpStop, Instance: in, Force: true}); err != nil {
+			return false, err
+		}
+	} else if src != nil {
+		sc.Logf("%s is %s: %s is not stopped there", src.Name, downWord(e, src), in.Name)
+	}
+	in.PrimaryNode, in.SecondaryNodes = m.NewPrimary, []string{}
+	for _, d := range in.Disks {
+		if _, err := e.call(ctx, sc, dst, NodeCall{Op: NodeOpDiskCreate, Instance: in, Disk: d.UUID}); err != nil {
+			return false, err
+		}
+	}
+	if in.DiskTemplate == fsm.DTPlain {
+		if _, err := e.call(ctx, sc, dst, NodeCall{Op: NodeOpOSInstall, Instance: in}); err != nil {
+			return false, err
+		}
+	}
+	if in.AdminState == fsm.AdminUp {
+		if _, err := e.call(ctx, sc, dst, NodeCall{Op: NodeOpStart, Instance: in}); err != nil {
+			return false, err
+		}
+	}
+	if src := nodes[m.OldPrimary]; src != nil && e.usable(src, "") == nil {
+		if _, err := e.call(ctx, sc, src, NodeCall{Op: NodeOpRemove, Instance: in}); err != nil {
+			sc.Logf("the old primary %s keeps what it had of %s: %v", src.Name, in.Name, err)
+		}
+	}
+	sc.Logf("%s re-created on %s", in.Name, dst.Name)
 	return true, nil
 }
