@@ -55,7 +55,7 @@ func parseDepends(spec string) ([]any, error) {
 	idStr, sts, _ := strings.Cut(spec, ":")
 	id, err := strconv.ParseInt(idStr, 10, 64)
 	if err != nil {
-		return nil, fmt.Errorf("bad dependency %q: want ID or ID:STATUS,...", spec)
+		return nil, fmt.Errorf("bad dependency %q: want ID or ID:STATUS[,STATUS]", spec)
 	}
 	statuses := []string{}
 	if sts != "" {
