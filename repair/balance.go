@@ -118,9 +118,5 @@ func (r *round) balance(skip map[string]bool) {
 	}
 	r.note("balancing: migrating %s from %s (memory load %.0f%%) to %s (%.0f%%): spread %.0f%% -> %.0f%%",
 		best.inst.Name, hi.n.Name, 100*hi.share(), best.to.n.Name, 100*best.to.share(), 100*before, 100*best.after)
-	ev := append(cloneStrings(r.m.Evacuated), best.inst.Name)
-	if len(ev) > maxEvacuated {
-		ev = ev[len(ev)-maxEvacuated:]
-	}
-	r.plan.Command.Evacuated = &ev
+	r.moved(best.inst.Name)
 }

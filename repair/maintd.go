@@ -713,18 +713,26 @@ func (r *round) evacuate(in *fsm.Incident, n *fsm.Node, ns *NodeStatus) {
 	ns.Why = why
 	if len(moved) > 0 {
 		r.note("incident %s on %s: moving %s", in.UUID, n.Name, strings.Join(moved, ", "))
-		ev := append(cloneStrings(r.m.Evacuated), moved...)
-		if len(ev) > maxEvacuated {
-			ev = ev[len(ev)-maxEvacuated:]
-		}
-		r.plan.Command.Evacuated = &ev
+		r.moved(moved...)
 	}
 }
 
 // maxEvacuated bounds the list of moved instances kept in the state.
 const maxEvacuated = 1000
 
-func cloneStrings(s []string) []string { return append([]string{}, s...) }
+// moved adds instances the round moves to maintd's "evacuated" list
+// (the round's own additions included), keeping the newest maxEvacuated.
+func (r *round) moved(names ...string) {
+	ev := r.m.Evacuated
+	if r.plan.Command.Evacuated != nil {
+		ev = *r.plan.Command.Evacuated
+	}
+	ev = append(append([]string{}, ev...), names...)
+	if len(ev) > maxEvacuated {
+		ev = ev[len(ev)-maxEvacuated:]
+	}
+	r.plan.Command.Evacuated = &ev
+}
 
 // harep runs harep's pass on the nodes maintd is not evacuating, with
 // fencing for nodes that are down only in gossip.

@@ -505,7 +505,7 @@ func (sc *scenario) run(t *testing.T, d *datadriven.TestData) string {
 		var b strings.Builder
 		sc.f.Read(func(st *fsm.State, _ uint64) {
 			m := st.Maint()
-			fmt.Fprintf(&b, "round %d jobs %v\n", m.Round, m.Jobs)
+			fmt.Fprintf(&b, "round %d jobs %v evacuated %v\n", m.Round, m.Jobs, m.Evacuated)
 			for _, in := range m.Incidents {
 				fmt.Fprintf(&b, "incident %s node=%s action=%s status=%s jobs=%v tag=%s why=%q\n", in.UUID, in.Node, in.Action, in.RepairStatus, in.Jobs, in.Tag, in.Reason)
 			}
