@@ -223,26 +223,36 @@ func (c *client) finishChange(o *Op, id int64, meta rpc.Meta, err error) {
 	c.record(o, err, meta)
 }
 
+// readVia is where a read of mode o.Mode goes: a consistent read through
+// any candidate (?consistent=1), a default one to the client's home
+// candidate, whose process is recorded with the operation.
+func (c *client) readVia(o *Op) (*rpc.Client, url.Values) {
+	if o.Mode == ModeConsistent {
+		return c.api, url.Values{"consistent": {"1"}}
+	}
+	o.PID = c.home.PID()
+	return c.w.c.ClientFor(c.home), nil
+}
+
+// samePID forgets the process of a default read when the home candidate
+// was restarted meanwhile: the answer may have come from either.
+func (c *client) samePID(o *Op) {
+	if o.PID != 0 && c.home.PID() != o.PID {
+		o.PID = 0
+	}
+}
+
 func (c *client) tagRead(ctx context.Context, mode string) {
 	obj := c.w.objects[c.rng.IntN(len(c.w.objects))]
 	o := c.newOp(TagRead, obj)
 	o.Mode = mode
 	kind, name := splitObject(obj)
-	var q url.Values
-	api := c.api
-	if mode == ModeConsistent {
-		q = url.Values{"consistent": {"1"}}
-	} else {
-		api = c.w.c.ClientFor(c.home)
-		o.PID = c.home.PID()
-	}
+	api, q := c.readVia(o)
 	rctx, cancel := readCtx()
 	var tags []string
 	meta, err := api.Do(rctx, http.MethodGet, tagsPath(kind, name), q, nil, &tags)
 	cancel()
-	if o.PID != 0 && c.home.PID() != o.PID {
-		o.PID = 0
-	}
+	c.samePID(o)
 	o.Values = tags
 	c.record(o, err, meta)
 }
@@ -273,21 +283,12 @@ func (c *client) drainRead(ctx context.Context, mode string) {
 	node := c.w.nodes[c.rng.IntN(len(c.w.nodes))]
 	o := c.newOp(DrainRead, "node/"+node)
 	o.Mode = mode
-	var q url.Values
-	api := c.api
-	if mode == ModeConsistent {
-		q = url.Values{"consistent": {"1"}}
-	} else {
-		api = c.w.c.ClientFor(c.home)
-		o.PID = c.home.PID()
-	}
+	api, q := c.readVia(o)
 	rctx, cancel := readCtx()
 	var info rpc.NodeInfo
 	meta, err := api.Do(rctx, http.MethodGet, "/2/nodes/"+url.PathEscape(node), q, nil, &info)
 	cancel()
-	if o.PID != 0 && c.home.PID() != o.PID {
-		o.PID = 0
-	}
+	c.samePID(o)
 	o.Value = fmt.Sprint(info.Drained)
 	c.record(o, err, meta)
 }
