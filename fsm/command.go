@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -27,12 +28,19 @@ const (
 
 	CmdRepairRound   CommandType = 11 // RepairRound (maintenance.go)
 	CmdMaintIncident CommandType = 12 // MaintIncident (maintenance.go)
+	// CmdFrames is a batch in binary framing: for each command, its
+	// length as a uvarint, then the command (type byte and body). It
+	// replaces the JSON CmdBatch, which a replica still applies from
+	// older logs, because decoding JSON scanned every command once more
+	// on every replica.
+	CmdFrames CommandType = 13
 )
 
 var commandNames = map[CommandType]string{
 	CmdClusterInit:     "cluster-init",
 	CmdJobSubmit:       "job-submit",
 	CmdBatch:           "batch",
+	CmdFrames:          "frames",
 	CmdLeaderEstablish: "leader-establish",
 	CmdJobUpdate:       "job-update",
 	CmdNodeRegister:    "node-register",
@@ -249,30 +257,49 @@ func (c JobSubmit) encode() ([]byte, error) {
 	return append(out, "]}"...), nil
 }
 
-// EncodeBatch packs already encoded entries into one Batch log entry,
-// copying their bodies as they are.
+// EncodeBatch packs already encoded commands into one CmdFrames log
+// entry, copying them as they are.
 func EncodeBatch(entries [][]byte) ([]byte, error) {
-	size := 16
+	size := 1
 	for _, e := range entries {
 		if len(e) == 0 {
 			return nil, fmt.Errorf("empty entry in batch")
 		}
-		size += len(e) + 16
+		if t := CommandType(e[0]); t == CmdBatch || t == CmdFrames {
+			return nil, fmt.Errorf("a batch cannot hold another batch")
+		}
+		size += len(e) + binary.MaxVarintLen64
 	}
 	out := make([]byte, 0, size)
-	out = append(out, byte(CmdBatch))
-	out = append(out, `{"entries":[`...)
-	for i, e := range entries {
-		if i > 0 {
-			out = append(out, ',')
-		}
-		out = append(out, `{"t":`...)
-		out = strconv.AppendInt(out, int64(e[0]), 10)
-		out = append(out, `,"b":`...)
-		out = append(out, e[1:]...)
-		out = append(out, '}')
+	out = append(out, byte(CmdFrames))
+	for _, e := range entries {
+		out = binary.AppendUvarint(out, uint64(len(e)))
+		out = append(out, e...)
 	}
-	return append(out, "]}"...), nil
+	return out, nil
+}
+
+// DecodeFrames splits the body of a CmdFrames entry (without its type
+// byte) into its commands, which alias body. It checks the whole framing
+// before returning anything, so a damaged entry is refused as a whole.
+func DecodeFrames(body []byte) ([][]byte, *Error) {
+	var out [][]byte
+	for off := 0; off < len(body); {
+		n, k := binary.Uvarint(body[off:])
+		if k <= 0 {
+			return nil, errf(CodeInval, "", "batch frame %d: bad length at offset %d", len(out), off)
+		}
+		off += k
+		if n == 0 || n > uint64(len(body)-off) {
+			return nil, errf(CodeInval, "", "batch frame %d: length %d at offset %d does not fit the %d bytes left", len(out), n, off, len(body)-off)
+		}
+		out = append(out, body[off:off+int(n)])
+		off += int(n)
+	}
+	if len(out) == 0 {
+		return nil, errf(CodeInval, "", "empty batch")
+	}
+	return out, nil
 }
 
 // Response is the result of applying one command.

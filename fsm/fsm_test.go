@@ -519,8 +519,8 @@ func FuzzParseOpcode(f *testing.F) {
 	})
 }
 
-// TestEncodeMatchesJSON: the hand-written encoders of JobSubmit and Batch
-// produce what encoding/json would.
+// TestEncodeMatchesJSON: the hand-written encoder of JobSubmit produces
+// what encoding/json would, and a batch's frames give back its commands.
 func TestEncodeMatchesJSON(t *testing.T) {
 	js := JobSubmit{Now: 1234567890123, Ops: []json.RawMessage{json.RawMessage(`{"OP_ID":"OP_TAGS_SET","kind":"cluster","tags":["a\"b"]}`), json.RawMessage(`{"OP_ID":"OP_TEST_DELAY","duration":1}`)},
 		UUIDs: []string{"u-1", "quote\"d"}}
@@ -537,13 +537,117 @@ func TestEncodeMatchesJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantBatch, _ := json.Marshal(Batch{Entries: []BatchEntry{{Type: CmdJobSubmit, Body: got[1:]}, {Type: CmdLeaderEstablish, Body: le[1:]}}})
-	if string(batch[1:]) != string(wantBatch) {
-		t.Fatalf("Batch encoding:\n got %s\nwant %s", batch[1:], wantBatch)
+	if CommandType(batch[0]) != CmdFrames {
+		t.Fatalf("batch type %d, want CmdFrames", batch[0])
+	}
+	cmds, e := DecodeFrames(batch[1:])
+	if e != nil || len(cmds) != 2 || !bytes.Equal(cmds[0], got) || !bytes.Equal(cmds[1], le) {
+		t.Fatalf("frames decode to %q (%v)", cmds, e)
 	}
 	if _, err := EncodeBatch([][]byte{{}}); err == nil {
 		t.Fatal("empty batch entry accepted")
 	}
+	if _, err := EncodeBatch([][]byte{got, batch}); err == nil {
+		t.Fatal("nested batch accepted")
+	}
+}
+
+// TestBatchForms: a batch applies the same in the JSON form older logs
+// hold and in frames; damaged frames are refused whole, changing nothing.
+func TestBatchForms(t *testing.T) {
+	setup := func() *harness {
+		h := newHarness()
+		h.apply(ClusterInit{Now: h.now, Name: "c", UUID: h.uuid(), GroupUUID: h.uuid(), Node: NodeSpec{Name: "n1", UUID: h.uuid(), PrimaryIP: "10.0.0.1"}})
+		return h
+	}
+	var cmds [][]byte
+	for i := 0; i < 3; i++ {
+		op := fmt.Sprintf(`{"OP_ID":"OP_TAGS_SET","kind":"cluster","tags":["t%d"]}`, i)
+		c, err := Encode(JobSubmit{Now: 1, Ops: []json.RawMessage{json.RawMessage(op)}, UUIDs: []string{""}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmds = append(cmds, c)
+	}
+	frames, err := EncodeBatch(cmds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var entries []BatchEntry
+	for _, c := range cmds {
+		entries = append(entries, BatchEntry{Type: CommandType(c[0]), Body: c[1:]})
+	}
+	body, _ := json.Marshal(Batch{Entries: entries})
+	legacy := append([]byte{byte(CmdBatch)}, body...)
+
+	var hashes []string
+	for _, entry := range [][]byte{frames, legacy} {
+		h := setup()
+		h.index++
+		resp, ok := h.f.Apply(h.index, entry).(BatchResponse)
+		if !ok || len(resp) != 3 {
+			t.Fatalf("batch answered %#v", h.f.Apply(h.index, entry))
+		}
+		for i, r := range resp {
+			if r.Err != nil || r.JobID == 0 {
+				t.Fatalf("command %d: %+v", i, r)
+			}
+		}
+		hashes = append(hashes, h.f.Hash())
+	}
+	if hashes[0] != hashes[1] {
+		t.Fatal("frames and the JSON batch give different states")
+	}
+
+	bad := map[string][]byte{
+		"empty":             {},
+		"truncated length":  {0x80},
+		"length past end":   append([]byte{0x7f}, cmds[0]...),
+		"zero length":       {0x00},
+		"last frame short":  frames[1 : len(frames)-1],
+		"overlong varint":   {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01},
+		"garbage after one": append(append([]byte(nil), frames[1:]...), 0x05, 'x'),
+	}
+	for name, body := range bad {
+		h := setup()
+		before := h.f.Hash()
+		h.index++
+		r, ok := h.f.Apply(h.index, append([]byte{byte(CmdFrames)}, body...)).(Response)
+		if !ok || r.Err == nil {
+			t.Errorf("%s: accepted", name)
+			continue
+		}
+		if h.f.Hash() != before {
+			t.Errorf("%s: state changed", name)
+		}
+	}
+}
+
+// FuzzDecodeFrames: any body either splits into frames that cover it
+// exactly or is refused with an error.
+func FuzzDecodeFrames(f *testing.F) {
+	c, _ := Encode(LeaderEstablish{Now: 5, Node: "n1"})
+	b, _ := EncodeBatch([][]byte{c, c})
+	f.Add(b[1:])
+	f.Add([]byte{0x80})
+	f.Fuzz(func(t *testing.T, body []byte) {
+		cmds, e := DecodeFrames(body)
+		if e != nil {
+			if cmds != nil || e.Code == "" {
+				t.Fatalf("refusal %v with frames %q", e, cmds)
+			}
+			return
+		}
+		again, err := EncodeBatch(cmds)
+		if err != nil {
+			// Frames may hold what EncodeBatch refuses (a nested batch);
+			// Apply refuses those per command.
+			return
+		}
+		if !bytes.Equal(again[1:], body) {
+			t.Fatalf("frames do not cover the body: %x vs %x", again[1:], body)
+		}
+	})
 }
 
 // TestFreezeIsolated: a frozen view does not change when the state does.
@@ -704,6 +808,53 @@ func TestJobStatusFromOpcodes(t *testing.T) {
 		}
 		if got := j.computeStatus(); got != c.want {
 			t.Errorf("ops %v cancel=%v: status %s, want %s", c.ops, c.cancel, got, c.want)
+		}
+	}
+}
+
+// FuzzReasonEntry: the direct reading of a reason entry agrees with the
+// general one wherever it applies, and a refused entry is an error, not a
+// panic.
+func FuzzReasonEntry(f *testing.F) {
+	f.Add([]byte(`["gnt:client","x",1700000000000000123]`))
+	f.Add([]byte(` [ "a" , "b\u00e9" , -5 ] `))
+	f.Add([]byte(`["a","b",1.5e3]`))
+	f.Add([]byte(`["a","b\n",1]`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var r ReasonEntry
+		err := json.Unmarshal(b, &r)
+		src, text, ts, ok := quickReason(b)
+		if !ok || !json.Valid(b) {
+			return
+		}
+		if err != nil {
+			t.Fatalf("%q: quick path read it, Unmarshal refused: %v", b, err)
+		}
+		var raw []any
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.UseNumber()
+		if err := dec.Decode(&raw); err != nil || len(raw) != 3 {
+			t.Fatalf("%q: quick path read a non-triple", b)
+		}
+		n, _ := raw[2].(json.Number)
+		if raw[0] != src || raw[1] != text || string(n) != strconv.FormatInt(ts, 10) && n.String() != "-0" {
+			t.Fatalf("%q: quick %q %q %d, general %v", b, src, text, ts, raw)
+		}
+	})
+}
+
+// TestReasonEntryExact: nanosecond timestamps keep every digit.
+func TestReasonEntryExact(t *testing.T) {
+	for _, in := range []string{`["a","b",1700000000000000123]`, `["a\"q","b",1700000000000000123]`} {
+		var r ReasonEntry
+		if err := json.Unmarshal([]byte(in), &r); err != nil || r.TimeNS != 1700000000000000123 {
+			t.Fatalf("%s: %+v %v", in, r, err)
+		}
+	}
+	for _, in := range []string{`["a","b"]`, `["a",1,2]`, `["a","b","c"]`, `{}`, `["a","b",1e30]`} {
+		var r ReasonEntry
+		if err := json.Unmarshal([]byte(in), &r); err == nil {
+			t.Fatalf("%s accepted: %+v", in, r)
 		}
 	}
 }

@@ -101,6 +101,22 @@ type OpState struct {
 	// Steps are the opcode's completed steps, in order. A new leader
 	// resumes a running opcode at step len(Steps).
 	Steps []StepRecord `json:"gnt_steps,omitempty"`
+
+	// parsed is Input as the submission's Apply decoded it. It is not
+	// part of the state (snapshots and restores leave it nil) and is
+	// never changed after the job is stored.
+	parsed Opcode
+}
+
+// Opcode returns the decoded Input. A job submitted since this gntd
+// started carries the value Apply decoded at submission, so the executor
+// does not decode every opcode a second time; callers must treat it as
+// read-only.
+func (o *OpState) Opcode() (Opcode, error) {
+	if o.parsed != nil {
+		return o.parsed, nil
+	}
+	return ParseOpcode(o.Input)
 }
 
 // StepRecord is one completed step of a multi-step opcode.

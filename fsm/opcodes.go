@@ -10,7 +10,9 @@ import (
 	"net"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Opcode is one operation of a job, with Ganeti's OP_ID and field names.
@@ -45,10 +47,18 @@ func (r ReasonEntry) MarshalJSON() ([]byte, error) {
 }
 
 // UnmarshalJSON reads the Ganeti triple. It is on every replica's apply
-// path, so it decodes once.
+// path: the common form (two plain strings and an integer) is read
+// directly from the bytes, which the caller has already checked to be
+// one JSON value; anything else takes the general path.
 func (r *ReasonEntry) UnmarshalJSON(b []byte) error {
+	if src, text, ts, ok := quickReason(b); ok {
+		r.Source, r.Text, r.TimeNS = src, text, ts
+		return nil
+	}
 	var raw []any
-	if err := json.Unmarshal(b, &raw); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(&raw); err != nil {
 		return fmt.Errorf("reason entry must be [source, text, timestamp_ns]")
 	}
 	if len(raw) != 3 {
@@ -61,12 +71,89 @@ func (r *ReasonEntry) UnmarshalJSON(b []byte) error {
 	if r.Text, ok = raw[1].(string); !ok {
 		return fmt.Errorf("reason text must be a string")
 	}
-	ts, ok := raw[2].(float64)
+	n, ok := raw[2].(json.Number)
 	if !ok {
 		return fmt.Errorf("reason timestamp must be a number")
 	}
-	r.TimeNS = int64(ts)
+	if r.TimeNS, ok = numberNS(string(n)); !ok {
+		return fmt.Errorf("reason timestamp %s is out of range", n)
+	}
 	return nil
+}
+
+// numberNS reads a JSON number as nanoseconds: integers exactly, other
+// forms (1.7e18) rounded.
+func numberNS(s string) (int64, bool) {
+	if v, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return v, true
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f >= 1<<63 || f < -(1<<63) {
+		return 0, false
+	}
+	return int64(f), true
+}
+
+// quickReason reads [string, string, integer] when both strings are
+// plain (no escapes, valid UTF-8), as encoding/json would.
+func quickReason(b []byte) (src, text string, ts int64, ok bool) {
+	i := 0
+	ws := func() {
+		for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+			i++
+		}
+	}
+	str := func() (string, bool) {
+		ws()
+		if i >= len(b) || b[i] != '"' {
+			return "", false
+		}
+		start := i + 1
+		for j := start; j < len(b); j++ {
+			switch c := b[j]; {
+			case c == '"':
+				if !utf8.Valid(b[start:j]) {
+					return "", false
+				}
+				i = j + 1
+				return string(b[start:j]), true
+			case c == '\\' || c < 0x20:
+				return "", false
+			}
+		}
+		return "", false
+	}
+	sep := func(c byte) bool {
+		ws()
+		if i < len(b) && b[i] == c {
+			i++
+			return true
+		}
+		return false
+	}
+	if !sep('[') {
+		return
+	}
+	if src, ok = str(); !ok || !sep(',') {
+		return "", "", 0, false
+	}
+	if text, ok = str(); !ok || !sep(',') {
+		return "", "", 0, false
+	}
+	ws()
+	start := i
+	for i < len(b) && (b[i] == '-' || b[i] >= '0' && b[i] <= '9') {
+		i++
+	}
+	v, err := strconv.ParseInt(string(b[start:i]), 10, 64)
+	if err != nil || !sep(']') {
+		return "", "", 0, false
+	}
+	ws()
+	if i != len(b) {
+		return "", "", 0, false
+	}
+	return src, text, v, true
 }
 
 // OpCommon holds the fields every Ganeti opcode accepts.

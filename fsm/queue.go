@@ -63,7 +63,7 @@ func (s *State) newJob(spec JobSpec, id, first int64, ts *Timestamp) (*Job, []Op
 		}
 		job.Ops = append(job.Ops, &OpState{
 			Input: spec.Ops[i], Status: StatusQueued, Priority: op.Common().PriorityOr(PrioNormal),
-			Log: []LogEntry{}, UUID: spec.UUIDs[i], Depends: resolved,
+			Log: []LogEntry{}, UUID: spec.UUIDs[i], Depends: resolved, parsed: op,
 		})
 		job.Summary = append(job.Summary, op.Summary())
 	}
@@ -136,6 +136,7 @@ func (s *State) applyJobSubmit(c *JobSubmit) Response {
 		o.Result = mustJSON(res)
 		o.Status = StatusSuccess
 		o.EndTS = ts
+		o.parsed = nil // only the executor wants it, and it never sees this job
 	}
 	if !dryRun {
 		t.commit()

@@ -230,6 +230,15 @@ func (s *State) ExecutorJobs() []*Job {
 	return out
 }
 
+// EachExecutorJob calls fn for every unfinished executor job, in no
+// particular order; it is ExecutorJobs without the sorting, for callers
+// that visit every job on a busy path.
+func (s *State) EachExecutorJob(fn func(*Job)) {
+	for id := range s.execPending {
+		fn(s.Jobs[id])
+	}
+}
+
 // PendingJobs is the number of unfinished jobs.
 func (s *State) PendingJobs() int { return s.pending }
 
@@ -384,6 +393,8 @@ func (f *FSM) Apply(index uint64, data []byte) any {
 	var resp any
 	if len(data) == 0 {
 		resp = Response{Err: errf(CodeInval, "", "empty log entry")}
+	} else if CommandType(data[0]) == CmdFrames {
+		resp = f.applyFrames(data[1:])
 	} else if CommandType(data[0]) == CmdBatch {
 		resp = f.applyBatch(data[1:])
 	} else {
@@ -463,18 +474,42 @@ func (f *FSM) ApplyNoop(index uint64) {
 	}
 }
 
+// applyBatch applies a JSON Batch, the form logs written before
+// CmdFrames hold.
 func (f *FSM) applyBatch(body []byte) any {
 	var b Batch
 	if err := DecodeStrict(body, &b); err != nil {
 		return Response{Err: AsError(err)}
 	}
-	out := make(BatchResponse, len(b.Entries))
+	cmds := make([][]byte, len(b.Entries))
 	for i, e := range b.Entries {
-		if e.Type == CmdBatch {
+		cmds[i] = append([]byte{byte(e.Type)}, e.Body...)
+	}
+	return f.applyEach(cmds)
+}
+
+func (f *FSM) applyFrames(body []byte) any {
+	cmds, e := DecodeFrames(body)
+	if e != nil {
+		return Response{Err: e}
+	}
+	return f.applyEach(cmds)
+}
+
+// applyEach applies the commands of a batch one by one, each with its own
+// response.
+func (f *FSM) applyEach(cmds [][]byte) any {
+	out := make(BatchResponse, len(cmds))
+	for i, c := range cmds {
+		if len(c) == 0 {
+			out[i] = Response{Err: errf(CodeInval, "", "empty command in batch")}
+			continue
+		}
+		if t := CommandType(c[0]); t == CmdBatch || t == CmdFrames {
 			out[i] = Response{Err: errf(CodeInval, "", "nested batch")}
 			continue
 		}
-		r := f.applyOne(e.Type, e.Body)
+		r := f.applyOne(CommandType(c[0]), c[1:])
 		if e, ok := r.(*Error); ok {
 			return e // unknown command: fatal for the whole entry
 		}

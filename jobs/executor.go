@@ -1,10 +1,12 @@
 package jobs
 
 import (
+	"container/heap"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -192,44 +194,72 @@ func (e *Executor) Run(ctx context.Context) error {
 // executor started and this one has not resumed), then by priority, then
 // by id; jobs whose next opcode waits for a dependency are skipped.
 func (e *Executor) pick(s *fsm.State, n int, running map[int64]bool, mu *sync.Mutex) []int64 {
-	type cand struct {
-		id      int64
-		started bool
-		prio    int
-	}
-	var cands []cand
+	var (
+		started []int64
+		best    pickHeap // the n best unstarted jobs so far, the worst on top
+	)
 	mu.Lock()
-	for _, j := range s.ExecutorJobs() {
+	s.EachExecutorJob(func(j *fsm.Job) {
 		if running[j.ID] {
-			continue
+			return
 		}
 		idx := j.CurrentOp()
 		if idx < 0 {
-			continue
+			return
 		}
-		started := j.Ops[idx].Status == fsm.StatusRunning
-		if !started {
-			if v, _ := s.CheckDependencies(j, idx); v == fsm.DepWait {
-				continue
-			}
+		if j.Ops[idx].Status == fsm.StatusRunning {
+			started = append(started, j.ID)
+			return
 		}
-		cands = append(cands, cand{j.ID, started, j.Priority()})
-	}
-	mu.Unlock()
-	sort.SliceStable(cands, func(a, b int) bool {
-		if cands[a].started != cands[b].started {
-			return cands[a].started
+		c := pickCand{j.ID, j.Priority()}
+		if len(best) == n && !c.before(best[0]) {
+			return
 		}
-		return cands[a].prio < cands[b].prio
+		if v, _ := s.CheckDependencies(j, idx); v == fsm.DepWait {
+			return
+		}
+		if len(best) < n {
+			heap.Push(&best, c)
+		} else {
+			best[0] = c
+			heap.Fix(&best, 0)
+		}
 	})
-	out := make([]int64, 0, n)
-	for _, c := range cands {
-		if len(out) == n && !c.started {
-			break
+	mu.Unlock()
+	slices.Sort(started)
+	out := started
+	if len(out) < n {
+		sort.Slice(best, func(a, b int) bool { return best[a].before(best[b]) })
+		for _, c := range best[:min(len(best), n-len(out))] {
+			out = append(out, c.id)
 		}
-		out = append(out, c.id)
 	}
 	return out
+}
+
+// pickCand is an unstarted job pick considers.
+type pickCand struct {
+	id   int64
+	prio int
+}
+
+// before orders candidates by priority, then by id.
+func (c pickCand) before(d pickCand) bool {
+	return c.prio < d.prio || c.prio == d.prio && c.id < d.id
+}
+
+// pickHeap is a max-heap of candidates: the one to drop first on top.
+type pickHeap []pickCand
+
+func (h pickHeap) Len() int           { return len(h) }
+func (h pickHeap) Less(a, b int) bool { return h[b].before(h[a]) }
+func (h pickHeap) Swap(a, b int)      { h[a], h[b] = h[b], h[a] }
+func (h *pickHeap) Push(x any)        { *h = append(*h, x.(pickCand)) }
+func (h *pickHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 // rebuildLocks re-takes, for every job with a running opcode, the locks
@@ -336,7 +366,7 @@ func (e *Executor) runJob(ctx context.Context, id int64, resume bool) error {
 
 func (e *Executor) runOp(ctx context.Context, job *fsm.Job, idx int, resume bool) error {
 	st := job.Ops[idx]
-	op, err := fsm.ParseOpcode(st.Input)
+	op, err := st.Opcode()
 	if err != nil {
 		_, uerr := e.update(ctx, fsm.JobUpdate{JobID: job.ID, OpIndex: idx, Action: fsm.ActionFinish,
 			Status: fsm.StatusError, Result: mustJSON(fmt.Sprintf("opcode cannot be decoded: %v", err))})

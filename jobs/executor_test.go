@@ -3,6 +3,8 @@ package jobs
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -117,5 +119,45 @@ func TestExecutorResumesAndIsFenced(t *testing.T) {
 	defer scancel()
 	if err := stale.Run(sctx); err != ErrFenced {
 		t.Fatalf("stale Run = %v, want ErrFenced", err)
+	}
+}
+
+// TestPickOrder: pick returns started jobs first, then the n best queued
+// ones by priority and id, skipping jobs that wait for a dependency and
+// jobs already running, whatever the number of queued jobs.
+func TestPickOrder(t *testing.T) {
+	d, epoch := setup(t)
+	delay := func(prio int) string {
+		return fmt.Sprintf(`{"OP_ID":"OP_TEST_DELAY","duration":0,"priority":%d}`, prio)
+	}
+	var ids []int64
+	for _, p := range []int{0, 5, -5, 0, -5, 10, 0} {
+		ids = append(ids, submit(t, d, delay(p)))
+	}
+	// A high-priority job that waits for the last one to succeed.
+	waiting := submit(t, d, fmt.Sprintf(`{"OP_ID":"OP_TEST_DELAY","duration":0,"priority":-20,"depends":[[%d,["success"]]]}`, ids[6]))
+	// Start ids[5] (the lowest priority) as another executor would have.
+	if r, _, _ := d.Apply(context.Background(), fsm.JobUpdate{Now: 4, Epoch: epoch, JobID: ids[5], OpIndex: 0, Action: fsm.ActionStart}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	e := &Executor{FSM: d.f, Apply: d, Epoch: epoch, Concurrency: 4}
+	var mu sync.Mutex
+	pick := func(n int, running map[int64]bool) (out []int64) {
+		d.f.Read(func(s *fsm.State, _ uint64) { out = e.pick(s, n, running, &mu) })
+		return out
+	}
+	want := []int64{ids[5], ids[2], ids[4], ids[0]}
+	if got := pick(4, map[int64]bool{}); !slices.Equal(got, want) {
+		t.Errorf("pick(4) = %v, want %v", got, want)
+	}
+	if got := pick(1, map[int64]bool{}); !slices.Equal(got, []int64{ids[5]}) {
+		t.Errorf("pick(1) = %v, want only the started job", got)
+	}
+	if got := pick(3, map[int64]bool{ids[2]: true}); !slices.Equal(got, []int64{ids[5], ids[4], ids[0]}) {
+		t.Errorf("pick(3) with %d running = %v", ids[2], got)
+	}
+	all := pick(100, map[int64]bool{})
+	if slices.Contains(all, waiting) || len(all) != 7 {
+		t.Errorf("pick(100) = %v: want the 7 jobs without the waiting %d", all, waiting)
 	}
 }

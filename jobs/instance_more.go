@@ -130,7 +130,7 @@ func (e *Executor) reinstallAllowed(sc *StepContext, in *fsm.Instance) (bool, er
 		if st.Status != fsm.StatusSuccess {
 			continue
 		}
-		op, perr := fsm.ParseOpcode(st.Input)
+		op, perr := st.Opcode()
 		rd, ok := op.(*fsm.OpInstanceRecreateDisks)
 		if perr != nil || !ok {
 			continue
