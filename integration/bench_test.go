@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -34,6 +35,45 @@ func percentile(d []time.Duration, p float64) time.Duration {
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	i := int(float64(len(s)-1) * p)
 	return s[i]
+}
+
+// cpuSeconds returns the CPU time (user and system) the cluster's gntd
+// processes and this test process have used so far. Per-job CPU is a
+// steadier figure than the rate on a shared machine.
+func cpuSeconds(c *Cluster) (servers, client float64) {
+	for _, m := range c.Members {
+		if m.cmd == nil || m.cmd.Process == nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", m.cmd.Process.Pid))
+		if err != nil {
+			continue
+		}
+		// Fields after the command name: utime and stime are the 12th and
+		// 13th, in clock ticks (100 per second on Linux).
+		rest := string(b)
+		f := strings.Fields(rest[strings.LastIndexByte(rest, ')')+1:])
+		if len(f) < 13 {
+			continue
+		}
+		u, _ := strconv.ParseFloat(f[11], 64)
+		st, _ := strconv.ParseFloat(f[12], 64)
+		servers += (u + st) / 100
+	}
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		client = float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+	}
+	return servers, client
+}
+
+// cpuPerJob formats the CPU used since (s0, c0) per job.
+func cpuPerJob(c *Cluster, s0, c0 float64, jobs int64) string {
+	s1, c1 := cpuSeconds(c)
+	if jobs == 0 {
+		return ""
+	}
+	return fmt.Sprintf("cpu/job: gntds %.0fus client %.0fus", (s1-s0)/float64(jobs)*1e6, (c1-c0)/float64(jobs)*1e6)
 }
 
 // tagJob is a configuration-only job: one tag on one node.
@@ -111,13 +151,14 @@ func TestBenchJobThroughput(t *testing.T) {
 	for _, target := range []string{"leader", "spread"} {
 		for _, clients := range []int{1, 64, 256} {
 			d := 8 * time.Second
+			s0, c0 := cpuSeconds(c)
 			n, lats, failed := runJobs(t, c, clients, d, target == "leader", mk)
 			if n == 0 {
 				t.Fatalf("%d clients: no job succeeded", clients)
 			}
-			line := fmt.Sprintf("BENCH jobs to=%s clients=%d jobs=%d failed=%d rate=%.0f jobs/s p50=%v p99=%v max=%v",
+			line := fmt.Sprintf("BENCH jobs to=%s clients=%d jobs=%d failed=%d rate=%.0f jobs/s p50=%v p99=%v max=%v %s",
 				target, clients, n, failed, float64(n)/d.Seconds(), percentile(lats, 0.5).Round(10*time.Microsecond),
-				percentile(lats, 0.99).Round(10*time.Microsecond), percentile(lats, 1).Round(10*time.Microsecond))
+				percentile(lats, 0.99).Round(10*time.Microsecond), percentile(lats, 1).Round(10*time.Microsecond), cpuPerJob(c, s0, c0, n))
 			t.Log(line)
 			fmt.Println(line)
 		}
@@ -214,13 +255,14 @@ func TestBenchNoopJobs(t *testing.T) {
 	runJobs(t, c, 8, time.Second, true, mk) // warm up
 	for _, clients := range []int{1, 64} {
 		d := 8 * time.Second
+		s0, c0 := cpuSeconds(c)
 		n, lats, failed := runJobs(t, c, clients, d, true, mk)
 		if n == 0 {
 			t.Fatalf("%d clients: no job succeeded", clients)
 		}
-		line := fmt.Sprintf("BENCH noop-jobs clients=%d jobs=%d failed=%d rate=%.0f jobs/s p50=%v p99=%v",
+		line := fmt.Sprintf("BENCH noop-jobs clients=%d jobs=%d failed=%d rate=%.0f jobs/s p50=%v p99=%v %s",
 			clients, n, failed, float64(n)/d.Seconds(), percentile(lats, 0.5).Round(10*time.Microsecond),
-			percentile(lats, 0.99).Round(10*time.Microsecond))
+			percentile(lats, 0.99).Round(10*time.Microsecond), cpuPerJob(c, s0, c0, n))
 		t.Log(line)
 		fmt.Println(line)
 	}
@@ -235,6 +277,7 @@ func TestBenchNoopJobs(t *testing.T) {
 		last   atomic.Int64
 		wg     sync.WaitGroup
 	)
+	s0, c0 := cpuSeconds(c)
 	start := time.Now()
 	for i := 0; i < clients; i++ {
 		wg.Add(1)
@@ -265,8 +308,8 @@ func TestBenchNoopJobs(t *testing.T) {
 		t.Fatalf("last job %d: %v %s", last.Load(), err, j.Status)
 	}
 	took := stampTime(j.EndTS).Sub(start)
-	line := fmt.Sprintf("BENCH noop-jobs pipelined clients=%d jobs=%d failed=%d rate=%.0f jobs/s (first submission to last job's end %v)",
-		clients, total, failed.Load(), float64(total-int(failed.Load()))/took.Seconds(), took.Round(time.Millisecond))
+	line := fmt.Sprintf("BENCH noop-jobs pipelined clients=%d jobs=%d failed=%d rate=%.0f jobs/s (first submission to last job's end %v) %s",
+		clients, total, failed.Load(), float64(total-int(failed.Load()))/took.Seconds(), took.Round(time.Millisecond), cpuPerJob(c, s0, c0, total))
 	t.Log(line)
 	fmt.Println(line)
 }
