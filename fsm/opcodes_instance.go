@@ -370,8 +370,10 @@ func (o *OpInstanceFailover) Validate() *Error { return o.validateRef() }
 // Summary implements Opcode.
 func (o *OpInstanceFailover) Summary() string { return "INSTANCE_FAILOVER(" + o.Ref() + ")" }
 
-// Locks implements Opcode.
-func (o *OpInstanceFailover) Locks(s *State) []LockDecl { return instanceLocks(s, o.Ref()) }
+// Locks implements Opcode: the instance, its nodes and the target node.
+func (o *OpInstanceFailover) Locks(s *State) []LockDecl {
+	return instanceLocks(s, o.Ref(), o.TargetNode)
+}
 
 // Migration modes.
 const (
@@ -410,8 +412,10 @@ func (o *OpInstanceMigrate) Validate() *Error {
 // Summary implements Opcode.
 func (o *OpInstanceMigrate) Summary() string { return "INSTANCE_MIGRATE(" + o.Ref() + ")" }
 
-// Locks implements Opcode.
-func (o *OpInstanceMigrate) Locks(s *State) []LockDecl { return instanceLocks(s, o.Ref()) }
+// Locks implements Opcode: the instance, its nodes and the target node.
+func (o *OpInstanceMigrate) Locks(s *State) []LockDecl {
+	return instanceLocks(s, o.Ref(), o.TargetNode)
+}
 
 // Node evacuation modes (Ganeti's).
 const (

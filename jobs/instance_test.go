@@ -420,3 +420,61 @@ func TestInstanceCreateMakesRoom(t *testing.T) {
 		t.Fatal("a refused create changed the configuration")
 	}
 }
+
+// TestReservationMigrate: failover and migrate of a forthcoming instance
+// move its record only (no agent is called): a drbd reservation swaps
+// its nodes, another goes to target_node or where the allocator places
+// it; a target that cannot take it is refused and nothing changes.
+func TestReservationMigrate(t *testing.T) {
+	d, epoch := instanceSetup(t, "n3")
+	nodes := newFakeNodes()
+	runExecutorWith(t, &Executor{FSM: d.f, Apply: d, Epoch: epoch, Concurrency: 4, Strategy: fastStrategy, Nodes: nodes})
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"resd","disk_template":"drbd","disks":[{"size":1024}],"beparams":{"memory":1024},"forthcoming":true,"pnode":"n1","snode":"n2"}`)
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"resp","disk_template":"plain","disks":[{"size":1024}],"beparams":{"memory":1024},"forthcoming":true,"pnode":"n1"}`)
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"big","disk_template":"diskless","beparams":{"memory":3500},"pnode":"n3","start":false}`)
+	nodes.mu.Lock()
+	calls := len(nodes.calls)
+	nodes.mu.Unlock()
+
+	j := runOK(t, d, `{"OP_ID":"OP_INSTANCE_MIGRATE","instance_name":"resd"}`)
+	if in := instanceState(d, "resd"); in.PrimaryNode != "n2" || in.SecondaryNodes[0] != "n1" || !in.Forthcoming {
+		t.Fatalf("resd after migrate: %+v", in)
+	}
+	if log := logText(j); !strings.Contains(log, "moved reservation resd from n1:n2 to n2:n1 (configuration only)") {
+		t.Errorf("log:\n%s", log)
+	}
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_FAILOVER","instance_name":"resd"}`)
+	if in := instanceState(d, "resd"); in.PrimaryNode != "n1" {
+		t.Fatalf("resd after failover: %+v", in)
+	}
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_MIGRATE","instance_name":"resp","target_node":"n2"}`)
+	if in := instanceState(d, "resp"); in.PrimaryNode != "n2" {
+		t.Fatalf("resp after migrate to n2: %+v", in)
+	}
+	// Without a target the allocator chooses another node of its group:
+	// n1 (n3 is full).
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_FAILOVER","instance_name":"resp"}`)
+	if in := instanceState(d, "resp"); in.PrimaryNode != "n1" {
+		t.Fatalf("resp after failover: %+v", in)
+	}
+	nodes.mu.Lock()
+	if len(nodes.calls) != calls {
+		t.Errorf("moving reservations called the agents: %v", nodes.calls[calls:])
+	}
+	nodes.mu.Unlock()
+
+	before := configOf(d)
+	for op, want := range map[string]string{
+		`{"OP_ID":"OP_INSTANCE_MIGRATE","instance_name":"resp","target_node":"n3"}`: "free memory",
+		`{"OP_ID":"OP_INSTANCE_MIGRATE","instance_name":"resd","target_node":"n3"}`: "a drbd reservation moves to its secondary n2, not n3",
+	} {
+		id := submitUUID(t, d, op)
+		j := waitStatus(t, d.f, id, fsm.StatusError)
+		if !strings.Contains(string(j.Ops[0].Result), want) {
+			t.Errorf("%s: %s, want %q", op, j.Ops[0].Result, want)
+		}
+	}
+	if configOf(d) != before {
+		t.Fatal("a refused move changed the configuration")
+	}
+}
