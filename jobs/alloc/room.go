@@ -69,16 +69,7 @@ type RoomPlan struct {
 // not fit even with every movable reservation gone), no plan within
 // MaxRoomMoves was found, or reservations are locked.
 func MakeRoom(st *fsm.State, req Request, opts Options) (RoomPlan, error) {
-	nd, ferr := req.check()
-	if ferr != nil {
-		return RoomPlan{}, ferr
-	}
-	skip, ferr := resolveInstance(st, req.Instance)
-	if ferr != nil {
-		return RoomPlan{}, ferr
-	}
-	t := buildTable(st, opts, skip, "")
-	sc, ferr := t.scopeOf(&req)
+	t, nd, sc, skip, ferr := setUp(st, &req, opts)
 	if ferr != nil {
 		return RoomPlan{}, ferr
 	}
