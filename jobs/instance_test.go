@@ -478,3 +478,74 @@ func TestReservationMigrate(t *testing.T) {
 		t.Fatal("a refused move changed the configuration")
 	}
 }
+
+// interposed is an Applier that lets a test act just before a command
+// is applied.
+type interposed struct {
+	*direct
+	before func(fsm.Command)
+}
+
+func (a *interposed) Apply(ctx context.Context, c fsm.Command) (fsm.Response, uint64, error) {
+	if a.before != nil {
+		a.before(c)
+	}
+	return a.direct.Apply(ctx, c)
+}
+
+// TestMakeRoomStaleMoveReplans: the reservation a create planned to move
+// changes after the plan (an operator tags it) and before the record:
+// the state refuses the whole step, changing nothing, and the step plans
+// again and succeeds with the reservation's new record.
+func TestMakeRoomStaleMoveReplans(t *testing.T) {
+	d, epoch := instanceSetup(t)
+	runAlone := func(op string) {
+		t.Helper()
+		e := &Executor{FSM: d.f, Apply: d, Epoch: epoch, Concurrency: 1, Strategy: fastStrategy, Nodes: newFakeNodes()}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- e.Run(ctx) }()
+		runOK(t, d, op)
+		cancel()
+		<-done
+	}
+	runAlone(`{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"res1","disk_template":"diskless","beparams":{"memory":3000},"forthcoming":true,"pnode":"n1"}`)
+	runAlone(`{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"a","disk_template":"diskless","beparams":{"memory":700},"pnode":"n2","start":false}`)
+
+	var refused, tagged bool
+	var before string
+	ap := &interposed{direct: d}
+	ap.before = func(c fsm.Command) {
+		u, ok := c.(fsm.JobUpdate)
+		if !ok || len(u.Changes) == 0 || u.Changes[0].ReservationMove == nil {
+			return
+		}
+		if !tagged {
+			tagged = true
+			r, _, _ := d.Apply(context.Background(), fsm.JobSubmit{Now: 10, UUIDs: []string{""},
+				Ops: []json.RawMessage{json.RawMessage(`{"OP_ID":"OP_TAGS_SET","kind":"instance","name":"res1","tags":["moved-meanwhile"]}`)}})
+			if r.Err != nil {
+				t.Errorf("tagging: %v", r.Err)
+			}
+			before = configOf(d)
+			return
+		}
+		// The second attempt: the first was refused and changed nothing.
+		refused = configOf(d) == before
+	}
+	runExecutorWith(t, &Executor{FSM: d.f, Apply: ap, Epoch: epoch, Concurrency: 4, Strategy: fastStrategy, Nodes: newFakeNodes()})
+	j := runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"web","disk_template":"diskless","beparams":{"memory":3500}}`)
+	if !tagged || !refused {
+		t.Fatalf("the stale move was not refused whole (tagged %v, unchanged after %v)", tagged, refused)
+	}
+	in := instanceState(d, "res1")
+	if in.PrimaryNode != "n2" || len(in.Tags) != 1 || !in.Forthcoming {
+		t.Fatalf("res1 = %+v", in)
+	}
+	if web := instanceState(d, "web"); web == nil || web.PrimaryNode != "n1" {
+		t.Fatalf("web = %+v", web)
+	}
+	if log := logText(j); !strings.Contains(log, "moved reservation res1 from n1 to n2 to make room") {
+		t.Errorf("log:\n%s", log)
+	}
+}
