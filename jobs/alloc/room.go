@@ -281,9 +281,8 @@ func (rm *room) sumContrib(rows []int32) float64 {
 }
 
 // subsets calls f with each subset of items of size k, in lexicographic
-// order, while f returns true and the budget lasts; the slice f gets is
-// reused.
-func (rm *room) subsets(items []int32, k int, f func(set []int32) bool) {
+// order, while the budget lasts; the slice f gets is reused.
+func (rm *room) subsets(items []int32, k int, f func(set []int32)) {
 	if k > len(items) {
 		return
 	}
@@ -297,9 +296,7 @@ func (rm *room) subsets(items []int32, k int, f func(set []int32) bool) {
 		for i, x := range idx {
 			set[i] = items[x]
 		}
-		if !f(set) {
-			return
-		}
+		f(set)
 		i := k - 1
 		for i >= 0 && idx[i] == len(items)-k+i {
 			i--
@@ -333,7 +330,7 @@ func (rm *room) candidates(out []roomCand, g int32, k int) []roomCand {
 			continue
 		}
 		for k1 := lo; k1 <= k && k1 <= len(rm.on[p]); k1++ {
-			try := func(set []int32) bool {
+			try := func(set []int32) {
 				pre := rm.rowsOf(set, p)
 				before := rm.sumContrib(pre)
 				rm.unplaceSet(set)
@@ -360,7 +357,6 @@ func (rm *room) candidates(out []roomCand, g int32, k int) []roomCand {
 						out = append(out, rm.cand(g, p, m.row, set, m.set, delta+m.delta, rm.rowsOf(m.set, slices.Clone(pre)...)))
 					}
 				}
-				return true
 			}
 			if k1 == 0 {
 				try(nil)
@@ -582,7 +578,7 @@ func (rm *room) madeSecondaries(g int32) [][]madeSec {
 		}
 		for k := 1; k <= MaxRoomMoves && k <= len(rm.on[s]); k++ {
 			var best *madeSec
-			rm.subsets(rm.on[s], k, func(set []int32) bool {
+			rm.subsets(rm.on[s], k, func(set []int32) {
 				pre := rm.rowsOf(set, s)
 				before := rm.sumContrib(pre)
 				rm.unplaceSet(set)
@@ -595,7 +591,6 @@ func (rm *room) madeSecondaries(g int32) [][]madeSec {
 					}
 				}
 				rm.placeSet(set)
-				return true
 			})
 			if best != nil {
 				out[k] = append(out[k], *best)
