@@ -168,6 +168,43 @@ func (s *State) heldLocksConflict(want []LockDecl) bool {
 	return false
 }
 
+// InstanceLockHolder returns the job whose running opcode holds the lock
+// of the instance with this name or UUID (its own lock or the whole
+// instance level, shared or exclusive), leaving out job except; 0 when
+// none does. When several do, the lowest job id is returned. A state
+// built without its indexes is scanned whole.
+func (s *State) InstanceLockHolder(name, uuid string, except int64) int64 {
+	var names []string
+	for _, n := range []string{name, uuid} {
+		if n != "" {
+			names = append(names, n)
+		}
+	}
+	want := []LockDecl{{Level: LockInstance, Names: names, Exclusive: true}}
+	var holder int64
+	check := func(j *Job) {
+		if j == nil || j.ID == except || Finalized(j.Status) || holder != 0 && j.ID >= holder {
+			return
+		}
+		for _, op := range j.Ops {
+			if op.Status == StatusRunning && LocksConflict(op.Locks, want) {
+				holder = j.ID
+				return
+			}
+		}
+	}
+	if s.holding == nil {
+		for _, j := range s.Jobs {
+			check(j)
+		}
+		return holder
+	}
+	for id := range s.holding {
+		check(s.Jobs[id])
+	}
+	return holder
+}
+
 // DescribeLocks writes lock declarations the way Ganeti names locks, e.g.
 // "cluster/BGL(shared) node/n1(exclusive)"; a whole level is
 // "<level>/[lockset]".

@@ -83,6 +83,17 @@ type OpInstanceCreate struct {
 	HVParams     map[string]any `json:"hvparams,omitempty"`
 	OSParams     map[string]any `json:"osparams,omitempty"`
 	NoInstall    bool           `json:"no_install,omitempty"`
+	// MoveReservations (gnt) lets the allocator move forthcoming
+	// instances (reservations, records only) to other nodes when the
+	// instance fits nowhere as things are; default true. It applies only
+	// when the allocator places the instance (no pnode).
+	MoveReservations *bool `json:"gnt_move_reservations,omitempty"`
+}
+
+// MovesReservations reports whether the allocator may move reservations
+// to make room for the instance (gnt_move_reservations, default true).
+func (o *OpInstanceCreate) MovesReservations() bool {
+	return o.MoveReservations == nil || *o.MoveReservations
 }
 
 // Template returns the disk template, defaulted: plain with disks,
@@ -359,8 +370,10 @@ func (o *OpInstanceFailover) Validate() *Error { return o.validateRef() }
 // Summary implements Opcode.
 func (o *OpInstanceFailover) Summary() string { return "INSTANCE_FAILOVER(" + o.Ref() + ")" }
 
-// Locks implements Opcode.
-func (o *OpInstanceFailover) Locks(s *State) []LockDecl { return instanceLocks(s, o.Ref()) }
+// Locks implements Opcode: the instance, its nodes and the target node.
+func (o *OpInstanceFailover) Locks(s *State) []LockDecl {
+	return instanceLocks(s, o.Ref(), o.TargetNode)
+}
 
 // Migration modes.
 const (
@@ -399,8 +412,10 @@ func (o *OpInstanceMigrate) Validate() *Error {
 // Summary implements Opcode.
 func (o *OpInstanceMigrate) Summary() string { return "INSTANCE_MIGRATE(" + o.Ref() + ")" }
 
-// Locks implements Opcode.
-func (o *OpInstanceMigrate) Locks(s *State) []LockDecl { return instanceLocks(s, o.Ref()) }
+// Locks implements Opcode: the instance, its nodes and the target node.
+func (o *OpInstanceMigrate) Locks(s *State) []LockDecl {
+	return instanceLocks(s, o.Ref(), o.TargetNode)
+}
 
 // Node evacuation modes (Ganeti's).
 const (

@@ -453,6 +453,7 @@ func (s *State) applyJobUpdate(c *JobUpdate) Response {
 			return Response{Err: errf(CodeInval, "changes", "configuration changes ride only on a step record or a successful finish, not on %s", c.Action)}
 		}
 		t = s.begin(c.Now)
+		t.job = c.JobID
 		for k, ch := range c.Changes {
 			if e := ch.apply(t); e != nil {
 				return Response{Err: &Error{Code: e.Code, Field: e.Field, Msg: fmt.Sprintf("change %d of step %q: %s", k, c.StepName, e.Msg)}}

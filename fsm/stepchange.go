@@ -12,10 +12,11 @@ import (
 // progress never disagree: after a leader change the step is either
 // recorded with its change, or neither. Exactly one field is set.
 type StepChange struct {
-	InstancePut    *InstancePut    `json:"instance_put,omitempty"`
-	InstanceRemove *InstanceRemove `json:"instance_remove,omitempty"`
-	NodePowered    *NodePowered    `json:"node_powered,omitempty"`
-	NodeOffline    *NodeOffline    `json:"node_offline,omitempty"`
+	InstancePut     *InstancePut     `json:"instance_put,omitempty"`
+	InstanceRemove  *InstanceRemove  `json:"instance_remove,omitempty"`
+	NodePowered     *NodePowered     `json:"node_powered,omitempty"`
+	NodeOffline     *NodeOffline     `json:"node_offline,omitempty"`
+	ReservationMove *ReservationMove `json:"reservation_move,omitempty"`
 }
 
 // InstancePut stores an instance record: a new one (ExpectSerial 0) or a
@@ -31,6 +32,68 @@ type InstancePut struct {
 type InstanceRemove struct {
 	UUID         string `json:"uuid"`
 	ExpectSerial int64  `json:"expect_serial"`
+}
+
+// ReservationMove moves a forthcoming instance (a reservation) to other
+// nodes of its node group to make room for another instance: a change of
+// its record only, as a reservation has nothing on its nodes. It is
+// refused, with the rest of its step, unless the instance is still the
+// forthcoming record the step read (serial_no ExpectSerial), no running
+// opcode of another job holds its lock, and it fits its new nodes as any
+// placement must: they take instances (online, not drained, vm_capable),
+// belong to its group, follow its template's rules, and have the memory
+// and disk (see InstancePut).
+type ReservationMove struct {
+	UUID           string   `json:"uuid"`
+	ExpectSerial   int64    `json:"expect_serial"`
+	PrimaryNode    string   `json:"primary_node"`
+	SecondaryNodes []string `json:"secondary_nodes"`
+}
+
+func (m *ReservationMove) apply(t *txn) *Error {
+	old := t.instanceRW(m.UUID)
+	if old == nil {
+		return errf(CodeNoEnt, "uuid", "reservation %s no longer exists", m.UUID)
+	}
+	name := old.Name
+	if name == "" {
+		name = old.UUID
+	}
+	if !old.Forthcoming {
+		return errf(CodeState, "uuid", "instance %s is no longer forthcoming: only reservations are moved to make room", name)
+	}
+	if old.SerialNo != m.ExpectSerial {
+		return errf(CodeState, "serial_no", "reservation %s changed since the step read it (serial_no %d, expected %d)", name, old.SerialNo, m.ExpectSerial)
+	}
+	if j := t.st.InstanceLockHolder(old.Name, old.UUID, t.job); j != 0 {
+		return errf(CodeState, "uuid", "reservation %s is locked by job %d and cannot be moved", name, j)
+	}
+	if m.PrimaryNode == "" {
+		return errf(CodeInval, "primary_node", "moving reservation %s needs a primary node", name)
+	}
+	from := t.node(old.PrimaryNode)
+	if from == nil {
+		return errf(CodeState, "uuid", "reservation %s has no primary node to move from", name)
+	}
+	in := *old.clone()
+	in.PrimaryNode, in.SecondaryNodes = m.PrimaryNode, cloneStrings(m.SecondaryNodes)
+	if e := t.checkInstanceNodes(&in); e != nil {
+		return e
+	}
+	for _, u := range append([]string{in.PrimaryNode}, in.SecondaryNodes...) {
+		n := t.node(u)
+		switch {
+		case n.Group != from.Group:
+			return errf(CodeInval, "primary_node", "reservation %s stays in its node group: node %s is in another", name, n.Name)
+		case n.Offline, n.Drained, !n.VMCapable:
+			return errf(CodeState, "primary_node", "node %s takes no instances (offline, drained or not vm_capable)", n.Name)
+		}
+	}
+	if e := t.checkInstanceFits(&in, old); e != nil {
+		return e
+	}
+	*old = in
+	return nil
 }
 
 // Disk templates.
@@ -49,7 +112,7 @@ const (
 
 func (c StepChange) apply(t *txn) *Error {
 	set := 0
-	for _, p := range []bool{c.InstancePut != nil, c.InstanceRemove != nil, c.NodePowered != nil, c.NodeOffline != nil} {
+	for _, p := range []bool{c.InstancePut != nil, c.InstanceRemove != nil, c.NodePowered != nil, c.NodeOffline != nil, c.ReservationMove != nil} {
 		if p {
 			set++
 		}
@@ -64,8 +127,10 @@ func (c StepChange) apply(t *txn) *Error {
 		return c.NodePowered.apply(t)
 	case c.NodeOffline != nil:
 		return c.NodeOffline.apply(t)
+	case c.ReservationMove != nil:
+		return c.ReservationMove.apply(t)
 	}
-	return errf(CodeInval, "changes", "a step change must set exactly one of instance_put, instance_remove, node_powered, node_offline")
+	return errf(CodeInval, "changes", "a step change must set exactly one of instance_put, instance_remove, node_powered, node_offline, reservation_move")
 }
 
 func (p *InstancePut) apply(t *txn) *Error {

@@ -15,6 +15,9 @@ type txn struct {
 	insts   map[string]*Instance // nil value = deleted
 	maint   *Maintenance
 	logs    []string
+	// job is the job whose update the transaction applies (0 for other
+	// commands): its own locks do not count against its changes.
+	job int64
 }
 
 func (s *State) begin(now int64) *txn {

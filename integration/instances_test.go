@@ -232,3 +232,82 @@ func TestReservationsNeverOvercommit(t *testing.T) {
 		t.Errorf("capacity answered %q; want %d more", out, 20-len(insts))
 	}
 }
+
+// TestCreateMovesReservation: five nodes of 4 GiB each hold a 2 GiB
+// reservation, so a 3 GiB instance fits nowhere until one reservation
+// moves. The dry run names the move and changes nothing; the create
+// moves the reservation (a record change, in the same entry as the new
+// instance) and says so; no node ends up holding more than it has, and
+// the capacity left agrees.
+func TestCreateMovesReservation(t *testing.T) {
+	c := NewCluster(t, ClusterOptions{Candidates: 3, Nodes: 2, ExtraArgs: []string{"--memory-mib", "4096"}})
+	c.WaitLeader(10 * time.Second)
+	for i := 0; i < 5; i++ {
+		if out, err := c.GNT("instance", "add", "--forthcoming", "-t", "diskless", "--memory", "2048", fmt.Sprintf("res%d", i)); err != nil {
+			t.Fatalf("reservation %d: %v\n%s", i, err, out)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	where := func() map[string]string {
+		insts, err := c.Client().Instances(ctx, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		perNode := map[string]int64{}
+		for _, in := range insts {
+			out[in.Name] = in.PNode
+			perNode[in.PNode] += in.BEParams.Memory
+		}
+		for n, m := range perNode {
+			if m > 4096 {
+				t.Errorf("node %s holds %d MiB of instances, more than its 4096", n, m)
+			}
+		}
+		return out
+	}
+	before := where()
+	if len(before) != 5 {
+		t.Fatalf("reservations: %v", before)
+	}
+	out, err := c.GNT("instance", "add", "--dry-run", "-t", "diskless", "--memory", "3072", "web1")
+	if err != nil || !strings.Contains(out, "would move from") || !strings.Contains(out, "to make room") {
+		t.Fatalf("dry run: %v\n%s", err, out)
+	}
+	if after := where(); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("the dry run changed the configuration: %v, then %v", before, after)
+	}
+	out, err = c.GNT("instance", "add", "-t", "diskless", "--memory", "3072", "--no-move-reservations", "web1")
+	if err == nil || !strings.Contains(out, "no node has 3072 MiB free memory") {
+		t.Fatalf("without moves: %v\n%s", err, out)
+	}
+	out, err = c.GNT("instance", "add", "-t", "diskless", "--memory", "3072", "web1")
+	if err != nil {
+		t.Fatalf("create: %v\n%s", err, out)
+	}
+	after := where()
+	var moved []string
+	for name, node := range before {
+		if after[name] != node {
+			moved = append(moved, name)
+			want := fmt.Sprintf("moved reservation %s from %s to %s to make room", name, node, after[name])
+			if !strings.Contains(out, want) {
+				t.Errorf("the output lacks %q:\n%s", want, out)
+			}
+			if after[name] == after["web1"] {
+				t.Errorf("%s moved to web1's node %s", name, after[name])
+			}
+		}
+	}
+	if len(moved) != 1 || before[moved[0]] != after["web1"] {
+		t.Fatalf("moved %v; web1 on %s; before %v, after %v", moved, after["web1"], before, after)
+	}
+	// web1's node keeps 1 GiB, the node that took the reservation none,
+	// the three others 2 GiB each: room for seven 1 GiB instances.
+	out, err = c.GNT("cluster", "capacity", "--memory", "1024")
+	var fits int
+	if _, serr := fmt.Sscanf(out, "%d", &fits); err != nil || serr != nil || fits != 7 {
+		t.Errorf("capacity: %v %q; want 7", err, out)
+	}
+}

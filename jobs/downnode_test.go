@@ -768,7 +768,7 @@ func TestNodeEvacuateRelocateRecreate(t *testing.T) {
 	if c := nodes.callsTo("n3"); len(c) != 0 {
 		t.Errorf("calls to the offline n3: %v", c)
 	}
-	for _, want := range []string{"web1: relocate", "ds1: recreate", "re-created on", "(forthcoming): primary"} {
+	for _, want := range []string{"web1: relocate", "ds1: recreate", "re-created on", "moved reservation res1 from n2:n4 to n4:n1 (configuration only)"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("log lacks %q:\n%s", want, log)
 		}

@@ -113,7 +113,8 @@ func (e *Executor) runMove(ctx context.Context, sc *StepContext, m alloc.Move) e
 		if m.NewSecondary != "" {
 			in.SecondaryNodes = []string{m.NewSecondary}
 		}
-		sc.Logf("%s (forthcoming): primary %s, secondaries %v in the configuration", in.Name, m.NewPrimaryName, in.SecondaryNodes)
+		sc.Logf("moved reservation %s from %s to %s (configuration only)", m.Instance,
+			nodePair(m.OldPrimaryName, m.OldSecondaryName), nodePair(m.NewPrimaryName, m.NewSecondaryName))
 		put(sc, in, expect)
 		return nil
 	}
@@ -160,6 +161,69 @@ func (e *Executor) runMove(ctx context.Context, sc *StepContext, m alloc.Move) e
 		put(sc, in, expect)
 	}
 	return nil
+}
+
+// forthcoming reports whether ref names a forthcoming instance. The
+// steps of failover and migrate are chosen by it when the opcode starts,
+// holding the instance's lock: only a commit, which needs that lock,
+// turns a reservation into a real instance, so a resumed opcode chooses
+// the same steps.
+func (e *Executor) forthcoming(ref string) bool {
+	in, _, err := e.instanceOf(ref)
+	return err == nil && in.Forthcoming
+}
+
+// reservationMoveStep is failover and migrate of a forthcoming instance,
+// which Ganeti lets them act on in the configuration only: a reservation
+// has nothing on its nodes. A drbd reservation swaps its primary and
+// secondary; one of another template goes to target, or where the
+// allocator places it in its group. The new nodes are checked as any
+// placement (the reservation's own use left out), and the record changes
+// as node evacuation moves reservations (runMove); maintd's balancer
+// moves reservations this way.
+func (e *Executor) reservationMoveStep(ref, target string) Step {
+	return Step{Name: "move the reservation", Run: func(ctx context.Context, sc *StepContext) (any, error) {
+		var (
+			m   alloc.Move
+			err error
+		)
+		e.FSM.Read(func(s *fsm.State, _ uint64) {
+			in := s.LookupInstance(ref)
+			if in == nil || !in.Forthcoming || s.Nodes[in.PrimaryNode] == nil {
+				err = &fsm.Error{Code: fsm.CodeState, Field: "instance_name", Msg: fmt.Sprintf("instance %s is no longer a reservation with nodes", ref)}
+				return
+			}
+			pri := s.Nodes[in.PrimaryNode]
+			req := alloc.Request{Name: in.Name, Template: in.DiskTemplate, MemoryMiB: in.MemoryMiB, VCPUs: in.VCPUs, Instance: in.UUID}
+			for _, d := range in.Disks {
+				req.Disks = append(req.Disks, d.SizeMiB)
+			}
+			m = alloc.Move{Instance: in.Name, InstanceUUID: in.UUID, Forthcoming: true, Kind: alloc.MoveRecreate,
+				OldPrimary: pri.UUID, OldPrimaryName: pri.Name}
+			switch {
+			case in.DiskTemplate == fsm.DTDrbd && len(in.SecondaryNodes) == 1:
+				sec := s.Nodes[in.SecondaryNodes[0]]
+				if sec == nil || target != "" && target != sec.Name && target != sec.UUID {
+					err = &fsm.Error{Code: fsm.CodeInval, Field: "target_node", Msg: fmt.Sprintf("a drbd reservation moves to its secondary %s, not %s", s.NodeName(in.SecondaryNodes[0]), target)}
+					return
+				}
+				m.Kind, m.OldSecondary, m.OldSecondaryName = alloc.MoveFailover, sec.UUID, sec.Name
+				req.Nodes = []string{sec.UUID, pri.UUID}
+			case target != "":
+				req.Nodes = []string{target}
+			default:
+				req.Group, req.Exclude = pri.Group, []string{pri.UUID}
+			}
+			var res alloc.Result
+			if res, err = alloc.Allocate(s, req, e.allocOptions(s)); err == nil {
+				m.NewPrimary, m.NewPrimaryName, m.NewSecondary, m.NewSecondaryName = res.Primary, res.PrimaryName, res.Secondary, res.SecondaryName
+			}
+		})
+		if err != nil {
+			return nil, err
+		}
+		return m, e.runMove(ctx, sc, m)
+	}}
 }
 
 // moveToSecondary makes a drbd instance's secondary its primary: a live

@@ -166,14 +166,20 @@ func (e *Executor) createSteps(o *fsm.OpInstanceCreate) []Step {
 }
 
 // createRecord places the instance (or checks the given nodes, or the
-// reservation being committed) and records it. With dry_run it only
-// answers where the instance would go.
+// reservation being committed) and records it. When the allocator places
+// it and it fits nowhere as things are, reservations may be moved to
+// make room (gnt_move_reservations, alloc.MakeRoom): their moves and the
+// new record are one transaction, which the state refuses whole when a
+// moved reservation changed, was committed or got locked meanwhile (the
+// step then plans again). With dry_run it only answers where the
+// instance would go and which reservations would move.
 func (e *Executor) createRecord(sc *StepContext, o *fsm.OpInstanceCreate) (any, error) {
 	var (
-		res    alloc.Result
+		res    alloc.RoomPlan
 		err    error
 		in     fsm.Instance
 		expect int64
+		moves  []fsm.ReservationMove
 	)
 	opUUID := sc.Job.Ops[sc.OpIndex].UUID
 	e.FSM.Read(func(s *fsm.State, _ uint64) {
@@ -216,7 +222,21 @@ func (e *Executor) createRecord(sc *StepContext, o *fsm.OpInstanceCreate) (any, 
 			in, expect = *existing, -1
 			return
 		}
-		res, err = alloc.Allocate(s, req, e.allocOptions(s))
+		if len(req.Nodes) > 0 || o.Commit || !o.MovesReservations() {
+			res.Result, err = alloc.Allocate(s, req, e.allocOptions(s))
+			return
+		}
+		if res, err = alloc.MakeRoom(s, req, e.allocOptions(s)); err != nil {
+			return
+		}
+		for _, m := range res.Moves {
+			r := s.Instances[m.InstanceUUID]
+			mv := fsm.ReservationMove{UUID: m.InstanceUUID, ExpectSerial: r.SerialNo, PrimaryNode: m.NewPrimary, SecondaryNodes: []string{}}
+			if m.NewSecondary != "" {
+				mv.SecondaryNodes = []string{m.NewSecondary}
+			}
+			moves = append(moves, mv)
+		}
 	})
 	if err != nil {
 		return nil, err
@@ -226,8 +246,15 @@ func (e *Executor) createRecord(sc *StepContext, o *fsm.OpInstanceCreate) (any, 
 		return placementResult(in.PrimaryNode, in.SecondaryNodes), nil
 	}
 	if d := o.Common().DryRun; d != nil && *d {
+		for _, m := range res.Moves {
+			sc.Logf("dry run: reservation %s would move from %s to %s to make room", m.Instance, nodePair(m.OldPrimaryName, m.OldSecondaryName), nodePair(m.NewPrimaryName, m.NewSecondaryName))
+		}
 		sc.Logf("dry run: %s would go to %v", o.InstanceName, res.NodeNames())
 		return res, nil
+	}
+	for k, m := range res.Moves {
+		sc.Change(fsm.StepChange{ReservationMove: &moves[k]})
+		sc.Logf("moved reservation %s from %s to %s to make room", m.Instance, nodePair(m.OldPrimaryName, m.OldSecondaryName), nodePair(m.NewPrimaryName, m.NewSecondaryName))
 	}
 	if !o.Commit {
 		in = fsm.Instance{Name: o.InstanceName, UUID: opUUID, DiskTemplate: o.Template(), OS: o.OSType,
@@ -266,6 +293,14 @@ func (e *Executor) createRecord(sc *StepContext, o *fsm.OpInstanceCreate) (any, 
 	}
 	sc.Logf("%s %s on %v (group %s)", what, in.Name, res.NodeNames(), res.GroupName)
 	return res, nil
+}
+
+// nodePair names an instance's nodes as the CLI takes them: PNODE[:SNODE].
+func nodePair(primary, secondary string) string {
+	if secondary == "" {
+		return primary
+	}
+	return primary + ":" + secondary
 }
 
 func placementResult(primary string, secondaries []string) map[string]any {

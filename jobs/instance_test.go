@@ -324,3 +324,228 @@ func TestInstanceChanges(t *testing.T) {
 		}
 	}
 }
+
+// configOf is the instances and the config serial, for checking that a
+// job changed no configuration.
+func configOf(d *direct) string {
+	var out string
+	d.f.Read(func(s *fsm.State, _ uint64) {
+		b, _ := json.Marshal(s.Instances)
+		out = fmt.Sprintf("%d %s", s.Cluster.SerialNo, b)
+	})
+	return out
+}
+
+// TestInstanceCreateMakesRoom: an instance that fits nowhere is placed
+// after the allocator moves a reservation (a record change in the same
+// transaction as the new record, named in the log); a forthcoming
+// instance makes room the same way; the dry run shows the moves and
+// changes nothing; gnt_move_reservations=false fails with the shortage;
+// real instances are never moved.
+func TestInstanceCreateMakesRoom(t *testing.T) {
+	d, epoch := instanceSetup(t, "n3", "n4")
+	nodes := newFakeNodes()
+	runExecutorWith(t, &Executor{FSM: d.f, Apply: d, Epoch: epoch, Concurrency: 4, Strategy: fastStrategy, Nodes: nodes})
+	// Each node has 4096 MiB: n1 and n2 hold a 3000 MiB reservation, n3
+	// and n4 a real 1000 MiB instance; no node has 3500 MiB free.
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"res1","disk_template":"diskless","beparams":{"memory":3000},"forthcoming":true,"pnode":"n1"}`)
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"res2","disk_template":"diskless","beparams":{"memory":3000},"forthcoming":true,"pnode":"n2"}`)
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"r3","disk_template":"diskless","beparams":{"memory":1000},"pnode":"n3","start":false}`)
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"r4","disk_template":"diskless","beparams":{"memory":1000},"pnode":"n4","start":false}`)
+
+	before := configOf(d)
+	j := runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"web","disk_template":"diskless","beparams":{"memory":3500},"dry_run":true}`)
+	if log := logText(j); !strings.Contains(log, "dry run: reservation res1 would move from n1 to n3 to make room") || !strings.Contains(log, "dry run: web would go to [n1]") {
+		t.Errorf("dry run log:\n%s", log)
+	}
+	var plan struct {
+		Primary string `json:"primary_name"`
+		Moves   []struct {
+			Instance   string `json:"instance"`
+			NewPrimary string `json:"new_primary_name"`
+		} `json:"moves"`
+	}
+	if err := json.Unmarshal(j.Ops[0].Result, &plan); err != nil || plan.Primary != "n1" || len(plan.Moves) != 1 || plan.Moves[0].Instance != "res1" || plan.Moves[0].NewPrimary != "n3" {
+		t.Errorf("dry run result %s (%v)", j.Ops[0].Result, err)
+	}
+	if configOf(d) != before {
+		t.Fatal("the dry run changed the configuration")
+	}
+
+	optOut := submitUUID(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"web","disk_template":"diskless","beparams":{"memory":3500},"gnt_move_reservations":false}`)
+	j = waitStatus(t, d.f, optOut, fsm.StatusError)
+	if res := string(j.Ops[0].Result); !strings.Contains(res, "no node has 3500 MiB free memory") || strings.Contains(res, "reservation") {
+		t.Errorf("without moves: %s", res)
+	}
+	if configOf(d) != before {
+		t.Fatal("a refused create changed the configuration")
+	}
+
+	// A reservation makes room for another reservation.
+	j = runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"res5","disk_template":"diskless","beparams":{"memory":3500},"forthcoming":true}`)
+	if log := logText(j); !strings.Contains(log, "moved reservation res1 from n1 to n3 to make room") {
+		t.Errorf("log:\n%s", log)
+	}
+	if in := instanceState(d, "res5"); in == nil || !in.Forthcoming || in.PrimaryNode != "n1" {
+		t.Fatalf("res5 = %+v", in)
+	}
+	if in := instanceState(d, "res1"); !in.Forthcoming || in.PrimaryNode != "n3" {
+		t.Fatalf("res1 after the move = %+v", in)
+	}
+
+	// A real instance: res2 moves to n4, the only node left with room.
+	j = runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"web","disk_template":"diskless","beparams":{"memory":3500}}`)
+	if log := logText(j); !strings.Contains(log, "moved reservation res2 from n2 to n4 to make room") {
+		t.Errorf("log:\n%s", log)
+	}
+	if in := instanceState(d, "web"); in == nil || in.PrimaryNode != "n2" || in.AdminState != fsm.AdminUp {
+		t.Fatalf("web = %+v", in)
+	}
+	if steps := j.Ops[0].Steps; len(steps) == 0 || steps[0].Name != "allocate and record" {
+		t.Fatalf("steps %+v", steps)
+	}
+	for _, name := range []string{"r3", "r4"} {
+		if in := instanceState(d, name); in.PrimaryNode != "n"+name[1:] {
+			t.Errorf("real instance %s moved to %s", name, in.PrimaryNode)
+		}
+	}
+	// Nothing is left to move: the shortage says so, nothing changes.
+	before = configOf(d)
+	full := submitUUID(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"more","disk_template":"diskless","beparams":{"memory":3500}}`)
+	j = waitStatus(t, d.f, full, fsm.StatusError)
+	if res := string(j.Ops[0].Result); !strings.Contains(res, "no way was found to make room") {
+		t.Errorf("a full cluster: %s", res)
+	}
+	if configOf(d) != before {
+		t.Fatal("a refused create changed the configuration")
+	}
+}
+
+// TestReservationMigrate: failover and migrate of a forthcoming instance
+// move its record only (no agent is called): a drbd reservation swaps
+// its nodes, another goes to target_node or where the allocator places
+// it; a target that cannot take it is refused and nothing changes.
+func TestReservationMigrate(t *testing.T) {
+	d, epoch := instanceSetup(t, "n3")
+	nodes := newFakeNodes()
+	runExecutorWith(t, &Executor{FSM: d.f, Apply: d, Epoch: epoch, Concurrency: 4, Strategy: fastStrategy, Nodes: nodes})
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"resd","disk_template":"drbd","disks":[{"size":1024}],"beparams":{"memory":1024},"forthcoming":true,"pnode":"n1","snode":"n2"}`)
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"resp","disk_template":"plain","disks":[{"size":1024}],"beparams":{"memory":1024},"forthcoming":true,"pnode":"n1"}`)
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"big","disk_template":"diskless","beparams":{"memory":3500},"pnode":"n3","start":false}`)
+	nodes.mu.Lock()
+	calls := len(nodes.calls)
+	nodes.mu.Unlock()
+
+	j := runOK(t, d, `{"OP_ID":"OP_INSTANCE_MIGRATE","instance_name":"resd"}`)
+	if in := instanceState(d, "resd"); in.PrimaryNode != "n2" || in.SecondaryNodes[0] != "n1" || !in.Forthcoming {
+		t.Fatalf("resd after migrate: %+v", in)
+	}
+	if log := logText(j); !strings.Contains(log, "moved reservation resd from n1:n2 to n2:n1 (configuration only)") {
+		t.Errorf("log:\n%s", log)
+	}
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_FAILOVER","instance_name":"resd"}`)
+	if in := instanceState(d, "resd"); in.PrimaryNode != "n1" {
+		t.Fatalf("resd after failover: %+v", in)
+	}
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_MIGRATE","instance_name":"resp","target_node":"n2"}`)
+	if in := instanceState(d, "resp"); in.PrimaryNode != "n2" {
+		t.Fatalf("resp after migrate to n2: %+v", in)
+	}
+	// Without a target the allocator chooses another node of its group:
+	// n1 (n3 is full).
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_FAILOVER","instance_name":"resp"}`)
+	if in := instanceState(d, "resp"); in.PrimaryNode != "n1" {
+		t.Fatalf("resp after failover: %+v", in)
+	}
+	nodes.mu.Lock()
+	if len(nodes.calls) != calls {
+		t.Errorf("moving reservations called the agents: %v", nodes.calls[calls:])
+	}
+	nodes.mu.Unlock()
+
+	before := configOf(d)
+	for op, want := range map[string]string{
+		`{"OP_ID":"OP_INSTANCE_MIGRATE","instance_name":"resp","target_node":"n3"}`: "free memory",
+		`{"OP_ID":"OP_INSTANCE_MIGRATE","instance_name":"resd","target_node":"n3"}`: "a drbd reservation moves to its secondary n2, not n3",
+	} {
+		id := submitUUID(t, d, op)
+		j := waitStatus(t, d.f, id, fsm.StatusError)
+		if !strings.Contains(string(j.Ops[0].Result), want) {
+			t.Errorf("%s: %s, want %q", op, j.Ops[0].Result, want)
+		}
+	}
+	if configOf(d) != before {
+		t.Fatal("a refused move changed the configuration")
+	}
+}
+
+// interposed is an Applier that lets a test act just before a command
+// is applied.
+type interposed struct {
+	*direct
+	before func(fsm.Command)
+}
+
+func (a *interposed) Apply(ctx context.Context, c fsm.Command) (fsm.Response, uint64, error) {
+	if a.before != nil {
+		a.before(c)
+	}
+	return a.direct.Apply(ctx, c)
+}
+
+// TestMakeRoomStaleMoveReplans: the reservation a create planned to move
+// changes after the plan (an operator tags it) and before the record:
+// the state refuses the whole step, changing nothing, and the step plans
+// again and succeeds with the reservation's new record.
+func TestMakeRoomStaleMoveReplans(t *testing.T) {
+	d, epoch := instanceSetup(t)
+	runAlone := func(op string) {
+		t.Helper()
+		e := &Executor{FSM: d.f, Apply: d, Epoch: epoch, Concurrency: 1, Strategy: fastStrategy, Nodes: newFakeNodes()}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- e.Run(ctx) }()
+		runOK(t, d, op)
+		cancel()
+		<-done
+	}
+	runAlone(`{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"res1","disk_template":"diskless","beparams":{"memory":3000},"forthcoming":true,"pnode":"n1"}`)
+	runAlone(`{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"a","disk_template":"diskless","beparams":{"memory":700},"pnode":"n2","start":false}`)
+
+	var refused, tagged bool
+	var before string
+	ap := &interposed{direct: d}
+	ap.before = func(c fsm.Command) {
+		u, ok := c.(fsm.JobUpdate)
+		if !ok || len(u.Changes) == 0 || u.Changes[0].ReservationMove == nil {
+			return
+		}
+		if !tagged {
+			tagged = true
+			r, _, _ := d.Apply(context.Background(), fsm.JobSubmit{Now: 10, UUIDs: []string{""},
+				Ops: []json.RawMessage{json.RawMessage(`{"OP_ID":"OP_TAGS_SET","kind":"instance","name":"res1","tags":["moved-meanwhile"]}`)}})
+			if r.Err != nil {
+				t.Errorf("tagging: %v", r.Err)
+			}
+			before = configOf(d)
+			return
+		}
+		// The second attempt: the first was refused and changed nothing.
+		refused = configOf(d) == before
+	}
+	runExecutorWith(t, &Executor{FSM: d.f, Apply: ap, Epoch: epoch, Concurrency: 4, Strategy: fastStrategy, Nodes: newFakeNodes()})
+	j := runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"web","disk_template":"diskless","beparams":{"memory":3500}}`)
+	if !tagged || !refused {
+		t.Fatalf("the stale move was not refused whole (tagged %v, unchanged after %v)", tagged, refused)
+	}
+	in := instanceState(d, "res1")
+	if in.PrimaryNode != "n2" || len(in.Tags) != 1 || !in.Forthcoming {
+		t.Fatalf("res1 = %+v", in)
+	}
+	if web := instanceState(d, "web"); web == nil || web.PrimaryNode != "n1" {
+		t.Fatalf("web = %+v", web)
+	}
+	if log := logText(j); !strings.Contains(log, "moved reservation res1 from n1 to n2 to make room") {
+		t.Errorf("log:\n%s", log)
+	}
+}

@@ -75,8 +75,14 @@ func (e *Executor) stepsFor(op fsm.Opcode, st *fsm.OpState) ([]Step, error) {
 	case *fsm.OpInstanceReboot:
 		return []Step{e.rebootStep(o)}, nil
 	case *fsm.OpInstanceFailover:
+		if e.forthcoming(o.Ref()) {
+			return []Step{e.reservationMoveStep(o.Ref(), o.TargetNode)}, nil
+		}
 		return e.failoverSteps(o), nil
 	case *fsm.OpInstanceMigrate:
+		if e.forthcoming(o.Ref()) && !o.Cleanup {
+			return []Step{e.reservationMoveStep(o.Ref(), o.TargetNode)}, nil
+		}
 		return e.migrateSteps(o, st), nil
 	case *fsm.OpInstanceReinstall:
 		return e.reinstallSteps(o), nil

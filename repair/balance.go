@@ -7,16 +7,26 @@ import (
 )
 
 // Balancing (maint_balance): when the memory load of the nodes (the
-// memory of the instances running there as primaries, over the node's
-// memory) differs by more than maint_balance_thresh between the most and
-// the least loaded node, a round live-migrates one drbd instance off the
-// most loaded node to its secondary, the one that narrows that spread
-// most, and only if it narrows it by at least half the threshold. Ganeti's
-// maintd runs hbal's first step instead; gnt has no hbal, and one
-// migration to a node the instance already has its disks on is the least
-// invasive move there is. Nodes that are down, drained, not vm_capable or
-// being handled by maintd take no part; nothing moves while the breaker
-// is open or anything else was submitted this round.
+// memory of the instances running there as primaries and of the
+// reservations there, over the node's memory) differs by more than
+// maint_balance_thresh between the most and the least loaded node, a round
+// moves one instance off the most loaded node, the move that narrows that
+// spread most, and only if it narrows it by at least half the threshold.
+// The moves are: a running drbd instance live-migrated to its secondary
+// (Ganeti's maintd runs hbal's first step instead; gnt has no hbal, and
+// one migration to a node the instance already has its disks on is the
+// least invasive move there is), or a reservation (a forthcoming
+// instance) moved in the configuration, a drbd one to its secondary,
+// another to the least loaded node of its group with its memory and disk
+// free (as the allocator counts them; the job checks the placement in
+// full). A reservation is memory promised to an instance that will run
+// there, so it counts in the load, and moving it costs nothing, so it is
+// preferred to a migration that narrows the spread no more (seed 001:
+// "wherever possible, moves of forthcoming instances are preferred over
+// moving real instances"). Both are OP_INSTANCE_MIGRATE, which moves a
+// reservation's record only. Nodes that are down, drained, not vm_capable
+// or being handled by maintd take no part; nothing moves while the
+// breaker is open or anything else was submitted this round.
 
 // nodeLoad is the memory load of one node.
 type nodeLoad struct {
@@ -43,7 +53,7 @@ func spread(loads map[string]*nodeLoad) (lo, hi *nodeLoad) {
 	return lo, hi
 }
 
-// balance plans at most one balancing migration.
+// balance plans at most one balancing move.
 func (r *round) balance(skip map[string]bool) {
 	if !r.m.Balance {
 		return
@@ -57,18 +67,20 @@ func (r *round) balance(skip map[string]bool) {
 		return
 	}
 	loads := map[string]*nodeLoad{}
+	var order []*nodeLoad // by node name
 	for _, n := range r.st.SortedNodes() {
 		if !n.VMCapable || skip[n.UUID] || r.down(n).Why != "" || n.Liveness == fsm.LivenessDead || n.Resources.MemoryMiB <= 0 {
 			continue
 		}
 		loads[n.UUID] = &nodeLoad{n: n}
+		order = append(order, loads[n.UUID])
 	}
 	if len(loads) < 2 {
 		return
 	}
 	insts := r.st.SortedInstances()
 	for _, in := range insts {
-		if in.Forthcoming || in.AdminState != fsm.AdminUp {
+		if !in.Forthcoming && in.AdminState != fsm.AdminUp {
 			continue
 		}
 		if l := loads[in.PrimaryNode]; l != nil {
@@ -82,41 +94,119 @@ func (r *round) balance(skip map[string]bool) {
 		return
 	}
 	type move struct {
-		inst  *fsm.Instance
-		to    *nodeLoad
-		after float64
+		inst   *fsm.Instance
+		to     *nodeLoad
+		target string // the opcode's target_node, for a reservation of one node
+		after  float64
 	}
-	var best *move
-	for _, in := range insts {
-		if in.PrimaryNode != hi.n.UUID || in.Forthcoming || in.AdminState != fsm.AdminUp ||
-			in.DiskTemplate != fsm.DTDrbd || len(in.SecondaryNodes) != 1 {
-			continue
-		}
-		to := loads[in.SecondaryNodes[0]]
-		if to == nil {
-			continue
-		}
+	try := func(in *fsm.Instance, to *nodeLoad, target string, best **move) {
 		hi.used -= in.MemoryMiB
 		to.used += in.MemoryMiB
 		l2, h2 := spread(loads)
 		after := h2.share() - l2.share()
 		hi.used += in.MemoryMiB
 		to.used -= in.MemoryMiB
-		if best == nil || after < best.after {
-			best = &move{inst: in, to: to, after: after}
+		if *best == nil || after < (*best).after {
+			*best = &move{inst: in, to: to, target: target, after: after}
 		}
 	}
+	var mig, res *move
+	var free map[string][2]int64
+	for _, in := range insts {
+		if in.PrimaryNode != hi.n.UUID {
+			continue
+		}
+		switch {
+		case in.Forthcoming && in.DiskTemplate == fsm.DTDrbd && len(in.SecondaryNodes) == 1:
+			if to := loads[in.SecondaryNodes[0]]; to != nil {
+				try(in, to, "", &res)
+			}
+		case in.Forthcoming && len(in.SecondaryNodes) == 0:
+			if free == nil {
+				free = r.freeOf(insts)
+			}
+			if to := roomiest(order, hi, in, free); to != nil {
+				try(in, to, to.n.Name, &res)
+			}
+		case !in.Forthcoming && in.AdminState == fsm.AdminUp && in.DiskTemplate == fsm.DTDrbd && len(in.SecondaryNodes) == 1:
+			if to := loads[in.SecondaryNodes[0]]; to != nil {
+				try(in, to, "", &mig)
+			}
+		}
+	}
+	best := mig
+	if res != nil && (mig == nil || res.after <= mig.after) {
+		best = res
+	}
 	if best == nil || before-best.after < thresh/2 {
-		r.note("balancing: memory load spread %.0f%% (%s %.0f%%, %s %.0f%%) is over the threshold %.0f%%, but no migration to a secondary narrows it enough",
+		r.note("balancing: memory load spread %.0f%% (%s %.0f%%, %s %.0f%%) is over the threshold %.0f%%, but no migration to a secondary or move of a reservation narrows it enough",
 			100*before, hi.n.Name, 100*hi.share(), lo.n.Name, 100*lo.share(), 100*thresh)
 		return
 	}
-	o := fsm.OpInstanceMigrate{OpInstanceRef: fsm.OpInstanceRef{InstanceName: best.inst.Name}}
-	o.OpID, o.Reason = "OP_INSTANCE_MIGRATE", r.reason(fmt.Sprintf("balance: %s from %s to %s", best.inst.Name, hi.n.Name, best.to.n.Name))
+	o := fsm.OpInstanceMigrate{OpInstanceRef: fsm.OpInstanceRef{InstanceName: best.inst.Name}, TargetNode: best.target}
+	what, name := "migrating", best.inst.Name
+	if best.inst.Forthcoming {
+		what = "moving reservation"
+		if name == "" {
+			name = best.inst.UUID
+			o.OpInstanceRef = fsm.OpInstanceRef{InstanceUUID: name}
+		}
+	}
+	o.OpID, o.Reason = "OP_INSTANCE_MIGRATE", r.reason(fmt.Sprintf("balance: %s from %s to %s", name, hi.n.Name, best.to.n.Name))
 	if r.addJob(o) == 0 {
 		return
 	}
-	r.note("balancing: migrating %s from %s (memory load %.0f%%) to %s (%.0f%%): spread %.0f%% -> %.0f%%",
-		best.inst.Name, hi.n.Name, 100*hi.share(), best.to.n.Name, 100*best.to.share(), 100*before, 100*best.after)
-	r.moved(best.inst.Name)
+	why := ""
+	if best == res && mig != nil {
+		why = fmt.Sprintf(" (a configuration change, preferred to migrating %s: spread %.0f%%)", mig.inst.Name, 100*mig.after)
+	}
+	r.note("balancing: %s %s from %s (memory load %.0f%%) to %s (%.0f%%): spread %.0f%% -> %.0f%%%s",
+		what, name, hi.n.Name, 100*hi.share(), best.to.n.Name, 100*best.to.share(), 100*before, 100*best.after, why)
+	r.moved(name)
+}
+
+// freeOf is each node's free memory and disk as the allocator counts
+// them: its totals less what every instance, real or forthcoming, running
+// or not, takes of it.
+func (r *round) freeOf(insts []*fsm.Instance) map[string][2]int64 {
+	out := make(map[string][2]int64, len(r.st.Nodes))
+	u, indexed := r.st.Usage()
+	for _, n := range r.st.Nodes {
+		f := [2]int64{n.Resources.MemoryMiB, n.Resources.DiskMiB}
+		if indexed {
+			use := u.Node(n.UUID)
+			f[0] -= use.MemoryMiB
+			f[1] -= use.DiskMiB
+		}
+		out[n.UUID] = f
+	}
+	if !indexed {
+		for _, in := range insts {
+			for _, node := range append([]string{in.PrimaryNode}, in.SecondaryNodes...) {
+				if f, ok := out[node]; ok {
+					mem, disk := fsm.InstanceUsage(in, node)
+					out[node] = [2]int64{f[0] - mem, f[1] - disk}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// roomiest is the least loaded node of hi's group, other than hi, with
+// the memory and disk free for the single-node reservation in; nil when
+// none has.
+func roomiest(order []*nodeLoad, hi *nodeLoad, in *fsm.Instance, free map[string][2]int64) *nodeLoad {
+	mem, disk := fsm.InstanceUsage(in, in.PrimaryNode)
+	var best *nodeLoad
+	for _, l := range order {
+		f := free[l.n.UUID]
+		if l == hi || l.n.Group != hi.n.Group || f[0] < mem || f[1] < disk {
+			continue
+		}
+		if best == nil || l.share() < best.share() {
+			best = l
+		}
+	}
+	return best
 }

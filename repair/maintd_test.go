@@ -25,7 +25,8 @@ import (
 // Commands:
 //
 //	state                  input: lines "cluster k=v...", "node NAME k=v...",
-//	                       "instance NAME TEMPLATE PRIMARY [SECONDARY] k=v...",
+//	                       "instance NAME TEMPLATE PRIMARY [SECONDARY] k=v..."
+//	                       (down, forthcoming, mem=MiB, tags=a,b),
 //	                       "job ID STATUS", "maint {json}"
 //	diagnose               input: lines "NODE {json}" (replaces all)
 //	plan now=S [noquorum=TEXT] [full]
@@ -199,7 +200,7 @@ func (sc *scenario) build(t testing.TB, input string) {
 			}
 			rest := f[4:]
 			sec := []string{}
-			if len(rest) > 0 && !strings.Contains(rest[0], "=") && rest[0] != "down" {
+			if len(rest) > 0 && !strings.Contains(rest[0], "=") && rest[0] != "down" && rest[0] != "forthcoming" {
 				sec = []string{"uuid-" + rest[0]}
 				rest = rest[1:]
 			}
@@ -213,6 +214,12 @@ func (sc *scenario) build(t testing.TB, input string) {
 				"os": "debian", "admin_state": admin, "tags": list(a["tags"]), "serial_no": 1, "ctime": baseTime, "mtime": baseTime}
 			if f[2] != "diskless" {
 				in["disks"] = []any{map[string]any{"uuid": "disk-" + f[1], "size": 1024, "mode": "rw"}}
+			}
+			if a["forthcoming"] == "true" {
+				in["forthcoming"], in["admin_state"] = true, "down"
+			}
+			if m := a["mem"]; m != "" {
+				in["memory"] = secsArg(t, m)
 			}
 			insts = append(insts, in)
 		case "job":
@@ -314,7 +321,7 @@ func opSummary(raw json.RawMessage) string {
 	_ = json.Unmarshal(raw, &o)
 	s := fmt.Sprint(o["OP_ID"])
 	var args []string
-	for _, k := range []string{"instance_name", "node_name", "node_names", "command", "mode", "iallocator", "drained", "duration", "depends"} {
+	for _, k := range []string{"instance_name", "node_name", "node_names", "command", "mode", "iallocator", "target_node", "drained", "duration", "depends"} {
 		if v, ok := o[k]; ok {
 			b, _ := json.Marshal(v)
 			args = append(args, k+"="+string(b))

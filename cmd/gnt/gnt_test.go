@@ -38,6 +38,8 @@ func TestFlagsBecomeRequests(t *testing.T) {
 		{[]string{"group", "remove", "g1"}, `DELETE /2/groups/g1`},
 		{[]string{"group", "add-tags", "g1", "t"}, `PUT /2/groups/g1/tags?tag=t`},
 		{[]string{"instance", "remove-tags", "i1", "t"}, `DELETE /2/instances/i1/tags?tag=t`},
+		{[]string{"instance", "add", "web1", "--memory", "4G", "--no-move-reservations"},
+			`POST /2/instances {"__version__":1,"beparams":{"memory":4096},"gnt_move_reservations":false,"instance_name":"web1"}`},
 		// Global flags may follow the command, as with Ganeti's commands.
 		{[]string{"node", "remove", "n1", "--reason", "hardware swap"}, `DELETE /2/nodes/n1?reason=hardware+swap`},
 		{[]string{"cluster", "master-failover", "--to", "n2"}, `POST /2/gnt/master-failover {"target":"n2"}`},

@@ -36,6 +36,7 @@ func (e environment) instanceOpCommands() []*cli.Command {
 				&cli.BoolFlag{Name: "no-install", Usage: "do not install the OS"},
 				&cli.BoolFlag{Name: "forthcoming", Usage: "only reserve the resources (commit later with 'gnt instance create NAME')"},
 				&cli.BoolFlag{Name: "dry-run", Usage: "only show where the allocator would place it"},
+				&cli.BoolFlag{Name: "no-move-reservations", Usage: "do not let the allocator move forthcoming instances to make room"},
 			},
 			Action: e.do(instanceAdd),
 		},
@@ -250,6 +251,9 @@ func instanceAdd(ctx context.Context, s *session, c *cli.Context, args []string)
 		if c.Bool(flag) {
 			body[field] = flag != "no-start"
 		}
+	}
+	if c.Bool("no-move-reservations") {
+		body["gnt_move_reservations"] = false
 	}
 	var q url.Values
 	if c.Bool("dry-run") {

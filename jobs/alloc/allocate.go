@@ -54,16 +54,7 @@ func (r Result) NodeNames() []string {
 // resource that is short on which nodes, and the nodes that were not
 // candidates and why.
 func Allocate(st *fsm.State, req Request, opts Options) (Result, error) {
-	nd, ferr := req.check()
-	if ferr != nil {
-		return Result{}, ferr
-	}
-	skip, ferr := resolveInstance(st, req.Instance)
-	if ferr != nil {
-		return Result{}, ferr
-	}
-	t := buildTable(st, opts, skip, "")
-	sc, ferr := t.scopeOf(&req)
+	t, nd, sc, _, ferr := setUp(st, &req, opts)
 	if ferr != nil {
 		return Result{}, ferr
 	}
@@ -72,6 +63,26 @@ func Allocate(st *fsm.State, req Request, opts Options) (Result, error) {
 		return Result{}, &fsm.Error{Code: fsm.CodeNoRes, Msg: "cannot place " + req.describe(nd) + ": " + t.explain(nd, sc)}
 	}
 	return t.result(c), nil
+}
+
+// setUp checks a placement request and builds what a call works on: the
+// table (without the request's Instance, whose UUID it returns), what
+// the request needs and where it may go.
+func setUp(st *fsm.State, req *Request, opts Options) (*table, need, *scope, string, *fsm.Error) {
+	nd, ferr := req.check()
+	if ferr != nil {
+		return nil, nd, nil, "", ferr
+	}
+	skip, ferr := resolveInstance(st, req.Instance)
+	if ferr != nil {
+		return nil, nd, nil, "", ferr
+	}
+	t := buildTable(st, opts, skip, "")
+	sc, ferr := t.scopeOf(req)
+	if ferr != nil {
+		return nil, nd, nil, "", ferr
+	}
+	return t, nd, sc, skip, nil
 }
 
 func (t *table) result(c choice) Result {

@@ -33,56 +33,59 @@ func bigState() *fsm.State {
 // plain, 10% diskless, every tenth forthcoming). node0000 holds 200 of
 // them: 100 as primary, 100 as drbd secondary.
 func bigHandState() *fsm.State {
-	bigHandOnce.Do(func() {
-		const nodes, insts = 1000, 20000
-		c := newCluster().group("default", fsm.AllocPreferred)
-		names := make([]string, nodes)
-		for i := range names {
-			names[i] = fmt.Sprintf("node%04d", i)
-			var mods []func(*fsm.Node)
-			switch i % 100 {
-			case 37:
-				mods = append(mods, drained)
-			case 71:
-				mods = append(mods, offline)
-			}
-			c.node(names[i], "default", 256*gib, 16*1024*gib, 96, mods...)
-		}
-		for i := 0; i < insts; i++ {
-			p := 1 + i%(nodes-1)
-			s := 1 + (i*7+1+i/nodes)%(nodes-1)
-			if s == p {
-				s = 1 + p%(nodes-1)
-			}
-			switch {
-			case i < 100:
-				p = 0
-			case i < 200:
-				s = 0
-				if p%100 == 71 { // offline: it could not feed a new secondary
-					p++
-				}
-			}
-			template, sec := TemplatePlain, ""
-			switch x := i % 10; {
-			case x < 5 || i >= 100 && i < 200:
-				template, sec = TemplateDRBD, names[s]
-			case x == 9:
-				template = TemplateDiskless
-			}
-			disk := int64(10*(1+i%5)) * gib
-			if template == TemplateDiskless {
-				disk = 0
-			}
-			var mods []func(*fsm.Instance)
-			if i%10 == 3 {
-				mods = append(mods, forthcoming)
-			}
-			c.inst(fmt.Sprintf("inst%05d", i), template, names[p], sec, int64(512*(1+i%8)), disk, 1+i%4, mods...)
-		}
-		bigHand = c.st
-	})
+	bigHandOnce.Do(func() { bigHand = bigCluster(256 * gib) })
 	return bigHand
+}
+
+// bigCluster builds bigHandState's cluster with nodes of mem MiB.
+func bigCluster(mem int64) *fsm.State {
+	const nodes, insts = 1000, 20000
+	c := newCluster().group("default", fsm.AllocPreferred)
+	names := make([]string, nodes)
+	for i := range names {
+		names[i] = fmt.Sprintf("node%04d", i)
+		var mods []func(*fsm.Node)
+		switch i % 100 {
+		case 37:
+			mods = append(mods, drained)
+		case 71:
+			mods = append(mods, offline)
+		}
+		c.node(names[i], "default", mem, 16*1024*gib, 96, mods...)
+	}
+	for i := 0; i < insts; i++ {
+		p := 1 + i%(nodes-1)
+		s := 1 + (i*7+1+i/nodes)%(nodes-1)
+		if s == p {
+			s = 1 + p%(nodes-1)
+		}
+		switch {
+		case i < 100:
+			p = 0
+		case i < 200:
+			s = 0
+			if p%100 == 71 { // offline: it could not feed a new secondary
+				p++
+			}
+		}
+		template, sec := TemplatePlain, ""
+		switch x := i % 10; {
+		case x < 5 || i >= 100 && i < 200:
+			template, sec = TemplateDRBD, names[s]
+		case x == 9:
+			template = TemplateDiskless
+		}
+		disk := int64(10*(1+i%5)) * gib
+		if template == TemplateDiskless {
+			disk = 0
+		}
+		var mods []func(*fsm.Instance)
+		if i%10 == 3 {
+			mods = append(mods, forthcoming)
+		}
+		c.inst(fmt.Sprintf("inst%05d", i), template, names[p], sec, int64(512*(1+i%8)), disk, 1+i%4, mods...)
+	}
+	return c.st
 }
 
 func reportMS(b *testing.B, unit string) {
@@ -167,4 +170,47 @@ func BenchmarkCapacity(b *testing.B) {
 	}
 	reportMS(b, "ms/count")
 	b.ReportMetric(float64(count), "instances")
+}
+
+var (
+	bigRoomOnce sync.Once
+	bigRoom     *fsm.State
+)
+
+// bigRoomState is bigState's cluster with nodes of 56 GiB: nearly full
+// of memory, with its 2000 reservations (every tenth instance) in the
+// way of a large new instance.
+func bigRoomState() *fsm.State {
+	bigRoomOnce.Do(func() {
+		var err error
+		if bigRoom, err = restored(bigCluster(56 * gib)); err != nil {
+			panic(err)
+		}
+	})
+	return bigRoom
+}
+
+// BenchmarkMakeRoom places a 15 GiB instance on bigRoomState, where no
+// node has the memory until a reservation moves: the whole call, the
+// failed plain placement included (target well under 50 ms).
+func BenchmarkMakeRoom(b *testing.B) {
+	st := bigRoomState()
+	for _, req := range []Request{plain(15*gib, 20*gib, 2), drbd(15*gib, 20*gib, 2)} {
+		b.Run(req.Template, func(b *testing.B) {
+			if _, err := Allocate(st, req, Options{}); err == nil {
+				b.Fatal("the instance fits without moves")
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				p, err := MakeRoom(st, req, Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(p.Moves) == 0 {
+					b.Fatal("no moves")
+				}
+			}
+			reportMS(b, "ms/placement")
+		})
+	}
 }

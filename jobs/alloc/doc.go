@@ -1,9 +1,12 @@
 // Package alloc is gnt's built-in instance allocator, Ganeti's hail in
 // spirit: where a new instance goes (Allocate, which is also the dry run:
 // the caller decides whether to create), how many instances of one
-// specification still fit and where (Capacity), and where each instance
-// of a node goes when the node is evacuated (EvacuatePlan). Usage reports
-// the per-node resource table everything here is computed from.
+// specification still fit and where (Capacity), where each instance of a
+// node goes when the node is evacuated (EvacuatePlan), and which
+// reservations (forthcoming instances, records only) to move to other
+// nodes so that an instance that fits nowhere fits after all (MakeRoom).
+// Usage reports the per-node resource table everything here is computed
+// from.
 //
 // Every function is pure: it reads an *fsm.State (never modifying it and
 // keeping no reference to it), the request and Options (which carry what
