@@ -136,12 +136,25 @@ func (e *Executor) createSteps(o *fsm.OpInstanceCreate) []Step {
 			return nil, nil
 		}}
 	}
-	if o.Template() != fsm.DTDiskless {
+	// A commit creates what the reservation describes, not what the
+	// commit request (typically just the name) says.
+	template, osType := o.Template(), o.OSType
+	if o.Commit {
+		e.FSM.Read(func(s *fsm.State, _ uint64) {
+			if in := s.LookupInstance(o.InstanceName); in != nil {
+				template = in.DiskTemplate
+				if in.OS != "" {
+					osType = in.OS
+				}
+			}
+		})
+	}
+	if template != fsm.DTDiskless && template != "" {
 		steps = append(steps, createOn(false))
-		if o.Template() == fsm.DTDrbd {
+		if template == fsm.DTDrbd {
 			steps = append(steps, createOn(true))
 		}
-		if !o.NoInstall && o.OSType != "" {
+		if !o.NoInstall && osType != "" {
 			steps = append(steps, Step{Name: "install the OS", Run: func(ctx context.Context, sc *StepContext) (any, error) {
 				in, nodes, err := e.instanceOf(o.InstanceName)
 				if err != nil {
@@ -203,9 +216,16 @@ func (e *Executor) createRecord(sc *StepContext, o *fsm.OpInstanceCreate) (any, 
 				err = &fsm.Error{Code: fsm.CodeNoEnt, Field: "instance_name", Msg: fmt.Sprintf("there is no forthcoming instance %s to commit", o.InstanceName)}
 				return
 			}
+			if e := commitMatches(s, o, existing); e != nil {
+				err = e
+				return
+			}
 			// The reservation's own resources are left out of the
 			// accounting: committing needs no more than it holds.
 			in, expect = *existing, existing.SerialNo
+			if in.OS == "" {
+				in.OS = o.OSType
+			}
 			req.Instance = existing.UUID
 			req.Template, req.MemoryMiB, req.VCPUs, req.Disks = existing.DiskTemplate, existing.MemoryMiB, existing.VCPUs, nil
 			for _, d := range existing.Disks {
@@ -293,6 +313,38 @@ func (e *Executor) createRecord(sc *StepContext, o *fsm.OpInstanceCreate) (any, 
 	}
 	sc.Logf("%s %s on %v (group %s)", what, in.Name, res.NodeNames(), res.GroupName)
 	return res, nil
+}
+
+// commitMatches checks what a commit request names against the
+// reservation it commits: nodes or an OS that differ from the
+// reservation's are refused (the reservation moved, or the request is for
+// something else), rather than silently ignored.
+func commitMatches(s *fsm.State, o *fsm.OpInstanceCreate, res *fsm.Instance) *fsm.Error {
+	name := func(u string) string { return s.NodeName(u) }
+	for _, c := range []struct{ field, asked, has string }{
+		{"pnode", o.PNode, res.PrimaryNode},
+		{"snode", o.SNode, firstOr(res.SecondaryNodes)},
+	} {
+		if c.asked == "" {
+			continue
+		}
+		n := s.LookupNode(c.asked)
+		if n == nil || n.UUID != c.has {
+			return &fsm.Error{Code: fsm.CodeState, Field: c.field, Msg: fmt.Sprintf("reservation %s is on %s, not on %s: its nodes changed since it was made (look with 'gnt instance info %s')",
+				res.Name, nodePair(name(res.PrimaryNode), name(firstOr(res.SecondaryNodes))), c.asked, res.Name)}
+		}
+	}
+	if o.OSType != "" && res.OS != "" && o.OSType != res.OS {
+		return &fsm.Error{Code: fsm.CodeInval, Field: "os_type", Msg: fmt.Sprintf("reservation %s is for OS %s, not %s", res.Name, res.OS, o.OSType)}
+	}
+	return nil
+}
+
+func firstOr(l []string) string {
+	if len(l) == 0 {
+		return ""
+	}
+	return l[0]
 }
 
 // nodePair names an instance's nodes as the CLI takes them: PNODE[:SNODE].

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -547,5 +548,44 @@ func TestMakeRoomStaleMoveReplans(t *testing.T) {
 	}
 	if log := logText(j); !strings.Contains(log, "moved reservation res1 from n1 to n2 to make room") {
 		t.Errorf("log:\n%s", log)
+	}
+}
+
+// TestCommitCreatesWhatTheReservationDescribes: committing a drbd
+// reservation by name alone creates its disks on both nodes, installs its
+// OS and starts it; a commit naming other nodes or another OS is refused
+// and changes nothing.
+func TestCommitCreatesWhatTheReservationDescribes(t *testing.T) {
+	d, epoch := instanceSetup(t, "n3")
+	nodes := newFakeNodes()
+	runExecutorWith(t, &Executor{FSM: d.f, Apply: d, Epoch: epoch, Concurrency: 4, Strategy: fastStrategy, Nodes: nodes})
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"res1","disk_template":"drbd","disks":[{"size":1024}],"os_type":"debian","beparams":{"memory":512},"forthcoming":true,"pnode":"n2","snode":"n3"}`)
+	if len(nodes.calls) != 0 {
+		t.Fatalf("a reservation called the nodes: %v", nodes.calls)
+	}
+	for _, bad := range []struct{ op, want string }{
+		{`{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"res1","commit":true,"pnode":"n1"}`, "nodes changed"},
+		{`{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"res1","commit":true,"os_type":"other"}`, "for OS debian"},
+	} {
+		id := submitUUID(t, d, bad.op)
+		j := waitStatus(t, d.f, id, fsm.StatusError)
+		if !strings.Contains(string(j.Ops[0].Result), bad.want) {
+			t.Errorf("%s: %s, want %q", bad.op, j.Ops[0].Result, bad.want)
+		}
+		if in := instanceState(d, "res1"); in == nil || !in.Forthcoming {
+			t.Fatalf("after a refused commit: %+v", in)
+		}
+	}
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"res1","commit":true,"pnode":"n2"}`)
+	in := instanceState(d, "res1")
+	if in == nil || in.Forthcoming || in.AdminState != fsm.AdminUp {
+		t.Fatalf("res1 after commit = %+v", in)
+	}
+	nodes.mu.Lock()
+	defer nodes.mu.Unlock()
+	for _, want := range []string{NodeOpDiskCreate + "@n2", NodeOpDiskCreate + "@n3", NodeOpOSInstall + "@n2", NodeOpStart + "@n2"} {
+		if !slices.Contains(nodes.calls, want) {
+			t.Errorf("commit made no %s call: %v", want, nodes.calls)
+		}
 	}
 }
