@@ -525,6 +525,12 @@ func (f *FSM) applyOne(t CommandType, body []byte) any {
 		return decodeApply(body, func(c *ClusterInit) Response { return Response{Err: s.applyClusterInit(c)} })
 	case CmdJobSubmit:
 		return decodeApply(body, s.applyJobSubmit)
+	case CmdJobSubmitFrames:
+		c, e := DecodeJobSubmit(body)
+		if e != nil {
+			return Response{Err: e}
+		}
+		return s.applyJobSubmit(&c)
 	case CmdLeaderEstablish:
 		return decodeApply(body, s.applyLeaderEstablish)
 	case CmdJobUpdate:
