@@ -37,6 +37,9 @@ const (
 	// JobSubmit.encode); the JSON CmdJobSubmit still applies from older
 	// logs.
 	CmdJobSubmitFrames CommandType = 14
+	// CmdJobUpdateFrames is a JobUpdate in binary framing (frames.go);
+	// the JSON CmdJobUpdate still applies from older logs.
+	CmdJobUpdateFrames CommandType = 15
 )
 
 var commandNames = map[CommandType]string{
@@ -45,6 +48,7 @@ var commandNames = map[CommandType]string{
 	CmdBatch:           "batch",
 	CmdFrames:          "frames",
 	CmdJobSubmitFrames: "job-submit-frames",
+	CmdJobUpdateFrames: "job-update-frames",
 	CmdLeaderEstablish: "leader-establish",
 	CmdJobUpdate:       "job-update",
 	CmdNodeRegister:    "node-register",
@@ -213,8 +217,11 @@ func (Batch) CommandType() CommandType           { return CmdBatch }
 
 // Encode turns a command into a log entry: one type byte, then JSON.
 func Encode(c Command) ([]byte, error) {
-	if js, ok := c.(JobSubmit); ok {
-		return js.encode()
+	switch c := c.(type) {
+	case JobSubmit:
+		return c.encode()
+	case JobUpdate:
+		return c.encode()
 	}
 	body, err := json.Marshal(c)
 	if err != nil {
@@ -223,104 +230,6 @@ func Encode(c Command) ([]byte, error) {
 	out := make([]byte, 0, len(body)+1)
 	out = append(out, byte(c.CommandType()))
 	return append(out, body...), nil
-}
-
-// encode writes a JobSubmit as CmdJobSubmitFrames: Now as a varint,
-// then the opcodes and the UUIDs, each list as a uvarint count followed by
-// uvarint-length-prefixed items. The opcodes are raw JSON already; Apply
-// decodes and validates each once, where the JSON form scanned them once
-// more on every replica.
-func (c JobSubmit) encode() ([]byte, error) {
-	size := 1 + 3*binary.MaxVarintLen64
-	for i, op := range c.Ops {
-		if len(op) == 0 {
-			return nil, fmt.Errorf("opcode %d is empty", i)
-		}
-		size += len(op) + binary.MaxVarintLen64
-	}
-	for _, u := range c.UUIDs {
-		size += len(u) + binary.MaxVarintLen64
-	}
-	out := make([]byte, 0, size)
-	out = append(out, byte(CmdJobSubmitFrames))
-	out = binary.AppendVarint(out, c.Now)
-	out = binary.AppendUvarint(out, uint64(len(c.Ops)))
-	for _, op := range c.Ops {
-		out = binary.AppendUvarint(out, uint64(len(op)))
-		out = append(out, op...)
-	}
-	out = binary.AppendUvarint(out, uint64(len(c.UUIDs)))
-	for _, u := range c.UUIDs {
-		out = binary.AppendUvarint(out, uint64(len(u)))
-		out = append(out, u...)
-	}
-	return out, nil
-}
-
-// DecodeJobSubmit reads the body of a CmdJobSubmitFrames entry (without
-// its type byte). The opcodes and UUIDs are copied out of body; anything
-// short, overlong or left over is an error.
-func DecodeJobSubmit(body []byte) (JobSubmit, *Error) {
-	var (
-		c   JobSubmit
-		off int
-	)
-	bad := func(what string) *Error {
-		return errf(CodeInval, "", "job submission: bad %s at offset %d", what, off)
-	}
-	item := func(what string) ([]byte, *Error) {
-		n, k := binary.Uvarint(body[off:])
-		if k <= 0 || n > uint64(len(body)-off-k) {
-			return nil, bad(what)
-		}
-		off += k
-		b := body[off : off+int(n)]
-		off += int(n)
-		return b, nil
-	}
-	count := func(what string) (int, *Error) {
-		n, k := binary.Uvarint(body[off:])
-		// Every item takes at least one byte: a count beyond what is left
-		// is damage, not a reason to allocate.
-		if k <= 0 || n > uint64(len(body)-off-k) {
-			return 0, bad(what)
-		}
-		off += k
-		return int(n), nil
-	}
-	now, k := binary.Varint(body)
-	if k <= 0 {
-		return c, bad("time")
-	}
-	c.Now, off = now, k
-	nops, e := count("opcode count")
-	if e != nil {
-		return c, e
-	}
-	c.Ops = make([]json.RawMessage, nops)
-	for i := range c.Ops {
-		b, e := item("opcode")
-		if e != nil {
-			return c, e
-		}
-		c.Ops[i] = append(json.RawMessage(nil), b...)
-	}
-	nuuids, e := count("UUID count")
-	if e != nil {
-		return c, e
-	}
-	c.UUIDs = make([]string, nuuids)
-	for i := range c.UUIDs {
-		b, e := item("UUID")
-		if e != nil {
-			return c, e
-		}
-		c.UUIDs[i] = string(b)
-	}
-	if off != len(body) {
-		return c, bad("trailing data")
-	}
-	return c, nil
 }
 
 // EncodeBatch packs already encoded commands into one CmdFrames log

@@ -932,3 +932,104 @@ func TestReasonEntryExact(t *testing.T) {
 		}
 	}
 }
+
+// TestJobUpdateFrames: a JobUpdate's frames decode to what was encoded,
+// with and without the rarely set fields, and a damaged body is refused.
+func TestJobUpdateFrames(t *testing.T) {
+	for _, u := range []JobUpdate{
+		{Now: 1700000000000000123, Epoch: 3, JobID: 42, OpIndex: 1, Action: ActionFinish, Status: StatusSuccess, Result: json.RawMessage(`{"a":[1,2]}`), Log: []string{"one", "tw\"o"}, StepName: "delay 1/1"},
+		{Now: -1, Action: ActionStart, Locks: []LockDecl{{Level: LockNode, Names: []string{"n1"}, Exclusive: true}}},
+		{Now: 5, JobID: 7, Action: ActionStep, Step: 2, StepName: "power off", Changes: []StepChange{{NodePowered: &NodePowered{Node: "u1", Powered: false}}}},
+	} {
+		b, err := Encode(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if CommandType(b[0]) != CmdJobUpdateFrames {
+			t.Fatalf("JobUpdate encoded as type %d", b[0])
+		}
+		back, e := DecodeJobUpdate(b[1:])
+		if e != nil {
+			t.Fatal(e)
+		}
+		want, _ := json.Marshal(u)
+		if got, _ := json.Marshal(back); string(got) != string(want) {
+			t.Errorf("round trip:\n got %s\nwant %s", got, want)
+		}
+		for cut := 0; cut < len(b)-1; cut++ {
+			if _, e := DecodeJobUpdate(b[1 : 1+cut]); e == nil {
+				t.Errorf("%s cut to %d bytes: accepted", u.Action, cut)
+			}
+		}
+		if _, e := DecodeJobUpdate(append(append([]byte(nil), b[1:]...), 0)); e == nil {
+			t.Errorf("%s with a trailing byte: accepted", u.Action)
+		}
+	}
+	if _, err := Encode(JobUpdate{Action: ActionFinish, Result: json.RawMessage(`{bad`)}); err == nil {
+		t.Error("a result that is not JSON was encoded")
+	}
+}
+
+// FuzzDecodeJobUpdate: any body decodes or is refused with an error; what
+// decodes encodes again to an update that decodes the same.
+func FuzzDecodeJobUpdate(f *testing.F) {
+	b, _ := Encode(JobUpdate{Now: 1, Epoch: 2, JobID: 3, Action: ActionFinish, Status: StatusError, Result: json.RawMessage(`"x"`), Log: []string{"l"}})
+	f.Add(b[1:])
+	b, _ = Encode(JobUpdate{Now: 1, Action: ActionStart, Locks: []LockDecl{{Level: LockNode}}})
+	f.Add(b[1:])
+	f.Fuzz(func(t *testing.T, body []byte) {
+		u, e := DecodeJobUpdate(body)
+		if e != nil {
+			if e.Code == "" {
+				t.Fatalf("refusal without code: %v", e)
+			}
+			return
+		}
+		again, err := Encode(u)
+		if err != nil {
+			t.Fatalf("decoded update does not encode: %v", err)
+		}
+		back, e := DecodeJobUpdate(again[1:])
+		if e != nil {
+			t.Fatal(e)
+		}
+		x, _ := json.Marshal(u)
+		y, _ := json.Marshal(back)
+		if string(x) != string(y) {
+			t.Fatalf("re-encoding changed the update:\n%s\n%s", x, y)
+		}
+	})
+}
+
+// TestJobUpdateLegacyJSON: a JobUpdate in the JSON form of older logs
+// applies as its frames do.
+func TestJobUpdateLegacyJSON(t *testing.T) {
+	var hashes []string
+	for _, form := range []string{"frames", "json"} {
+		h := newHarness()
+		h.apply(ClusterInit{Now: h.now, Name: "c", UUID: h.uuid(), GroupUUID: h.uuid(), Node: NodeSpec{Name: "n1", UUID: h.uuid(), PrimaryIP: "10.0.0.1"}})
+		le := h.apply(LeaderEstablish{Now: h.now, Node: "n1"}).(Response)
+		sub := h.apply(JobSubmit{Now: h.now, Ops: []json.RawMessage{json.RawMessage(`{"OP_ID":"OP_TEST_DELAY","duration":0}`)}, UUIDs: []string{""}}).(Response)
+		if le.Err != nil || sub.Err != nil {
+			t.Fatal(le.Err, sub.Err)
+		}
+		for _, u := range []JobUpdate{
+			{Now: h.now, Epoch: le.Epoch, JobID: sub.JobID, Action: ActionStart},
+			{Now: h.now + 1, Epoch: le.Epoch, JobID: sub.JobID, Action: ActionFinish, Status: StatusSuccess, Result: json.RawMessage(`null`), Log: []string{"done"}},
+		} {
+			entry, _ := Encode(u)
+			if form == "json" {
+				body, _ := json.Marshal(u)
+				entry = append([]byte{byte(CmdJobUpdate)}, body...)
+			}
+			h.index++
+			if r := h.f.Apply(h.index, entry).(Response); r.Err != nil {
+				t.Fatalf("%s %s: %v", form, u.Action, r.Err)
+			}
+		}
+		hashes = append(hashes, h.f.Hash())
+	}
+	if hashes[0] != hashes[1] {
+		t.Fatal("a JSON JobUpdate and its frames give different states")
+	}
+}

@@ -535,6 +535,12 @@ func (f *FSM) applyOne(t CommandType, body []byte) any {
 		return decodeApply(body, s.applyLeaderEstablish)
 	case CmdJobUpdate:
 		return decodeApply(body, s.applyJobUpdate)
+	case CmdJobUpdateFrames:
+		c, e := DecodeJobUpdate(body)
+		if e != nil {
+			return Response{Err: e}
+		}
+		return s.applyJobUpdate(&c)
 	case CmdNodeRegister:
 		return decodeApply(body, func(c *NodeRegister) Response { return Response{Err: s.applyNodeRegister(c)} })
 	case CmdJobCancel:
