@@ -53,6 +53,11 @@ type Peer struct {
 	Instances int
 }
 
+// DefaultVCPURatio is how many vcpus one physical CPU carries when
+// instances are placed (Ganeti's default instance policy vcpu_ratio): the
+// allocator's and maintd's balancer's limit.
+const DefaultVCPURatio = 4
+
 // NodeUse is what the instances of the state use of one node.
 type NodeUse struct {
 	// MemoryMiB and VCPUs are the sums over the instances with the node

@@ -23,7 +23,7 @@ import (
 
 // DefaultVCPURatio is how many vcpus one physical CPU carries when
 // placing instances (Ganeti's default instance policy vcpu_ratio).
-const DefaultVCPURatio = 4
+const DefaultVCPURatio = fsm.DefaultVCPURatio
 
 // opID names the opcode on the agents, so operations that must happen
 // once (reboot, OS install, migration) are recognised when run again.

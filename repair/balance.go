@@ -111,7 +111,7 @@ func (r *round) balance(skip map[string]bool) {
 		}
 	}
 	var mig, res *move
-	var free map[string][2]int64
+	var room map[string]free
 	for _, in := range insts {
 		if in.PrimaryNode != hi.n.UUID {
 			continue
@@ -122,10 +122,10 @@ func (r *round) balance(skip map[string]bool) {
 				try(in, to, "", &res)
 			}
 		case in.Forthcoming && len(in.SecondaryNodes) == 0:
-			if free == nil {
-				free = r.freeOf(insts)
+			if room == nil {
+				room = r.freeOf(insts)
 			}
-			if to := roomiest(order, hi, in, free); to != nil {
+			if to := roomiest(order, hi, in, room); to != nil {
 				try(in, to, to.n.Name, &res)
 			}
 		case !in.Forthcoming && in.AdminState == fsm.AdminUp && in.DiskTemplate == fsm.DTDrbd && len(in.SecondaryNodes) == 1:
@@ -165,18 +165,20 @@ func (r *round) balance(skip map[string]bool) {
 	r.moved(name)
 }
 
-// freeOf is each node's free memory and disk as the allocator counts
-// them: its totals less what every instance, real or forthcoming, running
-// or not, takes of it.
-func (r *round) freeOf(insts []*fsm.Instance) map[string][2]int64 {
-	out := make(map[string][2]int64, len(r.st.Nodes))
+// free is what a node has left as the allocator counts it.
+type free struct{ mem, disk, vcpus int64 }
+
+// freeOf is each node's free memory, disk and vcpus (its cpus times
+// fsm.DefaultVCPURatio) as the allocator counts them: its totals less
+// what every instance, real or forthcoming, running or not, takes of it.
+func (r *round) freeOf(insts []*fsm.Instance) map[string]free {
+	out := make(map[string]free, len(r.st.Nodes))
 	u, indexed := r.st.Usage()
 	for _, n := range r.st.Nodes {
-		f := [2]int64{n.Resources.MemoryMiB, n.Resources.DiskMiB}
+		f := free{n.Resources.MemoryMiB, n.Resources.DiskMiB, int64(n.Resources.CPUs) * fsm.DefaultVCPURatio}
 		if indexed {
 			use := u.Node(n.UUID)
-			f[0] -= use.MemoryMiB
-			f[1] -= use.DiskMiB
+			f.mem, f.disk, f.vcpus = f.mem-use.MemoryMiB, f.disk-use.DiskMiB, f.vcpus-use.VCPUs
 		}
 		out[n.UUID] = f
 	}
@@ -185,7 +187,11 @@ func (r *round) freeOf(insts []*fsm.Instance) map[string][2]int64 {
 			for _, node := range append([]string{in.PrimaryNode}, in.SecondaryNodes...) {
 				if f, ok := out[node]; ok {
 					mem, disk := fsm.InstanceUsage(in, node)
-					out[node] = [2]int64{f[0] - mem, f[1] - disk}
+					f.mem, f.disk = f.mem-mem, f.disk-disk
+					if node == in.PrimaryNode {
+						f.vcpus -= int64(in.VCPUs)
+					}
+					out[node] = f
 				}
 			}
 		}
@@ -194,14 +200,14 @@ func (r *round) freeOf(insts []*fsm.Instance) map[string][2]int64 {
 }
 
 // roomiest is the least loaded node of hi's group, other than hi, with
-// the memory and disk free for the single-node reservation in; nil when
-// none has.
-func roomiest(order []*nodeLoad, hi *nodeLoad, in *fsm.Instance, free map[string][2]int64) *nodeLoad {
+// the memory, disk and vcpus free for the single-node reservation in; nil
+// when none has.
+func roomiest(order []*nodeLoad, hi *nodeLoad, in *fsm.Instance, room map[string]free) *nodeLoad {
 	mem, disk := fsm.InstanceUsage(in, in.PrimaryNode)
 	var best *nodeLoad
 	for _, l := range order {
-		f := free[l.n.UUID]
-		if l == hi || l.n.Group != hi.n.Group || f[0] < mem || f[1] < disk {
+		f := room[l.n.UUID]
+		if l == hi || l.n.Group != hi.n.Group || f.mem < mem || f.disk < disk || f.vcpus < int64(in.VCPUs) {
 			continue
 		}
 		if best == nil || l.share() < best.share() {

@@ -26,7 +26,7 @@ import (
 //
 //	state                  input: lines "cluster k=v...", "node NAME k=v...",
 //	                       "instance NAME TEMPLATE PRIMARY [SECONDARY] k=v..."
-//	                       (down, forthcoming, mem=MiB, tags=a,b),
+//	                       (down, forthcoming, mem=MiB, vcpus=N, tags=a,b),
 //	                       "job ID STATUS", "maint {json}"
 //	diagnose               input: lines "NODE {json}" (replaces all)
 //	plan now=S [noquorum=TEXT] [full]
@@ -220,6 +220,9 @@ func (sc *scenario) build(t testing.TB, input string) {
 			}
 			if m := a["mem"]; m != "" {
 				in["memory"] = secsArg(t, m)
+			}
+			if v := a["vcpus"]; v != "" {
+				in["vcpus"] = secsArg(t, v)
 			}
 			insts = append(insts, in)
 		case "job":
