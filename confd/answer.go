@@ -174,16 +174,16 @@ func AppendAnswer(dst []byte, v View, q *Request) ([]byte, int, int64) {
 		if n == nil {
 			return fail(ErrorUnknownEntry)
 		}
+		// Only the node's own instances are visited (the state's per-node
+		// index), not every instance of the cluster.
+		insts := st.InstancesOnNode(n.UUID)
 		if q.Type == ReqNodeInstances {
 			prim, sec := []*fsm.Instance{}, []*fsm.Instance{}
-			for _, i := range st.SortedInstances() {
+			for _, i := range insts {
 				if i.PrimaryNode == n.UUID {
 					prim = append(prim, i)
-				}
-				for _, s := range i.SecondaryNodes {
-					if s == n.UUID {
-						sec = append(sec, i)
-					}
+				} else {
+					sec = append(sec, i)
 				}
 			}
 			return ok(appendJSON(dst, [2][]*fsm.Instance{prim, sec}))
@@ -192,15 +192,8 @@ func AppendAnswer(dst []byte, v View, q *Request) ([]byte, int, int64) {
 		// instances has none (an empty list, as Ganeti answers), and for
 		// one with DRBD instances the answer cannot be computed, which
 		// Ganeti's code for that is NOTIMPLEMENTED.
-		for _, i := range st.Instances {
-			if i.DiskTemplate != "drbd" {
-				continue
-			}
-			uses := i.PrimaryNode == n.UUID
-			for _, s := range i.SecondaryNodes {
-				uses = uses || s == n.UUID
-			}
-			if uses {
+		for _, i := range insts {
+			if i.DiskTemplate == "drbd" {
 				return appendString(dst, "DRBD minors are not recorded in this configuration"), StatusNotImplemented, serial
 			}
 		}

@@ -209,6 +209,7 @@ func BenchmarkHandle(b *testing.B) {
 	}{
 		{"NODE_ROLE_BYNAME", ReqNodeRoleByName, str("node500")},
 		{"NODE_PIP_BY_INSTANCE_IP", ReqNodePipByInstanceIP, dict(func(q *Query) { q.HasIP, q.IP = true, benchInstIP(12345) })},
+		{"NODE_INSTANCES", ReqNodeInstances, str("node500")},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			now := time.Now()

@@ -114,6 +114,45 @@ func (u Usage) Instances(node string) []string {
 	return nil
 }
 
+// InstancesOnNode returns the instances that use the node with the UUID
+// as primary or secondary, sorted by name (then UUID, for reservations
+// without one). Like NodeInstances it visits only the node's own
+// instances when the state has its indexes.
+func (s *State) InstancesOnNode(node string) []*Instance {
+	var out []*Instance
+	s.eachNodeInstance(node, func(i *Instance) {
+		if i.PrimaryNode == node || slices.Contains(i.SecondaryNodes, node) {
+			out = append(out, i)
+		}
+	})
+	slices.SortFunc(out, func(a, b *Instance) int {
+		if a.Name != b.Name {
+			return strings.Compare(a.Name, b.Name)
+		}
+		return strings.Compare(a.UUID, b.UUID)
+	})
+	return out
+}
+
+// eachNodeInstance calls fn for every instance that may use the node: the
+// usage index's list of the node's instances, or every instance when the
+// state has no index (one built by hand) or the UUID is empty.
+func (s *State) eachNodeInstance(node string, fn func(*Instance)) {
+	if s.usage == nil || node == "" {
+		for _, i := range s.Instances {
+			fn(i)
+		}
+		return
+	}
+	if n := s.usage[node]; n != nil {
+		for _, u := range n.insts {
+			if i := s.Instances[u]; i != nil {
+				fn(i)
+			}
+		}
+	}
+}
+
 // useInstance adds (sign 1) or takes off (sign -1) what instance u uses
 // of its nodes.
 func (s *State) useInstance(u string, i *Instance, sign int64) {

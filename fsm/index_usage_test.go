@@ -209,6 +209,9 @@ func checkUsage(t *testing.T, s *State, when string) {
 		if !slices.Equal(p, hp) || !slices.Equal(sec, hsec) {
 			t.Fatalf("%s: node %s NodeInstances %v %v, counting gives %v %v", when, node, p, sec, hp, hsec)
 		}
+		if a, b := s.InstancesOnNode(node), hand.InstancesOnNode(node); !slices.Equal(a, b) {
+			t.Fatalf("%s: node %s InstancesOnNode gives %d instances, counting %d", when, node, len(a), len(b))
+		}
 	}
 	want := usageOracle(s)
 	if len(want) != len(s.usage) {

@@ -272,17 +272,7 @@ func (s *State) NodeInstances(nodeUUID string) (primary, secondary []string) {
 			}
 		}
 	}
-	switch n := s.usage[nodeUUID]; {
-	case s.usage == nil || nodeUUID == "":
-		// No index (a state built by hand), or a UUID it does not key.
-		for _, i := range s.Instances {
-			add(i)
-		}
-	case n != nil: // the instances that name the node
-		for _, u := range n.insts {
-			add(s.Instances[u])
-		}
-	}
+	s.eachNodeInstance(nodeUUID, add)
 	sort.Strings(primary)
 	sort.Strings(secondary)
 	return primary, secondary
