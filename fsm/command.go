@@ -215,7 +215,10 @@ func (JobArchive) CommandType() CommandType      { return CmdJobArchive }
 func (JobSubmitMany) CommandType() CommandType   { return CmdJobSubmitMany }
 func (Batch) CommandType() CommandType           { return CmdBatch }
 
-// Encode turns a command into a log entry: one type byte, then JSON.
+// Encode turns a command into a log entry: one type byte, then the body.
+// Job submissions and updates are written in binary frames (frames.go,
+// types CmdJobSubmitFrames and CmdJobUpdateFrames, not the CommandType
+// of their JSON form); every other command is JSON.
 func Encode(c Command) ([]byte, error) {
 	switch c := c.(type) {
 	case JobSubmit:

@@ -26,24 +26,16 @@ func (r *frameReader) fail(field string) {
 	}
 }
 
-func (r *frameReader) varint(field string) int64 {
-	if r.err != nil {
-		return 0
-	}
-	v, k := binary.Varint(r.b[r.off:])
-	if k <= 0 {
-		r.fail(field)
-		return 0
-	}
-	r.off += k
-	return v
-}
+func (r *frameReader) varint(field string) int64 { return readNumber(r, field, binary.Varint) }
 
-func (r *frameReader) uvarint(field string) uint64 {
+func (r *frameReader) uvarint(field string) uint64 { return readNumber(r, field, binary.Uvarint) }
+
+// readNumber reads one varint with read (binary.Varint or Uvarint).
+func readNumber[T int64 | uint64](r *frameReader, field string, read func([]byte) (T, int)) T {
 	if r.err != nil {
 		return 0
 	}
-	v, k := binary.Uvarint(r.b[r.off:])
+	v, k := read(r.b[r.off:])
 	if k <= 0 {
 		r.fail(field)
 		return 0

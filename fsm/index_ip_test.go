@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"bytes"
 	"testing"
 )
 
@@ -62,15 +61,7 @@ func TestInstanceIPIndex(t *testing.T) {
 		t.Errorf("InstanceIPs(br1) = %v, want none", got)
 	}
 	// A restored snapshot rebuilds the index.
-	snap, err := h.f.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	f2 := New()
-	if err := f2.Restore(bytes.NewReader(snap)); err != nil {
-		t.Fatal(err)
-	}
-	f2.Read(func(s *State, _ uint64) {
+	restored(t, snapshotOf(t, h.f)).Read(func(s *State, _ uint64) {
 		if i := s.InstanceByIP("", "198.51.100.3"); i == nil || i.Name != "inst2" {
 			t.Errorf("after restore: %v", i)
 		}

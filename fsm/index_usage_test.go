@@ -416,15 +416,7 @@ func usageRandom(t *testing.T, seed uint64, n int) {
 	t.Logf("%d nodes, %d instances; %v", len(st.Nodes), len(st.Instances), kinds)
 
 	// A restored snapshot rebuilds the index: equal to the incremental one.
-	snap, err := h.f.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	f2 := New()
-	if err := f2.Restore(bytes.NewReader(snap)); err != nil {
-		t.Fatal(err)
-	}
-	f2.Read(func(s *State, _ uint64) {
+	restored(t, snapshotOf(t, h.f)).Read(func(s *State, _ uint64) {
 		if d := diffUsage(s.usage, st.usage); d != "" {
 			t.Fatalf("restored index differs from the incremental one:\n%s", d)
 		}
@@ -453,20 +445,13 @@ func TestUsageIndexRestore(t *testing.T) {
 			t.Fatal(r.Err)
 		}
 	}
-	snap, err := h.f.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
+	snap := snapshotOf(t, h.f)
 	for _, word := range []string{"peers", "usage"} {
 		if bytes.Contains(snap, []byte(word)) {
 			t.Errorf("snapshot mentions %q: the index must not be serialised", word)
 		}
 	}
-	f2 := New()
-	if err := f2.Restore(bytes.NewReader(snap)); err != nil {
-		t.Fatal(err)
-	}
-	f2.Read(func(s *State, _ uint64) {
+	restored(t, snap).Read(func(s *State, _ uint64) {
 		u, ok := s.Usage()
 		if !ok {
 			t.Fatal("restored state has no usage index")
@@ -495,4 +480,25 @@ func TestUsageIndexRestore(t *testing.T) {
 	if _, ok := (&State{Instances: map[string]*Instance{}}).Usage(); ok {
 		t.Error("a hand-built state claims a usage index")
 	}
+}
+
+// snapshotOf is f's snapshot as Restore reads it.
+func snapshotOf(t *testing.T, f *FSM) []byte {
+	t.Helper()
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap
+}
+
+// restored is a new FSM restored from snap, with the indexes a restore
+// rebuilds.
+func restored(t *testing.T, snap []byte) *FSM {
+	t.Helper()
+	f := New()
+	if err := f.Restore(bytes.NewReader(snap)); err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
