@@ -21,10 +21,6 @@ import (
 // the agents answer "no effect" for what was done already, and
 // reboot/OS install/migration carry an id that makes them happen once.
 
-// DefaultVCPURatio is how many vcpus one physical CPU carries when
-// placing instances (Ganeti's default instance policy vcpu_ratio).
-const DefaultVCPURatio = fsm.DefaultVCPURatio
-
 // opID names the opcode on the agents, so operations that must happen
 // once (reboot, OS install, migration) are recognised when run again.
 func opID(sc *StepContext) string { return fmt.Sprintf("job%d-op%d", sc.Job.ID, sc.OpIndex) }
@@ -92,7 +88,7 @@ func (e *Executor) allocOptions(s *fsm.State) alloc.Options { return AllocOption
 
 // AllocOptions are the allocator's options on the state: the nodes dead
 // says are dead (nil: none) take no instances, and vcpus are placed at
-// DefaultVCPURatio.
+// fsm.DefaultVCPURatio.
 func AllocOptions(s *fsm.State, dead func(*fsm.Node) bool) alloc.Options {
 	d := map[string]bool{}
 	for u, n := range s.Nodes {
@@ -100,7 +96,7 @@ func AllocOptions(s *fsm.State, dead func(*fsm.Node) bool) alloc.Options {
 			d[u] = true
 		}
 	}
-	return alloc.Options{Dead: d, VCPURatio: DefaultVCPURatio}
+	return alloc.Options{Dead: d, VCPURatio: fsm.DefaultVCPURatio}
 }
 
 func (e *Executor) createSteps(o *fsm.OpInstanceCreate) []Step {
@@ -320,7 +316,6 @@ func (e *Executor) createRecord(sc *StepContext, o *fsm.OpInstanceCreate) (any, 
 // reservation's are refused (the reservation moved, or the request is for
 // something else), rather than silently ignored.
 func commitMatches(s *fsm.State, o *fsm.OpInstanceCreate, res *fsm.Instance) *fsm.Error {
-	name := func(u string) string { return s.NodeName(u) }
 	for _, c := range []struct{ field, asked, has string }{
 		{"pnode", o.PNode, res.PrimaryNode},
 		{"snode", o.SNode, firstOr(res.SecondaryNodes)},
@@ -331,7 +326,7 @@ func commitMatches(s *fsm.State, o *fsm.OpInstanceCreate, res *fsm.Instance) *fs
 		n := s.LookupNode(c.asked)
 		if n == nil || n.UUID != c.has {
 			return &fsm.Error{Code: fsm.CodeState, Field: c.field, Msg: fmt.Sprintf("reservation %s is on %s, not on %s: its nodes changed since it was made (look with 'gnt instance info %s')",
-				res.Name, nodePair(name(res.PrimaryNode), name(firstOr(res.SecondaryNodes))), c.asked, res.Name)}
+				res.Name, nodePair(s.NodeName(res.PrimaryNode), s.NodeName(firstOr(res.SecondaryNodes))), c.asked, res.Name)}
 		}
 	}
 	if o.OSType != "" && res.OS != "" && o.OSType != res.OS {

@@ -82,17 +82,20 @@ var (
 	ErrReportMalformed = errors.New("diagnose report is malformed")
 )
 
+// reportReasons are the names of the errors of VerifyDiagnoseReport.
+var reportReasons = []struct {
+	err  error
+	name string
+}{
+	{ErrReportUnsigned, "unsigned"}, {ErrReportForged, "forged"}, {ErrReportWrongNode, "wrong_node"},
+	{ErrReportStale, "stale"}, {ErrReportFuture, "future"}, {ErrReportMalformed, "malformed"},
+}
+
 // ReportRejectReason names the reason an error of VerifyDiagnoseReport
 // (or of DiagnoseReportFromHTTP) gives: unsigned, forged, wrong_node,
 // stale, future or malformed; "other" for any other error.
 func ReportRejectReason(err error) string {
-	for _, r := range []struct {
-		err  error
-		name string
-	}{
-		{ErrReportUnsigned, "unsigned"}, {ErrReportForged, "forged"}, {ErrReportWrongNode, "wrong_node"},
-		{ErrReportStale, "stale"}, {ErrReportFuture, "future"}, {ErrReportMalformed, "malformed"},
-	} {
+	for _, r := range reportReasons {
 		if errors.Is(err, r.err) {
 			return r.name
 		}
@@ -102,7 +105,11 @@ func ReportRejectReason(err error) string {
 
 // ReportRejectReasons lists the names ReportRejectReason gives.
 func ReportRejectReasons() []string {
-	return []string{"unsigned", "forged", "wrong_node", "stale", "future", "malformed", "other"}
+	out := make([]string, 0, len(reportReasons)+1)
+	for _, r := range reportReasons {
+		out = append(out, r.name)
+	}
+	return append(out, "other")
 }
 
 // DiagnoseKey derives the diagnose report key from the cluster key.

@@ -64,26 +64,21 @@ func (c *Config) HypervisorName() string {
 }
 
 // nodeKey is the node RPC key, nil while this gntd has no cluster key.
-func (s *Server) nodeKey() []byte {
-	s.mu.Lock()
-	k := s.key
-	s.mu.Unlock()
-	if len(k) == 0 {
-		return nil
-	}
-	return rpc.NodeKey(k)
-}
+func (s *Server) nodeKey() []byte { return s.derivedKey(rpc.NodeKey) }
 
 // diagnoseKey is the diagnose report key, nil while this gntd has no
 // cluster key.
-func (s *Server) diagnoseKey() []byte {
+func (s *Server) diagnoseKey() []byte { return s.derivedKey(rpc.DiagnoseKey) }
+
+// derivedKey is derive of the cluster key, nil while there is none.
+func (s *Server) derivedKey(derive func(clusterKey []byte) []byte) []byte {
 	s.mu.Lock()
 	k := s.key
 	s.mu.Unlock()
 	if len(k) == 0 {
 		return nil
 	}
-	return rpc.DiagnoseKey(k)
+	return derive(k)
 }
 
 // newCommands builds the self-diagnose collector and the repair command
