@@ -922,6 +922,12 @@ func FuzzReasonEntry(f *testing.F) {
 		if raw[0] != src || raw[1] != text || string(n) != strconv.FormatInt(ts, 10) && n.String() != "-0" {
 			t.Fatalf("%q: quick %q %q %d, general %v", b, src, text, ts, raw)
 		}
+		// Writing it back gives what the general encoder gives.
+		got, err := json.Marshal(r)
+		want, _ := json.Marshal([]any{r.Source, r.Text, r.TimeNS})
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("%+v encodes as %s (%v), want %s", r, got, err, want)
+		}
 	})
 }
 

@@ -41,9 +41,23 @@ type ReasonEntry struct {
 	TimeNS int64
 }
 
-// MarshalJSON writes the Ganeti triple.
+// MarshalJSON writes the Ganeti triple. Every submission encodes a trail,
+// so it is put together directly rather than through a []any; the bytes
+// are the same.
 func (r ReasonEntry) MarshalJSON() ([]byte, error) {
-	return json.Marshal([]any{r.Source, r.Text, r.TimeNS})
+	src, err := json.Marshal(r.Source)
+	if err != nil {
+		return nil, err
+	}
+	text, err := json.Marshal(r.Text)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, len(src)+len(text)+24)
+	out = append(append(append(out, '['), src...), ',')
+	out = append(append(out, text...), ',')
+	out = strconv.AppendInt(out, r.TimeNS, 10)
+	return append(out, ']'), nil
 }
 
 // UnmarshalJSON reads the Ganeti triple. It is on every replica's apply

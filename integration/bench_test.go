@@ -37,6 +37,93 @@ func percentile(d []time.Duration, p float64) time.Duration {
 	return s[i]
 }
 
+// benchArgs are the gntd flags of a benchmark cluster; with
+// GNT_BENCH_PROFILE=DIR they add --debug so profileDuring can fetch CPU
+// profiles.
+func benchArgs(extra ...string) []string {
+	args := append([]string{"--profile", "lan", "--log-level", "warn"}, extra...)
+	if os.Getenv("GNT_BENCH_PROFILE") != "" {
+		args = append(args, "--debug")
+	}
+	return args
+}
+
+// profileDuring, with GNT_BENCH_PROFILE=DIR, fetches a CPU profile of
+// every gntd over the next d into DIR/NAME-<member IP>.pprof (for `go tool
+// pprof`); the returned function waits for them. Without it, it does
+// nothing.
+func profileDuring(t *testing.T, c *Cluster, name string, d time.Duration) func() {
+	dir := os.Getenv("GNT_BENCH_PROFILE")
+	if dir == "" {
+		return func() {}
+	}
+	var wg sync.WaitGroup
+	for _, m := range c.Members {
+		if m.cmd == nil {
+			continue
+		}
+		wg.Add(1)
+		go func(addr, ip string) {
+			defer wg.Done()
+			u := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, int(d.Seconds()))
+			resp, err := http.Get(u)
+			if err != nil {
+				t.Logf("profile of %s: %v", addr, err)
+				return
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if err := os.WriteFile(fmt.Sprintf("%s/%s-%s.pprof", dir, name, ip), b, 0o644); err != nil {
+				t.Logf("profile of %s: %v", addr, err)
+			}
+			// Raft's own timings of the last ten seconds, beside it.
+			if resp, err := http.Get("http://" + addr + "/debug/raft-metrics"); err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				_ = os.WriteFile(fmt.Sprintf("%s/%s-%s.raft.json", dir, name, ip), b, 0o644)
+			}
+		}(m.APIAddr(), m.IP)
+	}
+	return wg.Wait
+}
+
+// applyStats reads the leader's applier metrics: Raft entries written,
+// commands packed into them, and the seconds the entries took from Raft's
+// Apply to the state machine's answer, summed.
+func applyStats(addr string) (entries, cmds, secs float64) {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return 0, 0, 0
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			continue
+		}
+		v, _ := strconv.ParseFloat(f[1], 64)
+		switch f[0] {
+		case "gnt_raft_apply_seconds_count":
+			entries = v
+		case "gnt_raft_apply_batch_commands_sum":
+			cmds = v
+		case "gnt_raft_apply_seconds_sum":
+			secs = v
+		}
+	}
+	return entries, cmds, secs
+}
+
+// applyDelta formats what the leader's applier did since (e0, n0, s0).
+func applyDelta(addr string, e0, n0, s0 float64, d time.Duration) string {
+	e1, n1, s1 := applyStats(addr)
+	if e1 <= e0 {
+		return ""
+	}
+	return fmt.Sprintf("raft: %.0f entries/s, %.1f cmds/entry, %.2fms/entry", (e1-e0)/d.Seconds(), (n1-n0)/(e1-e0), (s1-s0)/(e1-e0)*1e3)
+}
+
 // cpuSeconds returns the CPU time (user and system) the cluster's gntd
 // processes and this test process have used so far. Per-job CPU is a
 // steadier figure than the rate on a shared machine.
@@ -81,12 +168,19 @@ func tagJob(node string, tag string) []map[string]any {
 	return []map[string]any{{"OP_ID": "OP_TAGS_SET", "kind": "node", "name": node, "tags": []string{tag}}}
 }
 
-// runJobs submits configuration jobs from `clients` goroutines for d and
-// returns the number that succeeded and each one's submitted-to-success
-// latency. A job counts when its submission answered with status success
-// (the server applies configuration jobs at submission and says so in
+// How a benchmark client learns a job's outcome.
+const (
+	holdSubmit = iota // POST /2/jobs?wait=: one request, answered when the job is final
+	pollAfter         // POST /2/jobs, then blocking GETs of the job until it is final
+)
+
+// runJobs submits jobs from `clients` goroutines for d and returns the
+// number that succeeded and each one's submitted-to-success latency. A
+// job counts when its submission answered with status success (the
+// server applies configuration jobs at submission, and holds the answer
+// of a held submission until the job is final, and says so in
 // X-Gnt-Job-Status); any other answer waits for the job.
-func runJobs(t *testing.T, c *Cluster, clients int, d time.Duration, toLeader bool, mk func(client, n int) []map[string]any) (int64, []time.Duration, int64) {
+func runJobs(t *testing.T, c *Cluster, clients int, d time.Duration, toLeader bool, how int, mk func(client, n int) []map[string]any) (int64, []time.Duration, int64) {
 	var (
 		done   atomic.Int64
 		failed atomic.Int64
@@ -113,7 +207,16 @@ func runJobs(t *testing.T, c *Cluster, clients int, d time.Duration, toLeader bo
 			for n := 0; ctx.Err() == nil; n++ {
 				start := time.Now()
 				rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
-				id, meta, err := cl.SubmitJob(rctx, mk(i, n), "")
+				var (
+					id   int64
+					meta rpc.Meta
+					err  error
+				)
+				if how == holdSubmit {
+					id, meta, err = cl.SubmitJobHeld(rctx, mk(i, n), "", 10*time.Second)
+				} else {
+					id, meta, err = cl.SubmitJob(rctx, mk(i, n), "")
+				}
 				if err == nil && meta.JobStatus != "success" {
 					var job rpc.JobInfo
 					job, err = cl.WaitJob(rctx, id, meta.Index)
@@ -143,16 +246,18 @@ func runJobs(t *testing.T, c *Cluster, clients int, d time.Duration, toLeader bo
 // sending to the leader and spread over the candidates.
 func TestBenchJobThroughput(t *testing.T) {
 	benchOnly(t)
-	c := NewCluster(t, ClusterOptions{Candidates: 3, Nodes: 2, ExtraArgs: []string{"--profile", "lan", "--log-level", "warn"}})
+	c := NewCluster(t, ClusterOptions{Candidates: 3, Nodes: 2, ExtraArgs: benchArgs()})
 	c.WaitLeader(10 * time.Second)
 	nodes := []string{"node21", "node22"}
 	mk := func(i, n int) []map[string]any { return tagJob(nodes[(i+n)%len(nodes)], fmt.Sprintf("b%d-%d", i, n%4)) }
-	runJobs(t, c, 8, time.Second, false, mk) // warm up connections
+	runJobs(t, c, 8, time.Second, false, holdSubmit, mk) // warm up connections
 	for _, target := range []string{"leader", "spread"} {
 		for _, clients := range []int{1, 64, 256} {
 			d := 8 * time.Second
 			s0, c0 := cpuSeconds(c)
-			n, lats, failed := runJobs(t, c, clients, d, target == "leader", mk)
+			prof := profileDuring(t, c, fmt.Sprintf("jobs-%s-%d", target, clients), d-2*time.Second)
+			n, lats, failed := runJobs(t, c, clients, d, target == "leader", holdSubmit, mk)
+			prof()
 			if n == 0 {
 				t.Fatalf("%d clients: no job succeeded", clients)
 			}
@@ -172,7 +277,7 @@ func TestBenchJobThroughput(t *testing.T) {
 // cluster healed before the next round.
 func TestBenchFailover(t *testing.T) {
 	benchOnly(t)
-	c := NewCluster(t, ClusterOptions{Candidates: 3, Nodes: 1, ExtraArgs: []string{"--profile", "lan", "--log-level", "warn"}})
+	c := NewCluster(t, ClusterOptions{Candidates: 3, Nodes: 1, ExtraArgs: benchArgs()})
 	var times []time.Duration
 	for round := 0; round < 10; round++ {
 		leader := c.WaitLeader(20 * time.Second)
@@ -247,22 +352,34 @@ func TestBenchFailover(t *testing.T) {
 // their job's success.
 func TestBenchNoopJobs(t *testing.T) {
 	benchOnly(t)
-	c := NewCluster(t, ClusterOptions{Candidates: 3, ExtraArgs: []string{"--profile", "lan", "--log-level", "warn", "--executor-concurrency", "64"}})
+	c := NewCluster(t, ClusterOptions{Candidates: 3, ExtraArgs: benchArgs("--executor-concurrency", "64")})
 	c.WaitLeader(10 * time.Second)
 	mk := func(int, int) []map[string]any {
 		return []map[string]any{{"OP_ID": "OP_TEST_DELAY", "duration": 0}}
 	}
-	runJobs(t, c, 8, time.Second, true, mk) // warm up
-	for _, clients := range []int{1, 64} {
+	runJobs(t, c, 8, time.Second, true, holdSubmit, mk) // warm up
+	// Each submitter waits for its job's outcome: in one held request
+	// (wait=hold), and for 64 also with a submission followed by blocking
+	// GETs of the job (wait=poll), as before held submissions existed.
+	for _, run := range []struct {
+		clients int
+		how     int
+	}{{1, holdSubmit}, {64, holdSubmit}, {64, pollAfter}} {
+		clients := run.clients
+		how := map[int]string{holdSubmit: "hold", pollAfter: "poll"}[run.how]
 		d := 8 * time.Second
 		s0, c0 := cpuSeconds(c)
-		n, lats, failed := runJobs(t, c, clients, d, true, mk)
+		leader := c.WaitLeader(10 * time.Second).APIAddr()
+		e0, n0, a0 := applyStats(leader)
+		prof := profileDuring(t, c, fmt.Sprintf("noop-%d-%s", clients, how), d-2*time.Second)
+		n, lats, failed := runJobs(t, c, clients, d, true, run.how, mk)
+		prof()
 		if n == 0 {
 			t.Fatalf("%d clients: no job succeeded", clients)
 		}
-		line := fmt.Sprintf("BENCH noop-jobs clients=%d jobs=%d failed=%d rate=%.0f jobs/s p50=%v p99=%v %s",
-			clients, n, failed, float64(n)/d.Seconds(), percentile(lats, 0.5).Round(10*time.Microsecond),
-			percentile(lats, 0.99).Round(10*time.Microsecond), cpuPerJob(c, s0, c0, n))
+		line := fmt.Sprintf("BENCH noop-jobs clients=%d wait=%s jobs=%d failed=%d rate=%.0f jobs/s p50=%v p99=%v %s %s",
+			clients, how, n, failed, float64(n)/d.Seconds(), percentile(lats, 0.5).Round(10*time.Microsecond),
+			percentile(lats, 0.99).Round(10*time.Microsecond), cpuPerJob(c, s0, c0, n), applyDelta(leader, e0, n0, a0, d))
 		t.Log(line)
 		fmt.Println(line)
 	}
@@ -278,6 +395,7 @@ func TestBenchNoopJobs(t *testing.T) {
 		wg     sync.WaitGroup
 	)
 	s0, c0 := cpuSeconds(c)
+	prof := profileDuring(t, c, "noop-pipelined", 3*time.Second)
 	start := time.Now()
 	for i := 0; i < clients; i++ {
 		wg.Add(1)
@@ -301,6 +419,7 @@ func TestBenchNoopJobs(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	prof()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	j, err := cl.WaitJob(ctx, last.Load(), 0)
@@ -320,7 +439,7 @@ func TestBenchNoopJobs(t *testing.T) {
 // kills; the killed member is restarted in between.
 func TestBenchResume(t *testing.T) {
 	benchOnly(t)
-	c := NewCluster(t, ClusterOptions{Candidates: 3, ExtraArgs: []string{"--profile", "lan", "--log-level", "warn", "--executor-concurrency", "20"}})
+	c := NewCluster(t, ClusterOptions{Candidates: 3, ExtraArgs: benchArgs("--executor-concurrency", "20")})
 	c.WaitLeader(10 * time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

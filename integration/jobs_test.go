@@ -213,6 +213,41 @@ func TestCancelRunningJob(t *testing.T) {
 	}
 }
 
+// TestHeldSubmission: a submission with ?wait= sent to a follower is
+// forwarded to the leader, and its answer comes when the executor has run
+// the job, with the final status; a hold shorter than the job answers with
+// the job still running, and the job goes on.
+func TestHeldSubmission(t *testing.T) {
+	c := NewCluster(t, ClusterOptions{Candidates: 3})
+	leader := c.WaitLeader(10 * time.Second)
+	var follower *Member
+	for _, m := range c.Members {
+		if m != leader && m.cmd != nil {
+			follower = m
+			break
+		}
+	}
+	cl := c.ClientFor(follower)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	delay := func(d float64) []map[string]any { return []map[string]any{{"OP_ID": "OP_TEST_DELAY", "duration": d}} }
+	start := time.Now()
+	id, m, err := cl.SubmitJobHeld(ctx, delay(0.3), "", 20*time.Second)
+	if err != nil || m.JobStatus != fsm.StatusSuccess {
+		t.Fatalf("held submission: job %d %q: %v", id, m.JobStatus, err)
+	}
+	if took := time.Since(start); took < 300*time.Millisecond {
+		t.Errorf("answered after %s, before the job's 0.3 s delay ended", took)
+	}
+	id, m, err = cl.SubmitJobHeld(ctx, delay(2), "", 200*time.Millisecond)
+	if err != nil || fsm.Finalized(m.JobStatus) {
+		t.Fatalf("short hold: job %d %q: %v", id, m.JobStatus, err)
+	}
+	if j, err := cl.WaitJob(ctx, id, m.Index); err != nil || j.Status != fsm.StatusSuccess {
+		t.Fatalf("job %d after the short hold: %v %s", id, err, j.Status)
+	}
+}
+
 // TestPausedLeaderCannotRecord pauses the leader (SIGSTOP) while a
 // multi-step job runs, longer than an election; a new leader resumes the
 // job; the old one, continued, cannot record progress: every step is

@@ -524,6 +524,19 @@ func (c *Client) SubmitJob(ctx context.Context, ops []map[string]any, reason str
 	return c.submit(ctx, http.MethodPost, "/2/jobs", reasonQuery(reason), map[string]any{"ops": ops})
 }
 
+// SubmitJobHeld is SubmitJob whose answer waits until the job is
+// finalized or hold passes (POST /2/jobs?wait=): Meta.JobStatus is the
+// final status, or the status when hold ran out. One request instead of a
+// submission and a WaitJob, for a client that wants only the outcome.
+func (c *Client) SubmitJobHeld(ctx context.Context, ops []map[string]any, reason string, hold time.Duration) (int64, Meta, error) {
+	q := reasonQuery(reason)
+	if q == nil {
+		q = url.Values{}
+	}
+	q.Set("wait", hold.String())
+	return c.submit(ctx, http.MethodPost, "/2/jobs", q, map[string]any{"ops": ops})
+}
+
 // WaitJob waits until the job is finalized (success, error or canceled)
 // and returns it. index is the index the job was submitted at (Meta.Index
 // of the submission, 0 if unknown). It polls GET /2/jobs/{id} as a

@@ -335,6 +335,64 @@ func TestJobWait(t *testing.T) {
 	}
 }
 
+// TestSubmitHeld: POST /2/jobs?wait=D answers when the job is finalized,
+// or with its status then when D passes; a configuration-only job is final
+// at once, and a held submission sent to a follower is forwarded whole.
+func TestSubmitHeld(t *testing.T) {
+	b := rpctest.NewCluster()
+	e := newEnv(t, b)
+	c := ctx(t)
+	delay := []map[string]any{{"OP_ID": "OP_TEST_DELAY", "duration": 1}}
+
+	// Nothing runs the job: the hold runs out and says it is still queued.
+	start := time.Now()
+	id, m, err := e.c.SubmitJobHeld(c, delay, "", 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); m.JobStatus != fsm.StatusQueued || d < 200*time.Millisecond {
+		t.Errorf("job %d: status %q after %s, want queued after the hold", id, m.JobStatus, d)
+	}
+
+	// The job finishes while the answer is held: the answer says so, with
+	// the index of the state that showed it.
+	next := readState(b, func(st *fsm.State) int64 { return st.NextJobID })
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		if err := b.UpdateJob(next, 0, fsm.ActionFinish, fsm.StatusError, "boom"); err != nil {
+			t.Error(err)
+		}
+	}()
+	id, m, err = e.c.SubmitJobHeld(c, delay, "", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id != next || m.JobStatus != fsm.StatusError || m.Index != b.FSM().Index() {
+		t.Errorf("job %d (want %d): status %q at index %d (state at %d)", id, next, m.JobStatus, m.Index, b.FSM().Index())
+	}
+
+	// A configuration-only job needs no hold.
+	start = time.Now()
+	_, m, err = e.c.SubmitJobHeld(c, []map[string]any{{"OP_ID": "OP_TAGS_SET", "kind": "cluster", "tags": []string{"held"}}}, "", 10*time.Second)
+	if err != nil || m.JobStatus != fsm.StatusSuccess || time.Since(start) > 5*time.Second {
+		t.Errorf("tag job: %v, status %q after %s", err, m.JobStatus, time.Since(start))
+	}
+
+	// Through a follower: the wait travels with the forwarded request.
+	f := newEnv(t, rpctest.NewReplica(b, "node2"))
+	f.b.SetLeader(e.addr(), "node1", false)
+	next = readState(b, func(st *fsm.State) int64 { return st.NextJobID })
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		if err := b.UpdateJob(next, 0, fsm.ActionFinish, fsm.StatusSuccess, nil); err != nil {
+			t.Error(err)
+		}
+	}()
+	if id, m, err = f.c.SubmitJobHeld(c, delay, "", 10*time.Second); err != nil || id != next || m.JobStatus != fsm.StatusSuccess {
+		t.Errorf("through a follower: job %d (want %d) %q: %v", id, next, m.JobStatus, err)
+	}
+}
+
 func TestJobWaitForUnknownJob(t *testing.T) {
 	b := rpctest.NewCluster()
 	e := newEnv(t, b)

@@ -701,13 +701,18 @@ func (s *Server) jobHandler(build opsBuilder) http.HandlerFunc {
 			writeError(w, aerr)
 			return
 		}
+		hold, aerr := parseHold(r.URL.Query())
+		if aerr != nil {
+			writeError(w, aerr)
+			return
+		}
 		now := s.b.Now()
 		ops, aerr := prepareOps(r, body, build, now)
 		if aerr != nil {
 			writeError(w, aerr)
 			return
 		}
-		s.onLeader(w, r, body, func() error { return s.submit(w, r, ops, now) })
+		s.onLeader(w, r, body, func() error { return s.submit(w, r, ops, now, hold) })
 	}
 }
 
@@ -799,9 +804,26 @@ func opError(n, i int, e *fsm.Error) *APIError {
 	return FromFSM(e)
 }
 
+// parseHold reads ?wait=D of a submission: hold the answer until the job
+// is finalized or D has passed (cut to MaxJobWait). Zero means answer at
+// once.
+func parseHold(q url.Values) (time.Duration, *APIError) {
+	if !q.Has("wait") {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(q.Get("wait"))
+	if err != nil || d <= 0 {
+		return 0, badRequest("wait", "query parameter wait must be a positive duration such as 10s, got %q", q.Get("wait"))
+	}
+	return min(d, MaxJobWait), nil
+}
+
 // submit builds the job and applies it through Raft; the answer is the
-// job id, with X-Gnt-Index the index it was applied at.
-func (s *Server) submit(w http.ResponseWriter, r *http.Request, ops []json.RawMessage, now time.Time) error {
+// job id, with X-Gnt-Index the index it was applied at and
+// X-Gnt-Job-Status its status then. With hold > 0 the answer waits until
+// the job is finalized (or hold passes): a client that wants the outcome
+// then needs one request, not a submission and a wait.
+func (s *Server) submit(w http.ResponseWriter, r *http.Request, ops []json.RawMessage, now time.Time, hold time.Duration) error {
 	uuids := make([]string, len(ops))
 	for i := range uuids {
 		uuids[i] = s.b.NewUUID()
@@ -828,13 +850,54 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, ops []json.RawMe
 	if !ok {
 		return err
 	}
+	status := ""
 	if resp.Job != nil {
 		// Configuration-only jobs are final already; saying so spares the
 		// client a round trip to learn it.
-		w.Header().Set(HeaderJobStatus, resp.Job.Status)
+		status = resp.Job.Status
+	}
+	if hold > 0 && !fsm.Finalized(status) {
+		var idx uint64
+		status, idx = awaitJob(r.Context(), s.b.FSM(), resp.JobID, hold)
+		setIndex(w, idx)
+	}
+	if status != "" {
+		w.Header().Set(HeaderJobStatus, status)
 	}
 	writeJSON(w, resp.JobID)
 	return nil
+}
+
+// awaitJob waits until job id is finalized, d passes or ctx ends, and
+// returns its status then and the index of the state it was read from.
+func awaitJob(ctx context.Context, f *fsm.FSM, id int64, d time.Duration) (string, uint64) {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		ch := f.JobChanged(id)
+		var (
+			status string
+			index  uint64
+		)
+		f.Read(func(st *fsm.State, idx uint64) {
+			index = idx
+			if j := st.Jobs[id]; j != nil {
+				status = j.Status
+			} else if a := st.Archived[id]; a != nil {
+				status = a.Status
+			}
+		})
+		if status == "" || fsm.Finalized(status) {
+			return status, index
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+			return status, index
+		case <-ctx.Done():
+			return status, index
+		}
+	}
 }
 
 // decodeBody decodes a JSON object body strictly; an empty body is an
