@@ -73,6 +73,8 @@ fuzz:
 # loopback beside a raw UDP echo server; gossip: a stopped member to dead with
 # 6-100 in-process members (stock settings beside, and under CPU load), and
 # kill -9 of a node to dead in the state of a real 6-node cluster.
+# GNT_BENCH_PROFILE=DIR (and GNT_BENCH_TRACE=1) keeps the gntds' CPU
+# profiles, Raft timings (and execution traces) of the job benchmarks.
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./fsm/
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./jobs/locking/

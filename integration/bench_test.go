@@ -50,8 +50,9 @@ func benchArgs(extra ...string) []string {
 
 // profileDuring, with GNT_BENCH_PROFILE=DIR, fetches a CPU profile of
 // every gntd over the next d into DIR/NAME-<member IP>.pprof (for `go tool
-// pprof`); the returned function waits for them. Without it, it does
-// nothing.
+// pprof`), then, with GNT_BENCH_TRACE=1 as well, a one-second execution
+// trace (.trace, for `go tool trace`), then Raft's timings (.raft.json);
+// the returned function waits for them. Without it, it does nothing.
 func profileDuring(t *testing.T, c *Cluster, name string, d time.Duration) func() {
 	dir := os.Getenv("GNT_BENCH_PROFILE")
 	if dir == "" {
@@ -75,6 +76,13 @@ func profileDuring(t *testing.T, c *Cluster, name string, d time.Duration) func(
 			b, _ := io.ReadAll(resp.Body)
 			if err := os.WriteFile(fmt.Sprintf("%s/%s-%s.pprof", dir, name, ip), b, 0o644); err != nil {
 				t.Logf("profile of %s: %v", addr, err)
+			}
+			if os.Getenv("GNT_BENCH_TRACE") != "" {
+				if resp, err := http.Get("http://" + addr + "/debug/pprof/trace?seconds=1"); err == nil {
+					b, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					_ = os.WriteFile(fmt.Sprintf("%s/%s-%s.trace", dir, name, ip), b, 0o644)
+				}
 			}
 			// Raft's own timings of the last ten seconds, beside it.
 			if resp, err := http.Get("http://" + addr + "/debug/raft-metrics"); err == nil {
@@ -371,7 +379,7 @@ func TestBenchNoopJobs(t *testing.T) {
 		s0, c0 := cpuSeconds(c)
 		leader := c.WaitLeader(10 * time.Second).APIAddr()
 		e0, n0, a0 := applyStats(leader)
-		prof := profileDuring(t, c, fmt.Sprintf("noop-%d-%s", clients, how), d-2*time.Second)
+		prof := profileDuring(t, c, fmt.Sprintf("noop-%d-%s", clients, how), d-4*time.Second)
 		n, lats, failed := runJobs(t, c, clients, d, true, run.how, mk)
 		prof()
 		if n == 0 {
