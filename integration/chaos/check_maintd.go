@@ -304,8 +304,14 @@ func CheckMaintd(in MaintdHistory) MaintdResult {
 	resumes := map[string][]int64{}
 	for _, f := range in.Faults {
 		if f.Kind == PauseLeader {
+			// The SIGCONT went out when the heal began; End is taken
+			// after it, and the resumed process may answer in between.
+			at := f.End
+			if f.Healing > 0 {
+				at = f.Healing
+			}
 			for _, m := range f.Targets {
-				resumes[m] = append(resumes[m], f.End)
+				resumes[m] = append(resumes[m], at)
 			}
 		}
 	}

@@ -363,6 +363,19 @@ func TestMaintdCheckPassesACorrectHistory(t *testing.T) {
 	if r.Answers != 6 || r.Epochs != 2 || r.Handovers != 1 {
 		t.Errorf("answers %d epochs %d handovers %d, want 6, 2, 1", r.Answers, r.Epochs, r.Handovers)
 	}
+	// The resumed leader answered before the harness took the fault's end
+	// (seen in CI: answer ended at 45.016 s, End 45.018 s, SIGCONT sent
+	// when the heal began): a handover, not a violation.
+	early := maintdGood()
+	early.Faults[0].Healing, early.Faults[0].End = early.Faults[0].End, early.Faults[0].End+int64(10*time.Millisecond)
+	if r := CheckMaintd(early); len(r.Violations) > 0 || r.Handovers != 1 {
+		t.Errorf("answer between the SIGCONT and the fault's end: %v, %d handovers", r.Violations, r.Handovers)
+	}
+	// Without Healing, the same answer is judged against End.
+	early.Faults[0].Healing = 0
+	if r := CheckMaintd(early); len(r.Violations) == 0 {
+		t.Errorf("answer before the recorded resume passed without Healing")
+	}
 	after, v := CheckFinalMaintd(in.Probes, FinalMaintd{Leader: "m2", Epoch: 6, Elected: 1300 * 1e6, Healed: 2500 * 1e6})
 	if len(v) > 0 || after != 102*time.Millisecond {
 		t.Errorf("final: %v after the election, %v; want 102ms", after, v)

@@ -128,6 +128,10 @@ type Fault struct {
 	Detail  string   `json:"detail,omitempty"`
 	Start   int64    `json:"start"` // ns since the start of the run
 	End     int64    `json:"end"`   // healed at
+	// Healing is when the heal began: for a pause, just before the
+	// SIGCONT, the first moment the process can run again (it may answer
+	// before End is taken).
+	Healing int64 `json:"healing,omitempty"`
 	// Effect is what was seen of the fault while it held, when watched.
 	Effect string `json:"effect,omitempty"`
 }

@@ -148,6 +148,7 @@ func (n *nemesis) one(ctx context.Context, kind string, hold time.Duration) {
 	} else {
 		sleep(ctx, hold)
 	}
+	f.Healing = n.h.Now()
 	heal()
 	f.End = n.h.Now()
 	if f.Effect != "" {
