@@ -2,6 +2,8 @@ package repair
 
 import (
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/gnt-cluster/gnt/fsm"
 )
@@ -26,7 +28,15 @@ import (
 // moving real instances"). Both are OP_INSTANCE_MIGRATE, which moves a
 // reservation's record only. Nodes that are down, drained, not vm_capable
 // or being handled by maintd take no part; nothing moves while the
-// breaker is open or anything else was submitted this round.
+// breaker is open or anything else was submitted this round. An instance
+// whose balancing job failed stays where it is for balanceRetry: the
+// job checks the move in full (the target's memory, N+1 for the new roles
+// of a drbd reservation's nodes), which the balancer does not repeat, and
+// without this memory a move that fails would be proposed every round.
+
+// balanceRetry is how long after a failed balancing job of an instance
+// maintd proposes no balancing move of that instance.
+const balanceRetry = time.Hour
 
 // nodeLoad is the memory load of one node.
 type nodeLoad struct {
@@ -112,8 +122,17 @@ func (r *round) balance(skip map[string]bool) {
 	}
 	var mig, res *move
 	var room map[string]free
+	failed := r.failedBalances()
 	for _, in := range insts {
 		if in.PrimaryNode != hi.n.UUID {
+			continue
+		}
+		if j := failed[in.UUID]; j != nil {
+			name := in.Name
+			if name == "" {
+				name = in.UUID
+			}
+			r.note("balancing: leaving %s on %s: its balancing job %d failed less than %v ago", name, hi.n.Name, j.ID, balanceRetry)
 			continue
 		}
 		switch {
@@ -163,6 +182,51 @@ func (r *round) balance(skip map[string]bool) {
 	r.note("balancing: %s %s from %s (memory load %.0f%%) to %s (%.0f%%): spread %.0f%% -> %.0f%%%s",
 		what, name, hi.n.Name, 100*hi.share(), best.to.n.Name, 100*best.to.share(), 100*before, 100*best.after, why)
 	r.moved(name)
+}
+
+// failedBalances returns, by instance UUID, the newest of maintd's
+// balancing jobs that ended in error less than balanceRetry ago.
+func (r *round) failedBalances() map[string]*fsm.Job {
+	out := map[string]*fsm.Job{}
+	for _, j := range r.st.Jobs {
+		if j.Status != fsm.StatusError || len(j.Ops) != 1 || j.EndTS == nil {
+			continue
+		}
+		if end := j.EndTS[0]*1e9 + j.EndTS[1]*1e3; r.now-end >= int64(balanceRetry) {
+			continue
+		}
+		op, err := j.Ops[0].Opcode()
+		if err != nil {
+			continue
+		}
+		m, ok := op.(*fsm.OpInstanceMigrate)
+		if !ok || !balancing(m.Reason) {
+			continue
+		}
+		ref := m.InstanceUUID
+		if ref == "" {
+			ref = m.InstanceName
+		}
+		in := r.st.LookupInstance(ref)
+		if in == nil {
+			continue
+		}
+		if prev := out[in.UUID]; prev == nil || prev.ID < j.ID {
+			out[in.UUID] = j
+		}
+	}
+	return out
+}
+
+// balancing reports whether a reason trail is that of a balancing move of
+// maintd's.
+func balancing(trail []fsm.ReasonEntry) bool {
+	for _, e := range trail {
+		if e.Source == fsm.MaintdReasonSource && strings.HasPrefix(e.Text, "balance: ") {
+			return true
+		}
+	}
+	return false
 }
 
 // free is what a node has left as the allocator counts it.

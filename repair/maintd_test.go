@@ -31,7 +31,8 @@ import (
 //	diagnose               input: lines "NODE {json}" (replaces all)
 //	plan now=S [noquorum=TEXT] [full]
 //	apply                  applies the last plan
-//	job id=N status=S      a job's (and its opcodes') status changes
+//	job id=N status=S [end=S]  a job's (and its opcodes') status changes; end
+//	                       sets when it ended
 //	node NAME k=v...       a node changes (offline, drained, liveness, since, tags)
 //	instance NAME k=v...   an instance changes (primary, secondary, tags)
 //	show                   the maintenance state and the tags
@@ -477,6 +478,9 @@ func (sc *scenario) run(t *testing.T, d *datadriven.TestData) string {
 			v["status"] = args["status"]
 			for _, op := range v["ops"].([]any) {
 				op.(map[string]any)["status"] = args["status"]
+			}
+			if e, ok := args["end"]; ok {
+				v["end_timestamp"] = []int64{baseTime + secsArg(t, e), 0}
 			}
 		})
 		return "ok"
