@@ -519,26 +519,35 @@ func FuzzParseOpcode(f *testing.F) {
 	})
 }
 
+// framesRoundTrip encodes cmd, checks that it became a command of type
+// typ whose body decode reads back to what cmd is in JSON, and returns the
+// encoded command.
+func framesRoundTrip[C Command](t *testing.T, cmd C, typ CommandType, decode func([]byte) (C, *Error)) []byte {
+	t.Helper()
+	b, err := Encode(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if CommandType(b[0]) != typ {
+		t.Fatalf("%T encoded as type %d, want %d", cmd, b[0], typ)
+	}
+	back, e := decode(b[1:])
+	if e != nil {
+		t.Fatal(e)
+	}
+	want, _ := json.Marshal(cmd)
+	if got, _ := json.Marshal(back); string(got) != string(want) {
+		t.Errorf("%T round trip:\n got %s\nwant %s", cmd, got, want)
+	}
+	return b
+}
+
 // TestEncodeMatchesJSON: a JobSubmit's frames decode to what was
 // encoded, and a batch's frames give back its commands.
 func TestEncodeMatchesJSON(t *testing.T) {
 	js := JobSubmit{Now: 1234567890123, Ops: []json.RawMessage{json.RawMessage(`{"OP_ID":"OP_TAGS_SET","kind":"cluster","tags":["a\"b"]}`), json.RawMessage(`{"OP_ID":"OP_TEST_DELAY","duration":1}`)},
 		UUIDs: []string{"u-1", "quote\"d"}}
-	got, err := Encode(js)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if CommandType(got[0]) != CmdJobSubmitFrames {
-		t.Fatalf("JobSubmit encoded as type %d", got[0])
-	}
-	back, e := DecodeJobSubmit(got[1:])
-	if e != nil {
-		t.Fatal(e)
-	}
-	want, _ := json.Marshal(js)
-	if again, _ := json.Marshal(back); string(again) != string(want) {
-		t.Fatalf("JobSubmit round trip:\n got %s\nwant %s", again, want)
-	}
+	got := framesRoundTrip(t, js, CmdJobSubmitFrames, DecodeJobSubmit)
 	if _, err := Encode(JobSubmit{Now: 1, Ops: []json.RawMessage{nil}, UUIDs: []string{""}}); err == nil {
 		t.Fatal("empty opcode encoded")
 	}
@@ -955,21 +964,7 @@ func TestJobUpdateFrames(t *testing.T) {
 		{Now: -1, Action: ActionStart, Locks: []LockDecl{{Level: LockNode, Names: []string{"n1"}, Exclusive: true}}},
 		{Now: 5, JobID: 7, Action: ActionStep, Step: 2, StepName: "power off", Changes: []StepChange{{NodePowered: &NodePowered{Node: "u1", Powered: false}}}},
 	} {
-		b, err := Encode(u)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if CommandType(b[0]) != CmdJobUpdateFrames {
-			t.Fatalf("JobUpdate encoded as type %d", b[0])
-		}
-		back, e := DecodeJobUpdate(b[1:])
-		if e != nil {
-			t.Fatal(e)
-		}
-		want, _ := json.Marshal(u)
-		if got, _ := json.Marshal(back); string(got) != string(want) {
-			t.Errorf("round trip:\n got %s\nwant %s", got, want)
-		}
+		b := framesRoundTrip(t, u, CmdJobUpdateFrames, DecodeJobUpdate)
 		for cut := 0; cut < len(b)-1; cut++ {
 			if _, e := DecodeJobUpdate(b[1 : 1+cut]); e == nil {
 				t.Errorf("%s cut to %d bytes: accepted", u.Action, cut)

@@ -38,6 +38,9 @@ func TimestampFromNanos(ns int64) *Timestamp {
 	return &Timestamp{ns / 1e9, (ns % 1e9) / 1e3}
 }
 
+// UnixNano is the timestamp in unix nanoseconds.
+func (t Timestamp) UnixNano() int64 { return t[0]*1e9 + t[1]*1e3 }
+
 // LogEntry is one opcode log line: Ganeti's [serial, timestamp, type, message].
 type LogEntry struct {
 	Serial int64

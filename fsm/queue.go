@@ -240,7 +240,7 @@ func (s *State) applyJobArchive(c *JobArchive) Response {
 		cut := c.Now - c.OlderThan
 		for _, id := range s.Finished {
 			j := s.Jobs[id]
-			if j != nil && j.EndTS != nil && j.EndTS[0]*1e9+j.EndTS[1]*1e3 < cut {
+			if j != nil && j.EndTS != nil && j.EndTS.UnixNano() < cut {
 				ids = append(ids, id)
 			}
 		}

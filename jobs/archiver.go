@@ -71,7 +71,7 @@ func (a *Archiver) round(ctx context.Context) error {
 		// Finished is in finishing order, so the oldest comes first.
 		for _, id := range s.Finished {
 			if j := s.Jobs[id]; j != nil && j.EndTS != nil {
-				due = j.EndTS[0]*1e9+j.EndTS[1]*1e3 < cut
+				due = j.EndTS.UnixNano() < cut
 				break
 			}
 		}

@@ -38,6 +38,10 @@ import (
 // maintd proposes no balancing move of that instance.
 const balanceRetry = time.Hour
 
+// balanceReason begins the reason text of every balancing job, which is
+// how failedBalances tells them from maintd's other migrations.
+const balanceReason = "balance: "
+
 // nodeLoad is the memory load of one node.
 type nodeLoad struct {
 	n    *fsm.Node
@@ -171,7 +175,7 @@ func (r *round) balance(skip map[string]bool) {
 			o.OpInstanceRef = fsm.OpInstanceRef{InstanceUUID: name}
 		}
 	}
-	o.OpID, o.Reason = "OP_INSTANCE_MIGRATE", r.reason(fmt.Sprintf("balance: %s from %s to %s", name, hi.n.Name, best.to.n.Name))
+	o.OpID, o.Reason = "OP_INSTANCE_MIGRATE", r.reason(fmt.Sprintf(balanceReason+"%s from %s to %s", name, hi.n.Name, best.to.n.Name))
 	if r.addJob(o) == 0 {
 		return
 	}
@@ -192,7 +196,7 @@ func (r *round) failedBalances() map[string]*fsm.Job {
 		if j.Status != fsm.StatusError || len(j.Ops) != 1 || j.EndTS == nil {
 			continue
 		}
-		if end := j.EndTS[0]*1e9 + j.EndTS[1]*1e3; r.now-end >= int64(balanceRetry) {
+		if r.now-j.EndTS.UnixNano() >= int64(balanceRetry) {
 			continue
 		}
 		op, err := j.Ops[0].Opcode()
@@ -222,7 +226,7 @@ func (r *round) failedBalances() map[string]*fsm.Job {
 // maintd's.
 func balancing(trail []fsm.ReasonEntry) bool {
 	for _, e := range trail {
-		if e.Source == fsm.MaintdReasonSource && strings.HasPrefix(e.Text, "balance: ") {
+		if e.Source == fsm.MaintdReasonSource && strings.HasPrefix(e.Text, balanceReason) {
 			return true
 		}
 	}

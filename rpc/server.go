@@ -430,7 +430,10 @@ type blocking struct {
 }
 
 func parseBlocking(q url.Values) (blocking, *APIError) {
-	var b blocking
+	var (
+		b    blocking
+		aerr *APIError
+	)
 	if !q.Has("index") {
 		return b, nil
 	}
@@ -438,15 +441,24 @@ func parseBlocking(q url.Values) (blocking, *APIError) {
 	if err != nil {
 		return b, badRequest("index", "query parameter index must be a non-negative integer, got %q", q.Get("index"))
 	}
-	b.set, b.index, b.wait = true, idx, DefaultBlockWait
-	if q.Has("wait") {
-		d, err := time.ParseDuration(q.Get("wait"))
-		if err != nil || d <= 0 {
-			return b, badRequest("wait", "query parameter wait must be a positive duration such as 5s, got %q", q.Get("wait"))
-		}
-		b.wait = min(d, MaxBlockWait)
+	b.set, b.index = true, idx
+	if b.wait, aerr = queryWait(q, DefaultBlockWait, MaxBlockWait); aerr != nil {
+		return b, aerr
 	}
 	return b, nil
+}
+
+// queryWait reads ?wait=D, a positive duration cut to max; without it,
+// def.
+func queryWait(q url.Values, def, max time.Duration) (time.Duration, *APIError) {
+	if !q.Has("wait") {
+		return def, nil
+	}
+	d, err := time.ParseDuration(q.Get("wait"))
+	if err != nil || d <= 0 {
+		return 0, badRequest("wait", "query parameter wait must be a positive duration such as 5s, got %q", q.Get("wait"))
+	}
+	return min(d, max), nil
 }
 
 // Leader routing.
@@ -701,7 +713,9 @@ func (s *Server) jobHandler(build opsBuilder) http.HandlerFunc {
 			writeError(w, aerr)
 			return
 		}
-		hold, aerr := parseHold(r.URL.Query())
+		// ?wait=D holds the answer until the job is finalized or D has
+		// passed; without it the answer comes at once.
+		hold, aerr := queryWait(r.URL.Query(), 0, MaxJobWait)
 		if aerr != nil {
 			writeError(w, aerr)
 			return
@@ -804,20 +818,6 @@ func opError(n, i int, e *fsm.Error) *APIError {
 	return FromFSM(e)
 }
 
-// parseHold reads ?wait=D of a submission: hold the answer until the job
-// is finalized or D has passed (cut to MaxJobWait). Zero means answer at
-// once.
-func parseHold(q url.Values) (time.Duration, *APIError) {
-	if !q.Has("wait") {
-		return 0, nil
-	}
-	d, err := time.ParseDuration(q.Get("wait"))
-	if err != nil || d <= 0 {
-		return 0, badRequest("wait", "query parameter wait must be a positive duration such as 10s, got %q", q.Get("wait"))
-	}
-	return min(d, MaxJobWait), nil
-}
-
 // submit builds the job and applies it through Raft; the answer is the
 // job id, with X-Gnt-Index the index it was applied at and
 // X-Gnt-Job-Status its status then. With hold > 0 the answer waits until
@@ -881,10 +881,8 @@ func awaitJob(ctx context.Context, f *fsm.FSM, id int64, d time.Duration) (strin
 		)
 		f.Read(func(st *fsm.State, idx uint64) {
 			index = idx
-			if j := st.Jobs[id]; j != nil {
+			if j, ok := lookupJob(st, id); ok {
 				status = j.Status
-			} else if a := st.Archived[id]; a != nil {
-				status = a.Status
 			}
 		})
 		if status == "" || fsm.Finalized(status) {
