@@ -72,9 +72,12 @@ fuzz:
 # next successful job (median and max over 10 kills); confd queries/s on
 # loopback beside a raw UDP echo server; gossip: a stopped member to dead with
 # 6-100 in-process members (stock settings beside, and under CPU load), and
-# kill -9 of a node to dead in the state of a real 6-node cluster.
-# GNT_BENCH_PROFILE=DIR (and GNT_BENCH_TRACE=1) keeps the gntds' CPU
-# profiles, Raft timings (and execution traces) of the job benchmarks.
+# kill -9 of a node to dead in the state of a real 6-node cluster; the CPU
+# an idle 6-member cluster uses, per member.
+# GNT_BENCH_PROFILE=DIR (and GNT_BENCH_TRACE=1) keeps the gntds' and the load
+# generator's CPU profiles, Raft timings (and execution traces) of the job
+# benchmarks; GNT_BENCH_TARGETS=leader GNT_BENCH_CLIENTS=64 narrows the
+# configuration-job benchmark to one case.
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./fsm/
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./jobs/locking/

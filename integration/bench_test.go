@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"runtime/debug"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -36,6 +37,30 @@ func benchOnly(t *testing.T) {
 	}
 }
 
+// benchList returns the comma-separated list in the environment variable
+// env, or def: GNT_BENCH_TARGETS=leader GNT_BENCH_CLIENTS=64 narrows a
+// run to the one case being studied.
+func benchList(env, def string) []string {
+	v := os.Getenv(env)
+	if v == "" {
+		v = def
+	}
+	return strings.Split(v, ",")
+}
+
+// benchInts is benchList for numbers.
+func benchInts(t *testing.T, env, def string) []int {
+	var out []int
+	for _, s := range benchList(env, def) {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil {
+			t.Fatalf("%s: %q is not a number", env, s)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
 func percentile(d []time.Duration, p float64) time.Duration {
 	if len(d) == 0 {
 		return 0
@@ -61,13 +86,28 @@ func benchArgs(extra ...string) []string {
 // every gntd over the next d into DIR/NAME-<member IP>.pprof (for `go tool
 // pprof`), then, with GNT_BENCH_TRACE=1 as well, a one-second execution
 // trace (.trace, for `go tool trace`), then Raft's timings (.raft.json);
-// the returned function waits for them. Without it, it does nothing.
+// the returned function waits for them. The test process's own CPU profile
+// goes to DIR/NAME-client.pprof. Without it, it does nothing.
 func profileDuring(t *testing.T, c *Cluster, name string, d time.Duration) func() {
 	dir := os.Getenv("GNT_BENCH_PROFILE")
 	if dir == "" {
 		return func() {}
 	}
 	var wg sync.WaitGroup
+	// The load generator's own profile, beside the gntds'.
+	if f, err := os.Create(fmt.Sprintf("%s/%s-client.pprof", dir, name)); err == nil {
+		if err := pprof.StartCPUProfile(f); err == nil {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				time.Sleep(d)
+				pprof.StopCPUProfile()
+				f.Close()
+			}()
+		} else {
+			f.Close()
+		}
+	}
 	for _, m := range c.Members {
 		if m.cmd == nil {
 			continue
@@ -146,29 +186,35 @@ func applyDelta(addr string, e0, n0, s0 float64, d time.Duration) string {
 // steadier figure than the rate on a shared machine.
 func cpuSeconds(c *Cluster) (servers, client float64) {
 	for _, m := range c.Members {
-		if m.cmd == nil || m.cmd.Process == nil {
-			continue
-		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", m.cmd.Process.Pid))
-		if err != nil {
-			continue
-		}
-		// Fields after the command name: utime and stime are the 12th and
-		// 13th, in clock ticks (100 per second on Linux).
-		rest := string(b)
-		f := strings.Fields(rest[strings.LastIndexByte(rest, ')')+1:])
-		if len(f) < 13 {
-			continue
-		}
-		u, _ := strconv.ParseFloat(f[11], 64)
-		st, _ := strconv.ParseFloat(f[12], 64)
-		servers += (u + st) / 100
+		servers += processCPU(m)
 	}
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
 		client = float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 	}
 	return servers, client
+}
+
+// processCPU returns the CPU seconds (user and system) a member's gntd
+// has used so far, or 0 if it is not running.
+func processCPU(m *Member) float64 {
+	if m.cmd == nil || m.cmd.Process == nil {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", m.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name: utime and stime are the 12th and
+	// 13th, in clock ticks (100 per second on Linux).
+	rest := string(b)
+	f := strings.Fields(rest[strings.LastIndexByte(rest, ')')+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (u + st) / 100
 }
 
 // cpuPerJob formats the CPU used since (s0, c0) per job.
@@ -268,8 +314,8 @@ func TestBenchJobThroughput(t *testing.T) {
 	nodes := []string{"node21", "node22"}
 	mk := func(i, n int) []map[string]any { return tagJob(nodes[(i+n)%len(nodes)], fmt.Sprintf("b%d-%d", i, n%4)) }
 	runJobs(t, c, 8, time.Second, false, holdSubmit, mk) // warm up connections
-	for _, target := range []string{"leader", "spread"} {
-		for _, clients := range []int{1, 64, 256} {
+	for _, target := range benchList("GNT_BENCH_TARGETS", "leader,spread") {
+		for _, clients := range benchInts(t, "GNT_BENCH_CLIENTS", "1,64,256") {
 			d := 8 * time.Second
 			s0, c0 := cpuSeconds(c)
 			prof := profileDuring(t, c, fmt.Sprintf("jobs-%s-%d", target, clients), d-2*time.Second)
@@ -287,6 +333,43 @@ func TestBenchJobThroughput(t *testing.T) {
 	}
 	// Every candidate ends with the same state.
 	c.WaitConverged(30 * time.Second)
+}
+
+// TestBenchIdle: the CPU an idle cluster (3 candidates, 3 nodes, the LAN
+// timers) uses, per member, over 20 seconds after it has settled: the
+// cost of heartbeats, gossip and the leader's background loops, paid by
+// every cluster all the time.
+func TestBenchIdle(t *testing.T) {
+	benchOnly(t)
+	c := NewCluster(t, ClusterOptions{Candidates: 3, Nodes: 3, ExtraArgs: benchArgs()})
+	leader := c.WaitLeader(10 * time.Second)
+	time.Sleep(5 * time.Second)
+	const d = 20 * time.Second
+	before := make(map[string]float64)
+	for _, m := range c.Members {
+		before[m.Name] = processCPU(m)
+	}
+	prof := profileDuring(t, c, "idle", d)
+	time.Sleep(d)
+	prof()
+	var total float64
+	for _, m := range c.Members {
+		used := (processCPU(m) - before[m.Name]) / d.Seconds() * 100
+		total += used
+		role := "node"
+		switch {
+		case m == leader:
+			role = "leader"
+		case m.Candidate:
+			role = "candidate"
+		}
+		line := fmt.Sprintf("BENCH idle member=%s role=%s cpu=%.2f%% of a core", m.Name, role, used)
+		t.Log(line)
+		fmt.Println(line)
+	}
+	line := fmt.Sprintf("BENCH idle cluster members=%d cpu=%.2f%% of a core", len(c.Members), total)
+	t.Log(line)
+	fmt.Println(line)
 }
 
 // TestBenchFailover: time from kill -9 of the leader to the next
