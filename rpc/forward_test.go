@@ -58,7 +58,8 @@ func TestForwardWrites(t *testing.T) {
 	r = follower.do("POST", "/2/nodes", `{"node_name":"node2","primary_ip":"192.0.2.9"}`)
 	checkErr(t, r, 409, "already_exists", "node_name")
 
-	// Bad input is refused by the follower itself.
+	// Bad input is forwarded as it came and refused by the leader
+	// before any Raft write.
 	calls := leader.b.ApplyCalls()
 	r = follower.do("POST", "/2/nodes", `{"node_name":"node9","bogus":1}`)
 	checkErr(t, r, 400, "wrong_input", "bogus")
@@ -101,9 +102,18 @@ func TestNoLeader(t *testing.T) {
 	fb := rpctest.NewReplica(leader.b, "node2")
 	f := newEnv(t, fb)
 
-	// No leader at all: held, then 503.
+	// No leader at all: bad input is refused at once, by the follower
+	// itself, rather than after waiting for a leader.
 	start := time.Now()
-	r := f.do("PUT", "/2/tags?tag=x", "")
+	r := f.do("POST", "/2/nodes", `{"node_name":"node9","bogus":1}`)
+	checkErr(t, r, 400, "wrong_input", "bogus")
+	if d := time.Since(start); d >= testHold {
+		t.Errorf("bad input answered after %s, the hold time", d)
+	}
+
+	// A good write is held, then answered 503.
+	start = time.Now()
+	r = f.do("PUT", "/2/tags?tag=x", "")
 	checkErr(t, r, 503, rpc.CodeNoLeader, "")
 	if d := time.Since(start); d < testHold {
 		t.Errorf("answered after %s", d)

@@ -720,13 +720,26 @@ func (s *Server) jobHandler(build opsBuilder) http.HandlerFunc {
 			writeError(w, aerr)
 			return
 		}
-		now := s.b.Now()
-		ops, aerr := prepareOps(r, body, build, now)
-		if aerr != nil {
-			writeError(w, aerr)
-			return
+		// The leader builds and checks the opcodes; a follower forwards
+		// the request as it came and leaves that to the leader, so its
+		// CPU is not spent on a second decoding. Only while no leader is
+		// known does a follower check them, so that bad input is told
+		// at once rather than after waiting for an election.
+		if addr, self := s.b.Leader(); !self && addr == "" {
+			if _, aerr := prepareOps(r, body, build, s.b.Now()); aerr != nil {
+				writeError(w, aerr)
+				return
+			}
 		}
-		s.onLeader(w, r, body, func() error { return s.submit(w, r, ops, now, hold) })
+		s.onLeader(w, r, body, func() error {
+			now := s.b.Now()
+			ops, aerr := prepareOps(r, body, build, now)
+			if aerr != nil {
+				writeError(w, aerr)
+				return nil
+			}
+			return s.submit(w, r, ops, now, hold)
+		})
 	}
 }
 
