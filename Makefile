@@ -76,8 +76,11 @@ fuzz:
 # an idle 6-member cluster uses, per member.
 # GNT_BENCH_PROFILE=DIR (and GNT_BENCH_TRACE=1) keeps the gntds' and the load
 # generator's CPU profiles, Raft timings (and execution traces) of the job
-# benchmarks; GNT_BENCH_TARGETS=leader GNT_BENCH_CLIENTS=64 narrows the
-# configuration-job benchmark to one case.
+# benchmarks; GNT_BENCH_TARGETS=leader GNT_BENCH_CLIENTS=64 GNT_BENCH_GEN=lean
+# narrows the configuration-job benchmark to one case. The job benchmarks
+# run each case with two load generators: gen=rpc (rpc.Client, net/http)
+# and gen=lean (hand-written HTTP/1.1, integration/leanclient_test.go),
+# which sends the same requests for less of the CPU the gntds share.
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./fsm/
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./jobs/locking/

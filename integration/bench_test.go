@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -235,7 +236,38 @@ func tagJob(node string, tag string) []map[string]any {
 const (
 	holdSubmit = iota // POST /2/jobs?wait=: one request, answered when the job is final
 	pollAfter         // POST /2/jobs, then blocking GETs of the job until it is final
+	leanHold          // holdSubmit, sent by the lean load generator (leanclient_test.go)
 )
+
+// howNames name the ways in the benchmarks' lines.
+var howNames = map[int]string{holdSubmit: "hold", pollAfter: "poll", leanHold: "hold"}
+
+// loadGen names the load generator of a way.
+func loadGen(how int) string {
+	if how == leanHold {
+		return "lean"
+	}
+	return "rpc"
+}
+
+// leanSubmit sends one held submission of ops with c and says whether
+// the job succeeded.
+func leanSubmit(c *leanClient, ops []map[string]any) error {
+	body, err := json.Marshal(map[string]any{"ops": ops})
+	if err != nil {
+		return err
+	}
+	a, err := c.post("/2/jobs?wait=10s", body, 15*time.Second)
+	switch {
+	case err != nil:
+		return err
+	case a.code != http.StatusOK:
+		return fmt.Errorf("HTTP %d: %s", a.code, a.body)
+	case a.jobStatus != "success":
+		return fmt.Errorf("job %s: %s", a.body, a.jobStatus)
+	}
+	return nil
+}
 
 // runJobs submits jobs from `clients` goroutines for d and returns the
 // number that succeeded and each one's submitted-to-success latency. A
@@ -266,9 +298,20 @@ func runJobs(t *testing.T, c *Cluster, clients int, d time.Duration, toLeader bo
 				srv = []string{leader}
 			}
 			cl := rpc.NewClient(append(srv[i%len(srv):], srv[:i%len(srv)]...))
+			lean := &leanClient{addr: srv[i%len(srv)]}
+			defer lean.close()
 			var local []time.Duration
 			for n := 0; ctx.Err() == nil; n++ {
 				start := time.Now()
+				if how == leanHold {
+					if err := leanSubmit(lean, mk(i, n)); err != nil {
+						failed.Add(1)
+						continue
+					}
+					local = append(local, time.Since(start))
+					done.Add(1)
+					continue
+				}
 				rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
 				var (
 					id   int64
@@ -314,21 +357,28 @@ func TestBenchJobThroughput(t *testing.T) {
 	nodes := []string{"node21", "node22"}
 	mk := func(i, n int) []map[string]any { return tagJob(nodes[(i+n)%len(nodes)], fmt.Sprintf("b%d-%d", i, n%4)) }
 	runJobs(t, c, 8, time.Second, false, holdSubmit, mk) // warm up connections
-	for _, target := range benchList("GNT_BENCH_TARGETS", "leader,spread") {
-		for _, clients := range benchInts(t, "GNT_BENCH_CLIENTS", "1,64,256") {
-			d := 8 * time.Second
-			s0, c0 := cpuSeconds(c)
-			prof := profileDuring(t, c, fmt.Sprintf("jobs-%s-%d", target, clients), d-2*time.Second)
-			n, lats, failed := runJobs(t, c, clients, d, target == "leader", holdSubmit, mk)
-			prof()
-			if n == 0 {
-				t.Fatalf("%d clients: no job succeeded", clients)
+	gens := map[string]int{"rpc": holdSubmit, "lean": leanHold}
+	for _, gen := range benchList("GNT_BENCH_GEN", "rpc,lean") {
+		how, ok := gens[gen]
+		if !ok {
+			t.Fatalf("GNT_BENCH_GEN: %q is neither rpc nor lean", gen)
+		}
+		for _, target := range benchList("GNT_BENCH_TARGETS", "leader,spread") {
+			for _, clients := range benchInts(t, "GNT_BENCH_CLIENTS", "1,64,256") {
+				d := 8 * time.Second
+				s0, c0 := cpuSeconds(c)
+				prof := profileDuring(t, c, fmt.Sprintf("jobs-%s-%s-%d", gen, target, clients), d-2*time.Second)
+				n, lats, failed := runJobs(t, c, clients, d, target == "leader", how, mk)
+				prof()
+				if n == 0 {
+					t.Fatalf("%d clients: no job succeeded", clients)
+				}
+				line := fmt.Sprintf("BENCH jobs to=%s clients=%d gen=%s jobs=%d failed=%d rate=%.0f jobs/s p50=%v p99=%v max=%v %s",
+					target, clients, gen, n, failed, float64(n)/d.Seconds(), percentile(lats, 0.5).Round(10*time.Microsecond),
+					percentile(lats, 0.99).Round(10*time.Microsecond), percentile(lats, 1).Round(10*time.Microsecond), cpuPerJob(c, s0, c0, n))
+				t.Log(line)
+				fmt.Println(line)
 			}
-			line := fmt.Sprintf("BENCH jobs to=%s clients=%d jobs=%d failed=%d rate=%.0f jobs/s p50=%v p99=%v max=%v %s",
-				target, clients, n, failed, float64(n)/d.Seconds(), percentile(lats, 0.5).Round(10*time.Microsecond),
-				percentile(lats, 0.99).Round(10*time.Microsecond), percentile(lats, 1).Round(10*time.Microsecond), cpuPerJob(c, s0, c0, n))
-			t.Log(line)
-			fmt.Println(line)
 		}
 	}
 	// Every candidate ends with the same state.
@@ -464,21 +514,21 @@ func TestBenchNoopJobs(t *testing.T) {
 	for _, run := range []struct {
 		clients int
 		how     int
-	}{{1, holdSubmit}, {64, holdSubmit}, {64, pollAfter}} {
+	}{{1, holdSubmit}, {64, holdSubmit}, {64, pollAfter}, {1, leanHold}, {64, leanHold}} {
 		clients := run.clients
-		how := map[int]string{holdSubmit: "hold", pollAfter: "poll"}[run.how]
+		how := howNames[run.how]
 		d := 8 * time.Second
 		s0, c0 := cpuSeconds(c)
 		leader := c.WaitLeader(10 * time.Second).APIAddr()
 		e0, n0, a0 := applyStats(leader)
-		prof := profileDuring(t, c, fmt.Sprintf("noop-%d-%s", clients, how), d-4*time.Second)
+		prof := profileDuring(t, c, fmt.Sprintf("noop-%s-%d-%s", loadGen(run.how), clients, how), d-4*time.Second)
 		n, lats, failed := runJobs(t, c, clients, d, true, run.how, mk)
 		prof()
 		if n == 0 {
 			t.Fatalf("%d clients: no job succeeded", clients)
 		}
-		line := fmt.Sprintf("BENCH noop-jobs clients=%d wait=%s jobs=%d failed=%d rate=%.0f jobs/s p50=%v p99=%v %s %s",
-			clients, how, n, failed, float64(n)/d.Seconds(), percentile(lats, 0.5).Round(10*time.Microsecond),
+		line := fmt.Sprintf("BENCH noop-jobs clients=%d wait=%s gen=%s jobs=%d failed=%d rate=%.0f jobs/s p50=%v p99=%v %s %s",
+			clients, how, loadGen(run.how), n, failed, float64(n)/d.Seconds(), percentile(lats, 0.5).Round(10*time.Microsecond),
 			percentile(lats, 0.99).Round(10*time.Microsecond), cpuPerJob(c, s0, c0, n), applyDelta(leader, e0, n0, a0, d))
 		t.Log(line)
 		fmt.Println(line)
