@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strconv"
+	"testing"
 	"time"
 )
 
@@ -179,4 +182,49 @@ func (c *leanClient) line() ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimRight(l, "\r\n"), nil
+}
+
+// TestLeanClient checks the lean load generator against net/http's
+// server: a body with Content-Length, a chunked one, a closed connection
+// and an error status, in turn on one client.
+func TestLeanClient(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		switch r.URL.Path {
+		case "/length":
+			w.Header().Set("X-Gnt-Job-Status", "success")
+			w.Write(body)
+		case "/chunked":
+			w.Write([]byte("part1,"))
+			w.(http.Flusher).Flush()
+			w.Write([]byte("part2"))
+		case "/close":
+			w.Header().Set("Connection", "close")
+			w.Write([]byte("bye"))
+		default:
+			http.Error(w, "no such path", http.StatusNotFound)
+		}
+	}))
+	defer srv.Close()
+	c := &leanClient{addr: srv.Listener.Addr().String()}
+	defer c.close()
+	for _, tc := range []struct {
+		path, body, want, status string
+		code                     int
+		open                     bool
+	}{
+		{"/length", `{"ops":[]}`, `{"ops":[]}`, "success", 200, true},
+		{"/chunked", "", "part1,part2", "", 200, true},
+		{"/close", "", "bye", "", 200, false},
+		{"/length", "again", "again", "success", 200, true},
+		{"/missing", "", "no such path\n", "", 404, true},
+	} {
+		a, err := c.post(tc.path, []byte(tc.body), 5*time.Second)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.path, err)
+		}
+		if a.code != tc.code || string(a.body) != tc.want || a.jobStatus != tc.status || (c.conn != nil) != tc.open {
+			t.Errorf("%s: code %d body %q status %q open %v; want %d %q %q %v", tc.path, a.code, a.body, a.jobStatus, c.conn != nil, tc.code, tc.want, tc.status, tc.open)
+		}
+	}
 }
