@@ -1042,3 +1042,54 @@ func TestJobUpdateLegacyJSON(t *testing.T) {
 		t.Fatal("a JSON JobUpdate and its frames give different states")
 	}
 }
+
+// TestSnapshotRecordBytes: encodeState builds each record line by hand;
+// every line must be exactly what json.Marshal of the record would write,
+// so the format and Hash stay those of earlier builds. The state has
+// every kind of record, and text that json.Marshal escapes.
+func TestSnapshotRecordBytes(t *testing.T) {
+	h := newHarness()
+	h.apply(ClusterInit{Now: h.now, Name: "c", UUID: h.uuid(), GroupUUID: h.uuid(), Node: NodeSpec{Name: "n1", UUID: h.uuid(), PrimaryIP: "192.0.2.1"}})
+	h.apply(LeaderEstablish{Now: h.now, Node: "n1"})
+	ops := []string{
+		`{"OP_ID":"OP_NODE_ADD","node_name":"n2","primary_ip":"192.0.2.2"}`,
+		`{"OP_ID":"OP_TAGS_SET","kind":"cluster","tags":["a:b","c.d"],"reason":[["gnt:user","ünï \"cödé\" \\ \u2028",1]]}`,
+		`{"OP_ID":"OP_TAGS_SET","kind":"node","name":"n2","tags":["rack:1"],"reason":[["gnt:user","why <&>",1]]}`,
+		`{"OP_ID":"OP_TEST_DELAY","duration":1}`,
+	}
+	for _, op := range ops {
+		if r := h.apply(JobSubmit{Now: h.now, Ops: []json.RawMessage{json.RawMessage(op)}, UUIDs: []string{h.uuid()}}).(Response); r.Err != nil {
+			t.Fatalf("%s: %v", op, r.Err)
+		}
+	}
+	// Archive a finished job so that an archived record is written too.
+	h.f.st.archive(h.f.st.Finished[0], TimestampFromNanos(h.now))
+	data, err := h.f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]int{}
+	lines := bytes.Split(bytes.TrimSuffix(data, []byte("\n")), []byte("\n"))
+	for _, l := range lines[1:] {
+		var r snapRecord
+		if err := json.Unmarshal(l, &r); err != nil {
+			t.Fatalf("line %q: %v", l, err)
+		}
+		want, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(l, want) {
+			t.Errorf("record line\n%s\nwant\n%s", l, want)
+		}
+		kinds[r.T]++
+	}
+	for _, k := range []string{"cluster", "group", "node", "job", "archived", "queue"} {
+		if kinds[k] == 0 {
+			t.Errorf("no %s record in the snapshot (%v)", k, kinds)
+		}
+	}
+	if !bytes.Contains(data, []byte(`why \u003c\u0026\u003e`)) || !bytes.Contains(data, []byte(`\u2028`)) {
+		t.Error("escaped reason text not found in the snapshot")
+	}
+}
