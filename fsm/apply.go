@@ -73,6 +73,7 @@ func (s *State) applyLeaderEstablish(c *LeaderEstablish) Response {
 		return Response{Err: errf(CodeNoEnt, "node", "leader node %q is not in the configuration", c.Node)}
 	}
 	s.Epoch++
+	s.LogVersion = max(s.LogVersion, c.LogVersion)
 	if s.Cluster.MasterNode != n.UUID {
 		t := s.begin(c.Now)
 		t.clusterRW().MasterNode = n.UUID

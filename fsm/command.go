@@ -115,7 +115,30 @@ type JobSubmit struct {
 type LeaderEstablish struct {
 	Now  int64  `json:"now"`
 	Node string `json:"node"` // node name of the new leader's gntd
+	// LogVersion is the new leader's LogVersion (0 in logs written before
+	// there was one).
+	LogVersion int `json:"log_version,omitempty"`
 }
+
+// LogVersion is the version of the log this build writes: its command
+// types and bodies, and the opcodes inside job submissions. Raise it with
+// any change an older gntd would apply differently or refuse: a new
+// command type, a new field in a command or an opcode, a changed rule.
+//
+// Every new leader records its version first (LeaderEstablish). A replica
+// whose build reads an older version stops at that entry (exit status 70,
+// like an unknown command type) instead of applying what the new leader
+// writes next with older rules and drifting from the other replicas
+// without a word: strict decoding would refuse a field it does not know
+// where a newer replica accepts it. The highest version recorded is kept
+// in the state and its snapshots, and an older build refuses to restore
+// such a snapshot.
+//
+// Version 0 is the log as builds wrote it before the version existed; it
+// is not written (omitempty), so that those builds, which decode strictly
+// and would refuse an unknown field, still apply the records of this one.
+// Builds from this one on stop at a higher version; older ones cannot.
+const LogVersion = 0
 
 // Job update actions.
 const (

@@ -1093,3 +1093,114 @@ func TestSnapshotRecordBytes(t *testing.T) {
 		t.Error("escaped reason text not found in the snapshot")
 	}
 }
+
+// TestLogVersion: a leader records its LogVersion; the state and its
+// snapshots keep the highest; a replica meets a newer one as it meets an
+// unknown command type (the entry, batch or not, is refused whole and
+// changes nothing, and raftFSM stops the process), and refuses to restore
+// a snapshot of a newer log.
+func TestLogVersion(t *testing.T) {
+	h := newHarness()
+	h.apply(ClusterInit{Now: h.now, Name: "c", UUID: h.uuid(), GroupUUID: h.uuid(), Node: NodeSpec{Name: "n1", UUID: h.uuid(), PrimaryIP: "192.0.2.1"}})
+	if r := h.apply(LeaderEstablish{Now: h.now, Node: "n1"}).(Response); r.Err != nil || h.f.st.LogVersion != 0 {
+		t.Fatalf("an entry of an older log: %v, log version %d", r.Err, h.f.st.LogVersion)
+	}
+	if r := h.apply(LeaderEstablish{Now: h.now, Node: "n1", LogVersion: LogVersion}).(Response); r.Err != nil || r.Epoch != 2 {
+		t.Fatalf("this build's version: %+v", r)
+	}
+	// Version 0 is not written: builds before it decode the record.
+	if b, _ := Encode(LeaderEstablish{Now: h.now, Node: "n1"}); bytes.Contains(b, []byte("log_version")) {
+		t.Errorf("version 0 written: %s", b)
+	}
+	if h.f.st.LogVersion != LogVersion {
+		t.Fatalf("log version %d recorded, want %d", h.f.st.LogVersion, LogVersion)
+	}
+	snap, err := h.f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := New()
+	if err := g.Restore(bytes.NewReader(snap)); err != nil || g.Hash() != h.f.Hash() {
+		t.Fatalf("restore: %v", err)
+	}
+	g.Read(func(s *State, _ uint64) {
+		if s.LogVersion != LogVersion {
+			t.Errorf("restored log version %d, want %d", s.LogVersion, LogVersion)
+		}
+	})
+
+	before := h.f.Hash()
+	newer, err := Encode(LeaderEstablish{Now: h.now, Node: "n2", LogVersion: LogVersion + 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	submit, err := Encode(JobSubmit{Now: h.now, Ops: []json.RawMessage{json.RawMessage(`{"OP_ID":"OP_TAGS_SET","kind":"cluster","tags":["x"]}`)}, UUIDs: []string{""}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := EncodeBatch([][]byte{submit, newer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, entry := range map[string][]byte{"entry": newer, "batch": batch} {
+		h.index++
+		e, ok := h.f.Apply(h.index, entry).(*Error)
+		if !ok || e.Code != CodeUnknownCmd || !strings.Contains(e.Msg, fmt.Sprintf("log version %d", LogVersion+1)) {
+			t.Errorf("%s of a newer log answered %#v", name, h.f.Apply(h.index, entry))
+		}
+		if h.f.Hash() != before {
+			t.Errorf("%s of a newer log changed the state", name)
+		}
+	}
+
+	// A snapshot of a newer log (as a newer build would write it) is
+	// refused, and the state stays.
+	h.f.st.LogVersion = LogVersion + 1
+	newerSnap, err := h.f.Snapshot()
+	h.f.st.LogVersion = LogVersion
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(newerSnap, []byte(fmt.Sprintf(`"log_version":%d}`, LogVersion+1))) {
+		t.Fatal("no log_version in the snapshot's queue record")
+	}
+	if err := g.Restore(bytes.NewReader(newerSnap)); err == nil || !strings.Contains(err.Error(), "upgrade this gntd") {
+		t.Errorf("restore of a newer snapshot: %v", err)
+	}
+	if g.Hash() != before {
+		t.Error("a refused restore changed the state")
+	}
+}
+
+// FuzzApply: no log entry may panic the state machine, and an entry it
+// refuses whole (one this build cannot read) changes nothing.
+func FuzzApply(f *testing.F) {
+	seed := func() *harness {
+		h := newHarness()
+		h.apply(ClusterInit{Now: h.now, Name: "c", UUID: h.uuid(), GroupUUID: h.uuid(), Node: NodeSpec{Name: "n1", UUID: h.uuid(), PrimaryIP: "192.0.2.1"}})
+		h.apply(LeaderEstablish{Now: h.now, Node: "n1"})
+		return h
+	}
+	le, _ := Encode(LeaderEstablish{Now: 5, Node: "n1"})
+	newer, _ := Encode(LeaderEstablish{Now: 5, Node: "n1", LogVersion: LogVersion + 1})
+	sub, _ := Encode(JobSubmit{Now: 5, Ops: []json.RawMessage{json.RawMessage(`{"OP_ID":"OP_TAGS_SET","kind":"cluster","tags":["a"]}`)}, UUIDs: []string{""}})
+	upd, _ := Encode(JobUpdate{Now: 5, Epoch: 1, JobID: 1, Action: ActionFinish, Status: StatusSuccess})
+	for _, e := range [][]byte{le, newer, sub, upd, {byte(CmdBatch)}, {200, 1, 2}} {
+		f.Add(e)
+	}
+	batch, _ := EncodeBatch([][]byte{sub, le, upd})
+	f.Add(batch)
+	f.Fuzz(func(t *testing.T, entry []byte) {
+		h := seed()
+		before := h.f.Hash()
+		h.index++
+		if e, ok := h.f.Apply(h.index, entry).(*Error); ok {
+			if e.Code != CodeUnknownCmd {
+				t.Fatalf("entry refused whole with %v", e)
+			}
+			if h.f.Hash() != before {
+				t.Fatal("an entry refused whole changed the state")
+			}
+		}
+	})
+}

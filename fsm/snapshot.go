@@ -42,9 +42,10 @@ type snapRecord struct {
 }
 
 type queueRecord struct {
-	NextJobID int64   `json:"next_job_id"`
-	Epoch     uint64  `json:"epoch"`
-	Finished  []int64 `json:"finished"`
+	NextJobID  int64   `json:"next_job_id"`
+	Epoch      uint64  `json:"epoch"`
+	Finished   []int64 `json:"finished"`
+	LogVersion int     `json:"log_version,omitempty"`
 }
 
 // Frozen is a point-in-time view of the state, cheap to take and safe to
@@ -63,7 +64,7 @@ func (f *FSM) Freeze() *Frozen {
 	defer f.mu.RUnlock()
 	s := f.st
 	c := &State{
-		Cluster: s.Cluster, NextJobID: s.NextJobID, Epoch: s.Epoch, Maintenance: s.Maintenance,
+		Cluster: s.Cluster, NextJobID: s.NextJobID, Epoch: s.Epoch, Maintenance: s.Maintenance, LogVersion: s.LogVersion,
 		Groups:    make(map[string]*Group, len(s.Groups)),
 		Nodes:     make(map[string]*Node, len(s.Nodes)),
 		Instances: make(map[string]*Instance, len(s.Instances)),
@@ -169,7 +170,7 @@ func encodeState(s *State, index uint64) ([]byte, error) {
 			return nil, err
 		}
 	}
-	if err := rec("queue", queueRecord{NextJobID: s.NextJobID, Epoch: s.Epoch, Finished: s.Finished}); err != nil {
+	if err := rec("queue", queueRecord{NextJobID: s.NextJobID, Epoch: s.Epoch, Finished: s.Finished, LogVersion: s.LogVersion}); err != nil {
 		return nil, err
 	}
 	return buf, nil
@@ -325,7 +326,10 @@ func (s *State) restoreRecord(rec snapRecord) error {
 		if err := strict(&q); err != nil {
 			return err
 		}
-		s.NextJobID, s.Epoch, s.Finished = q.NextJobID, q.Epoch, q.Finished
+		if q.LogVersion > LogVersion {
+			return fmt.Errorf("the snapshot holds a log of version %d and this gntd reads up to version %d; upgrade this gntd", q.LogVersion, LogVersion)
+		}
+		s.NextJobID, s.Epoch, s.Finished, s.LogVersion = q.NextJobID, q.Epoch, q.Finished, q.LogVersion
 	default:
 		return fmt.Errorf("unknown record type %q", rec.T)
 	}

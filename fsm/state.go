@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"sync"
 )
@@ -27,6 +28,8 @@ type State struct {
 	// Maintenance is maintd's state (maintenance.go); nil until first
 	// written, read through Maint.
 	Maintenance *Maintenance `json:"maintenance,omitempty"`
+	// LogVersion is the highest LogVersion a leader has recorded.
+	LogVersion int `json:"log_version,omitempty"`
 
 	nodeByName  map[string]string
 	nodeByIP    map[string]string
@@ -489,6 +492,15 @@ func (f *FSM) applyFrames(body []byte) any {
 // applyEach applies the commands of a batch one by one, each with its own
 // response.
 func (f *FSM) applyEach(cmds [][]byte) any {
+	// A command this build cannot read at all is fatal for the whole
+	// entry: none of it is applied.
+	for _, c := range cmds {
+		if len(c) > 0 {
+			if e := unreadable(CommandType(c[0]), c[1:]); e != nil {
+				return e
+			}
+		}
+	}
 	out := make(BatchResponse, len(cmds))
 	for i, c := range cmds {
 		if len(c) == 0 {
@@ -499,11 +511,7 @@ func (f *FSM) applyEach(cmds [][]byte) any {
 			out[i] = Response{Err: errf(CodeInval, "", "nested batch")}
 			continue
 		}
-		r := f.applyOne(CommandType(c[0]), c[1:])
-		if e, ok := r.(*Error); ok {
-			return e // unknown command: fatal for the whole entry
-		}
-		out[i] = r.(Response)
+		out[i] = f.applyOne(CommandType(c[0]), c[1:]).(Response)
 	}
 	return out
 }
@@ -522,6 +530,9 @@ func (f *FSM) applyOne(t CommandType, body []byte) any {
 		}
 		return s.applyJobSubmit(&c)
 	case CmdLeaderEstablish:
+		if e := unreadable(t, body); e != nil {
+			return e
+		}
 		return decodeApply(body, s.applyLeaderEstablish)
 	case CmdJobUpdate:
 		return decodeApply(body, s.applyJobUpdate)
@@ -546,7 +557,27 @@ func (f *FSM) applyOne(t CommandType, body []byte) any {
 	case CmdMaintIncident:
 		return decodeApply(body, s.applyMaintIncident)
 	}
-	return &Error{Code: CodeUnknownCmd, Msg: "unknown command type " + t.String() + "; this gntd is older than the log it is reading"}
+	if e := unreadable(t, body); e != nil {
+		return e
+	}
+	return Response{Err: errf(CodeInval, "", "a %s command cannot appear here", t)}
+}
+
+// unreadable says why this build cannot apply a command at all, or nil:
+// its type is unknown, or it is a new leader's record of a newer
+// LogVersion. Either means this gntd is older than the log it reads.
+func unreadable(t CommandType, body []byte) *Error {
+	if _, known := commandNames[t]; !known {
+		return &Error{Code: CodeUnknownCmd, Msg: "unknown command type " + t.String() + "; this gntd is older than the log it is reading"}
+	}
+	if t == CmdLeaderEstablish {
+		var c LeaderEstablish
+		if DecodeStrict(body, &c) == nil && c.LogVersion > LogVersion {
+			return &Error{Code: CodeUnknownCmd, Msg: fmt.Sprintf("the leader elected on %s writes log version %d and this gntd reads up to version %d; upgrade this gntd",
+				c.Node, c.LogVersion, LogVersion)}
+		}
+	}
+	return nil
 }
 
 // decodeApply decodes a command body strictly and applies it.

@@ -86,7 +86,7 @@ func (s *Server) leaderLoop(ctx context.Context, r *raft.Raft) {
 			c()
 			continue
 		}
-		resp, _, err := s.Apply(ctx, fsm.LeaderEstablish{Now: time.Now().UnixNano(), Node: s.cfg.Name})
+		resp, _, err := s.Apply(ctx, fsm.LeaderEstablish{Now: time.Now().UnixNano(), Node: s.cfg.Name, LogVersion: fsm.LogVersion})
 		if err != nil {
 			s.log.Warn("establishing leadership", "error", err)
 			sleepCtx(ctx, 100*time.Millisecond)
