@@ -8,4 +8,9 @@
 // candidate that applies the same log reaches the same state. Apply validates
 // every command again and, when it fails, returns a typed *Error and changes
 // nothing.
+//
+// A change to what a command or an opcode means (a new type, a new field, a
+// changed rule) must raise LogVersion: replicas of older builds then stop
+// when a leader of the new build takes over, instead of applying its entries
+// their own way (see LogVersion).
 package fsm
