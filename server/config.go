@@ -59,8 +59,9 @@ type Timing struct {
 // entries flow: then the leader sends every follower an empty append each
 // 50–100 ms to tell it the commit index (under load each append carries
 // it). At 10 ms those appends cost an idle leader 10 % of a core and its
-// followers 3 % each (make bench, TestBenchIdle) for followers seeing the
-// last write of a burst some 40 ms sooner.
+// followers 3 % each (make bench, TestBenchIdle), for followers seeing the
+// last write of a burst about 60 ms sooner (its commit index comes after
+// 1–2 commit timeouts).
 func LANTiming() Timing {
 	return Timing{
 		Heartbeat: 200 * time.Millisecond, Election: 200 * time.Millisecond,
