@@ -138,6 +138,10 @@ type LeaderEstablish struct {
 // is not written (omitempty), so that those builds, which decode strictly
 // and would refuse an unknown field, still apply the records of this one.
 // Builds from this one on stop at a higher version; older ones cannot.
+//
+// TestLogSchema keeps each version's schema (commands, opcodes, frames)
+// in testdata/log-schema-v<N>.txt and fails when the log changes while the
+// version stays.
 const LogVersion = 0
 
 // Job update actions.
