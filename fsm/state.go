@@ -390,6 +390,8 @@ func (f *FSM) Apply(index uint64, data []byte) any {
 		resp = f.applyFrames(data[1:])
 	} else if CommandType(data[0]) == CmdBatch {
 		resp = f.applyBatch(data[1:])
+	} else if e := unreadable(CommandType(data[0]), data[1:]); e != nil {
+		resp = e
 	} else {
 		resp = f.applyOne(CommandType(data[0]), data[1:])
 	}
@@ -511,12 +513,13 @@ func (f *FSM) applyEach(cmds [][]byte) any {
 			out[i] = Response{Err: errf(CodeInval, "", "nested batch")}
 			continue
 		}
-		out[i] = f.applyOne(CommandType(c[0]), c[1:]).(Response)
+		out[i] = f.applyOne(CommandType(c[0]), c[1:])
 	}
 	return out
 }
 
-func (f *FSM) applyOne(t CommandType, body []byte) any {
+// applyOne applies one command that unreadable has passed.
+func (f *FSM) applyOne(t CommandType, body []byte) Response {
 	s := f.st
 	switch t {
 	case CmdClusterInit:
@@ -530,9 +533,6 @@ func (f *FSM) applyOne(t CommandType, body []byte) any {
 		}
 		return s.applyJobSubmit(&c)
 	case CmdLeaderEstablish:
-		if e := unreadable(t, body); e != nil {
-			return e
-		}
 		return decodeApply(body, s.applyLeaderEstablish)
 	case CmdJobUpdate:
 		return decodeApply(body, s.applyJobUpdate)
@@ -557,9 +557,6 @@ func (f *FSM) applyOne(t CommandType, body []byte) any {
 	case CmdMaintIncident:
 		return decodeApply(body, s.applyMaintIncident)
 	}
-	if e := unreadable(t, body); e != nil {
-		return e
-	}
 	return Response{Err: errf(CodeInval, "", "a %s command cannot appear here", t)}
 }
 
@@ -581,7 +578,7 @@ func unreadable(t CommandType, body []byte) *Error {
 }
 
 // decodeApply decodes a command body strictly and applies it.
-func decodeApply[C any](body []byte, apply func(*C) Response) any {
+func decodeApply[C any](body []byte, apply func(*C) Response) Response {
 	var c C
 	if err := DecodeStrict(body, &c); err != nil {
 		return Response{Err: AsError(err)}
