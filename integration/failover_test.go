@@ -109,6 +109,7 @@ func TestKillLeaderDuringSubmissions(t *testing.T) {
 		}
 	}
 
+	mark := c.LogLen()
 	killAt := time.Now()
 	old.Kill()
 	killed := time.Since(killAt)
@@ -116,6 +117,14 @@ func TestKillLeaderDuringSubmissions(t *testing.T) {
 	elected := time.Since(killAt)
 	t.Logf("killed leader %s (pid gone after %v); %s established as leader %v after the kill",
 		old.Name, killed.Round(time.Millisecond), newLeader.Name, elected.Round(time.Millisecond))
+	// The survivors saw the leader's connections end and its Raft port
+	// refuse them, and stood for election without waiting out the
+	// heartbeat timeout.
+	if stood := c.LoggedSince(mark, leaderLossLine); len(stood) == 0 {
+		t.Errorf("no survivor logged %q after the leader's process died", leaderLossLine)
+	} else {
+		t.Logf("stood for election on the refused port: %v", stood)
+	}
 	t.Logf("OP_TEST_DELAY jobs %v were %v when the leader died", delayIDs, preKill)
 	// The new leader never heard from the dead member: /2/raft/peers must
 	// not present made-up figures for it as known.

@@ -284,6 +284,31 @@ func (c *Cluster) Candidates() []*Member {
 	return out
 }
 
+// leaderLossLine is what a follower logs when it stands for election
+// because its leader's process is gone (server/leaderloss.go).
+const leaderLossLine = "its process is gone; standing for election now"
+
+// LoggedSince returns the members whose output written after mark (a
+// length of their log, from LogLen) contains s.
+func (c *Cluster) LoggedSince(mark map[*Member]int, s string) []string {
+	var out []string
+	for _, m := range c.Members {
+		if strings.Contains(m.Log()[mark[m]:], s) {
+			out = append(out, m.Name)
+		}
+	}
+	return out
+}
+
+// LogLen returns the length of every member's log so far, for LoggedSince.
+func (c *Cluster) LogLen() map[*Member]int {
+	out := map[*Member]int{}
+	for _, m := range c.Members {
+		out[m] = len(m.Log())
+	}
+	return out
+}
+
 // Member finds a member by name.
 func (c *Cluster) Member(name string) *Member {
 	for _, m := range c.Members {

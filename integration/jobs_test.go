@@ -263,6 +263,7 @@ func TestPausedLeaderCannotRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.waitSteps(id, 1)
+	mark := c.LogLen()
 	old.Pause()
 	paused := true
 	defer func() {
@@ -310,6 +311,11 @@ func TestPausedLeaderCannotRecord(t *testing.T) {
 	}
 	checkSteps(t, j, repeat)
 	c.WaitConverged(30 * time.Second)
+	// A paused process keeps its connections and its listening port: the
+	// followers waited out the heartbeat timeout, as they must.
+	if stood := c.LoggedSince(mark, leaderLossLine); len(stood) != 0 {
+		t.Errorf("%v took a paused leader for a dead process (%q)", stood, leaderLossLine)
+	}
 	for _, l := range strings.Split(old.Log(), "\n") {
 		if strings.Contains(l, "executor") || strings.Contains(l, "leadership") {
 			t.Logf("old leader: %s", l)

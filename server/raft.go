@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -75,6 +76,8 @@ type raftNode struct {
 	raft  *raft.Raft
 	store *raftboltdb.BoltStore
 	trans *raft.NetworkTransport
+	// stopLoss stops the leaderLoss watcher and waits for it.
+	stopLoss func()
 }
 
 func raftConfig(cfg *Config, log hclog.Logger) *raft.Config {
@@ -122,7 +125,8 @@ func startRaft(cfg *Config, dir string, f *raftFSM, log hclog.Logger, bootstrap 
 		store.Close()
 		return nil, err
 	}
-	stream, err := transport.NewTCPStreamLayer(cfg.RaftAddr())
+	loss := newLeaderLoss(cfg.Timing(), log)
+	stream, err := transport.NewTCPStreamLayer(cfg.RaftAddr(), transport.WithPeerClosed(loss.notify))
 	if err != nil {
 		store.Close()
 		return nil, fmt.Errorf("raft listener on %s: %w", cfg.RaftAddr(), err)
@@ -175,10 +179,16 @@ func startRaft(cfg *Config, dir string, f *raftFSM, log hclog.Logger, bootstrap 
 		store.Close()
 		return nil, fmt.Errorf("starting raft: %w", err)
 	}
-	return &raftNode{raft: r, store: store, trans: trans}, nil
+	loss.r, loss.id = r, rc.LocalID
+	loss.probe = func(addr string) error { return stream.Probe(addr, 250*time.Millisecond) }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); loss.run(ctx) }()
+	return &raftNode{raft: r, store: store, trans: trans, stopLoss: func() { cancel(); <-done }}, nil
 }
 
 func (n *raftNode) shutdown() error {
+	n.stopLoss()
 	err := n.raft.Shutdown().Error()
 	n.trans.Close()
 	if cerr := n.store.Close(); err == nil {

@@ -2,7 +2,10 @@
 // whose outgoing connections leave from the node's own address, optional TLS
 // on top of it, the raft.NetworkTransport built on it, and a fault-injection
 // wrapper (Faults) that tests and chaos runs use to cut, slow down and break
-// connections in process. It also owns gossip: Gossip is one memberlist
+// connections in process. The stream layer can report accepted connections
+// that their peer ended (WithPeerClosed) and probe whether a peer's port
+// still listens (Probe, Refused): a peer's process that died ends its
+// connections and refuses new ones long before its silence is noticed. It also owns gossip: Gossip is one memberlist
 // member (encrypted with a key the caller derives, node meta with role,
 // addresses and version, failure detector tuned in LANGossipTiming) that
 // reports every member's state — alive, suspect, dead or left — with the

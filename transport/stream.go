@@ -5,7 +5,10 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -27,6 +30,7 @@ type StreamLayer struct {
 	localIP   net.IP // nil when bound to an unspecified address
 	serverTLS *tls.Config
 	clientTLS *tls.Config
+	closed    func(ip string) // WithPeerClosed's callback, or nil
 }
 
 var _ raft.StreamLayer = (*StreamLayer)(nil)
@@ -38,6 +42,18 @@ type options struct {
 	advertise string
 	serverTLS *tls.Config
 	clientTLS *tls.Config
+	closed    func(ip string)
+}
+
+// WithPeerClosed makes the layer call fn with the remote IP of every
+// accepted connection that the peer ended: its read returned end of file or
+// a reset, not a deadline and not the layer's own Close. A peer's process
+// that dies (kill -9, a crash, the OOM killer) ends its connections at once,
+// long before any timeout notices its silence; the caller decides what that
+// means (server's leaderLoss probes the peer's port). fn runs on the
+// connection's reading goroutine and must not block.
+func WithPeerClosed(fn func(ip string)) Option {
+	return func(o *options) { o.closed = fn }
 }
 
 // WithAdvertise makes Addr return addr (host:port, host an IP) instead of the
@@ -96,6 +112,7 @@ func NewTCPStreamLayer(bind string, opts ...Option) (*StreamLayer, error) {
 		advertise: advertise,
 		serverTLS: o.serverTLS,
 		clientTLS: o.clientTLS,
+		closed:    o.closed,
 	}
 	if !la.IP.IsUnspecified() {
 		s.localIP = la.IP
@@ -113,6 +130,11 @@ func (s *StreamLayer) Accept() (net.Conn, error) {
 	c, err := s.listener.Accept()
 	if err != nil {
 		return nil, err
+	}
+	if s.closed != nil {
+		if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+			c = &watchedConn{Conn: c, ip: a.IP.String(), closed: s.closed}
+		}
 	}
 	if s.serverTLS != nil {
 		return tls.Server(c, s.serverTLS), nil
@@ -167,6 +189,56 @@ func (s *StreamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 		return nil, fmt.Errorf("transport: tls handshake with %s: %w", address, err)
 	}
 	return tc, nil
+}
+
+// Probe opens a TCP connection to address from the layer's own IP within
+// timeout and closes it again (no TLS handshake): nil means something
+// listens there. Refused tells a port nobody listens on from a peer that
+// cannot be reached.
+func (s *StreamLayer) Probe(address string, timeout time.Duration) error {
+	d := net.Dialer{Timeout: timeout}
+	if s.localIP != nil {
+		d.LocalAddr = &net.TCPAddr{IP: s.localIP}
+	}
+	c, err := d.Dial("tcp", address)
+	if err != nil {
+		return err
+	}
+	return c.Close()
+}
+
+// Refused reports whether err is a refused connection: the peer's host
+// answered, and no process listens on the port. A dead host, a dropped
+// packet or a timeout is not a refusal.
+func Refused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
+
+// watchedConn reports, once, that the peer ended the connection.
+type watchedConn struct {
+	net.Conn
+	ip     string
+	closed func(ip string)
+	once   sync.Once
+}
+
+func (c *watchedConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if err != nil && peerEnded(err) {
+		c.once.Do(func() { c.closed(c.ip) })
+	}
+	return n, err
+}
+
+// peerEnded tells the errors a peer causes (end of file, reset, broken
+// pipe) from this side's own close and from deadlines.
+func peerEnded(err error) bool {
+	if errors.Is(err, net.ErrClosed) {
+		return false
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return false
+	}
+	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // NewNetworkTransport returns a raft.NetworkTransport over stream with

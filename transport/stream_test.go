@@ -253,3 +253,92 @@ func TestPeerKey(t *testing.T) {
 		}
 	}
 }
+
+// TestPeerClosed: an accepted connection that the peer closes, or resets,
+// is reported once with the peer's IP; one this side closes, or whose read
+// deadline passes, is not.
+func TestPeerClosed(t *testing.T) {
+	seen := make(chan string, 8)
+	server := newLayer(t, ipA, WithPeerClosed(func(ip string) { seen <- ip }))
+	client := newLayer(t, ipB)
+	dial := func() (net.Conn, net.Conn) {
+		ch := acceptOne(t, server)
+		c, err := client.Dial(raft.ServerAddress(server.Addr().String()), time.Second)
+		if err != nil {
+			t.Fatalf("dial: %v", err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c, waitConn(t, ch)
+	}
+	readAll := func(s net.Conn) {
+		buf := make([]byte, 16)
+		for i := 0; i < 3; i++ {
+			s.Read(buf) // the error is what the layer sees
+		}
+	}
+	expect := func(what string, want bool) {
+		t.Helper()
+		select {
+		case ip := <-seen:
+			if !want {
+				t.Fatalf("%s: reported %s", what, ip)
+			}
+			if ip != ipB {
+				t.Fatalf("%s: reported %s, want %s", what, ip, ipB)
+			}
+		case <-time.After(100 * time.Millisecond):
+			if want {
+				t.Fatalf("%s: not reported", what)
+			}
+		}
+	}
+
+	c, s := dial()
+	c.Close()
+	readAll(s) // EOF, then EOF again: reported once
+	expect("peer closed", true)
+	expect("peer closed, read again", false)
+
+	c, s = dial()
+	c.(*net.TCPConn).SetLinger(0) // close with a reset
+	c.Close()
+	readAll(s)
+	expect("peer reset", true)
+
+	_, s = dial()
+	s.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+	readAll(s)
+	expect("read deadline", false)
+
+	_, s = dial()
+	s.Close()
+	readAll(s)
+	expect("closed by this side", false)
+}
+
+// TestProbe: a listening port answers, a closed one is refused.
+func TestProbe(t *testing.T) {
+	target := newLayer(t, ipA)
+	prober := newLayer(t, ipB)
+	addr := target.Addr().String()
+	go func() {
+		for {
+			c, err := target.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	if err := prober.Probe(addr, time.Second); err != nil {
+		t.Fatalf("probe of a listening port: %v", err)
+	}
+	target.Close()
+	err := prober.Probe(addr, time.Second)
+	if !Refused(err) {
+		t.Fatalf("probe of a closed port: %v, want a refusal", err)
+	}
+	if Refused(nil) || Refused(io.EOF) {
+		t.Fatal("Refused is true for an error that is not a refusal")
+	}
+}
