@@ -74,9 +74,14 @@ func percentile(d []time.Duration, p float64) time.Duration {
 
 // benchArgs are the gntd flags of a benchmark cluster; with
 // GNT_BENCH_PROFILE=DIR they add --debug so profileDuring can fetch CPU
-// profiles.
+// profiles. With GNT_BENCH_LOGS=1 the gntds log at debug level and
+// TestBenchFailover prints the survivors' last 60 lines after each kill.
 func benchArgs(extra ...string) []string {
-	args := append([]string{"--profile", "lan", "--log-level", "warn"}, extra...)
+	lvl := "warn"
+	if os.Getenv("GNT_BENCH_LOGS") != "" {
+		lvl = "debug"
+	}
+	args := append([]string{"--profile", "lan", "--log-level", lvl}, extra...)
 	if os.Getenv("GNT_BENCH_PROFILE") != "" {
 		args = append(args, "--debug")
 	}
@@ -474,6 +479,14 @@ func TestBenchFailover(t *testing.T) {
 		case t1 := <-recovered:
 			times = append(times, t1.Sub(t0))
 			t.Logf("round %d: killed %s, next successful job after %v", round, leader.Name, t1.Sub(t0))
+			if os.Getenv("GNT_BENCH_LOGS") != "" { // what the survivors did
+				time.Sleep(300 * time.Millisecond)
+				for _, m := range c.Members {
+					if m != leader {
+						t.Logf("---- %s t0=%s\n%s", m.Name, t0.UTC().Format(time.RFC3339Nano), m.log.Tail(60))
+					}
+				}
+			}
 		case <-time.After(30 * time.Second):
 			close(stop)
 			wg.Wait()

@@ -46,8 +46,9 @@ type options struct {
 }
 
 // WithPeerClosed makes the layer call fn with the remote IP of every
-// accepted connection that the peer ended: its read returned end of file or
-// a reset, not a deadline and not the layer's own Close. A peer's process
+// accepted connection that the peer ended: a read returned end of file or a
+// reset, or a write a reset or a broken pipe; not a deadline and not the
+// layer's own Close. A peer's process
 // that dies (kill -9, a crash, the OOM killer) ends its connections at once,
 // long before any timeout notices its silence; the caller decides what that
 // means (server's leaderLoss probes the peer's port). fn runs on the
@@ -222,10 +223,23 @@ type watchedConn struct {
 
 func (c *watchedConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
+	c.check(err)
+	return n, err
+}
+
+// Write is watched too: a peer that dies while its request is being
+// answered shows as a reset on the answer, and the connection is then
+// closed without another read.
+func (c *watchedConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	c.check(err)
+	return n, err
+}
+
+func (c *watchedConn) check(err error) {
 	if err != nil && peerEnded(err) {
 		c.once.Do(func() { c.closed(c.ip) })
 	}
-	return n, err
 }
 
 // peerEnded tells the errors a peer causes (end of file, reset, broken

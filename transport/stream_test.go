@@ -305,6 +305,19 @@ func TestPeerClosed(t *testing.T) {
 	readAll(s)
 	expect("peer reset", true)
 
+	c, s = dial()
+	c.(*net.TCPConn).SetLinger(0)
+	c.Close()
+	var werr error
+	for i := 0; i < 50 && werr == nil; i++ { // answering a peer that is gone
+		_, werr = s.Write([]byte("answer"))
+		time.Sleep(time.Millisecond)
+	}
+	if werr == nil {
+		t.Fatal("writes to a reset connection kept succeeding")
+	}
+	expect("peer reset, seen by a write", true)
+
 	_, s = dial()
 	s.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
 	readAll(s)
