@@ -428,21 +428,46 @@ func TestBenchIdle(t *testing.T) {
 }
 
 // TestBenchFailover: time from kill -9 of the leader to the next
-// successful job, over 10 kills; the killed member is restarted and the
-// cluster healed before the next round.
+// successful job, over 10 kills, then from SIGTERM of the leader (a
+// planned stop: it hands leadership over first) over 5 stops; the member
+// is restarted and the cluster healed before the next round.
 func TestBenchFailover(t *testing.T) {
 	benchOnly(t)
 	c := NewCluster(t, ClusterOptions{Candidates: 3, Nodes: 1, ExtraArgs: benchArgs()})
+	for _, run := range []struct {
+		name   string
+		rounds int
+		stop   func(m *Member)
+	}{{"failover", 10, (*Member).Kill}, {"graceful-stop", 5, (*Member).Stop}} {
+		times := failoverRounds(t, c, run.rounds, run.stop)
+		sorted := append([]time.Duration(nil), times...)
+		sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
+		var parts []string
+		for _, d := range times {
+			parts = append(parts, d.Round(time.Millisecond).String())
+		}
+		n := len(sorted)
+		line := fmt.Sprintf("BENCH %s rounds=%d median=%v max=%v all=[%s]", run.name, n,
+			((sorted[(n-1)/2] + sorted[n/2]) / 2).Round(time.Millisecond), sorted[n-1].Round(time.Millisecond), strings.Join(parts, " "))
+		t.Log(line)
+		fmt.Println(line)
+	}
+}
+
+// failoverRounds stops the leader with stop, rounds times, and returns
+// for each round the time from the stop to the next successful job
+// submitted after it.
+func failoverRounds(t *testing.T, c *Cluster, rounds int, stop func(m *Member)) []time.Duration {
 	var times []time.Duration
-	for round := 0; round < 10; round++ {
+	for round := 0; round < rounds; round++ {
 		leader := c.WaitLeader(20 * time.Second)
 		c.WaitVoters(3, 30*time.Second)
 		c.WaitConverged(30 * time.Second)
 		cl := c.Client()
 		var (
-			killedAt  atomic.Int64
+			stoppedAt atomic.Int64
 			recovered = make(chan time.Time, 1)
-			stop      = make(chan struct{})
+			done      = make(chan struct{})
 			wg        sync.WaitGroup
 		)
 		wg.Add(1)
@@ -450,7 +475,7 @@ func TestBenchFailover(t *testing.T) {
 			defer wg.Done()
 			for n := 0; ; n++ {
 				select {
-				case <-stop:
+				case <-done:
 					return
 				default:
 				}
@@ -459,7 +484,7 @@ func TestBenchFailover(t *testing.T) {
 				_, meta, err := cl.SubmitJob(ctx, tagJob("node21", fmt.Sprintf("f%d-%d", round, n%32)), "")
 				cancel()
 				if err == nil && meta.JobStatus == "success" {
-					if k := killedAt.Load(); k != 0 && start.UnixNano() >= k {
+					if k := stoppedAt.Load(); k != 0 && start.UnixNano() >= k {
 						select {
 						case recovered <- time.Now():
 						default:
@@ -473,12 +498,12 @@ func TestBenchFailover(t *testing.T) {
 		}()
 		time.Sleep(300 * time.Millisecond)
 		t0 := time.Now()
-		killedAt.Store(t0.UnixNano())
-		leader.Kill()
+		stoppedAt.Store(t0.UnixNano())
+		go stop(leader)
 		select {
 		case t1 := <-recovered:
 			times = append(times, t1.Sub(t0))
-			t.Logf("round %d: killed %s, next successful job after %v", round, leader.Name, t1.Sub(t0))
+			t.Logf("round %d: stopped %s, next successful job after %v", round, leader.Name, t1.Sub(t0))
 			if os.Getenv("GNT_BENCH_LOGS") != "" { // what the survivors did
 				time.Sleep(300 * time.Millisecond)
 				for _, m := range c.Members {
@@ -488,25 +513,19 @@ func TestBenchFailover(t *testing.T) {
 				}
 			}
 		case <-time.After(30 * time.Second):
-			close(stop)
+			close(done)
 			wg.Wait()
-			t.Fatalf("round %d: no successful job within 30s of killing %s", round, leader.Name)
+			t.Fatalf("round %d: no successful job within 30s of stopping %s", round, leader.Name)
 		}
-		close(stop)
+		close(done)
 		wg.Wait()
+		for leader.Running() {
+			time.Sleep(10 * time.Millisecond)
+		}
 		leader.Start(t)
 		c.WaitHTTP(leader)
 	}
-	sorted := append([]time.Duration(nil), times...)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
-	var parts []string
-	for _, d := range times {
-		parts = append(parts, d.Round(time.Millisecond).String())
-	}
-	line := fmt.Sprintf("BENCH failover kills=%d median=%v max=%v all=[%s]", len(times),
-		((sorted[4] + sorted[5]) / 2).Round(time.Millisecond), sorted[len(sorted)-1].Round(time.Millisecond), strings.Join(parts, " "))
-	t.Log(line)
-	fmt.Println(line)
+	return times
 }
 
 // TestBenchNoopJobs: single-opcode no-op jobs (OP_TEST_DELAY of 0 s, run

@@ -386,3 +386,45 @@ func shortErr(err error) string {
 	}
 	return s
 }
+
+// TestGracefulStopHandsOff stops the leader with SIGTERM while a
+// multi-step job runs: the leader hands leadership to another voter before
+// it stops (no follower has to notice its absence), the job finishes on
+// the new leader with each step recorded once, and a job submitted after
+// the stop succeeds.
+func TestGracefulStopHandsOff(t *testing.T) {
+	c := NewCluster(t, ClusterOptions{Candidates: 3})
+	old := c.WaitLeader(10 * time.Second)
+	c.WaitVoters(3, 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const repeat = 6
+	id, _, err := c.Client().SubmitJob(ctx, []map[string]any{delayOp(0.2, repeat, nil)}, "graceful stop test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.waitSteps(id, 1)
+	mark := c.LogLen()
+	old.Stop()
+	if !strings.Contains(old.Log()[mark[old]:], "stopping: leadership handed over") {
+		t.Errorf("the stopped leader did not hand leadership over:\n%s", old.log.Tail(30))
+	}
+	if stood := c.LoggedSince(mark, leaderLossLine); len(stood) != 0 {
+		t.Errorf("%v stood for election although leadership was handed over", stood)
+	}
+	newLeader := c.WaitLeader(10 * time.Second)
+	if newLeader == old {
+		t.Fatalf("%s still leads after it stopped", old.Name)
+	}
+	if _, meta, err := c.Client().SubmitJob(ctx, tagJob("node12", "after-stop"), "graceful stop test"); err != nil || meta.JobStatus != fsm.StatusSuccess {
+		t.Fatalf("job after the stop: %v (status %q)", err, meta.JobStatus)
+	}
+	j := c.waitFinal(id, 30*time.Second)
+	if j.Status != fsm.StatusSuccess {
+		t.Fatalf("delay job ended %s", j.Status)
+	}
+	checkSteps(t, j, repeat)
+	old.Start(t)
+	c.WaitHTTP(old)
+	c.WaitConverged(30 * time.Second)
+}

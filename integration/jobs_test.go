@@ -38,6 +38,23 @@ func (c *Cluster) job(id int64) (rpc.JobInfo, error) {
 	return c.Client().Job(ctx, id)
 }
 
+// waitFinal waits until job id is finalized and returns it.
+func (c *Cluster) waitFinal(id int64, timeout time.Duration) rpc.JobInfo {
+	c.t.Helper()
+	var j rpc.JobInfo
+	c.Eventually(timeout, 50*time.Millisecond, fmt.Sprintf("job %d finished", id), func() error {
+		var err error
+		if j, err = c.job(id); err != nil {
+			return err
+		}
+		if !fsm.Finalized(j.Status) {
+			return fmt.Errorf("job %d is %s", id, j.Status)
+		}
+		return nil
+	})
+	return j
+}
+
 // waitSteps waits until the first opcode of job id recorded n steps.
 func (c *Cluster) waitSteps(id int64, n int) {
 	c.t.Helper()
@@ -108,16 +125,7 @@ func TestJobsSurviveLeaderKill(t *testing.T) {
 	newLeader := c.WaitLeader(15 * time.Second)
 	t.Logf("new leader %s", newLeader.Name)
 	for _, id := range append([]int64{long}, chainIDs...) {
-		c.Eventually(60*time.Second, 50*time.Millisecond, fmt.Sprintf("job %d finished", id), func() error {
-			j, err := c.job(id)
-			if err != nil {
-				return err
-			}
-			if !fsm.Finalized(j.Status) {
-				return fmt.Errorf("job %d is %s", id, j.Status)
-			}
-			return nil
-		})
+		c.waitFinal(id, 60*time.Second)
 	}
 	j, err := c.job(long)
 	if err != nil {
@@ -295,17 +303,7 @@ func TestPausedLeaderCannotRecord(t *testing.T) {
 	})
 	old.Resume()
 	paused = false
-	c.Eventually(30*time.Second, 50*time.Millisecond, "job finished", func() error {
-		j, err := c.job(id)
-		if err != nil {
-			return err
-		}
-		if !fsm.Finalized(j.Status) {
-			return fmt.Errorf("job is %s", j.Status)
-		}
-		return nil
-	})
-	j, _ := c.job(id)
+	j := c.waitFinal(id, 30*time.Second)
 	if j.Status != fsm.StatusSuccess || !newEpochStep {
 		t.Fatalf("job ended %s (steps by a new epoch: %v)", j.Status, newEpochStep)
 	}

@@ -349,8 +349,10 @@ func TestMaintdEvacuateAcrossFailover(t *testing.T) {
 		}
 		return fmt.Errorf("incident %s not listed in %+v", inc.UUID, list)
 	})
+	// Read from the leader, whose maintd reported the completion: a
+	// follower learns the last commit up to two commit timeouts later.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	n, err := c.Client().Node(ctx, "node21")
+	n, err := c.ClientFor(next).Node(ctx, "node21")
 	cancel()
 	if err != nil {
 		t.Fatal(err)
@@ -359,7 +361,7 @@ func TestMaintdEvacuateAcrossFailover(t *testing.T) {
 		t.Fatalf("node21 after evacuation: drained=%v primaries %v secondaries %v", n.Drained, n.PinstList, n.SinstList)
 	}
 	tag := "maintd:repairready:" + inc.UUID
-	if out, err := c.GNT("node", "list-tags", "node21"); err != nil || !strings.Contains(out, tag) {
+	if out, err := c.GNT("--consistent", "node", "list-tags", "node21"); err != nil || !strings.Contains(out, tag) {
 		t.Fatalf("node21's tags do not include %s: %v\n%s", tag, err, out)
 	}
 	t.Logf("incident %s completed with jobs %v", done.UUID, done.Jobs)

@@ -181,10 +181,32 @@ func (s *Server) Run(ctx context.Context) error {
 	go func() { defer wg.Done(); s.joinLoop(ctx) }()
 	go func() { defer wg.Done(); s.gossipLoop(ctx) }()
 	<-ctx.Done()
+	s.handOff()
 	wg.Wait()
 	s.stopRaft(false)
 	s.log.Info("gntd stopped")
 	return nil
+}
+
+// handOff passes leadership to the most up-to-date other voter before a
+// leader stops (SIGTERM, Ctrl-C: a restart, an upgrade), so that a planned
+// stop costs the cluster one round of votes instead of a heartbeat timeout
+// and an election. Raft bounds the transfer by its election timeout; when
+// it fails (no other voter, none reachable) the stop goes on and the
+// followers elect a leader as after a crash. The API keeps answering
+// meanwhile: requests are forwarded to the new leader once it is known.
+func (s *Server) handOff() {
+	r := s.raft()
+	if r == nil || r.State() != raft.Leader {
+		return
+	}
+	start := time.Now()
+	if err := r.LeadershipTransfer().Error(); err != nil {
+		s.log.Warn("stopping as leader: no other voter took over; the followers will elect one", "error", err)
+		return
+	}
+	_, id := r.LeaderWithID()
+	s.log.Info("stopping: leadership handed over", "to", string(id), "took", time.Since(start))
 }
 
 // gate lets a gntd that holds no state answer only what needs none.
