@@ -404,8 +404,52 @@ func TestGracefulStopHandsOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.waitSteps(id, 1)
+	// Clients keep submitting through the stop: a planned stop must cost
+	// them nothing but a little time (their client moves to another
+	// candidate on refusals that surely applied nothing).
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		errs    []error
+		okCount int
+		stopped = make(chan struct{})
+	)
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			cl := rpc.NewClient(c.Servers())
+			for n := 0; ; n++ {
+				select {
+				case <-stopped:
+					return
+				default:
+				}
+				cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
+				_, meta, err := cl.SubmitJob(cctx, tagJob("node12", fmt.Sprintf("g%d-%d", i, n%8)), "graceful stop test")
+				ccancel()
+				mu.Lock()
+				if err != nil {
+					errs = append(errs, err)
+				} else if meta.JobStatus != fsm.StatusSuccess {
+					errs = append(errs, fmt.Errorf("job %s", meta.JobStatus))
+				} else {
+					okCount++
+				}
+				mu.Unlock()
+			}
+		}(i)
+	}
+	time.Sleep(300 * time.Millisecond)
 	mark := c.LogLen()
 	old.Stop()
+	time.Sleep(500 * time.Millisecond)
+	close(stopped)
+	wg.Wait()
+	t.Logf("%d jobs submitted by 4 clients through the stop succeeded, %d failed", okCount, len(errs))
+	for _, err := range errs {
+		t.Errorf("submission through a planned stop failed: %v", err)
+	}
 	if !strings.Contains(old.Log()[mark[old]:], "stopping: leadership handed over") {
 		t.Errorf("the stopped leader did not hand leadership over:\n%s", old.log.Tail(30))
 	}

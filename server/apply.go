@@ -181,14 +181,7 @@ func (a *applier) commit(batch []*applyReq) {
 	err := f.Error()
 	a.commitDur.Observe(time.Since(start).Seconds())
 	if err != nil {
-		switch {
-		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrRaftShutdown), errors.Is(err, raft.ErrEnqueueTimeout):
-			fail(rpc.ErrNotLeader)
-		case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrLeadershipTransferInProgress):
-			fail(rpc.ErrIndeterminate)
-		default:
-			fail(fmt.Errorf("%w: %v", rpc.ErrIndeterminate, err))
-		}
+		fail(applyError(err))
 		return
 	}
 	idx := f.Index()
@@ -209,5 +202,22 @@ func (a *applier) commit(batch []*applyReq) {
 		}
 	default:
 		fail(fmt.Errorf("unexpected apply response %T", resp))
+	}
+}
+
+// applyError says what a failed raft.Apply means for its commands:
+// rpc.ErrNotLeader when Raft refused the entry before appending it (not
+// the leader, shut down, a leadership transfer under way: the caller may
+// send the commands to the next leader), rpc.ErrIndeterminate when the
+// entry may have been appended and may yet commit.
+func applyError(err error) error {
+	switch {
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrRaftShutdown), errors.Is(err, raft.ErrEnqueueTimeout),
+		errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		return rpc.ErrNotLeader
+	case errors.Is(err, raft.ErrLeadershipLost):
+		return rpc.ErrIndeterminate
+	default:
+		return fmt.Errorf("%w: %v", rpc.ErrIndeterminate, err)
 	}
 }

@@ -128,3 +128,27 @@ func TestApplierNotLeader(t *testing.T) {
 		t.Fatalf("Apply without raft = %v, want ErrNotLeader", err)
 	}
 }
+
+// TestApplyError: Raft's refusals before an entry is appended may be
+// retried on the next leader; an entry that may commit is indeterminate.
+func TestApplyError(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want error
+	}{
+		{raft.ErrNotLeader, rpc.ErrNotLeader},
+		{raft.ErrRaftShutdown, rpc.ErrNotLeader},
+		{raft.ErrEnqueueTimeout, rpc.ErrNotLeader},
+		{raft.ErrLeadershipTransferInProgress, rpc.ErrNotLeader},
+		{raft.ErrLeadershipLost, rpc.ErrIndeterminate},
+		{errors.New("disk on fire"), rpc.ErrIndeterminate},
+	} {
+		got := applyError(tc.err)
+		if !errors.Is(got, tc.want) {
+			t.Errorf("applyError(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+		if tc.want == rpc.ErrNotLeader && errors.Is(got, rpc.ErrIndeterminate) {
+			t.Errorf("applyError(%v) is both not-leader and indeterminate", tc.err)
+		}
+	}
+}

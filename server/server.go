@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -53,11 +54,15 @@ type Server struct {
 	peerStatus  map[string]peerHealth
 
 	raftEvents chan struct{}
-	faults     *transport.Faults // Raft fault injection, with --debug (faults.go)
-	metrics    serverMetrics
-	nodes      nodeCaller    // the node RPC client of the instance opcodes
-	gossip     gossipState   // gossip.go
-	diag       diagnoseState // the leader's self-diagnose poller (diagnose.go)
+	// stopping is set when Run's context ends; lastRequest is when the
+	// API last saw a request, in Unix nanoseconds (stopGate, drain).
+	stopping    atomic.Bool
+	lastRequest atomic.Int64
+	faults      *transport.Faults // Raft fault injection, with --debug (faults.go)
+	metrics     serverMetrics
+	nodes       nodeCaller    // the node RPC client of the instance opcodes
+	gossip      gossipState   // gossip.go
+	diag        diagnoseState // the leader's self-diagnose poller (diagnose.go)
 }
 
 // serverMetrics are the server's own Prometheus metrics.
@@ -144,7 +149,7 @@ func (s *Server) Run(ctx context.Context) error {
 		mux.Handle("/", handler)
 		handler = mux
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: s.stopGate(handler), ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -181,11 +186,53 @@ func (s *Server) Run(ctx context.Context) error {
 	go func() { defer wg.Done(); s.joinLoop(ctx) }()
 	go func() { defer wg.Done(); s.gossipLoop(ctx) }()
 	<-ctx.Done()
+	s.stopping.Store(true)
 	s.handOff()
 	wg.Wait()
 	s.stopRaft(false)
+	s.drain()
 	s.log.Info("gntd stopped")
 	return nil
+}
+
+// stopGate wraps the API for a clean stop. Once the gntd is stopping,
+// every answer closes its connection, so that a client's next request
+// opens a new one instead of going out on a kept-alive connection that
+// the server's Shutdown may close under it (a write lost that way cannot
+// be retried safely: the client cannot tell it was never read); and once
+// Raft is stopped, every request is refused at once with a 503 that
+// clients retry on another candidate.
+func (s *Server) stopGate(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.lastRequest.Store(time.Now().UnixNano())
+		if s.stopping.Load() {
+			w.Header().Set("Connection", "close")
+			if s.raftNode() == nil {
+				msg := "this gntd is stopping; ask another master candidate"
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusServiceUnavailable)
+				fmt.Fprintf(w, `{"code":503,"message":%q,"explain":%q,"error_code":%q}`, msg, msg, rpc.CodeUnavailable)
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// drain keeps the API refusing (stopGate) until no request came for
+// 100 ms, for at most a second, so that the clients still sending here
+// learn to go elsewhere before the listener closes: a connection the
+// kernel accepted but the server never did is reset when the listener
+// closes, after the client may have sent a write on it.
+func (s *Server) drain() {
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		quiet := time.Since(time.Unix(0, s.lastRequest.Load()))
+		if quiet >= 100*time.Millisecond {
+			return
+		}
+		time.Sleep(100*time.Millisecond - quiet)
+	}
 }
 
 // handOff passes leadership to the most up-to-date other voter before a
