@@ -22,6 +22,7 @@ const (
 	KillFollower  = "kill-follower"  // kill -9 of a follower
 	KillCandidate = "kill-candidate" // kill -9 of a random candidate
 	KillAll       = "kill-all"       // kill -9 of every candidate at once, all restarted
+	StopLeader    = "stop-leader"    // SIGTERM of the leader (it hands leadership over and drains), restarted
 	PauseLeader   = "pause-leader"   // SIGSTOP of the leader, longer than the election timeout, then SIGCONT
 	IsolateLeader = "isolate-leader" // the leader's Raft traffic cut off
 	SplitMajority = "split"          // majority/minority partition
@@ -39,7 +40,7 @@ const (
 // gossip-only cut needs iptables (the in-process fault wrapper is the
 // Raft transport's; gossip has none).
 func FaultKinds(n int, network string) []string {
-	kinds := []string{KillLeader, KillFollower, KillCandidate, KillAll, PauseLeader, IsolateLeader, SplitMajority, OneWay, Latency, Loss, Transfer}
+	kinds := []string{KillLeader, KillFollower, KillCandidate, KillAll, StopLeader, PauseLeader, IsolateLeader, SplitMajority, OneWay, Latency, Loss, Transfer}
 	if n >= 5 {
 		kinds = append(kinds, Bridge, Ring)
 	}
@@ -233,6 +234,13 @@ func (n *nemesis) inject(ctx context.Context, kind string) ([]string, string, fu
 			m = cands[n.rng.IntN(len(cands))]
 		}
 		n.kill(m)
+		return []string{m.Name}, detail, func() { n.start(m) }
+	case StopLeader:
+		m, detail := n.leaderOr(ctx)
+		n.mu.Lock()
+		n.killed[m] = true // restarted on healing, as a killed member is
+		n.mu.Unlock()
+		m.Stop()
 		return []string{m.Name}, detail, func() { n.start(m) }
 	case KillAll:
 		for _, m := range cands {
