@@ -1,7 +1,10 @@
 package rpc_test
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -9,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/gnt-cluster/gnt/fsm"
 	"github.com/gnt-cluster/gnt/rpc"
@@ -478,5 +483,76 @@ func TestBodyLimitWithoutLength(t *testing.T) {
 	rec = serve(h, "POST", "/2/nodes", []byte(`{"node_name":"node2","primary_ip":"192.0.2.2"}`))
 	if rec.Code != 200 {
 		t.Errorf("small body: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// TestStopping: once the gntd stops (ServerOptions.Stopping), a write
+// held for a leader is refused at once with a retryable 503, and a held
+// submission and a job wait answer with what they have, as on their
+// timeout, instead of keeping the client until the gntd is gone.
+func TestStopping(t *testing.T) {
+	const hold = time.Minute // nothing here may wait for it
+	lb := rpctest.NewCluster()
+	stop, stopNow := context.WithCancel(context.Background())
+	mk := func(b *rpctest.Backend) *env {
+		srv := rpc.NewServer(b, rpc.ServerOptions{HoldTimeout: hold, Stopping: stop,
+			Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: io.Discard})})
+		ts := httptest.NewServer(srv.Handler())
+		t.Cleanup(ts.Close)
+		return &env{t: t, b: b, srv: srv, ts: ts, c: rpc.NewClient([]string{ts.Listener.Addr().String()})}
+	}
+	leader := mk(lb)
+	follower := mk(rpctest.NewReplica(lb, "node2")) // knows no leader
+	t.Cleanup(stopNow)                              // before the servers close, should the test fail early
+
+	type answer struct {
+		name string
+		r    result
+	}
+	answers := make(chan answer, 3)
+	// An OP_TEST_DELAY job nobody runs (the fake backend has no executor).
+	r := leader.do("POST", "/2/jobs", `{"ops":[{"OP_ID":"OP_TEST_DELAY","duration":1}]}`)
+	mustOK(t, r)
+	var id int64
+	if err := json.Unmarshal(r.body, &id); err != nil {
+		t.Fatalf("job id %q: %v", r.body, err)
+	}
+	go func() { answers <- answer{"held write", follower.do("PUT", "/2/tags?tag=x", "")} }()
+	go func() {
+		answers <- answer{"held submission", leader.do("POST", "/2/jobs?wait=50s", `{"ops":[{"OP_ID":"OP_TEST_DELAY","duration":1}]}`)}
+	}()
+	go func() {
+		answers <- answer{"job wait", leader.do("GET", fmt.Sprintf("/2/jobs/%d/wait?timeout=50", id),
+			`{"fields":["status"],"previous_job_info":["queued"]}`)}
+	}()
+	time.Sleep(100 * time.Millisecond)
+	select {
+	case a := <-answers:
+		t.Fatalf("%s answered before the stop: %v", a.name, a.r)
+	default:
+	}
+	stopNow()
+	for i := 0; i < 3; i++ {
+		select {
+		case a := <-answers:
+			switch a.name {
+			case "held write":
+				checkErr(t, a.r, 503, rpc.CodeNoLeader, "")
+				if ae := a.r.apiError(t); !strings.Contains(ae.Message, "stopping") {
+					t.Errorf("held write refused with %q, which does not say the gntd is stopping", ae.Message)
+				}
+			case "held submission":
+				mustOK(t, a.r)
+				if st := a.r.header.Get(rpc.HeaderJobStatus); st != fsm.StatusQueued {
+					t.Errorf("held submission answered with status %q, want %q", st, fsm.StatusQueued)
+				}
+			case "job wait":
+				if a.r.status != 200 || strings.TrimSpace(string(a.r.body)) != "null" {
+					t.Errorf("job wait answered %v, want null (as on its timeout)", a.r)
+				}
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d of 3 requests still held 10 s after the stop", 3-i)
+		}
 	}
 }

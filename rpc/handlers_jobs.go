@@ -291,7 +291,9 @@ func (s *Server) handleJobWait(w http.ResponseWriter, r *http.Request) {
 			Message: "this gntd is not a master candidate and holds no state"})
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	wctx, wcancel := s.waitCtx(r.Context())
+	defer wcancel()
+	ctx, cancel := context.WithTimeout(wctx, timeout)
 	defer cancel()
 	for {
 		jobCh := f.JobChanged(id)

@@ -51,6 +51,13 @@ type ServerOptions struct {
 	// ForwardClient sends requests on to the leader; default: a client that
 	// gives up dialing after 2 s and follows no redirects.
 	ForwardClient *http.Client
+	// Stopping is done when the gntd stops serving its state. Long waits
+	// (held submissions, blocking queries, job waits) then answer at once
+	// with what they have, as on their timeout, and a write held for a
+	// leader is refused with a retryable 503 instead of holding on, so
+	// that clients move to another candidate before the gntd exits.
+	// Default: never.
+	Stopping context.Context
 }
 
 // Server is the HTTP API of one gntd. It answers reads from the local
@@ -64,6 +71,7 @@ type Server struct {
 	fwd     *http.Client
 	mux     *http.ServeMux
 	reg     *prometheus.Registry
+	stop    context.Context // ServerOptions.Stopping
 
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
@@ -80,6 +88,10 @@ func NewServer(b Backend, opts ServerOptions) *Server {
 		fwd:     opts.ForwardClient,
 		reg:     opts.Metrics,
 		mux:     http.NewServeMux(),
+		stop:    opts.Stopping,
+	}
+	if s.stop == nil {
+		s.stop = context.Background()
 	}
 	if s.log == nil {
 		s.log = hclog.NewNullLogger()
@@ -508,9 +520,20 @@ func (s *Server) onLeader(w http.ResponseWriter, r *http.Request, body []byte, l
 		case <-ctx.Done():
 			writeError(w, asAPIError(ctx.Err()))
 			return
+		case <-s.stop.Done():
+			// Nothing was applied here or sent on: safe to retry elsewhere.
+			writeError(w, noLeader(why+"; this gntd is stopping"))
+			return
 		case <-time.After(leaderPoll):
 		}
 	}
+}
+
+// waitCtx is parent, ended early when the gntd stops (ServerOptions.Stopping).
+func (s *Server) waitCtx(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(parent)
+	stop := context.AfterFunc(s.stop, cancel)
+	return ctx, func() { stop(); cancel() }
 }
 
 func isDialError(err error) bool {
@@ -647,7 +670,9 @@ func (s *Server) blockingReadOn(wait waitFunc, serve func(w http.ResponseWriter,
 				}
 			}
 			if blk.set {
-				ctx, cancel := context.WithTimeout(r.Context(), blk.wait)
+				wctx, wcancel := s.waitCtx(r.Context())
+				defer wcancel()
+				ctx, cancel := context.WithTimeout(wctx, blk.wait)
 				if wait != nil {
 					wait(ctx, r, s.b.FSM(), blk.index)
 				} else {
@@ -871,7 +896,9 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, ops []json.RawMe
 	}
 	if hold > 0 && !fsm.Finalized(status) {
 		var idx uint64
-		status, idx = awaitJob(r.Context(), s.b.FSM(), resp.JobID, hold)
+		ctx, cancel := s.waitCtx(r.Context())
+		status, idx = awaitJob(ctx, s.b.FSM(), resp.JobID, hold)
+		cancel()
 		setIndex(w, idx)
 	}
 	if status != "" {

@@ -55,9 +55,13 @@ type Server struct {
 
 	raftEvents chan struct{}
 	// stopping is set when Run's context ends; lastRequest is when the
-	// API last saw a request, in Unix nanoseconds (stopGate, drain).
+	// API last saw a request, in Unix nanoseconds (stopGate, drain);
+	// stopped ends (stopAPI) once Raft is down, ending the API's long
+	// waits (rpc.ServerOptions.Stopping).
 	stopping    atomic.Bool
 	lastRequest atomic.Int64
+	stopped     context.Context
+	stopAPI     context.CancelFunc
 	faults      *transport.Faults // Raft fault injection, with --debug (faults.go)
 	metrics     serverMetrics
 	nodes       nodeCaller    // the node RPC client of the instance opcodes
@@ -105,7 +109,8 @@ func New(cfg Config, log hclog.Logger) (*Server, error) {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
-	s.api = rpc.NewServer(s, rpc.ServerOptions{Logger: log.Named("api"), Metrics: s.reg})
+	s.stopped, s.stopAPI = context.WithCancel(context.Background())
+	s.api = rpc.NewServer(s, rpc.ServerOptions{Logger: log.Named("api"), Metrics: s.reg, Stopping: s.stopped})
 	return s, nil
 }
 
@@ -190,6 +195,7 @@ func (s *Server) Run(ctx context.Context) error {
 	s.handOff()
 	wg.Wait()
 	s.stopRaft(false)
+	s.stopAPI()
 	s.drain()
 	s.log.Info("gntd stopped")
 	return nil

@@ -48,11 +48,11 @@ type options struct {
 // WithPeerClosed makes the layer call fn with the remote IP of every
 // accepted connection that the peer ended: a read returned end of file or a
 // reset, or a write a reset or a broken pipe; not a deadline and not the
-// layer's own Close. A peer's process
-// that dies (kill -9, a crash, the OOM killer) ends its connections at once,
-// long before any timeout notices its silence; the caller decides what that
-// means (server's leaderLoss probes the peer's port). fn runs on the
-// connection's reading goroutine and must not block.
+// layer's own Close. A peer's process that dies (kill -9, a crash, the OOM
+// killer) ends its connections at once, long before any timeout notices its
+// silence; the caller decides what that means (server's leaderLoss probes
+// the peer's port). fn runs on the goroutine that reads or writes the
+// connection, once per connection, and must not block.
 func WithPeerClosed(fn func(ip string)) Option {
 	return func(o *options) { o.closed = fn }
 }
