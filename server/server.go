@@ -258,8 +258,18 @@ func (s *Server) handOff() {
 		s.log.Warn("stopping as leader: no other voter took over; the followers will elect one", "error", err)
 		return
 	}
+	took := time.Since(start)
+	// The new leader's first heartbeat names it, a moment later.
 	_, id := r.LeaderWithID()
-	s.log.Info("stopping: leadership handed over", "to", string(id), "took", time.Since(start))
+	for deadline := time.Now().Add(200 * time.Millisecond); id == "" && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+		_, id = r.LeaderWithID()
+	}
+	to := string(id)
+	if to == "" {
+		to = "(not yet known)"
+	}
+	s.log.Info("stopping: leadership handed over", "to", to, "took", took)
 }
 
 // gate lets a gntd that holds no state answer only what needs none.
