@@ -141,8 +141,17 @@ func TestNoLeader(t *testing.T) {
 	r = f.do("PUT", "/2/tags?tag=y", "")
 	mustOK(t, r)
 
-	// ... or until the hold time is over.
+	// Bad input while the known leader cannot be reached is refused at
+	// once too, not after the hold.
 	fb.SetLeader(closedAddr(t), "node1", false)
+	start = time.Now()
+	r = f.do("POST", "/2/nodes", `{"node_name":"node9","bogus":1}`)
+	checkErr(t, r, 400, "wrong_input", "bogus")
+	if d := time.Since(start); d >= testHold {
+		t.Errorf("bad input to an unreachable leader answered after %s, the hold time", d)
+	}
+
+	// ... or until the hold time is over.
 	start = time.Now()
 	r = f.do("PUT", "/2/tags?tag=z", "")
 	checkErr(t, r, 503, rpc.CodeNoLeader, "")

@@ -481,6 +481,15 @@ func queryWait(q url.Values, def, max time.Duration) (time.Duration, *APIError) 
 // leader after all; the request is then forwarded. While no leader is
 // known, or the known one cannot be dialed, it polls until HoldTimeout.
 func (s *Server) onLeader(w http.ResponseWriter, r *http.Request, body []byte, local func() error) {
+	s.onLeaderChecked(w, r, body, nil, local)
+}
+
+// onLeaderChecked is onLeader with a check of the request that needs no
+// leader (check may be nil). It runs once, the first time the request
+// would have to wait (no leader known, or the known one unreachable), so
+// that bad input is refused at once instead of after the wait, while a
+// request that reaches a leader is checked there only.
+func (s *Server) onLeaderChecked(w http.ResponseWriter, r *http.Request, body []byte, check func() *APIError, local func() error) {
 	ctx := r.Context()
 	deadline := time.Now().Add(s.hold)
 	forwarded := r.Header.Get(HeaderForwarded) != ""
@@ -511,6 +520,13 @@ func (s *Server) onLeader(w http.ResponseWriter, r *http.Request, body []byte, l
 				return
 			}
 			why = fmt.Sprintf("the leader at %s cannot be reached: %v", addr, err)
+		}
+		if check != nil {
+			if aerr := check(); aerr != nil {
+				writeError(w, aerr)
+				return
+			}
+			check = nil
 		}
 		if !time.Now().Before(deadline) {
 			writeError(w, noLeader(fmt.Sprintf("%s (waited %s)", why, s.hold)))
@@ -747,16 +763,15 @@ func (s *Server) jobHandler(build opsBuilder) http.HandlerFunc {
 		}
 		// The leader builds and checks the opcodes; a follower forwards
 		// the request as it came and leaves that to the leader, so its
-		// CPU is not spent on a second decoding. Only while no leader is
-		// known does a follower check them, so that bad input is told
-		// at once rather than after waiting for an election.
-		if addr, self := s.b.Leader(); !self && addr == "" {
-			if _, aerr := prepareOps(r, body, build, s.b.Now()); aerr != nil {
-				writeError(w, aerr)
-				return
-			}
+		// CPU is not spent on a second decoding. Only when the request
+		// would have to wait for a leader (none known, or the known one
+		// unreachable) does a follower check them, so that bad input is
+		// told at once rather than after an election.
+		check := func() *APIError {
+			_, aerr := prepareOps(r, body, build, s.b.Now())
+			return aerr
 		}
-		s.onLeader(w, r, body, func() error {
+		s.onLeaderChecked(w, r, body, check, func() error {
 			now := s.b.Now()
 			ops, aerr := prepareOps(r, body, build, now)
 			if aerr != nil {
