@@ -373,6 +373,11 @@ func asAPIError(err error) *APIError {
 	return &APIError{Status: http.StatusInternalServerError, ErrorCode: string(fsm.CodeFault), Message: err.Error()}
 }
 
+// WriteError answers with e as the API's JSON error body, for handlers
+// outside this package that answer in the API's place (a gntd that holds
+// no state, or is stopping).
+func WriteError(w http.ResponseWriter, e *APIError) { writeError(w, e) }
+
 func writeError(w http.ResponseWriter, e *APIError) {
 	if e.Status == 0 {
 		e.Status = http.StatusInternalServerError

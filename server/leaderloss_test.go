@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"errors"
+	"net"
+	"os"
 	"sync"
 	"syscall"
 	"testing"
@@ -69,13 +71,8 @@ func (c confFuture) Error() error                      { return nil }
 func (c confFuture) Index() uint64                     { return 1 }
 func (c confFuture) Configuration() raft.Configuration { return c.c }
 
-var refused = &netOpError{syscall.ECONNREFUSED}
-
-// netOpError wraps an errno as a dial error does.
-type netOpError struct{ errno syscall.Errno }
-
-func (e *netOpError) Error() string { return "dial tcp: " + e.errno.Error() }
-func (e *netOpError) Unwrap() error { return e.errno }
+// refused is the error a dial to a port nobody listens on returns.
+var refused = &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
 
 // follower returns node "b" following leader "a" (at 127.0.0.1) in a
 // three-voter group whose base timeouts are 200 ms, and a watcher with a

@@ -214,10 +214,7 @@ func (s *Server) stopGate(h http.Handler) http.Handler {
 		if s.stopping.Load() {
 			w.Header().Set("Connection", "close")
 			if s.raftNode() == nil {
-				msg := "this gntd is stopping; ask another master candidate"
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(http.StatusServiceUnavailable)
-				fmt.Fprintf(w, `{"code":503,"message":%q,"explain":%q,"error_code":%q}`, msg, msg, rpc.CodeUnavailable)
+				unavailable(w, rpc.CodeUnavailable, "this gntd is stopping; ask another master candidate")
 				return
 			}
 		}
@@ -272,6 +269,11 @@ func (s *Server) handOff() {
 	s.log.Info("stopping: leadership handed over", "to", to, "took", took)
 }
 
+// unavailable answers 503 with the API's error body, code and message.
+func unavailable(w http.ResponseWriter, code, msg string) {
+	rpc.WriteError(w, &rpc.APIError{Status: http.StatusServiceUnavailable, Message: msg, Explain: msg, ErrorCode: code})
+}
+
 // gate lets a gntd that holds no state answer only what needs none.
 func (s *Server) gate(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -286,9 +288,7 @@ func (s *Server) gate(h http.Handler) http.Handler {
 				if cands != "" {
 					msg += "; ask a candidate: " + cands
 				}
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(http.StatusServiceUnavailable)
-				fmt.Fprintf(w, `{"code":503,"message":%q,"explain":%q,"error_code":%q}`, msg, msg, rpc.CodeNotCandidate)
+				unavailable(w, rpc.CodeNotCandidate, msg)
 				return
 			}
 		}
