@@ -289,8 +289,18 @@ func runJobs(t *testing.T, c *Cluster, clients int, d time.Duration, toLeader bo
 		wg     sync.WaitGroup
 	)
 	leader := c.WaitLeader(10 * time.Second).APIAddr()
+	mark := c.LogLen()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
+	defer func() {
+		// A benchmark run has no faults: say what the members logged when
+		// a client saw an error.
+		if failed.Load() > 0 {
+			for _, m := range c.Members {
+				t.Logf("---- %s during the run (%d failed) ----\n%s", m.Name, failed.Load(), lastLines(m.Log()[mark[m]:], 40))
+			}
+		}
+	}()
 	for i := 0; i < clients; i++ {
 		wg.Add(1)
 		go func(i int) {
@@ -350,6 +360,12 @@ func runJobs(t *testing.T, c *Cluster, clients int, d time.Duration, toLeader bo
 	}
 	wg.Wait()
 	return done.Load(), lats, failed.Load()
+}
+
+// lastLines returns the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // TestBenchJobThroughput: end-to-end configuration jobs per second through
