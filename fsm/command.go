@@ -107,6 +107,13 @@ type JobSubmit struct {
 	// UUIDs holds one proposer-drawn UUID per opcode (used by opcodes that
 	// create an object).
 	UUIDs []string `json:"uuids"`
+	// Token is the client's name for this submission (header
+	// X-Gnt-Submit-Token), empty when it gave none. A submission whose
+	// token names a job the state still holds creates nothing and answers
+	// with that job, so a client may resend a submission whose outcome it
+	// did not learn (the connection broke, or leadership was lost while
+	// committing) without running the job twice. Since LogVersion 1.
+	Token string `json:"token,omitempty"`
 }
 
 // LeaderEstablish is written by a new leader after its Barrier: it records
@@ -142,7 +149,10 @@ type LeaderEstablish struct {
 // TestLogSchema keeps each version's schema (commands, opcodes, frames)
 // in testdata/log-schema-v<N>.txt and fails when the log changes while the
 // version stays.
-const LogVersion = 0
+//
+// Version 1 adds the submission token (JobSubmit.Token, the last frame of
+// a CmdJobSubmitFrames entry when set).
+const LogVersion = 1
 
 // Job update actions.
 const (

@@ -92,7 +92,8 @@ func appendString(out []byte, s string) []byte {
 }
 
 // encode writes a JobSubmit as CmdJobSubmitFrames: Now, then the opcodes
-// and the UUIDs, each list as a count and its byte strings. The opcodes
+// and the UUIDs, each list as a count and its byte strings, then the
+// token as a byte string when there is one (LogVersion 1). The opcodes
 // are raw JSON already; Apply decodes and validates each once.
 func (c JobSubmit) encode() ([]byte, error) {
 	size := 1 + 3*binary.MaxVarintLen64
@@ -105,6 +106,7 @@ func (c JobSubmit) encode() ([]byte, error) {
 	for _, u := range c.UUIDs {
 		size += len(u) + binary.MaxVarintLen64
 	}
+	size += len(c.Token) + binary.MaxVarintLen64
 	out := make([]byte, 0, size)
 	out = append(out, byte(CmdJobSubmitFrames))
 	out = binary.AppendVarint(out, c.Now)
@@ -115,6 +117,9 @@ func (c JobSubmit) encode() ([]byte, error) {
 	out = binary.AppendUvarint(out, uint64(len(c.UUIDs)))
 	for _, u := range c.UUIDs {
 		out = appendString(out, u)
+	}
+	if c.Token != "" {
+		out = appendString(out, c.Token)
 	}
 	return out, nil
 }
@@ -131,6 +136,11 @@ func DecodeJobSubmit(body []byte) (JobSubmit, *Error) {
 	c.UUIDs = make([]string, r.count("UUID count"))
 	for i := range c.UUIDs {
 		c.UUIDs[i] = r.str("UUID")
+	}
+	if r.err == nil && r.off < len(r.b) {
+		if c.Token = r.str("token"); r.err == nil && c.Token == "" {
+			r.fail("token (empty)")
+		}
 	}
 	if e := r.end(); e != nil {
 		return JobSubmit{}, e

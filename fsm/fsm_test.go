@@ -546,7 +546,7 @@ func framesRoundTrip[C Command](t *testing.T, cmd C, typ CommandType, decode fun
 // encoded, and a batch's frames give back its commands.
 func TestEncodeMatchesJSON(t *testing.T) {
 	js := JobSubmit{Now: 1234567890123, Ops: []json.RawMessage{json.RawMessage(`{"OP_ID":"OP_TAGS_SET","kind":"cluster","tags":["a\"b"]}`), json.RawMessage(`{"OP_ID":"OP_TEST_DELAY","duration":1}`)},
-		UUIDs: []string{"u-1", "quote\"d"}}
+		UUIDs: []string{"u-1", "quote\"d"}, Token: "client:1"}
 	got := framesRoundTrip(t, js, CmdJobSubmitFrames, DecodeJobSubmit)
 	if _, err := Encode(JobSubmit{Now: 1, Ops: []json.RawMessage{nil}, UUIDs: []string{""}}); err == nil {
 		t.Fatal("empty opcode encoded")
@@ -677,6 +677,8 @@ func TestBatchForms(t *testing.T) {
 func FuzzDecodeJobSubmit(f *testing.F) {
 	c, _ := Encode(JobSubmit{Now: -5, Ops: []json.RawMessage{json.RawMessage(`{"OP_ID":"OP_TEST_DELAY"}`)}, UUIDs: []string{"u"}})
 	f.Add(c[1:])
+	c, _ = Encode(JobSubmit{Now: 7, Ops: []json.RawMessage{json.RawMessage(`{"OP_ID":"OP_TEST_DELAY"}`)}, UUIDs: []string{"u"}, Token: "t:1"})
+	f.Add(c[1:])
 	f.Add([]byte{0x02, 0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		js, e := DecodeJobSubmit(body)
@@ -699,7 +701,7 @@ func FuzzDecodeJobSubmit(f *testing.F) {
 			// Varints have one canonical form on output; a body with a
 			// padded one decodes to the same values.
 			back, e := DecodeJobSubmit(again[1:])
-			if e != nil || back.Now != js.Now || len(back.Ops) != len(js.Ops) || len(back.UUIDs) != len(js.UUIDs) {
+			if e != nil || back.Now != js.Now || len(back.Ops) != len(js.Ops) || len(back.UUIDs) != len(js.UUIDs) || back.Token != js.Token {
 				t.Fatalf("re-encoding differs: %x vs %x", again[1:], body)
 			}
 		}

@@ -150,6 +150,9 @@ type Job struct {
 	// while an opcode was running; the executor stops it at the next step
 	// boundary.
 	CancelRequested bool `json:"cancel_requested,omitempty"`
+	// Token is the submission token the job was created with (see
+	// JobSubmit.Token), empty when there was none.
+	Token string `json:"token,omitempty"`
 }
 
 // Priority is Ganeti's job priority: the minimum over unfinished opcodes.

@@ -31,7 +31,7 @@ func logSchema() string {
 	for _, id := range sortedKeys(opcodeTypes) {
 		fmt.Fprintf(&b, "opcode %s %s\n", id, schemaOf(reflect.TypeOf(opcodeTypes[id]()), map[reflect.Type]bool{}))
 	}
-	sub, _ := Encode(JobSubmit{Now: 1, Ops: []json.RawMessage{json.RawMessage(`{"OP_ID":"OP_TEST_DELAY","duration":0}`)}, UUIDs: []string{"u"}})
+	sub, _ := Encode(JobSubmit{Now: 1, Ops: []json.RawMessage{json.RawMessage(`{"OP_ID":"OP_TEST_DELAY","duration":0}`)}, UUIDs: []string{"u"}, Token: "t"})
 	upd, _ := Encode(JobUpdate{Now: 1, Epoch: 2, JobID: 3, OpIndex: 0, Action: ActionStep, Status: StatusSuccess, Result: json.RawMessage(`1`),
 		Log: []string{"l"}, Step: 1, StepName: "s", Locks: []LockDecl{{Level: "node", Names: []string{"n"}}}})
 	batch, _ := EncodeBatch([][]byte{sub, upd})

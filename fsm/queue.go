@@ -21,13 +21,16 @@ type ArchivedJob struct {
 	// Error is the result of the first failed opcode, cut to
 	// maxArchivedError bytes.
 	Error string `json:"error,omitempty"`
+	// Token is the job's submission token, kept so that a resent
+	// submission still finds its job.
+	Token string `json:"token,omitempty"`
 }
 
 const maxArchivedError = 512
 
 func archivedFrom(j *Job, now *Timestamp) *ArchivedJob {
 	a := &ArchivedJob{ID: j.ID, Status: j.Status, Summary: j.Summary, Priority: j.Priority(),
-		ReceivedTS: j.ReceivedTS, StartTS: j.StartTS, EndTS: j.EndTS, ArchivedTS: now}
+		ReceivedTS: j.ReceivedTS, StartTS: j.StartTS, EndTS: j.EndTS, ArchivedTS: now, Token: j.Token}
 	for _, op := range j.Ops {
 		a.OpStatus = append(a.OpStatus, op.Status)
 		if a.Error == "" && op.Status == StatusError && len(op.Result) > 0 {
@@ -73,11 +76,45 @@ func (s *State) newJob(spec JobSpec, id, first int64, ts *Timestamp) (*Job, []Op
 // queue stores a job for the executor.
 func (s *State) queue(job *Job) {
 	job.Executor = true
-	s.Jobs[job.ID] = job
+	s.store(job)
 	s.touched = append(s.touched, job.ID)
 	s.NextJobID = job.ID + 1
 	s.pending++
 	s.execPending[job.ID] = struct{}{}
+}
+
+// store records a new job and its submission token.
+func (s *State) store(job *Job) {
+	s.Jobs[job.ID] = job
+	if job.Token != "" {
+		s.byToken[job.Token] = job.ID
+	}
+}
+
+// MaxSubmitTokenLen is the longest submission token accepted.
+const MaxSubmitTokenLen = 64
+
+// CheckSubmitToken says what is wrong with a submission token: it must be
+// 1 to MaxSubmitTokenLen characters, each a letter, a digit or one of
+// "-_.:".
+func CheckSubmitToken(tok string) *Error {
+	if tok == "" || len(tok) > MaxSubmitTokenLen {
+		return errf(CodeInval, "token", "a submission token has 1 to %d characters, not %d", MaxSubmitTokenLen, len(tok))
+	}
+	for i := 0; i < len(tok); i++ {
+		c := tok[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.' || c == ':') {
+			return errf(CodeInval, "token", "a submission token may hold letters, digits and -_.: only; %q is at offset %d", c, i)
+		}
+	}
+	return nil
+}
+
+// JobByToken returns the id of the job a submission with this token
+// created, while the state holds it (active or archived).
+func (s *State) JobByToken(tok string) (int64, bool) {
+	id, ok := s.byToken[tok]
+	return id, ok
 }
 
 func (s *State) queueFull(n int) *Error {
@@ -91,11 +128,22 @@ func (s *State) applyJobSubmit(c *JobSubmit) Response {
 	if s.Cluster == nil {
 		return Response{Err: errf(CodeState, "", "cluster is not initialised")}
 	}
+	if c.Token != "" {
+		if e := CheckSubmitToken(c.Token); e != nil {
+			return Response{Err: e}
+		}
+		if id, ok := s.byToken[c.Token]; ok {
+			// A resent submission: answer with the job the first one
+			// made, and change nothing.
+			return Response{JobID: id, Job: s.Jobs[id]}
+		}
+	}
 	ts := TimestampFromNanos(c.Now)
 	job, ops, e := s.newJob(JobSpec{Ops: c.Ops, UUIDs: c.UUIDs}, s.NextJobID, s.NextJobID, ts)
 	if e != nil {
 		return Response{Err: e}
 	}
+	job.Token = c.Token
 	// The fast path applies a configuration-only job at once. A job with
 	// dependencies, or one whose locks a running opcode holds, waits in
 	// the queue like any other.
@@ -143,7 +191,7 @@ func (s *State) applyJobSubmit(c *JobSubmit) Response {
 	}
 	job.StartTS, job.EndTS = ts, ts
 	job.Status = StatusSuccess
-	s.Jobs[job.ID] = job
+	s.store(job)
 	s.touched = append(s.touched, job.ID)
 	s.NextJobID++
 	s.finish(job.ID, ts)
@@ -216,6 +264,9 @@ func (s *State) archive(id int64, now *Timestamp) {
 	copy(s.archOrder[i+1:], s.archOrder[i:])
 	s.archOrder[i] = id
 	for len(s.archOrder) > MaxArchivedJobs {
+		if a := s.Archived[s.archOrder[0]]; a != nil && a.Token != "" {
+			delete(s.byToken, a.Token)
+		}
 		delete(s.Archived, s.archOrder[0])
 		delete(s.modIndex, s.archOrder[0])
 		s.archOrder = s.archOrder[1:]

@@ -43,6 +43,9 @@ type State struct {
 	execPending map[int64]struct{}
 	// holding holds the jobs with a running opcode that recorded locks.
 	holding map[int64]struct{}
+	// byToken maps submission tokens to the jobs they created, active or
+	// archived.
+	byToken map[string]int64
 	// archOrder lists the archived ids in increasing order.
 	archOrder []int64
 	// touched lists the jobs the command being applied changed, for
@@ -101,7 +104,11 @@ func (s *State) reindex() {
 	s.execPending = map[int64]struct{}{}
 	s.holding = map[int64]struct{}{}
 	s.modIndex = map[int64]uint64{}
+	s.byToken = map[string]int64{}
 	for _, j := range s.Jobs {
+		if j.Token != "" {
+			s.byToken[j.Token] = j.ID
+		}
 		if !Finalized(j.Status) {
 			s.pending++
 			if j.Executor {
@@ -114,8 +121,11 @@ func (s *State) reindex() {
 		s.Archived = map[int64]*ArchivedJob{}
 	}
 	s.archOrder = make([]int64, 0, len(s.Archived))
-	for id := range s.Archived {
+	for id, a := range s.Archived {
 		s.archOrder = append(s.archOrder, id)
+		if a.Token != "" {
+			s.byToken[a.Token] = id
+		}
 	}
 	sortInt64(s.archOrder)
 }

@@ -1,0 +1,133 @@
+package fsm
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// TestSubmitToken: a submission whose token names a job the state holds
+// creates nothing and answers with that job, before and after the job is
+// archived and across a snapshot; tokens are checked; a submission without
+// one always makes a new job.
+func TestSubmitToken(t *testing.T) {
+	h := newHarness()
+	h.apply(ClusterInit{Now: h.now, Name: "c", UUID: h.uuid(), GroupUUID: h.uuid(), Node: NodeSpec{Name: "n1", UUID: h.uuid(), PrimaryIP: "10.0.0.1"}})
+	submit := func(tok, op string) Response {
+		t.Helper()
+		return h.apply(JobSubmit{Now: h.now, Ops: []json.RawMessage{json.RawMessage(op)}, UUIDs: []string{h.uuid()}, Token: tok}).(Response)
+	}
+	const delay = `{"OP_ID":"OP_TEST_DELAY","duration":1}`
+	const tags = `{"OP_ID":"OP_TAGS_SET","kind":"cluster","tags":["a"]}`
+
+	first := submit("client-1:a", delay)
+	if first.Err != nil || first.JobID == 0 {
+		t.Fatalf("first submission: %+v", first)
+	}
+	before := h.f.Hash()
+	again := submit("client-1:a", delay)
+	if again.Err != nil || again.JobID != first.JobID {
+		t.Fatalf("resent submission answered %+v, want job %d", again, first.JobID)
+	}
+	if h.f.Hash() != before {
+		t.Fatal("a resent submission changed the state")
+	}
+	// The token decides, not the content: a different body under a known
+	// token is the same submission.
+	if r := submit("client-1:a", tags); r.JobID != first.JobID || h.f.Hash() != before {
+		t.Fatalf("known token with another body: %+v", r)
+	}
+	// Without a token, or with another one, each submission is a job.
+	n1, n2 := submit("", delay), submit("", delay)
+	if n1.JobID == n2.JobID || n1.JobID == first.JobID {
+		t.Fatalf("untokened submissions share ids: %d %d", n1.JobID, n2.JobID)
+	}
+	// A configuration-only job is final at once; its token still names it.
+	fast := submit("client-1:b", tags)
+	if fast.Err != nil || fast.Job == nil || fast.Job.Status != StatusSuccess {
+		t.Fatalf("configuration job: %+v", fast)
+	}
+	h.f.Read(func(s *State, _ uint64) {
+		if len(s.Cluster.Tags) != 1 {
+			t.Fatalf("cluster tags %v", s.Cluster.Tags)
+		}
+	})
+	before = h.f.Hash()
+	if r := submit("client-1:b", tags); r.JobID != fast.JobID || r.Job == nil || r.Job.Status != StatusSuccess || h.f.Hash() != before {
+		t.Fatalf("resent configuration job: %+v", r)
+	}
+
+	// Bad tokens are refused and change nothing.
+	for _, tok := range []string{strings.Repeat("x", MaxSubmitTokenLen+1), "has space", "tab\t", "é", "a/b", "nul\x00"} {
+		before := h.f.Hash()
+		r := submit(tok, delay)
+		if r.Err == nil || r.Err.Code != CodeInval || r.Err.Field != "token" {
+			t.Errorf("token %q: %+v", tok, r)
+		}
+		if h.f.Hash() != before {
+			t.Errorf("token %q changed the state", tok)
+		}
+	}
+	if e := CheckSubmitToken(strings.Repeat("x", MaxSubmitTokenLen)); e != nil {
+		t.Errorf("longest token refused: %v", e)
+	}
+
+	// The token survives a snapshot and the job's archiving.
+	data, err := h.f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := New()
+	if err := g.Restore(bytes.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+	g.Read(func(s *State, _ uint64) {
+		if id, ok := s.JobByToken("client-1:b"); !ok || id != fast.JobID {
+			t.Errorf("restored state: token names %d %v, want %d", id, ok, fast.JobID)
+		}
+	})
+	if r := h.apply(JobArchive{Now: h.now, IDs: []int64{fast.JobID}}).(Response); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	h.f.Read(func(s *State, _ uint64) {
+		if _, active := s.Jobs[fast.JobID]; active || s.Archived[fast.JobID] == nil {
+			t.Fatalf("job %d not archived", fast.JobID)
+		}
+	})
+	before = h.f.Hash()
+	if r := submit("client-1:b", tags); r.JobID != fast.JobID || h.f.Hash() != before {
+		t.Fatalf("resent submission of an archived job: %+v", r)
+	}
+	data, _ = h.f.Snapshot()
+	g = New()
+	if err := g.Restore(bytes.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+	g.Read(func(s *State, _ uint64) {
+		if id, ok := s.JobByToken("client-1:b"); !ok || id != fast.JobID {
+			t.Errorf("restored state: archived job's token names %d %v, want %d", id, ok, fast.JobID)
+		}
+	})
+}
+
+// TestSubmitTokenForgotten: the token of an archived job dropped for
+// the archive's size is forgotten with it.
+func TestSubmitTokenForgotten(t *testing.T) {
+	s := newState()
+	for id := int64(1); id <= MaxArchivedJobs+1; id++ {
+		j := &Job{ID: id, Status: StatusSuccess}
+		if id == 1 {
+			j.Token = "oldest"
+		}
+		s.store(j)
+		s.Finished = append(s.Finished, id)
+		s.archive(id, nil)
+	}
+	if _, ok := s.JobByToken("oldest"); ok {
+		t.Fatal("the token of a dropped job still names it")
+	}
+	if s.Archived[1] != nil || len(s.Archived) != MaxArchivedJobs {
+		t.Fatalf("archive holds %d jobs", len(s.Archived))
+	}
+}
