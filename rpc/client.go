@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -31,9 +32,14 @@ type Client struct {
 	servers []string
 	http    *http.Client
 
-	mu  sync.Mutex
-	cur int
+	mu      sync.Mutex
+	cur     int
+	resends atomic.Int64
 }
+
+// Resends returns how many job submissions this client resent because it
+// did not learn the outcome of an earlier try (see Submit).
+func (c *Client) Resends() int64 { return c.resends.Load() }
 
 // NewClient returns a client for the given host:port addresses.
 func NewClient(servers []string) *Client {
@@ -52,13 +58,17 @@ func (c *Client) Servers() []string { return append([]string(nil), c.servers...)
 
 // retryable reports whether a failure should make the client try the next
 // server: the server could not be reached, or it answered that it has no
-// leader (nothing was applied then). A write whose connection broke after
-// it was sent is not retried: it may have been applied, and resending it
-// could run a job twice; the caller gets the error and decides.
+// leader (nothing was applied then). A write whose outcome is unknown (its
+// connection broke after it was sent, or leadership was lost while it was
+// committed) is resent only when resending is safe: a read, or a job
+// submission with a token (Submit). Any other write may have been
+// applied, and resending it could run a job twice; the caller gets the
+// error and decides.
 func retryable(err error, idempotent bool) bool {
 	var ae *APIError
 	if errors.As(err, &ae) {
-		return ae.ErrorCode == CodeNoLeader || ae.ErrorCode == CodeUnavailable || ae.ErrorCode == CodeNotCandidate
+		return ae.ErrorCode == CodeNoLeader || ae.ErrorCode == CodeUnavailable || ae.ErrorCode == CodeNotCandidate ||
+			idempotent && ae.ErrorCode == CodeIndeterminate
 	}
 	var oe *net.OpError
 	if errors.As(err, &oe) && oe.Op == "dial" {
@@ -108,8 +118,12 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 			return meta, nil
 		}
 		lastErr = err
-		if !retryable(err, method == http.MethodGet) || ctx.Err() != nil {
+		tokened := header.Get(HeaderSubmitToken) != ""
+		if !retryable(err, method == http.MethodGet || tokened) || ctx.Err() != nil {
 			return meta, err
+		}
+		if tokened && !retryable(err, false) {
+			c.resends.Add(1) // only the token makes this resend safe
 		}
 		c.mu.Lock()
 		if c.cur == i {
@@ -184,6 +198,10 @@ const (
 	HeaderJobStatus   = "X-Gnt-Job-Status"
 	HeaderSignature   = "X-Gnt-Signature"
 	HeaderTimestamp   = "X-Gnt-Timestamp"
+	// HeaderSubmitToken names a job submission (fsm.JobSubmit.Token): a
+	// request resent with the same token answers with the job the first
+	// one created instead of creating another.
+	HeaderSubmitToken = "X-Gnt-Submit-Token"
 )
 
 func parseMeta(h http.Header) Meta {

@@ -2,6 +2,8 @@ package rpc
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -614,9 +616,32 @@ func (c *Client) Join(ctx context.Context, key []byte, req JoinRequest) (JoinRes
 	return out, err
 }
 
-// submit sends a mutation whose answer is a job id.
+// submit is Submit.
 func (c *Client) submit(ctx context.Context, method, path string, q url.Values, body any) (int64, Meta, error) {
+	return c.Submit(ctx, method, path, q, body)
+}
+
+// Submit sends a request that creates one job (any RAPI mutation, or
+// POST /2/jobs) and returns the job's id. The request carries a fresh
+// submission token (X-Gnt-Submit-Token), so when its outcome is unknown
+// (the connection broke after it was sent, or the leader lost leadership
+// while committing it) it is resent, to the next server if need be, until
+// ctx ends: the resent request answers with the job the first one made,
+// if it made one, and a job is never created twice.
+func (c *Client) Submit(ctx context.Context, method, path string, q url.Values, body any) (int64, Meta, error) {
+	h := http.Header{}
+	h.Set(HeaderSubmitToken, NewSubmitToken())
 	var id int64
-	m, err := c.Do(ctx, method, path, q, body, &id)
+	m, err := c.do(ctx, method, path, q, h, body, &id)
 	return id, m, err
+}
+
+// NewSubmitToken returns a random submission token: "gnt-" and 32
+// hexadecimal digits.
+func NewSubmitToken() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand does not fail on Linux
+	}
+	return "gnt-" + hex.EncodeToString(b[:])
 }

@@ -773,10 +773,17 @@ func (s *Server) jobHandler(build opsBuilder) http.HandlerFunc {
 		// unreachable) does a follower check them, so that bad input is
 		// told at once rather than after an election.
 		check := func() *APIError {
+			if aerr := checkToken(r); aerr != nil {
+				return aerr
+			}
 			_, aerr := prepareOps(r, body, build, s.b.Now())
 			return aerr
 		}
 		s.onLeaderChecked(w, r, body, check, func() error {
+			if aerr := checkToken(r); aerr != nil {
+				writeError(w, aerr)
+				return nil
+			}
 			now := s.b.Now()
 			ops, aerr := prepareOps(r, body, build, now)
 			if aerr != nil {
@@ -786,6 +793,22 @@ func (s *Server) jobHandler(build opsBuilder) http.HandlerFunc {
 			return s.submit(w, r, ops, now, hold)
 		})
 	}
+}
+
+// checkToken checks the request's submission token (X-Gnt-Submit-Token),
+// if it has one.
+func checkToken(r *http.Request) *APIError {
+	vs := r.Header.Values(HeaderSubmitToken)
+	if len(vs) == 0 {
+		return nil
+	}
+	if len(vs) > 1 {
+		return badRequest("token", "%s given %d times", HeaderSubmitToken, len(vs))
+	}
+	if e := fsm.CheckSubmitToken(vs[0]); e != nil {
+		return FromFSM(e)
+	}
+	return nil
 }
 
 // prepareOps builds the opcodes of a request, adds the reason trail and
@@ -893,8 +916,14 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, ops []json.RawMe
 	for _, op := range ops {
 		hasDeps = hasDeps || bytes.Contains(op, []byte(`"depends"`))
 	}
+	token := r.Header.Get(HeaderSubmitToken)
 	var e *fsm.Error
 	s.b.FSM().Read(func(st *fsm.State, idx uint64) {
+		if _, resent := st.JobByToken(token); resent && token != "" {
+			// A resent submission: it will answer with the job the
+			// first one made, whose dependencies were checked then.
+			return
+		}
 		if hasDeps && st.Initialized() {
 			setIndex(w, idx)
 			e = st.CheckJobs([]fsm.JobSpec{{Ops: ops, UUIDs: uuids}})
@@ -904,7 +933,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, ops []json.RawMe
 		writeError(w, FromFSM(e))
 		return nil
 	}
-	resp, ok, err := s.applyHere(w, r, fsm.JobSubmit{Now: now.UnixNano(), Ops: ops, UUIDs: uuids})
+	resp, ok, err := s.applyHere(w, r, fsm.JobSubmit{Now: now.UnixNano(), Ops: ops, UUIDs: uuids, Token: token})
 	if !ok {
 		return err
 	}

@@ -75,8 +75,7 @@ func (s *session) change(ctx context.Context, method, path string, q url.Values,
 	if s.cfg.Reason != "" {
 		q = with(q, "reason", s.cfg.Reason)
 	}
-	var id jobID
-	meta, err := s.api.Do(ctx, method, path, q, body, &id)
+	id, meta, err := s.api.Submit(ctx, method, path, q, body)
 	if err != nil {
 		return nil, err
 	}

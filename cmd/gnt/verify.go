@@ -84,8 +84,7 @@ func clusterVerify(ctx context.Context, s *session, c *cli.Context, args []strin
 	if len(recorded) > 0 {
 		op := map[string]any{"OP_ID": "OP_OOB_COMMAND", "command": "power-status", "reason": clientReason("cluster verify")}
 		raw, _ := json.Marshal(op)
-		var id jobID
-		meta, err := s.api.Do(ctx, http.MethodPost, "/2/jobs", nil, rpc.SubmitJobRequest{Ops: []json.RawMessage{raw}}, &id)
+		id, meta, err := s.api.Submit(ctx, http.MethodPost, "/2/jobs", nil, rpc.SubmitJobRequest{Ops: []json.RawMessage{raw}})
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,149 @@
+package rpc_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/gnt-cluster/gnt/fsm"
+	"github.com/gnt-cluster/gnt/rpc"
+	"github.com/gnt-cluster/gnt/rpc/rpctest"
+)
+
+func jobCount(b *rpctest.Backend) int {
+	return readState(b, func(st *fsm.State) int { return len(st.Jobs) + len(st.Archived) })
+}
+
+// TestSubmitTokenHeader: a submission resent with its token answers with
+// the first one's job, directly and through a follower; a bad token is
+// refused with 400 and changes nothing.
+func TestSubmitTokenHeader(t *testing.T) {
+	leader, follower := pair(t)
+	const tok = "gnt-0123456789abcdef"
+	first := leader.do("PUT", "/2/tags?tag=a", "", rpc.HeaderSubmitToken, tok)
+	mustOK(t, first)
+	n := jobCount(leader.b)
+	for _, e := range []*env{leader, follower} {
+		r := e.do("PUT", "/2/tags?tag=a", "", rpc.HeaderSubmitToken, tok)
+		mustOK(t, r)
+		if string(r.body) != string(first.body) {
+			t.Errorf("resent: job %s, want %s", r.body, first.body)
+		}
+		if r.header.Get(rpc.HeaderJobStatus) != fsm.StatusSuccess {
+			t.Errorf("resent configuration job: status %q", r.header.Get(rpc.HeaderJobStatus))
+		}
+	}
+	// A job with a dependency, through POST /2/jobs.
+	body := `{"ops":[{"OP_ID":"OP_TEST_DELAY","duration":0,"depends":[[` + string(first.body) + `,[]]]}]}`
+	dep := leader.do("POST", "/2/jobs", body, rpc.HeaderSubmitToken, "dep-1")
+	mustOK(t, dep)
+	mustOK(t, leader.do("PUT", "/2/tags?tag=b", ""))
+	if r := leader.do("POST", "/2/jobs", body, rpc.HeaderSubmitToken, "dep-1"); r.status != 200 || string(r.body) != string(dep.body) {
+		t.Errorf("resent job with a dependency: %s, want job %s", r, dep.body)
+	}
+	if got := jobCount(leader.b); got != n+2 {
+		t.Errorf("%d jobs, want %d (the first, the dependent one and tag b)", got, n+2)
+	}
+
+	for _, bad := range []string{strings.Repeat("t", fsm.MaxSubmitTokenLen+1), "with space", "a/b"} {
+		for _, e := range []*env{leader, follower} {
+			before := fingerprint(leader.b)
+			checkErr(t, e.do("PUT", "/2/tags?tag=c", "", rpc.HeaderSubmitToken, bad), 400, "wrong_input", "token")
+			if fingerprint(leader.b) != before {
+				t.Errorf("token %q changed the state", bad)
+			}
+		}
+	}
+	// Two tokens in one request.
+	req := httptest.NewRequest("PUT", "/2/tags?tag=c", nil)
+	req.Header.Add(rpc.HeaderSubmitToken, "x")
+	req.Header.Add(rpc.HeaderSubmitToken, "y")
+	rec := httptest.NewRecorder()
+	leader.srv.Handler().ServeHTTP(rec, req)
+	if rec.Code != 400 || !strings.Contains(rec.Body.String(), rpc.HeaderSubmitToken) {
+		t.Errorf("two tokens: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// TestSubmitResends: Client.Submit resends a submission whose outcome it
+// did not learn, and the resent one finds the job the first made; a
+// write without a token is not resent.
+func TestSubmitResends(t *testing.T) {
+	lb := rpctest.NewCluster()
+	e := newEnv(t, lb)
+	c := ctx(t)
+
+	// The leader commits the entry, then loses leadership before it can
+	// answer: the outcome is indeterminate.
+	var calls atomic.Int32
+	lb.SetApplyHook(func(cmd fsm.Command) error {
+		if calls.Add(1) == 1 {
+			if _, _, err := lb.ApplyCommand(cmd); err != nil {
+				t.Errorf("applying: %v", err)
+			}
+			return rpc.ErrIndeterminate
+		}
+		return nil
+	})
+	n := jobCount(lb)
+	id, _, err := e.c.Submit(c, http.MethodPut, "/2/tags", url.Values{"tag": {"x"}}, nil)
+	if err != nil {
+		t.Fatalf("submit: %v", err)
+	}
+	if calls.Load() != 2 || jobCount(lb) != n+1 || e.c.Resends() != 1 {
+		t.Errorf("%d applies, %d new jobs, %d resends; want 2, 1 and 1", calls.Load(), jobCount(lb)-n, e.c.Resends())
+	}
+	if got := readState(lb, func(st *fsm.State) int64 { id, _ := st.JobByToken(lastToken(st)); return id }); got != id {
+		t.Errorf("submit returned job %d, the token names %d", id, got)
+	}
+	// Without a token the client gives the error back.
+	calls.Store(0)
+	var out int64
+	if _, err := e.c.Do(c, http.MethodPut, "/2/tags", url.Values{"tag": {"y"}}, nil, &out); err == nil || !strings.Contains(err.Error(), "unknown") {
+		t.Errorf("untokened write: %v", err)
+	}
+	lb.SetApplyHook(nil)
+
+	// The connection breaks after the request was served.
+	var served atomic.Int32
+	inner := e.srv.Handler()
+	broken := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if served.Add(1) > 1 {
+			inner.ServeHTTP(w, r)
+			return
+		}
+		inner.ServeHTTP(httptest.NewRecorder(), r)
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		conn.Close()
+	}))
+	t.Cleanup(broken.Close)
+	bc := rpc.NewClient([]string{broken.Listener.Addr().String()})
+	n = jobCount(lb)
+	if _, _, err := bc.Submit(c, http.MethodPost, "/2/jobs", nil, map[string]any{"ops": []any{map[string]any{"OP_ID": "OP_TEST_DELAY", "duration": 0}}}); err != nil {
+		t.Fatalf("submit over a breaking connection: %v", err)
+	}
+	if served.Load() != 2 || jobCount(lb) != n+1 {
+		t.Errorf("served %d times, %d new jobs; want 2 and 1", served.Load(), jobCount(lb)-n)
+	}
+}
+
+// lastToken returns the token of the newest job.
+func lastToken(st *fsm.State) string {
+	var best *fsm.Job
+	for _, j := range st.Jobs {
+		if best == nil || j.ID > best.ID {
+			best = j
+		}
+	}
+	if best == nil {
+		return ""
+	}
+	return best.Token
+}
