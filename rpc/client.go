@@ -82,6 +82,20 @@ func retryable(err error, idempotent bool) bool {
 		strings.Contains(err.Error(), "connection refused") || strings.Contains(err.Error(), "connection reset")
 }
 
+// settled is the error to report for a tokened write whose last try
+// failed with err: once an earlier try's outcome was unknown, a later
+// "no leader" or server error does not mean nothing was applied, so the
+// answer is indeterminate. A refusal (4xx) stands: a resend of an applied
+// submission would have found its job.
+func settled(err error, uncertain bool) error {
+	var ae *APIError
+	if !uncertain || errors.As(err, &ae) && ae.Status >= 400 && ae.Status < 500 {
+		return err
+	}
+	return &APIError{Status: http.StatusServiceUnavailable, ErrorCode: CodeIndeterminate,
+		Message: "an earlier try's outcome is unknown, and resending it did not settle it: " + err.Error()}
+}
+
 // Do sends one request and decodes the JSON answer into out (when non-nil).
 // body is encoded as JSON unless it is a []byte. Requests that fail because
 // a server is unreachable, or has no leader, are retried on the next server
@@ -108,6 +122,8 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	}
 	var lastErr error
 	backoff := 10 * time.Millisecond
+	tokened := header.Get(HeaderSubmitToken) != ""
+	uncertain := false // an earlier try of this tokened write may have been applied
 	for attempt := 0; ; attempt++ {
 		c.mu.Lock()
 		i := c.cur
@@ -118,11 +134,11 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 			return meta, nil
 		}
 		lastErr = err
-		tokened := header.Get(HeaderSubmitToken) != ""
 		if !retryable(err, method == http.MethodGet || tokened) || ctx.Err() != nil {
-			return meta, err
+			return meta, settled(err, uncertain)
 		}
 		if tokened && !retryable(err, false) {
+			uncertain = true
 			c.resends.Add(1) // only the token makes this resend safe
 		}
 		c.mu.Lock()
@@ -133,7 +149,7 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 		if (attempt+1)%len(c.servers) == 0 {
 			select {
 			case <-ctx.Done():
-				return meta, fmt.Errorf("%w (last error: %v)", ctx.Err(), lastErr)
+				return meta, settled(fmt.Errorf("%w (last error: %v)", ctx.Err(), lastErr), uncertain)
 			case <-time.After(backoff):
 			}
 			if backoff < 500*time.Millisecond {

@@ -1,6 +1,8 @@
 package rpc_test
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -146,4 +148,39 @@ func lastToken(st *fsm.State) string {
 		return ""
 	}
 	return best.Token
+}
+
+// TestSubmitUnsettled: a tokened write whose first try may have been
+// applied, and whose resends then find no leader until the deadline, is
+// reported indeterminate, not as a write that surely failed.
+func TestSubmitUnsettled(t *testing.T) {
+	lb := rpctest.NewCluster()
+	e := newEnv(t, lb)
+	var calls atomic.Int32
+	lb.SetApplyHook(func(cmd fsm.Command) error {
+		if calls.Add(1) == 1 {
+			lb.ApplyCommand(cmd)
+			lb.SetLeader("", "", false) // and no leader from now on
+			return rpc.ErrIndeterminate
+		}
+		return rpc.ErrNotLeader
+	})
+	c, cancel := context.WithTimeout(context.Background(), 2*testHold)
+	defer cancel()
+	_, _, err := e.c.Submit(c, http.MethodPut, "/2/tags", url.Values{"tag": {"x"}}, nil)
+	var ae *rpc.APIError
+	if !errors.As(err, &ae) || ae.ErrorCode != rpc.CodeIndeterminate {
+		t.Fatalf("unsettled submission: %v, want %s", err, rpc.CodeIndeterminate)
+	}
+	t.Logf("reported: %v", err)
+	// Had no try been applied, no leader is no leader.
+	lb2 := rpctest.NewCluster()
+	e2 := newEnv(t, lb2)
+	lb2.SetLeader("", "", false)
+	c2, cancel2 := context.WithTimeout(context.Background(), 2*testHold)
+	defer cancel2()
+	_, _, err = e2.c.Submit(c2, http.MethodPut, "/2/tags", url.Values{"tag": {"x"}}, nil)
+	if errors.As(err, &ae) && ae.ErrorCode == rpc.CodeIndeterminate {
+		t.Fatalf("a write no server took is reported indeterminate: %v", err)
+	}
 }
