@@ -286,7 +286,7 @@ func (c *Client) Info(ctx context.Context) (ClusterInfo, error) {
 // ModifyCluster submits OP_CLUSTER_SET_PARAMS; req is a
 // ModifyClusterRequest or a map of its fields.
 func (c *Client) ModifyCluster(ctx context.Context, req any, reason string) (int64, Meta, error) {
-	return c.submit(ctx, http.MethodPut, "/2/modify", reasonQuery(reason), req)
+	return c.Submit(ctx, http.MethodPut, "/2/modify", reasonQuery(reason), req)
 }
 
 // Nodes lists the nodes; without bulk only the names are filled.
@@ -315,13 +315,13 @@ func (c *Client) Node(ctx context.Context, name string) (NodeInfo, error) {
 // AddNode submits OP_NODE_ADD; req is an AddNodeRequest or a map of its
 // fields.
 func (c *Client) AddNode(ctx context.Context, req any, reason string) (int64, Meta, error) {
-	return c.submit(ctx, http.MethodPost, "/2/nodes", reasonQuery(reason), req)
+	return c.Submit(ctx, http.MethodPost, "/2/nodes", reasonQuery(reason), req)
 }
 
 // ModifyNode submits OP_NODE_SET_PARAMS; req is a ModifyNodeRequest or
 // a map of its fields.
 func (c *Client) ModifyNode(ctx context.Context, name string, req any, reason string) (int64, Meta, error) {
-	return c.submit(ctx, http.MethodPut, "/2/nodes/"+url.PathEscape(name)+"/modify", reasonQuery(reason), req)
+	return c.Submit(ctx, http.MethodPut, "/2/nodes/"+url.PathEscape(name)+"/modify", reasonQuery(reason), req)
 }
 
 // NodeRole returns a node's role (master, master-candidate, regular,
@@ -344,12 +344,12 @@ func (c *Client) SetNodeRole(ctx context.Context, name, role string, force, auto
 	if autoPromote {
 		q.Set("auto-promote", "1")
 	}
-	return c.submit(ctx, http.MethodPut, "/2/nodes/"+url.PathEscape(name)+"/role", q, role)
+	return c.Submit(ctx, http.MethodPut, "/2/nodes/"+url.PathEscape(name)+"/role", q, role)
 }
 
 // RemoveNode submits OP_NODE_REMOVE.
 func (c *Client) RemoveNode(ctx context.Context, name, reason string) (int64, Meta, error) {
-	return c.submit(ctx, http.MethodDelete, "/2/nodes/"+url.PathEscape(name), reasonQuery(reason), nil)
+	return c.Submit(ctx, http.MethodDelete, "/2/nodes/"+url.PathEscape(name), reasonQuery(reason), nil)
 }
 
 // Groups lists the node groups; without bulk only the names are filled.
@@ -378,18 +378,18 @@ func (c *Client) Group(ctx context.Context, name string) (GroupInfo, error) {
 // AddGroup submits OP_GROUP_ADD; req is an AddGroupRequest or a map of
 // its fields.
 func (c *Client) AddGroup(ctx context.Context, req any, reason string) (int64, Meta, error) {
-	return c.submit(ctx, http.MethodPost, "/2/groups", reasonQuery(reason), req)
+	return c.Submit(ctx, http.MethodPost, "/2/groups", reasonQuery(reason), req)
 }
 
 // ModifyGroup submits OP_GROUP_SET_PARAMS; req is a ModifyGroupRequest
 // or a map of its fields.
 func (c *Client) ModifyGroup(ctx context.Context, name string, req any, reason string) (int64, Meta, error) {
-	return c.submit(ctx, http.MethodPut, "/2/groups/"+url.PathEscape(name)+"/modify", reasonQuery(reason), req)
+	return c.Submit(ctx, http.MethodPut, "/2/groups/"+url.PathEscape(name)+"/modify", reasonQuery(reason), req)
 }
 
 // RemoveGroup submits OP_GROUP_REMOVE.
 func (c *Client) RemoveGroup(ctx context.Context, name, reason string) (int64, Meta, error) {
-	return c.submit(ctx, http.MethodDelete, "/2/groups/"+url.PathEscape(name), reasonQuery(reason), nil)
+	return c.Submit(ctx, http.MethodDelete, "/2/groups/"+url.PathEscape(name), reasonQuery(reason), nil)
 }
 
 // Instances lists the instances; without bulk only the names are filled.
@@ -439,7 +439,7 @@ func (c *Client) tags(ctx context.Context, method, kind, name string, tags []str
 	if reason != "" {
 		q.Set("reason", reason)
 	}
-	return c.submit(ctx, method, p, q, nil)
+	return c.Submit(ctx, method, p, q, nil)
 }
 
 // AddTags submits OP_TAGS_SET on an object (kind cluster, node,
@@ -523,7 +523,7 @@ func (c *Client) SubmitJobs(ctx context.Context, jobs [][]map[string]any, reason
 // SubmitJob submits a job of arbitrary opcodes (maps with OP_ID) through
 // POST /2/jobs.
 func (c *Client) SubmitJob(ctx context.Context, ops []map[string]any, reason string) (int64, Meta, error) {
-	return c.submit(ctx, http.MethodPost, "/2/jobs", reasonQuery(reason), map[string]any{"ops": ops})
+	return c.Submit(ctx, http.MethodPost, "/2/jobs", reasonQuery(reason), map[string]any{"ops": ops})
 }
 
 // SubmitJobHeld is SubmitJob whose answer waits until the job is
@@ -536,7 +536,7 @@ func (c *Client) SubmitJobHeld(ctx context.Context, ops []map[string]any, reason
 		q = url.Values{}
 	}
 	q.Set("wait", hold.String())
-	return c.submit(ctx, http.MethodPost, "/2/jobs", q, map[string]any{"ops": ops})
+	return c.Submit(ctx, http.MethodPost, "/2/jobs", q, map[string]any{"ops": ops})
 }
 
 // WaitJob waits until the job is finalized (success, error or canceled)
@@ -614,11 +614,6 @@ func (c *Client) Join(ctx context.Context, key []byte, req JoinRequest) (JoinRes
 	var out JoinResponse
 	_, err = c.do(ctx, http.MethodPost, "/2/gnt/join", nil, h, body, &out)
 	return out, err
-}
-
-// submit is Submit.
-func (c *Client) submit(ctx context.Context, method, path string, q url.Values, body any) (int64, Meta, error) {
-	return c.Submit(ctx, method, path, q, body)
 }
 
 // Submit sends a request that creates one job (any RAPI mutation, or

@@ -103,7 +103,7 @@ func (c *Client) PowercycleNode(ctx context.Context, name string, force bool, re
 		}
 		q.Set("force", "1")
 	}
-	return c.submit(ctx, http.MethodPost, "/2/nodes/"+url.PathEscape(name)+"/powercycle", q, nil)
+	return c.Submit(ctx, http.MethodPost, "/2/nodes/"+url.PathEscape(name)+"/powercycle", q, nil)
 }
 
 // OOBCheck asks the first gntd of the client's list that answers to check
