@@ -153,6 +153,10 @@ type Job struct {
 	// Token is the submission token the job was created with (see
 	// JobSubmit.Token), empty when there was none.
 	Token string `json:"token,omitempty"`
+	// SubmitIndex is the Raft index of the entry that created the job (0
+	// for jobs created before it was recorded): a resent submission
+	// answers with it.
+	SubmitIndex uint64 `json:"submit_index,omitempty"`
 }
 
 // Priority is Ganeti's job priority: the minimum over unfinished opcodes.

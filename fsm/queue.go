@@ -21,16 +21,17 @@ type ArchivedJob struct {
 	// Error is the result of the first failed opcode, cut to
 	// maxArchivedError bytes.
 	Error string `json:"error,omitempty"`
-	// Token is the job's submission token, kept so that a resent
-	// submission still finds its job.
-	Token string `json:"token,omitempty"`
+	// Token and SubmitIndex are the job's submission token and creation
+	// index, kept so that a resent submission still finds its job.
+	Token       string `json:"token,omitempty"`
+	SubmitIndex uint64 `json:"submit_index,omitempty"`
 }
 
 const maxArchivedError = 512
 
 func archivedFrom(j *Job, now *Timestamp) *ArchivedJob {
 	a := &ArchivedJob{ID: j.ID, Status: j.Status, Summary: j.Summary, Priority: j.Priority(),
-		ReceivedTS: j.ReceivedTS, StartTS: j.StartTS, EndTS: j.EndTS, ArchivedTS: now, Token: j.Token}
+		ReceivedTS: j.ReceivedTS, StartTS: j.StartTS, EndTS: j.EndTS, ArchivedTS: now, Token: j.Token, SubmitIndex: j.SubmitIndex}
 	for _, op := range j.Ops {
 		a.OpStatus = append(a.OpStatus, op.Status)
 		if a.Error == "" && op.Status == StatusError && len(op.Result) > 0 {
@@ -83,8 +84,10 @@ func (s *State) queue(job *Job) {
 	s.execPending[job.ID] = struct{}{}
 }
 
-// store records a new job and its submission token.
+// store records a new job, the index that creates it and its submission
+// token.
 func (s *State) store(job *Job) {
+	job.SubmitIndex = s.applying
 	s.Jobs[job.ID] = job
 	if job.Token != "" {
 		s.byToken[job.Token] = job.ID
@@ -134,8 +137,14 @@ func (s *State) applyJobSubmit(c *JobSubmit) Response {
 		}
 		if id, ok := s.byToken[c.Token]; ok {
 			// A resent submission: answer with the job the first one
-			// made, and change nothing.
-			return Response{JobID: id, Job: s.Jobs[id]}
+			// made, and the index that made it, and change nothing.
+			r := Response{JobID: id, Job: s.Jobs[id]}
+			if r.Job != nil {
+				r.Index = r.Job.SubmitIndex
+			} else if a := s.Archived[id]; a != nil {
+				r.Index = a.SubmitIndex
+			}
+			return r
 		}
 	}
 	ts := TimestampFromNanos(c.Now)

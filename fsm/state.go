@@ -46,6 +46,8 @@ type State struct {
 	// byToken maps submission tokens to the jobs they created, active or
 	// archived.
 	byToken map[string]int64
+	// applying is the index of the entry being applied.
+	applying uint64
 	// archOrder lists the archived ids in increasing order.
 	archOrder []int64
 	// touched lists the jobs the command being applied changed, for
@@ -393,6 +395,7 @@ func (f *FSM) WaitIndex(ctx context.Context, min uint64) uint64 {
 func (f *FSM) Apply(index uint64, data []byte) any {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.st.applying = index
 	var resp any
 	if len(data) == 0 {
 		resp = Response{Err: errf(CodeInval, "", "empty log entry")}

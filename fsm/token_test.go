@@ -22,13 +22,18 @@ func TestSubmitToken(t *testing.T) {
 	const tags = `{"OP_ID":"OP_TAGS_SET","kind":"cluster","tags":["a"]}`
 
 	first := submit("client-1:a", delay)
-	if first.Err != nil || first.JobID == 0 {
+	if first.Err != nil || first.JobID == 0 || first.Index != 0 {
 		t.Fatalf("first submission: %+v", first)
 	}
+	firstIndex := h.index
 	before := h.f.Hash()
 	again := submit("client-1:a", delay)
 	if again.Err != nil || again.JobID != first.JobID {
 		t.Fatalf("resent submission answered %+v, want job %d", again, first.JobID)
+	}
+	// The resend took effect where the job was made.
+	if again.Index != firstIndex {
+		t.Fatalf("resent submission answered index %d, want %d (where its job was made)", again.Index, firstIndex)
 	}
 	if h.f.Hash() != before {
 		t.Fatal("a resent submission changed the state")
@@ -48,6 +53,7 @@ func TestSubmitToken(t *testing.T) {
 	if fast.Err != nil || fast.Job == nil || fast.Job.Status != StatusSuccess {
 		t.Fatalf("configuration job: %+v", fast)
 	}
+	fastIndex := h.index
 	h.f.Read(func(s *State, _ uint64) {
 		if len(s.Cluster.Tags) != 1 {
 			t.Fatalf("cluster tags %v", s.Cluster.Tags)
@@ -96,8 +102,8 @@ func TestSubmitToken(t *testing.T) {
 		}
 	})
 	before = h.f.Hash()
-	if r := submit("client-1:b", tags); r.JobID != fast.JobID || h.f.Hash() != before {
-		t.Fatalf("resent submission of an archived job: %+v", r)
+	if r := submit("client-1:b", tags); r.JobID != fast.JobID || r.Index != fastIndex || h.f.Hash() != before {
+		t.Fatalf("resent submission of an archived job: %+v, want job %d made at %d", r, fast.JobID, fastIndex)
 	}
 	data, _ = h.f.Snapshot()
 	g = New()

@@ -39,8 +39,9 @@ func TestSubmitResentAfterLostAnswer(t *testing.T) {
 	// request (by its token, or its tag when it has none), drops the
 	// answer and closes the connection.
 	var (
-		mu   sync.Mutex
-		seen = map[string]int{}
+		mu      sync.Mutex
+		seen    = map[string]int{}
+		dropped = map[string]string{} // tag -> index of the answer dropped
 	)
 	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -61,6 +62,9 @@ func TestSubmitResentAfterLostAnswer(t *testing.T) {
 		mu.Lock()
 		seen[key]++
 		first := seen[key] == 1
+		if first {
+			dropped[r.URL.Query().Get("tag")] = resp.Header.Get(rpc.HeaderIndex)
+		}
 		mu.Unlock()
 		if first && r.Method != http.MethodGet {
 			conn, _, err := w.(http.Hijacker).Hijack()
@@ -84,9 +88,17 @@ func TestSubmitResentAfterLostAnswer(t *testing.T) {
 	ids := map[int64]string{}
 	for i := 0; i < n; i++ {
 		tag := fmt.Sprintf("resent-%d", i)
-		id, _, err := cl.AddTags(ctx, fsm.TagCluster, "", []string{tag}, "token test")
+		id, meta, err := cl.AddTags(ctx, fsm.TagCluster, "", []string{tag}, "token test")
 		if err != nil {
 			t.Fatalf("tag %s: %v", tag, err)
+		}
+		// The resend answers with the index where the tag was added (the
+		// first answer's), not its own entry's.
+		mu.Lock()
+		want := dropped[tag]
+		mu.Unlock()
+		if got := fmt.Sprint(meta.Index); got != want {
+			t.Errorf("tag %s: resend answered index %s, the first answer said %s", tag, got, want)
 		}
 		if prev, dup := ids[id]; dup {
 			t.Fatalf("job %d returned for %s and %s", id, prev, tag)

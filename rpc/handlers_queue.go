@@ -79,6 +79,9 @@ func (s *Server) applyHere(w http.ResponseWriter, r *http.Request, cmd fsm.Comma
 		writeError(w, asAPIError(err))
 		return resp, false, nil
 	}
+	if resp.Index != 0 {
+		idx = resp.Index // a resent submission took effect where its job was made
+	}
 	setIndex(w, idx)
 	if resp.Err != nil {
 		writeError(w, FromFSM(resp.Err))

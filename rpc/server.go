@@ -938,9 +938,12 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, ops []json.RawMe
 		return err
 	}
 	status := ""
-	if resp.Job != nil {
+	if resp.Job != nil && (resp.Index == 0 || !resp.Job.Executor) {
 		// Configuration-only jobs are final already; saying so spares the
-		// client a round trip to learn it.
+		// client a round trip to learn it. (An executor job found by a
+		// resent submission is waited for, or left to the client, like
+		// any other: its status now is not what the submission index
+		// shows.)
 		status = resp.Job.Status
 	}
 	if hold > 0 && !fsm.Finalized(status) {

@@ -37,6 +37,10 @@ func TestSubmitTokenHeader(t *testing.T) {
 		if r.header.Get(rpc.HeaderJobStatus) != fsm.StatusSuccess {
 			t.Errorf("resent configuration job: status %q", r.header.Get(rpc.HeaderJobStatus))
 		}
+		// It took effect where the first made it, not at the resend.
+		if got, want := r.header.Get(rpc.HeaderIndex), first.header.Get(rpc.HeaderIndex); got != want {
+			t.Errorf("resent: index %s, want %s", got, want)
+		}
 	}
 	// A job with a dependency, through POST /2/jobs.
 	body := `{"ops":[{"OP_ID":"OP_TEST_DELAY","duration":0,"depends":[[` + string(first.body) + `,[]]]}]}`
