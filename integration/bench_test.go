@@ -297,7 +297,7 @@ func runJobs(t *testing.T, c *Cluster, clients int, d time.Duration, toLeader bo
 		// a client saw an error.
 		if failed.Load() > 0 {
 			for _, m := range c.Members {
-				t.Logf("---- %s during the run (%d failed) ----\n%s", m.Name, failed.Load(), lastLines(m.Log()[mark[m]:], 40))
+				t.Logf("---- %s during the run (%d failed) ----\n%s", m.Name, failed.Load(), lastLines(strings.TrimRight(m.Log()[mark[m]:], "\n"), 40))
 			}
 		}
 	}()
@@ -360,12 +360,6 @@ func runJobs(t *testing.T, c *Cluster, clients int, d time.Duration, toLeader bo
 	}
 	wg.Wait()
 	return done.Load(), lats, failed.Load()
-}
-
-// lastLines returns the last n lines of s.
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // TestBenchJobThroughput: end-to-end configuration jobs per second through

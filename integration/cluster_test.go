@@ -154,13 +154,7 @@ func TestClusterLifecycle(t *testing.T) {
 	t.Logf("bad-input table checked on every candidate in %v", time.Since(badStart).Round(time.Millisecond))
 
 	// ---- Demoting a candidate below the pool size needs auto_promote.
-	var follower *Member
-	for _, m := range cands {
-		if m != leader {
-			follower = m
-			break
-		}
-	}
+	follower := c.Followers(leader)[0]
 	before := markState(ctx, t, c)
 	_, _, err = cl.ModifyNode(ctx, follower.Name, map[string]any{"master_candidate": false}, "")
 	expectAPIError(t, err, http.StatusConflict, string(fsm.CodeState), "auto_promote", "demoting a candidate without auto_promote")
@@ -169,12 +163,8 @@ func TestClusterLifecycle(t *testing.T) {
 	before.expectSame(ctx, t, c, false, "refused demotion")
 
 	// ---- Master failover to a named voter.
-	var target *Member
-	for _, m := range cands {
-		if m != leader {
-			target = m // the last follower by name
-		}
-	}
+	followers := c.Followers(leader)
+	target := followers[len(followers)-1] // the last follower by name
 	_, err = cl.MasterFailover(ctx, leader.Name)
 	expectAPIError(t, err, http.StatusConflict, string(fsm.CodeState), "target", "failover to the current master")
 	_, err = cl.MasterFailover(ctx, "node99")

@@ -273,6 +273,17 @@ func (m *Member) signal(sig syscall.Signal, wait bool) {
 // Log returns the member's output so far.
 func (m *Member) Log() string { return m.log.String() }
 
+// Followers returns the candidates other than leader, in name order.
+func (c *Cluster) Followers(leader *Member) []*Member {
+	var out []*Member
+	for _, m := range c.Candidates() {
+		if m != leader {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
 // Candidates returns the candidate members.
 func (c *Cluster) Candidates() []*Member {
 	var out []*Member
@@ -490,8 +501,11 @@ func (b *lockedBuffer) String() string {
 }
 
 // Tail returns the last n lines.
-func (b *lockedBuffer) Tail(n int) string {
-	lines := strings.Split(b.String(), "\n")
+func (b *lockedBuffer) Tail(n int) string { return lastLines(b.String(), n) }
+
+// lastLines returns the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(s, "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}

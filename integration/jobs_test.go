@@ -279,12 +279,7 @@ func TestPausedLeaderCannotRecord(t *testing.T) {
 			old.Resume()
 		}
 	}()
-	var others []*Member
-	for _, m := range c.Candidates() {
-		if m != old {
-			others = append(others, m)
-		}
-	}
+	others := c.Followers(old)
 	oc := rpc.NewClient([]string{others[0].APIAddr(), others[1].APIAddr()})
 	var newEpochStep bool
 	c.Eventually(20*time.Second, 50*time.Millisecond, "a step recorded by the new leader", func() error {
@@ -334,10 +329,8 @@ func TestJobWatchAcrossFailover(t *testing.T) {
 	id := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(out), "JobID:"))
 	// Watch through the leader first, then the others.
 	servers := []string{old.APIAddr()}
-	for _, m := range c.Candidates() {
-		if m != old {
-			servers = append(servers, m.APIAddr())
-		}
+	for _, m := range c.Followers(old) {
+		servers = append(servers, m.APIAddr())
 	}
 	cmd := exec.Command(c.Bin+"/gnt", "--server", strings.Join(servers, ","), "job", "watch", id)
 	var buf lockedBuffer

@@ -30,13 +30,7 @@ func snapshotCount(m *Member) int {
 func TestSnapshotInstallAndRestart(t *testing.T) {
 	c := NewCluster(t, ClusterOptions{Candidates: 3, ExtraArgs: []string{"--raft-snapshot-threshold", "40", "--raft-trailing-logs", "10"}})
 	leader := c.WaitLeader(10 * time.Second)
-	var follower *Member
-	for _, m := range c.Candidates() {
-		if m != leader {
-			follower = m
-			break
-		}
-	}
+	follower := c.Followers(leader)[0]
 	follower.Kill()
 	cl := rpc.NewClient([]string{leader.APIAddr()})
 	const jobs = 200

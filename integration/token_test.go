@@ -28,13 +28,7 @@ import (
 func TestSubmitResentAfterLostAnswer(t *testing.T) {
 	c := NewCluster(t, ClusterOptions{Candidates: 3})
 	leader := c.WaitLeader(10 * time.Second)
-	var follower *Member
-	for _, m := range c.Candidates() {
-		if m != leader {
-			follower = m
-			break
-		}
-	}
+	follower := c.Followers(leader)[0]
 	// The proxy passes each request on and, the first time it sees a
 	// request (by its token, or its tag when it has none), drops the
 	// answer and closes the connection.

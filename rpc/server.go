@@ -919,7 +919,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, ops []json.RawMe
 	token := r.Header.Get(HeaderSubmitToken)
 	var e *fsm.Error
 	s.b.FSM().Read(func(st *fsm.State, idx uint64) {
-		if _, resent := st.JobByToken(token); resent && token != "" {
+		if _, resent := st.JobByToken(token); token != "" && resent {
 			// A resent submission: it will answer with the job the
 			// first one made, whose dependencies were checked then.
 			return
