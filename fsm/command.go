@@ -151,8 +151,9 @@ type LeaderEstablish struct {
 // version stays.
 //
 // Version 1 adds the submission token (JobSubmit.Token, the last frame of
-// a CmdJobSubmitFrames entry when set).
-const LogVersion = 1
+// a CmdJobSubmitFrames entry when set). Version 2 adds it to
+// JobSubmitMany (its "token" field).
+const LogVersion = 2
 
 // Job update actions.
 const (
@@ -220,6 +221,12 @@ type JobSpec struct {
 type JobSubmitMany struct {
 	Now  int64     `json:"now"`
 	Jobs []JobSpec `json:"jobs"`
+	// Token names the submission as JobSubmit.Token does: a submission
+	// whose token names jobs the state still holds creates nothing and
+	// answers with their ids. The first job records the token itself, job
+	// k > 0 the token and "#k" (ManyJobToken), which no client token can
+	// be. Since LogVersion 2.
+	Token string `json:"token,omitempty"`
 }
 
 // NodeRegister records what a node's gntd reports about itself (addresses,
@@ -330,7 +337,7 @@ type Response struct {
 	Job *Job `json:"job,omitempty"`
 	// Err is set when the command was refused; nothing changed then.
 	Err *Error `json:"error,omitempty"`
-	// Index is set when a JobSubmit was a resend (its token names a job
+	// Index is set when a JobSubmit or JobSubmitMany was a resend (its token names a job
 	// already made): the index of the entry that made the job, which is
 	// where the submission took effect, not the index of the resend.
 	Index uint64 `json:"index,omitempty"`

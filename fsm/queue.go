@@ -3,6 +3,7 @@ package fsm
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 )
 
 // ArchivedJob is what stays of a job once archived: enough to answer
@@ -113,6 +114,16 @@ func CheckSubmitToken(tok string) *Error {
 	return nil
 }
 
+// ManyJobToken is the token job k of a JobSubmitMany with token tok
+// records: tok itself for the first job, tok#k for the others ('#' is
+// never in a client's token, so these name no other submission).
+func ManyJobToken(tok string, k int) string {
+	if k == 0 {
+		return tok
+	}
+	return tok + "#" + strconv.Itoa(k)
+}
+
 // JobByToken returns the id of the job a submission with this token
 // created, while the state holds it (active or archived).
 func (s *State) JobByToken(tok string) (int64, bool) {
@@ -214,6 +225,14 @@ func (s *State) applyJobSubmitMany(c *JobSubmitMany) Response {
 	if len(c.Jobs) == 0 {
 		return Response{Err: errf(CodeInval, "jobs", "no jobs to submit")}
 	}
+	if c.Token != "" {
+		if e := CheckSubmitToken(c.Token); e != nil {
+			return Response{Err: e}
+		}
+		if _, ok := s.byToken[c.Token]; ok {
+			return s.resentMany(c)
+		}
+	}
 	if e := s.queueFull(len(c.Jobs)); e != nil {
 		return Response{Err: e}
 	}
@@ -225,12 +244,39 @@ func (s *State) applyJobSubmitMany(c *JobSubmitMany) Response {
 		if e != nil {
 			return Response{Err: &Error{Code: e.Code, Field: e.Field, Msg: fmt.Sprintf("job %d of the submission: %s", k, e.Msg)}}
 		}
+		if c.Token != "" {
+			job.Token = ManyJobToken(c.Token, k)
+		}
 		jobs[k] = job
 	}
 	r := Response{}
 	for _, job := range jobs {
 		s.queue(job)
 		r.JobIDs = append(r.JobIDs, job.ID)
+	}
+	return r
+}
+
+// resentMany answers a JobSubmitMany whose token names jobs already made:
+// with their ids, and the index that made them, changing nothing. A
+// resend must carry as many jobs as the first submission; when one of
+// them is no longer held (dropped from the archive), or the resend names
+// more jobs than were made, it is refused.
+func (s *State) resentMany(c *JobSubmitMany) Response {
+	r := Response{}
+	for k := range c.Jobs {
+		id, ok := s.byToken[ManyJobToken(c.Token, k)]
+		if !ok {
+			return Response{Err: errf(CodeState, "token", "submission %q was applied before, but job %d of it is no longer held (or it had fewer jobs than this resend)", c.Token, k)}
+		}
+		r.JobIDs = append(r.JobIDs, id)
+		if k == 0 {
+			if j := s.Jobs[id]; j != nil {
+				r.Index = j.SubmitIndex
+			} else if a := s.Archived[id]; a != nil {
+				r.Index = a.SubmitIndex
+			}
+		}
 	}
 	return r
 }

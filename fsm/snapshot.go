@@ -34,6 +34,10 @@ type snapHeader struct {
 	Format  string `json:"format"`
 	Version int    `json:"version"`
 	Index   uint64 `json:"index"`
+	// LogVersion repeats the queue record's, so that a build reading an
+	// older log refuses the snapshot before it meets a record it cannot
+	// decode (written since LogVersion 2; older builds ignore it).
+	LogVersion int `json:"log_version,omitempty"`
 }
 
 type snapRecord struct {
@@ -127,7 +131,7 @@ func encodeState(s *State, index uint64) ([]byte, error) {
 		buf = append(buf, "}\n"...)
 		return nil
 	}
-	if err := line(snapHeader{Format: "gnt-fsm", Version: SnapshotVersion, Index: index}); err != nil {
+	if err := line(snapHeader{Format: "gnt-fsm", Version: SnapshotVersion, Index: index, LogVersion: s.LogVersion}); err != nil {
 		return nil, err
 	}
 	if s.Cluster != nil {
@@ -243,6 +247,9 @@ func DecodeSnapshot(r io.Reader) (*State, uint64, error) {
 	}
 	if h.Version != 2 && h.Version != SnapshotVersion {
 		return nil, 0, fmt.Errorf("snapshot: format version %d is not supported by this gntd (it reads 1..%d)", h.Version, SnapshotVersion)
+	}
+	if h.LogVersion > LogVersion {
+		return nil, 0, fmt.Errorf("snapshot: it holds a log of version %d and this gntd reads up to version %d; upgrade this gntd", h.LogVersion, LogVersion)
 	}
 	st := newState()
 	sawQueue := false

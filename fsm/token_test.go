@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -136,4 +137,64 @@ func TestSubmitTokenForgotten(t *testing.T) {
 	if s.Archived[1] != nil || len(s.Archived) != MaxArchivedJobs {
 		t.Fatalf("archive holds %d jobs", len(s.Archived))
 	}
+}
+
+// TestSubmitManyToken: a JobSubmitMany resent under its token creates
+// nothing and answers with the ids and the index of the jobs the first
+// one made, across a snapshot too; each job records its own token; a
+// resend naming more jobs than were made, and a bad token, are refused.
+func TestSubmitManyToken(t *testing.T) {
+	h := newHarness()
+	h.apply(ClusterInit{Now: h.now, Name: "c", UUID: h.uuid(), GroupUUID: h.uuid(), Node: NodeSpec{Name: "n1", UUID: h.uuid(), PrimaryIP: "10.0.0.1"}})
+	many := func(tok string, n int) Response {
+		t.Helper()
+		c := JobSubmitMany{Now: h.now, Token: tok}
+		for k := 0; k < n; k++ {
+			c.Jobs = append(c.Jobs, JobSpec{Ops: []json.RawMessage{json.RawMessage(`{"OP_ID":"OP_TEST_DELAY","duration":1}`)}, UUIDs: []string{h.uuid()}})
+		}
+		return h.apply(c).(Response)
+	}
+	first := many("chain-1", 3)
+	if first.Err != nil || len(first.JobIDs) != 3 || first.Index != 0 {
+		t.Fatalf("first submission: %+v", first)
+	}
+	firstIndex := h.index
+	h.f.Read(func(s *State, _ uint64) {
+		for k, id := range first.JobIDs {
+			if got, want := s.Jobs[id].Token, ManyJobToken("chain-1", k); got != want {
+				t.Errorf("job %d records token %q, want %q", id, got, want)
+			}
+		}
+	})
+	before := h.f.Hash()
+	again := many("chain-1", 3)
+	if again.Err != nil || fmt.Sprint(again.JobIDs) != fmt.Sprint(first.JobIDs) || again.Index != firstIndex || h.f.Hash() != before {
+		t.Fatalf("resent submission answered %+v, want jobs %v made at %d, state unchanged", again, first.JobIDs, firstIndex)
+	}
+	if r := many("chain-1", 4); r.Err == nil || r.Err.Code != CodeState || r.Err.Field != "token" || h.f.Hash() != before {
+		t.Fatalf("resend with a job more than was made: %+v", r)
+	}
+	if r := many("chain#1", 2); r.Err == nil || r.Err.Field != "token" || h.f.Hash() != before {
+		t.Fatalf("a token with '#': %+v", r)
+	}
+	// Another token makes new jobs.
+	if r := many("chain-2", 2); r.Err != nil || len(r.JobIDs) != 2 || r.JobIDs[0] <= first.JobIDs[2] {
+		t.Fatalf("another token: %+v", r)
+	}
+	// Across a snapshot the tokens still name the jobs.
+	data, err := h.f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := New()
+	if err := g.Restore(bytes.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+	g.Read(func(s *State, _ uint64) {
+		for k, id := range first.JobIDs {
+			if got, ok := s.JobByToken(ManyJobToken("chain-1", k)); !ok || got != id {
+				t.Errorf("restored state: token of job %d names %d %v, want %d", k, got, ok, id)
+			}
+		}
+	})
 }

@@ -512,11 +512,15 @@ func (c *Client) ArchiveJob(ctx context.Context, id int64) (Meta, error) {
 }
 
 // SubmitJobs submits several jobs at once (POST /2/gnt/jobs), all or
-// none; in depends, -1 names the previous job of the list.
+// none; in depends, -1 names the previous job of the list. Like Submit it
+// sends a fresh submission token and resends when the outcome is
+// unknown, so the jobs are made once.
 func (c *Client) SubmitJobs(ctx context.Context, jobs [][]map[string]any, reason string) ([]int64, Meta, error) {
 	req := map[string]any{"jobs": jobs}
+	h := http.Header{}
+	h.Set(HeaderSubmitToken, NewSubmitToken())
 	var out SubmitJobsResponse
-	m, err := c.Do(ctx, http.MethodPost, "/2/gnt/jobs", reasonQuery(reason), req, &out)
+	m, err := c.do(ctx, http.MethodPost, "/2/gnt/jobs", reasonQuery(reason), h, req, &out)
 	return out.JobIDs, m, err
 }
 

@@ -142,12 +142,17 @@ func (s *Server) handleSubmitJobs(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badRequest("jobs", "no jobs given: the body must be {\"jobs\": [[opcode, ...], ...]}"))
 		return
 	}
+	if aerr := checkToken(r); aerr != nil {
+		writeError(w, aerr)
+		return
+	}
 	if len(req.Jobs) > MaxJobsPerSubmission {
 		writeError(w, badRequest("jobs", "%d jobs in one submission; at most %d", len(req.Jobs), MaxJobsPerSubmission))
 		return
 	}
 	now := s.b.Now()
-	cmd := fsm.JobSubmitMany{Now: now.UnixNano()}
+	token := r.Header.Get(HeaderSubmitToken)
+	cmd := fsm.JobSubmitMany{Now: now.UnixNano(), Token: token}
 	for k, ops := range req.Jobs {
 		raw := ops
 		built, aerr := prepareOps(r, body, func(*http.Request, []byte) ([]any, *APIError) {
@@ -172,7 +177,12 @@ func (s *Server) handleSubmitJobs(w http.ResponseWriter, r *http.Request) {
 		writeError(w, FromFSM(e))
 		return
 	}
-	check := func(st *fsm.State) *fsm.Error { return st.CheckJobs(cmd.Jobs) }
+	check := func(st *fsm.State) *fsm.Error {
+		if _, resent := st.JobByToken(token); token != "" && resent {
+			return nil // a resend answers with the jobs the first one made
+		}
+		return st.CheckJobs(cmd.Jobs)
+	}
 	s.applyCommand(w, r, body, cmd, check, func(resp fsm.Response) any {
 		return SubmitJobsResponse{JobIDs: resp.JobIDs}
 	})

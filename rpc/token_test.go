@@ -138,6 +138,53 @@ func TestSubmitResends(t *testing.T) {
 	if served.Load() != 2 || jobCount(lb) != n+1 {
 		t.Errorf("served %d times, %d new jobs; want 2 and 1", served.Load(), jobCount(lb)-n)
 	}
+
+	// Several jobs in one submission (POST /2/gnt/jobs), the chain's
+	// dependency included: made once, answered with the same ids.
+	served.Store(0)
+	n = jobCount(lb)
+	delay := map[string]any{"OP_ID": "OP_TEST_DELAY", "duration": 0}
+	chained := map[string]any{"OP_ID": "OP_TEST_DELAY", "duration": 0, "depends": []any{[]any{-1, []string{}}}}
+	ids, _, err := bc.SubmitJobs(c, [][]map[string]any{{delay}, {chained}}, "")
+	if err != nil {
+		t.Fatalf("submit jobs over a breaking connection: %v", err)
+	}
+	if served.Load() != 2 || jobCount(lb) != n+2 || len(ids) != 2 || ids[1] != ids[0]+1 {
+		t.Errorf("served %d times, %d new jobs, ids %v; want 2, 2 and two consecutive", served.Load(), jobCount(lb)-n, ids)
+	}
+}
+
+// TestSubmitJobsToken: POST /2/gnt/jobs resent with its token answers with
+// the jobs and the index of the first one, through a follower too; a bad
+// token is refused and changes nothing.
+func TestSubmitJobsToken(t *testing.T) {
+	leader, follower := pair(t)
+	const body = `{"jobs":[[{"OP_ID":"OP_TEST_DELAY","duration":0}],[{"OP_ID":"OP_TEST_DELAY","duration":0,"depends":[[-1,[]]]}]]}`
+	first := leader.do("POST", "/2/gnt/jobs", body, rpc.HeaderSubmitToken, "many-1")
+	mustOK(t, first)
+	n := jobCount(leader.b)
+	for _, e := range []*env{leader, follower} {
+		r := e.do("POST", "/2/gnt/jobs", body, rpc.HeaderSubmitToken, "many-1")
+		mustOK(t, r)
+		if string(r.body) != string(first.body) {
+			t.Errorf("resent: %s, want %s", r.body, first.body)
+		}
+		if got, want := r.header.Get(rpc.HeaderIndex), first.header.Get(rpc.HeaderIndex); got != want {
+			t.Errorf("resent: index %s, want %s", got, want)
+		}
+	}
+	if got := jobCount(leader.b); got != n {
+		t.Errorf("resends made %d jobs", got-n)
+	}
+	for _, bad := range []string{"a#1", strings.Repeat("t", fsm.MaxSubmitTokenLen+1)} {
+		for _, e := range []*env{leader, follower} {
+			before := fingerprint(leader.b)
+			checkErr(t, e.do("POST", "/2/gnt/jobs", body, rpc.HeaderSubmitToken, bad), 400, "wrong_input", "token")
+			if fingerprint(leader.b) != before {
+				t.Errorf("token %q changed the state", bad)
+			}
+		}
+	}
 }
 
 // lastToken returns the token of the newest job.
