@@ -21,7 +21,8 @@ import (
 // the cluster committed it is resent by the client with its token, and the
 // resend answers with the job the first made. The answers are lost by a
 // proxy in front of a follower, which forwards to the leader: every
-// submission runs through real Raft twice and makes one job. A write
+// submission runs through real Raft twice and makes one job, a chain of
+// three jobs in one submission (POST /2/gnt/jobs) included. A write
 // without a token, its answer lost the same way, is not resent: the
 // caller gets the error although the job exists, which is what tokens
 // are for.
@@ -102,9 +103,26 @@ func TestSubmitResentAfterLostAnswer(t *testing.T) {
 	if cl.Resends() != n {
 		t.Errorf("%d resends, want %d (one per submission)", cl.Resends(), n)
 	}
+	// Several jobs in one submission (a chain), its answer lost the same
+	// way: resent once, made once.
+	var chain [][]map[string]any
+	for k := 0; k < 3; k++ {
+		op := map[string]any{"OP_ID": "OP_TEST_DELAY", "duration": 0, "comment": fmt.Sprintf("chain-%d", k)}
+		if k > 0 {
+			op["depends"] = []any{[]any{-1, []string{fsm.StatusSuccess}}}
+		}
+		chain = append(chain, []map[string]any{op})
+	}
+	chainIDs, _, err := cl.SubmitJobs(ctx, chain, "token test")
+	if err != nil || len(chainIDs) != 3 {
+		t.Fatalf("chain: %v %v", chainIDs, err)
+	}
+	if cl.Resends() != n+1 {
+		t.Errorf("%d resends, want %d (one per submission)", cl.Resends(), n+1)
+	}
 	// Without a token: the error comes back, and the job was made.
 	var id int64
-	_, err := cl.Do(ctx, http.MethodPut, "/2/tags", url.Values{"tag": {"untokened"}}, nil, &id)
+	_, err = cl.Do(ctx, http.MethodPut, "/2/tags", url.Values{"tag": {"untokened"}}, nil, &id)
 	if err == nil {
 		t.Fatal("a write without a token was resent after its answer was lost")
 	}
@@ -117,10 +135,14 @@ func TestSubmitResentAfterLostAnswer(t *testing.T) {
 	madeBy := map[string][]int64{}
 	for _, j := range jobs {
 		var op struct {
-			Tags []string `json:"tags"`
+			Tags    []string `json:"tags"`
+			Comment string   `json:"comment"`
 		}
 		if len(j.Ops) == 1 && json.Unmarshal(j.Ops[0], &op) == nil && len(op.Tags) == 1 {
 			madeBy[op.Tags[0]] = append(madeBy[op.Tags[0]], j.ID)
+		}
+		if op.Comment != "" {
+			madeBy[op.Comment] = append(madeBy[op.Comment], j.ID)
 		}
 	}
 	for id, tag := range ids {
@@ -128,6 +150,13 @@ func TestSubmitResentAfterLostAnswer(t *testing.T) {
 			t.Errorf("tag %s: jobs %v, want exactly job %d", tag, got, id)
 		}
 		expectJobSuccess(ctx, t, c, id, "resent submission "+tag)
+	}
+	for k, id := range chainIDs {
+		name := fmt.Sprintf("chain-%d", k)
+		if got := madeBy[name]; len(got) != 1 || got[0] != id {
+			t.Errorf("%s: jobs %v, want exactly job %d", name, got, id)
+		}
+		expectJobSuccess(ctx, t, c, id, "resent chain's "+name)
 	}
 	if got := madeBy["untokened"]; len(got) != 1 {
 		t.Errorf("the untokened write made jobs %v, want one", got)
