@@ -12,7 +12,7 @@ import (
 // entry, decoded and applied.
 func BenchmarkApplyTagsSet(b *testing.B) {
 	h := newHarness()
-	h.apply(ClusterInit{Now: h.now, Name: "c", UUID: h.uuid(), GroupUUID: h.uuid(), Node: NodeSpec{Name: "n1", UUID: h.uuid(), PrimaryIP: "10.0.0.1"}})
+	h.initCluster("10.0.0.1")
 	for i := 2; i <= 100; i++ {
 		op := fmt.Sprintf(`{"OP_ID":"OP_NODE_ADD","node_name":"n%d","primary_ip":"10.0.%d.%d"}`, i, i/250, i%250+1)
 		h.apply(JobSubmit{Now: h.now, Ops: []json.RawMessage{json.RawMessage(op)}, UUIDs: []string{h.uuid()}})
@@ -37,7 +37,7 @@ func BenchmarkApplyTagsSet(b *testing.B) {
 // the server's applier packs them under load.
 func BenchmarkApplyBatch64(b *testing.B) {
 	h := newHarness()
-	h.apply(ClusterInit{Now: h.now, Name: "c", UUID: h.uuid(), GroupUUID: h.uuid(), Node: NodeSpec{Name: "n1", UUID: h.uuid(), PrimaryIP: "10.0.0.1"}})
+	h.initCluster("10.0.0.1")
 	var subs [][]byte
 	for i := 0; i < 64; i++ {
 		op := fmt.Sprintf(`{"OP_ID":"OP_TAGS_SET","kind":"cluster","tags":["bench:%d"]}`, i)
@@ -60,7 +60,7 @@ func BenchmarkApplyBatch64(b *testing.B) {
 // part that holds applies (Raft's Snapshot call: the freeze).
 func BenchmarkSnapshotFullQueue(b *testing.B) {
 	h := newHarness()
-	h.apply(ClusterInit{Now: h.now, Name: "c", UUID: h.uuid(), GroupUUID: h.uuid(), Node: NodeSpec{Name: "n1", UUID: h.uuid(), PrimaryIP: "10.0.0.1"}})
+	h.initCluster("10.0.0.1")
 	for i := 2; i <= 100; i++ {
 		op := fmt.Sprintf(`{"OP_ID":"OP_NODE_ADD","node_name":"n%d","primary_ip":"10.0.%d.%d"}`, i, i/250, i%250+1)
 		h.apply(JobSubmit{Now: h.now, Ops: []json.RawMessage{json.RawMessage(op)}, UUIDs: []string{h.uuid()}})
@@ -93,7 +93,7 @@ func BenchmarkSnapshotFullQueue(b *testing.B) {
 // node's free resources.
 func BenchmarkApplyInstancePut(b *testing.B) {
 	h := newHarness()
-	h.apply(ClusterInit{Now: h.now, Name: "c", UUID: h.uuid(), GroupUUID: h.uuid(), Node: NodeSpec{Name: "n1", UUID: h.uuid(), PrimaryIP: "10.0.0.1"}})
+	h.initCluster("10.0.0.1")
 	h.apply(LeaderEstablish{Now: h.now, Node: "n1"})
 	st := h.f.st
 	group := st.Nodes[st.Cluster.MasterNode].Group

@@ -32,6 +32,13 @@ func (h *harness) uuid() string {
 	return fmt.Sprintf("00000000-0000-0000-0000-%012d", h.uuids)
 }
 
+// initCluster initialises cluster "c" with its first node, n1, at ip.
+func (h *harness) initCluster(ip string) {
+	if r := h.apply(ClusterInit{Now: h.now, Name: "c", UUID: h.uuid(), GroupUUID: h.uuid(), Node: NodeSpec{Name: "n1", UUID: h.uuid(), PrimaryIP: ip}}).(Response); r.Err != nil {
+		panic(r.Err)
+	}
+}
+
 func (h *harness) apply(c Command) any {
 	data, err := Encode(c)
 	if err != nil {
@@ -434,7 +441,7 @@ func TestSnapshotV1(t *testing.T) {
 // state as it was.
 func TestRestoreBad(t *testing.T) {
 	h := newHarness()
-	h.apply(ClusterInit{Now: h.now, Name: "c", UUID: h.uuid(), GroupUUID: h.uuid(), Node: NodeSpec{Name: "n1", UUID: h.uuid(), PrimaryIP: "192.0.2.1"}})
+	h.initCluster("192.0.2.1")
 	good, _ := h.f.Snapshot()
 	lines := strings.SplitAfter(string(good), "\n")
 	cases := map[string]string{
@@ -465,7 +472,7 @@ func TestRestoreBad(t *testing.T) {
 // re-encode and restore to the same state.
 func FuzzRestore(f *testing.F) {
 	h := newHarness()
-	h.apply(ClusterInit{Now: h.now, Name: "c", UUID: h.uuid(), GroupUUID: h.uuid(), Node: NodeSpec{Name: "n1", UUID: h.uuid(), PrimaryIP: "192.0.2.1"}})
+	h.initCluster("192.0.2.1")
 	good, _ := h.f.Snapshot()
 	f.Add(good)
 	if v1, err := os.ReadFile("testdata/snapshot-v1.json"); err == nil {
@@ -576,7 +583,7 @@ func TestEncodeMatchesJSON(t *testing.T) {
 func TestBatchForms(t *testing.T) {
 	setup := func() *harness {
 		h := newHarness()
-		h.apply(ClusterInit{Now: h.now, Name: "c", UUID: h.uuid(), GroupUUID: h.uuid(), Node: NodeSpec{Name: "n1", UUID: h.uuid(), PrimaryIP: "10.0.0.1"}})
+		h.initCluster("10.0.0.1")
 		return h
 	}
 	var cmds [][]byte
@@ -746,7 +753,7 @@ func FuzzDecodeFrames(f *testing.F) {
 // TestFreezeIsolated: a frozen view does not change when the state does.
 func TestFreezeIsolated(t *testing.T) {
 	h := newHarness()
-	h.apply(ClusterInit{Now: h.now, Name: "c", UUID: h.uuid(), GroupUUID: h.uuid(), Node: NodeSpec{Name: "n1", UUID: h.uuid(), PrimaryIP: "192.0.2.1"}})
+	h.initCluster("192.0.2.1")
 	z := h.f.Freeze()
 	before, _ := z.Encode()
 	// Encoding runs while applies go on (raft's Persist does): -race
@@ -844,7 +851,7 @@ func TestSnapshotV2(t *testing.T) {
 // another one does, and when the state is replaced.
 func TestJobChanged(t *testing.T) {
 	h := newHarness()
-	h.apply(ClusterInit{Now: h.now, Name: "c", UUID: h.uuid(), GroupUUID: h.uuid(), Node: NodeSpec{Name: "n1", UUID: h.uuid(), PrimaryIP: "192.0.2.1"}})
+	h.initCluster("192.0.2.1")
 	h.apply(LeaderEstablish{Now: h.now, Node: "n1"})
 	delay := []json.RawMessage{json.RawMessage(`{"OP_ID":"OP_TEST_DELAY","duration":1}`)}
 	a := h.apply(JobSubmit{Now: h.now, Ops: delay, UUIDs: []string{""}}).(Response).JobID
@@ -1018,7 +1025,7 @@ func TestJobUpdateLegacyJSON(t *testing.T) {
 	var hashes []string
 	for _, form := range []string{"frames", "json"} {
 		h := newHarness()
-		h.apply(ClusterInit{Now: h.now, Name: "c", UUID: h.uuid(), GroupUUID: h.uuid(), Node: NodeSpec{Name: "n1", UUID: h.uuid(), PrimaryIP: "10.0.0.1"}})
+		h.initCluster("10.0.0.1")
 		le := h.apply(LeaderEstablish{Now: h.now, Node: "n1"}).(Response)
 		sub := h.apply(JobSubmit{Now: h.now, Ops: []json.RawMessage{json.RawMessage(`{"OP_ID":"OP_TEST_DELAY","duration":0}`)}, UUIDs: []string{""}}).(Response)
 		if le.Err != nil || sub.Err != nil {
@@ -1051,7 +1058,7 @@ func TestJobUpdateLegacyJSON(t *testing.T) {
 // every kind of record, and text that json.Marshal escapes.
 func TestSnapshotRecordBytes(t *testing.T) {
 	h := newHarness()
-	h.apply(ClusterInit{Now: h.now, Name: "c", UUID: h.uuid(), GroupUUID: h.uuid(), Node: NodeSpec{Name: "n1", UUID: h.uuid(), PrimaryIP: "192.0.2.1"}})
+	h.initCluster("192.0.2.1")
 	h.apply(LeaderEstablish{Now: h.now, Node: "n1"})
 	ops := []string{
 		`{"OP_ID":"OP_NODE_ADD","node_name":"n2","primary_ip":"192.0.2.2"}`,
@@ -1103,7 +1110,7 @@ func TestSnapshotRecordBytes(t *testing.T) {
 // a snapshot of a newer log.
 func TestLogVersion(t *testing.T) {
 	h := newHarness()
-	h.apply(ClusterInit{Now: h.now, Name: "c", UUID: h.uuid(), GroupUUID: h.uuid(), Node: NodeSpec{Name: "n1", UUID: h.uuid(), PrimaryIP: "192.0.2.1"}})
+	h.initCluster("192.0.2.1")
 	if r := h.apply(LeaderEstablish{Now: h.now, Node: "n1"}).(Response); r.Err != nil || h.f.st.LogVersion != 0 {
 		t.Fatalf("an entry of an older log: %v, log version %d", r.Err, h.f.st.LogVersion)
 	}
@@ -1189,7 +1196,7 @@ func TestLogVersion(t *testing.T) {
 func FuzzApply(f *testing.F) {
 	seed := func() *harness {
 		h := newHarness()
-		h.apply(ClusterInit{Now: h.now, Name: "c", UUID: h.uuid(), GroupUUID: h.uuid(), Node: NodeSpec{Name: "n1", UUID: h.uuid(), PrimaryIP: "192.0.2.1"}})
+		h.initCluster("192.0.2.1")
 		h.apply(LeaderEstablish{Now: h.now, Node: "n1"})
 		return h
 	}

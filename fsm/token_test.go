@@ -14,7 +14,7 @@ import (
 // one always makes a new job.
 func TestSubmitToken(t *testing.T) {
 	h := newHarness()
-	h.apply(ClusterInit{Now: h.now, Name: "c", UUID: h.uuid(), GroupUUID: h.uuid(), Node: NodeSpec{Name: "n1", UUID: h.uuid(), PrimaryIP: "10.0.0.1"}})
+	h.initCluster("10.0.0.1")
 	submit := func(tok, op string) Response {
 		t.Helper()
 		return h.apply(JobSubmit{Now: h.now, Ops: []json.RawMessage{json.RawMessage(op)}, UUIDs: []string{h.uuid()}, Token: tok}).(Response)
@@ -145,7 +145,7 @@ func TestSubmitTokenForgotten(t *testing.T) {
 // resend naming more jobs than were made, and a bad token, are refused.
 func TestSubmitManyToken(t *testing.T) {
 	h := newHarness()
-	h.apply(ClusterInit{Now: h.now, Name: "c", UUID: h.uuid(), GroupUUID: h.uuid(), Node: NodeSpec{Name: "n1", UUID: h.uuid(), PrimaryIP: "10.0.0.1"}})
+	h.initCluster("10.0.0.1")
 	many := func(tok string, n int) Response {
 		t.Helper()
 		c := JobSubmitMany{Now: h.now, Token: tok}
