@@ -337,9 +337,10 @@ type Response struct {
 	Job *Job `json:"job,omitempty"`
 	// Err is set when the command was refused; nothing changed then.
 	Err *Error `json:"error,omitempty"`
-	// Index is set when a JobSubmit or JobSubmitMany was a resend (its token names a job
-	// already made): the index of the entry that made the job, which is
-	// where the submission took effect, not the index of the resend.
+	// Index is set when a JobSubmit or JobSubmitMany was a resend (its
+	// token names a job already made): the index of the entry that made
+	// the job, which is where the submission took effect, not the index of
+	// the resend.
 	Index uint64 `json:"index,omitempty"`
 }
 
