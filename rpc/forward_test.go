@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -476,6 +477,55 @@ func TestForwardBroken(t *testing.T) {
 	f := newEnv(t, fb)
 	checkErr(t, f.do("PUT", "/2/tags?tag=x", ""), 503, rpc.CodeIndeterminate, "")
 	checkErr(t, f.do("GET", "/2/info?consistent=1", ""), 503, rpc.CodeNoLeader, "")
+	// A tokened write is forwarded again until the hold time runs out,
+	// then it is indeterminate all the same.
+	n := jobCount(leader.b)
+	r := f.do("PUT", "/2/tags?tag=x", "", rpc.HeaderSubmitToken, "broken-1")
+	checkErr(t, r, 503, rpc.CodeIndeterminate, "")
+	if jobCount(leader.b) != n {
+		t.Error("a write the broken leader never passed on made a job")
+	}
+}
+
+// TestForwardResent: a tokened write whose forward broke after the leader
+// had applied it is forwarded again by the follower itself, and answered
+// with the job the first forward made: the client sees one answer and the
+// state one job.
+func TestForwardResent(t *testing.T) {
+	leader, _ := pair(t)
+	var served atomic.Int32
+	inner := leader.srv.Handler()
+	flaky := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if served.Add(1) > 1 {
+			inner.ServeHTTP(w, r)
+			return
+		}
+		inner.ServeHTTP(httptest.NewRecorder(), r) // applied; the answer is lost
+		if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+			conn.Close()
+		}
+	}))
+	defer flaky.Close()
+	fb := rpctest.NewReplica(leader.b, "node2")
+	fb.SetLeader(flaky.Listener.Addr().String(), "node1", false)
+	f := newEnv(t, fb)
+
+	n := jobCount(leader.b)
+	r := f.do("PUT", "/2/tags?tag=once", "", rpc.HeaderSubmitToken, "resent-by-follower")
+	mustOK(t, r)
+	if served.Load() != 2 || jobCount(leader.b) != n+1 {
+		t.Errorf("leader served %d times, %d new jobs; want 2 and 1", served.Load(), jobCount(leader.b)-n)
+	}
+	id := readState(leader.b, func(st *fsm.State) int64 { id, _ := st.JobByToken("resent-by-follower"); return id })
+	if strings.TrimSpace(string(r.body)) != fmt.Sprint(id) {
+		t.Errorf("answered job %s, the token names job %d", r.body, id)
+	}
+	// Without a token the follower does not forward it again.
+	served.Store(0)
+	checkErr(t, f.do("PUT", "/2/tags?tag=twice", ""), 503, rpc.CodeIndeterminate, "")
+	if served.Load() != 1 {
+		t.Errorf("an untokened write was forwarded %d times", served.Load())
+	}
 }
 
 // TestBodyLimitWithoutLength: a body streamed without Content-Length is

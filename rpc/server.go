@@ -499,6 +499,20 @@ func (s *Server) onLeaderChecked(w http.ResponseWriter, r *http.Request, body []
 	deadline := time.Now().Add(s.hold)
 	forwarded := r.Header.Get(HeaderForwarded) != ""
 	why := "no leader is known"
+	// A write with a submission token may be forwarded again after a
+	// forward broke without an answer: the leader that then takes it
+	// answers with the job the first made, if the first made one. Once a
+	// forward may have been applied, failing to settle it is
+	// indeterminate, not "no leader".
+	resendable := r.Method != http.MethodGet && r.Method != http.MethodHead && r.Header.Get(HeaderSubmitToken) != ""
+	uncertain := false
+	unsettled := func(e *APIError) *APIError {
+		if uncertain {
+			e.ErrorCode = CodeIndeterminate
+			e.Message = "an earlier forward of this write broke without an answer, and forwarding it again did not settle it: " + e.Message
+		}
+		return e
+	}
 	for {
 		addr, self := s.b.Leader()
 		switch {
@@ -515,16 +529,23 @@ func (s *Server) onLeaderChecked(w http.ResponseWriter, r *http.Request, body []
 			if err == nil {
 				return
 			}
-			if !isDialError(err) || ctx.Err() != nil {
+			dial := isDialError(err)
+			if (!dial && !resendable) || ctx.Err() != nil {
 				e := noLeader(fmt.Sprintf("forwarding to the leader at %s failed: %v", addr, err))
-				if r.Method != http.MethodGet && r.Method != http.MethodHead {
+				if r.Method != http.MethodGet && r.Method != http.MethodHead && (!dial || uncertain) {
 					// The leader may have received the write.
 					e.ErrorCode = CodeIndeterminate
 				}
 				writeError(w, e)
 				return
 			}
-			why = fmt.Sprintf("the leader at %s cannot be reached: %v", addr, err)
+			if dial {
+				why = fmt.Sprintf("the leader at %s cannot be reached: %v", addr, err)
+			} else {
+				uncertain = true
+				why = fmt.Sprintf("forwarding to the leader at %s broke without an answer (%v)", addr, err)
+				s.log.Debug("forwarding a tokened write again", "path", r.URL.Path, "leader", addr, "error", err)
+			}
 		}
 		if check != nil {
 			if aerr := check(); aerr != nil {
@@ -534,16 +555,17 @@ func (s *Server) onLeaderChecked(w http.ResponseWriter, r *http.Request, body []
 			check = nil
 		}
 		if !time.Now().Before(deadline) {
-			writeError(w, noLeader(fmt.Sprintf("%s (waited %s)", why, s.hold)))
+			writeError(w, unsettled(noLeader(fmt.Sprintf("%s (waited %s)", why, s.hold))))
 			return
 		}
 		select {
 		case <-ctx.Done():
-			writeError(w, asAPIError(ctx.Err()))
+			writeError(w, unsettled(asAPIError(ctx.Err())))
 			return
 		case <-s.stop.Done():
-			// Nothing was applied here or sent on: safe to retry elsewhere.
-			writeError(w, noLeader(why+"; this gntd is stopping"))
+			// Nothing was applied here (a forward may have been, if
+			// uncertain): safe to retry elsewhere.
+			writeError(w, unsettled(noLeader(why+"; this gntd is stopping")))
 			return
 		case <-time.After(leaderPoll):
 		}
