@@ -503,3 +503,28 @@ func TestGossipCutNeedsIptables(t *testing.T) {
 		t.Errorf("tcp dropped %d, want 7", n)
 	}
 }
+
+// TestWorstRecovery: a fault's recovery is the earliest acknowledgement
+// of a write invoked after it began, not the answer to the first such
+// call (which may have waited the fault out while later writes went
+// through).
+func TestWorstRecovery(t *testing.T) {
+	ms := int64(time.Millisecond)
+	faults := []Fault{{Kind: "kill-leader", Start: 100 * ms}, {Kind: "split", Start: 1000 * ms}}
+	ops := []*Op{
+		{Kind: TagAdd, Outcome: OK, Call: 50 * ms, Return: 90 * ms},       // before the fault
+		{Kind: TagAdd, Outcome: OK, Call: 110 * ms, Return: 900 * ms},     // waited, resending
+		{Kind: TagRead, Outcome: OK, Call: 120 * ms, Return: 130 * ms},    // a read does not count
+		{Kind: TagAdd, Outcome: Failed, Call: 130 * ms, Return: 140 * ms}, // nor a failure
+		{Kind: TagDel, Outcome: OK, Call: 200 * ms, Return: 350 * ms},     // writes work again
+		{Kind: TagAdd, Outcome: OK, Call: 1010 * ms, Return: 1400 * ms},   // the split's first
+	}
+	worst, kind := worstRecovery(ops, faults)
+	if worst != 400*time.Millisecond || kind != "split" {
+		t.Fatalf("worst recovery %v (%s), want 400ms (split)", worst, kind)
+	}
+	ops[4].Outcome = Indeterminate
+	if worst, kind := worstRecovery(ops, faults); worst != 800*time.Millisecond || kind != "kill-leader" {
+		t.Fatalf("without the quick write: %v (%s), want 800ms (kill-leader)", worst, kind)
+	}
+}

@@ -74,7 +74,8 @@ type Report struct {
 	Sets                           SetResult
 	Linear                         LinearResult
 	// WorstRecovery is the longest time from a fault's start to the first
-	// acknowledged write invoked after it; WorstFault names that fault.
+	// acknowledgement of a write invoked after it; WorstFault names that
+	// fault.
 	WorstRecovery time.Duration
 	WorstFault    string
 	// Leaderships is the number of leaderships established (from the
@@ -636,20 +637,26 @@ func (r *run) finalMaintd(healed int64) {
 		f.Leader, secs(f.Elected), f.Epoch, after.Round(time.Millisecond))
 }
 
-// worstRecovery finds, for each fault, the first acknowledged write
-// invoked after the fault began, and returns the longest wait.
+// worstRecovery finds, for each fault, how long after it began a write
+// invoked since then was first acknowledged (the earliest return among
+// them, not the return of the earliest call: a call that waited out the
+// fault, resending, would otherwise hide the writes that went through
+// meanwhile), and returns the longest such wait.
 func worstRecovery(ops []*Op, faults []Fault) (time.Duration, string) {
 	var worst time.Duration
 	name := ""
 	for _, f := range faults {
-		for _, o := range ops { // ordered by call
+		first := time.Duration(-1)
+		for _, o := range ops {
 			if o.Call < f.Start || !o.IsWrite() || o.Outcome != OK {
 				continue
 			}
-			if d := time.Duration(o.Return - f.Start); d > worst {
-				worst, name = d, f.Kind
+			if d := time.Duration(o.Return - f.Start); first < 0 || d < first {
+				first = d
 			}
-			break
+		}
+		if first > worst {
+			worst, name = first, f.Kind
 		}
 	}
 	return worst, name
