@@ -526,6 +526,20 @@ func TestForwardResent(t *testing.T) {
 	if served.Load() != 1 {
 		t.Errorf("an untokened write was forwarded %d times", served.Load())
 	}
+	// Nor a write whose handler does not honour the token (a cancel).
+	served.Store(0)
+	checkErr(t, f.do("DELETE", "/2/jobs/"+fmt.Sprint(id), "", rpc.HeaderSubmitToken, "cancel-1"), 503, rpc.CodeIndeterminate, "")
+	if served.Load() != 1 {
+		t.Errorf("a tokened cancel was forwarded %d times", served.Load())
+	}
+	// Several jobs at once are.
+	served.Store(0)
+	n = jobCount(leader.b)
+	r = f.do("POST", "/2/gnt/jobs", `{"jobs":[[{"OP_ID":"OP_TEST_DELAY","duration":0}],[{"OP_ID":"OP_TEST_DELAY","duration":0}]]}`, rpc.HeaderSubmitToken, "many-by-follower")
+	mustOK(t, r)
+	if served.Load() != 2 || jobCount(leader.b) != n+2 {
+		t.Errorf("several jobs: leader served %d times, %d new jobs; want 2 and 2", served.Load(), jobCount(leader.b)-n)
+	}
 }
 
 // TestBodyLimitWithoutLength: a body streamed without Content-Length is

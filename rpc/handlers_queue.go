@@ -35,7 +35,9 @@ const MaxJobsPerSubmission = 1000
 // Raft write.
 func (s *Server) applyCommand(w http.ResponseWriter, r *http.Request, body []byte, cmd fsm.Command,
 	check func(*fsm.State) *fsm.Error, answer func(fsm.Response) any) {
-	s.onLeader(w, r, body, func() error {
+	many, ok := cmd.(fsm.JobSubmitMany)
+	tokened := ok && many.Token != ""
+	s.onLeaderChecked(w, r, body, nil, tokened, func() error {
 		var e *fsm.Error
 		s.b.FSM().Read(func(st *fsm.State, idx uint64) {
 			setIndex(w, idx)

@@ -486,15 +486,18 @@ func queryWait(q url.Values, def, max time.Duration) (time.Duration, *APIError) 
 // leader after all; the request is then forwarded. While no leader is
 // known, or the known one cannot be dialed, it polls until HoldTimeout.
 func (s *Server) onLeader(w http.ResponseWriter, r *http.Request, body []byte, local func() error) {
-	s.onLeaderChecked(w, r, body, nil, local)
+	s.onLeaderChecked(w, r, body, nil, false, local)
 }
 
 // onLeaderChecked is onLeader with a check of the request that needs no
 // leader (check may be nil). It runs once, the first time the request
 // would have to wait (no leader known, or the known one unreachable), so
 // that bad input is refused at once instead of after the wait, while a
-// request that reaches a leader is checked there only.
-func (s *Server) onLeaderChecked(w http.ResponseWriter, r *http.Request, body []byte, check func() *APIError, local func() error) {
+// request that reaches a leader is checked there only. tokened says the
+// handler honours the submission token (a resend finds the job the
+// first made), which makes a broken forward of the request safe to
+// repeat.
+func (s *Server) onLeaderChecked(w http.ResponseWriter, r *http.Request, body []byte, check func() *APIError, tokened bool, local func() error) {
 	ctx := r.Context()
 	deadline := time.Now().Add(s.hold)
 	forwarded := r.Header.Get(HeaderForwarded) != ""
@@ -504,7 +507,7 @@ func (s *Server) onLeaderChecked(w http.ResponseWriter, r *http.Request, body []
 	// answers with the job the first made, if the first made one. Once a
 	// forward may have been applied, failing to settle it is
 	// indeterminate, not "no leader".
-	resendable := r.Method != http.MethodGet && r.Method != http.MethodHead && r.Header.Get(HeaderSubmitToken) != ""
+	resendable := tokened && r.Method != http.MethodGet && r.Method != http.MethodHead && r.Header.Get(HeaderSubmitToken) != ""
 	uncertain := false
 	unsettled := func(e *APIError) *APIError {
 		if uncertain {
@@ -801,7 +804,7 @@ func (s *Server) jobHandler(build opsBuilder) http.HandlerFunc {
 			_, aerr := prepareOps(r, body, build, s.b.Now())
 			return aerr
 		}
-		s.onLeaderChecked(w, r, body, check, func() error {
+		s.onLeaderChecked(w, r, body, check, true, func() error {
 			if aerr := checkToken(r); aerr != nil {
 				writeError(w, aerr)
 				return nil
