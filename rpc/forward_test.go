@@ -494,18 +494,7 @@ func TestForwardBroken(t *testing.T) {
 func TestForwardResent(t *testing.T) {
 	leader, _ := pair(t)
 	var served atomic.Int32
-	inner := leader.srv.Handler()
-	flaky := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if served.Add(1) > 1 {
-			inner.ServeHTTP(w, r)
-			return
-		}
-		inner.ServeHTTP(httptest.NewRecorder(), r) // applied; the answer is lost
-		if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
-			conn.Close()
-		}
-	}))
-	defer flaky.Close()
+	flaky := dropFirstAnswer(t, leader.srv.Handler(), &served)
 	fb := rpctest.NewReplica(leader.b, "node2")
 	fb.SetLeader(flaky.Listener.Addr().String(), "node1", false)
 	f := newEnv(t, fb)

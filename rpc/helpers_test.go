@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -192,4 +193,27 @@ func jobSubmit(b *rpctest.Backend, ops ...string) fsm.JobSubmit {
 		c.UUIDs = append(c.UUIDs, b.NewUUID())
 	}
 	return c
+}
+
+// dropFirstAnswer serves h through a test server that serves the first
+// request it sees (while served, counted from 0, is 0) and drops the
+// answer, closing the connection: the request took effect and the caller
+// cannot know. Later requests are answered; resetting served to 0 drops
+// the next answer too.
+func dropFirstAnswer(t *testing.T, h http.Handler, served *atomic.Int32) *httptest.Server {
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if served.Add(1) > 1 {
+			h.ServeHTTP(w, r)
+			return
+		}
+		h.ServeHTTP(httptest.NewRecorder(), r)
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		conn.Close()
+	}))
+	t.Cleanup(ts.Close)
+	return ts
 }

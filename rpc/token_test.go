@@ -115,21 +115,7 @@ func TestSubmitResends(t *testing.T) {
 
 	// The connection breaks after the request was served.
 	var served atomic.Int32
-	inner := e.srv.Handler()
-	broken := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if served.Add(1) > 1 {
-			inner.ServeHTTP(w, r)
-			return
-		}
-		inner.ServeHTTP(httptest.NewRecorder(), r)
-		conn, _, err := w.(http.Hijacker).Hijack()
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		conn.Close()
-	}))
-	t.Cleanup(broken.Close)
+	broken := dropFirstAnswer(t, e.srv.Handler(), &served)
 	bc := rpc.NewClient([]string{broken.Listener.Addr().String()})
 	n = jobCount(lb)
 	if _, _, err := bc.Submit(c, http.MethodPost, "/2/jobs", nil, map[string]any{"ops": []any{map[string]any{"OP_ID": "OP_TEST_DELAY", "duration": 0}}}); err != nil {
