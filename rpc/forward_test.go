@@ -529,6 +529,11 @@ func TestForwardResent(t *testing.T) {
 	if served.Load() != 2 || jobCount(leader.b) != n+2 {
 		t.Errorf("several jobs: leader served %d times, %d new jobs; want 2 and 2", served.Load(), jobCount(leader.b)-n)
 	}
+	// The follower counts what it forwarded again: the tag write and the
+	// several jobs.
+	if m := f.do("GET", "/metrics", ""); !strings.Contains(string(m.body), "gnt_api_forward_resends_total 2\n") {
+		t.Errorf("metrics lack gnt_api_forward_resends_total 2")
+	}
 }
 
 // TestBodyLimitWithoutLength: a body streamed without Content-Length is

@@ -75,6 +75,9 @@ type Server struct {
 
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+	// reforwards counts tokened writes forwarded again after a forward
+	// broke without an answer.
+	reforwards prometheus.Counter
 }
 
 // NewServer returns the API server of a gntd.
@@ -128,6 +131,10 @@ func NewServer(b Backend, opts ServerOptions) *Server {
 		Help:    "API request latency by route pattern and method.",
 		Buckets: prometheus.DefBuckets,
 	}, []string{"route", "method"}))
+	s.reforwards = register(s.reg, prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "gnt", Subsystem: "api", Name: "forward_resends_total",
+		Help: "Tokened writes a follower forwarded to the leader again after a forward broke without an answer.",
+	}))
 	s.routes()
 	return s
 }
@@ -546,6 +553,7 @@ func (s *Server) onLeaderChecked(w http.ResponseWriter, r *http.Request, body []
 				why = fmt.Sprintf("the leader at %s cannot be reached: %v", addr, err)
 			} else {
 				uncertain = true
+				s.reforwards.Inc()
 				why = fmt.Sprintf("forwarding to the leader at %s broke without an answer (%v)", addr, err)
 				s.log.Debug("forwarding a tokened write again", "path", r.URL.Path, "leader", addr, "error", err)
 			}
