@@ -149,13 +149,7 @@ func (s *State) applyJobSubmit(c *JobSubmit) Response {
 		if id, ok := s.byToken[c.Token]; ok {
 			// A resent submission: answer with the job the first one
 			// made, and the index that made it, and change nothing.
-			r := Response{JobID: id, Job: s.Jobs[id]}
-			if r.Job != nil {
-				r.Index = r.Job.SubmitIndex
-			} else if a := s.Archived[id]; a != nil {
-				r.Index = a.SubmitIndex
-			}
-			return r
+			return Response{JobID: id, Job: s.Jobs[id], Index: s.submitIndex(id)}
 		}
 	}
 	ts := TimestampFromNanos(c.Now)
@@ -270,15 +264,21 @@ func (s *State) resentMany(c *JobSubmitMany) Response {
 			return Response{Err: errf(CodeState, "token", "submission %q was applied before, but job %d of it is no longer held (or it had fewer jobs than this resend)", c.Token, k)}
 		}
 		r.JobIDs = append(r.JobIDs, id)
-		if k == 0 {
-			if j := s.Jobs[id]; j != nil {
-				r.Index = j.SubmitIndex
-			} else if a := s.Archived[id]; a != nil {
-				r.Index = a.SubmitIndex
-			}
-		}
 	}
+	r.Index = s.submitIndex(r.JobIDs[0])
 	return r
+}
+
+// submitIndex is the index of the entry that made job id, active or
+// archived (0 when the state does not hold it).
+func (s *State) submitIndex(id int64) uint64 {
+	if j := s.Jobs[id]; j != nil {
+		return j.SubmitIndex
+	}
+	if a := s.Archived[id]; a != nil {
+		return a.SubmitIndex
+	}
+	return 0
 }
 
 // finish records a finalized job and archives the oldest finished jobs

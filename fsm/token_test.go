@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -81,15 +80,7 @@ func TestSubmitToken(t *testing.T) {
 	}
 
 	// The token survives a snapshot and the job's archiving.
-	data, err := h.f.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := New()
-	if err := g.Restore(bytes.NewReader(data)); err != nil {
-		t.Fatal(err)
-	}
-	g.Read(func(s *State, _ uint64) {
+	restored(t, snapshotOf(t, h.f)).Read(func(s *State, _ uint64) {
 		if id, ok := s.JobByToken("client-1:b"); !ok || id != fast.JobID {
 			t.Errorf("restored state: token names %d %v, want %d", id, ok, fast.JobID)
 		}
@@ -106,12 +97,7 @@ func TestSubmitToken(t *testing.T) {
 	if r := submit("client-1:b", tags); r.JobID != fast.JobID || r.Index != fastIndex || h.f.Hash() != before {
 		t.Fatalf("resent submission of an archived job: %+v, want job %d made at %d", r, fast.JobID, fastIndex)
 	}
-	data, _ = h.f.Snapshot()
-	g = New()
-	if err := g.Restore(bytes.NewReader(data)); err != nil {
-		t.Fatal(err)
-	}
-	g.Read(func(s *State, _ uint64) {
+	restored(t, snapshotOf(t, h.f)).Read(func(s *State, _ uint64) {
 		if id, ok := s.JobByToken("client-1:b"); !ok || id != fast.JobID {
 			t.Errorf("restored state: archived job's token names %d %v, want %d", id, ok, fast.JobID)
 		}
@@ -182,15 +168,7 @@ func TestSubmitManyToken(t *testing.T) {
 		t.Fatalf("another token: %+v", r)
 	}
 	// Across a snapshot the tokens still name the jobs.
-	data, err := h.f.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := New()
-	if err := g.Restore(bytes.NewReader(data)); err != nil {
-		t.Fatal(err)
-	}
-	g.Read(func(s *State, _ uint64) {
+	restored(t, snapshotOf(t, h.f)).Read(func(s *State, _ uint64) {
 		for k, id := range first.JobIDs {
 			if got, ok := s.JobByToken(ManyJobToken("chain-1", k)); !ok || got != id {
 				t.Errorf("restored state: token of job %d names %d %v, want %d", k, got, ok, id)

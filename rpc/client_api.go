@@ -517,10 +517,8 @@ func (c *Client) ArchiveJob(ctx context.Context, id int64) (Meta, error) {
 // unknown, so the jobs are made once.
 func (c *Client) SubmitJobs(ctx context.Context, jobs [][]map[string]any, reason string) ([]int64, Meta, error) {
 	req := map[string]any{"jobs": jobs}
-	h := http.Header{}
-	h.Set(HeaderSubmitToken, NewSubmitToken())
 	var out SubmitJobsResponse
-	m, err := c.do(ctx, http.MethodPost, "/2/gnt/jobs", reasonQuery(reason), h, req, &out)
+	m, err := c.do(ctx, http.MethodPost, "/2/gnt/jobs", reasonQuery(reason), tokenHeader(), req, &out)
 	return out.JobIDs, m, err
 }
 
@@ -628,11 +626,14 @@ func (c *Client) Join(ctx context.Context, key []byte, req JoinRequest) (JoinRes
 // ctx ends: the resent request answers with the job the first one made,
 // if it made one, and a job is never created twice.
 func (c *Client) Submit(ctx context.Context, method, path string, q url.Values, body any) (int64, Meta, error) {
-	h := http.Header{}
-	h.Set(HeaderSubmitToken, NewSubmitToken())
 	var id int64
-	m, err := c.do(ctx, method, path, q, h, body, &id)
+	m, err := c.do(ctx, method, path, q, tokenHeader(), body, &id)
 	return id, m, err
+}
+
+// tokenHeader is a request header with a fresh submission token.
+func tokenHeader() http.Header {
+	return http.Header{HeaderSubmitToken: {NewSubmitToken()}}
 }
 
 // NewSubmitToken returns a random submission token: "gnt-" and 32
