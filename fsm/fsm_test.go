@@ -1052,7 +1052,7 @@ func TestJobUpdateLegacyJSON(t *testing.T) {
 	}
 }
 
-// TestSnapshotRecordBytes: encodeState builds each record line by hand;
+// TestSnapshotRecordBytes: writeState builds each record line by hand;
 // every line must be exactly what json.Marshal of the record would write,
 // so the format and Hash stay those of earlier builds. The state has
 // every kind of record, and text that json.Marshal escapes.

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -94,8 +95,39 @@ func (f *FSM) Freeze() *Frozen {
 	return &Frozen{st: c, index: f.index}
 }
 
-// Encode writes the frozen state in the current snapshot format.
-func (z *Frozen) Encode() ([]byte, error) { return encodeState(z.st, z.index) }
+// Encode returns the frozen state in the current snapshot format.
+func (z *Frozen) Encode() ([]byte, error) {
+	var b bytes.Buffer
+	if _, err := z.WriteTo(&b); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// WriteTo streams the frozen state, in the current snapshot format, to w
+// through a buffer of its own: the encoded state is never held whole, so
+// a snapshot of a full queue (tens of MB) costs neither that much memory
+// nor the copies of a growing buffer.
+func (z *Frozen) WriteTo(w io.Writer) (int64, error) {
+	cw := &countingWriter{w: w}
+	bw := bufio.NewWriterSize(cw, 256<<10)
+	if err := writeState(bw, z.st, z.index); err != nil {
+		return cw.n, err
+	}
+	err := bw.Flush()
+	return cw.n, err
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
 
 // Index is the applied index the view was taken at.
 func (z *Frozen) Index() uint64 { return z.index }
@@ -103,60 +135,68 @@ func (z *Frozen) Index() uint64 { return z.index }
 // Snapshot returns the state encoded in the current format.
 func (f *FSM) Snapshot() ([]byte, error) { return f.Freeze().Encode() }
 
-func encodeState(s *State, index uint64) ([]byte, error) {
-	var buf []byte
-	line := func(v any) error {
-		b, err := json.Marshal(v)
-		if err != nil {
-			return err
+// writeState writes s as a snapshot taken at index to w.
+func writeState(w *bufio.Writer, s *State, index uint64) error {
+	// One encoder and scratch buffer serve every record: json.Marshal
+	// would allocate each record's bytes anew. Encode writes what Marshal
+	// returns (HTML escaped, compact) plus a newline.
+	var scratch bytes.Buffer
+	enc := json.NewEncoder(&scratch)
+	encode := func(v any) ([]byte, error) {
+		scratch.Reset()
+		if err := enc.Encode(v); err != nil {
+			return nil, err
 		}
-		buf = append(buf, b...)
-		buf = append(buf, '\n')
-		return nil
+		b := scratch.Bytes()
+		return b[:len(b)-1], nil
 	}
+	b, err := encode(snapHeader{Format: "gnt-fsm", Version: SnapshotVersion, Index: index, LogVersion: s.LogVersion})
+	if err != nil {
+		return err
+	}
+	w.Write(b)
+	w.WriteByte('\n')
 	// A record is the line json.Marshal(snapRecord{T: t, V: b}) would
 	// write, built directly: marshalling V again would only re-scan and
-	// compact what json.Marshal made compact already (the types are fixed
+	// compact what the encoder made compact already (the types are fixed
 	// words that need no escaping). TestSnapshotRecordBytes holds the two
-	// equal.
+	// equal. Writes to a bufio.Writer fail only through Flush, which
+	// WriteTo checks.
 	rec := func(t string, v any) error {
-		b, err := json.Marshal(v)
+		b, err := encode(v)
 		if err != nil {
 			return err
 		}
-		buf = append(buf, `{"t":"`...)
-		buf = append(buf, t...)
-		buf = append(buf, `","v":`...)
-		buf = append(buf, b...)
-		buf = append(buf, "}\n"...)
+		w.WriteString(`{"t":"`)
+		w.WriteString(t)
+		w.WriteString(`","v":`)
+		w.Write(b)
+		w.WriteString("}\n")
 		return nil
-	}
-	if err := line(snapHeader{Format: "gnt-fsm", Version: SnapshotVersion, Index: index, LogVersion: s.LogVersion}); err != nil {
-		return nil, err
 	}
 	if s.Cluster != nil {
 		if err := rec("cluster", s.Cluster); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	for _, g := range s.SortedGroups() {
 		if err := rec("group", g); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	for _, n := range s.SortedNodes() {
 		if err := rec("node", n); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	for _, i := range s.SortedInstances() {
 		if err := rec("instance", i); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	for _, id := range s.SortedJobIDs() {
 		if err := rec("job", s.Jobs[id]); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	ids := make([]int64, 0, len(s.Archived))
@@ -166,30 +206,27 @@ func encodeState(s *State, index uint64) ([]byte, error) {
 	sortInt64(ids)
 	for _, id := range ids {
 		if err := rec("archived", s.Archived[id]); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if s.Maintenance != nil {
 		if err := rec("maintenance", s.Maintenance); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	if err := rec("queue", queueRecord{NextJobID: s.NextJobID, Epoch: s.Epoch, Finished: s.Finished, LogVersion: s.LogVersion}); err != nil {
-		return nil, err
-	}
-	return buf, nil
+	return rec("queue", queueRecord{NextJobID: s.NextJobID, Epoch: s.Epoch, Finished: s.Finished, LogVersion: s.LogVersion})
 }
 
 // Hash is a digest of the whole state (not the index), equal on every
 // candidate that applied the same log.
 func (f *FSM) Hash() string {
 	z := f.Freeze()
-	b, err := encodeState(z.st, 0)
-	if err != nil {
+	z.index = 0
+	h := sha256.New()
+	if _, err := z.WriteTo(h); err != nil {
 		return "error: " + err.Error()
 	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // Restore replaces the state with a snapshot of any supported version. The

@@ -58,11 +58,7 @@ func (a *raftFSM) Restore(r io.ReadCloser) error {
 type snapshot struct{ z *fsm.Frozen }
 
 func (s snapshot) Persist(sink raft.SnapshotSink) error {
-	b, err := s.z.Encode()
-	if err == nil {
-		_, err = sink.Write(b)
-	}
-	if err != nil {
+	if _, err := s.z.WriteTo(sink); err != nil {
 		sink.Cancel()
 		return err
 	}
