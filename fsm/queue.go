@@ -148,7 +148,11 @@ func (s *State) applyJobSubmit(c *JobSubmit) Response {
 		}
 		if id, ok := s.byToken[c.Token]; ok {
 			// A resent submission: answer with the job the first one
-			// made, and the index that made it, and change nothing.
+			// made, and the index that made it, and change nothing. A
+			// token that made several jobs at once is not this one's.
+			if _, many := s.byToken[ManyJobToken(c.Token, 1)]; many {
+				return Response{Err: errf(CodeState, "token", "submission %q was applied before with several jobs, and this resend has one", c.Token)}
+			}
 			return Response{JobID: id, Job: s.Jobs[id], Index: s.submitIndex(id)}
 		}
 	}
@@ -264,6 +268,9 @@ func (s *State) resentMany(c *JobSubmitMany) Response {
 			return Response{Err: errf(CodeState, "token", "submission %q was applied before, but job %d of it is no longer held (or it had fewer jobs than this resend)", c.Token, k)}
 		}
 		r.JobIDs = append(r.JobIDs, id)
+	}
+	if _, more := s.byToken[ManyJobToken(c.Token, len(c.Jobs))]; more {
+		return Response{Err: errf(CodeState, "token", "submission %q was applied before with more jobs than the %d of this resend", c.Token, len(c.Jobs))}
 	}
 	r.Index = s.submitIndex(r.JobIDs[0])
 	return r

@@ -128,7 +128,8 @@ func TestSubmitTokenForgotten(t *testing.T) {
 // TestSubmitManyToken: a JobSubmitMany resent under its token creates
 // nothing and answers with the ids and the index of the jobs the first
 // one made, across a snapshot too; each job records its own token; a
-// resend naming more jobs than were made, and a bad token, are refused.
+// resend naming more or fewer jobs than were made, and a bad token, are
+// refused.
 func TestSubmitManyToken(t *testing.T) {
 	h := newHarness()
 	h.initCluster("10.0.0.1")
@@ -159,6 +160,15 @@ func TestSubmitManyToken(t *testing.T) {
 	}
 	if r := many("chain-1", 4); r.Err == nil || r.Err.Code != CodeState || r.Err.Field != "token" || h.f.Hash() != before {
 		t.Fatalf("resend with a job more than was made: %+v", r)
+	}
+	// A resend of fewer jobs is not the same submission either: answering
+	// with the first ids would hide that the client lost track of a job.
+	if r := many("chain-1", 2); r.Err == nil || r.Err.Code != CodeState || r.Err.Field != "token" || h.f.Hash() != before {
+		t.Fatalf("resend with a job fewer than was made: %+v", r)
+	}
+	single := h.apply(JobSubmit{Now: h.now, Token: "chain-1", Ops: []json.RawMessage{json.RawMessage(`{"OP_ID":"OP_TEST_DELAY","duration":1}`)}, UUIDs: []string{""}}).(Response)
+	if single.Err == nil || single.Err.Code != CodeState || single.Err.Field != "token" || h.f.Hash() != before {
+		t.Fatalf("a one-job resend of the three-job submission: %+v", single)
 	}
 	if r := many("chain#1", 2); r.Err == nil || r.Err.Field != "token" || h.f.Hash() != before {
 		t.Fatalf("a token with '#': %+v", r)
