@@ -175,7 +175,7 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 	case "archived":
 		var b strings.Builder
 		h.f.Read(func(s *State, _ uint64) {
-			for _, id := range s.archOrder {
+			for _, id := range s.ArchivedJobIDs() {
 				a := s.Archived[id]
 				fmt.Fprintf(&b, "archived %d %s summary=%v opstatus=%v error=%s\n", a.ID, a.Status, a.Summary, a.OpStatus, a.Error)
 			}

@@ -316,21 +316,24 @@ func (s *State) archive(id int64, now *Timestamp) {
 			}
 		}
 	}
-	s.Archived[id] = archivedFrom(j, now)
+	a := archivedFrom(j, now)
+	s.Archived[id] = a
 	// Ids are archived mostly in increasing order; keep archOrder sorted.
 	i := len(s.archOrder)
-	for i > 0 && s.archOrder[i-1] > id {
+	for i > 0 && s.archOrder[i-1].ID > id {
 		i--
 	}
-	s.archOrder = append(s.archOrder, 0)
+	s.archOrder = append(s.archOrder, nil)
 	copy(s.archOrder[i+1:], s.archOrder[i:])
-	s.archOrder[i] = id
+	s.archOrder[i] = a
 	for len(s.archOrder) > MaxArchivedJobs {
-		if a := s.Archived[s.archOrder[0]]; a != nil && a.Token != "" {
-			delete(s.byToken, a.Token)
+		old := s.archOrder[0]
+		if old.Token != "" {
+			delete(s.byToken, old.Token)
 		}
-		delete(s.Archived, s.archOrder[0])
-		delete(s.modIndex, s.archOrder[0])
+		delete(s.Archived, old.ID)
+		delete(s.modIndex, old.ID)
+		s.archOrder[0] = nil // let the dropped record go
 		s.archOrder = s.archOrder[1:]
 	}
 }

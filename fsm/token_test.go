@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -183,6 +184,104 @@ func TestSubmitManyToken(t *testing.T) {
 			if got, ok := s.JobByToken(ManyJobToken("chain-1", k)); !ok || got != id {
 				t.Errorf("restored state: token of job %d names %d %v, want %d", k, got, ok, id)
 			}
+		}
+	})
+}
+
+// TestArchiveOrder: the archive's ordered list and its map hold the same
+// records, by increasing id, whatever order jobs are archived in and when
+// the oldest are dropped for the archive's size; a frozen view keeps the
+// archive it saw while later archiving goes on.
+func TestArchiveOrder(t *testing.T) {
+	s := newState()
+	const n = MaxArchivedJobs + 10
+	for id := int64(1); id <= n; id++ {
+		s.store(&Job{ID: id, Status: StatusSuccess})
+		s.Finished = append(s.Finished, id)
+	}
+	// Mostly increasing, as the executor finishes jobs, with neighbours
+	// swapped and a few late stragglers.
+	var order []int64
+	for id := int64(1); id <= n; id += 2 {
+		if id+1 <= n {
+			order = append(order, id+1)
+		}
+		order = append(order, id)
+	}
+	late := append([]int64(nil), order[100:103]...)
+	order = append(order[:100], order[103:]...)
+	order = append(order, order[0]) // archiving twice changes nothing
+	order = append(order, late...)
+	for _, id := range order {
+		s.archive(id, nil)
+	}
+	if len(s.archOrder) != MaxArchivedJobs || len(s.Archived) != MaxArchivedJobs {
+		t.Fatalf("archive holds %d ordered and %d mapped jobs, want %d", len(s.archOrder), len(s.Archived), MaxArchivedJobs)
+	}
+	for i, a := range s.archOrder {
+		if s.Archived[a.ID] != a {
+			t.Fatalf("ordered record %d (job %d) is not the mapped one", i, a.ID)
+		}
+		if i > 0 && s.archOrder[i-1].ID >= a.ID {
+			t.Fatalf("archive out of order at %d: %d then %d", i, s.archOrder[i-1].ID, a.ID)
+		}
+	}
+	if first := s.archOrder[0].ID; first != n-MaxArchivedJobs+1 {
+		t.Fatalf("oldest archived job is %d, want %d (the oldest dropped)", first, n-MaxArchivedJobs+1)
+	}
+
+	h := newHarness()
+	h.initCluster("10.0.0.1")
+	var ids []int64
+	for i := 0; i < 6; i++ {
+		r := h.apply(JobSubmit{Now: h.now, Ops: []json.RawMessage{json.RawMessage(`{"OP_ID":"OP_TAGS_SET","kind":"cluster","tags":["a"]}`)}, UUIDs: []string{""}}).(Response)
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		ids = append(ids, r.JobID)
+	}
+	archive := func(ids ...int64) {
+		t.Helper()
+		if r := h.apply(JobArchive{Now: h.now, IDs: ids}).(Response); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	// Three records leave room in the list, so the next one goes in place
+	// (a view that shared the list would see it).
+	archive(ids[3], ids[1], ids[5])
+	z := h.f.Freeze()
+	before, err := z.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	archive(ids[2])
+	archive(ids[0], ids[4])
+	if after, _ := z.Encode(); !bytes.Equal(before, after) {
+		t.Fatal("a frozen view changed when more jobs were archived")
+	}
+	now, err := h.f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int64
+	for _, l := range bytes.Split(now, []byte("\n")) {
+		var r struct {
+			T string `json:"t"`
+			V struct {
+				ID int64 `json:"id"`
+			} `json:"v"`
+		}
+		if json.Unmarshal(l, &r) == nil && r.T == "archived" {
+			got = append(got, r.V.ID)
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(ids) {
+		t.Fatalf("snapshot lists archived jobs %v, want %v", got, ids)
+	}
+	back := restored(t, now)
+	back.Read(func(s *State, _ uint64) {
+		if fmt.Sprint(s.ArchivedJobIDs()) != fmt.Sprint(ids) {
+			t.Fatalf("restored archive %v, want %v", s.ArchivedJobIDs(), ids)
 		}
 	})
 }
