@@ -259,7 +259,7 @@ func (s *State) applyJobSubmitMany(c *JobSubmitMany) Response {
 // with their ids, and the index that made them, changing nothing. A
 // resend must carry as many jobs as the first submission; when one of
 // them is no longer held (dropped from the archive), or the resend names
-// more jobs than were made, it is refused.
+// more or fewer jobs than were made, it is refused.
 func (s *State) resentMany(c *JobSubmitMany) Response {
 	r := Response{}
 	for k := range c.Jobs {
