@@ -131,6 +131,14 @@ func (s *State) JobByToken(tok string) (int64, bool) {
 	return id, ok
 }
 
+// Resent says whether a submission with token tok (empty: no token) was
+// applied before: applying it again creates nothing and answers with what
+// the first made, so checks of its content need not run.
+func (s *State) Resent(tok string) bool {
+	_, ok := s.byToken[tok]
+	return tok != "" && ok
+}
+
 func (s *State) queueFull(n int) *Error {
 	if s.pending+n > MaxPendingJobs {
 		return errf(CodeQueueFull, "", "the job queue is full (%d unfinished jobs, limit %d); wait for jobs to finish", s.pending, MaxPendingJobs)

@@ -180,7 +180,7 @@ func (s *Server) handleSubmitJobs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	check := func(st *fsm.State) *fsm.Error {
-		if _, resent := st.JobByToken(token); token != "" && resent {
+		if st.Resent(token) {
 			return nil // a resend answers with the jobs the first one made
 		}
 		return st.CheckJobs(cmd.Jobs)

@@ -514,7 +514,8 @@ func (s *Server) onLeaderChecked(w http.ResponseWriter, r *http.Request, body []
 	// answers with the job the first made, if the first made one. Once a
 	// forward may have been applied, failing to settle it is
 	// indeterminate, not "no leader".
-	resendable := tokened && r.Method != http.MethodGet && r.Method != http.MethodHead && r.Header.Get(HeaderSubmitToken) != ""
+	write := r.Method != http.MethodGet && r.Method != http.MethodHead
+	resendable := tokened && write && r.Header.Get(HeaderSubmitToken) != ""
 	uncertain := false
 	unsettled := func(e *APIError) *APIError {
 		if uncertain {
@@ -542,7 +543,7 @@ func (s *Server) onLeaderChecked(w http.ResponseWriter, r *http.Request, body []
 			dial := isDialError(err)
 			if (!dial && !resendable) || ctx.Err() != nil {
 				e := noLeader(fmt.Sprintf("forwarding to the leader at %s failed: %v", addr, err))
-				if r.Method != http.MethodGet && r.Method != http.MethodHead && (!dial || uncertain) {
+				if write && (!dial || uncertain) {
 					// The leader may have received the write.
 					e.ErrorCode = CodeIndeterminate
 				}
@@ -952,7 +953,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, ops []json.RawMe
 	token := r.Header.Get(HeaderSubmitToken)
 	var e *fsm.Error
 	s.b.FSM().Read(func(st *fsm.State, idx uint64) {
-		if _, resent := st.JobByToken(token); token != "" && resent {
+		if st.Resent(token) {
 			// A resent submission: it will answer with the job the
 			// first one made, whose dependencies were checked then.
 			return
