@@ -83,6 +83,7 @@ func (s *State) queue(job *Job) {
 	s.NextJobID = job.ID + 1
 	s.pending++
 	s.execPending[job.ID] = struct{}{}
+	s.queuedAt = s.applying
 }
 
 // store records a new job, the index that creates it and its submission

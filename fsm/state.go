@@ -48,6 +48,9 @@ type State struct {
 	byToken map[string]int64
 	// applying is the index of the entry being applied.
 	applying uint64
+	// queuedAt is the index of the last entry that queued a job for the
+	// executor (FSM.QueuedAt); not part of snapshots.
+	queuedAt uint64
 	// archOrder lists the archived jobs (the records of Archived) by
 	// increasing id. A frozen view copies it, not the map: a slice of
 	// pointers copies in a fraction of the time, so a snapshot of a full
@@ -422,6 +425,14 @@ func (f *FSM) Apply(index uint64, data []byte) any {
 	f.notifyJobs(f.st.touched, false)
 	f.st.touched = f.st.touched[:0]
 	return resp
+}
+
+// QueuedAt returns the index of the last entry applied since this state
+// was built that queued a job for the executor (0: none).
+func (f *FSM) QueuedAt() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.st.queuedAt
 }
 
 // JobIndex returns the index at which job id last changed (its creation,

@@ -285,3 +285,34 @@ func TestArchiveOrder(t *testing.T) {
 		}
 	})
 }
+
+// TestQueuedAt: QueuedAt names the last entry that queued a job for the
+// executor; a configuration job applied at once and a refused
+// submission do not move it.
+func TestQueuedAt(t *testing.T) {
+	h := newHarness()
+	h.initCluster("10.0.0.1")
+	submit := func(op string) Response {
+		t.Helper()
+		return h.apply(JobSubmit{Now: h.now, Ops: []json.RawMessage{json.RawMessage(op)}, UUIDs: []string{h.uuid()}}).(Response)
+	}
+	if got := h.f.QueuedAt(); got != 0 {
+		t.Fatalf("QueuedAt of a new cluster = %d, want 0", got)
+	}
+	if r := submit(`{"OP_ID":"OP_TEST_DELAY","duration":1}`); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	queued := h.index
+	if got := h.f.QueuedAt(); got != queued {
+		t.Fatalf("QueuedAt after an executor job = %d, want %d", got, queued)
+	}
+	if r := submit(`{"OP_ID":"OP_TAGS_SET","kind":"cluster","tags":["a"]}`); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if r := submit(`{"OP_ID":"OP_TEST_DELAY","duration":-1}`); r.Err == nil {
+		t.Fatal("a negative delay was accepted")
+	}
+	if got := h.f.QueuedAt(); got != queued {
+		t.Fatalf("QueuedAt after a configuration job and a refusal = %d, want %d", got, queued)
+	}
+}

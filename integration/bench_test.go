@@ -76,12 +76,15 @@ func percentile(d []time.Duration, p float64) time.Duration {
 // GNT_BENCH_PROFILE=DIR they add --debug so profileDuring can fetch CPU
 // profiles. With GNT_BENCH_LOGS=1 the gntds log at debug level and
 // TestBenchFailover prints the survivors' last 60 lines after each kill.
+// GNT_BENCH_ARGS adds gntd flags (split at spaces) for experiments, say
+// GNT_BENCH_ARGS='--raft-snapshot-threshold 1000000'.
 func benchArgs(extra ...string) []string {
 	lvl := "warn"
 	if os.Getenv("GNT_BENCH_LOGS") != "" {
 		lvl = "debug"
 	}
 	args := append([]string{"--profile", "lan", "--log-level", lvl}, extra...)
+	args = append(args, strings.Fields(os.Getenv("GNT_BENCH_ARGS"))...)
 	if os.Getenv("GNT_BENCH_PROFILE") != "" {
 		args = append(args, "--debug")
 	}
@@ -150,41 +153,45 @@ func profileDuring(t *testing.T, c *Cluster, name string, d time.Duration) func(
 	return wg.Wait
 }
 
-// applyStats reads the leader's applier metrics: Raft entries written,
-// commands packed into them, and the seconds the entries took from Raft's
-// Apply to the state machine's answer, summed.
-func applyStats(addr string) (entries, cmds, secs float64) {
+// applyStats reads the leader's applier metrics (gnt_raft_apply_*): Raft
+// entries written, commands packed into them, the seconds the entries took
+// from Raft's Apply to the state machine's answer, and the holds.
+func applyStats(addr string) map[string]float64 {
+	out := map[string]float64{}
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
-		return 0, 0, 0
+		return out
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	for _, line := range strings.Split(string(b), "\n") {
 		f := strings.Fields(line)
-		if len(f) != 2 {
+		if len(f) != 2 || !strings.HasPrefix(f[0], "gnt_raft_apply_") {
 			continue
 		}
 		v, _ := strconv.ParseFloat(f[1], 64)
-		switch f[0] {
-		case "gnt_raft_apply_seconds_count":
-			entries = v
-		case "gnt_raft_apply_batch_commands_sum":
-			cmds = v
-		case "gnt_raft_apply_seconds_sum":
-			secs = v
-		}
+		out[f[0]] = v
 	}
-	return entries, cmds, secs
+	return out
 }
 
-// applyDelta formats what the leader's applier did since (e0, n0, s0).
-func applyDelta(addr string, e0, n0, s0 float64, d time.Duration) string {
-	e1, n1, s1 := applyStats(addr)
-	if e1 <= e0 {
+// applyDelta formats what the leader's applier did since a0 (applyStats):
+// entries, commands per entry, time per entry, and the holds for the
+// executor (jobs.Pacer): how many, their mean, how many ran out.
+func applyDelta(addr string, a0 map[string]float64, d time.Duration) string {
+	a1 := applyStats(addr)
+	delta := func(k string) float64 { return a1[k] - a0[k] }
+	entries := delta("gnt_raft_apply_seconds_count")
+	if entries <= 0 {
 		return ""
 	}
-	return fmt.Sprintf("raft: %.0f entries/s, %.1f cmds/entry, %.2fms/entry", (e1-e0)/d.Seconds(), (n1-n0)/(e1-e0), (s1-s0)/(e1-e0)*1e3)
+	line := fmt.Sprintf("raft: %.0f entries/s, %.1f cmds/entry, %.2fms/entry", entries/d.Seconds(),
+		delta("gnt_raft_apply_batch_commands_sum")/entries, delta("gnt_raft_apply_seconds_sum")/entries*1e3)
+	if holds := delta("gnt_raft_apply_hold_seconds_count"); holds > 0 {
+		line += fmt.Sprintf(", %.0f%% held %.0fus (%.0f ran out)", holds/entries*100,
+			delta("gnt_raft_apply_hold_seconds_sum")/holds*1e6, delta("gnt_raft_apply_hold_timeouts_total"))
+	}
+	return line
 }
 
 // cpuSeconds returns the CPU time (user and system) the cluster's gntd
@@ -562,7 +569,7 @@ func TestBenchNoopJobs(t *testing.T) {
 		d := 8 * time.Second
 		s0, c0 := cpuSeconds(c)
 		leader := c.WaitLeader(10 * time.Second).APIAddr()
-		e0, n0, a0 := applyStats(leader)
+		a0 := applyStats(leader)
 		prof := profileDuring(t, c, fmt.Sprintf("noop-%s-%d-%s", loadGen(run.how), clients, how), d-4*time.Second)
 		n, lats, failed := runJobs(t, c, clients, d, true, run.how, mk)
 		prof()
@@ -571,7 +578,7 @@ func TestBenchNoopJobs(t *testing.T) {
 		}
 		line := fmt.Sprintf("BENCH noop-jobs clients=%d wait=%s gen=%s jobs=%d failed=%d rate=%.0f jobs/s p50=%v p99=%v %s %s",
 			clients, how, loadGen(run.how), n, failed, float64(n)/d.Seconds(), percentile(lats, 0.5).Round(10*time.Microsecond),
-			percentile(lats, 0.99).Round(10*time.Microsecond), cpuPerJob(c, s0, c0, n), applyDelta(leader, e0, n0, a0, d))
+			percentile(lats, 0.99).Round(10*time.Microsecond), cpuPerJob(c, s0, c0, n), applyDelta(leader, a0, d))
 		t.Log(line)
 		fmt.Println(line)
 	}

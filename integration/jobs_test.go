@@ -254,6 +254,29 @@ func TestHeldSubmission(t *testing.T) {
 	if j, err := cl.WaitJob(ctx, id, m.Index); err != nil || j.Status != fsm.StatusSuccess {
 		t.Fatalf("job %d after the short hold: %v %s", id, err, j.Status)
 	}
+
+	// The leader's applier held the entry after each of these jobs'
+	// submissions for the executor (jobs.Pacer), and holds nothing for
+	// configuration jobs, which the executor never sees.
+	holds := func() float64 {
+		v, err := metricValue(leader, "gnt_raft_apply_hold_seconds_count")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	h0 := holds()
+	if h0 == 0 {
+		t.Error("no hold for the executor after executor jobs")
+	}
+	for i := 0; i < 5; i++ {
+		if _, m, err := cl.SubmitJobHeld(ctx, []map[string]any{{"OP_ID": "OP_TAGS_SET", "kind": "cluster", "tags": []string{fmt.Sprintf("h%d", i)}}}, "", 20*time.Second); err != nil || m.JobStatus != fsm.StatusSuccess {
+			t.Fatalf("configuration job %d: %q %v", i, m.JobStatus, err)
+		}
+	}
+	if h := holds(); h != h0 {
+		t.Errorf("%v holds for 5 configuration jobs, want none", h-h0)
+	}
 }
 
 // TestPausedLeaderCannotRecord pauses the leader (SIGSTOP) while a

@@ -67,6 +67,9 @@ type Executor struct {
 	// the executor found and the time from Run's start until the first of
 	// them was running again (zero when there were none).
 	OnResumed func(jobs int, took time.Duration)
+	// Pacer, when set, hears of every pick so the applier can let the
+	// updates of the jobs it launched ride the next Raft entry (pacer.go).
+	Pacer *Pacer
 
 	resumeOnce sync.Once
 	started    time.Time
@@ -114,6 +117,8 @@ func (e *Executor) Run(ctx context.Context) error {
 		wake    = make(chan struct{}, 1)
 	)
 	defer wg.Wait()
+	e.Pacer.start()
+	defer e.Pacer.stop()
 	resumed := e.rebuildLocks(ctx)
 	if len(resumed) == 0 {
 		e.resumeOnce.Do(func() {
@@ -122,12 +127,14 @@ func (e *Executor) Run(ctx context.Context) error {
 			}
 		})
 	}
-	launch := func(id int64, resume bool) {
+	launch := func(id int64, resume bool, gen uint64) {
 		running[id] = true
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := e.runJob(ctx, id, resume)
+			jctx := e.Pacer.withToken(ctx, gen)
+			err := e.runJob(jctx, id, resume)
+			GiveBack(jctx)
 			e.Locks.ReleaseAll(id)
 			mu.Lock()
 			delete(running, id)
@@ -146,7 +153,7 @@ func (e *Executor) Run(ctx context.Context) error {
 	}
 	mu.Lock()
 	for _, id := range resumed {
-		launch(id, true)
+		launch(id, true, 0)
 	}
 	mu.Unlock()
 	for {
@@ -154,21 +161,31 @@ func (e *Executor) Run(ctx context.Context) error {
 		mu.Lock()
 		free := e.Concurrency - len(running)
 		mu.Unlock()
-		var runnable []int64
+		var (
+			runnable []int64
+			at       uint64
+		)
 		if free > 0 {
-			e.FSM.Read(func(s *fsm.State, _ uint64) { runnable = e.pick(s, free, running, &mu) })
+			e.FSM.Read(func(s *fsm.State, index uint64) { runnable, at = e.pick(s, free, running, &mu), index })
 		}
 		mu.Lock()
 		if fenced != nil {
 			mu.Unlock()
 			return fenced
 		}
+		fresh := runnable[:0]
 		for _, id := range runnable {
 			if !running[id] {
-				launch(id, false)
+				fresh = append(fresh, id)
 			}
 		}
-		full := len(running) >= e.Concurrency
+		full := len(running)+len(fresh) >= e.Concurrency
+		// The pacer counts the tokens before any launched job can give
+		// its token back.
+		e.Pacer.picked(at, len(fresh), full)
+		for _, id := range fresh {
+			launch(id, false, at)
+		}
 		mu.Unlock()
 		// With every slot taken only the end of a job matters; otherwise
 		// look again when the queue changes, a job ends, or after a second.
@@ -417,7 +434,12 @@ func (e *Executor) runOp(ctx context.Context, job *fsm.Job, idx int, resume bool
 			started = true
 		}
 	}
-	sc := &StepContext{Job: job, OpIndex: idx, Resumed: resume, sleep: e.Sleep}
+	sc := &StepContext{Job: job, OpIndex: idx, Resumed: resume, sleep: func(ctx context.Context, d time.Duration) error {
+		if d > 0 {
+			GiveBack(ctx) // the next entry need not wait for this job
+		}
+		return e.Sleep(ctx, d)
+	}}
 	var (
 		result  any
 		retries int

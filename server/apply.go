@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gnt-cluster/gnt/fsm"
+	"github.com/gnt-cluster/gnt/jobs"
 	"github.com/gnt-cluster/gnt/rpc"
 )
 
@@ -37,10 +39,21 @@ type applier struct {
 	maxInflight int
 	timeout     time.Duration
 
+	// hold, when set, is called once after each entry commits, before
+	// the next one is cut, with the entry's index (Server.holdForExecutor).
+	hold     func(ctx context.Context, index uint64, bound time.Duration) (held, caught bool)
+	last     atomic.Uint64 // the index of the last entry committed
+	lastTook atomic.Int64  // how long it took, in nanoseconds
+
 	batchSize prometheus.Histogram
 	entries   prometheus.Counter
 	commitDur prometheus.Histogram
+	holdDur   prometheus.Histogram
+	holdLate  prometheus.Counter
 }
+
+// maxHold bounds a hold for the executor (applier.hold).
+const maxHold = 5 * time.Millisecond
 
 type applyReq struct {
 	data []byte
@@ -69,8 +82,15 @@ func newApplier(r func() *raft.Raft, reg *prometheus.Registry) *applier {
 			Buckets: prometheus.ExponentialBuckets(0.0002, 1.5, 20),
 		}),
 	}
+	a.holdDur = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "gnt_raft_apply_hold_seconds", Help: "Time the next entry was held for the executor to queue the updates of the jobs the last entry queued.",
+		Buckets: prometheus.ExponentialBuckets(0.00002, 2, 12),
+	})
+	a.holdLate = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "gnt_raft_apply_hold_timeouts_total", Help: "Holds that ended at their bound before the executor caught up.",
+	})
 	if reg != nil {
-		reg.MustRegister(a.batchSize, a.entries, a.commitDur)
+		reg.MustRegister(a.batchSize, a.entries, a.commitDur, a.holdDur, a.holdLate)
 	}
 	return a
 }
@@ -90,6 +110,7 @@ func (a *applier) Apply(ctx context.Context, cmd fsm.Command) (fsm.Response, uin
 	case <-ctx.Done():
 		return fsm.Response{}, 0, ctx.Err()
 	}
+	jobs.GiveBack(ctx)
 	select {
 	case res := <-req.done:
 		return res.resp, res.index, res.err
@@ -102,7 +123,10 @@ func (a *applier) Apply(ctx context.Context, cmd fsm.Command) (fsm.Response, uin
 // run packs queued commands into entries until ctx ends.
 func (a *applier) run(ctx context.Context) {
 	sem := make(chan struct{}, a.maxInflight)
-	var wg sync.WaitGroup
+	var (
+		wg   sync.WaitGroup
+		held uint64
+	)
 	defer wg.Wait()
 	for {
 		var first *applyReq
@@ -118,6 +142,19 @@ func (a *applier) run(ctx context.Context) {
 			first.done <- applyResult{err: rpc.ErrNotLeader}
 			a.drain(rpc.ErrNotLeader)
 			return
+		}
+		if last := a.last.Load(); a.hold != nil && last > held {
+			held = last
+			start := time.Now()
+			// Holding longer than an entry takes to commit would cost
+			// more than the executor's updates missing this entry.
+			bound := min(time.Duration(a.lastTook.Load()), maxHold)
+			if h, caught := a.hold(ctx, last, bound); h {
+				a.holdDur.Observe(time.Since(start).Seconds())
+				if !caught {
+					a.holdLate.Inc()
+				}
+			}
 		}
 		batch := []*applyReq{first}
 		size := len(first.data)
@@ -179,12 +216,15 @@ func (a *applier) commit(batch []*applyReq) {
 	start := time.Now()
 	f := r.Apply(data, a.timeout)
 	err := f.Error()
-	a.commitDur.Observe(time.Since(start).Seconds())
+	took := time.Since(start)
+	a.commitDur.Observe(took.Seconds())
 	if err != nil {
 		fail(applyError(err))
 		return
 	}
 	idx := f.Index()
+	a.lastTook.Store(int64(took))
+	a.last.Store(idx)
 	switch resp := f.Response().(type) {
 	case fsm.Response:
 		if len(batch) != 1 {

@@ -152,3 +152,106 @@ func TestApplyError(t *testing.T) {
 		}
 	}
 }
+
+// TestApplierHold: after an entry commits, the applier calls hold with its
+// index and how long it took (at most maxHold) before it cuts the next
+// entry, so commands queued during the hold ride that entry.
+func TestApplierHold(t *testing.T) {
+	r, _ := singleRaft(t)
+	a := newApplier(func() *raft.Raft { return r }, prometheus.NewRegistry())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var (
+		mu     sync.Mutex
+		armed  bool
+		calls  []uint64
+		bounds []time.Duration
+		ride   func() // queues the commands that must ride the next entry
+	)
+	a.hold = func(ctx context.Context, index uint64, bound time.Duration) (bool, bool) {
+		mu.Lock()
+		if !armed {
+			mu.Unlock()
+			return false, true
+		}
+		calls, bounds = append(calls, index), append(bounds, bound)
+		first := len(calls) == 1
+		mu.Unlock()
+		if first {
+			ride()
+		}
+		return true, true
+	}
+	go a.run(ctx)
+	_, initIdx, err := a.Apply(ctx, fsm.ClusterInit{Now: 1, Name: "c", UUID: "u", GroupUUID: "g", Node: fsm.NodeSpec{Name: "n1", UUID: "n1", PrimaryIP: "192.0.2.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag := func(i int) fsm.Command {
+		op := fmt.Sprintf(`{"OP_ID":"OP_TAGS_SET","kind":"cluster","tags":["t%d"]}`, i)
+		return fsm.JobSubmit{Now: 2, Ops: []json.RawMessage{json.RawMessage(op)}, UUIDs: []string{""}}
+	}
+	const riders = 5
+	results := make(chan error, riders+1)
+	submit := func(i int) {
+		resp, _, err := a.Apply(ctx, tag(i))
+		if err == nil && resp.Err != nil {
+			err = resp.Err
+		}
+		results <- err
+	}
+	ride = func() {
+		for i := 1; i <= riders; i++ {
+			go submit(i)
+		}
+		for len(a.reqs) < riders {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	mu.Lock()
+	armed = true
+	mu.Unlock()
+	before := counterValue(t, a.entries)
+	go submit(0)
+	if err := <-results; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	held := len(calls)
+	mu.Unlock()
+	if held == 0 {
+		t.Fatal("no hold after the init entry committed")
+	}
+	for i := 0; i < riders; i++ {
+		if err := <-results; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := counterValue(t, a.entries) - before; got != 1 {
+		t.Errorf("%d commands took %v entries, want 1: the commands queued during the hold did not ride the next entry", riders+1, got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(calls) == 0 || calls[0] != initIdx {
+		t.Fatalf("hold calls %v, want the first with the init entry's index %d", calls, initIdx)
+	}
+	if bounds[0] <= 0 || bounds[0] > maxHold {
+		t.Errorf("hold bound %v, want the last commit's time, at most %v", bounds[0], maxHold)
+	}
+	var m dto.Metric
+	if err := a.holdDur.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	if n := m.GetHistogram().GetSampleCount(); n != uint64(len(calls)) {
+		t.Errorf("hold histogram has %d samples for %d holds", n, len(calls))
+	}
+}
+
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/gnt-cluster/gnt/fsm"
+	"github.com/gnt-cluster/gnt/jobs"
 	"github.com/gnt-cluster/gnt/repair"
 	"github.com/gnt-cluster/gnt/rpc"
 	"github.com/gnt-cluster/gnt/transport"
@@ -40,6 +41,7 @@ type Server struct {
 	mu          sync.Mutex
 	node        *raftNode // nil while this gntd is not a candidate
 	applier     *applier
+	pacer       *jobs.Pacer // lets the applier wait for the executor
 	stopApplier context.CancelFunc
 	key         []byte // cluster key file contents
 	joinKey     []byte
@@ -89,7 +91,7 @@ func New(cfg Config, log hclog.Logger) (*Server, error) {
 	s := &Server{
 		cfg: cfg, log: log, dir: dataDir{cfg.DataDir}, fsm: fsm.New(),
 		reg: prometheus.NewRegistry(), raftEvents: make(chan struct{}, 1),
-		peerStatus: map[string]peerHealth{},
+		peerStatus: map[string]peerHealth{}, pacer: jobs.NewPacer(),
 	}
 	s.gossip.kick = make(chan struct{}, 1)
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), gossipCollector{s},
@@ -332,6 +334,7 @@ func (s *Server) startRaft(bootstrap bool) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	if s.applier == nil {
 		s.applier = newApplier(s.raft, s.reg)
+		s.applier.hold = s.holdForExecutor
 	}
 	s.stopApplier = cancel
 	go s.applier.run(ctx)
@@ -360,6 +363,16 @@ func (s *Server) stopRaft(archive bool) {
 			s.log.Error("archiving raft state", "error", err)
 		}
 	}
+}
+
+// holdForExecutor holds the applier's next entry, up to bound, while the
+// executor reacts to entry index, when that entry queued jobs for it
+// (jobs.Pacer).
+func (s *Server) holdForExecutor(ctx context.Context, index uint64, bound time.Duration) (held, caught bool) {
+	if s.fsm.QueuedAt() < index {
+		return false, true
+	}
+	return true, s.pacer.Hold(ctx, index, bound)
 }
 
 // FSM implements rpc.Backend.

@@ -148,7 +148,19 @@ func (m *Manager) Acquire(ctx context.Context, owner int64, priority int, reqs [
 	if err != nil || c == nil {
 		return err
 	}
+	if fn, _ := ctx.Value(waitHookKey{}).(func()); fn != nil {
+		fn()
+	}
 	return m.wait(ctx, c, deadline)
+}
+
+type waitHookKey struct{}
+
+// WithWaitHook returns a context with which Acquire calls fn before it
+// waits for a lock it cannot have at once (and not when every lock is
+// granted without waiting).
+func WithWaitHook(ctx context.Context, fn func()) context.Context {
+	return context.WithValue(ctx, waitHookKey{}, fn)
 }
 
 // begin validates reqs and runs the call as far as it goes without
