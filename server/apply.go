@@ -37,8 +37,8 @@ import (
 // most as long as the last entry took to commit; jobs.Pacer), so a job
 // that ends at once is recorded in the entry after its submission rather
 // than the one after that: 43–44 commands per entry instead of 31, and
-// 13–15 % more no-op jobs/s with 64 held clients in ten alternating pairs
-// of runs (2026-11-23).
+// 12–14 % more no-op jobs/s with 64 held clients on average over twelve
+// alternating pairs of runs (2026-11-23; better in 10 and 11 of them).
 type applier struct {
 	raft        func() *raft.Raft
 	reqs        chan *applyReq
