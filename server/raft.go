@@ -70,7 +70,7 @@ func (s snapshot) Release() {}
 // raftNode is one running Raft server with its stores.
 type raftNode struct {
 	raft  *raft.Raft
-	store *raftboltdb.BoltStore
+	store *prefillStore
 	trans *raft.NetworkTransport
 	// stopLoss stops the leaderLoss watcher and waits for it.
 	stopLoss func()
@@ -109,12 +109,20 @@ func startRaft(cfg *Config, dir string, f *raftFSM, log hclog.Logger, bootstrap 
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	store, err := raftboltdb.New(raftboltdb.Options{
-		Path:        filepath.Join(dir, raftDBFile),
-		BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true},
+	dbPath := filepath.Join(dir, raftDBFile)
+	// NoGrowSync: bolt must not truncate the file back over the zeros
+	// written past its end (prefill.go).
+	bolt, err := raftboltdb.New(raftboltdb.Options{
+		Path:        dbPath,
+		BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true, NoGrowSync: true},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("opening %s: %w (is another gntd using this data dir, or is the file corrupt?)", filepath.Join(dir, raftDBFile), err)
+		return nil, fmt.Errorf("opening %s: %w (is another gntd using this data dir, or is the file corrupt?)", dbPath, err)
+	}
+	store, err := newPrefillStore(bolt, dbPath, log.Named("raft-log"))
+	if err != nil {
+		bolt.Close()
+		return nil, fmt.Errorf("opening %s: %w", dbPath, err)
 	}
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, log.Named("snapshots"))
 	if err != nil {
