@@ -75,6 +75,12 @@ var (
 
 // newPrefillStore wraps store, whose file is path, and starts its filler.
 func newPrefillStore(store *raftboltdb.BoltStore, path string, log hclog.Logger) (*prefillStore, error) {
+	return newPrefillStoreSized(store, path, log, prefillAhead, prefillChunk)
+}
+
+// newPrefillStoreSized is newPrefillStore keeping ahead bytes of zeros,
+// written chunk bytes at a time (tests use smaller ones).
+func newPrefillStoreSized(store *raftboltdb.BoltStore, path string, log hclog.Logger, ahead, chunk int64) (*prefillStore, error) {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return nil, err
@@ -86,8 +92,8 @@ func newPrefillStore(store *raftboltdb.BoltStore, path string, log hclog.Logger)
 		kick:      make(chan struct{}, 1),
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
-		ahead:     prefillAhead,
-		chunk:     prefillChunk,
+		ahead:     ahead,
+		chunk:     chunk,
 	}
 	go s.run()
 	s.poke()

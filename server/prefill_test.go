@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -212,12 +213,10 @@ func waitAhead(t testing.TB, s *prefillStore, ahead int64) int64 {
 // bolt's own consistency check passes, and the store reopens intact.
 func TestPrefillStore(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "raft.db")
-	s, err := newPrefillStore(openBolt(t, path), path, hclog.NewNullLogger())
+	s, err := newPrefillStoreSized(openBolt(t, path), path, hclog.NewNullLogger(), 256<<10, 64<<10)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.ahead, s.chunk = 256<<10, 64<<10
-	s.poke()
 	waitAhead(t, s, s.ahead)
 	sizes := map[uint64]int{}
 	const n = 1500
@@ -305,27 +304,40 @@ func TestPrefillStore(t *testing.T) {
 	}
 }
 
-// TestPrefillStops: when the filler cannot read the file it stops, and
+// TestPrefillStops: a filler that finds no bolt meta pages (here it is
+// pointed at a file of garbage) stops with a warning, writes nothing, and
 // the store goes on working without it.
 func TestPrefillStops(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "raft.db")
-	s, err := newPrefillStore(openBolt(t, path), path, hclog.NewNullLogger())
+	dir := t.TempDir()
+	path := filepath.Join(dir, "raft.db")
+	junk := filepath.Join(dir, "junk")
+	garbage := bytes.Repeat([]byte("not bolt"), 4096)
+	if err := os.WriteFile(junk, garbage, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	log := hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Warn})
+	s, err := newPrefillStore(openBolt(t, path), junk, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitAhead(t, s, s.ahead)
-	s.file.Close() // the filler's reads now fail
 	for i := uint64(1); i <= 20; i++ {
-		if err := s.StoreLog(testLog(i, 5000)); err != nil {
+		if err := s.StoreLog(testLog(i, 50000)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	var l raft.Log
-	if err := s.GetLog(20, &l); err != nil {
-		t.Fatal(err)
+	if err := s.GetLog(20, &l); err != nil || !bytes.Equal(l.Data, testLog(20, 50000).Data) {
+		t.Fatalf("log 20: %v", err)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "raft log prefill stopped") || !strings.Contains(logs.String(), errNoBoltMeta.Error()) {
+		t.Fatalf("log %q, want the filler's warning naming the missing meta page", logs.String())
+	}
+	if b, _ := os.ReadFile(junk); !bytes.Equal(b, garbage) {
+		t.Fatalf("the filler changed a file it could not read as bolt's (%d bytes, was %d)", len(b), len(garbage))
 	}
 }
 
