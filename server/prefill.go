@@ -140,9 +140,9 @@ func (s *prefillStore) run() {
 func (s *prefillStore) fillOnce() (bool, error) {
 	// A first look without the lock: reading the meta pages while bolt
 	// writes one can only see a torn page, which fails its checksum, and
-	// the other one is then used.
-	if need, err := s.needFill(); err != nil || !need {
-		return false, err
+	// the other one is then used. Errors count only under the lock.
+	if need, err := s.needFill(); err == nil && !need {
+		return false, nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
