@@ -1223,3 +1223,72 @@ func FuzzApply(f *testing.F) {
 		}
 	})
 }
+
+// TestRestoreOlderSnapshot: a replica asked to restore a snapshot older
+// than its state (hashicorp/raft does that to a follower that applied past
+// the leader's snapshot) keeps its state, skips the entries Raft hands
+// over again up to its index, and ends where a replica that restored the
+// snapshot and replayed those entries ends. A newer snapshot still
+// replaces the state.
+func TestRestoreOlderSnapshot(t *testing.T) {
+	h := newHarness()
+	h.initCluster("192.0.2.1")
+	h.apply(LeaderEstablish{Now: h.now, Node: "n1"})
+	delay := []json.RawMessage{json.RawMessage(`{"OP_ID":"OP_TEST_DELAY","duration":1}`)}
+	var entries [][]byte // entries[i] is applied at index i+1
+	for i := 0; i < 12; i++ {
+		data, err := Encode(JobSubmit{Now: h.now + int64(i), Ops: delay, UUIDs: []string{""}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries = append(entries, data)
+	}
+	base := h.index // 2
+	apply := func(f *FSM, from, to uint64) {
+		for i := from; i <= to; i++ {
+			f.Apply(i, entries[i-base-1])
+		}
+	}
+	apply(h.f, base+1, base+5)
+	snap, err := h.f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	atSnap := h.f.Hash()
+	apply(h.f, base+6, base+10)
+	newer, idx := h.f.Hash(), h.f.Index()
+
+	if err := h.f.Restore(bytes.NewReader(snap)); err != nil {
+		t.Fatal(err)
+	}
+	if h.f.Index() != idx || h.f.Hash() != newer {
+		t.Fatalf("after restoring the older snapshot: index %d (want %d), state changed: %v", h.f.Index(), idx, h.f.Hash() != newer)
+	}
+	apply(h.f, base+6, base+10) // Raft hands them over again
+	if h.f.Hash() != newer {
+		t.Fatal("entries the state already held were applied a second time")
+	}
+	apply(h.f, base+11, base+12)
+
+	replay := New()
+	if err := replay.Restore(bytes.NewReader(snap)); err != nil {
+		t.Fatal(err)
+	}
+	if replay.Hash() != atSnap {
+		t.Fatal("a fresh replica's restore differs from the snapshot's state")
+	}
+	apply(replay, base+6, base+12)
+	if replay.Hash() != h.f.Hash() || replay.Index() != h.f.Index() {
+		t.Fatalf("replica that replayed: index %d, replica that kept its state: index %d; states equal: %v", replay.Index(), h.f.Index(), replay.Hash() == h.f.Hash())
+	}
+
+	// A replica behind the snapshot takes it.
+	behind := New()
+	apply(behind, base+1, base+2)
+	if err := behind.Restore(bytes.NewReader(snap)); err != nil {
+		t.Fatal(err)
+	}
+	if behind.Index() != base+5 || behind.Hash() != atSnap {
+		t.Fatalf("a replica at index %d restoring a snapshot at %d: index %d", base+2, base+5, behind.Index())
+	}
+}

@@ -227,6 +227,17 @@ func (f *FSM) Hash() string {
 // Restore replaces the state with a snapshot of any supported version. The
 // new state is built aside and swapped in only when the whole snapshot
 // decoded; a bad snapshot leaves the state as it was.
+//
+// A snapshot no newer than the state is declined: hashicorp/raft installs
+// a leader's snapshot on a follower even when the follower has applied
+// past it (seen in a chaos run: a restarted follower installed the
+// leader's snapshot, applied 76 more entries, lost a pipelined append,
+// failed the leader's retry for the entry its own compaction had just
+// removed, and was sent the same snapshot again, so its reads went back
+// from index 1741 to 1665). The state here is that snapshot's plus the
+// committed entries after it, which is what replaying them would give, so
+// it is kept, reads on this replica never go back, and the entries Raft
+// hands over again up to the state's index are skipped (Apply).
 func (f *FSM) Restore(r io.Reader) error {
 	st, index, err := DecodeSnapshot(r)
 	if err != nil {
@@ -234,6 +245,14 @@ func (f *FSM) Restore(r io.Reader) error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.index > 0 && index <= f.index {
+		f.applied = f.index
+		return nil
+	}
+	// Raft labels a snapshot with the index it last applied; the state's
+	// own index can only be as new (or newer, if it was taken while
+	// entries were being skipped), and entries up to it are skipped too.
+	f.applied = index
 	f.st = st
 	f.index, f.base = index, index
 	close(f.changed)
@@ -249,7 +268,7 @@ func (f *FSM) Reset() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.st = newState()
-	f.index, f.base = 0, 0
+	f.index, f.base, f.applied = 0, 0, 0
 	close(f.changed)
 	f.changed = make(chan struct{})
 	f.notifyJobs(nil, true)
