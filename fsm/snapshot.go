@@ -246,13 +246,13 @@ func (f *FSM) Restore(r io.Reader) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.index > 0 && index <= f.index {
-		f.applied = f.index
+		f.skipThrough = f.index
 		return nil
 	}
 	// Raft labels a snapshot with the index it last applied; the state's
 	// own index can only be as new (or newer, if it was taken while
 	// entries were being skipped), and entries up to it are skipped too.
-	f.applied = index
+	f.skipThrough = index
 	f.st = st
 	f.index, f.base = index, index
 	close(f.changed)
@@ -268,7 +268,7 @@ func (f *FSM) Reset() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.st = newState()
-	f.index, f.base, f.applied = 0, 0, 0
+	f.index, f.base, f.skipThrough = 0, 0, 0
 	close(f.changed)
 	f.changed = make(chan struct{})
 	f.notifyJobs(nil, true)

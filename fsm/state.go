@@ -344,10 +344,10 @@ type FSM struct {
 	// base is the index the state was restored at (0 for an empty start):
 	// every job of a restored state last changed at or before it.
 	base uint64
-	// applied is the index up to which entries are in the state already
+	// skipThrough is the index up to which entries are in the state already
 	// because a snapshot brought them (Restore): Raft may hand them over
 	// again, and Apply skips them.
-	applied uint64
+	skipThrough uint64
 }
 
 // New returns an empty state machine.
@@ -405,7 +405,7 @@ func (f *FSM) WaitIndex(ctx context.Context, min uint64) uint64 {
 func (f *FSM) Apply(index uint64, data []byte) any {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if index <= f.applied {
+	if index <= f.skipThrough {
 		return Response{} // in the state already (Restore)
 	}
 	f.st.applying = index

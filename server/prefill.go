@@ -141,35 +141,36 @@ func (s *prefillStore) fillOnce() (bool, error) {
 	// A first look without the lock: reading the meta pages while bolt
 	// writes one can only see a torn page, which fails its checksum, and
 	// the other one is then used. Errors count only under the lock.
-	if need, err := s.needFill(); err == nil && !need {
+	if end, err := s.fillAt(); err == nil && end < 0 {
 		return false, nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	need, err := s.needFill()
-	if err != nil || !need {
+	end, err := s.fillAt()
+	if err != nil || end < 0 {
 		return false, err
 	}
-	st, err := s.file.Stat()
-	if err != nil {
-		return false, err
-	}
-	if _, err := s.file.WriteAt(make([]byte, s.chunk), st.Size()); err != nil {
+	if _, err := s.file.WriteAt(make([]byte, s.chunk), end); err != nil {
 		return false, err
 	}
 	return true, syscall.Fdatasync(int(s.file.Fd()))
 }
 
-func (s *prefillStore) needFill() (bool, error) {
+// fillAt returns the file's end when fewer than s.ahead bytes of it lie
+// past bolt's high-water mark, and -1 when enough do.
+func (s *prefillStore) fillAt() (int64, error) {
 	hwm, err := boltHighWater(s.file)
 	if err != nil {
-		return false, err
+		return 0, err
 	}
 	st, err := s.file.Stat()
 	if err != nil {
-		return false, err
+		return 0, err
 	}
-	return st.Size()-hwm < s.ahead, nil
+	if st.Size()-hwm >= s.ahead {
+		return -1, nil
+	}
+	return st.Size(), nil
 }
 
 // StoreLog implements raft.LogStore.
@@ -230,12 +231,11 @@ func (s *prefillStore) Close() error {
 // page id, the transaction id and an FNV-64a checksum of the fields before
 // it (uint64 each), in the machine's byte order (little-endian here).
 const (
-	boltMagic       = 0xED0CDAED
-	boltVersion     = 2
-	boltMetaOffset  = 16
-	boltMetaSumFrom = boltMetaOffset
-	boltMetaSumTo   = boltMetaOffset + 56
-	boltMetaLen     = boltMetaOffset + 64
+	boltMagic      = 0xED0CDAED
+	boltVersion    = 2
+	boltMetaOffset = 16
+	boltMetaSumTo  = boltMetaOffset + 56
+	boltMetaLen    = boltMetaOffset + 64
 )
 
 var errNoBoltMeta = errors.New("no valid bolt meta page")
@@ -287,7 +287,7 @@ func readBoltMeta(f *os.File, off int64) (end, pageSize int64, ok bool, err erro
 		return 0, 0, false, nil
 	}
 	h := fnv.New64a()
-	h.Write(buf[boltMetaSumFrom:boltMetaSumTo])
+	h.Write(buf[boltMetaOffset:boltMetaSumTo])
 	if sum := le.Uint64(m[56:]); sum != 0 && sum != h.Sum64() {
 		return 0, 0, false, nil
 	}

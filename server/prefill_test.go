@@ -21,10 +21,7 @@ import (
 // openBolt opens a raft-boltdb store at path as startRaft does.
 func openBolt(t testing.TB, path string) *raftboltdb.BoltStore {
 	t.Helper()
-	s, err := raftboltdb.New(raftboltdb.Options{
-		Path:        path,
-		BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true, NoGrowSync: true},
-	})
+	s, err := raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: boltOptions()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -101,6 +101,12 @@ func raftConfig(cfg *Config, log hclog.Logger) *raft.Config {
 	return rc
 }
 
+// boltOptions are raft.db's bolt options. NoGrowSync: bolt must not
+// truncate the file back over the zeros written past its end (prefill.go).
+func boltOptions() *bbolt.Options {
+	return &bbolt.Options{Timeout: time.Second, NoFreelistSync: true, NoGrowSync: true}
+}
+
 // startRaft opens the stores in dir and starts Raft. With bootstrap set it
 // first writes a one-server configuration (cluster init); it refuses to
 // bootstrap over existing state. With faults set, Raft traffic goes
@@ -110,12 +116,7 @@ func startRaft(cfg *Config, dir string, f *raftFSM, log hclog.Logger, bootstrap 
 		return nil, err
 	}
 	dbPath := filepath.Join(dir, raftDBFile)
-	// NoGrowSync: bolt must not truncate the file back over the zeros
-	// written past its end (prefill.go).
-	bolt, err := raftboltdb.New(raftboltdb.Options{
-		Path:        dbPath,
-		BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true, NoGrowSync: true},
-	})
+	bolt, err := raftboltdb.New(raftboltdb.Options{Path: dbPath, BoltOptions: boltOptions()})
 	if err != nil {
 		return nil, fmt.Errorf("opening %s: %w (is another gntd using this data dir, or is the file corrupt?)", dbPath, err)
 	}
