@@ -94,7 +94,9 @@ bench: build
 
 # gnt beside etcd on this machine, in alternating rounds (bench/etcd-compare.sh):
 # the issue's targets were set against a 3-member etcd measured here on a faster
-# day. Needs etcd (apt-get install etcd-server); ROUNDS, CLIENTS, TARGETS narrow it.
+# day. Writes/s and p50 with 1, 64 and 100 clients, then kill -9 of the leader
+# to the next write. Needs etcd (apt-get install etcd-server); ROUNDS, CLIENTS,
+# TARGETS, KILLS narrow it.
 bench-etcd: build
 	GO=$(GO) bench/etcd-compare.sh
 

@@ -35,6 +35,8 @@ func main() {
 	duration := flag.Duration("d", 8*time.Second, "how long each case runs")
 	valueSize := flag.Int("value", 256, "bytes per value")
 	pids := flag.String("pids", "", "the members' process ids, comma-separated, to report their CPU per write")
+	failover := flag.Bool("failover", false, "instead of the load cases, kill -9 the leader (its process id from -pids, in the order of -endpoints) while one client writes, and print the time from the kill to the first successful put begun after it")
+	putTimeout := flag.Duration("put-timeout", 2*time.Second, "with -failover: how long one put may take before the client gives up on it and tries again")
 	summarize := flag.String("summarize", "", "instead of running, read the BENCH lines in this file (etcd's and gnt's) and print each case's median rate and p50")
 	flag.Parse()
 	if *summarize != "" {
@@ -49,7 +51,13 @@ func main() {
 		}
 		return
 	}
-	if err := run(strings.Split(*endpoints, ","), *clients, *targets, *duration, *valueSize, *pids); err != nil {
+	var err error
+	if *failover {
+		err = runFailover(strings.Split(*endpoints, ","), *pids, strings.Repeat("x", *valueSize), *putTimeout)
+	} else {
+		err = run(strings.Split(*endpoints, ","), *clients, *targets, *duration, *valueSize, *pids)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "etcd-load:", err)
 		os.Exit(1)
 	}
@@ -153,6 +161,117 @@ func runCase(eps []string, target string, n int, d time.Duration, value string, 
 	fmt.Printf("BENCH etcd to=%s clients=%d puts=%d failed=%d rate=%.0f puts/s p50=%v p99=%v max=%v%s\n",
 		target, n, put, failed.Load(), float64(put)/d.Seconds(), pct(lats, 0.5), pct(lats, 0.99), pct(lats, 1), cpu)
 	return nil
+}
+
+// runFailover measures what gnt's TestBenchFailover measures: one client
+// (etcd's own, given every member) writes in a loop, the leader's process
+// is killed with SIGKILL, and the time from the kill to the first
+// successful put that began after it is printed. The caller restarts the
+// killed member (the line names it) before the next round.
+func runFailover(endpoints []string, pidList, value string, putTimeout time.Duration) error {
+	pids, err := ints(pidList)
+	if err != nil {
+		return fmt.Errorf("-pids: %w", err)
+	}
+	if len(pids) != len(endpoints) {
+		return fmt.Errorf("-pids: %d process ids for %d endpoints; give one per endpoint, in the same order", len(pids), len(endpoints))
+	}
+	c, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer c.Close()
+	if err := waitAllUp(c, endpoints); err != nil {
+		return err
+	}
+	leader, err := findLeader(endpoints)
+	if err != nil {
+		return err
+	}
+	victim := -1
+	for i, ep := range endpoints {
+		if ep == leader {
+			victim = i
+		}
+	}
+	if victim < 0 {
+		return fmt.Errorf("the leader %s is not one of %v", leader, endpoints)
+	}
+	var (
+		killedAt  atomic.Int64
+		recovered = make(chan time.Time, 1)
+		done      = make(chan struct{})
+		wg        sync.WaitGroup
+	)
+	defer wg.Wait()
+	defer close(done)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for n := 0; ; n++ {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), putTimeout)
+			start := time.Now()
+			_, err := c.Put(ctx, fmt.Sprintf("f-%d", n%32), value)
+			cancel()
+			if err != nil {
+				time.Sleep(time.Millisecond)
+				continue
+			}
+			if k := killedAt.Load(); k != 0 && start.UnixNano() >= k {
+				recovered <- time.Now()
+				return
+			}
+		}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	t0 := time.Now()
+	killedAt.Store(t0.UnixNano())
+	if err := syscall.Kill(pids[victim], syscall.SIGKILL); err != nil {
+		return fmt.Errorf("kill %d (the leader, %s): %w", pids[victim], leader, err)
+	}
+	select {
+	case t1 := <-recovered:
+		fmt.Printf("BENCH etcd failover killed=%d endpoint=%s recovery=%v\n", victim+1, leader, t1.Sub(t0).Round(time.Millisecond))
+		return nil
+	case <-time.After(30 * time.Second):
+		return fmt.Errorf("no successful put within 30s of killing the leader %s", leader)
+	}
+}
+
+// waitAllUp waits until every member answers and knows the leader, and a
+// put succeeds, as gnt's benchmark waits for its voters before a kill: a
+// member restarted after the last kill has rejoined.
+func waitAllUp(c *clientv3.Client, endpoints []string) error {
+	var last error
+	for try := 0; try < 100; try++ {
+		up := 0
+		for _, ep := range endpoints {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			st, err := c.Status(ctx, ep)
+			cancel()
+			if err != nil {
+				last = err
+			} else if st.Leader != 0 {
+				up++
+			}
+		}
+		if up == len(endpoints) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_, err := c.Put(ctx, "up", "1")
+			cancel()
+			if err == nil {
+				return nil
+			}
+			last = err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("the members %v did not all come up (last error: %v)", endpoints, last)
 }
 
 // findLeader asks each member for its status and returns the address of

@@ -80,13 +80,66 @@ func parseBenchLine(line string) (c benchCase, r benchResult, ok bool, err error
 	return c, r, true, nil
 }
 
+// parseFailoverLine reads a failover line: this command's ("BENCH etcd
+// failover ... recovery=D", one kill) or gnt's TestBenchFailover's
+// ("BENCH failover rounds=N median=D max=D all=[D D ...]", a series of
+// kills). ok is false for any other line.
+func parseFailoverLine(line string) (system string, times []time.Duration, ok bool, err error) {
+	f := strings.Fields(line)
+	switch {
+	case len(f) >= 3 && f[0] == "BENCH" && f[1] == "etcd" && f[2] == "failover":
+		for _, kv := range f[3:] {
+			if v, found := strings.CutPrefix(kv, "recovery="); found {
+				d, err := time.ParseDuration(v)
+				if err != nil || d <= 0 {
+					return "etcd", nil, true, fmt.Errorf("recovery=%q is not a duration", v)
+				}
+				return "etcd", []time.Duration{d}, true, nil
+			}
+		}
+		return "etcd", nil, true, fmt.Errorf("no recovery= field")
+	case len(f) >= 2 && f[0] == "BENCH" && f[1] == "failover":
+		_, list, found := strings.Cut(line, "all=[")
+		if !found {
+			return "gnt", nil, true, fmt.Errorf("no all=[...] field")
+		}
+		list, _, found = strings.Cut(list, "]")
+		if !found {
+			return "gnt", nil, true, fmt.Errorf("all=[ without its ]")
+		}
+		for _, v := range strings.Fields(list) {
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return "gnt", nil, true, fmt.Errorf("all=[...]: %q is not a duration", v)
+			}
+			times = append(times, d)
+		}
+		if len(times) == 0 {
+			return "gnt", nil, true, fmt.Errorf("all=[] lists no kill")
+		}
+		return "gnt", times, true, nil
+	}
+	return "", nil, false, nil
+}
+
 // summarizeLines reads BENCH lines and writes, for each case, the median
 // rate and the median p50 over its runs, etcd's and gnt's cases of the
 // same target and client count next to each other.
 func summarizeLines(in io.Reader, out io.Writer) error {
 	runs := make(map[benchCase][]benchResult)
+	kills := make(map[string][]float64)
 	sc := bufio.NewScanner(in)
 	for n := 1; sc.Scan(); n++ {
+		system, times, ok, err := parseFailoverLine(sc.Text())
+		if err != nil {
+			return fmt.Errorf("line %d: %w", n, err)
+		}
+		if ok {
+			for _, d := range times {
+				kills[system] = append(kills[system], float64(d))
+			}
+			continue
+		}
 		c, r, ok, err := parseBenchLine(sc.Text())
 		if err != nil {
 			return fmt.Errorf("line %d: %w", n, err)
@@ -98,7 +151,7 @@ func summarizeLines(in io.Reader, out io.Writer) error {
 	if err := sc.Err(); err != nil {
 		return err
 	}
-	if len(runs) == 0 {
+	if len(runs) == 0 && len(kills) == 0 {
 		return fmt.Errorf("no BENCH lines")
 	}
 	cases := make([]benchCase, 0, len(runs))
@@ -124,6 +177,13 @@ func summarizeLines(in io.Reader, out io.Writer) error {
 		}
 		fmt.Fprintf(out, "%-4s to=%-6s clients=%-4d rate %6.0f/s  p50 %v  (median of %d)\n",
 			c.system, c.target, c.clients, median(rates), time.Duration(median(p50s)).Round(10*time.Microsecond), len(rs))
+	}
+	for _, system := range []string{"etcd", "gnt"} {
+		if ts := kills[system]; len(ts) > 0 {
+			m := median(ts) // sorts ts
+			fmt.Fprintf(out, "%-4s kill -9 of the leader to the next successful write: median %v  max %v  (%d kills)\n",
+				system, time.Duration(m).Round(time.Millisecond), time.Duration(ts[len(ts)-1]).Round(time.Millisecond), len(ts))
+		}
 	}
 	return nil
 }

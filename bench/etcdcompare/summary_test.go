@@ -14,6 +14,11 @@ BENCH etcd to=leader clients=64 puts=100 failed=0 rate=3000 puts/s p50=20ms p99=
 BENCH jobs to=leader clients=64 gen=rpc jobs=1 failed=0 rate=3000 jobs/s p50=19ms p99=1ms max=1ms
 BENCH etcd to=leader clients=64 puts=100 failed=0 rate=2000 puts/s p50=30ms p99=40ms max=50ms
 BENCH etcd to=leader clients=1 puts=100 failed=0 rate=500 puts/s p50=1.9ms p99=4ms max=5ms
+BENCH etcd failover killed=1 endpoint=127.0.0.31:2379 recovery=1.2s
+BENCH etcd failover killed=2 endpoint=127.0.0.32:2379 recovery=900ms
+BENCH etcd failover killed=3 endpoint=127.0.0.33:2379 recovery=1.5s
+BENCH failover rounds=4 median=150ms max=300ms all=[150ms 140ms 300ms 160ms]
+BENCH graceful-stop rounds=1 median=25ms max=25ms all=[25ms]
 `
 	var out strings.Builder
 	if err := summarizeLines(strings.NewReader(in), &out); err != nil {
@@ -23,6 +28,8 @@ BENCH etcd to=leader clients=1 puts=100 failed=0 rate=500 puts/s p50=1.9ms p99=4
 		"etcd to=leader clients=1    rate    500/s  p50 1.9ms  (median of 1)",
 		"etcd to=leader clients=64   rate   3000/s  p50 20ms  (median of 3)",
 		"gnt  to=leader clients=64   rate   3436/s  p50 17.39ms  (median of 2)",
+		"etcd kill -9 of the leader to the next successful write: median 1.2s  max 1.5s  (3 kills)",
+		"gnt  kill -9 of the leader to the next successful write: median 155ms  max 300ms  (4 kills)",
 	}
 	if got := strings.TrimSpace(out.String()); got != strings.Join(want, "\n") {
 		t.Errorf("got\n%s\nwant\n%s", got, strings.Join(want, "\n"))
@@ -56,6 +63,44 @@ func TestParseBenchLineBad(t *testing.T) {
 	if err := summarizeLines(strings.NewReader("nothing\n"), &strings.Builder{}); err == nil {
 		t.Error("no BENCH lines: no error")
 	}
+}
+
+func TestParseFailoverLineBad(t *testing.T) {
+	for _, tc := range []struct{ line, err string }{
+		{"BENCH etcd failover killed=1", "no recovery= field"},
+		{"BENCH etcd failover recovery=soon", `recovery="soon"`},
+		{"BENCH etcd failover recovery=-1s", `recovery="-1s"`},
+		{"BENCH failover rounds=1 median=1s", "no all=[...] field"},
+		{"BENCH failover rounds=1 all=[1s 2s", "without its ]"},
+		{"BENCH failover rounds=1 all=[1s x]", `"x" is not a duration`},
+		{"BENCH failover rounds=0 all=[]", "lists no kill"},
+	} {
+		_, _, ok, err := parseFailoverLine(tc.line)
+		if !ok || err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%q: ok=%v err=%v, want an error containing %q", tc.line, ok, err, tc.err)
+		}
+	}
+	for _, line := range []string{"BENCH etcd to=leader clients=1 rate=1 p50=1ms", "BENCH graceful-stop all=[1s]", "failover"} {
+		if _, _, ok, err := parseFailoverLine(line); ok || err != nil {
+			t.Errorf("%q: ok=%v err=%v, want it skipped", line, ok, err)
+		}
+	}
+}
+
+func FuzzParseFailoverLine(f *testing.F) {
+	f.Add("BENCH etcd failover killed=1 endpoint=127.0.0.31:2379 recovery=1.2s")
+	f.Add("BENCH failover rounds=2 median=1s max=1s all=[1s 2s]")
+	f.Fuzz(func(t *testing.T, line string) {
+		_, times, ok, err := parseFailoverLine(line)
+		if ok && err == nil && len(times) == 0 {
+			t.Errorf("%q: accepted with no times", line)
+		}
+		for _, d := range times {
+			if d <= 0 {
+				t.Errorf("%q: accepted %v", line, d)
+			}
+		}
+	})
 }
 
 func FuzzParseBenchLine(f *testing.F) {
