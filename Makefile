@@ -103,6 +103,7 @@ bench-etcd: build
 lint:
 	$(GO) vet $(PKGS)
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) $(PKGS)
+	cd bench/etcdcompare && $(GO) vet . && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) .
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
