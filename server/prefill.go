@@ -62,6 +62,7 @@ type prefillStore struct {
 	done chan struct{}
 
 	ahead, chunk int64
+	zeros        []byte // chunk bytes of zeros, written again and again
 	// written estimates the bytes bolt has added since the filler last
 	// looked (under mu): waking the filler after every write costs more
 	// than it saves.
@@ -94,6 +95,7 @@ func newPrefillStoreSized(store *raftboltdb.BoltStore, path string, log hclog.Lo
 		done:      make(chan struct{}),
 		ahead:     ahead,
 		chunk:     chunk,
+		zeros:     make([]byte, chunk),
 	}
 	go s.run()
 	s.poke()
@@ -150,7 +152,7 @@ func (s *prefillStore) fillOnce() (bool, error) {
 	if err != nil || end < 0 {
 		return false, err
 	}
-	if _, err := s.file.WriteAt(make([]byte, s.chunk), end); err != nil {
+	if _, err := s.file.WriteAt(s.zeros, end); err != nil {
 		return false, err
 	}
 	return true, syscall.Fdatasync(int(s.file.Fd()))

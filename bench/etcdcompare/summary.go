@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -180,14 +181,14 @@ func summarizeLines(in io.Reader, out io.Writer) error {
 	}
 	for _, system := range []string{"etcd", "gnt"} {
 		if ts := kills[system]; len(ts) > 0 {
-			m := median(ts) // sorts ts
 			fmt.Fprintf(out, "%-4s kill -9 of the leader to the next successful write: median %v  max %v  (%d kills)\n",
-				system, time.Duration(m).Round(time.Millisecond), time.Duration(ts[len(ts)-1]).Round(time.Millisecond), len(ts))
+				system, time.Duration(median(ts)).Round(time.Millisecond), time.Duration(slices.Max(ts)).Round(time.Millisecond), len(ts))
 		}
 	}
 	return nil
 }
 
+// median returns the median of xs, which it sorts.
 func median(xs []float64) float64 {
 	sort.Float64s(xs)
 	m := len(xs) / 2
