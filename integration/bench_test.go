@@ -156,7 +156,11 @@ func profileDuring(t *testing.T, c *Cluster, name string, d time.Duration) func(
 // applyStats reads the leader's applier metrics (gnt_raft_apply_*): Raft
 // entries written, commands packed into them, the seconds the entries took
 // from Raft's Apply to the state machine's answer, and the holds.
-func applyStats(addr string) map[string]float64 {
+func applyStats(addr string) map[string]float64 { return metricValues(addr, "gnt_raft_apply_") }
+
+// metricValues reads the unlabelled metrics whose names begin with
+// prefix from a gntd's /metrics.
+func metricValues(addr, prefix string) map[string]float64 {
 	out := map[string]float64{}
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
@@ -166,7 +170,7 @@ func applyStats(addr string) map[string]float64 {
 	b, _ := io.ReadAll(resp.Body)
 	for _, line := range strings.Split(string(b), "\n") {
 		f := strings.Fields(line)
-		if len(f) != 2 || !strings.HasPrefix(f[0], "gnt_raft_apply_") {
+		if len(f) != 2 || !strings.HasPrefix(f[0], prefix) {
 			continue
 		}
 		v, _ := strconv.ParseFloat(f[1], 64)
@@ -192,6 +196,20 @@ func applyDelta(addr string, a0 map[string]float64, d time.Duration) string {
 			delta("gnt_raft_apply_hold_seconds_sum")/holds*1e6, delta("gnt_raft_apply_hold_timeouts_total"))
 	}
 	return line
+}
+
+// forwardStats sums the candidates' batched forwarding counters
+// (gnt_api_forward_batches_total, gnt_api_forward_batched_requests_total).
+func forwardStats(c *Cluster) (batches, requests float64) {
+	for _, m := range c.Members {
+		if m.cmd == nil {
+			continue
+		}
+		v := metricValues(m.APIAddr(), "gnt_api_forward_batch")
+		batches += v["gnt_api_forward_batches_total"]
+		requests += v["gnt_api_forward_batched_requests_total"]
+	}
+	return batches, requests
 }
 
 // cpuSeconds returns the CPU time (user and system) the cluster's gntd
@@ -389,6 +407,7 @@ func TestBenchJobThroughput(t *testing.T) {
 			for _, clients := range benchInts(t, "GNT_BENCH_CLIENTS", "1,64,256") {
 				d := 8 * time.Second
 				s0, c0 := cpuSeconds(c)
+				b0, r0 := forwardStats(c)
 				prof := profileDuring(t, c, fmt.Sprintf("jobs-%s-%s-%d", gen, target, clients), d-2*time.Second)
 				n, lats, failed := runJobs(t, c, clients, d, target == "leader", how, mk)
 				prof()
@@ -398,6 +417,9 @@ func TestBenchJobThroughput(t *testing.T) {
 				line := fmt.Sprintf("BENCH jobs to=%s clients=%d gen=%s jobs=%d failed=%d rate=%.0f jobs/s p50=%v p99=%v max=%v %s",
 					target, clients, gen, n, failed, float64(n)/d.Seconds(), percentile(lats, 0.5).Round(10*time.Microsecond),
 					percentile(lats, 0.99).Round(10*time.Microsecond), percentile(lats, 1).Round(10*time.Microsecond), cpuPerJob(c, s0, c0, n))
+				if b1, r1 := forwardStats(c); b1 > b0 {
+					line += fmt.Sprintf(" forwarded: %.0f in %.0f batches (%.1f per batch)", r1-r0, b1-b0, (r1-r0)/(b1-b0))
+				}
 				t.Log(line)
 				fmt.Println(line)
 			}

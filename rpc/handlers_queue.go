@@ -37,7 +37,7 @@ func (s *Server) applyCommand(w http.ResponseWriter, r *http.Request, body []byt
 	check func(*fsm.State) *fsm.Error, answer func(fsm.Response) any) {
 	many, ok := cmd.(fsm.JobSubmitMany)
 	tokened := ok && many.Token != ""
-	s.onLeaderChecked(w, r, body, nil, tokened, func() error {
+	s.onLeaderChecked(w, r, body, nil, tokened, true, func() error {
 		var e *fsm.Error
 		s.b.FSM().Read(func(st *fsm.State, idx uint64) {
 			setIndex(w, idx)

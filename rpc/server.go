@@ -78,6 +78,12 @@ type Server struct {
 	// reforwards counts tokened writes forwarded again after a forward
 	// broke without an answer.
 	reforwards prometheus.Counter
+	// fwdBatch gathers forwarded writes into batches (forward_batch.go);
+	// fwdBatches and fwdBatched count the batches sent and the requests
+	// they held.
+	fwdBatch   *forwarder
+	fwdBatches prometheus.Counter
+	fwdBatched prometheus.Counter
 }
 
 // NewServer returns the API server of a gntd.
@@ -135,6 +141,19 @@ func NewServer(b Backend, opts ServerOptions) *Server {
 		Namespace: "gnt", Subsystem: "api", Name: "forward_resends_total",
 		Help: "Tokened writes a follower forwarded to the leader again after a forward broke without an answer.",
 	}))
+	s.fwdBatches = register(s.reg, prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "gnt", Subsystem: "api", Name: "forward_batches_total",
+		Help: "Batches of writes this follower forwarded to the leader in one request (POST /2/gnt/forward).",
+	}))
+	s.fwdBatched = register(s.reg, prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "gnt", Subsystem: "api", Name: "forward_batched_requests_total",
+		Help: "Writes this follower forwarded to the leader inside batches.",
+	}))
+	s.fwdBatch = &forwarder{s: s, lanes: map[string]*lane{}}
+	register(s.reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "gnt", Subsystem: "api", Name: "forward_queued",
+		Help: "Writes waiting on this follower for a batch to the leader (both batch slots are busy).",
+	}, s.fwdBatch.queued))
 	s.routes()
 	return s
 }
@@ -230,6 +249,7 @@ func (s *Server) routes() {
 	add("POST", "/2/gnt/master-failover", s.handleMasterFailover)
 	add("POST", "/2/gnt/init", s.handleInit)
 	add("POST", "/2/gnt/join", s.handleJoin)
+	add("POST", forwardPath, s.handleForward)
 	add("GET", "/2/gnt/status", s.handleStatus)
 	add("GET", "/2/gnt/oob-check", s.handleOOBCheck)
 	add("GET", "/2/gnt/repair", s.handleRepair)
@@ -277,6 +297,10 @@ func (r *statusRecorder) Write(b []byte) (int, error) {
 	}
 	return r.ResponseWriter.Write(b)
 }
+
+// Unwrap returns the writer the recorder wraps (http.ResponseController,
+// notifyApplied).
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 // Flush lets streaming handlers (promhttp) flush through the recorder.
 func (r *statusRecorder) Flush() {
@@ -411,19 +435,24 @@ func writeRaw(w http.ResponseWriter, status int, body []byte) {
 
 // readBody reads the whole request body, refusing more than MaxBody bytes.
 func (s *Server) readBody(r *http.Request) ([]byte, *APIError) {
+	return s.readBodyLimit(r, s.maxBody)
+}
+
+// readBodyLimit reads a body of at most limit bytes.
+func (s *Server) readBodyLimit(r *http.Request, limit int64) ([]byte, *APIError) {
 	tooLarge := &APIError{Status: http.StatusRequestEntityTooLarge, ErrorCode: CodeTooLarge,
-		Message: fmt.Sprintf("request body is larger than %d bytes", s.maxBody)}
-	if r.ContentLength > s.maxBody {
+		Message: fmt.Sprintf("request body is larger than %d bytes", limit)}
+	if r.ContentLength > limit {
 		return nil, tooLarge
 	}
 	if r.Body == nil {
 		return nil, nil
 	}
-	data, err := io.ReadAll(io.LimitReader(r.Body, s.maxBody+1))
+	data, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	if err != nil {
 		return nil, badRequest("", "reading the request body: %v", err)
 	}
-	if int64(len(data)) > s.maxBody {
+	if int64(len(data)) > limit {
 		return nil, tooLarge
 	}
 	return data, nil
@@ -493,7 +522,7 @@ func queryWait(q url.Values, def, max time.Duration) (time.Duration, *APIError) 
 // leader after all; the request is then forwarded. While no leader is
 // known, or the known one cannot be dialed, it polls until HoldTimeout.
 func (s *Server) onLeader(w http.ResponseWriter, r *http.Request, body []byte, local func() error) {
-	s.onLeaderChecked(w, r, body, nil, false, local)
+	s.onLeaderChecked(w, r, body, nil, false, false, local)
 }
 
 // onLeaderChecked is onLeader with a check of the request that needs no
@@ -503,8 +532,10 @@ func (s *Server) onLeader(w http.ResponseWriter, r *http.Request, body []byte, l
 // request that reaches a leader is checked there only. tokened says the
 // handler honours the submission token (a resend finds the job the
 // first made), which makes a broken forward of the request safe to
-// repeat.
-func (s *Server) onLeaderChecked(w http.ResponseWriter, r *http.Request, body []byte, check func() *APIError, tokened bool, local func() error) {
+// repeat. batch says the request may be forwarded in a batch with others
+// (forwardBatched): its handler answers as soon as its command is applied,
+// or calls notifyApplied before it holds the answer.
+func (s *Server) onLeaderChecked(w http.ResponseWriter, r *http.Request, body []byte, check func() *APIError, tokened, batch bool, local func() error) {
 	ctx := r.Context()
 	deadline := time.Now().Add(s.hold)
 	forwarded := r.Header.Get(HeaderForwarded) != ""
@@ -536,7 +567,11 @@ func (s *Server) onLeaderChecked(w http.ResponseWriter, r *http.Request, body []
 			writeError(w, noLeader("this gntd is not the leader and the request was already forwarded once"))
 			return
 		case addr != "":
-			err := s.forward(w, r, addr, body)
+			fwd := s.forward
+			if batch {
+				fwd = s.forwardBatched
+			}
+			err := fwd(w, r, addr, body)
 			if err == nil {
 				return
 			}
@@ -591,9 +626,11 @@ func (s *Server) waitCtx(parent context.Context) (context.Context, context.Cance
 	return ctx, func() { stop(); cancel() }
 }
 
+// isDialError says the forward failed before the leader could have
+// received the request.
 func isDialError(err error) bool {
 	var oe *net.OpError
-	return errors.As(err, &oe) && oe.Op == "dial"
+	return errors.Is(err, errNotSent) || errors.As(err, &oe) && oe.Op == "dial"
 }
 
 var hopHeaders = map[string]bool{
@@ -605,43 +642,21 @@ var hopHeaders = map[string]bool{
 // forward sends the request to the leader's API and copies its answer
 // back. It returns an error, having written nothing, when no answer came.
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, addr string, body []byte) error {
-	base := addr
-	if !strings.Contains(base, "://") {
-		base = "http://" + base
-	}
 	var rd io.Reader
 	if len(body) > 0 {
 		rd = bytes.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(r.Context(), r.Method, base+r.URL.RequestURI(), rd)
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, baseURL(addr)+r.URL.RequestURI(), rd)
 	if err != nil {
 		return err
 	}
-	for k, vs := range r.Header {
-		if !hopHeaders[k] {
-			req.Header[k] = append([]string(nil), vs...)
-		}
-	}
-	req.Header.Set(HeaderForwarded, "1")
-	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		if prior := r.Header.Get("X-Forwarded-For"); prior != "" {
-			host = prior + ", " + host
-		}
-		req.Header.Set("X-Forwarded-For", host)
-	}
+	req.Header = forwardHeader(r)
 	resp, err := s.fwd.Do(req)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	h := w.Header()
-	for k, vs := range resp.Header {
-		if !hopHeaders[k] {
-			h[k] = append([]string(nil), vs...)
-		}
-	}
-	w.WriteHeader(resp.StatusCode)
-	if _, err := io.Copy(w, resp.Body); err != nil {
+	if err := copyAnswer(w, resp.StatusCode, resp.Header, resp.Body); err != nil {
 		s.log.Debug("copying the leader's answer", "path", r.URL.Path, "error", err)
 	}
 	return nil
@@ -813,7 +828,7 @@ func (s *Server) jobHandler(build opsBuilder) http.HandlerFunc {
 			_, aerr := prepareOps(r, body, build, s.b.Now())
 			return aerr
 		}
-		s.onLeaderChecked(w, r, body, check, true, func() error {
+		s.onLeaderChecked(w, r, body, check, true, true, func() error {
 			if aerr := checkToken(r); aerr != nil {
 				writeError(w, aerr)
 				return nil
@@ -981,6 +996,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, ops []json.RawMe
 		status = resp.Job.Status
 	}
 	if hold > 0 && !fsm.Finalized(status) {
+		notifyApplied(w)
 		var idx uint64
 		ctx, cancel := s.waitCtx(r.Context())
 		status, idx = awaitJob(ctx, s.b.FSM(), resp.JobID, hold)

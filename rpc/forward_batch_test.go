@@ -1,0 +1,287 @@
+package rpc_test
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gnt-cluster/gnt/fsm"
+	"github.com/gnt-cluster/gnt/rpc"
+	"github.com/gnt-cluster/gnt/rpc/rpctest"
+)
+
+const forwardPath = "/2/gnt/forward"
+
+// gatedLeader serves the leader's API through a test server that counts
+// the requests it gets, by path, and holds batched forwards while gate is
+// set, until it is closed.
+type gatedLeader struct {
+	ts      *httptest.Server
+	mu      sync.Mutex
+	gate    chan struct{}
+	batches atomic.Int32
+	plain   atomic.Int32
+}
+
+func newGatedLeader(t *testing.T, h http.Handler) *gatedLeader {
+	g := &gatedLeader{}
+	g.ts = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != forwardPath {
+			g.plain.Add(1)
+			h.ServeHTTP(w, r)
+			return
+		}
+		g.batches.Add(1)
+		g.mu.Lock()
+		gate := g.gate
+		g.mu.Unlock()
+		if gate != nil {
+			<-gate
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(g.ts.Close)
+	t.Cleanup(func() { // before Close, which waits for held requests
+		g.mu.Lock()
+		if g.gate != nil {
+			close(g.gate)
+			g.gate = nil
+		}
+		g.mu.Unlock()
+	})
+	return g
+}
+
+func (g *gatedLeader) hold() {
+	g.mu.Lock()
+	g.gate = make(chan struct{})
+	g.mu.Unlock()
+}
+
+func (g *gatedLeader) release() {
+	g.mu.Lock()
+	close(g.gate)
+	g.gate = nil
+	g.mu.Unlock()
+}
+
+// followerOf is a follower whose leader is served at addr.
+func followerOf(t *testing.T, leader *env, addr string) *env {
+	fb := rpctest.NewReplica(leader.b, "node2")
+	fb.SetLeader(addr, "node1", false)
+	return newEnv(t, fb)
+}
+
+// metric reads an unlabelled metric of an env's /metrics.
+func metric(t *testing.T, e *env, name string) float64 {
+	t.Helper()
+	for _, line := range strings.Split(string(e.do("GET", "/metrics", "").body), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == name {
+			v, err := strconv.ParseFloat(f[1], 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestForwardBatched: while a follower's two batch slots to the leader
+// are busy, the writes it gets wait and go to the leader in one batch.
+// Each is answered as it would have been alone: its own status, headers
+// and body, the jobs it made, its token honoured, its error its own.
+func TestForwardBatched(t *testing.T) {
+	leader, _ := pair(t)
+	g := newGatedLeader(t, leader.srv.Handler())
+	f := followerOf(t, leader, g.ts.Listener.Addr().String())
+	jobs0 := jobCount(leader.b)
+
+	g.hold()
+	type answer struct {
+		i int
+		r result
+	}
+	answers := make(chan answer, 32)
+	send := func(i int, method, path, body string, hdr ...string) {
+		go func() { answers <- answer{i, doHTTP(t, f.ts.URL, method, path, body, hdr...)} }()
+	}
+	// Two writes take the two slots and are held at the leader.
+	send(0, "PUT", "/2/tags?tag=slot0", "")
+	send(1, "PUT", "/2/tags?tag=slot1", "")
+	waitFor(t, "two batches at the leader", func() bool { return g.batches.Load() == 2 })
+	// Twenty more wait on the follower: tagged writes (two with tokens),
+	// a job, and a bad one.
+	for i := 2; i < 18; i++ {
+		send(i, "PUT", fmt.Sprintf("/2/tags?tag=t%d", i), "")
+	}
+	send(18, "PUT", "/2/tags?tag=tok", "", rpc.HeaderSubmitToken, "batched-1")
+	send(19, "PUT", "/2/tags?tag=tok2", "", rpc.HeaderSubmitToken, "batched-2")
+	send(20, "POST", "/2/jobs", `{"ops":[{"OP_ID":"OP_TEST_DELAY","duration":0}]}`)
+	send(21, "POST", "/2/nodes", `{"node_name":"node9","bogus":1}`)
+	waitFor(t, "20 writes queued on the follower", func() bool { return metric(t, f, "gnt_api_forward_queued") == 20 })
+	if g.batches.Load() != 2 {
+		t.Fatalf("%d batches reached the leader while both slots were busy", g.batches.Load())
+	}
+	g.release()
+
+	got := map[int]result{}
+	for len(got) < 22 {
+		select {
+		case a := <-answers:
+			got[a.i] = a.r
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d of 22 answered", len(got))
+		}
+	}
+	if n := g.batches.Load(); n != 3 || g.plain.Load() != 0 {
+		t.Errorf("the leader got %d batches and %d plain requests; want 3 and 0", n, g.plain.Load())
+	}
+	if b, r := metric(t, f, "gnt_api_forward_batches_total"), metric(t, f, "gnt_api_forward_batched_requests_total"); b != 3 || r != 22 {
+		t.Errorf("follower counted %v batches of %v requests; want 3 of 22", b, r)
+	}
+	ids := map[string]bool{}
+	for i := 0; i < 21; i++ {
+		r := got[i]
+		mustOK(t, r)
+		id := strings.TrimSpace(string(r.body))
+		if ids[id] {
+			t.Errorf("request %d answered job %s twice", i, id)
+		}
+		ids[id] = true
+		n, err := strconv.ParseInt(id, 10, 64)
+		if err != nil || jobOf(leader.b, n) == nil {
+			t.Errorf("request %d: answer %q names no job of the leader", i, r.body)
+		}
+		if r.header.Get(rpc.HeaderIndex) == "" || r.header.Get("Content-Type") != "application/json" {
+			t.Errorf("request %d: headers %v lack the leader's", i, r.header)
+		}
+	}
+	checkErr(t, got[21], 400, "wrong_input", "bogus")
+	if n := jobCount(leader.b) - jobs0; n != 21 {
+		t.Errorf("%d jobs made, want 21", n)
+	}
+	tags := readState(leader.b, func(st *fsm.State) []string { return st.Cluster.Tags })
+	if len(tags) != 20 {
+		t.Errorf("cluster tags %v, want 20", tags)
+	}
+	// A token is honoured inside a batch: sent again, it names the job
+	// the first made.
+	again := f.do("PUT", "/2/tags?tag=tok", "", rpc.HeaderSubmitToken, "batched-1")
+	if !bytes.Equal(again.body, got[18].body) {
+		t.Errorf("resent token answered %s, first %s", again.body, got[18].body)
+	}
+}
+
+// TestForwardBatchedHeld: a held submission in a batch frees its slot
+// once the leader has applied it, so writes behind it are not held too.
+func TestForwardBatchedHeld(t *testing.T) {
+	leader, _ := pair(t)
+	g := newGatedLeader(t, leader.srv.Handler())
+	f := followerOf(t, leader, g.ts.Listener.Addr().String())
+	held := make(chan result, 2)
+	for i := 0; i < 2; i++ {
+		go func() {
+			held <- doHTTP(t, f.ts.URL, "POST", "/2/jobs?wait=3s", `{"ops":[{"OP_ID":"OP_TEST_DELAY","duration":1}]}`)
+		}()
+	}
+	waitFor(t, "two held jobs queued", func() bool { return jobCount(leader.b) == 2 })
+	// Both slots hold a job nothing runs; a tag write still goes through,
+	// in a batch of its own, while they wait.
+	mustOK(t, f.do("PUT", "/2/tags?tag=behind", ""))
+	select {
+	case r := <-held:
+		t.Fatalf("a held submission answered before the write behind it: %s", r)
+	default:
+	}
+	if g.batches.Load() != 3 {
+		t.Errorf("%d batches; want 3", g.batches.Load())
+	}
+	for i := 0; i < 2; i++ {
+		r := <-held
+		mustOK(t, r)
+		if s := r.header.Get(rpc.HeaderJobStatus); s != fsm.StatusQueued {
+			t.Errorf("held job status %q, want queued after the hold", s)
+		}
+	}
+}
+
+// TestForwardBatchUnsupported: a leader without batches (a gntd from
+// before them answers 404) gets each write on its own, and the follower
+// does not try a batch again for a while.
+func TestForwardBatchUnsupported(t *testing.T) {
+	leader, _ := pair(t)
+	var batches, plain atomic.Int32
+	old := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == forwardPath {
+			batches.Add(1)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(404)
+			fmt.Fprintln(w, `{"code":404,"error_code":"not_found","message":"no such resource"}`)
+			return
+		}
+		plain.Add(1)
+		leader.srv.Handler().ServeHTTP(w, r)
+	}))
+	defer old.Close()
+	f := followerOf(t, leader, old.Listener.Addr().String())
+	for i := 0; i < 3; i++ {
+		mustOK(t, f.do("PUT", fmt.Sprintf("/2/tags?tag=old%d", i), ""))
+	}
+	if batches.Load() != 1 || plain.Load() != 3 {
+		t.Errorf("old leader got %d batches and %d plain writes; want 1 and 3", batches.Load(), plain.Load())
+	}
+}
+
+// TestForwardBatchBadInput: the leader refuses a damaged batch whole,
+// before serving any of it, and answers a request it cannot serve inside
+// a good batch with its own error.
+func TestForwardBatchBadInput(t *testing.T) {
+	leader, _ := pair(t)
+	jobs0 := jobCount(leader.b)
+	checkErr(t, leader.do("POST", forwardPath, "{}", "Content-Type", "application/json"), 415, "wrong_input", "Content-Type")
+	checkErr(t, leader.do("POST", forwardPath, "\x01\x02\x03PUT", "Content-Type", "application/x-gnt-forward"), 400, "wrong_input", "")
+	checkErr(t, leader.do("POST", forwardPath, "\x07", "Content-Type", "application/x-gnt-forward"), 400, "wrong_input", "")
+	checkErr(t, leader.do("GET", forwardPath, ""), 405, rpc.CodeMethod, "")
+	// A batch holding a batch, a method no handler forwards, and a good
+	// write: the first two get their own errors, the third is served.
+	var b []byte
+	b = append(b, 1, 3)
+	b = append(append(append(b, 3), "PUT"...), byte(len(forwardPath)))
+	b = append(append(b, forwardPath...), 0, 0)
+	b = append(append(append(b, 5), "TRACE"...), 7)
+	b = append(append(b, "/2/tags"...), 0, 0)
+	b = append(append(append(b, 3), "PUT"...), 16)
+	b = append(append(b, "/2/tags?tag=good"...), 0, 0)
+	r := leader.do("POST", forwardPath, string(b), "Content-Type", "application/x-gnt-forward")
+	if r.status != 200 || r.header.Get("Content-Type") != "application/x-gnt-forward" {
+		t.Fatalf("batch answered %s", r)
+	}
+	for _, want := range []string{"a batched forward cannot hold another", `method \"TRACE\" cannot be forwarded`} {
+		if !strings.Contains(string(r.body), want) {
+			t.Errorf("batch answer %q lacks %q", r.body, want)
+		}
+	}
+	if jobCount(leader.b) != jobs0+1 {
+		t.Errorf("%d jobs made; want the good write's only", jobCount(leader.b)-jobs0)
+	}
+}
