@@ -337,6 +337,29 @@ type fwdItem struct {
 	done chan fwdResult // buffered: the sender never blocks
 }
 
+// measure sets the item's size in a batch (an upper bound of its
+// encoding) and says whether a batch can carry it: a URI, method or header
+// field longer than maxForwardString, or more than maxForwardHeaders header
+// values, would have the leader refuse the whole batch.
+func (it *fwdItem) measure() bool {
+	r := it.req
+	if len(r.Method) > maxForwardString || len(r.URI) > maxForwardString {
+		return false
+	}
+	it.size = len(r.Method) + len(r.URI) + len(r.Body) + 4*binary.MaxVarintLen64
+	n := 0
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			if len(k) > maxForwardString || len(v) > maxForwardString {
+				return false
+			}
+			n++
+			it.size += len(k) + len(v) + 2*binary.MaxVarintLen64
+		}
+	}
+	return n <= maxForwardHeaders
+}
+
 type fwdResult struct {
 	answer *fwdAnswer
 	err    error
@@ -350,11 +373,9 @@ func (s *Server) forwardBatched(w http.ResponseWriter, r *http.Request, addr str
 		req:  fwdRequest{Method: r.Method, URI: r.URL.RequestURI(), Header: forwardHeader(r), Body: body},
 		done: make(chan fwdResult, 1),
 	}
-	it.size = len(body) + len(it.req.URI) + 64
-	for k, vs := range it.req.Header {
-		for _, v := range vs {
-			it.size += len(k) + len(v) + 4
-		}
+	if !it.measure() {
+		// Fields a batch cannot carry: this one goes alone.
+		return s.forward(w, r, addr, body)
 	}
 	f := s.fwdBatch
 	if !f.enqueue(addr, it) {
@@ -485,11 +506,23 @@ func (f *forwarder) send(l *lane, batch []*fwdItem) {
 		return
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusNotFound {
+	switch resp.StatusCode {
+	case http.StatusNotFound:
+		// A leader from before batches, or one that reads another
+		// version of them: nothing of the batch was served.
 		f.mu.Lock()
 		l.noBatch = f.s.b.Now().Add(forwardRetryUnbatched)
 		f.mu.Unlock()
-		f.s.log.Info("the leader takes no batched forwards; forwarding one request at a time", "leader", l.addr)
+		f.s.log.Info("the leader takes no batched forwards of this version; forwarding one request at a time", "leader", l.addr)
+		fail(errUnbatched)
+		return
+	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType:
+		// The leader refused the batch whole, before serving any of it
+		// (a mismatch of limits between the two, or a bug): each write
+		// goes alone and gets its own answer.
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		f.s.log.Warn("the leader refused a batch of forwarded writes; forwarding them one at a time", "leader", l.addr,
+			"status", resp.StatusCode, "answer", string(bytes.TrimSpace(data)))
 		fail(errUnbatched)
 		return
 	}
@@ -548,6 +581,13 @@ func (s *Server) handleForward(w http.ResponseWriter, r *http.Request) {
 	body, aerr := s.readBodyLimit(r, s.maxBody*forwardBodyFactor)
 	if aerr != nil {
 		writeError(w, aerr)
+		return
+	}
+	if len(body) > 0 && body[0] != forwardVersion {
+		// 404, as from a gntd without batches: the follower forwards
+		// each request alone.
+		writeError(w, &APIError{Status: http.StatusNotFound, ErrorCode: CodeNotFound,
+			Message: fmt.Sprintf("no batched forwards of format version %d here (this gntd reads version %d)", body[0], forwardVersion)})
 		return
 	}
 	reqs, err := decodeForwardBatch(body)

@@ -132,6 +132,40 @@ func TestForwardFrameBadInput(t *testing.T) {
 	}
 }
 
+// TestForwardItemMeasure: an item's size bounds its encoding, and fields
+// a leader would refuse keep it out of batches.
+func TestForwardItemMeasure(t *testing.T) {
+	total := 0
+	var reqs []fwdRequest
+	for _, r := range sampleBatch() {
+		it := &fwdItem{req: r}
+		if !it.measure() {
+			t.Fatalf("%+v not batchable", r)
+		}
+		total += it.size
+		reqs = append(reqs, r)
+	}
+	if n := len(encodeForwardBatch(reqs)); n > total+1+binary.MaxVarintLen64 {
+		t.Errorf("encoded %d bytes, sizes say at most %d", n, total+1+binary.MaxVarintLen64)
+	}
+	long := strings.Repeat("x", maxForwardString+1)
+	many := http.Header{}
+	for i := 0; i <= maxForwardHeaders; i++ {
+		many.Add("X-Many", "v")
+	}
+	for name, r := range map[string]fwdRequest{
+		"long URI":          {Method: "PUT", URI: "/" + long},
+		"long header value": {Method: "PUT", URI: "/", Header: http.Header{"X-Long": {long}}},
+		"long header name":  {Method: "PUT", URI: "/", Header: http.Header{long: {"v"}}},
+		"too many values":   {Method: "PUT", URI: "/", Header: many},
+	} {
+		it := &fwdItem{req: r}
+		if it.measure() {
+			t.Errorf("%s: batchable", name)
+		}
+	}
+}
+
 func FuzzDecodeForwardBatch(f *testing.F) {
 	f.Add(encodeForwardBatch(sampleBatch()))
 	f.Add([]byte{forwardVersion, 1, 3, 'P', 'U', 'T', 1, '/', 0, 0})
