@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 func sampleBatch() []fwdRequest {
@@ -163,6 +165,34 @@ func TestForwardItemMeasure(t *testing.T) {
 		if it.measure() {
 			t.Errorf("%s: batchable", name)
 		}
+	}
+}
+
+// TestWorkers: calls never wait for a busy worker, and idle workers are
+// reused rather than new ones started.
+func TestWorkers(t *testing.T) {
+	p := newWorkers()
+	var wg sync.WaitGroup
+	release := make(chan struct{})
+	for i := 0; i < 50; i++ {
+		wg.Add(1)
+		p.run(func() { defer wg.Done(); <-release })
+	}
+	close(release) // all 50 are running at once, or this would not return
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("calls waited for each other")
+	}
+	for i := 0; i < 200; i++ {
+		ran := make(chan struct{})
+		p.run(func() { close(ran) })
+		<-ran
+	}
+	if n := p.started.Load(); n != 50 {
+		t.Errorf("%d workers started; want the 50 that ran at once, reused", n)
 	}
 }
 

@@ -84,6 +84,8 @@ type Server struct {
 	fwdBatch   *forwarder
 	fwdBatches prometheus.Counter
 	fwdBatched prometheus.Counter
+	// subWorkers serve the requests of batches the leader receives.
+	subWorkers *workers
 }
 
 // NewServer returns the API server of a gntd.
@@ -150,6 +152,7 @@ func NewServer(b Backend, opts ServerOptions) *Server {
 		Help: "Writes this follower forwarded to the leader inside batches.",
 	}))
 	s.fwdBatch = &forwarder{s: s, lanes: map[string]*lane{}}
+	s.subWorkers = newWorkers()
 	register(s.reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "gnt", Subsystem: "api", Name: "forward_queued",
 		Help: "Writes waiting on this follower for a batch to the leader (both batch slots are busy).",
