@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -397,7 +398,9 @@ func (s *Server) forwardBatched(w http.ResponseWriter, r *http.Request, addr str
 	if res.err != nil {
 		return res.err
 	}
-	copyAnswer(w, res.answer.Status, res.answer.Header, bytes.NewReader(res.answer.Body))
+	if err := copyAnswer(w, res.answer.Status, res.answer.Header, bytes.NewReader(res.answer.Body)); err != nil {
+		s.log.Debug("copying the leader's answer", "path", r.URL.Path, "error", err)
+	}
 	return nil
 }
 
@@ -441,7 +444,7 @@ func (f *forwarder) withdraw(addr string, it *fwdItem) bool {
 	}
 	for i, q := range l.queue {
 		if q == it {
-			l.queue = append(l.queue[:i], l.queue[i+1:]...)
+			l.queue = slices.Delete(l.queue, i, i+1)
 			return true
 		}
 	}
@@ -457,8 +460,8 @@ func (f *forwarder) launch(l *lane) {
 			size += l.queue[n].size
 			n++
 		}
-		batch := append([]*fwdItem(nil), l.queue[:n]...)
-		l.queue = append(l.queue[:0], l.queue[n:]...)
+		batch := slices.Clone(l.queue[:n])
+		l.queue = slices.Delete(l.queue, 0, n)
 		l.busy++
 		go f.send(l, batch)
 	}
