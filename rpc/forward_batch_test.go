@@ -326,3 +326,103 @@ func TestForwardBatchBadInput(t *testing.T) {
 		t.Errorf("%d jobs made; want the good write's only", jobCount(leader.b)-jobs0)
 	}
 }
+
+// cutWriter passes a batch's answer through until its first write, then
+// flushes that and drops the connection: the follower has read part of
+// the batch's answers when the stream breaks.
+type cutWriter struct {
+	http.ResponseWriter
+	cut bool
+}
+
+func (w *cutWriter) Write(b []byte) (int, error) {
+	if w.cut {
+		return 0, fmt.Errorf("connection cut")
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.ResponseWriter.(http.Flusher).Flush()
+	if conn, _, herr := w.ResponseWriter.(http.Hijacker).Hijack(); herr == nil {
+		conn.Close()
+	}
+	w.cut = true
+	return n, err
+}
+
+func (w *cutWriter) Flush() {}
+
+// TestForwardBatchCut: a batch whose answer stream breaks after its first
+// frames. A write answered before the break keeps its answer; one that was
+// not is a forward that broke: untokened, indeterminate; with a token,
+// forwarded again, and answered with the job the first forward made.
+func TestForwardBatchCut(t *testing.T) {
+	leader, _ := pair(t)
+	h := leader.srv.Handler()
+	var batches atomic.Int32
+	gate := make(chan struct{})
+	cutter := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != forwardPath {
+			h.ServeHTTP(w, r)
+			return
+		}
+		switch batches.Add(1) {
+		case 1, 2:
+			<-gate // hold both slots while the next writes queue up
+			h.ServeHTTP(w, r)
+		case 3:
+			h.ServeHTTP(&cutWriter{ResponseWriter: w}, r)
+		default:
+			h.ServeHTTP(w, r)
+		}
+	}))
+	defer cutter.Close()
+	defer func() {
+		select {
+		case <-gate:
+		default:
+			close(gate)
+		}
+	}()
+	f := followerOf(t, leader, cutter.Listener.Addr().String())
+	type answer struct {
+		name string
+		r    result
+	}
+	answers := make(chan answer, 8)
+	send := func(name, method, path, body string, hdr ...string) {
+		go func() { answers <- answer{name, doHTTP(t, f.ts.URL, method, path, body, hdr...)} }()
+	}
+	jobs0 := jobCount(leader.b)
+	send("slot1", "PUT", "/2/tags?tag=s1", "")
+	send("slot2", "PUT", "/2/tags?tag=s2", "")
+	waitFor(t, "two batches at the leader", func() bool { return batches.Load() == 2 })
+	held := `{"ops":[{"OP_ID":"OP_TEST_DELAY","duration":1}]}`
+	send("held", "POST", "/2/jobs?wait=1s", held)
+	send("held-token", "POST", "/2/jobs?wait=1s", held, rpc.HeaderSubmitToken, "cut-1")
+	waitFor(t, "2 writes queued", func() bool { return metric(t, f, "gnt_api_forward_queued") == 2 })
+	close(gate)
+	got := map[string]result{}
+	for len(got) < 4 {
+		select {
+		case a := <-answers:
+			got[a.name] = a.r
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d of 4 answered", len(got))
+		}
+	}
+	mustOK(t, got["slot1"])
+	mustOK(t, got["slot2"])
+	// Both held jobs were queued by the leader before the break: nothing
+	// runs them, so their answers were still held when it came.
+	checkErr(t, got["held"], 503, rpc.CodeIndeterminate, "")
+	mustOK(t, got["held-token"])
+	id := readState(leader.b, func(st *fsm.State) int64 { id, _ := st.JobByToken("cut-1"); return id })
+	if strings.TrimSpace(string(got["held-token"].body)) != fmt.Sprint(id) {
+		t.Errorf("tokened write answered %s; its token names job %d", got["held-token"].body, id)
+	}
+	if n := jobCount(leader.b) - jobs0; n != 4 {
+		t.Errorf("%d jobs made by the four writes; want 4 (the resend made none)", n)
+	}
+	if batches.Load() != 4 {
+		t.Errorf("%d batches; want 4 (the tokened write forwarded again)", batches.Load())
+	}
+}
