@@ -48,15 +48,18 @@ func newGatedLeader(t *testing.T, h http.Handler) *gatedLeader {
 		h.ServeHTTP(w, r)
 	}))
 	t.Cleanup(g.ts.Close)
-	t.Cleanup(func() { // before Close, which waits for held requests
-		g.mu.Lock()
-		if g.gate != nil {
-			close(g.gate)
-			g.gate = nil
-		}
-		g.mu.Unlock()
-	})
+	t.Cleanup(g.open) // before Close, which waits for held requests
 	return g
+}
+
+// open lets held batches through, if any are held.
+func (g *gatedLeader) open() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.gate != nil {
+		close(g.gate)
+		g.gate = nil
+	}
 }
 
 func (g *gatedLeader) hold() {
@@ -77,6 +80,15 @@ func followerOf(t *testing.T, leader *env, addr string) *env {
 	fb := rpctest.NewReplica(leader.b, "node2")
 	fb.SetLeader(addr, "node1", false)
 	return newEnv(t, fb)
+}
+
+// gatedFollower is a follower of g; when the test ends, g lets held
+// batches through before the follower's server closes (which waits for
+// the requests they hold).
+func gatedFollower(t *testing.T, leader *env, g *gatedLeader) *env {
+	f := followerOf(t, leader, g.ts.Listener.Addr().String())
+	t.Cleanup(g.open)
+	return f
 }
 
 // metric reads an unlabelled metric of an env's /metrics.
@@ -106,14 +118,18 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// TestForwardBatched: while a follower's two batch slots to the leader
-// are busy, the writes it gets wait and go to the leader in one batch.
+// slots is the number of batches a follower keeps unsettled per leader
+// (rpc's forwardSlots).
+const slots = 3
+
+// TestForwardBatched: while a follower's batch slots to the leader are
+// all busy, the writes it gets wait and go to the leader in one batch.
 // Each is answered as it would have been alone: its own status, headers
 // and body, the jobs it made, its token honoured, its error its own.
 func TestForwardBatched(t *testing.T) {
 	leader, _ := pair(t)
 	g := newGatedLeader(t, leader.srv.Handler())
-	f := followerOf(t, leader, g.ts.Listener.Addr().String())
+	f := gatedFollower(t, leader, g)
 	jobs0 := jobCount(leader.b)
 
 	g.hold()
@@ -125,43 +141,46 @@ func TestForwardBatched(t *testing.T) {
 	send := func(i int, method, path, body string, hdr ...string) {
 		go func() { answers <- answer{i, doHTTP(t, f.ts.URL, method, path, body, hdr...)} }()
 	}
-	// Two writes take the two slots and are held at the leader.
-	send(0, "PUT", "/2/tags?tag=slot0", "")
-	send(1, "PUT", "/2/tags?tag=slot1", "")
-	waitFor(t, "two batches at the leader", func() bool { return g.batches.Load() == 2 })
+	// The first writes take the slots and are held at the leader.
+	for i := 0; i < slots; i++ {
+		send(100+i, "PUT", fmt.Sprintf("/2/tags?tag=slot%d", i), "")
+	}
+	waitFor(t, "a batch per slot at the leader", func() bool { return g.batches.Load() == slots })
 	// Twenty more wait on the follower: tagged writes (two with tokens),
 	// a job, and a bad one.
-	for i := 2; i < 18; i++ {
+	for i := 0; i < 16; i++ {
 		send(i, "PUT", fmt.Sprintf("/2/tags?tag=t%d", i), "")
 	}
-	send(18, "PUT", "/2/tags?tag=tok", "", rpc.HeaderSubmitToken, "batched-1")
-	send(19, "PUT", "/2/tags?tag=tok2", "", rpc.HeaderSubmitToken, "batched-2")
-	send(20, "POST", "/2/jobs", `{"ops":[{"OP_ID":"OP_TEST_DELAY","duration":0}]}`)
-	send(21, "POST", "/2/nodes", `{"node_name":"node9","bogus":1}`)
+	send(16, "PUT", "/2/tags?tag=tok", "", rpc.HeaderSubmitToken, "batched-1")
+	send(17, "PUT", "/2/tags?tag=tok2", "", rpc.HeaderSubmitToken, "batched-2")
+	send(18, "POST", "/2/jobs", `{"ops":[{"OP_ID":"OP_TEST_DELAY","duration":0}]}`)
+	send(19, "POST", "/2/nodes", `{"node_name":"node9","bogus":1}`)
 	waitFor(t, "20 writes queued on the follower", func() bool { return metric(t, f, "gnt_api_forward_queued") == 20 })
-	if g.batches.Load() != 2 {
-		t.Fatalf("%d batches reached the leader while both slots were busy", g.batches.Load())
+	if g.batches.Load() != slots {
+		t.Fatalf("%d batches reached the leader while all %d slots were busy", g.batches.Load(), slots)
 	}
 	g.release()
 
 	got := map[int]result{}
-	for len(got) < 22 {
+	for len(got) < 20+slots {
 		select {
 		case a := <-answers:
 			got[a.i] = a.r
 		case <-time.After(10 * time.Second):
-			t.Fatalf("%d of 22 answered", len(got))
+			t.Fatalf("%d of %d answered", len(got), 20+slots)
 		}
 	}
-	if n := g.batches.Load(); n != 3 || g.plain.Load() != 0 {
-		t.Errorf("the leader got %d batches and %d plain requests; want 3 and 0", n, g.plain.Load())
+	if n := g.batches.Load(); n != slots+1 || g.plain.Load() != 0 {
+		t.Errorf("the leader got %d batches and %d plain requests; want %d and 0", n, g.plain.Load(), slots+1)
 	}
-	if b, r := metric(t, f, "gnt_api_forward_batches_total"), metric(t, f, "gnt_api_forward_batched_requests_total"); b != 3 || r != 22 {
-		t.Errorf("follower counted %v batches of %v requests; want 3 of 22", b, r)
+	if b, r := metric(t, f, "gnt_api_forward_batches_total"), metric(t, f, "gnt_api_forward_batched_requests_total"); b != slots+1 || r != 20+slots {
+		t.Errorf("follower counted %v batches of %v requests; want %d of %d", b, r, slots+1, 20+slots)
 	}
 	ids := map[string]bool{}
-	for i := 0; i < 21; i++ {
-		r := got[i]
+	for i, r := range got {
+		if i == 19 {
+			continue
+		}
 		mustOK(t, r)
 		id := strings.TrimSpace(string(r.body))
 		if ids[id] {
@@ -176,19 +195,19 @@ func TestForwardBatched(t *testing.T) {
 			t.Errorf("request %d: headers %v lack the leader's", i, r.header)
 		}
 	}
-	checkErr(t, got[21], 400, "wrong_input", "bogus")
-	if n := jobCount(leader.b) - jobs0; n != 21 {
-		t.Errorf("%d jobs made, want 21", n)
+	checkErr(t, got[19], 400, "wrong_input", "bogus")
+	if n := jobCount(leader.b) - jobs0; n != 19+slots {
+		t.Errorf("%d jobs made, want %d", n, 19+slots)
 	}
 	tags := readState(leader.b, func(st *fsm.State) []string { return st.Cluster.Tags })
-	if len(tags) != 20 {
-		t.Errorf("cluster tags %v, want 20", tags)
+	if len(tags) != 18+slots {
+		t.Errorf("cluster tags %v, want %d", tags, 18+slots)
 	}
 	// A token is honoured inside a batch: sent again, it names the job
 	// the first made.
 	again := f.do("PUT", "/2/tags?tag=tok", "", rpc.HeaderSubmitToken, "batched-1")
-	if !bytes.Equal(again.body, got[18].body) {
-		t.Errorf("resent token answered %s, first %s", again.body, got[18].body)
+	if !bytes.Equal(again.body, got[16].body) {
+		t.Errorf("resent token answered %s, first %s", again.body, got[16].body)
 	}
 }
 
@@ -197,15 +216,15 @@ func TestForwardBatched(t *testing.T) {
 func TestForwardBatchedHeld(t *testing.T) {
 	leader, _ := pair(t)
 	g := newGatedLeader(t, leader.srv.Handler())
-	f := followerOf(t, leader, g.ts.Listener.Addr().String())
-	held := make(chan result, 2)
-	for i := 0; i < 2; i++ {
+	f := gatedFollower(t, leader, g)
+	held := make(chan result, slots)
+	for i := 0; i < slots; i++ {
 		go func() {
 			held <- doHTTP(t, f.ts.URL, "POST", "/2/jobs?wait=3s", `{"ops":[{"OP_ID":"OP_TEST_DELAY","duration":1}]}`)
 		}()
 	}
-	waitFor(t, "two held jobs queued", func() bool { return jobCount(leader.b) == 2 })
-	// Both slots hold a job nothing runs; a tag write still goes through,
+	waitFor(t, "a held job per slot queued", func() bool { return jobCount(leader.b) == slots })
+	// Every slot holds a job nothing runs; a tag write still goes through,
 	// in a batch of its own, while they wait.
 	mustOK(t, f.do("PUT", "/2/tags?tag=behind", ""))
 	select {
@@ -213,10 +232,10 @@ func TestForwardBatchedHeld(t *testing.T) {
 		t.Fatalf("a held submission answered before the write behind it: %s", r)
 	default:
 	}
-	if g.batches.Load() != 3 {
-		t.Errorf("%d batches; want 3", g.batches.Load())
+	if g.batches.Load() != slots+1 {
+		t.Errorf("%d batches; want %d", g.batches.Load(), slots+1)
 	}
-	for i := 0; i < 2; i++ {
+	for i := 0; i < slots; i++ {
 		r := <-held
 		mustOK(t, r)
 		if s := r.header.Get(rpc.HeaderJobStatus); s != fsm.StatusQueued {
@@ -256,7 +275,7 @@ func TestForwardBatchRefused(t *testing.T) {
 func TestForwardUnbatchable(t *testing.T) {
 	leader, _ := pair(t)
 	g := newGatedLeader(t, leader.srv.Handler())
-	f := followerOf(t, leader, g.ts.Listener.Addr().String())
+	f := gatedFollower(t, leader, g)
 	mustOK(t, f.do("PUT", "/2/tags?tag=long", "", "X-Long", strings.Repeat("x", 70000)))
 	mustOK(t, f.do("PUT", "/2/tags?tag=short", ""))
 	if g.plain.Load() != 1 || g.batches.Load() != 1 {
@@ -364,11 +383,11 @@ func TestForwardBatchCut(t *testing.T) {
 			h.ServeHTTP(w, r)
 			return
 		}
-		switch batches.Add(1) {
-		case 1, 2:
-			<-gate // hold both slots while the next writes queue up
+		switch n := batches.Add(1); {
+		case n <= slots:
+			<-gate // hold every slot while the next writes queue up
 			h.ServeHTTP(w, r)
-		case 3:
+		case n == slots+1:
 			h.ServeHTTP(&cutWriter{ResponseWriter: w}, r)
 		default:
 			h.ServeHTTP(w, r)
@@ -387,30 +406,32 @@ func TestForwardBatchCut(t *testing.T) {
 		name string
 		r    result
 	}
-	answers := make(chan answer, 8)
+	answers := make(chan answer, slots+2)
 	send := func(name, method, path, body string, hdr ...string) {
 		go func() { answers <- answer{name, doHTTP(t, f.ts.URL, method, path, body, hdr...)} }()
 	}
 	jobs0 := jobCount(leader.b)
-	send("slot1", "PUT", "/2/tags?tag=s1", "")
-	send("slot2", "PUT", "/2/tags?tag=s2", "")
-	waitFor(t, "two batches at the leader", func() bool { return batches.Load() == 2 })
+	for i := 0; i < slots; i++ {
+		send(fmt.Sprintf("slot%d", i), "PUT", fmt.Sprintf("/2/tags?tag=s%d", i), "")
+	}
+	waitFor(t, "a batch per slot at the leader", func() bool { return batches.Load() == slots })
 	held := `{"ops":[{"OP_ID":"OP_TEST_DELAY","duration":1}]}`
 	send("held", "POST", "/2/jobs?wait=1s", held)
 	send("held-token", "POST", "/2/jobs?wait=1s", held, rpc.HeaderSubmitToken, "cut-1")
 	waitFor(t, "2 writes queued", func() bool { return metric(t, f, "gnt_api_forward_queued") == 2 })
 	close(gate)
 	got := map[string]result{}
-	for len(got) < 4 {
+	for len(got) < slots+2 {
 		select {
 		case a := <-answers:
 			got[a.name] = a.r
 		case <-time.After(10 * time.Second):
-			t.Fatalf("%d of 4 answered", len(got))
+			t.Fatalf("%d of %d answered", len(got), slots+2)
 		}
 	}
-	mustOK(t, got["slot1"])
-	mustOK(t, got["slot2"])
+	for i := 0; i < slots; i++ {
+		mustOK(t, got[fmt.Sprintf("slot%d", i)])
+	}
 	// Both held jobs were queued by the leader before the break: nothing
 	// runs them, so their answers were still held when it came.
 	checkErr(t, got["held"], 503, rpc.CodeIndeterminate, "")
@@ -419,10 +440,10 @@ func TestForwardBatchCut(t *testing.T) {
 	if strings.TrimSpace(string(got["held-token"].body)) != fmt.Sprint(id) {
 		t.Errorf("tokened write answered %s; its token names job %d", got["held-token"].body, id)
 	}
-	if n := jobCount(leader.b) - jobs0; n != 4 {
-		t.Errorf("%d jobs made by the four writes; want 4 (the resend made none)", n)
+	if n := jobCount(leader.b) - jobs0; n != slots+2 {
+		t.Errorf("%d jobs made by the %d writes; want as many (the resend made none)", n, slots+2)
 	}
-	if batches.Load() != 4 {
-		t.Errorf("%d batches; want 4 (the tokened write forwarded again)", batches.Load())
+	if batches.Load() != slots+2 {
+		t.Errorf("%d batches; want %d (the tokened write forwarded again)", batches.Load(), slots+2)
 	}
 }

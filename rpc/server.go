@@ -155,7 +155,7 @@ func NewServer(b Backend, opts ServerOptions) *Server {
 	s.subWorkers = newWorkers()
 	register(s.reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "gnt", Subsystem: "api", Name: "forward_queued",
-		Help: "Writes waiting on this follower for a batch to the leader (both batch slots are busy).",
+		Help: "Writes waiting on this follower for a batch to the leader (every batch slot is busy).",
 	}, s.fwdBatch.queued))
 	s.routes()
 	return s
