@@ -536,9 +536,10 @@ func (f *forwarder) send(l *lane, batch []*fwdItem) {
 		fail(errUnbatched)
 		return
 	}
-	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != forwardContentType {
+	if resp.StatusCode != http.StatusOK {
 		// The batch was refused whole (the leader stopping, or no
-		// longer a candidate): each request gets that answer.
+		// longer a candidate): each request gets that answer, the one
+		// it would have got alone.
 		data, err := io.ReadAll(io.LimitReader(resp.Body, maxForwardAnswer))
 		if err != nil {
 			fail(err)
@@ -548,6 +549,11 @@ func (f *forwarder) send(l *lane, batch []*fwdItem) {
 			answered[k] = true
 			it.done <- fwdResult{answer: &fwdAnswer{Status: resp.StatusCode, Header: resp.Header.Clone(), Body: data}}
 		}
+		return
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != forwardContentType {
+		// Not a gntd's answer to a batch: what it did is unknown.
+		fail(fmt.Errorf("the answer to a batch has Content-Type %q, not %s", ct, forwardContentType))
 		return
 	}
 	br := bufio.NewReader(resp.Body)

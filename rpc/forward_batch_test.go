@@ -447,3 +447,17 @@ func TestForwardBatchCut(t *testing.T) {
 		t.Errorf("%d batches; want %d (the tokened write forwarded again)", batches.Load(), slots+2)
 	}
 }
+
+// TestForwardBatchStrangeAnswer: an answer to a batch that is not a
+// batch's answer (a 200 of another type) settles nothing: an untokened
+// write may have been applied, so it is indeterminate.
+func TestForwardBatchStrangeAnswer(t *testing.T) {
+	leader, _ := pair(t)
+	strange := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		fmt.Fprintln(w, "hello")
+	}))
+	defer strange.Close()
+	f := followerOf(t, leader, strange.Listener.Addr().String())
+	checkErr(t, f.do("PUT", "/2/tags?tag=strange", ""), 503, rpc.CodeIndeterminate, "")
+}
