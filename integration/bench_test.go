@@ -156,27 +156,34 @@ func profileDuring(t *testing.T, c *Cluster, name string, d time.Duration) func(
 // applyStats reads the leader's applier metrics (gnt_raft_apply_*): Raft
 // entries written, commands packed into them, the seconds the entries took
 // from Raft's Apply to the state machine's answer, and the holds.
-func applyStats(addr string) map[string]float64 { return metricValues(addr, "gnt_raft_apply_") }
+func applyStats(addr string) map[string]float64 {
+	v, _ := metricValues(addr, "gnt_raft_apply_")
+	return v
+}
 
 // metricValues reads the unlabelled metrics whose names begin with
-// prefix from a gntd's /metrics.
-func metricValues(addr, prefix string) map[string]float64 {
+// prefix from a gntd's /metrics (an empty map, not nil, with an error).
+func metricValues(addr, prefix string) (map[string]float64, error) {
 	out := map[string]float64{}
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
-		return out
+		return out, err
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return out, err
+	}
 	for _, line := range strings.Split(string(b), "\n") {
 		f := strings.Fields(line)
 		if len(f) != 2 || !strings.HasPrefix(f[0], prefix) {
 			continue
 		}
-		v, _ := strconv.ParseFloat(f[1], 64)
-		out[f[0]] = v
+		if v, err := strconv.ParseFloat(f[1], 64); err == nil {
+			out[f[0]] = v
+		}
 	}
-	return out
+	return out, nil
 }
 
 // applyDelta formats what the leader's applier did since a0 (applyStats):
@@ -205,7 +212,7 @@ func forwardStats(c *Cluster) (batches, requests float64) {
 		if m.cmd == nil {
 			continue
 		}
-		v := metricValues(m.APIAddr(), "gnt_api_forward_batch")
+		v, _ := metricValues(m.APIAddr(), "gnt_api_forward_batch")
 		batches += v["gnt_api_forward_batches_total"]
 		requests += v["gnt_api_forward_batched_requests_total"]
 	}
@@ -732,19 +739,13 @@ func TestBenchResume(t *testing.T) {
 
 // metricValue reads one unlabelled metric from a member's /metrics.
 func metricValue(m *Member, name string) (float64, error) {
-	resp, err := http.Get("http://" + m.APIAddr() + "/metrics")
+	v, err := metricValues(m.APIAddr(), name)
 	if err != nil {
 		return 0, err
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, err
+	x, ok := v[name]
+	if !ok {
+		return 0, fmt.Errorf("%s: no metric %s", m.Name, name)
 	}
-	for _, line := range strings.Split(string(body), "\n") {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			return strconv.ParseFloat(strings.TrimSpace(v), 64)
-		}
-	}
-	return 0, fmt.Errorf("%s: no metric %s", m.Name, name)
+	return x, nil
 }

@@ -103,10 +103,8 @@ var errUnbatched = errors.New("the leader does not take batched forwards")
 
 // Encoding.
 
-func appendUvarint(b []byte, v uint64) []byte { return binary.AppendUvarint(b, v) }
-
 func appendString[T string | []byte](b []byte, s T) []byte {
-	return append(appendUvarint(b, uint64(len(s))), s...)
+	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
 }
 
 func appendHeader(b []byte, h http.Header) []byte {
@@ -114,7 +112,7 @@ func appendHeader(b []byte, h http.Header) []byte {
 	for _, vs := range h {
 		n += len(vs)
 	}
-	b = appendUvarint(b, uint64(n))
+	b = binary.AppendUvarint(b, uint64(n))
 	for k, vs := range h {
 		for _, v := range vs {
 			b = appendString(appendString(b, k), v)
@@ -126,7 +124,7 @@ func appendHeader(b []byte, h http.Header) []byte {
 // encodeForwardBatch encodes the body of a POST /2/gnt/forward.
 func encodeForwardBatch(reqs []fwdRequest) []byte {
 	b := []byte{forwardVersion}
-	b = appendUvarint(b, uint64(len(reqs)))
+	b = binary.AppendUvarint(b, uint64(len(reqs)))
 	for _, r := range reqs {
 		b = appendString(b, r.Method)
 		b = appendString(b, r.URI)
@@ -138,8 +136,8 @@ func encodeForwardBatch(reqs []fwdRequest) []byte {
 
 // answerFrame is the frame of request k's answer, with its length.
 func answerFrame(k int, a fwdAnswer) []byte {
-	b := append(appendUvarint(nil, uint64(k)), frameAnswer)
-	b = appendUvarint(b, uint64(a.Status))
+	b := append(binary.AppendUvarint(nil, uint64(k)), frameAnswer)
+	b = binary.AppendUvarint(b, uint64(a.Status))
 	b = appendHeader(b, a.Header)
 	return withLength(appendString(b, a.Body))
 }
@@ -147,11 +145,11 @@ func answerFrame(k int, a fwdAnswer) []byte {
 // appliedFrame is the frame saying request k was applied, with its
 // length.
 func appliedFrame(k int) []byte {
-	return withLength(append(appendUvarint(nil, uint64(k)), frameApplied))
+	return withLength(append(binary.AppendUvarint(nil, uint64(k)), frameApplied))
 }
 
 func withLength(frame []byte) []byte {
-	return append(appendUvarint(make([]byte, 0, len(frame)+binary.MaxVarintLen64), uint64(len(frame))), frame...)
+	return append(binary.AppendUvarint(make([]byte, 0, len(frame)+binary.MaxVarintLen64), uint64(len(frame))), frame...)
 }
 
 // Decoding. frameIn reads a frame in memory; the first error sticks, and

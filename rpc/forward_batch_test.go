@@ -21,13 +21,15 @@ const forwardPath = "/2/gnt/forward"
 
 // gatedLeader serves the leader's API through a test server that counts
 // the requests it gets, by path, and holds batched forwards while gate is
-// set, until it is closed.
+// set, until it is closed. With refusal set, it answers every batch
+// with that status and body instead of serving it.
 type gatedLeader struct {
 	ts      *httptest.Server
 	mu      sync.Mutex
 	gate    chan struct{}
 	batches atomic.Int32
 	plain   atomic.Int32
+	refusal *result
 }
 
 func newGatedLeader(t *testing.T, h http.Handler) *gatedLeader {
@@ -40,8 +42,14 @@ func newGatedLeader(t *testing.T, h http.Handler) *gatedLeader {
 		}
 		g.batches.Add(1)
 		g.mu.Lock()
-		gate := g.gate
+		gate, refusal := g.gate, g.refusal
 		g.mu.Unlock()
+		if refusal != nil {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(refusal.status)
+			w.Write(refusal.body)
+			return
+		}
 		if gate != nil {
 			<-gate
 		}
@@ -60,6 +68,13 @@ func (g *gatedLeader) open() {
 		close(g.gate)
 		g.gate = nil
 	}
+}
+
+// refuse has every later batch answered with status and body.
+func (g *gatedLeader) refuse(status int, body string) {
+	g.mu.Lock()
+	g.refusal = &result{status: status, body: []byte(body)}
+	g.mu.Unlock()
 }
 
 func (g *gatedLeader) hold() {
@@ -249,24 +264,13 @@ func TestForwardBatchedHeld(t *testing.T) {
 // answer.
 func TestForwardBatchRefused(t *testing.T) {
 	leader, _ := pair(t)
-	var batches, plain atomic.Int32
-	strict := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == forwardPath {
-			batches.Add(1)
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(400)
-			fmt.Fprintln(w, `{"code":400,"error_code":"wrong_input","message":"batched forward: request 0: header count is 300, more than 256"}`)
-			return
-		}
-		plain.Add(1)
-		leader.srv.Handler().ServeHTTP(w, r)
-	}))
-	defer strict.Close()
-	f := followerOf(t, leader, strict.Listener.Addr().String())
+	g := newGatedLeader(t, leader.srv.Handler())
+	g.refuse(400, `{"code":400,"error_code":"wrong_input","message":"batched forward: request 0: header count is 300, more than 256"}`)
+	f := gatedFollower(t, leader, g)
 	mustOK(t, f.do("PUT", "/2/tags?tag=alone", ""))
 	checkErr(t, f.do("POST", "/2/nodes", `{"node_name":"node9","bogus":1}`), 400, "wrong_input", "bogus")
-	if batches.Load() != 2 || plain.Load() != 2 {
-		t.Errorf("leader got %d batches and %d plain writes; want 2 and 2", batches.Load(), plain.Load())
+	if g.batches.Load() != 2 || g.plain.Load() != 2 {
+		t.Errorf("leader got %d batches and %d plain writes; want 2 and 2", g.batches.Load(), g.plain.Load())
 	}
 }
 
@@ -288,25 +292,14 @@ func TestForwardUnbatchable(t *testing.T) {
 // does not try a batch again for a while.
 func TestForwardBatchUnsupported(t *testing.T) {
 	leader, _ := pair(t)
-	var batches, plain atomic.Int32
-	old := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == forwardPath {
-			batches.Add(1)
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(404)
-			fmt.Fprintln(w, `{"code":404,"error_code":"not_found","message":"no such resource"}`)
-			return
-		}
-		plain.Add(1)
-		leader.srv.Handler().ServeHTTP(w, r)
-	}))
-	defer old.Close()
-	f := followerOf(t, leader, old.Listener.Addr().String())
+	g := newGatedLeader(t, leader.srv.Handler())
+	g.refuse(404, `{"code":404,"error_code":"not_found","message":"no such resource"}`)
+	f := gatedFollower(t, leader, g)
 	for i := 0; i < 3; i++ {
 		mustOK(t, f.do("PUT", fmt.Sprintf("/2/tags?tag=old%d", i), ""))
 	}
-	if batches.Load() != 1 || plain.Load() != 3 {
-		t.Errorf("old leader got %d batches and %d plain writes; want 1 and 3", batches.Load(), plain.Load())
+	if g.batches.Load() != 1 || g.plain.Load() != 3 {
+		t.Errorf("old leader got %d batches and %d plain writes; want 1 and 3", g.batches.Load(), g.plain.Load())
 	}
 }
 
