@@ -8,7 +8,6 @@ import (
 	"io"
 	"math"
 	"net"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -309,6 +308,14 @@ func IsConfigOnly(op Opcode) bool {
 // DecodeStrict decodes JSON into v, refusing unknown fields and trailing
 // data, and turns decoder errors into an *Error that names the field.
 func DecodeStrict(raw []byte, v any) error {
+	if fastDecode(raw, v) {
+		return nil
+	}
+	return decodeSlow(raw, v)
+}
+
+// decodeSlow is DecodeStrict through encoding/json alone.
+func decodeSlow(raw []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -362,12 +369,56 @@ func goTypeName(t string) string {
 	return t
 }
 
-// Name rules.
-var (
-	hostLabel   = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)
-	groupNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$`)
-	tagRe       = regexp.MustCompile(`^[\w.+*/:@-]+$`)
-)
+// Name rules, checked byte by byte (they run for every opcode on every
+// replica; TestNameRules holds them to the regular expressions in its
+// comments).
+
+// isAlnum reports whether c is an ASCII letter or digit.
+func isAlnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
+// hostLabelOK: ^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$
+func hostLabelOK(l string) bool {
+	if len(l) == 0 || len(l) > 63 || !isAlnum(l[0]) || !isAlnum(l[len(l)-1]) {
+		return false
+	}
+	for i := 1; i < len(l)-1; i++ {
+		if !isAlnum(l[i]) && l[i] != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+// groupNameOK: ^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$
+func groupNameOK(name string) bool {
+	if len(name) == 0 || len(name) > 128 || !isAlnum(name[0]) {
+		return false
+	}
+	for i := 1; i < len(name); i++ {
+		if c := name[i]; !isAlnum(c) && c != '_' && c != '.' && c != '+' && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+// tagCharsOK: ^[\w.+*/:@-]+$
+func tagCharsOK(tag string) bool {
+	if len(tag) == 0 {
+		return false
+	}
+	for i := 0; i < len(tag); i++ {
+		switch c := tag[i]; {
+		case isAlnum(c):
+		case c == '_' || c == '.' || c == '+' || c == '*' || c == '/' || c == ':' || c == '@' || c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // ValidateHostname checks a node or instance name with Ganeti's hostname
 // rules: dot-separated labels of letters, digits and inner dashes, at most
@@ -379,12 +430,17 @@ func ValidateHostname(field, name string) *Error {
 	if len(name) > 255 {
 		return errf(CodeInval, field, "%s %q is longer than 255 characters", field, name)
 	}
-	for _, l := range strings.Split(strings.TrimSuffix(name, "."), ".") {
-		if !hostLabel.MatchString(l) {
+	rest := strings.TrimSuffix(name, ".")
+	for {
+		l, after, more := strings.Cut(rest, ".")
+		if !hostLabelOK(l) {
 			return errf(CodeInval, field, "%s %q is not a valid hostname", field, name)
 		}
+		if !more {
+			return nil
+		}
+		rest = after
 	}
-	return nil
 }
 
 // ValidateGroupName checks a node group name.
@@ -392,7 +448,7 @@ func ValidateGroupName(field, name string) *Error {
 	if name == "" {
 		return errf(CodeInval, field, "%s must not be empty", field)
 	}
-	if !groupNameRe.MatchString(name) {
+	if !groupNameOK(name) {
 		return errf(CodeInval, field, "%s %q is not a valid group name (letters, digits, '_', '.', '+', '-'; at most 128)", field, name)
 	}
 	return nil
@@ -406,7 +462,7 @@ func ValidateTag(tag string) *Error {
 	if len(tag) > MaxTagLen {
 		return errf(CodeInval, "tags", "tag %q is longer than %d characters", tag, MaxTagLen)
 	}
-	if !tagRe.MatchString(tag) {
+	if !tagCharsOK(tag) {
 		return errf(CodeInval, "tags", "tag %q contains invalid characters", tag)
 	}
 	return nil
