@@ -324,3 +324,41 @@ func FuzzFastDecode(f *testing.F) {
 		fastAgrees(t, doc, targets[int(which)%len(targets)])
 	})
 }
+
+// reasonTrailJSON is the reference: the trail as a list of []any triples
+// through json.Marshal.
+func reasonTrailJSON(trail []ReasonEntry) []byte {
+	l := make([][]any, len(trail))
+	for i, r := range trail {
+		l[i] = []any{r.Source, r.Text, r.TimeNS}
+	}
+	b, _ := json.Marshal(l)
+	return b
+}
+
+func TestAppendReasonTrail(t *testing.T) {
+	for _, s := range []string{"", "gnt:user", "PUT /2/jobs", `a"b`, `a\b`, "<&>", "é", "\u2028", "a\x00b", "\x7f", "\xff", "tab\there"} {
+		trail := []ReasonEntry{{Source: s, Text: "t " + s, TimeNS: -5}, {Source: "gnt:x", Text: s, TimeNS: 1700000000000000000}}
+		if got, want := AppendReasonTrail(nil, trail), reasonTrailJSON(trail); string(got) != string(want) {
+			t.Errorf("trail with %q: got %s, json.Marshal %s", s, got, want)
+		}
+	}
+	if got := string(AppendReasonTrail(nil, nil)); got != "[]" {
+		t.Errorf("empty trail: %s", got)
+	}
+}
+
+func FuzzAppendReasonTrail(f *testing.F) {
+	f.Add("gnt:user", "why <now>", int64(1))
+	f.Fuzz(func(t *testing.T, src, text string, ts int64) {
+		trail := []ReasonEntry{{Source: src, Text: text, TimeNS: ts}}
+		got, want := AppendReasonTrail(nil, trail), reasonTrailJSON(trail)
+		if string(got) != string(want) {
+			t.Fatalf("got %s, json.Marshal %s", got, want)
+		}
+		var back []ReasonEntry
+		if err := DecodeStrict(got, &back); err != nil {
+			t.Fatalf("%s does not decode: %v", got, err)
+		}
+	})
+}

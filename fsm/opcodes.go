@@ -44,19 +44,43 @@ type ReasonEntry struct {
 // so it is put together directly rather than through a []any; the bytes
 // are the same.
 func (r ReasonEntry) MarshalJSON() ([]byte, error) {
-	src, err := json.Marshal(r.Source)
-	if err != nil {
-		return nil, err
+	return r.appendJSON(make([]byte, 0, len(r.Source)+len(r.Text)+26)), nil
+}
+
+func (r ReasonEntry) appendJSON(dst []byte) []byte {
+	dst = appendJSONString(append(dst, '['), r.Source)
+	dst = appendJSONString(append(dst, ','), r.Text)
+	dst = strconv.AppendInt(append(dst, ','), r.TimeNS, 10)
+	return append(dst, ']')
+}
+
+// AppendReasonTrail appends trail as the JSON list json.Marshal makes of
+// it, without json.Marshal's reflection: the leader encodes one for every
+// submission.
+func AppendReasonTrail(dst []byte, trail []ReasonEntry) []byte {
+	dst = append(dst, '[')
+	for i, r := range trail {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = r.appendJSON(dst)
 	}
-	text, err := json.Marshal(r.Text)
-	if err != nil {
-		return nil, err
+	return append(dst, ']')
+}
+
+// appendJSONString appends s quoted as json.Marshal quotes it. Strings of
+// printable ASCII without the characters it escapes are copied; any other
+// goes through json.Marshal.
+func appendJSONString(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // a string always encodes
+			return append(dst, q...)
+		}
 	}
-	out := make([]byte, 0, len(src)+len(text)+24)
-	out = append(append(append(out, '['), src...), ',')
-	out = append(append(out, text...), ',')
-	out = strconv.AppendInt(out, r.TimeNS, 10)
-	return append(out, ']'), nil
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
 }
 
 // UnmarshalJSON reads the Ganeti triple. It is on every replica's apply

@@ -884,10 +884,7 @@ func prepareOps(r *http.Request, body []byte, build opsBuilder, now time.Time) (
 		trail = append(trail, fsm.ReasonEntry{Source: "gnt:user", Text: reason, TimeNS: ns})
 	}
 	trail = append(trail, fsm.ReasonEntry{Source: "gnt:library:rlib2", Text: r.Method + " " + r.URL.Path, TimeNS: ns})
-	trailJSON, err := json.Marshal(trail)
-	if err != nil {
-		return nil, badRequest("reason", "encoding the reason trail: %v", err)
-	}
+	trailJSON := fsm.AppendReasonTrail(make([]byte, 0, 128), trail)
 	out := make([]json.RawMessage, len(ops))
 	for i, o := range ops {
 		raw, ok := o.(json.RawMessage)
