@@ -5,12 +5,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -79,6 +81,28 @@ const (
 	maxForwardAnswer  = 1 << 26 // an answer's body
 	maxForwardFrame   = maxForwardAnswer + 1<<20
 )
+
+// A held submission (?wait=D) forwarded in a batch is not held by the
+// leader when the follower holds a replica: the follower marks it with
+// headerAwaitHere, the leader answers as soon as the job is queued and
+// names the wait in headerAwaitThere, and the follower waits for the job
+// on its own replica (awaitForwarded). So the wait ends when the client
+// goes away, which only the follower sees: a leader holding it would keep
+// it, and the batch's answer stream, open for up to MaxJobWait.
+const (
+	headerAwaitHere  = "X-Gnt-Await-Here"
+	headerAwaitThere = "X-Gnt-Await"
+)
+
+// inBatchKey marks the context of the requests a leader serves from a
+// batch.
+type inBatchKey struct{}
+
+// followerAwaits says the request came in a batch from a follower that
+// waits for its held submissions itself.
+func followerAwaits(r *http.Request) bool {
+	return r.Context().Value(inBatchKey{}) != nil && r.Header.Get(headerAwaitHere) != ""
+}
 
 // fwdRequest is one request of a batch.
 type fwdRequest struct {
@@ -379,6 +403,11 @@ func (s *Server) forwardBatched(w http.ResponseWriter, r *http.Request, addr str
 		req:  fwdRequest{Method: r.Method, URI: r.URL.RequestURI(), Header: forwardHeader(r), Body: body},
 		done: make(chan fwdResult, 1),
 	}
+	if s.b.FSM() != nil {
+		it.req.Header.Set(headerAwaitHere, "1")
+	} else {
+		it.req.Header.Del(headerAwaitHere)
+	}
 	if !it.measure() {
 		// Fields a batch cannot carry: this one goes alone.
 		return s.forward(w, r, addr, body)
@@ -402,10 +431,43 @@ func (s *Server) forwardBatched(w http.ResponseWriter, r *http.Request, addr str
 	if res.err != nil {
 		return res.err
 	}
+	if wait := res.answer.Header.Get(headerAwaitThere); wait != "" {
+		res.answer.Header.Del(headerAwaitThere)
+		s.awaitForwarded(r, res.answer, wait)
+	}
 	if err := copyAnswer(w, res.answer.Status, res.answer.Header, bytes.NewReader(res.answer.Body)); err != nil {
 		s.log.Debug("copying the leader's answer", "path", r.URL.Path, "error", err)
 	}
 	return nil
+}
+
+// awaitForwarded waits on this gntd's replica, for up to wait, for the job
+// of a held submission that the leader answered at once (headerAwaitThere),
+// and puts the job's status and the index it was read at into the answer.
+// It leaves the leader's answer as it is if the replica does not reach the
+// leader's index in that time, or the answer is not a submission's.
+func (s *Server) awaitForwarded(r *http.Request, a *fwdAnswer, wait string) {
+	f := s.b.FSM()
+	d, err := time.ParseDuration(wait)
+	if f == nil || err != nil || d <= 0 || d > MaxJobWait || a.Status != http.StatusOK {
+		return
+	}
+	var id int64
+	if json.Unmarshal(a.Body, &id) != nil {
+		return
+	}
+	after, err := strconv.ParseUint(a.Header.Get(HeaderIndex), 10, 64)
+	if err != nil {
+		return
+	}
+	ctx, cancel := s.waitCtx(r.Context())
+	status, idx := awaitJob(ctx, f, id, d, after)
+	cancel()
+	if idx < after || status == "" {
+		return
+	}
+	a.Header.Set(HeaderIndex, strconv.FormatUint(idx, 10))
+	a.Header.Set(HeaderJobStatus, status)
 }
 
 // enqueue queues it for the leader at addr and sends a batch if a slot
@@ -609,6 +671,7 @@ func (s *Server) handleForward(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badRequest("", "batched forward: %v", err))
 		return
 	}
+	r = r.WithContext(context.WithValue(r.Context(), inBatchKey{}, true))
 	w.Header().Set("Content-Type", forwardContentType)
 	w.WriteHeader(http.StatusOK)
 	out := newAnswerStream(w)

@@ -2,7 +2,10 @@ package rpc_test
 
 import (
 	"bytes"
+	"context"
+	"encoding/binary"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -259,6 +262,109 @@ func TestForwardBatchedHeld(t *testing.T) {
 	}
 }
 
+// TestForwardBatchedAwaitHere: the leader answers a held submission that
+// came in a batch as soon as its job is queued, and the follower waits for
+// the job on its own replica: the batch does not stay open at the leader
+// for the wait, a client that gives up ends it, and a client that waits
+// gets the job's final status.
+func TestForwardBatchedAwaitHere(t *testing.T) {
+	leader, _ := pair(t)
+	var open atomic.Int32 // batches the leader is serving
+	h := leader.srv.Handler()
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == forwardPath {
+			open.Add(1)
+			defer open.Add(-1)
+		}
+		h.ServeHTTP(w, r)
+	}))
+	defer ts.Close()
+	f := followerOf(t, leader, ts.Listener.Addr().String())
+	held := `{"ops":[{"OP_ID":"OP_TEST_DELAY","duration":1}]}`
+
+	// A client that gives up.
+	jobs0 := jobCount(leader.b)
+	ctx, cancel := context.WithCancel(context.Background())
+	gone := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, "POST", f.ts.URL+"/2/jobs?wait=50s", strings.NewReader(held))
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		gone <- err
+	}()
+	waitFor(t, "the job queued", func() bool { return jobCount(leader.b) == jobs0+1 })
+	waitFor(t, "the leader done with the batch", func() bool { return open.Load() == 0 })
+	select {
+	case err := <-gone:
+		t.Fatalf("the held submission ended before its job did: %v", err)
+	default:
+	}
+	cancel()
+	if err := <-gone; err == nil {
+		t.Fatal("the client's request ended without its cancel")
+	}
+
+	// A client that waits gets the status the job ends with.
+	answer := make(chan result, 1)
+	go func() { answer <- doHTTP(t, f.ts.URL, "POST", "/2/jobs?wait=20s", held) }()
+	waitFor(t, "the job queued", func() bool { return jobCount(leader.b) == jobs0+2 })
+	waitFor(t, "the leader done with the batch", func() bool { return open.Load() == 0 })
+	id := readState(leader.b, func(st *fsm.State) int64 { return st.NextJobID - 1 })
+	if err := leader.b.UpdateJob(id, 0, fsm.ActionFinish, fsm.StatusSuccess, nil); err != nil {
+		t.Fatal(err)
+	}
+	r := <-answer
+	mustOK(t, r)
+	if got := r.header.Get(rpc.HeaderJobStatus); got != fsm.StatusSuccess {
+		t.Errorf("job status %q, want success", got)
+	}
+	if strings.TrimSpace(string(r.body)) != fmt.Sprint(id) {
+		t.Errorf("answer %s, want job %d", r.body, id)
+	}
+	if r.header.Get("X-Gnt-Await") != "" {
+		t.Error("the leader's await header reached the client")
+	}
+	if idx, _ := strconv.ParseUint(r.header.Get(rpc.HeaderIndex), 10, 64); idx != leader.b.FSM().Index() {
+		t.Errorf("index %d, want the state's %d where the job ended", idx, leader.b.FSM().Index())
+	}
+}
+
+// TestForwardBatchLeaderHolds: a held submission in a batch from a
+// follower that does not wait for it itself (a gntd from before
+// X-Gnt-Await-Here) is held by the leader, as before: the batch's answer
+// says "applied" at once, so the follower's slot is free, and carries the
+// answer when the wait is over.
+func TestForwardBatchLeaderHolds(t *testing.T) {
+	leader, _ := pair(t)
+	uvarint := func(b []byte, v int) []byte { return binary.AppendUvarint(b, uint64(v)) }
+	str := func(b []byte, s string) []byte { return append(uvarint(b, len(s)), s...) }
+	body := uvarint([]byte{1}, 1) // format version 1, one request
+	body = str(str(body, "POST"), "/2/jobs?wait=300ms")
+	body = str(uvarint(body, 0), `{"ops":[{"OP_ID":"OP_TEST_DELAY","duration":1}]}`)
+	r := doHTTP(t, leader.ts.URL, "POST", forwardPath, string(body), "Content-Type", "application/x-gnt-forward")
+	mustOK(t, r)
+	var kinds []byte
+	for rd := bytes.NewReader(r.body); rd.Len() > 0; {
+		n, err := binary.ReadUvarint(rd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		frame := make([]byte, n)
+		if _, err := io.ReadFull(rd, frame); err != nil {
+			t.Fatal(err)
+		}
+		kinds = append(kinds, frame[1]) // after the position, 0
+		if frame[1] == 'r' && !bytes.Contains(frame, []byte(fsm.StatusQueued)) {
+			t.Errorf("answer frame %q does not carry the status after the wait", frame)
+		}
+	}
+	if string(kinds) != "ar" {
+		t.Errorf("frames %q, want an applied frame and then the answer", kinds)
+	}
+}
+
 // TestForwardBatchRefused: a leader that refuses a batch whole (400)
 // served none of it; each write is forwarded alone and gets its own
 // answer.
@@ -342,25 +448,20 @@ func TestForwardBatchBadInput(t *testing.T) {
 // cutWriter passes a batch's answer through until its first write, then
 // flushes that and drops the connection: the follower has read part of
 // the batch's answers when the stream breaks.
-type cutWriter struct {
+// swallowWriter sends the status line and headers of an answer and drops
+// its body.
+type swallowWriter struct {
 	http.ResponseWriter
-	cut bool
 }
 
-func (w *cutWriter) Write(b []byte) (int, error) {
-	if w.cut {
-		return 0, fmt.Errorf("connection cut")
-	}
-	n, err := w.ResponseWriter.Write(b)
+func (w *swallowWriter) WriteHeader(code int) {
+	w.ResponseWriter.WriteHeader(code)
 	w.ResponseWriter.(http.Flusher).Flush()
-	if conn, _, herr := w.ResponseWriter.(http.Hijacker).Hijack(); herr == nil {
-		conn.Close()
-	}
-	w.cut = true
-	return n, err
 }
 
-func (w *cutWriter) Flush() {}
+func (w *swallowWriter) Write(b []byte) (int, error) { return len(b), nil }
+
+func (w *swallowWriter) Flush() {}
 
 // TestForwardBatchCut: a batch whose answer stream breaks after its first
 // frames. A write answered before the break keeps its answer; one that was
@@ -381,7 +482,12 @@ func TestForwardBatchCut(t *testing.T) {
 			<-gate // hold every slot while the next writes queue up
 			h.ServeHTTP(w, r)
 		case n == slots+1:
-			h.ServeHTTP(&cutWriter{ResponseWriter: w}, r)
+			// The leader serves the whole batch, but its answers are
+			// lost: the stream breaks after the status line.
+			h.ServeHTTP(&swallowWriter{ResponseWriter: w}, r)
+			if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+				conn.Close()
+			}
 		default:
 			h.ServeHTTP(w, r)
 		}
@@ -425,8 +531,8 @@ func TestForwardBatchCut(t *testing.T) {
 	for i := 0; i < slots; i++ {
 		mustOK(t, got[fmt.Sprintf("slot%d", i)])
 	}
-	// Both held jobs were queued by the leader before the break: nothing
-	// runs them, so their answers were still held when it came.
+	// Both held jobs were queued by the leader before the break, and
+	// neither answer reached the follower.
 	checkErr(t, got["held"], 503, rpc.CodeIndeterminate, "")
 	mustOK(t, got["held-token"])
 	id := readState(leader.b, func(st *fsm.State) int64 { id, _ := st.JobByToken("cut-1"); return id })

@@ -996,12 +996,19 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, ops []json.RawMe
 		status = resp.Job.Status
 	}
 	if hold > 0 && !fsm.Finalized(status) {
-		notifyApplied(w)
-		var idx uint64
-		ctx, cancel := s.waitCtx(r.Context())
-		status, idx = awaitJob(ctx, s.b.FSM(), resp.JobID, hold)
-		cancel()
-		setIndex(w, idx)
+		if followerAwaits(r) {
+			// The follower that forwarded this in a batch waits for the
+			// job on its own replica (awaitForwarded): it knows when
+			// its client gives up, which the leader does not.
+			w.Header().Set(headerAwaitThere, hold.String())
+		} else {
+			notifyApplied(w)
+			var idx uint64
+			ctx, cancel := s.waitCtx(r.Context())
+			status, idx = awaitJob(ctx, s.b.FSM(), resp.JobID, hold, 0)
+			cancel()
+			setIndex(w, idx)
+		}
 	}
 	if status != "" {
 		w.Header().Set(HeaderJobStatus, status)
@@ -1011,12 +1018,14 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, ops []json.RawMe
 }
 
 // awaitJob waits until job id is finalized, d passes or ctx ends, and
-// returns its status then and the index of the state it was read from.
-func awaitJob(ctx context.Context, f *fsm.FSM, id int64, d time.Duration) (string, uint64) {
+// returns its status then and the index of the state it was read from. A
+// job this state does not know ends the wait, unless the state has not yet
+// applied index after (a follower waiting for a job the leader made).
+func awaitJob(ctx context.Context, f *fsm.FSM, id int64, d time.Duration, after uint64) (string, uint64) {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	for {
-		ch := f.JobChanged(id)
+		ch, anyChange := f.JobChanged(id), f.Changed()
 		var (
 			status string
 			index  uint64
@@ -1027,8 +1036,11 @@ func awaitJob(ctx context.Context, f *fsm.FSM, id int64, d time.Duration) (strin
 				status = j.Status
 			}
 		})
-		if status == "" || fsm.Finalized(status) {
+		if index >= after && (status == "" || fsm.Finalized(status)) {
 			return status, index
+		}
+		if index < after {
+			ch = anyChange // the job may not exist here yet
 		}
 		select {
 		case <-ch:
