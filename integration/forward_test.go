@@ -77,3 +77,63 @@ func TestForwardedInBatches(t *testing.T) {
 		}
 	}
 }
+
+// TestForwardedHeldInBatches: held submissions (?wait=) sent to a
+// follower go to the leader in batches, and the follower waits for each
+// job on its own replica: every answer carries the job's final status,
+// and the follower's state holds it when the answer comes.
+func TestForwardedHeldInBatches(t *testing.T) {
+	c := NewCluster(t, ClusterOptions{Candidates: 3})
+	leader := c.WaitLeader(10 * time.Second)
+	follower := c.Followers(leader)[0]
+	w0, err := metricValue(follower, "gnt_api_forward_batched_requests_total")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const clients, each = 16, 5
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	for i := 0; i < clients; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cl := c.ClientFor(follower)
+			for n := 0; n < each; n++ {
+				delay := []map[string]any{{"OP_ID": "OP_TEST_DELAY", "duration": 0.05}}
+				id, meta, err := cl.SubmitJobHeld(ctx, delay, "held through a follower", 30*time.Second)
+				if err == nil && meta.JobStatus != "success" {
+					err = fmt.Errorf("job %d answered with status %q, want success", id, meta.JobStatus)
+				}
+				if err == nil {
+					// The answer came from the follower's replica, so a
+					// read of it there sees the job ended too.
+					job, jerr := cl.Job(ctx, id)
+					if jerr != nil || job.Status != "success" {
+						err = fmt.Errorf("job %d read from the follower: status %q, %v", id, job.Status, jerr)
+					}
+				}
+				if err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("%d held submissions went wrong, first: %v", len(errs), errs[0])
+	}
+	w1, err := metricValue(follower, "gnt_api_forward_batched_requests_total")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w1-w0 != clients*each {
+		t.Errorf("%v submissions went in batches, want %d", w1-w0, clients*each)
+	}
+}
