@@ -223,6 +223,8 @@ func (r *SetResult) checkJobs(ops []*Op, final State) {
 						r.violation(&r.Lost, "lost: job %s was acknowledged as id %d but is id %d", m, idAt(o.JobIDs, k), found[0].ID)
 					case found[0].Status != "success" && !(mayCancel[m] && (found[0].Status == "canceled" || found[0].Status == "error")):
 						r.violation(nil, "job %s (id %d) ended %s, want success", m, found[0].ID, found[0].Status)
+					case o.Mode == ModeHeld && finalStatus(o.Status) && o.Status != found[0].Status:
+						r.violation(nil, "job %s (id %d): its held submission was answered %s, but it ended %s", m, found[0].ID, o.Status, found[0].Status)
 					}
 				case Indeterminate:
 					switch len(found) {
@@ -256,6 +258,11 @@ func (r *SetResult) checkJobs(ops []*Op, final State) {
 			r.violation(&r.Unexpected, "unexpected: job %s (ids %v) was never submitted", m, jobIDs(byMarker[m]))
 		}
 	}
+}
+
+// finalStatus says whether a job status is one a job ends with.
+func finalStatus(s string) bool {
+	return s == "success" || s == "error" || s == "canceled"
 }
 
 func idAt(ids []int64, k int) int64 {

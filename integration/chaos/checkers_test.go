@@ -208,6 +208,22 @@ func TestDuplicatedJobIsCaught(t *testing.T) {
 	expect(t, "accounting", CheckSets(h.ops, empty(), final).Violations, `OP_TAGS_SET of tag "c" on cluster is present as 2 jobs [3 11]`)
 }
 
+// A held submission's answer must give the status its job ended with;
+// one given before the job ended (the wait ran out) may differ.
+func TestHeldAnswerIsChecked(t *testing.T) {
+	h, final := good()
+	h.add(Op{Client: 4, Kind: JobSubmit, Mode: ModeHeld, Status: "success", Markers: []string{"chaos-c4-1"}, JobIDs: []int64{20}, Index: 30}, 111, 120)
+	h.add(Op{Client: 4, Kind: JobSubmit, Mode: ModeHeld, Status: "running", Markers: []string{"chaos-c4-2"}, JobIDs: []int64{21}, Index: 31}, 121, 130)
+	final.Jobs = append(final.Jobs,
+		Job{ID: 20, Status: "success", Ops: []JobOp{{OpID: "OP_TEST_DELAY", Comment: "chaos-c4-1", Status: "success"}}},
+		Job{ID: 21, Status: "success", Ops: []JobOp{{OpID: "OP_TEST_DELAY", Comment: "chaos-c4-2", Status: "success"}}})
+	if r := CheckSets(h.ops, empty(), final); len(r.Violations) > 0 {
+		t.Fatalf("a correct held answer and a timed-out one: %v", r.Violations)
+	}
+	h.ops[len(h.ops)-2].Status = "error"
+	expect(t, "accounting", CheckSets(h.ops, empty(), final).Violations, "job chaos-c4-1 (id 20): its held submission was answered error, but it ended success")
+}
+
 func TestUnexpectedIsCaught(t *testing.T) {
 	h, final := good()
 	final.Tags["cluster"] = []string{"b", "c", "e", "zz"}

@@ -42,6 +42,10 @@ const (
 	ModeConfd      = "confd"      // confd UDP: a candidate's replica, says its serial
 )
 
+// ModeHeld marks a job submission with ?wait=: answered when the job has
+// ended (or the wait ran out), with its status in Op.Status.
+const ModeHeld = "held"
+
 // Op is one operation of the history. Times are nanoseconds since the
 // start of the run, on the test's monotonic clock.
 type Op struct {
@@ -56,6 +60,9 @@ type Op struct {
 	Markers []string `json:"markers,omitempty"`
 	JobIDs  []int64  `json:"job_ids,omitempty"`
 	Repeat  int      `json:"repeat,omitempty"` // OP_TEST_DELAY steps of each job
+	// Status is the job status a held submission (?wait=) was answered
+	// with: final, or where the job was when the wait ran out.
+	Status string `json:"status,omitempty"`
 
 	Outcome Outcome `json:"outcome"`
 	// Code is the API error code of a failure (empty without one); Err the

@@ -28,6 +28,9 @@ const markerPrefix = "chaos-"
 // so a write outlives one leaderless hold.
 const (
 	writeTimeout = 10 * time.Second
+	// heldWait is how long a held job submission waits for its job,
+	// within writeTimeout.
+	heldWait     = 6 * time.Second
 	readTimeout  = 5 * time.Second
 	confdTimeout = time.Second
 )
@@ -353,7 +356,21 @@ func (c *client) submitJobs(ctx context.Context) {
 	defer cancel()
 	if c.rng.IntN(5) > 0 {
 		o.Markers = []string{fmt.Sprintf("%sc%d-%d", markerPrefix, c.id, c.n)}
-		id, meta, err := c.api.SubmitJob(wctx, []map[string]any{op(o.Markers[0], false)}, "chaos")
+		ops := []map[string]any{op(o.Markers[0], false)}
+		var (
+			id   int64
+			meta rpc.Meta
+			err  error
+		)
+		if c.rng.IntN(2) == 0 {
+			// Held: answered when the job has ended (a follower waits
+			// for it on its own replica), with its status.
+			o.Mode = ModeHeld
+			id, meta, err = c.api.SubmitJobHeld(wctx, ops, "chaos", heldWait)
+			o.Status = meta.JobStatus
+		} else {
+			id, meta, err = c.api.SubmitJob(wctx, ops, "chaos")
+		}
 		if err == nil {
 			o.JobIDs = []int64{id}
 		}
