@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"hash"
+
+	"github.com/gnt-cluster/gnt/fsm"
 )
 
 // Why a packet is refused. The server drops refused packets without a
@@ -48,7 +50,7 @@ func ParseEnvelope(packet, buf []byte) (Envelope, []byte, error) {
 		buf = make([]byte, 0, max(len(packet), 512))
 	}
 	buf = buf[:0]
-	r := reader{b: packet[len(Magic):]}
+	r := reader{fsm.NewJSONReader(packet[len(Magic):])}
 	var haveMsg, haveSalt, haveHMAC bool
 	ok := r.object(func(key []byte) bool {
 		var dst *[]byte
@@ -60,14 +62,14 @@ func ParseEnvelope(packet, buf []byte) (Envelope, []byte, error) {
 		case "hmac":
 			dst, haveHMAC = &e.HMAC, true
 		default:
-			_, ok := r.skip()
+			_, ok := r.Skip()
 			return ok
 		}
-		s, ok := r.str(&buf)
+		s, ok := r.Str(&buf)
 		*dst = s
 		return ok
 	})
-	if !ok || !r.end() || !haveMsg || !haveSalt || !haveHMAC {
+	if !ok || !r.End() || !haveMsg || !haveSalt || !haveHMAC {
 		return Envelope{}, buf, ErrEnvelope
 	}
 	return e, buf, nil
@@ -78,24 +80,23 @@ func ParseEnvelope(packet, buf []byte) (Envelope, []byte, error) {
 // unescaped text; a key needing more than 64 bytes of unescaping is
 // refused (no confd key is that long).
 func (r *reader) object(field func(key []byte) bool) bool {
-	if !r.eat('{') {
+	if !r.Eat('{') {
 		return false
 	}
-	if r.eat('}') {
+	if r.Eat('}') {
 		return true
 	}
 	for {
 		var scratch [64]byte
 		kb := scratch[:0]
-		r.ws()
-		key, ok := r.str(&kb)
-		if !ok || !r.eat(':') || !field(key) {
+		key, ok := r.Str(&kb)
+		if !ok || !r.Eat(':') || !field(key) {
 			return false
 		}
-		if r.eat('}') {
+		if r.Eat('}') {
 			return true
 		}
-		if !r.eat(',') {
+		if !r.Eat(',') {
 			return false
 		}
 	}

@@ -4,10 +4,11 @@
 //
 // It has three parts:
 //
-//   - the codec (codec.go, json.go, request.go): the "plj0" framing, the
-//     signed {"msg", "salt", "hmac"} envelope with HMAC-SHA1 over
-//     salt+msg, and the inner request and reply objects. It is pure: it
-//     knows nothing of sockets or clocks, and it is fuzzed;
+//   - the codec (codec.go, json.go, request.go; its JSON is read by
+//     fsm.JSONReader): the "plj0" framing, the signed {"msg", "salt",
+//     "hmac"} envelope with HMAC-SHA1 over salt+msg, and the inner
+//     request and reply objects. It is pure: it knows nothing of sockets
+//     or clocks, and it is fuzzed;
 //   - the answers (answer.go, pointer.go): a pure function from a
 //     request, the state and the master's name to a reply, with Ganeti's
 //     request types, query shapes, status and error codes;

@@ -3,6 +3,8 @@ package confd
 import (
 	"encoding/json"
 	"strconv"
+
+	"github.com/gnt-cluster/gnt/fsm"
 )
 
 // QueryKind is the JSON kind of a request's query, the three Ganeti
@@ -54,31 +56,31 @@ func ParseRequest(msg, buf []byte) (Request, []byte, error) {
 		buf = make([]byte, 0, max(len(msg), 256))
 	}
 	buf = buf[:0]
-	r := reader{b: msg}
+	r := reader{fsm.NewJSONReader(msg)}
 	var haveProto, haveType, haveSalt bool
 	var proto, typ int64
 	ok := r.object(func(key []byte) bool {
 		var ok bool
 		switch string(key) {
 		case "protocol":
-			proto, ok = r.int()
+			proto, ok = r.Int()
 			haveProto = true
 		case "type":
-			typ, ok = r.int()
+			typ, ok = r.Int()
 			haveType = true
 		case "rsalt":
 			var s []byte
-			s, ok = r.str(&buf)
+			s, ok = r.Str(&buf)
 			q.RSalt = string(s)
 			haveSalt = true
 		case "query":
 			q.Query, ok = r.query(&buf)
 		default:
-			_, ok = r.skip()
+			_, ok = r.Skip()
 		}
 		return ok
 	})
-	if !ok || !r.end() || !haveProto || !haveType || !haveSalt || q.RSalt == "" {
+	if !ok || !r.End() || !haveProto || !haveType || !haveSalt || q.RSalt == "" {
 		return Request{}, buf, ErrMessage
 	}
 	if proto != ProtocolVersion {
@@ -94,11 +96,11 @@ func ParseRequest(msg, buf []byte) (Request, []byte, error) {
 
 func (r *reader) query(buf *[]byte) (Query, bool) {
 	var q Query
-	switch r.peek() {
+	switch r.Peek() {
 	case 'n':
-		return q, r.lit("null")
+		return q, r.Lit("null")
 	case '"':
-		s, ok := r.str(buf)
+		s, ok := r.Str(buf)
 		q.Kind, q.Str = QueryString, string(s)
 		return q, ok
 	case '{':
@@ -109,12 +111,12 @@ func (r *reader) query(buf *[]byte) (Query, bool) {
 	ok := r.object(func(key []byte) bool {
 		switch string(key) {
 		case QueryLink, QueryIP:
-			if r.peek() != '"' {
+			if r.Peek() != '"' {
 				q.BadDict = true
-				_, ok := r.skip()
+				_, ok := r.Skip()
 				return ok
 			}
-			s, ok := r.str(buf)
+			s, ok := r.Str(buf)
 			if string(key) == QueryLink {
 				q.HasLink, q.Link = true, string(s)
 			} else {
@@ -122,9 +124,9 @@ func (r *reader) query(buf *[]byte) (Query, bool) {
 			}
 			return ok
 		case QueryIPList, QueryFields:
-			if r.peek() != '[' {
+			if r.Peek() != '[' {
 				q.BadDict = true
-				_, ok := r.skip()
+				_, ok := r.Skip()
 				return ok
 			}
 			if string(key) == QueryIPList {
@@ -134,34 +136,34 @@ func (r *reader) query(buf *[]byte) (Query, bool) {
 			}
 			return r.list(func() bool {
 				if string(key) == QueryIPList {
-					if r.peek() != '"' || len(q.IPList) >= maxListItems {
+					if r.Peek() != '"' || len(q.IPList) >= maxListItems {
 						q.BadDict = true
-						_, ok := r.skip()
+						_, ok := r.Skip()
 						return ok
 					}
-					s, ok := r.str(buf)
+					s, ok := r.Str(buf)
 					q.IPList = append(q.IPList, string(s))
 					return ok
 				}
-				if c := r.peek(); c != '-' && (c < '0' || c > '9') || len(q.Fields) >= maxListItems {
+				if c := r.Peek(); c != '-' && (c < '0' || c > '9') || len(q.Fields) >= maxListItems {
 					q.BadDict = true
-					_, ok := r.skip()
+					_, ok := r.Skip()
 					return ok
 				}
-				save := r.i
-				n, ok := r.int()
+				save := r.Pos()
+				n, ok := r.Int()
 				if !ok {
 					// A number, but not a small integer.
-					r.i = save
+					r.SetPos(save)
 					q.BadDict = true
-					_, ok := r.skip()
+					_, ok := r.Skip()
 					return ok
 				}
 				q.Fields = append(q.Fields, int(n))
 				return true
 			})
 		default:
-			_, ok := r.skip()
+			_, ok := r.Skip()
 			return ok
 		}
 	})
@@ -170,20 +172,20 @@ func (r *reader) query(buf *[]byte) (Query, bool) {
 
 // list reads a JSON array, calling item with the reader at each element.
 func (r *reader) list(item func() bool) bool {
-	if !r.eat('[') {
+	if !r.Eat('[') {
 		return false
 	}
-	if r.eat(']') {
+	if r.Eat(']') {
 		return true
 	}
 	for {
 		if !item() {
 			return false
 		}
-		if r.eat(']') {
+		if r.Eat(']') {
 			return true
 		}
-		if !r.eat(',') {
+		if !r.Eat(',') {
 			return false
 		}
 	}
@@ -266,30 +268,30 @@ func AppendReplyMsg(dst []byte, status int, answer []byte, serial int64) []byte 
 func ParseReply(msg []byte) (Reply, error) {
 	var p Reply
 	var haveProto, haveStatus, haveAnswer, haveSerial bool
-	r := reader{b: msg}
+	r := reader{fsm.NewJSONReader(msg)}
 	ok := r.object(func(key []byte) bool {
 		var ok bool
 		var n int64
 		switch string(key) {
 		case "protocol":
-			n, ok = r.int()
+			n, ok = r.Int()
 			p.Protocol, haveProto = int(n), true
 		case "status":
-			n, ok = r.int()
+			n, ok = r.Int()
 			p.Status, haveStatus = int(n), true
 		case "serial":
-			p.Serial, ok = r.int()
+			p.Serial, ok = r.Int()
 			haveSerial = true
 		case "answer":
 			var raw []byte
-			raw, ok = r.skip()
+			raw, ok = r.Skip()
 			p.Answer, haveAnswer = append(json.RawMessage(nil), raw...), true
 		default:
-			_, ok = r.skip()
+			_, ok = r.Skip()
 		}
 		return ok
 	})
-	if !ok || !r.end() || !haveProto || !haveStatus || !haveAnswer || !haveSerial {
+	if !ok || !r.End() || !haveProto || !haveStatus || !haveAnswer || !haveSerial {
 		return Reply{}, ErrMessage
 	}
 	if p.Protocol != ProtocolVersion {

@@ -35,8 +35,8 @@ func fastDecode(raw []byte, v any) bool {
 	if p == nil || !target.IsZero() {
 		return false
 	}
-	d := fastDecoder{b: raw}
-	if d.object(target, p) && d.ws() == len(d.b) {
+	d := fastDecoder{NewJSONReader(raw)}
+	if d.object(target, p) && d.End() {
 		return true
 	}
 	target.SetZero()
@@ -222,52 +222,24 @@ func fastKindOf(t reflect.Type) (fastKind, bool) {
 	return fkNone, false
 }
 
-// fastDecoder reads one document; every method returns false at the
-// first thing it will not decide, and the caller gives up.
+// fastDecoder reads one document with the strict JSONReader; every
+// method returns false at the first thing it will not decide, and the
+// caller gives up.
 type fastDecoder struct {
-	b   []byte
-	off int
-}
-
-// ws skips JSON whitespace and returns the new offset.
-func (d *fastDecoder) ws() int {
-	for d.off < len(d.b) {
-		switch d.b[d.off] {
-		case ' ', '\t', '\n', '\r':
-			d.off++
-		default:
-			return d.off
-		}
-	}
-	return d.off
-}
-
-func (d *fastDecoder) next(c byte) bool {
-	if d.ws() < len(d.b) && d.b[d.off] == c {
-		d.off++
-		return true
-	}
-	return false
-}
-
-func (d *fastDecoder) peek() byte {
-	if d.ws() < len(d.b) {
-		return d.b[d.off]
-	}
-	return 0
+	JSONReader
 }
 
 func (d *fastDecoder) object(v reflect.Value, p *fastPlan) bool {
-	if !d.next('{') {
+	if !d.Eat('{') {
 		return false
 	}
-	if d.next('}') {
+	if d.Eat('}') {
 		return true
 	}
 	var seen uint64
 	for {
 		key, ok := d.plainString()
-		if !ok || !d.next(':') {
+		if !ok || !d.Eat(':') {
 			return false
 		}
 		f := p.fields[string(key)]
@@ -278,10 +250,10 @@ func (d *fastDecoder) object(v reflect.Value, p *fastPlan) bool {
 		if !d.field(v.FieldByIndex(f.index), f) {
 			return false
 		}
-		if d.next('}') {
+		if d.Eat('}') {
 			return true
 		}
-		if !d.next(',') {
+		if !d.Eat(',') {
 			return false
 		}
 	}
@@ -306,7 +278,7 @@ func (d *fastDecoder) field(v reflect.Value, f *fastField) bool {
 }
 
 func (d *fastDecoder) slice(v reflect.Value, kind fastKind) bool {
-	if !d.next('[') {
+	if !d.Eat('[') {
 		return false
 	}
 	// The elements are read first and the slice made once at its length:
@@ -318,7 +290,7 @@ func (d *fastDecoder) slice(v reflect.Value, kind fastKind) bool {
 		spans   = spanBuf[:0]
 		n       int
 	)
-	if !d.next(']') {
+	if !d.Eat(']') {
 		for {
 			switch kind {
 			case fkStrings:
@@ -338,17 +310,17 @@ func (d *fastDecoder) slice(v reflect.Value, kind fastKind) bool {
 				}
 				ints = append(ints, i)
 			default:
-				start, ok := d.value()
+				start, ok := d.rawValue()
 				if !ok {
 					return false
 				}
-				spans = append(spans, [2]int{start, d.off})
+				spans = append(spans, [2]int{start, d.i})
 			}
 			n++
-			if d.next(']') {
+			if d.Eat(']') {
 				break
 			}
-			if !d.next(',') {
+			if !d.Eat(',') {
 				return false
 			}
 		}
@@ -384,16 +356,19 @@ func (d *fastDecoder) slice(v reflect.Value, kind fastKind) bool {
 // unmarshal hands one value's bytes to the field's own UnmarshalJSON, as
 // encoding/json does; an error there is left for the slow path to report.
 func (d *fastDecoder) unmarshal(v reflect.Value) bool {
-	start, ok := d.value()
-	return ok && v.Addr().Interface().(json.Unmarshaler).UnmarshalJSON(d.b[start:d.off]) == nil
+	start, ok := d.rawValue()
+	return ok && v.Addr().Interface().(json.Unmarshaler).UnmarshalJSON(d.b[start:d.i]) == nil
 }
 
-// value checks the syntax of one value other than null (which
+// rawValue checks the syntax of one value other than null (which
 // encoding/json hands some unmarshalers and not others) and returns
-// where it starts; d.off is then where it ends.
-func (d *fastDecoder) value() (int, bool) {
-	start := d.ws()
-	return start, d.peek() != 'n' && d.skipValue(0)
+// where it starts; d.i is then where it ends.
+func (d *fastDecoder) rawValue() (int, bool) {
+	if d.Peek() == 'n' {
+		return 0, false
+	}
+	start := d.i
+	return start, d.value(0)
 }
 
 func (d *fastDecoder) scalar(v reflect.Value, kind fastKind) bool {
@@ -407,9 +382,9 @@ func (d *fastDecoder) scalar(v reflect.Value, kind fastKind) bool {
 		return true
 	case fkBool:
 		switch {
-		case d.literal("true"):
+		case d.Peek() == 't' && d.Lit("true"):
 			v.SetBool(true)
-		case d.literal("false"):
+		case d.Peek() == 'f' && d.Lit("false"):
 			v.SetBool(false)
 		default:
 			return false
@@ -441,28 +416,20 @@ func (d *fastDecoder) scalar(v reflect.Value, kind fastKind) bool {
 	return false
 }
 
-func (d *fastDecoder) literal(word string) bool {
-	if d.ws()+len(word) <= len(d.b) && string(d.b[d.off:d.off+len(word)]) == word {
-		d.off += len(word)
-		return true
-	}
-	return false
-}
-
 // plainString reads a string without escapes, control characters or
 // invalid UTF-8 (encoding/json rewrites the last) and returns its bytes.
 func (d *fastDecoder) plainString() ([]byte, bool) {
-	if !d.next('"') {
+	if !d.Eat('"') {
 		return nil, false
 	}
-	start := d.off
+	start := d.i
 	ascii := true
-	for ; d.off < len(d.b); d.off++ {
-		c := d.b[d.off]
+	for ; d.i < len(d.b); d.i++ {
+		c := d.b[d.i]
 		switch {
 		case c == '"':
-			s := d.b[start:d.off]
-			d.off++
+			s := d.b[start:d.i]
+			d.i++
 			return s, ascii || utf8.Valid(s)
 		case c == '\\' || c < 0x20:
 			return nil, false
@@ -473,142 +440,19 @@ func (d *fastDecoder) plainString() ([]byte, bool) {
 	return nil, false
 }
 
-// number reads a JSON number (RFC 8259's grammar) and says whether it
-// is an integer (no fraction, no exponent).
+// number reads a JSON number and says whether it is an integer (no
+// fraction, no exponent).
 func (d *fastDecoder) number() (lit []byte, integer, ok bool) {
-	start := d.ws()
-	i := start
-	b := d.b
-	if i < len(b) && b[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(b) && b[i] == '0':
-		i++
-	case i < len(b) && b[i] >= '1' && b[i] <= '9':
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
-	default:
+	d.ws()
+	start := d.i
+	if !d.JSONReader.number() {
 		return nil, false, false
 	}
-	integer = true
-	if i < len(b) && b[i] == '.' {
-		integer = false
-		i++
-		if i >= len(b) || b[i] < '0' || b[i] > '9' {
-			return nil, false, false
-		}
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
+	lit = d.b[start:d.i]
+	for _, c := range lit {
+		if c == '.' || c == 'e' || c == 'E' {
+			return lit, false, true
 		}
 	}
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-		integer = false
-		i++
-		if i < len(b) && (b[i] == '+' || b[i] == '-') {
-			i++
-		}
-		if i >= len(b) || b[i] < '0' || b[i] > '9' {
-			return nil, false, false
-		}
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
-	}
-	d.off = i
-	return b[start:i], integer, true
-}
-
-// maxFastDepth bounds the nesting skipValue follows; deeper documents
-// take the slow path.
-const maxFastDepth = 64
-
-// skipValue checks one JSON value's syntax and moves past it. Strings
-// in it may hold escapes and any bytes but control characters, as
-// encoding/json's scanner allows.
-func (d *fastDecoder) skipValue(depth int) bool {
-	if depth > maxFastDepth {
-		return false
-	}
-	switch d.peek() {
-	case '{':
-		d.off++
-		if d.next('}') {
-			return true
-		}
-		for {
-			if d.peek() != '"' || !d.skipString() || !d.next(':') || !d.skipValue(depth+1) {
-				return false
-			}
-			if d.next('}') {
-				return true
-			}
-			if !d.next(',') {
-				return false
-			}
-		}
-	case '[':
-		d.off++
-		if d.next(']') {
-			return true
-		}
-		for {
-			if !d.skipValue(depth + 1) {
-				return false
-			}
-			if d.next(']') {
-				return true
-			}
-			if !d.next(',') {
-				return false
-			}
-		}
-	case '"':
-		return d.skipString()
-	case 't':
-		return d.literal("true")
-	case 'f':
-		return d.literal("false")
-	case 'n':
-		return d.literal("null")
-	}
-	_, _, ok := d.number()
-	return ok
-}
-
-func (d *fastDecoder) skipString() bool {
-	d.off++ // the opening quote
-	for d.off < len(d.b) {
-		c := d.b[d.off]
-		switch {
-		case c == '"':
-			d.off++
-			return true
-		case c < 0x20:
-			return false
-		case c == '\\':
-			d.off++
-			if d.off >= len(d.b) {
-				return false
-			}
-			switch d.b[d.off] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-			case 'u':
-				if d.off+4 >= len(d.b) {
-					return false
-				}
-				for _, h := range d.b[d.off+1 : d.off+5] {
-					if !(h >= '0' && h <= '9' || h >= 'a' && h <= 'f' || h >= 'A' && h <= 'F') {
-						return false
-					}
-				}
-				d.off += 4
-			default:
-				return false
-			}
-		}
-		d.off++
-	}
-	return false
+	return lit, true, true
 }
