@@ -988,6 +988,21 @@ func TestJobUpdateFrames(t *testing.T) {
 	}
 }
 
+// TestValidResult: the literals validResult accepts without encoding/json
+// are accepted exactly as json.Valid accepts them, and everything near them
+// is left to json.Valid.
+func TestValidResult(t *testing.T) {
+	for _, in := range []string{
+		"null", "true", "false", "[]", "{}", `""`, "0", `"x"`, `{"a":1}`, "[1]",
+		"", " null", "null ", "nul", "nulll", "NULL", "True", "[", "]", "{", `"`, `"""`,
+		"[]]", "{}}", "[ ]", "{ }", "\tnull\n", "1e", "-", "nullnull",
+	} {
+		if got, want := validResult([]byte(in)), json.Valid([]byte(in)); got != want {
+			t.Errorf("validResult(%q) = %v, json.Valid says %v", in, got, want)
+		}
+	}
+}
+
 // FuzzDecodeJobUpdate: any body decodes or is refused with an error; what
 // decodes encodes again to an update that decodes the same.
 func FuzzDecodeJobUpdate(f *testing.F) {

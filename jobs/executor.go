@@ -116,7 +116,8 @@ func (e *Executor) Run(ctx context.Context) error {
 		wg      sync.WaitGroup
 		wake    = make(chan struct{}, 1)
 	)
-	defer wg.Wait()
+	// Idle workers end with ctx, so cancel it before waiting for them.
+	defer func() { cancel(); wg.Wait() }()
 	e.Pacer.start()
 	defer e.Pacer.stop()
 	resumed := e.rebuildLocks(ctx)
@@ -127,27 +128,48 @@ func (e *Executor) Run(ctx context.Context) error {
 			}
 		})
 	}
+	runOne := func(t jobTask) {
+		jctx := e.Pacer.withToken(ctx, t.gen)
+		err := e.runJob(jctx, t.id, t.resume)
+		GiveBack(jctx)
+		e.Locks.ReleaseAll(t.id)
+		mu.Lock()
+		delete(running, t.id)
+		if errors.Is(err, ErrFenced) && fenced == nil {
+			fenced = err
+			cancel()
+		} else if err != nil && !errors.Is(err, errNotRunnable) && ctx.Err() == nil {
+			e.Log.Warn("job interrupted", "job", t.id, "error", err)
+		}
+		mu.Unlock()
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
+	// Jobs run on workers that stay for the executor's term: a new
+	// goroutine's stack grows, by copying, to the depth a job's update
+	// needs, and that copying was 3 % of the leader's CPU with no-op jobs.
+	// There are at most as many workers as jobs ever ran at once.
+	idle := make(chan jobTask) // unbuffered: a send succeeds only to an idle worker
 	launch := func(id int64, resume bool, gen uint64) {
 		running[id] = true
+		t := jobTask{id: id, resume: resume, gen: gen}
+		select {
+		case idle <- t:
+			return
+		default:
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			jctx := e.Pacer.withToken(ctx, gen)
-			err := e.runJob(jctx, id, resume)
-			GiveBack(jctx)
-			e.Locks.ReleaseAll(id)
-			mu.Lock()
-			delete(running, id)
-			if errors.Is(err, ErrFenced) && fenced == nil {
-				fenced = err
-				cancel()
-			} else if err != nil && !errors.Is(err, errNotRunnable) && ctx.Err() == nil {
-				e.Log.Warn("job interrupted", "job", id, "error", err)
-			}
-			mu.Unlock()
-			select {
-			case wake <- struct{}{}:
-			default:
+			for {
+				runOne(t)
+				select {
+				case t = <-idle:
+				case <-ctx.Done():
+					return
+				}
 			}
 		}()
 	}
@@ -205,6 +227,13 @@ func (e *Executor) Run(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// jobTask is a job for one of Run's workers.
+type jobTask struct {
+	id     int64
+	resume bool
+	gen    uint64
 }
 
 // pick chooses up to n jobs to start: started jobs first (a job another
