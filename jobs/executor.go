@@ -178,6 +178,10 @@ func (e *Executor) Run(ctx context.Context) error {
 		launch(id, true, 0)
 	}
 	mu.Unlock()
+	// One timer for every wait below rather than a new one per wait: the
+	// loop turns once per committed entry under load.
+	tick := time.NewTimer(time.Second)
+	defer tick.Stop()
 	for {
 		changed := e.FSM.Changed()
 		mu.Lock()
@@ -214,11 +218,12 @@ func (e *Executor) Run(ctx context.Context) error {
 		if full {
 			changed = nil
 		}
+		tick.Reset(time.Second)
 		select {
 		case <-changed:
 		case <-wake:
 		case <-ctx.Done():
-		case <-time.After(time.Second):
+		case <-tick.C:
 		}
 		if ctx.Err() != nil {
 			mu.Lock()
