@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -95,10 +96,14 @@ func TestResumeAtRecordedStep(t *testing.T) {
 	for _, l := range j.Ops[0].Log {
 		log = append(log, l.Msg)
 	}
-	if !strings.Contains(strings.Join(log, "\n"), "resumed by the executor of epoch") {
-		t.Errorf("no resumption in the log: %q", log)
+	if !resumedNote.MatchString(strings.Join(log, "\n")) {
+		t.Errorf("no resumption, with its time, in the log: %q", log)
 	}
 }
+
+// resumedNote is the log line of a resumed opcode, which says when it
+// resumed (its entry is stamped when the step it precedes ends).
+var resumedNote = regexp.MustCompile(`resumed by the executor of epoch \d+ after a leader change, at step \d+ of \d+ \(at \d\d:\d\d:\d\d\.\d{3} UTC\)`)
 
 // waitOpStatus waits until the first opcode of job id has status want.
 func waitOpStatus(t *testing.T, f *fsm.FSM, id int64, want string) {

@@ -447,8 +447,10 @@ func (e *Executor) runOp(ctx context.Context, job *fsm.Job, idx int, resume bool
 	steps, serr := stepsOf(op, st)
 	var note []string
 	if started && resume {
-		note = []string{fmt.Sprintf("resumed by the executor of epoch %d after a leader change, at step %d of %d",
-			e.Epoch, len(st.Steps)+1, max(len(steps), 1))}
+		// The note is recorded with the step's result, so its entry is
+		// stamped when the step ends; the text says when it resumed.
+		note = []string{fmt.Sprintf("resumed by the executor of epoch %d after a leader change, at step %d of %d (at %s)",
+			e.Epoch, len(st.Steps)+1, max(len(steps), 1), e.Clock().UTC().Format("15:04:05.000 MST"))}
 		e.noteResumed(1)
 	}
 	if serr != nil {
