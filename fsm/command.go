@@ -40,6 +40,10 @@ const (
 	// CmdJobUpdateFrames is a JobUpdate in binary framing (frames.go);
 	// the JSON CmdJobUpdate still applies from older logs.
 	CmdJobUpdateFrames CommandType = 15
+
+	CmdRAPIUsersReplace CommandType = 16 // RAPIUsersReplace (rapiusers.go)
+	CmdRAPIUserPut      CommandType = 17 // RAPIUserPut
+	CmdRAPIUserRemove   CommandType = 18 // RAPIUserRemove
 )
 
 var commandNames = map[CommandType]string{
@@ -60,6 +64,10 @@ var commandNames = map[CommandType]string{
 
 	CmdRepairRound:   "repair-round",
 	CmdMaintIncident: "maint-incident",
+
+	CmdRAPIUsersReplace: "rapi-users-replace",
+	CmdRAPIUserPut:      "rapi-user-put",
+	CmdRAPIUserRemove:   "rapi-user-remove",
 }
 
 func (t CommandType) String() string {
@@ -152,8 +160,10 @@ type LeaderEstablish struct {
 //
 // Version 1 adds the submission token (JobSubmit.Token, the last frame of
 // a CmdJobSubmitFrames entry when set). Version 2 adds it to
-// JobSubmitMany (its "token" field).
-const LogVersion = 2
+// JobSubmitMany (its "token" field). Version 3 adds the RAPI users
+// (CmdRAPIUsersReplace, CmdRAPIUserPut, CmdRAPIUserRemove) and the
+// cluster option rapi_anonymous_read (OP_CLUSTER_SET_PARAMS).
+const LogVersion = 3
 
 // Job update actions.
 const (

@@ -40,6 +40,10 @@ type Cluster struct {
 	// agent runs: a file name in the node's whitelisted directory; empty
 	// means the built-in diagnose that always reports Ok.
 	DiagnoseCollectorFilename string `json:"diagnose_data_collector_filename,omitempty"`
+	// RAPIAnonymousRead lets requests without credentials read through
+	// the API (Ganeti's default without --require-authentication; gnt's
+	// default is false: every request needs a user or a certificate).
+	RAPIAnonymousRead bool `json:"rapi_anonymous_read,omitempty"`
 }
 
 // Group is a node group.

@@ -600,6 +600,8 @@ type OpClusterSetParams struct {
 	RepairRoundJobLimit        *int     `json:"repair_round_job_limit,omitempty"`
 	RepairJobDelay             *float64 `json:"repair_job_delay,omitempty"`
 	DiagnoseInterval           *float64 `json:"maint_diagnose_interval,omitempty"`
+	// RAPIAnonymousRead sets Cluster.RAPIAnonymousRead.
+	RAPIAnonymousRead *bool `json:"rapi_anonymous_read,omitempty"`
 }
 
 // hasMaint reports whether the opcode changes a maintenance parameter.
@@ -692,7 +694,7 @@ func (o *OpClusterSetParams) Validate() *Error {
 		return e
 	}
 	if o.CandidatePoolSize == nil && o.MaxVoters == nil && o.DefaultIAllocator == nil && o.NDParams == nil &&
-		!o.hasMaint() && o.DiagnoseDataCollectorFilename == nil {
+		!o.hasMaint() && o.DiagnoseDataCollectorFilename == nil && o.RAPIAnonymousRead == nil {
 		return errf(CodeInval, "", "please pass at least one modification")
 	}
 	return nil

@@ -35,6 +35,10 @@ func (o *OpClusterSetParams) apply(t *txn, _ string) (any, *Error) {
 			ch = append(ch, [2]any{"ndparams/" + k, c.NDParams[k]})
 		}
 	}
+	if o.RAPIAnonymousRead != nil {
+		c.RAPIAnonymousRead = *o.RAPIAnonymousRead
+		ch = append(ch, [2]any{"rapi_anonymous_read", c.RAPIAnonymousRead})
+	}
 	if o.DiagnoseDataCollectorFilename != nil {
 		c.DiagnoseCollectorFilename = *o.DiagnoseDataCollectorFilename
 		ch = append(ch, [2]any{"diagnose_data_collector_filename", c.DiagnoseCollectorFilename})

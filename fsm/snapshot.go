@@ -28,7 +28,9 @@ import (
 //     and "liveness_since" (NodeLiveness); both are optional, so version 3
 //     snapshots written before them read as nodes never observed. A
 //     "maintenance" record (maintd's state, optional: absent means the
-//     defaults) may come before "queue".
+//     defaults) may come before "queue". So may "rapi_user" records, one
+//     per RAPI user (written since LogVersion 3, whose header an older
+//     build refuses before it meets one; absent means no users).
 const SnapshotVersion = 3
 
 type snapHeader struct {
@@ -70,6 +72,7 @@ func (f *FSM) Freeze() *Frozen {
 	s := f.st
 	c := &State{
 		Cluster: s.Cluster, NextJobID: s.NextJobID, Epoch: s.Epoch, Maintenance: s.Maintenance, LogVersion: s.LogVersion,
+		RAPIUsers: s.RAPIUsers,
 		Groups:    make(map[string]*Group, len(s.Groups)),
 		Nodes:     make(map[string]*Node, len(s.Nodes)),
 		Instances: make(map[string]*Instance, len(s.Instances)),
@@ -206,6 +209,11 @@ func writeState(w *bufio.Writer, s *State, index uint64) error {
 	}
 	if s.Maintenance != nil {
 		if err := rec("maintenance", s.Maintenance); err != nil {
+			return err
+		}
+	}
+	for _, u := range s.SortedRAPIUsers() {
+		if err := rec("rapi_user", u); err != nil {
 			return err
 		}
 	}
@@ -379,6 +387,21 @@ func (s *State) restoreRecord(rec snapRecord) error {
 		}
 		m.normalize()
 		s.Maintenance = &m
+	case "rapi_user":
+		var u RAPIUser
+		if err := strict(&u); err != nil {
+			return err
+		}
+		if e := u.Validate("rapi_user"); e != nil {
+			return e
+		}
+		if s.RAPIUsers[u.Name] != nil {
+			return fmt.Errorf("user %s appears twice", u.Name)
+		}
+		if s.RAPIUsers == nil {
+			s.RAPIUsers = map[string]*RAPIUser{}
+		}
+		s.RAPIUsers[u.Name] = &u
 	case "queue":
 		var q queueRecord
 		if err := strict(&q); err != nil {

@@ -30,6 +30,9 @@ type State struct {
 	Maintenance *Maintenance `json:"maintenance,omitempty"`
 	// LogVersion is the highest LogVersion a leader has recorded.
 	LogVersion int `json:"log_version,omitempty"`
+	// RAPIUsers are the users of the API, by name (rapiusers.go). The
+	// map is replaced, never changed in place, so frozen views share it.
+	RAPIUsers map[string]*RAPIUser `json:"-"`
 
 	nodeByName  map[string]string
 	nodeByIP    map[string]string
@@ -590,6 +593,12 @@ func (f *FSM) applyOne(t CommandType, body []byte) Response {
 		return decodeApply(body, s.applyRepairRound)
 	case CmdMaintIncident:
 		return decodeApply(body, s.applyMaintIncident)
+	case CmdRAPIUsersReplace:
+		return decodeApply(body, s.applyRAPIUsersReplace)
+	case CmdRAPIUserPut:
+		return decodeApply(body, s.applyRAPIUserPut)
+	case CmdRAPIUserRemove:
+		return decodeApply(body, s.applyRAPIUserRemove)
 	}
 	return Response{Err: errf(CodeInval, "", "a %s command cannot appear here", t)}
 }

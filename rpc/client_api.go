@@ -57,6 +57,9 @@ type ClusterInfo struct {
 	// Leader is the node name of the Raft leader as the answering gntd
 	// knows it (gnt).
 	Leader string `json:"leader"`
+	// RAPIAnonymousRead says whether requests without credentials may
+	// read (gnt).
+	RAPIAnonymousRead bool `json:"rapi_anonymous_read"`
 }
 
 // NodeInfo is a node object (GET /2/nodes/{name}, ?bulk=1 listings).
@@ -231,6 +234,8 @@ type ModifyClusterRequest struct {
 	RepairMaxEvacuations          *int     `json:"repair_max_evacuations,omitempty"`
 	RepairRoundJobLimit           *int     `json:"repair_round_job_limit,omitempty"`
 	RepairJobDelay                *float64 `json:"repair_job_delay,omitempty"`
+	// RAPIAnonymousRead lets requests without credentials read.
+	RAPIAnonymousRead *bool `json:"rapi_anonymous_read,omitempty"`
 }
 
 // MasterFailoverRequest is the body of POST /2/gnt/master-failover.

@@ -44,6 +44,7 @@ func (s *Server) serveInfo(w http.ResponseWriter, r *http.Request) error {
 			SoftwareVersion: status.Version, ProtocolVersion: ProtocolVersion,
 			Architecture: [2]string{runtime.GOOS, runtime.GOARCH}, OSAPIVersion: OSAPIVersion,
 			ExportVersion: ExportVersion, ConfigVersion: fsm.SnapshotVersion, Leader: status.Leader,
+			RAPIAnonymousRead: c.RAPIAnonymousRead,
 		}
 		if m := st.Master(); m != nil {
 			info.Master = m.Name

@@ -59,6 +59,7 @@ func (e environment) clusterCommand() *cli.Command {
 					&cli.IntFlag{Name: "repair-max-evacuations", Usage: "`NUMBER` of nodes maintd evacuates at once"},
 					&cli.IntFlag{Name: "repair-round-job-limit", Usage: "most `JOBS` one maintd round submits"},
 					&cli.DurationFlag{Name: "repair-job-delay", Usage: "delay before harep's repair opcodes, as harep --job-delay (`DURATION`)"},
+					yesNoFlag("rapi-anonymous-read", "whether API requests without credentials may read"),
 				},
 				Action: e.do(clusterModify),
 			},
@@ -167,6 +168,7 @@ func clusterInfo(ctx context.Context, s *session, c *cli.Context, args []string)
 	fmt.Fprintf(w, "  - candidate pool size: %s\n", str(o, "candidate_pool_size"))
 	fmt.Fprintf(w, "  - maximum Raft voters: %s\n", str(o, "max_raft_voters"))
 	fmt.Fprintf(w, "  - default instance allocator: %s\n", orNone(str(o, "default_iallocator")))
+	fmt.Fprintf(w, "  - anonymous RAPI reads: %s\n", str(o, "rapi_anonymous_read"))
 	fmt.Fprintf(w, "Default node parameters:\n")
 	nd, _ := o["ndparams"].(map[string]any)
 	printParams(w, "  ", nd, nil)
@@ -218,6 +220,7 @@ func clusterModify(ctx context.Context, s *session, c *cli.Context, args []strin
 		RepairMaxEvacuations:          r.int("repair-max-evacuations"),
 		RepairRoundJobLimit:           r.int("repair-round-job-limit"),
 		RepairJobDelay:                r.seconds("repair-job-delay"),
+		RAPIAnonymousRead:             r.yesNo("rapi-anonymous-read"),
 	}
 	if r.err != nil {
 		return r.err
