@@ -24,6 +24,9 @@ func (s *State) applyClusterInit(c *ClusterInit) *Error {
 	if e := validateNDParams("ndparams", c.NDParams); e != nil {
 		return e
 	}
+	if e := validatePKI(c.PKI); e != nil {
+		return e
+	}
 	pool, voters := c.CandidatePoolSize, c.MaxVoters
 	if pool == 0 {
 		pool = DefaultCandidatePoolSize
@@ -42,6 +45,11 @@ func (s *State) applyClusterInit(c *ClusterInit) *Error {
 	nd := DefaultNDParams()
 	for k, v := range c.NDParams {
 		nd[k] = v
+	}
+	if c.PKI != nil {
+		p := *c.PKI
+		p.Serial = 1
+		s.PKI = &p
 	}
 	s.Cluster = &Cluster{
 		Name: c.Name, UUID: c.UUID, SerialNo: 1, CTime: ts, MTime: ts,

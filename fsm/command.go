@@ -104,6 +104,8 @@ type ClusterInit struct {
 	CandidatePoolSize int            `json:"candidate_pool_size,omitempty"`
 	MaxVoters         int            `json:"max_raft_voters,omitempty"`
 	NDParams          map[string]any `json:"ndparams,omitempty"`
+	// PKI is the cluster CA the initialising gntd made (its key sealed).
+	PKI *PKI `json:"pki,omitempty"`
 }
 
 // JobSubmit queues a job. When every opcode only changes the configuration,
@@ -162,7 +164,8 @@ type LeaderEstablish struct {
 // a CmdJobSubmitFrames entry when set). Version 2 adds it to
 // JobSubmitMany (its "token" field). Version 3 adds the RAPI users
 // (CmdRAPIUsersReplace, CmdRAPIUserPut, CmdRAPIUserRemove) and the
-// cluster option rapi_anonymous_read (OP_CLUSTER_SET_PARAMS).
+// cluster option rapi_anonymous_read (OP_CLUSTER_SET_PARAMS), and the
+// cluster CA (ClusterInit.PKI).
 const LogVersion = 3
 
 // Job update actions.

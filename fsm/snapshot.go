@@ -27,6 +27,8 @@ import (
 //     version 3 with an empty archive. Node records may carry "liveness"
 //     and "liveness_since" (NodeLiveness); both are optional, so version 3
 //     snapshots written before them read as nodes never observed. A
+//     "pki" record (the cluster CA, optional: absent in clusters made
+//     before TLS) may come before "queue", as may a
 //     "maintenance" record (maintd's state, optional: absent means the
 //     defaults) may come before "queue". So may "rapi_user" records, one
 //     per RAPI user (written since LogVersion 3, whose header an older
@@ -72,7 +74,7 @@ func (f *FSM) Freeze() *Frozen {
 	s := f.st
 	c := &State{
 		Cluster: s.Cluster, NextJobID: s.NextJobID, Epoch: s.Epoch, Maintenance: s.Maintenance, LogVersion: s.LogVersion,
-		RAPIUsers: s.RAPIUsers,
+		RAPIUsers: s.RAPIUsers, PKI: s.PKI,
 		Groups:    make(map[string]*Group, len(s.Groups)),
 		Nodes:     make(map[string]*Node, len(s.Nodes)),
 		Instances: make(map[string]*Instance, len(s.Instances)),
@@ -209,6 +211,11 @@ func writeState(w *bufio.Writer, s *State, index uint64) error {
 	}
 	if s.Maintenance != nil {
 		if err := rec("maintenance", s.Maintenance); err != nil {
+			return err
+		}
+	}
+	if s.PKI != nil {
+		if err := rec("pki", s.PKI); err != nil {
 			return err
 		}
 	}
@@ -402,6 +409,12 @@ func (s *State) restoreRecord(rec snapRecord) error {
 			s.RAPIUsers = map[string]*RAPIUser{}
 		}
 		s.RAPIUsers[u.Name] = &u
+	case "pki":
+		var p PKI
+		if err := strict(&p); err != nil {
+			return err
+		}
+		s.PKI = &p
 	case "queue":
 		var q queueRecord
 		if err := strict(&q); err != nil {

@@ -33,6 +33,9 @@ type State struct {
 	// RAPIUsers are the users of the API, by name (rapiusers.go). The
 	// map is replaced, never changed in place, so frozen views share it.
 	RAPIUsers map[string]*RAPIUser `json:"-"`
+	// PKI is the cluster CA (pki.go); nil in clusters initialised before
+	// TLS.
+	PKI *PKI `json:"pki,omitempty"`
 
 	nodeByName  map[string]string
 	nodeByIP    map[string]string
