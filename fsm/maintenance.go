@@ -72,17 +72,21 @@ const (
 
 // Defaults of the maintenance parameters.
 const (
-	DefaultRoundDelay        = 300 // seconds, Ganeti's maintdDefaultRoundDelay
-	DefaultBalanceThreshold  = 0.1
-	DefaultDeadGrace         = 60.0 // seconds
-	DefaultBreakerShare      = 0.3
-	DefaultBreakerNodes      = 10
-	DefaultMaxEvacuations    = 1
-	DefaultRoundJobLimit     = 50
-	DefaultRepairJobDelay    = 10.0 // seconds, harep's --job-delay
-	DefaultDiagnoseInterval  = 60.0 // seconds
-	maxIncidentOriginalBytes = 16 << 10
+	DefaultRoundDelay       = 300 // seconds, Ganeti's maintdDefaultRoundDelay
+	DefaultBalanceThreshold = 0.1
+	DefaultDeadGrace        = 60.0 // seconds
+	DefaultBreakerShare     = 0.3
+	DefaultBreakerNodes     = 10
+	DefaultMaxEvacuations   = 1
+	DefaultRoundJobLimit    = 50
+	DefaultRepairJobDelay   = 10.0 // seconds, harep's --job-delay
+	DefaultDiagnoseInterval = 60.0 // seconds
 )
+
+// MaxIncidentOriginalBytes bounds an incident's original (the node's
+// self-diagnose result as JSON); RepairRound refuses a new incident with
+// a longer one, so maintd checks reports against it before noting them.
+const MaxIncidentOriginalBytes = 16 << 10
 
 // Incident is one repair event maintd observed, with Ganeti's JSON keys.
 type Incident struct {
@@ -492,8 +496,8 @@ func (s *State) applyRepairRound(c *RepairRound) Response {
 			if in.UUID == "" || m.Incident(in.UUID) != nil {
 				return Response{Err: errf(CodeInval, "incidents", "new incident needs a fresh uuid, got %q", in.UUID)}
 			}
-			if len(in.Original) > maxIncidentOriginalBytes {
-				return Response{Err: errf(CodeInval, "incidents", "incident original is %d bytes, at most %d", len(in.Original), maxIncidentOriginalBytes)}
+			if len(in.Original) > MaxIncidentOriginalBytes {
+				return Response{Err: errf(CodeInval, "incidents", "incident original is %d bytes, at most %d", len(in.Original), MaxIncidentOriginalBytes)}
 			}
 			if in.RepairStatus == "" {
 				in.RepairStatus = IncidentNoted

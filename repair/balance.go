@@ -1,6 +1,7 @@
 package repair
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -176,7 +177,10 @@ func (r *round) balance(skip map[string]bool) {
 		}
 	}
 	o.OpID, o.Reason = "OP_INSTANCE_MIGRATE", r.reason(fmt.Sprintf(balanceReason+"%s from %s to %s", name, hi.n.Name, best.to.n.Name))
-	if r.addJob(o) == 0 {
+	if _, err := r.addJob(o); err != nil {
+		if !errors.Is(err, errJobLimit) {
+			r.note("balancing: %s %s not submitted: %v", what, name, err)
+		}
 		return
 	}
 	why := ""

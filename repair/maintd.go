@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -123,11 +124,18 @@ func jobFinal(st *fsm.State, id int64) bool {
 	return s == "" || fsm.Finalized(s)
 }
 
-// addJob adds a job to the round unless the round's job limit is reached;
-// it returns the job's ref, or 0.
-func (r *round) addJob(ops ...any) fsm.JobRef {
+// errJobLimit is addJob's answer once the round has all the jobs it may
+// submit.
+var errJobLimit = errors.New("the round's job limit is reached")
+
+// addJob adds a job to the round and returns its ref. It adds nothing and
+// returns an error when the round's job limit is reached (errJobLimit),
+// or when an opcode is one the FSM would refuse: one bad opcode would make
+// it refuse the whole round, every node's repairs with it, so the caller
+// spoils only what the job was for (the incident, the instance's repair).
+func (r *round) addJob(ops ...any) (fsm.JobRef, error) {
 	if len(r.jobs) >= r.limit {
-		return 0
+		return 0, errJobLimit
 	}
 	spec := fsm.JobSpec{}
 	for i, op := range ops {
@@ -135,11 +143,14 @@ func (r *round) addJob(ops ...any) fsm.JobRef {
 		if err != nil {
 			panic(err) // opcodes are plain structs
 		}
+		if _, err := fsm.ParseOpcode(b); err != nil {
+			return 0, err
+		}
 		spec.Ops = append(spec.Ops, b)
 		spec.UUIDs = append(spec.UUIDs, DeriveUUID("op", r.in.State.Cluster.UUID, fmt.Sprint(r.now), fmt.Sprint(len(r.jobs)), fmt.Sprint(i)))
 	}
 	r.jobs = append(r.jobs, spec)
-	return fsm.RoundJob(len(r.jobs) - 1)
+	return fsm.RoundJob(len(r.jobs) - 1), nil
 }
 
 func (r *round) reason(text string) []fsm.ReasonEntry {
@@ -370,9 +381,28 @@ func matches(in *fsm.Incident, o Observation) bool {
 	}
 	var c struct {
 		Command string `json:"command"`
+		Digest  string `json:"gnt_sha256"`
 	}
 	_ = json.Unmarshal(in.Original, &c)
+	if c.Digest != "" {
+		// An oversized report, kept as its digest (oversized).
+		return c.Digest == digest(o.Original)
+	}
 	return in.Action == o.Status && c.Command == o.Command
+}
+
+// digest is the hex SHA-256 of a report.
+func digest(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// oversized returns what an incident keeps of a self-diagnose report too
+// long for the state (fsm.MaxIncidentOriginalBytes): its action, length
+// and digest, so that the same report is recognised as the same incident.
+func oversized(o Observation) json.RawMessage {
+	b, _ := json.Marshal(map[string]any{"status": o.Status, "gnt_bytes": len(o.Original), "gnt_sha256": digest(o.Original)})
+	return b
 }
 
 // sameJSON reports whether two JSON texts encode the same value (object
@@ -454,6 +484,17 @@ func (r *round) collect() {
 		id := DeriveUUID("incident", n.UUID, string(o.Original), fmt.Sprint(r.now))
 		inc := &fsm.Incident{UUID: id, Node: n.Name, NodeUUID: n.UUID, Original: o.Original, Action: o.Status,
 			RepairStatus: fsm.IncidentNoted, Tag: fsm.MaintdReadyTagPrefix + id, Reason: "observed"}
+		if len(o.Original) > fsm.MaxIncidentOriginalBytes {
+			// The state would refuse it, and the round with it: the
+			// incident is failed at once, keeping only its digest.
+			why := fmt.Sprintf("bad self-diagnose report: %d bytes, more than the %d an incident keeps; not acted on", len(o.Original), fsm.MaxIncidentOriginalBytes)
+			inc.Original, inc.RepairStatus, inc.Reason, inc.Tag = oversized(o), fsm.IncidentFailed, why, fsm.MaintdFailedTagPrefix+id
+			r.plan.Command.Incidents = append(r.plan.Command.Incidents, fsm.IncidentEdit{New: inc})
+			r.plan.Command.Tags = append(r.plan.Command.Tags, fsm.TagEdit{Kind: fsm.TagNode, Name: n.Name, Add: []fsm.TagText{{Text: inc.Tag}}})
+			r.nodes[n.UUID].Why = why
+			r.note("new incident %s on %s failed: %s; node tagged %s", id, n.Name, why, inc.Tag)
+			continue
+		}
 		r.plan.Command.Incidents = append(r.plan.Command.Incidents, fsm.IncidentEdit{New: inc})
 		r.note("new incident %s on %s: %s", id, n.Name, o.Status)
 	}
@@ -475,7 +516,7 @@ func (r *round) active() []*fsm.Incident {
 		}
 	}
 	for _, e := range r.plan.Command.Incidents {
-		if e.New != nil {
+		if e.New != nil && !fsm.IncidentFinal(e.New.RepairStatus) {
 			x := *e.New
 			x.CTime = float64(r.now) / 1e9
 			out = append(out, &x)
@@ -611,9 +652,13 @@ func (r *round) liveRepair(in *fsm.Incident, n *fsm.Node, ns *NodeStatus) {
 	}
 	op := map[string]any{"OP_ID": "OP_REPAIR_COMMAND", "node_name": n.Name, "command": o.Command,
 		"input": string(in.Original), "reason": r.reason("incident " + in.UUID + ": live-repair")}
-	ref := r.addJob(op)
-	if ref == 0 {
+	ref, err := r.addJob(op)
+	if errors.Is(err, errJobLimit) {
 		ns.Why = "waiting: the round's job limit is reached"
+		return
+	}
+	if err != nil {
+		r.failNoJob(in, n, ns, "repair command refused: "+err.Error())
 		return
 	}
 	r.update(in, fsm.IncidentPending, ref, "running repair command "+o.Command)
@@ -646,9 +691,13 @@ func (r *round) evacuate(in *fsm.Incident, n *fsm.Node, ns *NodeStatus) {
 		t := true
 		op := fsm.OpNodeSetParams{NodeName: n.Name, Drained: &t, Force: true}
 		op.OpID, op.Reason = "OP_NODE_SET_PARAMS", r.reason("incident "+in.UUID+": drain "+n.Name)
-		ref := r.addJob(op)
-		if ref == 0 {
+		ref, err := r.addJob(op)
+		if errors.Is(err, errJobLimit) {
 			ns.Why = "waiting: the round's job limit is reached"
+			return
+		}
+		if err != nil {
+			r.failNoJob(in, n, ns, "cannot drain the node: "+err.Error())
 			return
 		}
 		r.update(in, fsm.IncidentPending, ref, "draining "+n.Name)
@@ -685,9 +734,13 @@ func (r *round) evacuate(in *fsm.Incident, n *fsm.Node, ns *NodeStatus) {
 		}
 		rd := fsm.OpInstanceReplaceDisks{OpInstanceRef: fsm.OpInstanceRef{InstanceName: name}, Mode: "replace_new_secondary", IAllocator: "hail"}
 		rd.OpID, rd.Reason = "OP_INSTANCE_REPLACE_DISKS", text
-		ref := r.addJob(move, rd)
-		if ref == 0 {
+		ref, err := r.addJob(move, rd)
+		if errors.Is(err, errJobLimit) {
 			break
+		}
+		if err != nil {
+			stuck = append(stuck, fmt.Sprintf("%s (%v)", name, err))
+			continue
 		}
 		r.update(in, fsm.IncidentPending, ref, "evacuating "+n.Name)
 		moved = append(moved, name)
@@ -695,9 +748,13 @@ func (r *round) evacuate(in *fsm.Incident, n *fsm.Node, ns *NodeStatus) {
 	for _, name := range secondaries {
 		rd := fsm.OpInstanceReplaceDisks{OpInstanceRef: fsm.OpInstanceRef{InstanceName: name}, Mode: "replace_new_secondary", IAllocator: "hail"}
 		rd.OpID, rd.Reason = "OP_INSTANCE_REPLACE_DISKS", r.reason("incident "+in.UUID+": evacuate "+n.Name)
-		ref := r.addJob(rd)
-		if ref == 0 {
+		ref, err := r.addJob(rd)
+		if errors.Is(err, errJobLimit) {
 			break
+		}
+		if err != nil {
+			stuck = append(stuck, fmt.Sprintf("%s (%v)", name, err))
+			continue
 		}
 		r.update(in, fsm.IncidentPending, ref, "evacuating "+n.Name)
 		moved = append(moved, name)
@@ -776,12 +833,18 @@ func (r *round) harep(skip map[string]bool) {
 		for _, o := range rep.Ops {
 			ops = append(ops, o)
 		}
-		ref := r.addJob(ops...)
-		if ref == 0 {
-			r.note("repair %s of %s postponed: the round's job limit is reached", rep.Type, rep.Instance)
+		ref, err := r.addJob(ops...)
+		if err != nil {
+			why := "waiting: the round's job limit is reached"
+			if errors.Is(err, errJobLimit) {
+				r.note("repair %s of %s postponed: the round's job limit is reached", rep.Type, rep.Instance)
+			} else {
+				why = "repair not submitted: " + err.Error()
+				r.note("repair %s of %s not submitted: %v", rep.Type, rep.Instance, err)
+			}
 			for i := range r.plan.Instances {
 				if r.plan.Instances[i].Name == rep.Instance {
-					r.plan.Instances[i].Why = "waiting: the round's job limit is reached"
+					r.plan.Instances[i].Why = why
 				}
 			}
 			continue
@@ -840,9 +903,14 @@ func (r *round) fence(u string) FenceState {
 	}
 	op := fsm.OpOobCommand{NodeNames: []string{n.Name}, Command: "power-off", Confirm: true}
 	op.OpID, op.Reason = "OP_OOB_COMMAND", r.reason("fence "+n.Name+": dead in gossip since "+time.Unix(0, n.LivenessSince).UTC().Format(time.RFC3339))
-	ref := r.addJob(op)
-	if ref == 0 {
+	ref, err := r.addJob(op)
+	if errors.Is(err, errJobLimit) {
 		return FenceState{Blocked: "waiting: the round's job limit is reached"}
+	}
+	if err != nil {
+		why := fmt.Sprintf("cannot fence %s: %v", n.Name, err)
+		r.nodes[u].Why = why
+		return FenceState{Blocked: why}
 	}
 	r.plan.Command.Fences = append(r.plan.Command.Fences, fsm.FenceEdit{NodeUUID: u, Job: ref, DeadSince: n.LivenessSince})
 	r.nodes[u].Why = "fencing: powering it off through its OOB helper"

@@ -562,3 +562,65 @@ func TestMaintdScenarios(t *testing.T) {
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string { return sc.run(t, d) })
 	})
 }
+
+// TestOversizedReportSpoilsOnlyItsNode: a self-diagnose report longer than
+// an incident may keep would make the FSM refuse the whole round; the
+// planner fails that node's incident at once (keeping the report's digest,
+// so the same report is the same incident) and the other node's repair is
+// recorded.
+func TestOversizedReportSpoilsOnlyItsNode(t *testing.T) {
+	sc := &scenario{}
+	sc.build(t, "node node1\nnode node21\nnode node22")
+	big := fmt.Sprintf(`{"details":%q,"status":"evacuate"}`, strings.Repeat("x", fsm.MaxIncidentOriginalBytes))
+	sc.obs = map[string]Observation{
+		"node21": {Node: "node21", Status: fsm.ActionEvacuate, Original: json.RawMessage(big)},
+		"node22": {Node: "node22", Status: fsm.ActionLiveRepair, Command: "reseat", Original: json.RawMessage(`{"command":"reseat","status":"live-repair"}`)},
+	}
+	plan := func(sec int64) *RoundPlan {
+		var p *RoundPlan
+		sc.f.Read(func(st *fsm.State, _ uint64) { p = PlanRound(RoundInput{State: st, Now: at(sec), Diagnose: sc.obs}) })
+		return p
+	}
+	apply := func(p *RoundPlan) fsm.Response {
+		cmd := p.Command
+		cmd.Epoch = 1
+		data, err := fsm.Encode(cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc.idx++
+		return sc.f.Apply(sc.idx, data).(fsm.Response)
+	}
+	if r := apply(plan(10)); r.Err != nil || len(r.JobIDs) != 1 {
+		t.Fatalf("round: jobs %v, error %v; want node22's repair job", r.JobIDs, r.Err)
+	}
+	var incs []fsm.Incident
+	sc.f.Read(func(st *fsm.State, _ uint64) {
+		for _, in := range st.Maint().Incidents {
+			incs = append(incs, *in)
+		}
+	})
+	if len(incs) != 2 {
+		t.Fatalf("incidents: %+v, want one per node", incs)
+	}
+	for _, in := range incs {
+		switch in.Node {
+		case "node21":
+			if in.RepairStatus != fsm.IncidentFailed || !strings.Contains(in.Reason, "bad self-diagnose report") ||
+				len(in.Original) > fsm.MaxIncidentOriginalBytes || !strings.HasPrefix(in.Tag, fsm.MaintdFailedTagPrefix) {
+				t.Errorf("node21's incident: %+v; want failed with its reason, a bounded original and the repairfailed tag", in)
+			}
+		case "node22":
+			if in.RepairStatus != fsm.IncidentPending || len(in.Jobs) != 1 {
+				t.Errorf("node22's incident: %+v; want pending with its job", in)
+			}
+		}
+	}
+	// The same oversized report again is the same incident: nothing new.
+	p := plan(20)
+	for _, e := range p.Command.Incidents {
+		if e.New != nil {
+			t.Errorf("second round notes a new incident for %s: %+v", e.New.Node, e.New)
+		}
+	}
+}
