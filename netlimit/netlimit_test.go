@@ -1,0 +1,363 @@
+package netlimit
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// fakeListener hands out the connections (or errors) pushed into it.
+type fakeListener struct {
+	conns  chan any
+	closed chan struct{}
+	once   sync.Once
+}
+
+func newFakeListener() *fakeListener {
+	return &fakeListener{conns: make(chan any, 16), closed: make(chan struct{})}
+}
+
+func (f *fakeListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-f.conns:
+		if err, ok := c.(error); ok {
+			return nil, err
+		}
+		return c.(net.Conn), nil
+	case <-f.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+func (f *fakeListener) Close() error   { f.once.Do(func() { close(f.closed) }); return nil }
+func (f *fakeListener) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5080} }
+
+// fakeConn is one end of a pipe with a remote address of our choosing;
+// it records that it was closed.
+type fakeConn struct {
+	net.Conn
+	remote net.Addr
+	mu     sync.Mutex
+	closes int
+}
+
+func (c *fakeConn) RemoteAddr() net.Addr { return c.remote }
+func (c *fakeConn) Close() error {
+	c.mu.Lock()
+	c.closes++
+	c.mu.Unlock()
+	return c.Conn.Close()
+}
+func (c *fakeConn) closedTimes() int { c.mu.Lock(); defer c.mu.Unlock(); return c.closes }
+
+func newFakeConn(t *testing.T, addr string) *fakeConn {
+	a, b := net.Pipe()
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return &fakeConn{Conn: a, remote: net.TCPAddrFromAddrPort(netip.MustParseAddrPort(addr))}
+}
+
+// step is one event of a table test: a connection arriving from From
+// (admitted or refused for Refused), or Close of the Close-th admitted
+// connection (counted from 1).
+type step struct {
+	From    string
+	Refused *Reason
+	Close   int
+}
+
+var errMarker = errors.New("marker")
+
+func refused(r Reason) *Reason { return &r }
+
+func TestLimiterTable(t *testing.T) {
+	a, b, c := "10.0.0.1:4000", "10.0.0.2:4000", "10.0.0.3:4000"
+	a6 := "[::ffff:10.0.0.1]:4001" // the same address, IPv4-mapped
+	tests := []struct {
+		name     string
+		lim      Limits
+		exempt   string
+		steps    []step
+		wantOpen int
+		want     [numReasons]uint64
+	}{
+		{"under both caps", Limits{MaxConns: 3, MaxConnsPerIP: 2},
+			"", []step{{From: a}, {From: b}, {From: a}}, 3, [numReasons]uint64{}},
+		{"overall cap", Limits{MaxConns: 2, MaxConnsPerIP: 2},
+			"", []step{{From: a}, {From: b}, {From: c, Refused: refused(OverAll)}, {From: a, Refused: refused(OverAll)}}, 2, [numReasons]uint64{1: 0, 0: 2}},
+		{"per-address cap, others go on", Limits{MaxConns: 10, MaxConnsPerIP: 2},
+			"", []step{{From: a}, {From: a}, {From: a, Refused: refused(OverPerIP)}, {From: b}, {From: b}, {From: b, Refused: refused(OverPerIP)}, {From: c}}, 5, [numReasons]uint64{0: 0, 1: 2}},
+		{"IPv4-mapped is the same address", Limits{MaxConns: 10, MaxConnsPerIP: 1},
+			"", []step{{From: a}, {From: a6, Refused: refused(OverPerIP)}}, 1, [numReasons]uint64{0: 0, 1: 1}},
+		{"close frees the place", Limits{MaxConns: 10, MaxConnsPerIP: 1},
+			"", []step{{From: a}, {From: a, Refused: refused(OverPerIP)}, {Close: 1}, {From: a}}, 1, [numReasons]uint64{0: 0, 1: 1}},
+		{"close frees an overall place", Limits{MaxConns: 1, MaxConnsPerIP: 1},
+			"", []step{{From: a}, {From: b, Refused: refused(OverAll)}, {Close: 1}, {From: b}}, 1, [numReasons]uint64{0: 1, 1: 0}},
+		{"closing twice frees one place", Limits{MaxConns: 10, MaxConnsPerIP: 2},
+			"", []step{{From: a}, {From: a}, {Close: 1}, {Close: 1}, {From: a}, {From: a, Refused: refused(OverPerIP)}}, 2, [numReasons]uint64{0: 0, 1: 1}},
+		{"exempt address skips the per-address cap", Limits{MaxConns: 3, MaxConnsPerIP: 1},
+			"10.0.0.1", []step{{From: a}, {From: a}, {From: a}, {From: a, Refused: refused(OverAll)}, {From: b, Refused: refused(OverAll)}}, 3, [numReasons]uint64{0: 2, 1: 0}},
+		{"no caps", Limits{MaxConns: -1, MaxConnsPerIP: -1},
+			"", []step{{From: a}, {From: a}, {From: a}, {From: a}}, 4, [numReasons]uint64{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var opts Options
+			if tt.exempt != "" {
+				ex := netip.MustParseAddr(tt.exempt)
+				opts.Exempt = func(a netip.Addr) bool { return a == ex }
+			}
+			var refusals []Reason
+			opts.OnRefuse = func(r Reason, _ netip.Addr) { refusals = append(refusals, r) }
+			l := New(tt.lim, opts)
+			fl := newFakeListener()
+			ln := l.Wrap(fl)
+			defer ln.Close()
+			var admitted []net.Conn
+			for i, s := range tt.steps {
+				if s.Close > 0 {
+					if err := admitted[s.Close-1].Close(); err != nil && !errors.Is(err, io.ErrClosedPipe) {
+						t.Fatalf("step %d: close: %v", i, err)
+					}
+					continue
+				}
+				fc := newFakeConn(t, s.From)
+				fl.conns <- fc
+				if s.Refused != nil {
+					// A refused connection is closed, never returned: the
+					// next Accept returns the marker that follows it.
+					n := len(refusals)
+					fl.conns <- errMarker
+					if got, err := ln.Accept(); err != errMarker {
+						t.Fatalf("step %d: a connection from %s over the cap was accepted (%v, %v)", i, s.From, got, err)
+					}
+					if fc.closedTimes() != 1 {
+						t.Fatalf("step %d: the refused connection was closed %d times, want 1", i, fc.closedTimes())
+					}
+					if len(refusals) != n+1 || refusals[n] != *s.Refused {
+						t.Fatalf("step %d: refusals %v, want one more %v", i, refusals, *s.Refused)
+					}
+					continue
+				}
+				got, err := ln.Accept()
+				if err != nil {
+					t.Fatalf("step %d: accept: %v", i, err)
+				}
+				if got.(*conn).Conn != fc {
+					t.Fatalf("step %d: accepted another connection", i)
+				}
+				admitted = append(admitted, got)
+			}
+			st := l.Stats()
+			if st.Open != tt.wantOpen || st.Refused != tt.want {
+				t.Errorf("stats: open %d refused %v, want open %d refused %v", st.Open, st.Refused, tt.wantOpen, tt.want)
+			}
+			for _, c := range admitted {
+				c.Close()
+			}
+			if st := l.Stats(); st.Open != 0 {
+				t.Errorf("after closing everything %d connections are still counted", st.Open)
+			}
+		})
+	}
+}
+
+func TestLimitsValidate(t *testing.T) {
+	for _, tt := range []struct {
+		lim  Limits
+		want string
+	}{
+		{Limits{}, ""},
+		{Limits{MaxConns: 10, MaxConnsPerIP: 10}, ""},
+		{Limits{MaxConns: -1, MaxConnsPerIP: 10}, ""},
+		{Limits{MaxConns: 10, MaxConnsPerIP: -1}, ""},
+		{Limits{MaxConns: 10, MaxConnsPerIP: 11}, "per-address connection cap (11) is above the overall cap (10)"},
+		{Limits{MaxConns: 100}, "per-address connection cap (512) is above the overall cap (100)"},
+	} {
+		err := tt.lim.Validate()
+		if (err == nil) != (tt.want == "") || err != nil && !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%+v: got %v, want %q", tt.lim, err, tt.want)
+		}
+	}
+}
+
+// TestLogRateLimited: the first refusal is logged at once, those within
+// LogEvery only summed up, and the sum is logged when the listener closes;
+// every refusal is in a line.
+func TestLogRateLimited(t *testing.T) {
+	var mu sync.Mutex
+	var lines []string
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	l := New(Limits{MaxConns: 10, MaxConnsPerIP: 1}, Options{
+		Name: "api", LogEvery: time.Hour, Now: func() time.Time { return now },
+		Logf: func(f string, args ...any) { mu.Lock(); lines = append(lines, fmt.Sprintf(f, args...)); mu.Unlock() },
+	})
+	addr := netip.MustParseAddr("10.0.0.1")
+	if ok, _ := l.admit(addr); !ok {
+		t.Fatal("the first connection was refused")
+	}
+	for range 5 {
+		if ok, _ := l.admit(addr); ok {
+			t.Fatal("a connection over the per-address cap was admitted")
+		}
+	}
+	mu.Lock()
+	if len(lines) != 1 || !strings.Contains(lines[0], "api: refused 0 connection(s) over the cap of 10 open connections and 1 over the cap of 1 per client address (last from 10.0.0.1)") {
+		t.Errorf("lines before the flush: %q", lines)
+	}
+	mu.Unlock()
+	l.Wrap(newFakeListener()).Close()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(lines) != 2 || !strings.Contains(lines[1], "and 4 over the cap") {
+		t.Errorf("lines after close: %q", lines)
+	}
+	if st := l.Stats(); st.Refused[OverPerIP] != 5 {
+		t.Errorf("counted %d refusals, want 5", st.Refused[OverPerIP])
+	}
+}
+
+// TestRefusedOverTCP: over a real loopback listener, a connection over
+// the per-address cap is closed by the server without a byte, while the
+// admitted one is served.
+func TestRefusedOverTCP(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := New(Limits{MaxConns: 10, MaxConnsPerIP: 1}, Options{})
+	ln := l.Wrap(inner)
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(c, c); c.Close() }()
+		}
+	}()
+	first, err := net.Dial("tcp", inner.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	if _, err := first.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1)
+	if _, err := io.ReadFull(first, buf); err != nil {
+		t.Fatalf("the admitted connection was not served: %v", err)
+	}
+	// The refusal (a reset) may reach the client before its connect
+	// returns, or its first read.
+	if second, err := net.Dial("tcp", inner.Addr().String()); err == nil {
+		defer second.Close()
+		second.SetReadDeadline(time.Now().Add(30 * time.Second))
+		if n, err := second.Read(buf); err == nil || n != 0 {
+			t.Fatalf("the connection over the cap read %d bytes, err %v; want it closed", n, err)
+		} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			t.Fatal("the connection over the cap was left open")
+		}
+	} else if !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("dialing over the cap: %v, want a reset", err)
+	}
+	if st := l.Stats(); st.Refused[OverPerIP] != 1 || st.Open != 1 {
+		t.Fatalf("stats %+v, want one refusal and one open", st)
+	}
+	first.Close()
+	// The place is free again once the server has seen the close.
+	for l.Stats().Open != 0 {
+		time.Sleep(time.Millisecond)
+	}
+	third, err := net.Dial("tcp", inner.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer third.Close()
+	third.Write([]byte("y"))
+	if _, err := io.ReadFull(third, buf); err != nil || buf[0] != 'y' {
+		t.Fatalf("after the close, a new connection was not served: %v", err)
+	}
+}
+
+func TestHTTPLimitsConfigure(t *testing.T) {
+	var srv http.Server
+	HTTPLimits{}.Configure(&srv)
+	if srv.ReadHeaderTimeout != DefaultReadHeaderTimeout || srv.ReadTimeout != DefaultReadTimeout || srv.WriteTimeout != 0 ||
+		srv.IdleTimeout != DefaultIdleTimeout || srv.MaxHeaderBytes != DefaultMaxHeaderBytes {
+		t.Errorf("defaults: %v %v %v %v %d", srv.ReadHeaderTimeout, srv.ReadTimeout, srv.WriteTimeout, srv.IdleTimeout, srv.MaxHeaderBytes)
+	}
+	HTTPLimits{ReadHeaderTimeout: time.Second, ReadTimeout: -1, WriteTimeout: time.Minute, IdleTimeout: 3 * time.Second, MaxHeaderBytes: 100}.Configure(&srv)
+	if srv.ReadHeaderTimeout != time.Second || srv.ReadTimeout != 0 || srv.WriteTimeout != time.Minute ||
+		srv.IdleTimeout != 3*time.Second || srv.MaxHeaderBytes != 100 {
+		t.Errorf("explicit: %v %v %v %v %d", srv.ReadHeaderTimeout, srv.ReadTimeout, srv.WriteTimeout, srv.IdleTimeout, srv.MaxHeaderBytes)
+	}
+}
+
+// TestHTTPHeaderLimit: headers over MaxHeaderBytes get 431 and nothing
+// reaches the handler.
+func TestHTTPHeaderLimit(t *testing.T) {
+	called := false
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { called = true }))
+	HTTPLimits{MaxHeaderBytes: 1024}.Configure(ts.Config)
+	ts.Start()
+	defer ts.Close()
+	req, _ := http.NewRequest(http.MethodGet, ts.URL, nil)
+	req.Header.Set("X-Big", strings.Repeat("a", 64<<10))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge || called {
+		t.Errorf("status %d, handler called %v; want 431 and not called", resp.StatusCode, called)
+	}
+}
+
+// TestReadTimeoutSparesWaits: a handler that has read its request and
+// then waits past ReadTimeout (a blocking query) still answers, with its
+// context alive.
+func TestReadTimeoutSparesWaits(t *testing.T) {
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		time.Sleep(300 * time.Millisecond) // six times ReadTimeout
+		if err := r.Context().Err(); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		io.WriteString(w, "done")
+	}))
+	HTTPLimits{ReadTimeout: 50 * time.Millisecond}.Configure(ts.Config)
+	ts.Start()
+	defer ts.Close()
+	for _, body := range []string{"", "some body"} {
+		resp, err := http.Post(ts.URL, "text/plain", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || string(got) != "done" {
+			t.Errorf("body %q: %d %q", body, resp.StatusCode, got)
+		}
+	}
+}
+
+func TestRaiseFileLimit(t *testing.T) {
+	soft, hard, err := RaiseFileLimit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if soft != hard || soft == 0 {
+		t.Errorf("soft %d hard %d: want soft raised to hard", soft, hard)
+	}
+}
