@@ -21,6 +21,9 @@ func (s *State) applyClusterInit(c *ClusterInit) *Error {
 	if e := validateIP("node.primary_ip", c.Node.PrimaryIP, true); e != nil {
 		return e
 	}
+	if e := c.Node.Resources.Validate("node.resources"); e != nil {
+		return e
+	}
 	if e := validateNDParams("ndparams", c.NDParams); e != nil {
 		return e
 	}
@@ -34,8 +37,9 @@ func (s *State) applyClusterInit(c *ClusterInit) *Error {
 	if voters == 0 {
 		voters = DefaultMaxVoters
 	}
-	if pool < 1 || voters < 1 || voters%2 == 0 {
-		return errf(CodeInval, "", "candidate_pool_size must be positive and max_raft_voters odd, got %d and %d", pool, voters)
+	if pool < 1 || pool > MaxCandidatePoolSize || voters < 1 || voters%2 == 0 || voters > MaxRaftVoters {
+		return errf(CodeInval, "", "candidate_pool_size must be 1 to %d and max_raft_voters odd and at most %d, got %d and %d",
+			MaxCandidatePoolSize, MaxRaftVoters, pool, voters)
 	}
 	ts := secs(c.Now)
 	sip := c.Node.SecondaryIP
@@ -101,6 +105,9 @@ func (s *State) applyNodeRegister(c *NodeRegister) *Error {
 	if n.Addrs == c.Node.Addrs && n.Resources == c.Node.Resources && n.Version == c.Node.Version {
 		return nil
 	}
+	if e := c.Node.Resources.Validate("node.resources"); e != nil {
+		return e
+	}
 	t := s.begin(c.Now)
 	w := t.nodeRW(n.UUID)
 	w.Addrs, w.Resources, w.Version = c.Node.Addrs, c.Node.Resources, c.Node.Version
@@ -110,8 +117,8 @@ func (s *State) applyNodeRegister(c *NodeRegister) *Error {
 
 // parseOps decodes and validates every opcode of a submission.
 func parseOps(raw []json.RawMessage) ([]Opcode, *Error) {
-	if len(raw) == 0 {
-		return nil, errf(CodeInval, "ops", "a job needs at least one opcode")
+	if e := CheckJobSize(len(raw)); e != nil {
+		return nil, e
 	}
 	ops := make([]Opcode, len(raw))
 	for i, r := range raw {

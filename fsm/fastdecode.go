@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"bytes"
 	"encoding"
 	"encoding/json"
 	"reflect"
@@ -19,7 +20,8 @@ import (
 // encoding/json would: escapes, null, case-folded or repeated keys,
 // unknown keys, nested objects, numbers a field cannot hold, any syntax
 // error. DecodeStrict then decodes it the slow way, so the result and
-// every error message stay encoding/json's. It only decodes into a zero
+// every error message stay encoding/json's (or CheckJSON's, for what
+// encoding/json would accept silently: repeated keys, invalid UTF-8). It only decodes into a zero
 // value, because encoding/json keeps the fields a document does not name,
 // and a half-filled target must be reset before the slow path.
 //
@@ -368,7 +370,13 @@ func (d *fastDecoder) rawValue() (int, bool) {
 		return 0, false
 	}
 	start := d.i
-	return start, d.value(0)
+	if !d.value(0) {
+		return start, false
+	}
+	// An object inside a raw value may repeat a key, which the reader
+	// does not look for: CheckJSON does (and the slow path reports it).
+	raw := d.b[start:d.i]
+	return start, bytes.IndexByte(raw, '{') < 0 || CheckJSON(raw) == nil
 }
 
 func (d *fastDecoder) scalar(v reflect.Value, kind fastKind) bool {

@@ -211,12 +211,26 @@ func (c *OpCommon) validateCommon() *Error {
 	if c.Priority != nil && (*c.Priority < PrioHighest || *c.Priority > PrioLowest) {
 		return errf(CodeInval, "priority", "priority %d is out of range %d..%d", *c.Priority, PrioHighest, PrioLowest)
 	}
-	if _, e := c.Dependencies(); e != nil {
+	if deps, e := c.Dependencies(); e != nil {
 		return e
+	} else if len(deps) > MaxDepends {
+		return errf(CodeInval, "depends", "an opcode has at most %d dependencies, got %d", MaxDepends, len(deps))
+	}
+	if c.Comment != nil && len(*c.Comment) > MaxCommentLen {
+		return errf(CodeInval, "comment", "comment is %d bytes long; at most %d", len(*c.Comment), MaxCommentLen)
+	}
+	if len(c.Reason) > MaxReasonEntries {
+		return errf(CodeInval, "reason", "a reason trail has at most %d entries, got %d", MaxReasonEntries, len(c.Reason))
 	}
 	for _, r := range c.Reason {
 		if r.Source == "" {
 			return errf(CodeInval, "reason", "reason entry has an empty source")
+		}
+		if len(r.Source) > MaxReasonTextLen || len(r.Text) > MaxReasonTextLen {
+			return errf(CodeInval, "reason", "a reason entry's source and text are at most %d bytes each", MaxReasonTextLen)
+		}
+		if !utf8.ValidString(r.Source) || !utf8.ValidString(r.Text) {
+			return errf(CodeInval, "reason", "a reason entry is not valid UTF-8")
 		}
 	}
 	return nil
@@ -329,8 +343,9 @@ func IsConfigOnly(op Opcode) bool {
 	return ok
 }
 
-// DecodeStrict decodes JSON into v, refusing unknown fields and trailing
-// data, and turns decoder errors into an *Error that names the field.
+// DecodeStrict decodes JSON into v, refusing unknown fields, trailing
+// data, repeated keys, invalid UTF-8 and too deep nesting (CheckJSON), and
+// turns decoder errors into an *Error that names the field.
 func DecodeStrict(raw []byte, v any) error {
 	if fastDecode(raw, v) {
 		return nil
@@ -338,8 +353,12 @@ func DecodeStrict(raw []byte, v any) error {
 	return decodeSlow(raw, v)
 }
 
-// decodeSlow is DecodeStrict through encoding/json alone.
+// decodeSlow is DecodeStrict through encoding/json, after CheckJSON
+// has refused what encoding/json would silently accept.
 func decodeSlow(raw []byte, v any) error {
+	if e := CheckJSON(raw); e != nil {
+		return e
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -451,8 +470,8 @@ func ValidateHostname(field, name string) *Error {
 	if name == "" {
 		return errf(CodeInval, field, "%s must not be empty", field)
 	}
-	if len(name) > 255 {
-		return errf(CodeInval, field, "%s %q is longer than 255 characters", field, name)
+	if len(name) > MaxHostnameLen {
+		return errf(CodeInval, field, "%s is %d characters long; at most %d", field, len(name), MaxHostnameLen)
 	}
 	rest := strings.TrimSuffix(name, ".")
 	for {
@@ -684,11 +703,16 @@ func (o *OpClusterSetParams) Validate() *Error {
 	if e := o.validateMaint(); e != nil {
 		return e
 	}
-	if o.CandidatePoolSize != nil && *o.CandidatePoolSize < 1 {
-		return errf(CodeInval, "candidate_pool_size", "candidate_pool_size must be a positive integer, got %d", *o.CandidatePoolSize)
+	if o.CandidatePoolSize != nil && (*o.CandidatePoolSize < 1 || *o.CandidatePoolSize > MaxCandidatePoolSize) {
+		return errf(CodeInval, "candidate_pool_size", "candidate_pool_size must be 1 to %d, got %d", MaxCandidatePoolSize, *o.CandidatePoolSize)
 	}
-	if o.MaxVoters != nil && (*o.MaxVoters < 1 || *o.MaxVoters%2 == 0 || *o.MaxVoters > 9) {
+	if o.MaxVoters != nil && (*o.MaxVoters < 1 || *o.MaxVoters%2 == 0 || *o.MaxVoters > MaxRaftVoters) {
 		return errf(CodeInval, "max_raft_voters", "max_raft_voters must be 1, 3, 5, 7 or 9, got %d", *o.MaxVoters)
+	}
+	if o.DefaultIAllocator != nil {
+		if e := ValidateIAllocator("default_iallocator", *o.DefaultIAllocator); e != nil {
+			return e
+		}
 	}
 	if e := validateNDParams("ndparams", o.NDParams); e != nil {
 		return e
@@ -749,6 +773,9 @@ func (o *OpGroupSetParams) Validate() *Error {
 	if o.GroupName == "" {
 		return errf(CodeInval, "group_name", "group_name must not be empty")
 	}
+	if e := validateRefName("group_name", o.GroupName, MaxGroupNameLen); e != nil {
+		return e
+	}
 	if e := validateAllocPolicy(o.AllocPolicy); e != nil {
 		return e
 	}
@@ -775,7 +802,7 @@ func (o *OpGroupRemove) Validate() *Error {
 	if o.GroupName == "" {
 		return errf(CodeInval, "group_name", "group_name must not be empty")
 	}
-	return nil
+	return validateRefName("group_name", o.GroupName, MaxGroupNameLen)
 }
 
 // Summary implements Opcode.
@@ -810,6 +837,9 @@ func (o *OpNodeAdd) Validate() *Error {
 	if o.Readd {
 		return errf(CodeInval, "readd", "re-adding a node is not supported; remove it and add it again")
 	}
+	if e := validateRefName("group", o.Group, MaxGroupNameLen); e != nil {
+		return e
+	}
 	if o.MasterCandidate != nil && *o.MasterCandidate && o.MasterCapable != nil && !*o.MasterCapable {
 		return errf(CodeInval, "master_candidate", "a node that is not master capable cannot be a master candidate")
 	}
@@ -838,8 +868,8 @@ type OpNodeSetParams struct {
 
 // Validate implements Opcode.
 func (o *OpNodeSetParams) Validate() *Error {
-	if o.NodeName == "" && o.NodeUUID == "" {
-		return errf(CodeInval, "node_name", "node_name must not be empty")
+	if e := validateNodeRef(o.NodeName, o.NodeUUID); e != nil {
+		return e
 	}
 	trues := 0
 	for _, f := range []*bool{o.MasterCandidate, o.Offline, o.Drained} {
@@ -883,11 +913,18 @@ type OpNodeRemove struct {
 }
 
 // Validate implements Opcode.
-func (o *OpNodeRemove) Validate() *Error {
-	if o.NodeName == "" && o.NodeUUID == "" {
+func (o *OpNodeRemove) Validate() *Error { return validateNodeRef(o.NodeName, o.NodeUUID) }
+
+// validateNodeRef checks how an opcode names an existing node: by name
+// or UUID, each a name of at most MaxHostnameLen bytes.
+func validateNodeRef(name, uuid string) *Error {
+	if name == "" && uuid == "" {
 		return errf(CodeInval, "node_name", "node_name must not be empty")
 	}
-	return nil
+	if e := validateRefName("node_name", name, MaxHostnameLen); e != nil {
+		return e
+	}
+	return validateRefName("node_uuid", uuid, MaxHostnameLen)
 }
 
 // Summary implements Opcode.
@@ -932,8 +969,14 @@ func validateTagOp(kind, name string, tags []string) *Error {
 	default:
 		return errf(CodeInval, "kind", "unknown tag kind %q (cluster, nodegroup, node, instance)", kind)
 	}
+	if e := validateRefName("name", name, MaxHostnameLen); e != nil {
+		return e
+	}
 	if len(tags) == 0 {
 		return errf(CodeInval, "tags", "no tags given")
+	}
+	if len(tags) > MaxTagsPerObj {
+		return errf(CodeInval, "tags", "at most %d tags at once (and per object), got %d", MaxTagsPerObj, len(tags))
 	}
 	for _, t := range tags {
 		if e := ValidateTag(t); e != nil {
@@ -976,15 +1019,24 @@ type OpTestDelay struct {
 
 // Validate implements Opcode.
 func (o *OpTestDelay) Validate() *Error {
-	if o.Duration < 0 || o.Duration > 3600 || math.IsNaN(o.Duration) {
-		return errf(CodeInval, "duration", "duration must be between 0 and 3600 seconds")
+	if o.Duration < 0 || o.Duration > MaxTestDelaySeconds || math.IsNaN(o.Duration) {
+		return errf(CodeInval, "duration", "duration must be between 0 and %d seconds, got %g", MaxTestDelaySeconds, o.Duration)
 	}
-	if o.Repeat < 0 {
-		return errf(CodeInval, "repeat", "repeat must not be negative")
+	if o.Repeat < 0 || o.Repeat > MaxTestDelayRepeat {
+		return errf(CodeInval, "repeat", "repeat must be between 0 and %d, got %d", MaxTestDelayRepeat, o.Repeat)
+	}
+	if total := o.Duration * float64(max(o.Repeat, 1)); total > MaxTestDelayTotalSeconds {
+		return errf(CodeInval, "repeat", "duration × repeat must be at most %d seconds, got %g", MaxTestDelayTotalSeconds, total)
+	}
+	if len(o.OnNodes) > MaxTestDelayNodes {
+		return errf(CodeInval, "on_nodes", "on_nodes has at most %d nodes, got %d", MaxTestDelayNodes, len(o.OnNodes))
 	}
 	for _, n := range o.OnNodes {
 		if n == "" {
 			return errf(CodeInval, "on_nodes", "on_nodes has an empty node name")
+		}
+		if e := ValidateName("on_nodes", n, MaxHostnameLen); e != nil {
+			return e
 		}
 	}
 	return nil

@@ -3,6 +3,7 @@ package fsm
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"net"
 	"sort"
@@ -136,15 +137,28 @@ func (o *OpInstanceCreate) Validate() *Error {
 	default:
 		return errf(CodeInval, "disk_template", "disk template %q is not plain, drbd or diskless", o.DiskTemplate)
 	}
+	if len(o.Disks) > MaxDisksPerInstance {
+		return errf(CodeInval, "disks", "an instance has at most %d disks, got %d", MaxDisksPerInstance, len(o.Disks))
+	}
+	var total int64
 	for i, d := range o.Disks {
-		if d.Size <= 0 {
-			return errf(CodeInval, "disks", "disk %d: size must be a positive number of MiB, got %d", i, d.Size)
+		if e := d.validate(fmt.Sprintf("disks.%d", i)); e != nil {
+			return e
 		}
-		if d.Mode != "" && d.Mode != "rw" && d.Mode != "ro" {
-			return errf(CodeInval, "disks", "disk %d: mode %q is not rw or ro", i, d.Mode)
+		var e *Error
+		if total, e = AddDiskMiB("disks", total, d.Size); e != nil {
+			return e
 		}
 	}
+	if len(o.NICs) > MaxNICsPerInstance {
+		return errf(CodeInval, "nics", "an instance has at most %d NICs, got %d", MaxNICsPerInstance, len(o.NICs))
+	}
 	for i, n := range o.NICs {
+		for _, f := range []struct{ name, v string }{{"name", n.Name}, {"link", n.Link}, {"mode", n.Mode}} {
+			if e := ValidateName(fmt.Sprintf("nics.%d.%s", i, f.name), f.v, MaxNameLen); e != nil {
+				return e
+			}
+		}
 		if n.IP != "" {
 			if e := validateIP("nics", n.IP, false); e != nil {
 				return errf(CodeInval, "nics", "NIC %d: %s", i, e.Msg)
@@ -154,12 +168,19 @@ func (o *OpInstanceCreate) Validate() *Error {
 			return errf(CodeInval, "nics", "NIC %d: %q is not a MAC address", i, n.MAC)
 		}
 	}
-	mem := o.BEParams.MemoryMiB(DefaultInstanceMemory)
-	if mem < 0 || mem > math.MaxInt32 {
-		return errf(CodeInval, "beparams.memory", "memory must be between 0 and %d MiB", math.MaxInt32)
+	if e := o.BEParams.validate(); e != nil {
+		return e
 	}
-	if v := o.BEParams.VCPUs; v != nil && (*v < 1 || *v > 1024) {
-		return errf(CodeInval, "beparams.vcpus", "vcpus must be between 1 and 1024")
+	if e := ValidateOSName("os_type", o.OSType); e != nil {
+		return e
+	}
+	for _, f := range []struct{ name, v string }{{"pnode", o.PNode}, {"snode", o.SNode}, {"instance_uuid", o.InstanceUUID}, {"hypervisor", o.Hypervisor}} {
+		if e := ValidateName(f.name, f.v, MaxHostnameLen); e != nil {
+			return e
+		}
+	}
+	if e := validateRefName("group_name", o.GroupName, MaxGroupNameLen); e != nil {
+		return e
 	}
 	if o.SNode != "" && o.Template() != DTDrbd {
 		return errf(CodeInval, "snode", "only drbd instances have a secondary node")
@@ -167,11 +188,41 @@ func (o *OpInstanceCreate) Validate() *Error {
 	if o.SNode != "" && o.SNode == o.PNode {
 		return errf(CodeInval, "snode", "the secondary node must differ from the primary")
 	}
-	if o.IAllocator != "" && o.IAllocator != "hail" {
-		return errf(CodeInval, "iallocator", "iallocator %q is not known (gnt has its built-in hail)", o.IAllocator)
+	if e := ValidateIAllocator("iallocator", o.IAllocator); e != nil {
+		return e
 	}
 	if o.IAllocator != "" && o.PNode != "" {
 		return errf(CodeInval, "iallocator", "give either an iallocator or nodes, not both")
+	}
+	return nil
+}
+
+// validate checks one disk of a request: its size (ValidateDiskSize),
+// mode and name.
+func (d OpDisk) validate(field string) *Error {
+	if e := ValidateDiskSize(field+".size", d.Size); e != nil {
+		return e
+	}
+	if d.Mode != "" && d.Mode != "rw" && d.Mode != "ro" {
+		return errf(CodeInval, field+".mode", "%s.mode %q is not rw or ro", field, d.Mode)
+	}
+	return ValidateName(field+".name", d.Name, MaxNameLen)
+}
+
+// validate checks memory (maxmem, memory, minmem) and vcpus.
+func (b BEParams) validate() *Error {
+	for _, m := range []struct {
+		f string
+		v *int64
+	}{{"beparams.memory", b.Memory}, {"beparams.maxmem", b.MaxMem}, {"beparams.minmem", b.MinMem}} {
+		if m.v != nil {
+			if e := ValidateMemory(m.f, *m.v); e != nil {
+				return e
+			}
+		}
+	}
+	if b.VCPUs != nil {
+		return ValidateVCPUs("beparams.vcpus", *b.VCPUs)
 	}
 	return nil
 }
@@ -220,6 +271,31 @@ func (r *OpInstanceRef) Ref() string {
 func (r *OpInstanceRef) validateRef() *Error {
 	if r.InstanceName == "" && r.InstanceUUID == "" {
 		return errf(CodeInval, "instance_name", "instance_name must not be empty")
+	}
+	if e := validateRefName("instance_name", r.InstanceName, MaxHostnameLen); e != nil {
+		return e
+	}
+	return validateRefName("instance_uuid", r.InstanceUUID, MaxHostnameLen)
+}
+
+// validateTarget checks the optional target node and allocator of a
+// move.
+func validateTarget(node, iallocator string) *Error {
+	if e := validateRefName("target_node", node, MaxHostnameLen); e != nil {
+		return e
+	}
+	return ValidateIAllocator("iallocator", iallocator)
+}
+
+// validateDiskIndexes checks a list of disk indexes.
+func validateDiskIndexes(disks []int) *Error {
+	if len(disks) > MaxDisksPerInstance {
+		return errf(CodeInval, "disks", "an instance has at most %d disks; %d indexes given", MaxDisksPerInstance, len(disks))
+	}
+	for _, d := range disks {
+		if d < 0 || d >= MaxDisksPerInstance {
+			return errf(CodeInval, "disks", "disk index %d is not between 0 and %d", d, MaxDisksPerInstance-1)
+		}
 	}
 	return nil
 }
@@ -271,7 +347,24 @@ type OpInstanceRemove struct {
 }
 
 // Validate implements Opcode.
-func (o *OpInstanceRemove) Validate() *Error { return o.validateRef() }
+func (o *OpInstanceRemove) Validate() *Error {
+	if e := validTimeout("shutdown_timeout", o.ShutdownTimeout); e != nil {
+		return e
+	}
+	return o.validateRef()
+}
+
+// MaxTimeoutSeconds bounds the timeouts an opcode carries.
+const MaxTimeoutSeconds = 86400
+
+// validTimeout checks an optional timeout in seconds: 0 to
+// MaxTimeoutSeconds.
+func validTimeout(field string, v *float64) *Error {
+	if v != nil && (*v < 0 || *v > MaxTimeoutSeconds || math.IsNaN(*v)) {
+		return errf(CodeInval, field, "%s must be between 0 and %d seconds, got %g", field, MaxTimeoutSeconds, *v)
+	}
+	return nil
+}
 
 // Summary implements Opcode.
 func (o *OpInstanceRemove) Summary() string { return "INSTANCE_REMOVE(" + o.Ref() + ")" }
@@ -308,8 +401,8 @@ type OpInstanceShutdown struct {
 
 // Validate implements Opcode.
 func (o *OpInstanceShutdown) Validate() *Error {
-	if o.Timeout != nil && (*o.Timeout < 0 || math.IsNaN(*o.Timeout)) {
-		return errf(CodeInval, "timeout", "timeout must not be negative")
+	if e := validTimeout("timeout", o.Timeout); e != nil {
+		return e
 	}
 	return o.validateRef()
 }
@@ -343,6 +436,9 @@ func (o *OpInstanceReboot) Validate() *Error {
 	default:
 		return errf(CodeInval, "reboot_type", "reboot_type %q is not soft, hard or full", o.RebootType)
 	}
+	if e := validTimeout("shutdown_timeout", o.ShutdownTimeout); e != nil {
+		return e
+	}
 	return o.validateRef()
 }
 
@@ -365,7 +461,15 @@ type OpInstanceFailover struct {
 }
 
 // Validate implements Opcode.
-func (o *OpInstanceFailover) Validate() *Error { return o.validateRef() }
+func (o *OpInstanceFailover) Validate() *Error {
+	if e := validateTarget(o.TargetNode, o.IAllocator); e != nil {
+		return e
+	}
+	if e := validTimeout("shutdown_timeout", o.ShutdownTimeout); e != nil {
+		return e
+	}
+	return o.validateRef()
+}
 
 // Summary implements Opcode.
 func (o *OpInstanceFailover) Summary() string { return "INSTANCE_FAILOVER(" + o.Ref() + ")" }
@@ -406,6 +510,9 @@ func (o *OpInstanceMigrate) Validate() *Error {
 	if o.Live != nil && o.Mode != "" {
 		return errf(CodeInval, "live", "give either mode or live, not both")
 	}
+	if e := validateTarget(o.TargetNode, o.IAllocator); e != nil {
+		return e
+	}
 	return o.validateRef()
 }
 
@@ -445,8 +552,11 @@ func (o *OpNodeEvacuate) EvacMode() string {
 
 // Validate implements Opcode.
 func (o *OpNodeEvacuate) Validate() *Error {
-	if o.NodeName == "" {
-		return errf(CodeInval, "node_name", "node_name must not be empty")
+	if e := validateNodeRef(o.NodeName, ""); e != nil {
+		return e
+	}
+	if e := ValidateIAllocator("iallocator", o.IAllocator); e != nil {
+		return e
 	}
 	switch o.EvacMode() {
 	case EvacPrimaryOnly, EvacSecondaryOnly, EvacAll:
@@ -482,15 +592,15 @@ type OpNodeMigrate struct {
 
 // Validate implements Opcode.
 func (o *OpNodeMigrate) Validate() *Error {
-	if o.NodeName == "" {
-		return errf(CodeInval, "node_name", "node_name must not be empty")
+	if e := validateNodeRef(o.NodeName, ""); e != nil {
+		return e
 	}
 	switch o.Mode {
 	case "", MigrationLive, MigrationNonLive:
 	default:
 		return errf(CodeInval, "mode", "migration mode %q is not live or non-live", o.Mode)
 	}
-	return nil
+	return validateTarget(o.TargetNode, o.IAllocator)
 }
 
 // Summary implements Opcode.
@@ -514,7 +624,12 @@ type OpInstanceReinstall struct {
 }
 
 // Validate implements Opcode.
-func (o *OpInstanceReinstall) Validate() *Error { return o.validateRef() }
+func (o *OpInstanceReinstall) Validate() *Error {
+	if e := ValidateOSName("os_type", o.OSType); e != nil {
+		return e
+	}
+	return o.validateRef()
+}
 
 // Summary implements Opcode.
 func (o *OpInstanceReinstall) Summary() string { return "INSTANCE_REINSTALL(" + o.Ref() + ")" }
@@ -559,10 +674,11 @@ func (o *OpInstanceReplaceDisks) Validate() *Error {
 	default:
 		return errf(CodeInval, "mode", "replace-disks mode %q is not replace_on_primary, replace_on_secondary or replace_new_secondary", o.Mode)
 	}
-	for _, d := range o.Disks {
-		if d < 0 {
-			return errf(CodeInval, "disks", "disk index %d is negative", d)
-		}
+	if e := validateDiskIndexes(o.Disks); e != nil {
+		return e
+	}
+	if e := validateTarget(o.RemoteNode, o.IAllocator); e != nil {
+		return e
 	}
 	return o.validateRef()
 }
@@ -589,6 +705,17 @@ type OpInstanceRecreateDisks struct {
 func (o *OpInstanceRecreateDisks) Validate() *Error {
 	if len(o.Nodes) > 2 {
 		return errf(CodeInval, "nodes", "an instance has at most two nodes")
+	}
+	for _, n := range o.Nodes {
+		if e := ValidateName("nodes", n, MaxHostnameLen); e != nil {
+			return e
+		}
+	}
+	if e := validateDiskIndexes(o.Disks); e != nil {
+		return e
+	}
+	if e := ValidateIAllocator("iallocator", o.IAllocator); e != nil {
+		return e
 	}
 	return o.validateRef()
 }
@@ -671,18 +798,23 @@ func (o *OpInstanceSetParams) Validate() *Error {
 	if o.BEParams.Memory == nil && o.BEParams.MaxMem == nil && o.BEParams.VCPUs == nil && len(o.Disks) == 0 {
 		return errf(CodeInval, "", "please pass at least one modification (beparams memory/vcpus, or disks)")
 	}
-	if m := o.BEParams.MemoryMiB(0); m < 0 || m > math.MaxInt32 {
-		return errf(CodeInval, "beparams.memory", "memory must be between 0 and %d MiB", math.MaxInt32)
+	if e := o.BEParams.validate(); e != nil {
+		return e
 	}
-	if v := o.BEParams.VCPUs; v != nil && (*v < 1 || *v > 1024) {
-		return errf(CodeInval, "beparams.vcpus", "vcpus must be between 1 and 1024")
+	if len(o.Disks) > MaxDisksPerInstance {
+		return errf(CodeInval, "disks", "an instance has at most %d disks; %d modifications given", MaxDisksPerInstance, len(o.Disks))
 	}
+	var total int64
 	for i, d := range o.Disks {
 		if d.Op != "add" {
 			return errf(CodeInval, "disks", "disk modification %d: only \"add\" is supported, got %q", i, d.Op)
 		}
-		if d.Params.Size <= 0 {
-			return errf(CodeInval, "disks", "disk modification %d: size must be a positive number of MiB", i)
+		if e := d.Params.validate(fmt.Sprintf("disks.%d", i)); e != nil {
+			return e
+		}
+		var e *Error
+		if total, e = AddDiskMiB("disks", total, d.Params.Size); e != nil {
+			return e
 		}
 	}
 	return o.validateRef()

@@ -229,8 +229,8 @@ func (s *State) applyJobSubmitMany(c *JobSubmitMany) Response {
 	if s.Cluster == nil {
 		return Response{Err: errf(CodeState, "", "cluster is not initialised")}
 	}
-	if len(c.Jobs) == 0 {
-		return Response{Err: errf(CodeInval, "jobs", "no jobs to submit")}
+	if e := CheckSubmissionSize(len(c.Jobs), func(k int) int { return len(c.Jobs[k].Ops) }); e != nil {
+		return Response{Err: e}
 	}
 	if c.Token != "" {
 		if e := CheckSubmitToken(c.Token); e != nil {

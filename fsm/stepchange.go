@@ -141,6 +141,9 @@ func (p *InstancePut) apply(t *txn) *Error {
 	if e := ValidateHostname("instance.name", in.Name); e != nil {
 		return e
 	}
+	if e := in.ValidateBounds(); e != nil {
+		return e
+	}
 	old := t.instanceRW(in.UUID)
 	if old == nil && p.ExpectSerial != 0 {
 		return errf(CodeNoEnt, "instance.uuid", "instance %s no longer exists", in.Name)

@@ -332,7 +332,7 @@ func TestGroupsClusterAndTags(t *testing.T) {
 
 	// Cluster parameters.
 	three, pool := 3, 4
-	ialloc := "none"
+	ialloc := ""
 	id, m, err = e.c.ModifyCluster(c, rpc.ModifyClusterRequest{MaxVoters: &three, CandidatePoolSize: &pool, DefaultIAllocator: &ialloc,
 		NDParams: map[string]any{"ssh_port": 2022}}, "tuning")
 	if err != nil {
@@ -340,7 +340,7 @@ func TestGroupsClusterAndTags(t *testing.T) {
 	}
 	checkJob(t, b, id, m, "PUT", "/2/modify", "tuning")
 	info, _ := e.c.Info(c)
-	if info.MaxVoters != 3 || info.CandidatePoolSize != 4 || info.DefaultIAllocator != "none" || info.NDParams["ssh_port"] != float64(2022) {
+	if info.MaxVoters != 3 || info.CandidatePoolSize != 4 || info.DefaultIAllocator != "" || info.NDParams["ssh_port"] != float64(2022) {
 		t.Errorf("info %+v", info)
 	}
 
