@@ -63,7 +63,7 @@ func (sc *StepContext) Sleep(ctx context.Context, d time.Duration) error { retur
 func (e *Executor) stepsFor(op fsm.Opcode, st *fsm.OpState) ([]Step, error) {
 	switch o := op.(type) {
 	case *fsm.OpTestDelay:
-		return testDelaySteps(o), nil
+		return testDelaySteps(o)
 	case *fsm.OpInstanceCreate:
 		return e.createSteps(o), nil
 	case *fsm.OpInstanceRemove:
@@ -113,7 +113,15 @@ func (e *Executor) stepsFor(op fsm.Opcode, st *fsm.OpState) ([]Step, error) {
 // With fail set, the last step fails after its sleep. on_nodes only takes
 // the node locks: until the node agent exists the delay runs on the
 // leader, which the log says.
-func testDelaySteps(o *fsm.OpTestDelay) []Step {
+//
+// The steps are made in proportion to repeat, so it is checked here too
+// (ParseOpcode refuses more than fsm.MaxTestDelayRepeat before a job is
+// queued): an opcode that reaches the executor otherwise is failed, never
+// allowed to allocate.
+func testDelaySteps(o *fsm.OpTestDelay) ([]Step, error) {
+	if e := o.Validate(); e != nil {
+		return nil, e
+	}
 	n := o.Repeat
 	if n == 0 {
 		n = 1
@@ -141,5 +149,5 @@ func testDelaySteps(o *fsm.OpTestDelay) []Step {
 			},
 		}
 	}
-	return steps
+	return steps, nil
 }

@@ -168,7 +168,7 @@ func TestBadInput(t *testing.T) {
 		{"instance create unknown field", "POST", "/2/instances", `{"instance_name":"web1","bogus":1}`, 400, wrong, "bogus"},
 		{"instance create bad template", "POST", "/2/instances", `{"instance_name":"web1","disk_template":"weird","disks":[{"size":1}]}`, 400, wrong, "disk_template"},
 		{"instance create no disks", "POST", "/2/instances", `{"instance_name":"web1","disk_template":"drbd"}`, 400, wrong, "disks"},
-		{"instance create bad disk size", "POST", "/2/instances", `{"instance_name":"web1","disks":[{"size":-5}]}`, 400, wrong, "disks"},
+		{"instance create bad disk size", "POST", "/2/instances", `{"instance_name":"web1","disks":[{"size":-5}]}`, 400, wrong, "disks.0.size"},
 		{"instance create bad mac", "POST", "/2/instances", `{"instance_name":"web1","nics":[{"mac":"zz"}]}`, 400, wrong, "nics"},
 		{"instance create snode on plain", "POST", "/2/instances", `{"instance_name":"web1","disks":[{"size":5}],"pnode":"a","snode":"b"}`, 400, wrong, "snode"},
 		{"instance create not an object", "POST", "/2/instances", `[1]`, 400, wrong, ""},
@@ -197,6 +197,31 @@ func TestBadInput(t *testing.T) {
 		{"submit jobs bad dependency status", "POST", "/2/gnt/jobs", `{"jobs":[[{"OP_ID":"OP_TEST_DELAY","duration":0}],[{"OP_ID":"OP_TEST_DELAY","duration":0,"depends":[[-1,["running"]]]}]]}`, 400, wrong, "depends"},
 		{"submit dependency on a future job", "POST", "/2/jobs", `{"ops":[{"OP_ID":"OP_TEST_DELAY","duration":0,"depends":[[999999,[]]]}]}`, 400, wrong, "depends"},
 
+		// Limits (docs/api.md, "Limits"): refused before anything is queued.
+		{"test delay repeat 2e9", "POST", "/2/jobs", `{"ops":[{"OP_ID":"OP_TEST_DELAY","duration":0,"repeat":2000000000}]}`, 400, wrong, "repeat"},
+		{"test delay repeat 1001", "POST", "/2/jobs", `{"ops":[{"OP_ID":"OP_TEST_DELAY","duration":0,"repeat":1001}]}`, 400, wrong, "repeat"},
+		{"job of 20000 opcodes", "POST", "/2/jobs", `{"ops":` + opList(20000) + `}`, 400, wrong, "ops"},
+		{"job of 1001 opcodes", "POST", "/2/jobs", `{"ops":` + opList(1001) + `}`, 400, wrong, "ops"},
+		{"submission of 1001 jobs", "POST", "/2/gnt/jobs", `{"jobs":[` + strings.TrimSuffix(strings.Repeat(opList(1)+",", 1001), ",") + `]}`, 400, wrong, "jobs"},
+		{"submission with a job of 1001 opcodes", "POST", "/2/gnt/jobs", `{"jobs":[` + opList(1) + "," + opList(1001) + `]}`, 400, wrong, "ops"},
+		{"submission of 11000 opcodes", "POST", "/2/gnt/jobs", `{"jobs":[` + strings.TrimSuffix(strings.Repeat(opList(1000)+",", 11), ",") + `]}`, 400, wrong, "jobs"},
+		{"instance 17 disks", "POST", "/2/instances", `{"instance_name":"web9","disks":[` + strings.TrimSuffix(strings.Repeat(`{"size":1},`, 17), ",") + `]}`, 400, wrong, "disks"},
+		{"instance disk 2^63-1", "POST", "/2/instances", `{"instance_name":"web9","disks":[{"size":9223372036854775807}]}`, 400, wrong, "disks.0.size"},
+		{"instance disks overflowing", "POST", "/2/instances", `{"instance_name":"web9","disks":[{"size":1073741824},{"size":1073741824},{"size":1073741824},{"size":1073741824},{"size":1}]}`, 400, wrong, "disks"},
+		{"instance 9 NICs", "POST", "/2/instances", `{"instance_name":"web9","disks":[{"size":1}],"nics":[{},{},{},{},{},{},{},{},{}]}`, 400, wrong, "nics"},
+		{"instance memory", "POST", "/2/instances", `{"instance_name":"web9","disks":[{"size":1}],"beparams":{"memory":67108865}}`, 400, wrong, "beparams.memory"},
+		{"instance OS path", "POST", "/2/instances", `{"instance_name":"web9","disks":[{"size":1}],"os":"../../bin/sh"}`, 400, wrong, "os_type"},
+		{"instance duplicate key", "POST", "/2/instances", `{"instance_name":"web9","disks":[{"size":1}],"instance_name":"web8"}`, 400, wrong, "instance_name"},
+		{"instance invalid UTF-8", "POST", "/2/instances", "{\"instance_name\":\"web9\",\"disks\":[{\"size\":1,\"name\":\"\xff\"}]}", 400, wrong, "disks.0.name"},
+		{"reinstall OS path", "POST", "/2/instances/web1/reinstall", `{"os_type":"../../bin/sh"}`, 400, wrong, "os_type"},
+		{"cluster pool 2^63-1", "PUT", "/2/modify", `{"candidate_pool_size":9223372036854775807}`, 400, wrong, "candidate_pool_size"},
+		{"cluster pool 65", "PUT", "/2/modify", `{"candidate_pool_size":65}`, 400, wrong, "candidate_pool_size"},
+		{"cluster unknown allocator", "PUT", "/2/modify", `{"default_iallocator":"anything"}`, 400, wrong, "default_iallocator"},
+		{"cluster allocator invalid UTF-8", "PUT", "/2/modify", "{\"default_iallocator\":\"\xc3\"}", 400, wrong, "default_iallocator"},
+		{"cluster duplicate key", "PUT", "/2/modify", `{"candidate_pool_size":3,"candidate_pool_size":9223372036854775807}`, 400, wrong, "candidate_pool_size"},
+		{"job duplicate key", "POST", "/2/jobs", `{"ops":[{"OP_ID":"OP_TEST_DELAY","duration":0,"repeat":1,"repeat":2000000000}]}`, 400, wrong, "ops.0.repeat"},
+		{"reason invalid UTF-8", "POST", "/2/jobs?reason=%ff", `{"ops":[{"OP_ID":"OP_TEST_DELAY","duration":0}]}`, 400, wrong, "reason"},
+
 		// gnt
 		{"init when initialised", "POST", "/2/gnt/init", `{"cluster_name":"other"}`, 409, "wrong_state", ""},
 		{"failover unknown field", "POST", "/2/gnt/master-failover", `{"bogus":1}`, 400, wrong, "bogus"},
@@ -222,6 +247,11 @@ func TestBadInput(t *testing.T) {
 			}
 		})
 	}
+}
+
+// opList is a JSON list of n OP_TEST_DELAY opcodes.
+func opList(n int) string {
+	return "[" + strings.TrimSuffix(strings.Repeat(`{"OP_ID":"OP_TEST_DELAY","duration":0},`, n), ",") + "]"
 }
 
 func checkErr(t *testing.T, r result, status int, code, field string) {

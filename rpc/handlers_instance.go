@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"bytes"
+	"errors"
 	"net/http"
 	"strconv"
 
@@ -92,6 +93,10 @@ func bodyMap(body []byte) (map[string]any, *APIError) {
 		return map[string]any{}, nil
 	}
 	m, err := rawToMap(body)
+	var fe *fsm.Error
+	if errors.As(err, &fe) {
+		return nil, FromFSM(fe) // a repeated key, invalid UTF-8
+	}
 	if err != nil || m == nil {
 		return nil, FromFSM(&fsm.Error{Code: fsm.CodeInval, Msg: "the body must be a JSON object of opcode fields"})
 	}

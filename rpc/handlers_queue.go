@@ -26,8 +26,9 @@ type ArchiveJobResponse struct {
 	Archived []int64 `json:"archived"`
 }
 
-// MaxJobsPerSubmission bounds POST /2/gnt/jobs.
-const MaxJobsPerSubmission = 1000
+// MaxJobsPerSubmission bounds POST /2/gnt/jobs (fsm.CheckSubmissionSize
+// also bounds their opcodes).
+const MaxJobsPerSubmission = fsm.MaxJobsPerSubmission
 
 // applyCommand applies a queue command on the leader and answers with
 // answer(resp), or the command's error. check runs first against the
@@ -148,8 +149,8 @@ func (s *Server) handleSubmitJobs(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
-	if len(req.Jobs) > MaxJobsPerSubmission {
-		writeError(w, badRequest("jobs", "%d jobs in one submission; at most %d", len(req.Jobs), MaxJobsPerSubmission))
+	if e := fsm.CheckSubmissionSize(len(req.Jobs), func(k int) int { return len(req.Jobs[k]) }); e != nil {
+		writeError(w, FromFSM(e))
 		return
 	}
 	now := s.b.Now()

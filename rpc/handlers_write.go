@@ -173,8 +173,8 @@ func buildJobOps(r *http.Request, body []byte) ([]any, *APIError) {
 	if aerr := decodeBody(body, &req); aerr != nil {
 		return nil, aerr
 	}
-	if len(req.Ops) == 0 {
-		return nil, badRequest("ops", "a job needs at least one opcode")
+	if e := fsm.CheckJobSize(len(req.Ops)); e != nil {
+		return nil, FromFSM(e)
 	}
 	// The opcodes go on as they came: prepareOps decodes each into its
 	// typed form once.

@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/gnt-cluster/gnt/fsm"
 	"github.com/hashicorp/go-hclog"
@@ -871,12 +873,15 @@ func prepareOps(r *http.Request, body []byte, build opsBuilder, now time.Time) (
 	if aerr != nil {
 		return nil, aerr
 	}
+	if aerr := checkRequestText(r); aerr != nil {
+		return nil, aerr
+	}
 	ops, aerr := build(r, body)
 	if aerr != nil {
 		return nil, aerr
 	}
-	if len(ops) == 0 {
-		return nil, badRequest("ops", "a job needs at least one opcode")
+	if e := fsm.CheckJobSize(len(ops)); e != nil {
+		return nil, FromFSM(e)
 	}
 	ns := now.UnixNano()
 	var trail []fsm.ReasonEntry
@@ -939,6 +944,26 @@ func withTrail(raw, trail []byte) (json.RawMessage, bool) {
 	out = append(out, `"reason":`...)
 	out = append(out, trail...)
 	return append(out, '}'), true
+}
+
+// checkRequestText refuses a request whose path or query, which become
+// opcode fields and reason entries, is not valid UTF-8 or holds control
+// characters: they would be changed on the way (to U+FFFD), not refused.
+func checkRequestText(r *http.Request) *APIError {
+	if !utf8.ValidString(r.URL.Path) || strings.ContainsFunc(r.URL.Path, unicode.IsControl) {
+		return badRequest("path", "the request path is not valid UTF-8 or holds control characters")
+	}
+	for k, vs := range r.URL.Query() {
+		if !utf8.ValidString(k) {
+			return badRequest("query", "a query parameter name is not valid UTF-8")
+		}
+		for _, v := range vs {
+			if !utf8.ValidString(v) || strings.ContainsFunc(v, unicode.IsControl) {
+				return badRequest(k, "query parameter %s is not valid UTF-8 or holds control characters", k)
+			}
+		}
+	}
+	return nil
 }
 
 func opError(n, i int, e *fsm.Error) *APIError {
@@ -1080,6 +1105,9 @@ func toMap(v any) map[string]any {
 
 // rawToMap decodes a JSON object, keeping numbers as json.Number.
 func rawToMap(raw []byte) (map[string]any, error) {
+	if e := fsm.CheckJSON(raw); e != nil {
+		return nil, e
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var m map[string]any
