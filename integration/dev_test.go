@@ -158,6 +158,22 @@ func TestDevSupervisor(t *testing.T) {
 	if out, code := gnt("node", "add-tags", "node21", "rack:a1"); code != 0 {
 		t.Fatalf("add-tags: exit %d\n%s", code, out)
 	}
+	// gnt-oob-fake (when it is beside gntd, as make builds it) is every
+	// node's helper, from the OOB programs directory dev gives its members.
+	if _, err := os.Stat(filepath.Join(bin, "gnt-oob-fake")); err == nil {
+		eventually(30*time.Second, "gnt node power status through gnt-oob-fake", func() error {
+			out, code := gnt("node", "power", "status")
+			if code != 0 || !strings.Contains(out, "node21 on") {
+				return fmt.Errorf("exit %d: %s", code, out)
+			}
+			return nil
+		})
+		if info, _ := gnt("cluster", "info"); !strings.Contains(info, filepath.Join(dir, "oob-programs", "oob-fake.sh")) {
+			t.Errorf("the cluster's oob_program is not dev's wrapper in %s:\n%s", filepath.Join(dir, "oob-programs"), info)
+		}
+	} else {
+		t.Logf("no gnt-oob-fake beside %s: the OOB helper is not checked", bin)
+	}
 
 	// kill -9 the leader's pid from dev.json.
 	var killed devMember

@@ -106,6 +106,9 @@ func NewCluster(t testing.TB, o ClusterOptions) *Cluster {
 	// offset of its pid (tests of several binaries run at once) and wrap.
 	s := 10 + (subnet.Add(1)+int32(os.Getpid()%100)*2)%240
 	c := &Cluster{t: t, Bin: bin, Dir: t.TempDir(), Name: "test.example.com"}
+	if err := os.Mkdir(c.OOBProgramsDir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	extra := func(name string) []string {
 		if o.MemberArgs == nil {
 			return o.ExtraArgs
@@ -176,7 +179,7 @@ func (c *Cluster) newMember(name, ip string, candidate bool, extra []string) *Me
 	}
 	dir := filepath.Join(c.Dir, name)
 	args := []string{filepath.Join(c.Bin, "gntd"), "agent", "--name", name, "--bind", ip, "--data-dir", dir,
-		"--profile", "dev", "--log-level", "info"}
+		"--profile", "dev", "--log-level", "info", "--oob-programs-dir", c.OOBProgramsDir()}
 	if len(joins) > 0 {
 		args = append(args, "--join", strings.Join(joins, ","))
 	}
@@ -272,6 +275,10 @@ func (m *Member) signal(sig syscall.Signal, wait bool) {
 
 // Log returns the member's output so far.
 func (m *Member) Log() string { return m.log.String() }
+
+// OOBProgramsDir is every member's OOB programs directory (gntd
+// --oob-programs-dir): a test's OOB helpers go there.
+func (c *Cluster) OOBProgramsDir() string { return filepath.Join(c.Dir, "oob-programs") }
 
 // Followers returns the candidates other than leader, in name order.
 func (c *Cluster) Followers(leader *Member) []*Member {

@@ -129,7 +129,7 @@ wrong lanplus  %[1]s  %[2]d  admin  %[4]s
 	wrapper := filepath.Join(dir, "oob")
 	os.WriteFile(wrapper, []byte(fmt.Sprintf("#!/bin/sh\nexec %s --config %s \"$@\"\n", helper, conf)), 0o755)
 
-	rn := &oob.Runner{Timeout: 30 * time.Second}
+	rn := &oob.Runner{Timeout: 30 * time.Second, Programs: oob.Whitelist{Dir: dir, Owner: os.Geteuid()}}
 	ctx := context.Background()
 	do := func(cmd, node string) (oob.Result, error) {
 		t.Helper()

@@ -55,7 +55,7 @@ func fakeOOB(t *testing.T, c *Cluster) string {
 	}
 	cfg, _ := json.Marshal(map[string]any{"state_dir": dir, "stop_timeout": "10s", "nodes": nodes})
 	config := filepath.Join(c.Dir, "oob-fake.json")
-	wrapper := filepath.Join(c.Dir, "oob-fake.sh")
+	wrapper := filepath.Join(c.OOBProgramsDir(), "oob-fake.sh")
 	if err := os.WriteFile(config, cfg, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -301,3 +301,4 @@ func TestEPOEndToEnd(t *testing.T) {
 		t.Errorf("still unpowered:\n%s", out)
 	}
 }
+

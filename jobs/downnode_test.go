@@ -509,7 +509,7 @@ func TestRecreateRefusals(t *testing.T) {
 func fenceCluster(t *testing.T, more ...string) (*direct, *fakeNodes, *deadSet, *bmc) {
 	t.Helper()
 	b := newBMC(t)
-	d, nodes, dead := downClusterWith(t, func(e *Executor) { e.Sleep = noSleep }, more...)
+	d, nodes, dead := downClusterWith(t, func(e *Executor) { e.Sleep = noSleep; e.OOB = b.runner() }, more...)
 	runOK(t, d, `{"OP_ID":"OP_CLUSTER_SET_PARAMS","ndparams":{"oob_program":"`+b.program+`"}}`)
 	return d, nodes, dead, b
 }
@@ -591,7 +591,7 @@ func TestFenceResumed(t *testing.T) {
 	d, _ := oobCluster(t, b)
 	id := submit(t, d, `{"OP_ID":"OP_OOB_COMMAND","command":"power-off","node_names":["n4"],"gnt_confirm":true}`)
 	b.set(t, "n4.power", "off\n")
-	resumeAt(t, d, &Executor{FSM: d.f, Apply: d, Sleep: noSleep}, id, 1)
+	resumeAt(t, d, &Executor{FSM: d.f, Apply: d, OOB: b.runner(), Sleep: noSleep}, id, 1)
 	j := finished(t, d, id)
 	if n := nodeState(d, "n4"); j.Status != fsm.StatusSuccess || n.Powered || !n.Offline {
 		t.Fatalf("%s powered %v offline %v\n%s", j.Status, n.Powered, n.Offline, jobLog(j))

@@ -43,7 +43,7 @@ func TestEPOOffOn(t *testing.T) {
 	d, epoch := oobCluster(t, b)
 	var mu sync.Mutex
 	var slept []time.Duration
-	startExecutor(t, &Executor{FSM: d.f, Apply: d, Epoch: epoch, Probe: bmcProbe(b),
+	startExecutor(t, &Executor{FSM: d.f, Apply: d, OOB: b.runner(), Epoch: epoch, Probe: bmcProbe(b),
 		Sleep: func(ctx context.Context, dur time.Duration) error {
 			mu.Lock()
 			slept = append(slept, dur)
@@ -120,7 +120,7 @@ func TestEPOStopsAndStartsInstances(t *testing.T) {
 	update(t, d, fsm.JobUpdate{Epoch: epoch, JobID: id, Action: fsm.ActionFinish, Status: fsm.StatusSuccess})
 	agents := newFakeNodes()
 	agents.run["n4/i1"] = true
-	startExecutor(t, &Executor{FSM: d.f, Apply: d, Epoch: epoch, Sleep: noSleep, Probe: bmcProbe(b), Nodes: agents})
+	startExecutor(t, &Executor{FSM: d.f, Apply: d, OOB: b.runner(), Epoch: epoch, Sleep: noSleep, Probe: bmcProbe(b), Nodes: agents})
 	// A dry run shows the plan and touches nothing.
 	j := finished(t, d, submit(t, d, `{"OP_ID":"OP_CLUSTER_EPO","names":["n4","n5"],"dry_run":true}`))
 	if j.Status != fsm.StatusSuccess || !strings.Contains(jobLog(j), "instances to shut down: web1") || len(b.calls()) != 0 {
@@ -170,9 +170,9 @@ func TestEPOHandover(t *testing.T) {
 	var first *runningExecutor
 	l := &fakeLeadership{t: t, d: d, old: func() *runningExecutor { return first }}
 	l.newCfg = func(epoch uint64) *Executor {
-		return &Executor{FSM: d.f, Apply: d, Epoch: epoch, Sleep: noSleep, Leadership: l}
+		return &Executor{FSM: d.f, Apply: d, OOB: b.runner(), Epoch: epoch, Sleep: noSleep, Leadership: l}
 	}
-	first = startExecutor(t, &Executor{FSM: d.f, Apply: d, Epoch: epoch, Sleep: noSleep, Leadership: l})
+	first = startExecutor(t, &Executor{FSM: d.f, Apply: d, OOB: b.runner(), Epoch: epoch, Sleep: noSleep, Leadership: l})
 	j := finished(t, d, submit(t, d, `{"OP_ID":"OP_CLUSTER_EPO","all":true}`))
 	if j.Status != fsm.StatusSuccess {
 		t.Fatalf("%s %s\n%s", j.Status, opResult(j, 0), jobLog(j))
@@ -205,7 +205,7 @@ func TestEPOWaitTimeout(t *testing.T) {
 	if r, _, _ := d.Apply(context.Background(), fsm.JobSubmit{Now: 5, Ops: rawOps(`{"OP_ID":"OP_NODE_SET_PARAMS","node_name":"n5","powered":false}`), UUIDs: []string{""}}); r.Err != nil {
 		t.Fatal(r.Err)
 	}
-	startExecutor(t, &Executor{FSM: d.f, Apply: d, Epoch: epoch, Probe: probeFunc(func(context.Context, *fsm.Node) error {
+	startExecutor(t, &Executor{FSM: d.f, Apply: d, OOB: b.runner(), Epoch: epoch, Probe: probeFunc(func(context.Context, *fsm.Node) error {
 		return errors.New("connection refused")
 	})})
 	start := time.Now()

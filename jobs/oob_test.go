@@ -47,6 +47,12 @@ esac
 	return &bmc{dir: dir, program: prog}
 }
 
+// whitelist is the OOB programs directory the helper is in.
+func (b *bmc) whitelist() oob.Whitelist { return oob.Whitelist{Dir: b.dir, Owner: os.Geteuid()} }
+
+// runner runs the helper (and only helpers of its directory).
+func (b *bmc) runner() *oob.Runner { return &oob.Runner{Programs: b.whitelist()} }
+
 func (b *bmc) set(t *testing.T, file, content string) {
 	t.Helper()
 	if err := os.WriteFile(filepath.Join(b.dir, file), []byte(content), 0o644); err != nil {
@@ -180,7 +186,7 @@ func withReason(op string) string {
 func TestOOBPowerOffOn(t *testing.T) {
 	b := newBMC(t)
 	d, epoch := oobCluster(t, b)
-	startExecutor(t, &Executor{FSM: d.f, Apply: d, Epoch: epoch, Sleep: noSleep})
+	startExecutor(t, &Executor{FSM: d.f, Apply: d, OOB: b.runner(), Epoch: epoch, Sleep: noSleep})
 	id := submit(t, d, `{"OP_ID":"OP_NODE_SET_PARAMS","node_name":"n4","offline":true}`,
 		withReason(`{"OP_ID":"OP_OOB_COMMAND","command":"power-off","node_names":["n4"]}`))
 	j := finished(t, d, id)
@@ -212,7 +218,7 @@ func TestOOBPowerOffOn(t *testing.T) {
 func TestOOBRefusals(t *testing.T) {
 	b := newBMC(t)
 	d, epoch := oobCluster(t, b)
-	startExecutor(t, &Executor{FSM: d.f, Apply: d, Epoch: epoch, Sleep: noSleep})
+	startExecutor(t, &Executor{FSM: d.f, Apply: d, OOB: b.runner(), Epoch: epoch, Sleep: noSleep})
 	if r, _, _ := d.Apply(context.Background(), fsm.JobSubmit{Now: 4, Ops: []json.RawMessage{
 		json.RawMessage(`{"OP_ID":"OP_NODE_SET_PARAMS","node_name":"n5","ndparams":{"oob_program":"!"}}`)}, UUIDs: []string{""}}); r.Err != nil {
 		t.Fatal(r.Err)
@@ -243,7 +249,7 @@ func TestOOBBadHelper(t *testing.T) {
 	b := newBMC(t)
 	d, epoch := oobCluster(t, b)
 	startExecutor(t, &Executor{FSM: d.f, Apply: d, Epoch: epoch, Sleep: noSleep,
-		OOB: &oob.Runner{Timeout: time.Second, MaxOutput: 4096}})
+		OOB: &oob.Runner{Timeout: time.Second, MaxOutput: 4096, Programs: b.whitelist()}})
 	cases := []struct {
 		name, cmd, script, want string
 	}{
@@ -290,7 +296,7 @@ func TestOOBBadHelper(t *testing.T) {
 func TestOOBStatusAndHealth(t *testing.T) {
 	b := newBMC(t)
 	d, epoch := oobCluster(t, b)
-	startExecutor(t, &Executor{FSM: d.f, Apply: d, Epoch: epoch, Sleep: noSleep})
+	startExecutor(t, &Executor{FSM: d.f, Apply: d, OOB: b.runner(), Epoch: epoch, Sleep: noSleep})
 	b.set(t, "n3.power", "off\n")
 	j := finished(t, d, submit(t, d, `{"OP_ID":"OP_OOB_COMMAND","command":"power-status"}`))
 	want := `[[[0,"n1"],[0,{"powered":true}]],[[0,"n2"],[0,{"powered":true}]],[[0,"n3"],[0,{"powered":false}]],[[0,"n4"],[0,{"powered":true}]],[[0,"n5"],[0,{"powered":true}]]]`
@@ -321,7 +327,7 @@ func TestOOBPowerDelay(t *testing.T) {
 	d, epoch := oobCluster(t, b)
 	var mu sync.Mutex
 	var slept []time.Duration
-	startExecutor(t, &Executor{FSM: d.f, Apply: d, Epoch: epoch, Sleep: func(ctx context.Context, dur time.Duration) error {
+	startExecutor(t, &Executor{FSM: d.f, Apply: d, OOB: b.runner(), Epoch: epoch, Sleep: func(ctx context.Context, dur time.Duration) error {
 		mu.Lock()
 		slept = append(slept, dur)
 		mu.Unlock()
@@ -383,7 +389,7 @@ func resumeAt(t *testing.T, d *direct, ex *Executor, id int64, k int) {
 func TestOOBResume(t *testing.T) {
 	b := newBMC(t)
 	d, _ := oobCluster(t, b)
-	ex := &Executor{FSM: d.f, Apply: d, Sleep: noSleep}
+	ex := &Executor{FSM: d.f, Apply: d, OOB: b.runner(), Sleep: noSleep}
 	id := submit(t, d, `{"OP_ID":"OP_OOB_COMMAND","command":"power-off","node_names":["n4","n5"],"ignore_status":true}`)
 	// The old leader had recorded the plan and powered n4 off, but died
 	// before recording it.
@@ -408,7 +414,7 @@ func TestOOBResume(t *testing.T) {
 	d2, _ := oobCluster(t, b2)
 	b2.set(t, "n4.power", "off\n")
 	id = submit(t, d2, `{"OP_ID":"OP_OOB_COMMAND","command":"power-on","node_names":["n4"]}`)
-	resumeAt(t, d2, &Executor{FSM: d2.f, Apply: d2, Sleep: noSleep}, id, 1)
+	resumeAt(t, d2, &Executor{FSM: d2.f, Apply: d2, OOB: b2.runner(), Sleep: noSleep}, id, 1)
 	if j := finished(t, d2, id); j.Status != fsm.StatusSuccess || strings.Join(b2.calls(), " ") != "power-status_n4 power-on_n4" {
 		t.Errorf("power-on resumed: %s calls %v", j.Status, b2.calls())
 	}
@@ -419,7 +425,7 @@ func TestOOBResume(t *testing.T) {
 	d4, _ := oobCluster(t, b4)
 	b4.set(t, "n5.power", "off\n")
 	id = submit(t, d4, `{"OP_ID":"OP_OOB_COMMAND","command":"power-off","node_names":["n5"],"ignore_status":true}`)
-	resumeAt(t, d4, &Executor{FSM: d4.f, Apply: d4, Sleep: noSleep}, id, 1)
+	resumeAt(t, d4, &Executor{FSM: d4.f, Apply: d4, OOB: b4.runner(), Sleep: noSleep}, id, 1)
 	if j := finished(t, d4, id); j.Status != fsm.StatusSuccess || opResult(j, 0) != `[[[0,"n5"],[0,null]]]` ||
 		strings.Join(b4.calls(), " ") != "power-status_n5" || nodeState(d4, "n5").Powered {
 		t.Errorf("single power-off resumed: %s %s calls %v", j.Status, opResult(j, 0), b4.calls())
@@ -429,7 +435,7 @@ func TestOOBResume(t *testing.T) {
 	b3 := newBMC(t)
 	d3, _ := oobCluster(t, b3)
 	id = submit(t, d3, `{"OP_ID":"OP_OOB_COMMAND","command":"power-cycle","node_names":["n4"]}`)
-	resumeAt(t, d3, &Executor{FSM: d3.f, Apply: d3, Sleep: noSleep}, id, 1)
+	resumeAt(t, d3, &Executor{FSM: d3.f, Apply: d3, OOB: b3.runner(), Sleep: noSleep}, id, 1)
 	j = finished(t, d3, id)
 	if j.Status != fsm.StatusError || !strings.Contains(opResult(j, 0), "step 2 (power-cycle n4) may have been in progress under the previous leader") {
 		t.Errorf("cycle resumed: %s %s", j.Status, opResult(j, 0))
@@ -478,9 +484,9 @@ func TestOOBMasterPowerOff(t *testing.T) {
 	var first *runningExecutor
 	l := &fakeLeadership{t: t, d: d, old: func() *runningExecutor { return first }}
 	l.newCfg = func(epoch uint64) *Executor {
-		return &Executor{FSM: d.f, Apply: d, Epoch: epoch, Sleep: noSleep, Leadership: l}
+		return &Executor{FSM: d.f, Apply: d, OOB: b.runner(), Epoch: epoch, Sleep: noSleep, Leadership: l}
 	}
-	first = startExecutor(t, &Executor{FSM: d.f, Apply: d, Epoch: epoch, Sleep: noSleep, Leadership: l})
+	first = startExecutor(t, &Executor{FSM: d.f, Apply: d, OOB: b.runner(), Epoch: epoch, Sleep: noSleep, Leadership: l})
 	// The master together with n4; n2 and n3 may take over.
 	id := submit(t, d, `{"OP_ID":"OP_NODE_SET_PARAMS","node_name":"n4","offline":true}`,
 		`{"OP_ID":"OP_OOB_COMMAND","command":"power-off","node_names":["n1","n4"],"transfer_leadership":true}`)
@@ -519,7 +525,7 @@ func TestOOBMasterPowerOff(t *testing.T) {
 func TestOOBMasterNoCandidate(t *testing.T) {
 	b := newBMC(t)
 	d, epoch := oobCluster(t, b)
-	startExecutor(t, &Executor{FSM: d.f, Apply: d, Epoch: epoch, Sleep: noSleep})
+	startExecutor(t, &Executor{FSM: d.f, Apply: d, OOB: b.runner(), Epoch: epoch, Sleep: noSleep})
 	j := finished(t, d, submit(t, d, `{"OP_ID":"OP_OOB_COMMAND","command":"power-cycle","node_names":["n1","n2","n3"],"transfer_leadership":true}`))
 	if j.Status != fsm.StatusError || !strings.Contains(opResult(j, 0), "no other master candidate stays up to take over the master role of n1") {
 		t.Errorf("%s %s", j.Status, opResult(j, 0))

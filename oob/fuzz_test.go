@@ -2,6 +2,11 @@ package oob
 
 import (
 	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -77,6 +82,46 @@ func FuzzInterpret(f *testing.F) {
 		}
 		if len(e.Error()) > 4*maxMessage+maxQuote*8 {
 			t.Fatalf("unbounded message of %d bytes", len(e.Error()))
+		}
+	})
+}
+
+// FuzzWhitelistCheck: any path is either refused with a *RefusedError that
+// quotes it, or accepted; an accepted path is absolute, clean, inside the
+// directory, and resolves to a regular file inside the directory.
+func FuzzWhitelistCheck(f *testing.F) {
+	root, wl := programsTree(f)
+	for _, s := range []string{wl.Dir + "/good", wl.Dir + "/link", wl.Dir + "/out", wl.Dir + "/../outside", "/bin/sh", "", "rel", wl.Dir + "/sub/helper", root + "/alias/good", wl.Dir + "/dirout/outside"} {
+		f.Add(s)
+	}
+	realDir, err := filepath.EvalSymlinks(wl.Dir)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, path string) {
+		err := wl.Check(path)
+		if err != nil {
+			var re *RefusedError
+			if !errors.As(err, &re) || re.Path != path || !strings.Contains(err.Error(), strconv.Quote(path)) {
+				t.Fatalf("%q: refusal %v does not name the path", path, err)
+			}
+			return
+		}
+		if !filepath.IsAbs(path) || filepath.Clean(path) != path {
+			t.Fatalf("%q accepted", path)
+		}
+		if _, ok := inside(wl.Dir, path); !ok {
+			t.Fatalf("%q accepted outside %s", path, wl.Dir)
+		}
+		real, err := filepath.EvalSymlinks(path)
+		if err != nil {
+			t.Fatalf("%q accepted: %v", path, err)
+		}
+		if _, ok := inside(realDir, real); !ok {
+			t.Fatalf("%q accepted, resolves to %s outside %s", path, real, realDir)
+		}
+		if fi, err := os.Stat(real); err != nil || !fi.Mode().IsRegular() {
+			t.Fatalf("%q accepted, not a regular file: %v", path, err)
 		}
 	})
 }

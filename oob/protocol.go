@@ -102,8 +102,9 @@ const (
 	// KindBadOutput: exit 0, but stdout is not what the command must print
 	// (or the helper flooded it and was killed).
 	KindBadOutput
-	// KindNotRunnable: the program could not be started (not absolute,
-	// missing, not executable).
+	// KindNotRunnable: the program was refused by the whitelist (not
+	// inside the OOB programs directory, missing, not a safe executable
+	// file) or could not be started.
 	KindNotRunnable
 )
 
@@ -123,7 +124,13 @@ type Error struct {
 	Detail string
 	// Timeout is the bound that was exceeded (KindTimeout).
 	Timeout time.Duration
+	// Cause is why the helper was not run, when the whitelist refused it
+	// (a *RefusedError); Unwrap returns it.
+	Cause error
 }
+
+// Unwrap returns the cause of a refusal (nil otherwise).
+func (e *Error) Unwrap() error { return e.Cause }
 
 // Error implements error.
 func (e *Error) Error() string {

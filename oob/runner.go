@@ -2,12 +2,10 @@ package oob
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -32,6 +30,9 @@ type Runner struct {
 	// Env is the helper's environment; nil means this process's, with
 	// LC_ALL=C so that tools the helper calls print in a known language.
 	Env []string
+	// Programs is the whitelist a helper must pass right before each run
+	// (the zero value: DefaultProgramsDir, owned by root).
+	Programs Whitelist
 }
 
 func (r *Runner) timeout(override time.Duration) time.Duration {
@@ -63,8 +64,8 @@ func (r *Runner) Run(ctx context.Context, program, command, node string, timeout
 	if !ValidCommand(command) {
 		return Result{}, &Error{Kind: KindUnsupported, Command: command, Exit: -1, Detail: "not an OOB command"}
 	}
-	if err := CheckProgram(program); err != nil {
-		return Result{}, &Error{Kind: KindNotRunnable, Command: command, Exit: -1, Detail: err.Error()}
+	if err := r.Programs.Check(program); err != nil {
+		return Result{}, &Error{Kind: KindNotRunnable, Command: command, Exit: -1, Detail: err.Error(), Cause: err}
 	}
 	o, err := r.run(ctx, program, command, node, r.timeout(timeout))
 	if err != nil {
@@ -196,28 +197,4 @@ func readBounded(r io.Reader, limit int) (data []byte, over bool) {
 			return buf, false
 		}
 	}
-}
-
-// CheckProgram checks that path can be run as an OOB helper: an absolute
-// path to an executable regular file. Its messages are Ganeti's node
-// verification messages (backend.VerifyNode, NV_OOB_PATHS).
-func CheckProgram(path string) error {
-	if !filepath.IsAbs(path) {
-		return fmt.Errorf("out of band helper %q is not an absolute path", path)
-	}
-	st, err := os.Stat(path)
-	if err != nil {
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		return fmt.Errorf("error stating out of band helper %s: %v", path, err)
-	}
-	if !st.Mode().IsRegular() {
-		return fmt.Errorf("out of band helper %s is not a file", path)
-	}
-	if st.Mode().Perm()&0o100 == 0 {
-		return fmt.Errorf("out of band helper %s is not executable", path)
-	}
-	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -131,6 +132,11 @@ type Config struct {
 	// DiagnoseMinInterval is the shortest time between two runs of the
 	// self-diagnose command (0: agent.DefaultDiagnoseMinInterval).
 	DiagnoseMinInterval Duration `json:"diagnose_min_interval"`
+	// OOBProgramsDir is the whitelist directory of the OOB helpers
+	// (default oob.DefaultProgramsDir): an oob_program outside it is
+	// refused when it is set through this gntd and before this gntd, as
+	// leader, runs it.
+	OOBProgramsDir string `json:"oob_programs_dir"`
 
 	// commandOwner is the uid that must own the whitelisted commands: 0
 	// (root); tests that do not run as root set their own.
@@ -203,6 +209,9 @@ func (c *Config) Validate() error {
 	}
 	if c.JobArchiveAge.Duration < 0 {
 		return fmt.Errorf("--job-archive-age must not be negative, got %s", c.JobArchiveAge.Duration)
+	}
+	if c.OOBProgramsDir != "" && (!filepath.IsAbs(c.OOBProgramsDir) || filepath.Clean(c.OOBProgramsDir) != c.OOBProgramsDir) {
+		return fmt.Errorf("--oob-programs-dir %q: want a clean absolute path", c.OOBProgramsDir)
 	}
 	return nil
 }

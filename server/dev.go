@@ -89,6 +89,18 @@ func RunDev(ctx context.Context, o DevOptions) error {
 		return err
 	}
 	out := &syncWriter{w: o.Out}
+	// Every member's OOB programs directory (devoob.go).
+	// It must not be writable by group or others, whatever the umask.
+	oobDir, err := filepath.Abs(devOOBProgramsDir(o))
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(oobDir, 0o755); err != nil {
+		return err
+	}
+	if err := os.Chmod(oobDir, 0o755); err != nil {
+		return err
+	}
 	oobFake := newDevOOB(o, out)
 	var (
 		mu       sync.Mutex
@@ -139,7 +151,8 @@ func RunDev(ctx context.Context, o DevOptions) error {
 		}
 		args := []string{o.Binary, "agent", "--name", sp.name, "--bind", sp.ip, "--data-dir", dir,
 			"--join", strings.Join(joins, ","), "--profile", "dev", "--hypervisor", "fake",
-			"--diagnose-commands-dir", diag, "--repair-commands-dir", rep, "--diagnose-min-interval", "1s"}
+			"--diagnose-commands-dir", diag, "--repair-commands-dir", rep, "--diagnose-min-interval", "1s",
+			"--oob-programs-dir", oobDir}
 		cmd := exec.Command(args[0], args[1:]...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 		stdout, _ := cmd.StdoutPipe()

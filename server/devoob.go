@@ -19,14 +19,22 @@ import (
 // stops its gntd and powering it on starts it again (from the command
 // line in dev.json). The helper's state and the pid files live in
 // <data-dir>/oob-fake; the cluster's oob_program is a small wrapper script
-// that passes the helper its configuration.
+// that passes the helper its configuration, in <data-dir>/oob-programs,
+// every member's OOB programs directory (one directory for all: the
+// cluster names one path, and whichever candidate leads runs it).
 type devOOB struct {
-	helper  string // the gnt-oob-fake binary
-	dir     string
-	config  string
-	wrapper string
-	out     *syncWriter
+	helper string // the gnt-oob-fake binary
+	dir    string
+	// oldWrapper is where dev put the wrapper before the OOB programs
+	// directory: a cluster that still names it is moved to the new one.
+	oldWrapper string
+	config     string
+	wrapper    string
+	out        *syncWriter
 }
+
+// devOOBProgramsDir is the OOB programs directory of every dev member.
+func devOOBProgramsDir(o DevOptions) string { return filepath.Join(o.DataDir, "oob-programs") }
 
 // newDevOOB finds gnt-oob-fake (DevOptions.OOBHelper, else next to the
 // gntd binary); nil when there is none, and dev runs without OOB.
@@ -43,8 +51,12 @@ func newDevOOB(o DevOptions, out *syncWriter) *devOOB {
 	if err != nil {
 		return nil
 	}
+	progs, err := filepath.Abs(devOOBProgramsDir(o))
+	if err != nil {
+		return nil
+	}
 	d := &devOOB{helper: abs, dir: filepath.Join(o.DataDir, "oob-fake"), config: filepath.Join(o.DataDir, "oob-fake.json"),
-		wrapper: filepath.Join(o.DataDir, "oob-fake.sh"), out: out}
+		wrapper: filepath.Join(progs, "oob-fake.sh"), oldWrapper: filepath.Join(filepath.Dir(progs), "oob-fake.sh"), out: out}
 	if err := os.MkdirAll(d.dir, 0o755); err != nil {
 		out.Printf("[dev] oob-fake: %v\n", err)
 		return nil
@@ -91,6 +103,10 @@ func (d *devOOB) setUp(ctx context.Context, client *rpc.Client, members []DevMem
 	if err := writeFileAtomic(d.wrapper, []byte(script), 0o755); err != nil {
 		return err
 	}
+	// The whitelist refuses a helper writable by group or others.
+	if err := os.Chmod(d.wrapper, 0o755); err != nil {
+		return err
+	}
 	var info rpc.ClusterInfo
 	if _, err := client.Do(ctx, "GET", "/2/info", nil, nil, &info); err != nil {
 		return err
@@ -98,7 +114,7 @@ func (d *devOOB) setUp(ctx context.Context, client *rpc.Client, members []DevMem
 	switch cur, _ := info.NDParams["oob_program"].(string); cur {
 	case d.wrapper:
 		return nil
-	case "":
+	case "", d.oldWrapper:
 	default:
 		d.out.Printf("[dev] the cluster's oob_program is %s; leaving it\n", cur)
 		return nil

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gnt-cluster/gnt/fsm"
 	"github.com/gnt-cluster/gnt/jobs"
+	"github.com/gnt-cluster/gnt/oob"
 )
 
 // monitorLeadership starts the leader-only services when this gntd becomes
@@ -121,6 +122,7 @@ func (s *Server) leaderLoop(ctx context.Context, r *raft.Raft) {
 		{name: "executor", run: func(ctx context.Context, epoch uint64) error {
 			ex := &jobs.Executor{FSM: s.fsm, Apply: s, Epoch: epoch, Concurrency: s.cfg.ExecutorConcurrency,
 				Log: s.log.Named("executor"), Nodes: &s.nodes, Dead: nodeDead, Leadership: leadershipHandover{s}, Probe: newAPIProbe(), Pacer: s.pacer,
+				OOB: &oob.Runner{Programs: s.oobPrograms()},
 				OnResumed: func(n int, _ time.Duration) {
 					if n > 0 {
 						took := time.Since(start)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -59,7 +60,18 @@ func (p apiProbe) Alive(ctx context.Context, n *fsm.Node) error {
 	return nil
 }
 
-// CheckOOBProgram checks an OOB helper on this gntd's machine (gnt cluster
-// verify asks every master candidate, since any of them may become the
-// leader that runs the helpers).
-func (s *Server) CheckOOBProgram(path string) error { return oob.CheckProgram(path) }
+// DefaultOOBProgramsDir is the default whitelist directory of the OOB
+// helpers.
+const DefaultOOBProgramsDir = oob.DefaultProgramsDir
+
+// oobPrograms is this gntd's whitelist of OOB helpers: the configured
+// directory, with files owned by root or by the user gntd runs as.
+func (s *Server) oobPrograms() oob.Whitelist {
+	return oob.Whitelist{Dir: s.cfg.OOBProgramsDir, Owner: os.Geteuid()}
+}
+
+// CheckOOBProgram checks an OOB helper against this gntd's whitelist, on
+// its machine: the API refuses to set an oob_program that fails it, and
+// gnt cluster verify asks every master candidate, since any of them may
+// become the leader that runs the helpers.
+func (s *Server) CheckOOBProgram(path string) error { return s.oobPrograms().Check(path) }

@@ -80,6 +80,7 @@ func agentCommand() *cli.Command {
 			&cli.StringFlag{Name: "diagnose-commands-dir", Usage: "whitelist of self-diagnose commands (default " + server.DefaultDiagnoseCommandsDir + ")"},
 			&cli.StringFlag{Name: "repair-commands-dir", Usage: "whitelist of repair commands (default " + server.DefaultRepairCommandsDir + ")"},
 			&cli.DurationFlag{Name: "diagnose-min-interval", Usage: "shortest time between two runs of the self-diagnose command (0: 10s)"},
+			&cli.StringFlag{Name: "oob-programs-dir", Usage: "whitelist of OOB helpers: an oob_program must be in it (default " + server.DefaultOOBProgramsDir + ")"},
 		},
 		Action: func(c *cli.Context) error {
 			cfg := server.DefaultConfig()
@@ -139,6 +140,7 @@ func agentCommand() *cli.Command {
 			}
 			setStr("diagnose-commands-dir", &cfg.DiagnoseCommandsDir)
 			setStr("repair-commands-dir", &cfg.RepairCommandsDir)
+			setStr("oob-programs-dir", &cfg.OOBProgramsDir)
 			if c.IsSet("diagnose-min-interval") {
 				cfg.DiagnoseMinInterval.Duration = c.Duration("diagnose-min-interval")
 			}
