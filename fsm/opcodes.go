@@ -552,6 +552,25 @@ func DefaultNDParams() map[string]any {
 	}
 }
 
+// OpcodeNDParams returns the node parameters an opcode sets (nil when it
+// sets none): the API checks there what the replicated state cannot, such
+// as whether an oob_program is a whitelisted helper on the gntd.
+func OpcodeNDParams(op Opcode) map[string]any {
+	switch o := op.(type) {
+	case *OpClusterSetParams:
+		return o.NDParams
+	case *OpGroupAdd:
+		return o.NDParams
+	case *OpGroupSetParams:
+		return o.NDParams
+	case *OpNodeAdd:
+		return o.NDParams
+	case *OpNodeSetParams:
+		return o.NDParams
+	}
+	return nil
+}
+
 // validateNDParams checks keys and value types. The value "default" (or
 // null) removes an override, as in Ganeti.
 func validateNDParams(field string, p map[string]any) *Error {

@@ -1,9 +1,11 @@
 package integration
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gnt-cluster/gnt/rpc"
 )
 
 // oobTool returns the path of a cmd/<name> binary: beside the harness's
@@ -302,3 +306,93 @@ func TestEPOEndToEnd(t *testing.T) {
 	}
 }
 
+// TestOOBProgramWhitelistEndToEnd: with real gntds, an oob_program
+// outside the members' OOB programs directory (/bin/sh), or one in it that
+// is group-writable, is refused with 400 naming oob_program and the rule,
+// whichever candidate receives the request, and the cluster's serial does
+// not move; a helper in the directory is set and runs; once it becomes
+// group-writable the leader refuses to run it, naming the path and the
+// rule.
+func TestOOBProgramWhitelistEndToEnd(t *testing.T) {
+	c := NewCluster(t, ClusterOptions{Candidates: 2, Nodes: 1})
+	leader := c.WaitLeader(10 * time.Second)
+	follower := c.Followers(leader)[0]
+	dir := c.OOBProgramsDir()
+	helper := filepath.Join(dir, "status")
+	if err := os.WriteFile(helper, []byte("#!/bin/sh\ncase $1 in power-status) echo '{\"powered\": true}' ;; *) exit 0 ;; esac\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	loose := filepath.Join(dir, "loose")
+	if err := os.WriteFile(loose, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(loose, 0o775); err != nil {
+		t.Fatal(err)
+	}
+	serial := func() float64 {
+		t.Helper()
+		var info map[string]any
+		if _, err := c.ClientFor(leader).Do(context.Background(), "GET", "/2/info", url.Values{"consistent": {"1"}}, nil, &info); err != nil {
+			t.Fatal(err)
+		}
+		s, _ := info["serial_no"].(float64)
+		return s
+	}
+	put := func(m *Member, path, program string) (int, rpc.APIError) {
+		t.Helper()
+		body := `{"ndparams":{"oob_program":"` + program + `"}}`
+		req, _ := http.NewRequest("PUT", "http://"+m.APIAddr()+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var ae rpc.APIError
+		json.NewDecoder(resp.Body).Decode(&ae)
+		return resp.StatusCode, ae
+	}
+	rule := "an OOB helper must be an absolute path inside " + dir + ", to a regular file owned by root"
+	before := serial()
+	for _, m := range []*Member{leader, follower} {
+		for _, x := range []struct{ path, program, why string }{
+			{"/2/modify", "/bin/sh", `oob_program: OOB helper "/bin/sh" refused: not inside the OOB programs directory ` + dir},
+			{"/2/nodes/node21/modify", "/bin/sh", "not inside the OOB programs directory " + dir},
+			{"/2/groups/default/modify", dir + "/../../bin/sh", "not a clean path"},
+			{"/2/modify", loose, loose + " is writable by group or others (mode 0775)"},
+		} {
+			code, ae := put(m, x.path, x.program)
+			if code != http.StatusBadRequest || ae.Field != "oob_program" || !strings.Contains(ae.Message, x.why) || !strings.Contains(ae.Message, rule) {
+				t.Errorf("PUT %s %s to %s: %d %+v, want 400 on oob_program with %q and the rule", x.path, x.program, m.Name, code, ae, x.why)
+			}
+		}
+	}
+	if out, code := c.GNTExit("cluster", "modify", "--node-parameters", "oob_program=/bin/sh"); code == 0 || !strings.Contains(out, `OOB helper "/bin/sh" refused`) {
+		t.Errorf("gnt cluster modify: exit %d\n%s", code, out)
+	}
+	if after := serial(); after != before {
+		t.Errorf("refusals moved the serial from %v to %v", before, after)
+	}
+
+	// A whitelisted helper is set and runs on the leader.
+	if code, ae := put(follower, "/2/modify", helper); code != http.StatusOK {
+		t.Fatalf("setting %s: %d %+v", helper, code, ae)
+	}
+	if serial() == before {
+		t.Error("setting the helper did not move the serial")
+	}
+	out, code := c.GNTExit("node", "power", "status")
+	for _, m := range c.Members {
+		if code != 0 || !strings.Contains(out, m.Name+" on") {
+			t.Errorf("power status: exit %d, want %s on:\n%s", code, m.Name, out)
+		}
+	}
+	// Changed after it was set: refused before running.
+	if err := os.Chmod(helper, 0o775); err != nil {
+		t.Fatal(err)
+	}
+	out, code = c.GNTExit("node", "power", "status", "node21")
+	if code != 1 || !strings.Contains(out, helper+" is writable by group or others (mode 0775)") || !strings.Contains(out, rule) {
+		t.Errorf("power status with a group-writable helper: exit %d\n%s", code, out)
+	}
+}

@@ -158,7 +158,7 @@ func (s *Server) handleSubmitJobs(w http.ResponseWriter, r *http.Request) {
 	cmd := fsm.JobSubmitMany{Now: now.UnixNano(), Token: token}
 	for k, ops := range req.Jobs {
 		raw := ops
-		built, aerr := prepareOps(r, body, func(*http.Request, []byte) ([]any, *APIError) {
+		built, aerr := s.prepareOps(r, body, func(*http.Request, []byte) ([]any, *APIError) {
 			out := make([]any, len(raw))
 			for i, o := range raw {
 				out[i] = o

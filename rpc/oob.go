@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 	"net/url"
@@ -34,6 +35,41 @@ func buildNodePowercycle(r *http.Request, _ []byte) ([]any, *APIError) {
 // OOB helper on its own machine (the server implements it).
 type oobChecker interface {
 	CheckOOBProgram(path string) error
+}
+
+// vetOOBProgram refuses an opcode that sets oob_program to a helper this
+// gntd's whitelist refuses (Backend.CheckOOBProgram): only a helper the
+// operator put in the OOB programs directory of the machines may be named,
+// since the leader runs it as the gntd's user. The empty value, the "!"
+// opt-out and "default" (inherit) name no helper. A backend that cannot
+// check refuses every helper.
+func (s *Server) vetOOBProgram(op fsm.Opcode) *APIError {
+	v, ok := fsm.OpcodeNDParams(op)[oobProgramParam]
+	if !ok {
+		return nil
+	}
+	p, _ := v.(string) // ParseOpcode checked the type; null inherits
+	switch p {
+	case "", "!", "default":
+		return nil
+	}
+	chk, ok := s.b.(oobChecker)
+	if !ok {
+		return badRequest(oobProgramParam, "oob_program %q refused: this gntd cannot check OOB helpers", p)
+	}
+	if err := chk.CheckOOBProgram(p); err != nil {
+		return badRequest(oobProgramParam, "oob_program: %v", err)
+	}
+	return nil
+}
+
+// oobProgramParam is the node parameter naming the OOB helper.
+const oobProgramParam = "oob_program"
+
+// mayNameOOBProgram tells whether a request body may set oob_program: it
+// names it, or has a JSON escape that could spell it.
+func mayNameOOBProgram(body []byte) bool {
+	return bytes.Contains(body, []byte(oobProgramParam)) || bytes.Contains(body, []byte(`\u`))
 }
 
 // OOBCheck is the answer of GET /2/gnt/oob-check: the OOB helpers the

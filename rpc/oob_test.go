@@ -111,3 +111,56 @@ func TestOOBCheck(t *testing.T) {
 		t.Errorf("plain backend: %s", r)
 	}
 }
+
+// TestOOBProgramVetted: every way of setting oob_program through the API
+// is refused with 400 naming oob_program and the backend's reason when
+// the gntd's whitelist refuses the helper, and nothing changes; a helper
+// it accepts, the "!" opt-out, "" and "default" are set. A backend that
+// cannot check refuses every helper.
+func TestOOBProgramVetted(t *testing.T) {
+	b := rpctest.NewCluster()
+	addNode(t, b, "node2", "192.0.2.2")
+	const good = "/etc/gnt/oob-programs/ipmi"
+	srv := rpc.NewServer(checking{Backend: b, good: good}, rpc.ServerOptions{})
+	ts := httptest.NewServer(srv.Handler())
+	defer ts.Close()
+	serial := func() int64 { return readState(b, func(st *fsm.State) int64 { return st.Cluster.SerialNo }) }
+	jobs := func() int { return readState(b, func(st *fsm.State) int { return len(st.Jobs) }) }
+	refusal := "error stating out of band helper /bin/sh: no such file or directory"
+	for _, c := range []struct{ name, method, path, body, msg string }{
+		{"cluster", "PUT", "/2/modify", `{"ndparams":{"oob_program":"/bin/sh"}}`, "oob_program: " + refusal},
+		{"node", "PUT", "/2/nodes/node2/modify", `{"ndparams":{"oob_program":"/bin/sh"}}`, "oob_program: " + refusal},
+		{"new group", "POST", "/2/groups", `{"group_name":"g2","ndparams":{"oob_program":"/bin/sh"}}`, "oob_program: " + refusal},
+		{"group", "PUT", "/2/groups/default/modify", `{"ndparams":{"oob_program":"/bin/sh"}}`, "oob_program: " + refusal},
+		{"escaped key", "PUT", "/2/modify", `{"ndparams":{"oob\u005fprogram":"/bin/sh"}}`, "oob_program: " + refusal},
+		{"job", "POST", "/2/jobs", `{"ops":[{"OP_ID":"OP_TEST_DELAY","duration":0},{"OP_ID":"OP_NODE_SET_PARAMS","node_name":"node2","ndparams":{"oob_program":"/bin/sh"}}]}`, "opcode 1: oob_program: " + refusal},
+		{"jobs", "POST", "/2/gnt/jobs", `{"jobs":[[{"OP_ID":"OP_CLUSTER_SET_PARAMS","ndparams":{"oob_program":"/bin/sh"}}]]}`, "job 0: oob_program: " + refusal},
+	} {
+		s0, j0 := serial(), jobs()
+		r := doHTTP(t, ts.URL, c.method, c.path, c.body)
+		if r.status != http.StatusBadRequest {
+			t.Errorf("%s: %s", c.name, r)
+			continue
+		}
+		if ae := r.apiError(t); ae.Field != "oob_program" || ae.Message != c.msg {
+			t.Errorf("%s: field %q message %q, want %q", c.name, ae.Field, ae.Message, c.msg)
+		}
+		if serial() != s0 || jobs() != j0 {
+			t.Errorf("%s: the refusal changed the state", c.name)
+		}
+	}
+	for _, v := range []string{good, "!", "", "default"} {
+		s0 := serial()
+		if r := doHTTP(t, ts.URL, "PUT", "/2/modify", `{"ndparams":{"oob_program":"`+v+`"}}`); r.status != http.StatusOK || serial() == s0 {
+			t.Errorf("%q: %s", v, r)
+		}
+	}
+	e := newEnv(t, b)
+	r := e.do("PUT", "/2/nodes/node2/modify", `{"ndparams":{"oob_program":"`+good+`"}}`)
+	if ae := r.apiError(t); r.status != http.StatusBadRequest || ae.Field != "oob_program" || !strings.Contains(ae.Message, "this gntd cannot check OOB helpers") {
+		t.Errorf("a backend that cannot check: %s", r)
+	}
+	if r := e.do("PUT", "/2/nodes/node2/modify", `{"ndparams":{"oob_program":"!"}}`); r.status != http.StatusOK {
+		t.Errorf("opt-out on a backend that cannot check: %s", r)
+	}
+}

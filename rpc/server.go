@@ -830,8 +830,16 @@ func (s *Server) jobHandler(build opsBuilder) http.HandlerFunc {
 			if aerr := checkToken(r); aerr != nil {
 				return aerr
 			}
-			_, aerr := prepareOps(r, body, build, s.b.Now())
+			_, aerr := s.prepareOps(r, body, build, s.b.Now())
 			return aerr
+		}
+		// Except that a request that may set an OOB helper is checked
+		// here too, against this gntd's whitelist (vetOOBProgram).
+		if mayNameOOBProgram(body) {
+			if aerr := check(); aerr != nil {
+				writeError(w, aerr)
+				return
+			}
 		}
 		s.onLeaderChecked(w, r, body, check, true, true, func() error {
 			if aerr := checkToken(r); aerr != nil {
@@ -839,7 +847,7 @@ func (s *Server) jobHandler(build opsBuilder) http.HandlerFunc {
 				return nil
 			}
 			now := s.b.Now()
-			ops, aerr := prepareOps(r, body, build, now)
+			ops, aerr := s.prepareOps(r, body, build, now)
 			if aerr != nil {
 				writeError(w, aerr)
 				return nil
@@ -866,8 +874,8 @@ func checkToken(r *http.Request) *APIError {
 }
 
 // prepareOps builds the opcodes of a request, adds the reason trail and
-// dry_run, and validates each with fsm.ParseOpcode.
-func prepareOps(r *http.Request, body []byte, build opsBuilder, now time.Time) ([]json.RawMessage, *APIError) {
+// dry_run, and validates each with fsm.ParseOpcode and vetOOBProgram.
+func (s *Server) prepareOps(r *http.Request, body []byte, build opsBuilder, now time.Time) ([]json.RawMessage, *APIError) {
 	q := r.URL.Query()
 	dryRun, aerr := queryFlag(q, "dry-run")
 	if aerr != nil {
@@ -902,6 +910,13 @@ func prepareOps(r *http.Request, body []byte, build opsBuilder, now time.Time) (
 		op, err := fsm.ParseOpcode(raw)
 		if err != nil {
 			return nil, opError(len(ops), i, fsm.AsError(err))
+		}
+		if aerr := s.vetOOBProgram(op); aerr != nil {
+			if len(ops) > 1 {
+				aerr.Message = fmt.Sprintf("opcode %d: %s", i, aerr.Message)
+				aerr.Explain = aerr.Message
+			}
+			return nil, aerr
 		}
 		if spliced, ok := withTrail(raw, trailJSON); ok && !dryRun && len(op.Common().Reason) == 0 {
 			out[i] = spliced
