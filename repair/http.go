@@ -21,6 +21,10 @@ import (
 //	GET  /1/evacuated  instances moved by maintd
 //	POST /1/cancel/ID  cancel an incident (gnt)
 //	GET  /1/plan       what the next round would do and why (gnt)
+//
+// Every request first goes through the Authorize hook, if any, with the
+// access AccessOf gives it (POST /1/cancel/ID writes, GETs read); a write
+// whose Origin is another site's is then refused with 403.
 func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", s.handleRoot)
@@ -46,6 +50,15 @@ func (s *Service) Handler() http.Handler {
 		// Which leadership answered: chaos tests check that two never
 		// answer at once.
 		w.Header().Set(HeaderEpoch, epoch)
+		a := AccessOf(r)
+		if !s.authorize(w, r, a) {
+			return
+		}
+		if a == AccessWrite && crossOrigin(r) {
+			writeJSON(w, http.StatusForbidden, map[string]string{
+				"error": "a write from another origin (" + r.Header.Get("Origin") + ") is refused", "code": "forbidden"})
+			return
+		}
 		mux.ServeHTTP(w, r)
 	})
 }

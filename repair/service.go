@@ -48,6 +48,16 @@ type Service struct {
 	Log   hclog.Logger
 	// OnListening, if set, is told the HTTP address once bound.
 	OnListening func(addr string)
+	// Authorize, if set, decides every HTTP request before it is served:
+	// write is true for a request that changes something (AccessOf:
+	// POST /1/cancel/ID) and false for a read (every GET). It returns true
+	// to let the request through (without answering it), or answers the
+	// refusal itself and returns false: 401 with a WWW-Authenticate
+	// challenge for missing or bad credentials (maintd adds a basic-auth
+	// challenge to a 401 without one, so that a browser asks for a user
+	// and password), 403 for a read-only user's write. A refusal it does
+	// not answer is a 403. nil lets every request through.
+	Authorize func(w http.ResponseWriter, r *http.Request, write bool) bool
 
 	mu       sync.Mutex
 	last     *RoundPlan // the last plan computed
