@@ -407,7 +407,7 @@ func TestInitBadInput(t *testing.T) {
 	}
 
 	t.Run("not local", func(t *testing.T) {
-		srv := rpc.NewServer(b, rpc.ServerOptions{})
+		srv := rpc.NewServer(b, rpc.ServerOptions{AuthDisabled: true})
 		req := strings.NewReader(`{"cluster_name":"c1"}`)
 		rec := serveReq(srv.Handler(), "POST", "/2/gnt/init", req, "192.0.2.50:4000")
 		r := result{status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}

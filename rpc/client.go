@@ -35,6 +35,19 @@ type Client struct {
 	mu      sync.Mutex
 	cur     int
 	resends atomic.Int64
+	// creds are the basic auth credentials sent with every request
+	// (SetBasicAuth); nil: none.
+	creds atomic.Pointer[[2]string]
+}
+
+// SetBasicAuth makes the client send a RAPI user's name and password
+// with every request (HTTP basic auth); an empty user sends none.
+func (c *Client) SetBasicAuth(user, password string) {
+	if user == "" {
+		c.creds.Store(nil)
+		return
+	}
+	c.creds.Store(&[2]string{user, password})
 }
 
 // Resends returns how many job submissions this client resent because it
@@ -177,6 +190,9 @@ func (c *Client) once(ctx context.Context, server, method, path string, query ur
 	}
 	if payload != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if cr := c.creds.Load(); cr != nil {
+		req.SetBasicAuth(cr[0], cr[1])
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

@@ -294,6 +294,42 @@ func (c *Client) ModifyCluster(ctx context.Context, req any, reason string) (int
 	return c.Submit(ctx, http.MethodPut, "/2/modify", reasonQuery(reason), req)
 }
 
+// RAPIUsers lists the API's users with their access (write access
+// needed).
+func (c *Client) RAPIUsers(ctx context.Context) ([]RAPIUserInfo, error) {
+	var out []RAPIUserInfo
+	_, err := c.Do(ctx, http.MethodGet, "/2/gnt/rapi-users", nil, nil, &out)
+	return out, err
+}
+
+// ImportRAPIUsers replaces every user with those of a users file
+// (Ganeti's rapi_users format) and returns how many there are now. A file
+// with a bad line is refused whole.
+func (c *Client) ImportRAPIUsers(ctx context.Context, usersFile string) (int, error) {
+	var out RAPIUsersResponse
+	_, err := c.Do(ctx, http.MethodPut, "/2/gnt/rapi-users", nil, ImportRAPIUsersRequest{UsersFile: usersFile}, &out)
+	return out.Users, err
+}
+
+// AddRAPIUser adds a user with read access, and write access when write
+// is set. password is plain text, {cleartext}PASSWORD or {HA1}HEX.
+func (c *Client) AddRAPIUser(ctx context.Context, name, password string, write bool) error {
+	_, err := c.Do(ctx, http.MethodPost, "/2/gnt/rapi-users", nil, AddRAPIUserRequest{Name: name, Password: password, Write: write}, nil)
+	return err
+}
+
+// SetRAPIUserPassword changes a user's password, keeping its access.
+func (c *Client) SetRAPIUserPassword(ctx context.Context, name, password string) error {
+	_, err := c.Do(ctx, http.MethodPut, "/2/gnt/rapi-users/"+url.PathEscape(name), nil, SetRAPIUserPasswordRequest{Password: password}, nil)
+	return err
+}
+
+// RemoveRAPIUser removes a user.
+func (c *Client) RemoveRAPIUser(ctx context.Context, name string) error {
+	_, err := c.Do(ctx, http.MethodDelete, "/2/gnt/rapi-users/"+url.PathEscape(name), nil, nil, nil)
+	return err
+}
+
 // Nodes lists the nodes; without bulk only the names are filled.
 func (c *Client) Nodes(ctx context.Context, bulk bool) ([]NodeInfo, error) {
 	if bulk {

@@ -598,7 +598,7 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 	// A second server may share the registry.
-	_ = rpc.NewServer(b, rpc.ServerOptions{Metrics: e.reg})
+	_ = rpc.NewServer(b, rpc.ServerOptions{AuthDisabled: true, Metrics: e.reg})
 }
 
 func TestFeatures(t *testing.T) {

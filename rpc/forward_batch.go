@@ -886,6 +886,14 @@ func forwardHeader(r *http.Request) http.Header {
 		}
 	}
 	h.Set(HeaderForwarded, "1")
+	// The follower checked the Origin against its own address, which the
+	// leader's is not; and it names the user it authenticated, for the
+	// leader's logs (a client cannot set it: it is replaced here).
+	h.Del("Origin")
+	h.Del(HeaderUser)
+	if u := requestUser(r); u != "" {
+		h.Set(HeaderUser, u)
+	}
 	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		if prior := r.Header.Get("X-Forwarded-For"); prior != "" {
 			host = prior + ", " + host

@@ -540,7 +540,7 @@ func TestForwardResent(t *testing.T) {
 // cut at the limit too.
 func TestBodyLimitWithoutLength(t *testing.T) {
 	b := rpctest.NewCluster()
-	h := rpc.NewServer(b, rpc.ServerOptions{MaxBody: 64}).Handler()
+	h := rpc.NewServer(b, rpc.ServerOptions{AuthDisabled: true, MaxBody: 64}).Handler()
 	body := io.MultiReader(strings.NewReader(`{"node_name":"`), strings.NewReader(strings.Repeat("a", 100)+`"}`))
 	req := httptest.NewRequest("POST", "/2/nodes", body)
 	req.ContentLength = -1
@@ -562,7 +562,7 @@ func TestStopping(t *testing.T) {
 	lb := rpctest.NewCluster()
 	stop, stopNow := context.WithCancel(context.Background())
 	mk := func(b *rpctest.Backend) *env {
-		srv := rpc.NewServer(b, rpc.ServerOptions{HoldTimeout: hold, Stopping: stop,
+		srv := rpc.NewServer(b, rpc.ServerOptions{AuthDisabled: true, HoldTimeout: hold, Stopping: stop,
 			Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: io.Discard})})
 		ts := httptest.NewServer(srv.Handler())
 		t.Cleanup(ts.Close)

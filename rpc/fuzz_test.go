@@ -44,7 +44,7 @@ func FuzzNodeModifyBody(f *testing.F) {
 	}
 	b := rpctest.NewCluster()
 	addNodeF(f, b)
-	h := rpc.NewServer(b, rpc.ServerOptions{HoldTimeout: 10 * time.Millisecond}).Handler()
+	h := rpc.NewServer(b, rpc.ServerOptions{AuthDisabled: true, HoldTimeout: 10 * time.Millisecond}).Handler()
 	f.Fuzz(func(t *testing.T, body []byte) {
 		rec := serve(h, "PUT", "/2/nodes/node2/modify", body)
 		checkAnswer(t, rec.Code, rec.Header(), rec.Body.Bytes())
@@ -60,7 +60,7 @@ func FuzzNodeRoleBody(f *testing.F) {
 	}
 	b := rpctest.NewCluster()
 	addNodeF(f, b)
-	h := rpc.NewServer(b, rpc.ServerOptions{HoldTimeout: 10 * time.Millisecond}).Handler()
+	h := rpc.NewServer(b, rpc.ServerOptions{AuthDisabled: true, HoldTimeout: 10 * time.Millisecond}).Handler()
 	roles := map[string]bool{"regular": true, "master-candidate": true, "drained": true, "offline": true}
 	f.Fuzz(func(t *testing.T, body []byte, force string) {
 		rec := serve(h, "PUT", "/2/nodes/node2/role?force="+url.QueryEscape(force), body)
@@ -83,7 +83,7 @@ func FuzzSubmitJob(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	b := rpctest.NewCluster()
-	h := rpc.NewServer(b, rpc.ServerOptions{HoldTimeout: 10 * time.Millisecond}).Handler()
+	h := rpc.NewServer(b, rpc.ServerOptions{AuthDisabled: true, HoldTimeout: 10 * time.Millisecond}).Handler()
 	f.Fuzz(func(t *testing.T, body []byte) {
 		rec := serve(h, "POST", "/2/jobs", body)
 		checkAnswer(t, rec.Code, rec.Header(), rec.Body.Bytes())
@@ -105,7 +105,7 @@ func FuzzJoinRequest(f *testing.F) {
 	f.Add([]byte(`{`), ts, rpc.Sign(key, now, []byte(`{`)))
 	f.Add([]byte(`{"node":{"name":"bad name"}}`), ts, rpc.Sign(key, now, []byte(`{"node":{"name":"bad name"}}`)))
 	f.Add(good, strconv.FormatInt(now-1000, 10), rpc.Sign(key, now-1000, good))
-	h := rpc.NewServer(b, rpc.ServerOptions{HoldTimeout: 10 * time.Millisecond}).Handler()
+	h := rpc.NewServer(b, rpc.ServerOptions{AuthDisabled: true, HoldTimeout: 10 * time.Millisecond}).Handler()
 	f.Fuzz(func(t *testing.T, body []byte, ts, sig string) {
 		rec := serve(h, "POST", "/2/gnt/join", body, rpc.HeaderTimestamp, ts, rpc.HeaderSignature, sig)
 		checkAnswer(t, rec.Code, rec.Header(), rec.Body.Bytes())

@@ -35,9 +35,10 @@ func newEnv(t *testing.T, b *rpctest.Backend) *env {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	srv := rpc.NewServer(b, rpc.ServerOptions{
-		HoldTimeout: testHold,
-		Metrics:     reg,
-		Logger:      hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: io.Discard}),
+		AuthDisabled: true,
+		HoldTimeout:  testHold,
+		Metrics:      reg,
+		Logger:       hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: io.Discard}),
 	})
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)

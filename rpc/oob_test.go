@@ -80,7 +80,7 @@ func TestOOBCheck(t *testing.T) {
 			t.Fatal(r.Err)
 		}
 	}
-	srv := rpc.NewServer(checking{Backend: b, good: "/usr/lib/gnt/oob"}, rpc.ServerOptions{})
+	srv := rpc.NewServer(checking{Backend: b, good: "/usr/lib/gnt/oob"}, rpc.ServerOptions{AuthDisabled: true})
 	ts := httptest.NewServer(srv.Handler())
 	defer ts.Close()
 	got, err := rpc.NewClient([]string{ts.Listener.Addr().String()}).OOBCheck(ctx(t))

@@ -60,6 +60,13 @@ type ServerOptions struct {
 	// that clients move to another candidate before the gntd exits.
 	// Default: never.
 	Stopping context.Context
+	// AuthDisabled turns off authentication, authorization and the
+	// checks against cross-site requests (auth.go): every request is
+	// served as before RAPI users existed. The zero value enforces them.
+	AuthDisabled bool
+	// BcryptCost is the cost of the bcrypt hashes of passwords this
+	// server proposes; default DefaultBcryptCost.
+	BcryptCost int
 }
 
 // Server is the HTTP API of one gntd. It answers reads from the local
@@ -88,6 +95,11 @@ type Server struct {
 	fwdBatched prometheus.Counter
 	// subWorkers serve the requests of batches the leader receives.
 	subWorkers *workers
+	// table lists the routes with their access levels (Routes).
+	table []Route
+	// auth holds the authentication state (auth.go).
+	auth       auth
+	bcryptCost int
 }
 
 // NewServer returns the API server of a gntd.
@@ -102,6 +114,11 @@ func NewServer(b Backend, opts ServerOptions) *Server {
 		reg:     opts.Metrics,
 		mux:     http.NewServeMux(),
 		stop:    opts.Stopping,
+
+		bcryptCost: opts.BcryptCost,
+	}
+	if s.bcryptCost <= 0 {
+		s.bcryptCost = DefaultBcryptCost
 	}
 	if s.stop == nil {
 		s.stop = context.Background()
@@ -159,6 +176,7 @@ func NewServer(b Backend, opts ServerOptions) *Server {
 		Namespace: "gnt", Subsystem: "api", Name: "forward_queued",
 		Help: "Writes waiting on this follower for a batch to the leader (every batch slot is busy).",
 	}, s.fwdBatch.queued))
+	s.initAuth(opts)
 	s.routes()
 	return s
 }
@@ -181,85 +199,102 @@ func register[C prometheus.Collector](reg *prometheus.Registry, c C) C {
 // Handler returns the HTTP handler of the whole API.
 func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
 
-// routes registers every endpoint of docs/api.md. Each path also gets a
-// method-less pattern that answers 405 in JSON, and "/" answers 404.
+// routes registers every endpoint of docs/api.md with the access it
+// requires (auth.go). Each path also gets a method-less pattern that
+// answers 405 in JSON, and "/" answers 404.
+//
+// The access levels follow Ganeti's: reads need read access, changes
+// write access, and so do the reads Ganeti guards with write because they
+// hold a server-side wait (/2/jobs/{id}/wait; Ganeti's node storage
+// listing, which gnt does not have). Only /version, the signed join and
+// the init of a gntd without a cluster need nothing.
 func (s *Server) routes() {
 	allowed := map[string][]string{}
-	add := func(method, path string, h http.HandlerFunc) {
-		s.mux.HandleFunc(method+" "+path, h)
+	add := func(acc Access, method, path string, h http.HandlerFunc) {
+		s.handle(acc, method, path, h)
 		allowed[path] = append(allowed[path], method)
 	}
-	add("GET", "/version", s.handleVersion)
-	add("GET", "/2/features", s.handleFeatures)
-	add("GET", "/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}).ServeHTTP)
+	const (
+		none = AccessNone
+		read = AccessRead
+		wr   = AccessWrite
+	)
+	add(none, "GET", "/version", s.handleVersion)
+	add(read, "GET", "/2/features", s.handleFeatures)
+	add(read, "GET", "/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}).ServeHTTP)
 
-	add("GET", "/2/info", s.blockingRead(s.serveInfo))
-	add("PUT", "/2/modify", s.jobHandler(buildClusterModify))
-	add("GET", "/2/tags", s.blockingRead(s.serveTags(fsm.TagCluster, "")))
-	add("PUT", "/2/tags", s.jobHandler(buildTags("OP_TAGS_SET", fsm.TagCluster, "")))
-	add("DELETE", "/2/tags", s.jobHandler(buildTags("OP_TAGS_DEL", fsm.TagCluster, "")))
+	add(read, "GET", "/2/info", s.blockingRead(s.serveInfo))
+	add(wr, "PUT", "/2/modify", s.jobHandler(buildClusterModify))
+	add(read, "GET", "/2/tags", s.blockingRead(s.serveTags(fsm.TagCluster, "")))
+	add(wr, "PUT", "/2/tags", s.jobHandler(buildTags("OP_TAGS_SET", fsm.TagCluster, "")))
+	add(wr, "DELETE", "/2/tags", s.jobHandler(buildTags("OP_TAGS_DEL", fsm.TagCluster, "")))
 
-	add("GET", "/2/nodes", s.blockingRead(s.serveNodes))
-	add("POST", "/2/nodes", s.jobHandler(buildNodeAdd))
-	add("GET", "/2/nodes/{name}", s.blockingRead(s.serveNode))
-	add("DELETE", "/2/nodes/{name}", s.jobHandler(buildNodeRemove))
-	add("PUT", "/2/nodes/{name}/modify", s.jobHandler(buildNodeModify))
-	add("GET", "/2/nodes/{name}/role", s.blockingRead(s.serveNodeRole))
-	add("POST", "/2/nodes/{name}/evacuate", s.jobHandler(nodeOp("OP_NODE_EVACUATE")))
-	add("POST", "/2/nodes/{name}/migrate", s.jobHandler(nodeOp("OP_NODE_MIGRATE")))
-	add("PUT", "/2/nodes/{name}/role", s.jobHandler(buildNodeRole))
-	add("POST", "/2/nodes/{name}/powercycle", s.jobHandler(buildNodePowercycle))
-	add("GET", "/2/nodes/{name}/tags", s.blockingRead(s.serveTags(fsm.TagNode, "name")))
-	add("PUT", "/2/nodes/{name}/tags", s.jobHandler(buildTags("OP_TAGS_SET", fsm.TagNode, "name")))
-	add("DELETE", "/2/nodes/{name}/tags", s.jobHandler(buildTags("OP_TAGS_DEL", fsm.TagNode, "name")))
+	add(read, "GET", "/2/nodes", s.blockingRead(s.serveNodes))
+	add(wr, "POST", "/2/nodes", s.jobHandler(buildNodeAdd))
+	add(read, "GET", "/2/nodes/{name}", s.blockingRead(s.serveNode))
+	add(wr, "DELETE", "/2/nodes/{name}", s.jobHandler(buildNodeRemove))
+	add(wr, "PUT", "/2/nodes/{name}/modify", s.jobHandler(buildNodeModify))
+	add(read, "GET", "/2/nodes/{name}/role", s.blockingRead(s.serveNodeRole))
+	add(wr, "POST", "/2/nodes/{name}/evacuate", s.jobHandler(nodeOp("OP_NODE_EVACUATE")))
+	add(wr, "POST", "/2/nodes/{name}/migrate", s.jobHandler(nodeOp("OP_NODE_MIGRATE")))
+	add(wr, "PUT", "/2/nodes/{name}/role", s.jobHandler(buildNodeRole))
+	add(wr, "POST", "/2/nodes/{name}/powercycle", s.jobHandler(buildNodePowercycle))
+	add(read, "GET", "/2/nodes/{name}/tags", s.blockingRead(s.serveTags(fsm.TagNode, "name")))
+	add(wr, "PUT", "/2/nodes/{name}/tags", s.jobHandler(buildTags("OP_TAGS_SET", fsm.TagNode, "name")))
+	add(wr, "DELETE", "/2/nodes/{name}/tags", s.jobHandler(buildTags("OP_TAGS_DEL", fsm.TagNode, "name")))
 
-	add("GET", "/2/groups", s.blockingRead(s.serveGroups))
-	add("POST", "/2/groups", s.jobHandler(buildGroupAdd))
-	add("GET", "/2/groups/{name}", s.blockingRead(s.serveGroup))
-	add("PUT", "/2/groups/{name}/modify", s.jobHandler(buildGroupModify))
-	add("DELETE", "/2/groups/{name}", s.jobHandler(buildGroupRemove))
-	add("GET", "/2/groups/{name}/tags", s.blockingRead(s.serveTags(fsm.TagNodeGroup, "name")))
-	add("PUT", "/2/groups/{name}/tags", s.jobHandler(buildTags("OP_TAGS_SET", fsm.TagNodeGroup, "name")))
-	add("DELETE", "/2/groups/{name}/tags", s.jobHandler(buildTags("OP_TAGS_DEL", fsm.TagNodeGroup, "name")))
+	add(read, "GET", "/2/groups", s.blockingRead(s.serveGroups))
+	add(wr, "POST", "/2/groups", s.jobHandler(buildGroupAdd))
+	add(read, "GET", "/2/groups/{name}", s.blockingRead(s.serveGroup))
+	add(wr, "PUT", "/2/groups/{name}/modify", s.jobHandler(buildGroupModify))
+	add(wr, "DELETE", "/2/groups/{name}", s.jobHandler(buildGroupRemove))
+	add(read, "GET", "/2/groups/{name}/tags", s.blockingRead(s.serveTags(fsm.TagNodeGroup, "name")))
+	add(wr, "PUT", "/2/groups/{name}/tags", s.jobHandler(buildTags("OP_TAGS_SET", fsm.TagNodeGroup, "name")))
+	add(wr, "DELETE", "/2/groups/{name}/tags", s.jobHandler(buildTags("OP_TAGS_DEL", fsm.TagNodeGroup, "name")))
 
-	add("GET", "/2/instances", s.blockingRead(s.serveInstances))
-	add("POST", "/2/instances", s.jobHandler(buildInstanceCreate))
-	add("GET", "/2/instances/{name}", s.blockingRead(s.serveInstance))
-	add("DELETE", "/2/instances/{name}", s.jobHandler(instanceOp("OP_INSTANCE_REMOVE", "ignore_failures")))
-	add("PUT", "/2/instances/{name}/startup", s.jobHandler(instanceOp("OP_INSTANCE_STARTUP", "force", "no_remember")))
-	add("PUT", "/2/instances/{name}/shutdown", s.jobHandler(instanceOp("OP_INSTANCE_SHUTDOWN", "no_remember")))
-	add("POST", "/2/instances/{name}/reboot", s.jobHandler(instanceOp("OP_INSTANCE_REBOOT", "ignore_secondaries")))
-	add("PUT", "/2/instances/{name}/failover", s.jobHandler(instanceOp("OP_INSTANCE_FAILOVER")))
-	add("PUT", "/2/instances/{name}/migrate", s.jobHandler(instanceOp("OP_INSTANCE_MIGRATE")))
-	add("POST", "/2/instances/{name}/create", s.jobHandler(buildInstanceCommit))
-	add("POST", "/2/instances/{name}/reinstall", s.jobHandler(instanceOp("OP_INSTANCE_REINSTALL")))
-	add("POST", "/2/instances/{name}/replace-disks", s.jobHandler(instanceOp("OP_INSTANCE_REPLACE_DISKS")))
-	add("POST", "/2/instances/{name}/recreate-disks", s.jobHandler(instanceOp("OP_INSTANCE_RECREATE_DISKS")))
-	add("PUT", "/2/instances/{name}/rename", s.jobHandler(instanceOp("OP_INSTANCE_RENAME")))
-	add("PUT", "/2/instances/{name}/modify", s.jobHandler(instanceOp("OP_INSTANCE_SET_PARAMS")))
-	add("GET", "/2/instances/{name}/tags", s.blockingRead(s.serveTags(fsm.TagInstance, "name")))
-	add("PUT", "/2/instances/{name}/tags", s.jobHandler(buildTags("OP_TAGS_SET", fsm.TagInstance, "name")))
-	add("DELETE", "/2/instances/{name}/tags", s.jobHandler(buildTags("OP_TAGS_DEL", fsm.TagInstance, "name")))
+	add(read, "GET", "/2/instances", s.blockingRead(s.serveInstances))
+	add(wr, "POST", "/2/instances", s.jobHandler(buildInstanceCreate))
+	add(read, "GET", "/2/instances/{name}", s.blockingRead(s.serveInstance))
+	add(wr, "DELETE", "/2/instances/{name}", s.jobHandler(instanceOp("OP_INSTANCE_REMOVE", "ignore_failures")))
+	add(wr, "PUT", "/2/instances/{name}/startup", s.jobHandler(instanceOp("OP_INSTANCE_STARTUP", "force", "no_remember")))
+	add(wr, "PUT", "/2/instances/{name}/shutdown", s.jobHandler(instanceOp("OP_INSTANCE_SHUTDOWN", "no_remember")))
+	add(wr, "POST", "/2/instances/{name}/reboot", s.jobHandler(instanceOp("OP_INSTANCE_REBOOT", "ignore_secondaries")))
+	add(wr, "PUT", "/2/instances/{name}/failover", s.jobHandler(instanceOp("OP_INSTANCE_FAILOVER")))
+	add(wr, "PUT", "/2/instances/{name}/migrate", s.jobHandler(instanceOp("OP_INSTANCE_MIGRATE")))
+	add(wr, "POST", "/2/instances/{name}/create", s.jobHandler(buildInstanceCommit))
+	add(wr, "POST", "/2/instances/{name}/reinstall", s.jobHandler(instanceOp("OP_INSTANCE_REINSTALL")))
+	add(wr, "POST", "/2/instances/{name}/replace-disks", s.jobHandler(instanceOp("OP_INSTANCE_REPLACE_DISKS")))
+	add(wr, "POST", "/2/instances/{name}/recreate-disks", s.jobHandler(instanceOp("OP_INSTANCE_RECREATE_DISKS")))
+	add(wr, "PUT", "/2/instances/{name}/rename", s.jobHandler(instanceOp("OP_INSTANCE_RENAME")))
+	add(wr, "PUT", "/2/instances/{name}/modify", s.jobHandler(instanceOp("OP_INSTANCE_SET_PARAMS")))
+	add(read, "GET", "/2/instances/{name}/tags", s.blockingRead(s.serveTags(fsm.TagInstance, "name")))
+	add(wr, "PUT", "/2/instances/{name}/tags", s.jobHandler(buildTags("OP_TAGS_SET", fsm.TagInstance, "name")))
+	add(wr, "DELETE", "/2/instances/{name}/tags", s.jobHandler(buildTags("OP_TAGS_DEL", fsm.TagInstance, "name")))
 
-	add("GET", "/2/jobs", s.blockingRead(s.serveJobs))
-	add("POST", "/2/jobs", s.jobHandler(buildJobOps))
-	add("GET", "/2/jobs/{id}", s.blockingReadOn(waitJobChange, s.serveJob))
-	add("DELETE", "/2/jobs/{id}", s.handleJobCancel)
-	add("GET", "/2/jobs/{id}/wait", s.handleJobWait)
-	add("POST", "/2/gnt/jobs", s.handleSubmitJobs)
-	add("GET", "/2/gnt/capacity", s.blockingRead(s.serveCapacity))
-	add("POST", "/2/gnt/jobs/{id}/archive", s.handleJobArchive)
+	add(read, "GET", "/2/jobs", s.blockingRead(s.serveJobs))
+	add(wr, "POST", "/2/jobs", s.jobHandler(buildJobOps))
+	add(read, "GET", "/2/jobs/{id}", s.blockingReadOn(waitJobChange, s.serveJob))
+	add(wr, "DELETE", "/2/jobs/{id}", s.handleJobCancel)
+	add(wr, "GET", "/2/jobs/{id}/wait", s.handleJobWait)
+	add(wr, "POST", "/2/gnt/jobs", s.handleSubmitJobs)
+	add(read, "GET", "/2/gnt/capacity", s.blockingRead(s.serveCapacity))
+	add(wr, "POST", "/2/gnt/jobs/{id}/archive", s.handleJobArchive)
 
-	add("GET", "/2/raft/peers", s.blockingRead(s.servePeers))
-	add("POST", "/2/gnt/master-failover", s.handleMasterFailover)
-	add("POST", "/2/gnt/init", s.handleInit)
-	add("POST", "/2/gnt/join", s.handleJoin)
-	add("POST", forwardPath, s.handleForward)
-	add("GET", "/2/gnt/status", s.handleStatus)
-	add("GET", "/2/gnt/oob-check", s.handleOOBCheck)
-	add("GET", "/2/gnt/repair", s.handleRepair)
-	add("POST", "/2/gnt/maintd/incidents/{id}/cancel", s.handleIncident(fsm.IncidentActionCancel))
-	add("DELETE", "/2/gnt/maintd/incidents/{id}", s.handleIncident(fsm.IncidentActionForget))
+	add(read, "GET", "/2/raft/peers", s.blockingRead(s.servePeers))
+	add(wr, "POST", "/2/gnt/master-failover", s.handleMasterFailover)
+	add(AccessInit, "POST", "/2/gnt/init", s.handleInit)
+	add(none, "POST", "/2/gnt/join", s.handleJoin)
+	add(wr, "POST", forwardPath, s.handleForward)
+	add(read, "GET", "/2/gnt/status", s.handleStatus)
+	add(read, "GET", "/2/gnt/oob-check", s.handleOOBCheck)
+	add(read, "GET", "/2/gnt/repair", s.handleRepair)
+	add(wr, "POST", "/2/gnt/maintd/incidents/{id}/cancel", s.handleIncident(fsm.IncidentActionCancel))
+	add(wr, "DELETE", "/2/gnt/maintd/incidents/{id}", s.handleIncident(fsm.IncidentActionForget))
+	add(wr, "GET", "/2/gnt/rapi-users", s.handleRAPIUsers)
+	add(wr, "PUT", "/2/gnt/rapi-users", s.handleRAPIUsersImport)
+	add(wr, "POST", "/2/gnt/rapi-users", s.handleRAPIUserAdd)
+	add(wr, "PUT", "/2/gnt/rapi-users/{name}", s.handleRAPIUserPasswd)
+	add(wr, "DELETE", "/2/gnt/rapi-users/{name}", s.handleRAPIUserRemove)
 
 	for path, methods := range allowed {
 		for _, m := range methods {
@@ -287,6 +322,7 @@ type statusRecorder struct {
 	http.ResponseWriter
 	status int
 	wrote  bool
+	user   string // who the request was authenticated as (auth.go)
 }
 
 func (r *statusRecorder) WriteHeader(code int) {
@@ -340,9 +376,9 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	s.requests.WithLabelValues(route, method, strconv.Itoa(rec.status)).Inc()
 	s.latency.WithLabelValues(route, method).Observe(dur.Seconds())
 	if rec.status >= 500 {
-		s.log.Warn("request failed", "method", r.Method, "path", r.URL.Path, "status", rec.status, "duration", dur)
+		s.log.Warn("request failed", "method", r.Method, "path", r.URL.Path, "status", rec.status, "duration", dur, "user", rec.user)
 	} else {
-		s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rec.status, "duration", dur)
+		s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rec.status, "duration", dur, "user", rec.user)
 	}
 }
 

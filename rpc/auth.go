@@ -1,0 +1,286 @@
+package rpc
+
+import (
+	"context"
+	"fmt"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gnt-cluster/gnt/fsm"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Access is the level of access a route requires. Every route is
+// registered with one (Server.routes); the zero value is no level, and
+// registering a route with it panics.
+type Access int
+
+// Access levels, from the least to the most.
+const (
+	// AccessNone: anyone. Only /version, and the signed join, which has
+	// its own authentication.
+	AccessNone Access = iota + 1
+	// AccessInit: anyone while this gntd holds no cluster (POST
+	// /2/gnt/init, which refuses remote addresses by itself), write once
+	// it does.
+	AccessInit
+	// AccessRead: a user with read access, a client certificate, or
+	// anyone when the cluster option rapi_anonymous_read is set.
+	AccessRead
+	// AccessWrite: a user with write access, or a client certificate.
+	AccessWrite
+)
+
+func (a Access) String() string {
+	switch a {
+	case AccessNone:
+		return "none"
+	case AccessInit:
+		return "none before init, then write"
+	case AccessRead:
+		return "read"
+	case AccessWrite:
+		return "write"
+	}
+	return fmt.Sprintf("access(%d)", int(a))
+}
+
+// Route is one endpoint of the API with the access it requires.
+type Route struct {
+	Method string
+	Path   string // a net/http pattern path, e.g. /2/nodes/{name}
+	Access Access
+}
+
+// Routes lists every endpoint of the API in the order they were
+// registered.
+func (s *Server) Routes() []Route { return append([]Route(nil), s.table...) }
+
+// Error codes of refused credentials and requests.
+const (
+	CodeForbidden        = "forbidden"              // a user without the access the route needs
+	CodeUnsupportedMedia = "unsupported_media_type" // a change whose body is not JSON
+	CodeBadOrigin        = "bad_origin"             // a request from another web origin
+)
+
+// HeaderUser carries the user a follower authenticated on a request it
+// forwards, for the leader's logs. The leader believes it only from a
+// gntd with a client certificate of the cluster.
+const HeaderUser = "X-Gnt-User"
+
+// Reasons of refused requests (label "reason" of
+// gnt_api_auth_failures_total).
+const (
+	failNoCredentials = "no_credentials"
+	failMalformed     = "malformed"
+	failUnknownUser   = "unknown_user"
+	failBadPassword   = "bad_password"
+	failReadOnly      = "read_only"
+	failOrigin        = "origin"
+	failContentType   = "content_type"
+)
+
+// userKey is the context key of the authenticated user's name.
+type userKey struct{}
+
+// requestUser returns who the request was authenticated as ("" for
+// anonymous requests and while authentication is off).
+func requestUser(r *http.Request) string {
+	u, _ := r.Context().Value(userKey{}).(string)
+	return u
+}
+
+// auth is the authentication state of a Server.
+type auth struct {
+	disabled bool
+	cache    credCache
+	failures *prometheus.CounterVec
+	logs     logLimiter
+	now      func() time.Time
+}
+
+// logLimiter lets through one log line a second and counts the others.
+type logLimiter struct {
+	mu         sync.Mutex
+	last       time.Time
+	suppressed int
+}
+
+func (l *logLimiter) allow(now time.Time) (bool, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if now.Sub(l.last) < time.Second {
+		l.suppressed++
+		return false, 0
+	}
+	n := l.suppressed
+	l.last, l.suppressed = now, 0
+	return true, n
+}
+
+func (s *Server) initAuth(opts ServerOptions) {
+	s.auth.disabled = opts.AuthDisabled
+	s.auth.now = time.Now
+	s.auth.failures = register(s.reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "gnt", Subsystem: "api", Name: "auth_failures_total",
+		Help: "API requests refused for their credentials or origin, by reason (no_credentials, malformed, unknown_user, bad_password, read_only, origin, content_type).",
+	}, []string{"reason"}))
+	for _, r := range []string{failNoCredentials, failMalformed, failUnknownUser, failBadPassword, failReadOnly, failOrigin, failContentType} {
+		s.auth.failures.WithLabelValues(r)
+	}
+}
+
+// handle registers a route with the access it requires; there is no
+// other way to register one.
+func (s *Server) handle(acc Access, method, path string, h http.HandlerFunc) {
+	if acc < AccessNone || acc > AccessWrite {
+		panic(fmt.Sprintf("rpc: route %s %s registered without an access level", method, path))
+	}
+	s.mux.HandleFunc(method+" "+path, s.guard(acc, h))
+	s.table = append(s.table, Route{Method: method, Path: path, Access: acc})
+}
+
+// guard wraps the handler of a route with the checks of its access level.
+func (s *Server) guard(acc Access, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.auth.disabled {
+			h(w, r)
+			return
+		}
+		if r.Context().Value(inBatchKey{}) != nil {
+			// A request of a batched forward: the batch itself was
+			// authorized (a follower's certificate), and its follower
+			// authorized this request.
+			if u := r.Header.Get(HeaderUser); u != "" {
+				r = r.WithContext(context.WithValue(r.Context(), userKey{}, u))
+			}
+			h(w, r)
+			return
+		}
+		user, aerr := s.authorize(r, acc)
+		if aerr != nil {
+			if aerr.Status == http.StatusUnauthorized {
+				w.Header().Set("WWW-Authenticate", `Basic realm="`+AuthRealm+`"`)
+			}
+			writeError(w, aerr)
+			return
+		}
+		if user != "" {
+			if rec, ok := w.(*statusRecorder); ok {
+				rec.user = user
+			}
+			r = r.WithContext(context.WithValue(r.Context(), userKey{}, user))
+		}
+		h(w, r)
+	}
+}
+
+// authorize checks a request against the access its route requires and
+// returns who it is authenticated as.
+func (s *Server) authorize(r *http.Request, acc Access) (string, *APIError) {
+	if aerr := s.checkOrigin(r); aerr != nil {
+		return "", aerr
+	}
+	var (
+		users    map[string]*fsm.RAPIUser
+		anonRead bool
+		inited   bool
+	)
+	if f := s.b.FSM(); f != nil {
+		f.Read(func(st *fsm.State, _ uint64) {
+			users, anonRead, inited = st.RAPIUsers, st.RAPIAnonymousRead(), st.Cluster != nil
+		})
+	}
+	if acc == AccessNone || acc == AccessInit && !inited {
+		return "", nil
+	}
+	if acc == AccessInit {
+		acc = AccessWrite
+	}
+	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
+		// A certificate of this cluster's CA (the TLS configuration
+		// verifies it): a gntd or an administrator, full access.
+		who := "cert:" + r.TLS.VerifiedChains[0][0].Subject.CommonName
+		if u := r.Header.Get(HeaderUser); u != "" {
+			who += " for " + u
+		}
+		return who, nil
+	}
+	if r.Header.Get("Authorization") == "" {
+		if acc == AccessRead && anonRead {
+			return "", nil
+		}
+		return "", s.refuse(r, failNoCredentials, "", http.StatusUnauthorized,
+			fmt.Sprintf("%s %s needs %s access: send a RAPI user with HTTP basic auth, or a client certificate of this cluster", r.Method, r.URL.Path, acc))
+	}
+	name, password, ok := r.BasicAuth()
+	if !ok {
+		return "", s.refuse(r, failMalformed, "", http.StatusUnauthorized,
+			"the Authorization header is not HTTP basic auth (Basic, then base64 of user:password)")
+	}
+	u := users[name]
+	if u == nil {
+		return "", s.refuse(r, failUnknownUser, name, http.StatusUnauthorized, "wrong user name or password")
+	}
+	if !s.auth.cache.verify(u, password, s.auth.now()) {
+		return "", s.refuse(r, failBadPassword, name, http.StatusUnauthorized, "wrong user name or password")
+	}
+	if acc == AccessWrite && !u.CanWrite() {
+		return "", s.refuse(r, failReadOnly, name, http.StatusForbidden,
+			fmt.Sprintf("user %s has read access; %s %s needs write access", name, r.Method, r.URL.Path))
+	}
+	return name, nil
+}
+
+// checkOrigin refuses what a web page of another origin could make a
+// browser send: a request whose Origin is not the API's own, and a change
+// whose body is not JSON (a form or text/plain POST needs no CORS
+// preflight; a JSON one does, and the API answers none).
+func (s *Server) checkOrigin(r *http.Request) *APIError {
+	if origin := r.Header.Get("Origin"); origin != "" {
+		scheme := "http"
+		if r.TLS != nil {
+			scheme = "https"
+		}
+		if own := scheme + "://" + r.Host; !strings.EqualFold(origin, own) {
+			return s.refuse(r, failOrigin, "", http.StatusForbidden,
+				fmt.Sprintf("requests from the web origin %.100q are refused; the API's own origin is %s", origin, own))
+		}
+	}
+	if r.Method == http.MethodGet || r.Method == http.MethodHead || r.ContentLength == 0 || r.URL.Path == forwardPath {
+		return nil
+	}
+	ct := r.Header.Get("Content-Type")
+	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+		e := s.refuse(r, failContentType, "", http.StatusUnsupportedMediaType,
+			fmt.Sprintf("a request body must have Content-Type application/json, not %.100q", ct))
+		e.ErrorCode, e.Field = CodeUnsupportedMedia, "Content-Type"
+		return e
+	}
+	return nil
+}
+
+// refuse counts and logs (at most once a second) a refused request, and
+// returns its error. The password is never logged.
+func (s *Server) refuse(r *http.Request, reason, user string, status int, msg string) *APIError {
+	s.auth.failures.WithLabelValues(reason).Inc()
+	if ok, suppressed := s.auth.logs.allow(s.auth.now()); ok {
+		if len(user) > 64 {
+			user = user[:64]
+		}
+		s.log.Warn("API request refused", "reason", reason, "user", strconv.Quote(user), "remote", r.RemoteAddr,
+			"method", r.Method, "path", r.URL.Path, "refusals_not_logged", suppressed)
+	}
+	code := CodeUnauthorized
+	if status == http.StatusForbidden {
+		code = CodeForbidden
+	}
+	if reason == failOrigin {
+		code = CodeBadOrigin
+	}
+	return &APIError{Status: status, ErrorCode: code, Message: msg, Explain: msg}
+}
