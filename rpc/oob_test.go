@@ -121,7 +121,7 @@ func TestOOBProgramVetted(t *testing.T) {
 	b := rpctest.NewCluster()
 	addNode(t, b, "node2", "192.0.2.2")
 	const good = "/etc/gnt/oob-programs/ipmi"
-	srv := rpc.NewServer(checking{Backend: b, good: good}, rpc.ServerOptions{})
+	srv := rpc.NewServer(checking{Backend: b, good: good}, rpc.ServerOptions{AuthDisabled: true})
 	ts := httptest.NewServer(srv.Handler())
 	defer ts.Close()
 	serial := func() int64 { return readState(b, func(st *fsm.State) int64 { return st.Cluster.SerialNo }) }
