@@ -42,8 +42,8 @@ type Limits struct {
 	MaxConnsPerIP int
 }
 
-// withDefaults fills zero fields.
-func (l Limits) withDefaults() Limits {
+// WithDefaults returns l with its zero fields set to the defaults.
+func (l Limits) WithDefaults() Limits {
 	if l.MaxConns == 0 {
 		l.MaxConns = DefaultMaxConns
 	}
@@ -56,7 +56,7 @@ func (l Limits) withDefaults() Limits {
 // Validate says what is wrong with explicit caps: a per-address cap above
 // the overall one can never be reached, which is most likely a mistake.
 func (l Limits) Validate() error {
-	l = l.withDefaults()
+	l = l.WithDefaults()
 	if l.MaxConns > 0 && l.MaxConnsPerIP > l.MaxConns {
 		return fmt.Errorf("the per-address connection cap (%d) is above the overall cap (%d)", l.MaxConnsPerIP, l.MaxConns)
 	}
@@ -147,7 +147,7 @@ func New(lim Limits, opts Options) *Limiter {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Limiter{lim: lim.withDefaults(), opts: opts, perIP: map[netip.Addr]int{}}
+	return &Limiter{lim: lim.WithDefaults(), opts: opts, perIP: map[netip.Addr]int{}}
 }
 
 // Limits returns the caps in force, defaults filled in.
@@ -163,8 +163,12 @@ func (l *Limiter) Stats() Stats {
 // Wrap returns a listener that accepts from ln within the Limiter's caps.
 // Its Accept closes a connection over a cap at once (with a reset, so that
 // the refusal costs neither side a TIME_WAIT socket) and goes on to the
-// next; a connection it returns frees its place when closed.
+// next; a connection it returns frees its place when closed. A nil
+// Limiter returns ln itself.
 func (l *Limiter) Wrap(ln net.Listener) net.Listener {
+	if l == nil {
+		return ln
+	}
 	return &listener{Listener: ln, l: l}
 }
 

@@ -170,6 +170,13 @@ func TestLimiterTable(t *testing.T) {
 	}
 }
 
+func TestNilLimiterWrapsNothing(t *testing.T) {
+	fl := newFakeListener()
+	if got := (*Limiter)(nil).Wrap(fl); got != net.Listener(fl) {
+		t.Errorf("a nil Limiter wrapped the listener: %T", got)
+	}
+}
+
 func TestLimitsValidate(t *testing.T) {
 	for _, tt := range []struct {
 		lim  Limits

@@ -58,6 +58,12 @@ type Service struct {
 	// and password), 403 for a read-only user's write. A refusal it does
 	// not answer is a 403. nil lets every request through.
 	Authorize func(w http.ResponseWriter, r *http.Request, write bool) bool
+	// WrapListener, if set, wraps the HTTP listener (the gntd's
+	// connection caps); HTTPServer, if set, configures the HTTP server
+	// (its timeouts and header limit) before it serves. Without it the
+	// server has only a 10 s ReadHeaderTimeout.
+	WrapListener func(net.Listener) net.Listener
+	HTTPServer   func(*http.Server)
 
 	mu       sync.Mutex
 	last     *RoundPlan // the last plan computed
@@ -218,7 +224,13 @@ func (s *Service) serve(ctx context.Context) {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+	if s.WrapListener != nil {
+		ln = s.WrapListener(ln)
+	}
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	if s.HTTPServer != nil {
+		s.HTTPServer(srv)
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

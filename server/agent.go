@@ -153,7 +153,7 @@ func (s *Server) startAgent(ctx context.Context) (done <-chan struct{}, err erro
 	mux := http.NewServeMux()
 	mux.Handle(rpc.DiagnoseReportPath, rpc.DiagnoseReportHandler(a.lastReport))
 	mux.Handle("/", ns.Handler())
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	ln, srv := limitedServer(s.conns.agent, ln, mux, agentWriteTimeout)
 	ch := make(chan struct{})
 	go func() {
 		defer close(ch)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gnt-cluster/gnt/fsm"
 	"github.com/gnt-cluster/gnt/jobs"
+	"github.com/gnt-cluster/gnt/netlimit"
 	"github.com/gnt-cluster/gnt/transport"
 )
 
@@ -137,6 +138,13 @@ type Config struct {
 	// refused when it is set through this gntd and before this gntd, as
 	// leader, runs it.
 	OOBProgramsDir string `json:"oob_programs_dir"`
+	// MaxConns and MaxConnsPerIP cap the connections each TCP server of
+	// this gntd (API, node RPC, maintd) keeps open at once, overall and
+	// from one client address (0: netlimit.DefaultMaxConns and
+	// netlimit.DefaultMaxConnsPerIP; -1: no cap). An overall cap above
+	// what the descriptor limit leaves is lowered at start (netlimits.go).
+	MaxConns      int `json:"max_conns"`
+	MaxConnsPerIP int `json:"max_conns_per_ip"`
 
 	// commandOwner is the uid that must own the whitelisted commands: 0
 	// (root); tests that do not run as root set their own.
@@ -149,6 +157,7 @@ func DefaultConfig() Config {
 		DataDir: "/var/lib/gnt", APIPort: DefaultAPIPort, RaftPort: DefaultRaftPort,
 		AgentPort: DefaultAgentPort, GossipPort: DefaultGossipPort, ConfdPort: DefaultConfdPort,
 		MaintdPort: DefaultMaintdPort, Profile: "lan", ExecutorConcurrency: jobs.DefaultConcurrency, LogLevel: "info",
+		MaxConns: netlimit.DefaultMaxConns, MaxConnsPerIP: netlimit.DefaultMaxConnsPerIP,
 		JobArchiveAge: Duration{jobs.DefaultArchiveAge},
 	}
 }
@@ -213,7 +222,18 @@ func (c *Config) Validate() error {
 	if c.OOBProgramsDir != "" && (!filepath.IsAbs(c.OOBProgramsDir) || filepath.Clean(c.OOBProgramsDir) != c.OOBProgramsDir) {
 		return fmt.Errorf("--oob-programs-dir %q: want a clean absolute path", c.OOBProgramsDir)
 	}
+	if c.MaxConns < -1 || c.MaxConnsPerIP < -1 {
+		return fmt.Errorf("--max-conns (%d) and --max-conns-per-ip (%d) must be positive, 0 for the default or -1 for no cap", c.MaxConns, c.MaxConnsPerIP)
+	}
+	if err := c.connLimits().Validate(); err != nil {
+		return fmt.Errorf("--max-conns-per-ip and --max-conns: %w", err)
+	}
 	return nil
+}
+
+// connLimits are the configured connection caps of each TCP server.
+func (c *Config) connLimits() netlimit.Limits {
+	return netlimit.Limits{MaxConns: c.MaxConns, MaxConnsPerIP: c.MaxConnsPerIP}
 }
 
 // Timing returns the timers of the configured profile.

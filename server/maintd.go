@@ -7,6 +7,7 @@ import (
 
 	"github.com/gnt-cluster/gnt/fsm"
 	"github.com/gnt-cluster/gnt/jobs"
+	"github.com/gnt-cluster/gnt/netlimit"
 	"github.com/gnt-cluster/gnt/repair"
 	"github.com/gnt-cluster/gnt/rpc"
 )
@@ -23,6 +24,8 @@ func (s *Server) runMaintd(ctx context.Context, epoch uint64) error {
 			s.maintdAddr = addr
 			s.mu.Unlock()
 		},
+		WrapListener: s.conns.maintd.Wrap,
+		HTTPServer:   netlimit.HTTPLimits{WriteTimeout: maintdWriteTimeout}.Configure,
 	}
 	s.mu.Lock()
 	s.maintd, s.maintdEpoch = svc, epoch

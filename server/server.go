@@ -69,6 +69,7 @@ type Server struct {
 	nodes       nodeCaller    // the node RPC client of the instance opcodes
 	gossip      gossipState   // gossip.go
 	diag        diagnoseState // the leader's self-diagnose poller (diagnose.go)
+	conns       connLimiters  // the TCP servers' connection caps (netlimits.go)
 }
 
 // serverMetrics are the server's own Prometheus metrics.
@@ -99,6 +100,8 @@ func New(cfg Config, log hclog.Logger) (*Server, error) {
 	s.metrics.resume = prometheus.NewGauge(prometheus.GaugeOpts{Name: "gnt_leader_resume_seconds",
 		Help: "Seconds from this gntd's election to the first resumed job running, at its last leadership with started jobs."})
 	s.reg.MustRegister(s.metrics.resume)
+	s.setupConnLimits()
+	s.reg.MustRegister(connCollector{s})
 	s.rfsm = &raftFSM{fsm: s.fsm, log: log}
 	s.nodes.s = s
 	id, err := s.dir.open(cfg.Name)
@@ -160,7 +163,7 @@ func (s *Server) Run(ctx context.Context) error {
 		mux.Handle("/", handler)
 		handler = mux
 	}
-	srv := &http.Server{Handler: s.stopGate(handler), ReadHeaderTimeout: 10 * time.Second}
+	ln, srv := limitedServer(s.conns.api, ln, s.stopGate(handler), apiWriteTimeout)
 	go srv.Serve(ln)
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

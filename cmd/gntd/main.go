@@ -81,6 +81,8 @@ func agentCommand() *cli.Command {
 			&cli.StringFlag{Name: "repair-commands-dir", Usage: "whitelist of repair commands (default " + server.DefaultRepairCommandsDir + ")"},
 			&cli.DurationFlag{Name: "diagnose-min-interval", Usage: "shortest time between two runs of the self-diagnose command (0: 10s)"},
 			&cli.StringFlag{Name: "oob-programs-dir", Usage: "whitelist of OOB helpers: an oob_program must be in it (default " + server.DefaultOOBProgramsDir + ")"},
+			&cli.IntFlag{Name: "max-conns", Value: d.MaxConns, Usage: "connections each TCP server (API, node RPC, maintd) keeps open at once; more are closed on accept (-1: no cap)"},
+			&cli.IntFlag{Name: "max-conns-per-ip", Value: d.MaxConnsPerIP, Usage: "connections each TCP server keeps open at once from one client address (-1: no cap)"},
 		},
 		Action: func(c *cli.Context) error {
 			cfg := server.DefaultConfig()
@@ -120,6 +122,8 @@ func agentCommand() *cli.Command {
 			setInt("confd-port", &cfg.ConfdPort)
 			setInt("maintd-port", &cfg.MaintdPort)
 			setInt("executor-concurrency", &cfg.ExecutorConcurrency)
+			setInt("max-conns", &cfg.MaxConns)
+			setInt("max-conns-per-ip", &cfg.MaxConnsPerIP)
 			if c.IsSet("job-archive-age") {
 				cfg.JobArchiveAge.Duration = c.Duration("job-archive-age")
 			}

@@ -29,6 +29,10 @@ func TestAgentRefusesBadConfiguration(t *testing.T) {
 		{[]string{"--config", cfg}, "colour"},
 		{[]string{"--name", "n1", "--bind", "127.0.0.1", "--hypervisor", "xen"}, "--hypervisor"},
 		{[]string{"--config", filepath.Join(dir, "missing.json")}, "config file"},
+		{[]string{"--name", "n1", "--bind", "127.0.0.1", "--max-conns", "-2"}, "--max-conns (-2)"},
+		{[]string{"--name", "n1", "--bind", "127.0.0.1", "--max-conns-per-ip", "-5"}, "--max-conns-per-ip (-5)"},
+		{[]string{"--name", "n1", "--bind", "127.0.0.1", "--max-conns", "100", "--max-conns-per-ip", "101"}, "per-address connection cap (101) is above the overall cap (100)"},
+		{[]string{"--name", "n1", "--bind", "127.0.0.1", "--max-conns", "100"}, "per-address connection cap (512) is above the overall cap (100)"},
 	}
 	for _, tc := range cases {
 		args := append([]string{"gntd", "agent", "--data-dir", filepath.Join(dir, "data")}, tc.args...)

@@ -1,0 +1,144 @@
+package server
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gnt-cluster/gnt/netlimit"
+	"github.com/gnt-cluster/gnt/rpc"
+)
+
+// Connection limits of this gntd's TCP servers.
+//
+// The API, the node RPC and maintd each accept through their own
+// netlimit.Limiter (Config.MaxConns overall, Config.MaxConnsPerIP from one
+// client address), so that a flood of one of them leaves the others their
+// places, and all of them together leave descriptors for Raft, gossip,
+// the data dir and the dials out (fdReserve). Their HTTP servers bound
+// reading a request (netlimit.HTTPLimits) and writing its answer
+// (WriteTimeout above the longest answer each one holds on purpose).
+
+const (
+	// fdReserve is the descriptors kept out of the connection caps.
+	fdReserve = 1024
+	// minConnCap is the lowest overall cap the descriptor limit lowers
+	// a server's to.
+	minConnCap = 64
+
+	// apiWriteTimeout is above the longest answer the API holds: a
+	// blocking query (?index=N&wait=D) waits up to rpc.MaxBlockWait; a
+	// held submission or a follower's forwarded batch (rpc's
+	// forwardTimeout) is shorter.
+	apiWriteTimeout = rpc.MaxBlockWait + time.Minute
+	// agentWriteTimeout is above the longest node operation
+	// (rpc.DefaultNodeMaxOpTime), which answers at its end.
+	agentWriteTimeout = rpc.DefaultNodeMaxOpTime + time.Minute
+	// maintdWriteTimeout: maintd answers from memory at once.
+	maintdWriteTimeout = time.Minute
+)
+
+// connLimiters are the limiters of the API, the node RPC and maintd.
+type connLimiters struct {
+	api, agent, maintd *netlimit.Limiter
+}
+
+// each calls f with each limiter and the server's name.
+func (c *connLimiters) each(f func(name string, l *netlimit.Limiter)) {
+	f("api", c.api)
+	f("agent", c.agent)
+	f("maintd", c.maintd)
+}
+
+// setupConnLimits raises the descriptor limit as far as allowed, lowers
+// the overall caps when the three servers' would not leave fdReserve
+// descriptors, and makes the limiters.
+func (s *Server) setupConnLimits() {
+	lim := s.cfg.connLimits()
+	soft, hard, err := netlimit.RaiseFileLimit()
+	if err != nil {
+		s.log.Warn("cannot raise the open-file limit (RLIMIT_NOFILE) to its hard limit", "soft", soft, "hard", hard, "error", err)
+	}
+	lim = fitFileLimit(lim, soft, s.log)
+	if soft > 0 {
+		s.log.Info("open-file limit", "soft", soft, "hard", hard, "max_conns_per_server", capString(lim.MaxConns),
+			"max_conns_per_ip", capString(lim.MaxConnsPerIP))
+	}
+	mk := func(name string) *netlimit.Limiter {
+		lg := s.log.Named(name)
+		return netlimit.New(lim, netlimit.Options{
+			Name: name,
+			Logf: func(format string, args ...any) { lg.Warn(fmt.Sprintf(format, args...)) },
+		})
+	}
+	s.conns = connLimiters{api: mk("api"), agent: mk("agent"), maintd: mk("maintd")}
+}
+
+// fitFileLimit lowers the overall cap (and the per-address one with it)
+// so that the three servers' caps leave fdReserve of soft descriptors.
+func fitFileLimit(lim netlimit.Limits, soft uint64, log hclog.Logger) netlimit.Limits {
+	lim = lim.WithDefaults()
+	if soft == 0 || lim.MaxConns < 0 {
+		return lim
+	}
+	budget := minConnCap
+	if soft > fdReserve+3*minConnCap {
+		budget = int(min(soft-fdReserve, 1<<30)) / 3
+	}
+	if lim.MaxConns > budget {
+		log.Warn("the connection cap leaves too few descriptors; lowering it", "max_conns", lim.MaxConns, "to", budget,
+			"open_file_limit", soft, "servers", 3, "reserve", fdReserve)
+		lim.MaxConns = budget
+	}
+	if lim.MaxConnsPerIP > lim.MaxConns {
+		lim.MaxConnsPerIP = lim.MaxConns
+	}
+	return lim
+}
+
+func capString(n int) string {
+	if n < 0 {
+		return "none"
+	}
+	return fmt.Sprint(n)
+}
+
+// limitedServer wraps ln in l and returns an HTTP server of h with the
+// netlimit timeouts and the given WriteTimeout.
+func limitedServer(l *netlimit.Limiter, ln net.Listener, h http.Handler, write time.Duration) (net.Listener, *http.Server) {
+	return l.Wrap(ln), netlimit.HTTPLimits{WriteTimeout: write}.Server(h)
+}
+
+// connCollector exports the limiters' counters.
+type connCollector struct{ s *Server }
+
+var (
+	connOpenDesc = prometheus.NewDesc("gnt_net_connections_open",
+		"Connections open now, by server (api, agent: the node RPC, maintd).", []string{"server"}, nil)
+	connRefusedDesc = prometheus.NewDesc("gnt_net_connections_refused_total",
+		"Connections closed on accept because a cap was reached, by server and cap (max_conns, max_conns_per_ip).", []string{"server", "reason"}, nil)
+	connCapDesc = prometheus.NewDesc("gnt_net_connections_cap",
+		"The connection caps in force, by server and cap (-1: none).", []string{"server", "cap"}, nil)
+)
+
+func (c connCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- connOpenDesc
+	ch <- connRefusedDesc
+	ch <- connCapDesc
+}
+
+func (c connCollector) Collect(ch chan<- prometheus.Metric) {
+	c.s.conns.each(func(name string, l *netlimit.Limiter) {
+		st := l.Stats()
+		ch <- prometheus.MustNewConstMetric(connOpenDesc, prometheus.GaugeValue, float64(st.Open), name)
+		for _, r := range []netlimit.Reason{netlimit.OverAll, netlimit.OverPerIP} {
+			ch <- prometheus.MustNewConstMetric(connRefusedDesc, prometheus.CounterValue, float64(st.Refused[r]), name, r.String())
+		}
+		ch <- prometheus.MustNewConstMetric(connCapDesc, prometheus.GaugeValue, float64(st.MaxConns), name, netlimit.OverAll.String())
+		ch <- prometheus.MustNewConstMetric(connCapDesc, prometheus.GaugeValue, float64(st.MaxConnsPerIP), name, netlimit.OverPerIP.String())
+	})
+}
