@@ -179,6 +179,29 @@ func (s *Server) guard(acc Access, h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
+// Authorize checks a request of another HTTP service of the gntd
+// (maintd's repair.Service.Authorize) with the API's users, certificates
+// and rules: read access, or write access when write is set. It answers
+// a refusal itself and returns false then. With AuthDisabled it allows
+// everything.
+func (s *Server) Authorize(w http.ResponseWriter, r *http.Request, write bool) bool {
+	if s.auth.disabled {
+		return true
+	}
+	acc := AccessRead
+	if write {
+		acc = AccessWrite
+	}
+	if _, aerr := s.authorize(r, acc); aerr != nil {
+		if aerr.Status == http.StatusUnauthorized {
+			w.Header().Set("WWW-Authenticate", `Basic realm="`+AuthRealm+`"`)
+		}
+		writeError(w, aerr)
+		return false
+	}
+	return true
+}
+
 // authorize checks a request against the access its route requires and
 // returns who it is authenticated as.
 func (s *Server) authorize(r *http.Request, acc Access) (string, *APIError) {

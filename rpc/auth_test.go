@@ -613,3 +613,32 @@ func TestForwardWithClientCertificate(t *testing.T) {
 		t.Fatalf("with a certificate: %d", resp.StatusCode)
 	}
 }
+
+// TestAuthorizeHook: Server.Authorize, maintd's hook, applies the same
+// users and rules to another service's requests.
+func TestAuthorizeHook(t *testing.T) {
+	srv, _ := authServer(t, authBackend(t), nil)
+	for _, c := range []struct {
+		id     identity
+		write  bool
+		status int // 0: allowed
+	}{
+		{anonymous, false, 401}, {readUser, false, 0}, {readUser, true, 403},
+		{writeUser, true, 0}, {clientCert, true, 0}, {badPassword, false, 401},
+	} {
+		r := httptest.NewRequest("POST", "/1/cancel/x", nil)
+		c.id.set(r)
+		rec := httptest.NewRecorder()
+		ok := srv.Authorize(rec, r, c.write)
+		if ok != (c.status == 0) || (!ok && rec.Code != c.status) {
+			t.Errorf("%s write=%v: %v %d, want %d", c.id.name, c.write, ok, rec.Code, c.status)
+		}
+		if c.status == 401 && rec.Header().Get("WWW-Authenticate") == "" {
+			t.Errorf("%s: no challenge", c.id.name)
+		}
+	}
+	off := rpc.NewServer(authBackend(t), rpc.ServerOptions{AuthDisabled: true})
+	if !off.Authorize(httptest.NewRecorder(), httptest.NewRequest("POST", "/1/cancel/x", nil), true) {
+		t.Fatal("refused with authentication off")
+	}
+}
