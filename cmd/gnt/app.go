@@ -126,6 +126,8 @@ func newApp(env environment) *cli.App {
 			&cli.StringFlag{Name: "reason", Usage: "`TEXT` added to the reason trail of the job's opcodes"},
 			&cli.DurationFlag{Name: "timeout", Value: 2 * time.Minute, Usage: "overall time limit, a `DURATION` such as 30s or 5m; when not given, a job is followed until it ends"},
 			&cli.BoolFlag{Name: "consistent", Usage: "read through the leader (up to date) instead of the answering candidate's replica"},
+			&cli.StringFlag{Name: "user", Usage: "RAPI `USER` to authenticate as (password: $GNT_PASSWORD, ~/.config/gnt/credentials, else asked); " +
+				"default: $GNT_USER, else the user in ~/.config/gnt/credentials"},
 		},
 		Commands: []*cli.Command{
 			env.clusterCommand(),
@@ -304,6 +306,13 @@ func (e environment) do(fn func(ctx context.Context, s *session, c *cli.Context,
 		}
 		ctx, cancel := context.WithTimeout(c.Context, cfg.Timeout)
 		defer cancel()
+		if cfg.Creds.Prompt {
+			pw, err := e.readPassword(fmt.Sprintf("Password for %s: ", cfg.Creds.User))
+			if err != nil {
+				return fmt.Errorf("--user %s: %w (or set $GNT_PASSWORD)", cfg.Creds.User, err)
+			}
+			cfg.Creds.Password, cfg.Creds.Prompt = pw, false
+		}
 		sess := newSession(cfg, e.stdout, e.stderr)
 		if !c.IsSet("timeout") {
 			sess.follow = c.Context

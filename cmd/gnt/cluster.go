@@ -90,6 +90,7 @@ func (e environment) clusterCommand() *cli.Command {
 			},
 			e.clusterEpoCommand(),
 			e.clusterVerifyCommand(),
+			e.clusterRAPIUsersCommand(),
 		}, e.tagCommands("cluster", false, func(string) string { return "/2/tags" })...),
 	}
 }

@@ -29,6 +29,7 @@ type Config struct {
 	Reason     string        // reason trail text for changes
 	Timeout    time.Duration // overall time limit
 	Consistent bool          // reads go through the leader
+	Creds      credentials   // the RAPI user, if any (credentials.go)
 }
 
 // JSON reports whether the output is for machines.
@@ -61,6 +62,9 @@ func globalConfig(c *cli.Context, getenv func(string) string) (Config, error) {
 		return cfg, err
 	}
 	cfg.Servers = servers
+	if cfg.Creds, err = resolveCredentials(c.String("user"), getenv); err != nil {
+		return cfg, err
+	}
 	return cfg, nil
 }
 

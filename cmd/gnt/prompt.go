@@ -44,3 +44,30 @@ func isTerminal(f *os.File) bool {
 	_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, f.Fd(), syscall.TCGETS, uintptr(unsafe.Pointer(&t)))
 	return errno == 0
 }
+
+// readPassword asks for a password on the terminal without echoing it.
+// Without a terminal on stdin nobody can answer, and it refuses.
+func (e environment) readPassword(prompt string) (string, error) {
+	f, ok := e.stdin.(*os.File)
+	if !ok || !e.terminal {
+		return "", errors.New("stdin is not a terminal to ask for the password")
+	}
+	var old syscall.Termios
+	if _, _, errno := syscall.Syscall(syscall.SYS_IOCTL, f.Fd(), syscall.TCGETS, uintptr(unsafe.Pointer(&old))); errno != 0 {
+		return "", fmt.Errorf("reading the terminal's settings: %v", errno)
+	}
+	quiet := old
+	quiet.Lflag &^= syscall.ECHO
+	quiet.Lflag |= syscall.ICANON
+	if _, _, errno := syscall.Syscall(syscall.SYS_IOCTL, f.Fd(), syscall.TCSETS, uintptr(unsafe.Pointer(&quiet))); errno != 0 {
+		return "", fmt.Errorf("turning the terminal's echo off: %v", errno)
+	}
+	defer syscall.Syscall(syscall.SYS_IOCTL, f.Fd(), syscall.TCSETS, uintptr(unsafe.Pointer(&old)))
+	fmt.Fprint(e.stderr, prompt)
+	line, err := bufio.NewReader(f).ReadString('\n')
+	fmt.Fprintln(e.stderr)
+	if err != nil && line == "" {
+		return "", fmt.Errorf("reading the password: %w", err)
+	}
+	return strings.TrimRight(line, "\r\n"), nil
+}

@@ -28,7 +28,9 @@ type session struct {
 }
 
 func newSession(cfg Config, stdout, stderr io.Writer) *session {
-	return &session{cfg: cfg, api: rpc.NewClient(cfg.Servers), stdout: stdout, stderr: stderr}
+	api := rpc.NewClient(cfg.Servers)
+	api.SetBasicAuth(cfg.Creds.User, cfg.Creds.Password)
+	return &session{cfg: cfg, api: api, stdout: stdout, stderr: stderr}
 }
 
 // get reads path and returns the answer undecoded.
