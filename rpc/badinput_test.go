@@ -1,6 +1,7 @@
 package rpc_test
 
 import (
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -198,29 +199,29 @@ func TestBadInput(t *testing.T) {
 		{"submit dependency on a future job", "POST", "/2/jobs", `{"ops":[{"OP_ID":"OP_TEST_DELAY","duration":0,"depends":[[999999,[]]]}]}`, 400, wrong, "depends"},
 
 		// Limits (docs/api.md, "Limits"): refused before anything is queued.
-		{"test delay repeat 2e9", "POST", "/2/jobs", `{"ops":[{"OP_ID":"OP_TEST_DELAY","duration":0,"repeat":2000000000}]}`, 400, wrong, "repeat"},
-		{"test delay repeat 1001", "POST", "/2/jobs", `{"ops":[{"OP_ID":"OP_TEST_DELAY","duration":0,"repeat":1001}]}`, 400, wrong, "repeat"},
-		{"job of 20000 opcodes", "POST", "/2/jobs", `{"ops":` + opList(20000) + `}`, 400, wrong, "ops"},
-		{"job of 1001 opcodes", "POST", "/2/jobs", `{"ops":` + opList(1001) + `}`, 400, wrong, "ops"},
-		{"submission of 1001 jobs", "POST", "/2/gnt/jobs", `{"jobs":[` + strings.TrimSuffix(strings.Repeat(opList(1)+",", 1001), ",") + `]}`, 400, wrong, "jobs"},
-		{"submission with a job of 1001 opcodes", "POST", "/2/gnt/jobs", `{"jobs":[` + opList(1) + "," + opList(1001) + `]}`, 400, wrong, "ops"},
-		{"submission of 11000 opcodes", "POST", "/2/gnt/jobs", `{"jobs":[` + strings.TrimSuffix(strings.Repeat(opList(1000)+",", 11), ",") + `]}`, 400, wrong, "jobs"},
-		{"instance 17 disks", "POST", "/2/instances", `{"instance_name":"web9","disks":[` + strings.TrimSuffix(strings.Repeat(`{"size":1},`, 17), ",") + `]}`, 400, wrong, "disks"},
-		{"instance disk 2^63-1", "POST", "/2/instances", `{"instance_name":"web9","disks":[{"size":9223372036854775807}]}`, 400, wrong, "disks.0.size"},
-		{"instance disks overflowing", "POST", "/2/instances", `{"instance_name":"web9","disks":[{"size":1073741824},{"size":1073741824},{"size":1073741824},{"size":1073741824},{"size":1}]}`, 400, wrong, "disks"},
-		{"instance 9 NICs", "POST", "/2/instances", `{"instance_name":"web9","disks":[{"size":1}],"nics":[{},{},{},{},{},{},{},{},{}]}`, 400, wrong, "nics"},
-		{"instance memory", "POST", "/2/instances", `{"instance_name":"web9","disks":[{"size":1}],"beparams":{"memory":67108865}}`, 400, wrong, "beparams.memory"},
-		{"instance OS path", "POST", "/2/instances", `{"instance_name":"web9","disks":[{"size":1}],"os":"../../bin/sh"}`, 400, wrong, "os_type"},
-		{"instance duplicate key", "POST", "/2/instances", `{"instance_name":"web9","disks":[{"size":1}],"instance_name":"web8"}`, 400, wrong, "instance_name"},
-		{"instance invalid UTF-8", "POST", "/2/instances", "{\"instance_name\":\"web9\",\"disks\":[{\"size\":1,\"name\":\"\xff\"}]}", 400, wrong, "disks.0.name"},
-		{"reinstall OS path", "POST", "/2/instances/web1/reinstall", `{"os_type":"../../bin/sh"}`, 400, wrong, "os_type"},
-		{"cluster pool 2^63-1", "PUT", "/2/modify", `{"candidate_pool_size":9223372036854775807}`, 400, wrong, "candidate_pool_size"},
-		{"cluster pool 65", "PUT", "/2/modify", `{"candidate_pool_size":65}`, 400, wrong, "candidate_pool_size"},
-		{"cluster unknown allocator", "PUT", "/2/modify", `{"default_iallocator":"anything"}`, 400, wrong, "default_iallocator"},
-		{"cluster allocator invalid UTF-8", "PUT", "/2/modify", "{\"default_iallocator\":\"\xc3\"}", 400, wrong, "default_iallocator"},
-		{"cluster duplicate key", "PUT", "/2/modify", `{"candidate_pool_size":3,"candidate_pool_size":9223372036854775807}`, 400, wrong, "candidate_pool_size"},
-		{"job duplicate key", "POST", "/2/jobs", `{"ops":[{"OP_ID":"OP_TEST_DELAY","duration":0,"repeat":1,"repeat":2000000000}]}`, 400, wrong, "ops.0.repeat"},
-		{"reason invalid UTF-8", "POST", "/2/jobs?reason=%ff", `{"ops":[{"OP_ID":"OP_TEST_DELAY","duration":0}]}`, 400, wrong, "reason"},
+		{"limit: test delay repeat 2e9", "POST", "/2/jobs", `{"ops":[{"OP_ID":"OP_TEST_DELAY","duration":0,"repeat":2000000000}]}`, 400, wrong, "repeat"},
+		{"limit: test delay repeat 1001", "POST", "/2/jobs", `{"ops":[{"OP_ID":"OP_TEST_DELAY","duration":0,"repeat":1001}]}`, 400, wrong, "repeat"},
+		{"limit: job of 20000 opcodes", "POST", "/2/jobs", `{"ops":` + opList(20000) + `}`, 400, wrong, "ops"},
+		{"limit: job of 1001 opcodes", "POST", "/2/jobs", `{"ops":` + opList(1001) + `}`, 400, wrong, "ops"},
+		{"limit: submission of 1001 jobs", "POST", "/2/gnt/jobs", `{"jobs":[` + strings.TrimSuffix(strings.Repeat(opList(1)+",", 1001), ",") + `]}`, 400, wrong, "jobs"},
+		{"limit: submission with a job of 1001 opcodes", "POST", "/2/gnt/jobs", `{"jobs":[` + opList(1) + "," + opList(1001) + `]}`, 400, wrong, "ops"},
+		{"limit: submission of 11000 opcodes", "POST", "/2/gnt/jobs", `{"jobs":[` + strings.TrimSuffix(strings.Repeat(opList(1000)+",", 11), ",") + `]}`, 400, wrong, "jobs"},
+		{"limit: instance 17 disks", "POST", "/2/instances", `{"instance_name":"web9","disks":[` + strings.TrimSuffix(strings.Repeat(`{"size":1},`, 17), ",") + `]}`, 400, wrong, "disks"},
+		{"limit: instance disk 2^63-1", "POST", "/2/instances", `{"instance_name":"web9","disks":[{"size":9223372036854775807}]}`, 400, wrong, "disks.0.size"},
+		{"limit: instance disks overflowing", "POST", "/2/instances", `{"instance_name":"web9","disks":[{"size":1073741824},{"size":1073741824},{"size":1073741824},{"size":1073741824},{"size":1}]}`, 400, wrong, "disks"},
+		{"limit: instance 9 NICs", "POST", "/2/instances", `{"instance_name":"web9","disks":[{"size":1}],"nics":[{},{},{},{},{},{},{},{},{}]}`, 400, wrong, "nics"},
+		{"limit: instance memory", "POST", "/2/instances", `{"instance_name":"web9","disks":[{"size":1}],"beparams":{"memory":67108865}}`, 400, wrong, "beparams.memory"},
+		{"limit: instance OS path", "POST", "/2/instances", `{"instance_name":"web9","disks":[{"size":1}],"os":"../../bin/sh"}`, 400, wrong, "os_type"},
+		{"limit: instance duplicate key", "POST", "/2/instances", `{"instance_name":"web9","disks":[{"size":1}],"instance_name":"web8"}`, 400, wrong, "instance_name"},
+		{"limit: instance invalid UTF-8", "POST", "/2/instances", "{\"instance_name\":\"web9\",\"disks\":[{\"size\":1,\"name\":\"\xff\"}]}", 400, wrong, "disks.0.name"},
+		{"limit: reinstall OS path", "POST", "/2/instances/web1/reinstall", `{"os_type":"../../bin/sh"}`, 400, wrong, "os_type"},
+		{"limit: cluster pool 2^63-1", "PUT", "/2/modify", `{"candidate_pool_size":9223372036854775807}`, 400, wrong, "candidate_pool_size"},
+		{"limit: cluster pool 65", "PUT", "/2/modify", `{"candidate_pool_size":65}`, 400, wrong, "candidate_pool_size"},
+		{"limit: cluster unknown allocator", "PUT", "/2/modify", `{"default_iallocator":"anything"}`, 400, wrong, "default_iallocator"},
+		{"limit: cluster allocator invalid UTF-8", "PUT", "/2/modify", "{\"default_iallocator\":\"\xc3\"}", 400, wrong, "default_iallocator"},
+		{"limit: cluster duplicate key", "PUT", "/2/modify", `{"candidate_pool_size":3,"candidate_pool_size":9223372036854775807}`, 400, wrong, "candidate_pool_size"},
+		{"limit: job duplicate key", "POST", "/2/jobs", `{"ops":[{"OP_ID":"OP_TEST_DELAY","duration":0,"repeat":1,"repeat":2000000000}]}`, 400, wrong, "ops.0.repeat"},
+		{"limit: reason invalid UTF-8", "POST", "/2/jobs?reason=%ff", `{"ops":[{"OP_ID":"OP_TEST_DELAY","duration":0}]}`, 400, wrong, "reason"},
 
 		// gnt
 		{"init when initialised", "POST", "/2/gnt/init", `{"cluster_name":"other"}`, 409, "wrong_state", ""},
@@ -244,6 +245,16 @@ func TestBadInput(t *testing.T) {
 			}
 			if b.ApplyCalls() != calls {
 				t.Errorf("Apply was called")
+			}
+			// A client's CheckWrite refuses it the same way, or leaves
+			// it to the server (what needs the state).
+			u, _ := url.Parse(tc.path)
+			ce := rpc.CheckWrite(tc.method, u.Path, u.Query(), []byte(tc.body))
+			if ce != nil && (ce.ErrorCode != tc.code || ce.Field != tc.field || ce.Status != tc.status) {
+				t.Errorf("CheckWrite: %d %s [%s] %s; the server %d %s [%s]", ce.Status, ce.ErrorCode, ce.Field, ce.Message, tc.status, tc.code, tc.field)
+			}
+			if ce == nil && strings.HasPrefix(tc.name, "limit: ") {
+				t.Errorf("CheckWrite let it through")
 			}
 		})
 	}

@@ -128,6 +128,9 @@ func debugDelay(ctx context.Context, s *session, c *cli.Context, args []string) 
 		}
 		jobs[i] = []map[string]any{o}
 	}
+	if err := checkWrite(http.MethodPost, "/2/gnt/jobs", nil, map[string]any{"jobs": jobs}); err != nil {
+		return err
+	}
 	ids, meta, err := s.api.SubmitJobs(ctx, jobs, s.cfg.Reason)
 	if err != nil {
 		return err

@@ -3,12 +3,15 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/gnt-cluster/gnt/fsm"
 )
 
 // Instance operations: each submits one job and follows it (its log
@@ -191,10 +194,16 @@ func parseSize(s string) (int64, error) {
 		s = strings.TrimSuffix(s, "M")
 	}
 	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || f <= 0 {
+	if err != nil || f <= 0 || math.IsInf(f, 0) {
 		return 0, fmt.Errorf("bad size %q: want e.g. 512, 512M, 10G", s)
 	}
-	return int64(f * float64(mult)), nil
+	// Beyond 2^62 MiB the conversion to int64 would not hold the size;
+	// fsm's limits (far lower) then name the bound.
+	mib := f * float64(mult)
+	if mib >= 1<<62 {
+		return 0, fmt.Errorf("size %q is %g MiB, more than anything can have (disks: at most %d MiB)", s, mib, int64(fsm.MaxDiskSizeMiB))
+	}
+	return int64(mib), nil
 }
 
 func instanceAdd(ctx context.Context, s *session, c *cli.Context, args []string) error {

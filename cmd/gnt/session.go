@@ -77,6 +77,9 @@ func (s *session) change(ctx context.Context, method, path string, q url.Values,
 	if s.cfg.Reason != "" {
 		q = with(q, "reason", s.cfg.Reason)
 	}
+	if err := checkWrite(method, path, q, body); err != nil {
+		return nil, err
+	}
 	id, meta, err := s.api.Submit(ctx, method, path, q, body)
 	if err != nil {
 		return nil, err
@@ -356,6 +359,30 @@ func (l *logEntry) UnmarshalJSON(b []byte) error {
 	_ = json.Unmarshal(raw[2], &l.Type)
 	if json.Unmarshal(raw[3], &l.Msg) != nil {
 		l.Msg = string(raw[3]) // Ganeti's non-message types carry data
+	}
+	return nil
+}
+
+// checkWrite runs the API's own checks of a write (rpc.CheckWrite: the
+// limits of docs/api.md, strict JSON, each opcode's validation) before
+// anything is sent: input that the API would refuse with a 400 is
+// refused here with the same message.
+func checkWrite(method, path string, q url.Values, body any) error {
+	var raw []byte
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		raw = b
+	case json.RawMessage:
+		raw = b
+	default:
+		var err error
+		if raw, err = json.Marshal(b); err != nil {
+			return fmt.Errorf("encoding the request: %w", err)
+		}
+	}
+	if aerr := rpc.CheckWrite(method, path, q, raw); aerr != nil {
+		return aerr
 	}
 	return nil
 }

@@ -84,7 +84,11 @@ func clusterVerify(ctx context.Context, s *session, c *cli.Context, args []strin
 	if len(recorded) > 0 {
 		op := map[string]any{"OP_ID": "OP_OOB_COMMAND", "command": "power-status", "reason": clientReason("cluster verify")}
 		raw, _ := json.Marshal(op)
-		id, meta, err := s.api.Submit(ctx, http.MethodPost, "/2/jobs", nil, rpc.SubmitJobRequest{Ops: []json.RawMessage{raw}})
+		body := rpc.SubmitJobRequest{Ops: []json.RawMessage{raw}}
+		if err := checkWrite(http.MethodPost, "/2/jobs", nil, body); err != nil {
+			return err
+		}
+		id, meta, err := s.api.Submit(ctx, http.MethodPost, "/2/jobs", nil, body)
 		if err != nil {
 			return err
 		}
