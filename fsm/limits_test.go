@@ -3,6 +3,7 @@ package fsm
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -379,5 +380,67 @@ func exactDuplicate(doc []byte) (string, bool) {
 		if f := top(); f != nil && f.obj {
 			f.key = true
 		}
+	}
+}
+
+// TestLimitsDocumented keeps docs/api.md's "Request content" table in
+// step with the constants: the row that starts with each text states the
+// limit.
+func TestLimitsDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../docs/api.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]string{}
+	for _, l := range strings.Split(string(doc), "\n") {
+		if cells := strings.Split(l, "|"); len(cells) > 3 {
+			rows[strings.TrimSpace(cells[1])] = cells[2]
+		}
+	}
+	for _, c := range []struct {
+		row  string
+		want []string
+	}{
+		{"opcodes in one job (`POST /2/jobs`, each job of `POST /2/gnt/jobs`)", []string{strconv.Itoa(MaxOpsPerJob)}},
+		{"jobs in one `POST /2/gnt/jobs`", []string{strconv.Itoa(MaxJobsPerSubmission)}},
+		{"opcodes over all the jobs of one `POST /2/gnt/jobs`", []string{strconv.Itoa(MaxOpsPerSubmission)}},
+		{"`OP_TEST_DELAY` `duration` (each repetition)", []string{strconv.Itoa(MaxTestDelaySeconds)}},
+		{"`OP_TEST_DELAY` `repeat` (one recorded step each)", []string{strconv.Itoa(MaxTestDelayRepeat)}},
+		{"`OP_TEST_DELAY` `duration` × `repeat`", []string{strconv.Itoa(MaxTestDelayTotalSeconds)}},
+		{"`OP_TEST_DELAY` `on_nodes`", []string{strconv.Itoa(MaxTestDelayNodes)}},
+		{"disks of an instance (`disks` of a creation; disk additions of one modify)", []string{strconv.Itoa(MaxDisksPerInstance)}},
+		{"size of one disk", []string{"2^30"}},
+		{"sum of an instance's disks", []string{"2^32"}},
+		{"NICs of an instance", []string{strconv.Itoa(MaxNICsPerInstance)}},
+		{"`beparams` `memory`, `maxmem`, `minmem`", []string{"2^26"}},
+		{"`beparams` `vcpus`", []string{strconv.Itoa(MaxVCPUs)}},
+		{"a node's reported resources (join)", []string{strconv.Itoa(MaxNodeCPUs)}},
+		{"`candidate_pool_size`", []string{strconv.Itoa(MaxCandidatePoolSize)}},
+		{"`max_raft_voters`", []string{strconv.Itoa(MaxRaftVoters)}},
+		{"`iallocator`, `default_iallocator`", KnownIAllocators},
+		{"tags in one request, and on one object", []string{strconv.Itoa(MaxTagsPerObj)}},
+		{"one tag", []string{strconv.Itoa(MaxTagLen)}},
+		{"node and instance names", []string{strconv.Itoa(MaxHostnameLen)}},
+		{"node group names", []string{strconv.Itoa(MaxGroupNameLen)}},
+		{"OS names (`os_type`)", []string{strconv.Itoa(MaxNameLen)}},
+		{"timeouts (`timeout`, `shutdown_timeout`)", []string{strconv.Itoa(MaxTimeoutSeconds)}},
+		{"`depends` of one opcode", []string{strconv.Itoa(MaxDepends)}},
+		{"`reason` trail given with an opcode", []string{strconv.Itoa(MaxReasonEntries), strconv.Itoa(MaxReasonTextLen)}},
+		{"`comment`", []string{strconv.Itoa(MaxCommentLen)}},
+		{"JSON nesting", []string{strconv.Itoa(maxJSONDepth)}},
+	} {
+		cell, ok := rows[c.row]
+		if !ok {
+			t.Errorf("docs/api.md has no row %q", c.row)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(cell, w) {
+				t.Errorf("docs/api.md row %q says %q, not %s", c.row, cell, w)
+			}
+		}
+	}
+	if MaxDiskSizeMiB != 1<<30 || MaxInstanceDiskMiB != 1<<32 || MaxMemoryMiB != 1<<26 {
+		t.Errorf("the powers of two docs/api.md states changed")
 	}
 }
