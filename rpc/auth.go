@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/gnt-cluster/gnt/fsm"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/crypto/bcrypt"
 )
 
 // Access is the level of access a route requires. Every route is
@@ -101,6 +103,11 @@ type auth struct {
 	failures *prometheus.CounterVec
 	logs     logLimiter
 	now      func() time.Time
+	// slots bounds the password hashes computed at once.
+	slots chan struct{}
+	// dummy is the hash unknown users are checked against (dummyHash).
+	dummyOnce sync.Once
+	dummy     []byte
 }
 
 // logLimiter lets through one log line a second and counts the others.
@@ -125,6 +132,7 @@ func (l *logLimiter) allow(now time.Time) (bool, int) {
 func (s *Server) initAuth(opts ServerOptions) {
 	s.auth.disabled = opts.AuthDisabled
 	s.auth.now = time.Now
+	s.auth.slots = make(chan struct{}, runtime.GOMAXPROCS(0))
 	s.auth.failures = register(s.reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "gnt", Subsystem: "api", Name: "auth_failures_total",
 		Help: "API requests refused for their credentials or origin, by reason (no_credentials, malformed, unknown_user, bad_password, read_only, origin, content_type).",
@@ -177,6 +185,42 @@ func (s *Server) guard(acc Access, h http.HandlerFunc) http.HandlerFunc {
 		}
 		h(w, r)
 	}
+}
+
+// verifyPassword checks a password against u through the cache of
+// verified credentials. Hashes are computed by at most as many requests at
+// once as there are CPUs, so that a flood of guesses queues instead of
+// taking every CPU from the gntd. An unknown user (u nil) is checked
+// against a hash of the same cost, so the time of the answer does not
+// tell whether the user exists.
+func (s *Server) verifyPassword(ctx context.Context, u *fsm.RAPIUser, password string) (bool, *APIError) {
+	now := s.auth.now()
+	if u != nil && s.auth.cache.hit(credKey(u, password), now) {
+		return true, nil
+	}
+	select {
+	case s.auth.slots <- struct{}{}:
+	case <-ctx.Done():
+		return false, asAPIError(ctx.Err())
+	}
+	defer func() { <-s.auth.slots }()
+	if u == nil {
+		_ = bcrypt.CompareHashAndPassword(s.dummyHash(), []byte(password))
+		return false, nil
+	}
+	return s.auth.cache.verify(u, password, now), nil
+}
+
+// dummyHash is a bcrypt hash of nobody's password at the server's cost.
+func (s *Server) dummyHash() []byte {
+	s.auth.dummyOnce.Do(func() {
+		h, err := bcrypt.GenerateFromPassword([]byte("no such user"), s.bcryptCost)
+		if err != nil { // cannot happen with a valid cost: compare with the minimum
+			h, _ = bcrypt.GenerateFromPassword([]byte("no such user"), bcrypt.MinCost)
+		}
+		s.auth.dummy = h
+	})
+	return s.auth.dummy
 }
 
 // Authorize checks a request of another HTTP service of the gntd
@@ -246,10 +290,13 @@ func (s *Server) authorize(r *http.Request, acc Access) (string, *APIError) {
 			"the Authorization header is not HTTP basic auth (Basic, then base64 of user:password)")
 	}
 	u := users[name]
-	if u == nil {
+	ok, aerr := s.verifyPassword(r.Context(), u, password)
+	switch {
+	case aerr != nil:
+		return "", aerr
+	case u == nil:
 		return "", s.refuse(r, failUnknownUser, name, http.StatusUnauthorized, "wrong user name or password")
-	}
-	if !s.auth.cache.verify(u, password, s.auth.now()) {
+	case !ok:
 		return "", s.refuse(r, failBadPassword, name, http.StatusUnauthorized, "wrong user name or password")
 	}
 	if acc == AccessWrite && !u.CanWrite() {

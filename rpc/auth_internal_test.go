@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -79,4 +80,35 @@ func TestRouteAccessRequired(t *testing.T) {
 		}
 	}()
 	s.handle(0, "GET", "/x", nil)
+}
+
+// TestVerifyPasswordSlots: an unknown user is checked against a hash of
+// the server's cost; a request waiting for a hashing slot gives up with
+// its context.
+func TestVerifyPasswordSlots(t *testing.T) {
+	s := &Server{bcryptCost: bcrypt.MinCost}
+	s.auth.now = time.Now
+	s.auth.slots = make(chan struct{}, 1)
+	if ok, aerr := s.verifyPassword(t.Context(), nil, "pw"); ok || aerr != nil {
+		t.Fatalf("unknown user: %v %v", ok, aerr)
+	}
+	if cost, err := bcrypt.Cost(s.auth.dummy); err != nil || cost != bcrypt.MinCost {
+		t.Fatalf("dummy hash cost %d, %v", cost, err)
+	}
+	ha := &fsm.RAPIUser{Name: "jill", Scheme: fsm.SchemeHA1, Hash: HA1("jill", "x")}
+	s.auth.slots <- struct{}{} // every slot busy
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if ok, aerr := s.verifyPassword(ctx, ha, "x"); ok || aerr == nil {
+		t.Fatalf("with no slot and a canceled request: %v %v", ok, aerr)
+	}
+	<-s.auth.slots
+	if ok, aerr := s.verifyPassword(t.Context(), ha, "x"); !ok || aerr != nil {
+		t.Fatalf("with a slot: %v %v", ok, aerr)
+	}
+	// Remembered now: no slot needed.
+	s.auth.slots <- struct{}{}
+	if ok, aerr := s.verifyPassword(ctx, ha, "x"); !ok || aerr != nil {
+		t.Fatalf("remembered: %v %v", ok, aerr)
+	}
 }
