@@ -164,6 +164,9 @@ func (s *Server) guard(acc Access, h http.HandlerFunc) http.HandlerFunc {
 			// authorized (a follower's certificate), and its follower
 			// authorized this request.
 			if u := r.Header.Get(HeaderUser); u != "" {
+				if rec, ok := w.(*statusRecorder); ok {
+					rec.user = u
+				}
 				r = r.WithContext(context.WithValue(r.Context(), userKey{}, u))
 			}
 			h(w, r)
