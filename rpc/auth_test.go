@@ -39,7 +39,7 @@ const (
 
 var hashedOnce = sync.OnceValues(func() ([]byte, error) { return bcrypt.GenerateFromPassword([]byte(hashedPW), bcrypt.MinCost) })
 
-func hashedHash(t *testing.T) []byte {
+func hashedHash(t testing.TB) []byte {
 	h, err := hashedOnce()
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +48,7 @@ func hashedHash(t *testing.T) []byte {
 }
 
 // authBackend is the leader of a cluster with the test users.
-func authBackend(t *testing.T) *rpctest.Backend {
+func authBackend(t testing.TB) *rpctest.Backend {
 	t.Helper()
 	b := rpctest.NewCluster()
 	b.SetLeader("", "node1", true)
@@ -640,5 +640,24 @@ func TestAuthorizeHook(t *testing.T) {
 	off := rpc.NewServer(authBackend(t), rpc.ServerOptions{AuthDisabled: true})
 	if !off.Authorize(httptest.NewRecorder(), httptest.NewRequest("POST", "/1/cancel/x", nil), true) {
 		t.Fatal("refused with authentication off")
+	}
+}
+
+// BenchmarkAuthBasic: the cost of the checks on a read with a bcrypt
+// user's basic auth once the password is remembered, beside the same
+// read with the checks off.
+func BenchmarkAuthBasic(b *testing.B) {
+	for _, off := range []bool{true, false} {
+		b.Run(fmt.Sprintf("disabled=%v", off), func(b *testing.B) {
+			be := authBackend(b)
+			srv := rpc.NewServer(be, rpc.ServerOptions{AuthDisabled: off, BcryptCost: bcrypt.MinCost})
+			h := srv.Handler()
+			r := httptest.NewRequest("GET", "/2/features", nil)
+			r.SetBasicAuth("hashed", hashedPW)
+			b.ReportAllocs()
+			for b.Loop() {
+				h.ServeHTTP(httptest.NewRecorder(), r)
+			}
+		})
 	}
 }
