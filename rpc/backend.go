@@ -46,6 +46,9 @@ type Backend interface {
 	// Join handles a signed join/registration request from a node's gntd;
 	// it runs on the leader.
 	Join(ctx context.Context, req JoinRequest) (JoinResponse, error)
+	// Rejoin removes a master candidate that lost its Raft state from
+	// the Raft configuration (rejoin.go); it runs on the leader.
+	Rejoin(ctx context.Context, req RejoinRequest) (RejoinResponse, error)
 	// JoinKey is the key join requests are signed with (derived from the
 	// cluster key), or nil before the cluster exists.
 	JoinKey() []byte

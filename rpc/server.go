@@ -255,6 +255,7 @@ func (s *Server) routes() {
 	add(wr, "POST", "/2/gnt/master-failover", s.handleMasterFailover)
 	add(AccessInit, "POST", "/2/gnt/init", s.handleInit)
 	add(none, "POST", "/2/gnt/join", s.handleJoin)
+	add(none, "POST", "/2/gnt/rejoin", s.handleRejoin)
 	add(wr, "POST", forwardPath, s.handleForward)
 	add(read, "GET", "/2/gnt/status", s.handleStatus)
 	add(read, "GET", "/2/gnt/oob-check", s.handleOOBCheck)

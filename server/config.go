@@ -145,6 +145,10 @@ type Config struct {
 	// what the descriptor limit leaves is lowered at start (netlimits.go).
 	MaxConns      int `json:"max_conns"`
 	MaxConnsPerIP int `json:"max_conns_per_ip"`
+	// Rejoin lets a gntd whose Raft state was lost start: it asks the
+	// leader to remove it from the Raft configuration and rejoins as a
+	// fresh non-voter (amnesia.go). A command-line choice, not a setting.
+	Rejoin bool `json:"-"`
 
 	// commandOwner is the uid that must own the whitelisted commands: 0
 	// (root); tests that do not run as root set their own.

@@ -25,6 +25,10 @@ type identity struct {
 	Name        string `json:"name"`
 	ClusterUUID string `json:"cluster_uuid,omitempty"`
 	ClusterName string `json:"cluster_name,omitempty"`
+	// RaftMember is this gntd's Raft server ID once it has been in a Raft
+	// configuration with state: from then on its Raft store must not go
+	// missing (amnesia.go). Cleared when it leaves the Raft group.
+	RaftMember string `json:"raft_member,omitempty"`
 }
 
 // dataDir wraps the on-disk layout of one gntd.
@@ -52,7 +56,9 @@ func (d dataDir) open(name string) (identity, error) {
 	hasRaft := d.hasRaft()
 	_, keyErr := os.Stat(d.file(keyFile))
 	if hasRaft {
-		if _, err := os.Stat(filepath.Join(d.raftPath(), raftDBFile)); err != nil {
+		// A member's missing raft.db is refused by checkRaftStore, with
+		// what to do about it.
+		if _, err := os.Stat(filepath.Join(d.raftPath(), raftDBFile)); err != nil && id.RaftMember == "" {
 			return identity{}, fmt.Errorf("data dir %s is corrupt: %s exists but %s is missing", d.path, raftDir, raftDBFile)
 		}
 		if keyErr != nil {

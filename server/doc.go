@@ -21,6 +21,9 @@
 //     member's and memberlist's goroutines);
 //   - joinLoop, which registers this gntd with the leader and starts or
 //     stops the local Raft server as the candidate flag says;
+//   - watchMembership (amnesia.go, one per Raft instance), which records
+//     in node.json that this gntd is a Raft member once its configuration
+//     holds it, and ends then or when that Raft instance shuts down;
 //   - confd (confd.go): the UDP server's readers and a key watcher that
 //     hands it the cluster key once this gntd has one; Run cancels their
 //     context and waits for them.

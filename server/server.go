@@ -70,6 +70,8 @@ type Server struct {
 	gossip      gossipState   // gossip.go
 	diag        diagnoseState // the leader's self-diagnose poller (diagnose.go)
 	conns       connLimiters  // the TCP servers' connection caps (netlimits.go)
+	// rejoinFirst: Run rejoins before it starts Raft (amnesia.go).
+	rejoinFirst bool
 }
 
 // serverMetrics are the server's own Prometheus metrics.
@@ -112,6 +114,9 @@ func New(cfg Config, log hclog.Logger) (*Server, error) {
 	if key, err := s.dir.readKey(); err == nil {
 		s.setKey(key)
 	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	if s.rejoinFirst, err = s.checkAmnesia(cfg.Rejoin); err != nil {
 		return nil, err
 	}
 	s.stopped, s.stopAPI = context.WithCancel(context.Background())
@@ -186,6 +191,11 @@ func (s *Server) Run(ctx context.Context) error {
 		return err
 	}
 	defer func() { stopConfd(); <-confdDone }()
+	if s.rejoinFirst {
+		if err := s.rejoin(ctx); err != nil {
+			return err
+		}
+	}
 	if s.dir.hasRaft() {
 		if err := s.startRaft(false); err != nil {
 			return err
@@ -331,6 +341,7 @@ func (s *Server) startRaft(bootstrap bool) error {
 		return err
 	}
 	s.node = n
+	go s.watchMembership(n.raft)
 	n.raft.RegisterObserver(raft.NewObserver(make(chan raft.Observation, 16), false, func(o *raft.Observation) bool {
 		select {
 		case s.raftEvents <- struct{}{}:
@@ -366,6 +377,9 @@ func (s *Server) stopRaft(archive bool) {
 		s.log.Warn("raft shutdown", "error", err)
 	}
 	if archive {
+		if err := s.setRaftMember(""); err != nil {
+			s.log.Error("clearing the Raft membership record", "error", err)
+		}
 		if err := s.dir.archiveRaft(time.Now()); err != nil {
 			s.log.Error("archiving raft state", "error", err)
 		}

@@ -63,6 +63,7 @@ func agentCommand() *cli.Command {
 			&cli.IntFlag{Name: "confd-port", Value: d.ConfdPort},
 			&cli.IntFlag{Name: "maintd-port", Value: d.MaintdPort, Usage: "maintd's HTTP API, on the leader only"},
 			&cli.StringFlag{Name: "join", Usage: "comma-separated API addresses of candidates to register with"},
+			&cli.BoolFlag{Name: "rejoin", Usage: "this candidate lost its Raft state: have the leader remove it from the Raft group, and rejoin as a non-voter that catches up before it votes"},
 			&cli.StringFlag{Name: "profile", Value: d.Profile, Usage: "timers: lan or dev"},
 			&cli.StringFlag{Name: "log-level", Value: d.LogLevel},
 			&cli.BoolFlag{Name: "debug", Usage: "serve Go's profiler under /debug/pprof/ on the API port"},
@@ -148,6 +149,7 @@ func agentCommand() *cli.Command {
 			if c.IsSet("diagnose-min-interval") {
 				cfg.DiagnoseMinInterval.Duration = c.Duration("diagnose-min-interval")
 			}
+			cfg.Rejoin = c.Bool("rejoin")
 			if j := c.String("join"); j != "" {
 				cfg.Join = strings.Split(j, ",")
 			}

@@ -464,3 +464,41 @@ func (b *Backend) AddInstance(inst fsm.Instance) error {
 	buf.WriteByte('\n')
 	return b.f.Restore(&buf)
 }
+
+// Rejoin implements rpc.Backend: on the leader it checks the cluster and
+// the node as the real one does and takes the node out of the peers set
+// with SetPeers.
+func (b *Backend) Rejoin(ctx context.Context, req rpc.RejoinRequest) (rpc.RejoinResponse, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.self {
+		return rpc.RejoinResponse{}, rpc.ErrNotLeader
+	}
+	var e *fsm.Error
+	b.f.Read(func(s *fsm.State, _ uint64) {
+		switch {
+		case s.Cluster == nil:
+			e = &fsm.Error{Code: fsm.CodeState, Msg: "the cluster is not initialised"}
+		case s.Cluster.UUID != req.ClusterUUID:
+			e = &fsm.Error{Code: fsm.CodeState, Field: "cluster_uuid", Msg: "node belongs to another cluster"}
+		case s.LookupNode(req.Node) == nil:
+			e = &fsm.Error{Code: fsm.CodeNoEnt, Field: "node", Msg: "no node " + req.Node}
+		}
+	})
+	if e != nil {
+		return rpc.RejoinResponse{}, e
+	}
+	out := rpc.RejoinResponse{Leader: b.spec.Name}
+	kept := b.peers[:0:0]
+	for _, p := range b.peers {
+		if p.ID == req.Node {
+			out.Removed = true
+			continue
+		}
+		kept = append(kept, p)
+	}
+	if b.peers != nil {
+		b.peers = kept
+	}
+	return out, nil
+}
