@@ -21,7 +21,7 @@ func (s *State) applyClusterInit(c *ClusterInit) *Error {
 	if e := validateIP("node.primary_ip", c.Node.PrimaryIP, true); e != nil {
 		return e
 	}
-	if e := c.Node.Resources.Validate("node.resources"); e != nil {
+	if e := c.Node.Validate("node"); e != nil {
 		return e
 	}
 	if e := validateNDParams("ndparams", c.NDParams); e != nil {
@@ -105,7 +105,7 @@ func (s *State) applyNodeRegister(c *NodeRegister) *Error {
 	if n.Addrs == c.Node.Addrs && n.Resources == c.Node.Resources && n.Version == c.Node.Version {
 		return nil
 	}
-	if e := c.Node.Resources.Validate("node.resources"); e != nil {
+	if e := c.Node.Validate("node"); e != nil {
 		return e
 	}
 	t := s.begin(c.Now)

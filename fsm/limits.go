@@ -72,6 +72,8 @@ const (
 	MaxReasonTextLen = 4096
 	// MaxCommentLen bounds an opcode's comment.
 	MaxCommentLen = 4096
+	// MaxParams bounds the keys of a parameter map (hvparams, osparams).
+	MaxParams = 64
 )
 
 // KnownIAllocators are the instance allocators gnt has: its built-in hail.
@@ -276,6 +278,47 @@ func (i *Instance) ValidateBounds() *Error {
 	}
 	if len(i.Tags) > MaxTagsPerObj {
 		return errf(CodeInval, "instance.tags", "an instance has at most %d tags, got %d", MaxTagsPerObj, len(i.Tags))
+	}
+	return nil
+}
+
+// Validate checks what a gntd says of itself when it joins or registers:
+// its name, addresses (each at most MaxHostnameLen+6 bytes, a name) and
+// version (at most MaxNameLen) and its resources (Resources.Validate).
+func (n NodeSpec) Validate(field string) *Error {
+	if e := ValidateHostname(field+".name", n.Name); e != nil {
+		return e
+	}
+	for _, a := range []struct{ name, v string }{
+		{"api", n.Addrs.API}, {"raft", n.Addrs.Raft}, {"agent", n.Addrs.Agent}, {"gossip", n.Addrs.Gossip}, {"confd", n.Addrs.Confd},
+	} {
+		if e := ValidateName(field+".addrs."+a.name, a.v, MaxHostnameLen+6); e != nil {
+			return e
+		}
+	}
+	if e := ValidateName(field+".version", n.Version, MaxNameLen); e != nil {
+		return e
+	}
+	if e := ValidateName(field+".uuid", n.UUID, MaxHostnameLen); e != nil {
+		return e
+	}
+	return n.Resources.Validate(field + ".resources")
+}
+
+// validateParamMap checks a free-form parameter map (hvparams,
+// osparams): at most MaxParams keys, each a name of at most MaxNameLen
+// bytes.
+func validateParamMap(field string, m map[string]any) *Error {
+	if len(m) > MaxParams {
+		return errf(CodeInval, field, "%s has at most %d keys, got %d", field, MaxParams, len(m))
+	}
+	for _, k := range sortedKeys(m) {
+		if k == "" {
+			return errf(CodeInval, field, "%s has an empty key", field)
+		}
+		if e := ValidateName(field+"."+k, k, MaxNameLen); e != nil {
+			return e
+		}
 	}
 	return nil
 }

@@ -38,6 +38,14 @@ func numberedList(n int, item func(i int) string) string {
 	return "[" + strings.Join(parts, ",") + "]"
 }
 
+func params(n int) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = `"k` + strconv.Itoa(i) + `":1`
+	}
+	return "{" + strings.Join(parts, ",") + "}"
+}
+
 func disks(n int, size int64) string {
 	return jsonList(n, `{"size":`+strconv.FormatInt(size, 10)+`}`)
 }
@@ -98,6 +106,8 @@ func TestLimits(t *testing.T) {
 		{"group ref", `{"OP_ID":"OP_GROUP_REMOVE","group_name":"` + strings.Repeat("g", 128) + `"}`, `{"OP_ID":"OP_GROUP_REMOVE","group_name":"` + strings.Repeat("g", 129) + `"}`, "group_name", "128"},
 		{"node ref", `{"OP_ID":"OP_NODE_REMOVE","node_name":"` + strings.Repeat("n", 255) + `"}`, `{"OP_ID":"OP_NODE_REMOVE","node_name":"` + strings.Repeat("n", 256) + `"}`, "node_name", "255"},
 		{"node ref path", `{"OP_ID":"OP_NODE_REMOVE","node_name":"n1"}`, `{"OP_ID":"OP_NODE_REMOVE","node_name":"../n1"}`, "node_name", "'/'"},
+		{"hvparams keys", create(`"hvparams":` + params(64)), create(`"hvparams":` + params(65)), "hvparams", "64"},
+		{"osparams key", `{"OP_ID":"OP_INSTANCE_REINSTALL","instance_name":"w","osparams":{"a":1}}`, `{"OP_ID":"OP_INSTANCE_REINSTALL","instance_name":"w","osparams":{"a/b":1}}`, "osparams.a/b", "'/'"},
 		{"depends", delay(`"duration":0,"depends":` + jsonList(100, `[1,[]]`)), delay(`"duration":0,"depends":` + jsonList(101, `[1,[]]`)), "depends", "100"},
 		{"reason entries", delay(`"duration":0,"reason":` + jsonList(32, `["a","b",1]`)), delay(`"duration":0,"reason":` + jsonList(33, `["a","b",1]`)), "reason", "32"},
 		{"reason text", delay(`"duration":0,"reason":[["a","` + strings.Repeat("r", 4096) + `",1]]`), delay(`"duration":0,"reason":[["a","` + strings.Repeat("r", 4097) + `",1]]`), "reason", "4096"},
@@ -243,6 +253,29 @@ func TestInstanceBounds(t *testing.T) {
 				t.Fatalf("got %+v, want a refusal on %s mentioning %s", e, c.field, c.needle)
 			}
 		})
+	}
+}
+
+func TestNodeSpecBounds(t *testing.T) {
+	ok := NodeSpec{Name: "n1", UUID: "u", PrimaryIP: "192.0.2.1", Addrs: Addrs{API: "192.0.2.1:5080", Raft: "[2001:db8::1]:1817"}, Version: "1.0"}
+	if e := ok.Validate("node"); e != nil {
+		t.Fatal(e)
+	}
+	for _, c := range []struct {
+		edit  func(n *NodeSpec)
+		field string
+	}{
+		{func(n *NodeSpec) { n.Name = "bad name" }, "node.name"},
+		{func(n *NodeSpec) { n.Addrs.Gossip = strings.Repeat("a", MaxHostnameLen+7) }, "node.addrs.gossip"},
+		{func(n *NodeSpec) { n.Addrs.API = "a\nb" }, "node.addrs.api"},
+		{func(n *NodeSpec) { n.Version = strings.Repeat("v", MaxNameLen+1) }, "node.version"},
+		{func(n *NodeSpec) { n.Resources.MemoryMiB = 1 << 62 }, "node.resources.memory_mib"},
+	} {
+		n := ok
+		c.edit(&n)
+		if e := n.Validate("node"); e == nil || e.Field != c.field {
+			t.Errorf("%+v: got %v, want a refusal on %s", n, e, c.field)
+		}
 	}
 }
 
@@ -424,6 +457,8 @@ func TestLimitsDocumented(t *testing.T) {
 		{"node group names", []string{strconv.Itoa(MaxGroupNameLen)}},
 		{"OS names (`os_type`)", []string{strconv.Itoa(MaxNameLen)}},
 		{"timeouts (`timeout`, `shutdown_timeout`)", []string{strconv.Itoa(MaxTimeoutSeconds)}},
+		{"keys of `hvparams`, `osparams`", []string{strconv.Itoa(MaxParams), strconv.Itoa(MaxNameLen)}},
+		{"a node's addresses and version (join)", []string{strconv.Itoa(MaxHostnameLen + 6), strconv.Itoa(MaxNameLen)}},
 		{"`depends` of one opcode", []string{strconv.Itoa(MaxDepends)}},
 		{"`reason` trail given with an opcode", []string{strconv.Itoa(MaxReasonEntries), strconv.Itoa(MaxReasonTextLen)}},
 		{"`comment`", []string{strconv.Itoa(MaxCommentLen)}},

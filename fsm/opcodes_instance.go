@@ -182,6 +182,12 @@ func (o *OpInstanceCreate) Validate() *Error {
 	if e := validateRefName("group_name", o.GroupName, MaxGroupNameLen); e != nil {
 		return e
 	}
+	if e := validateParamMap("hvparams", o.HVParams); e != nil {
+		return e
+	}
+	if e := validateParamMap("osparams", o.OSParams); e != nil {
+		return e
+	}
 	if o.SNode != "" && o.Template() != DTDrbd {
 		return errf(CodeInval, "snode", "only drbd instances have a secondary node")
 	}
@@ -626,6 +632,9 @@ type OpInstanceReinstall struct {
 // Validate implements Opcode.
 func (o *OpInstanceReinstall) Validate() *Error {
 	if e := ValidateOSName("os_type", o.OSType); e != nil {
+		return e
+	}
+	if e := validateParamMap("osparams", o.OSParams); e != nil {
 		return e
 	}
 	return o.validateRef()

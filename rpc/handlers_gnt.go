@@ -68,10 +68,10 @@ func validateInit(req InitRequest) *APIError {
 	if e := fsm.ValidateHostname("cluster_name", req.ClusterName); e != nil {
 		return FromFSM(e)
 	}
-	if req.CandidatePoolSize < 0 {
-		return badRequest("candidate_pool_size", "candidate_pool_size must be a positive integer, got %d", req.CandidatePoolSize)
+	if req.CandidatePoolSize < 0 || req.CandidatePoolSize > fsm.MaxCandidatePoolSize {
+		return badRequest("candidate_pool_size", "candidate_pool_size must be 1 to %d, got %d", fsm.MaxCandidatePoolSize, req.CandidatePoolSize)
 	}
-	if req.MaxVoters < 0 || req.MaxVoters > 9 || (req.MaxVoters != 0 && req.MaxVoters%2 == 0) {
+	if req.MaxVoters < 0 || req.MaxVoters > fsm.MaxRaftVoters || (req.MaxVoters != 0 && req.MaxVoters%2 == 0) {
 		return badRequest("max_raft_voters", "max_raft_voters must be 1, 3, 5, 7 or 9, got %d", req.MaxVoters)
 	}
 	return nil
@@ -126,7 +126,10 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) {
 }
 
 func validateJoin(req JoinRequest) *APIError {
-	if e := fsm.ValidateHostname("node.name", req.Node.Name); e != nil {
+	if e := req.Node.Validate("node"); e != nil {
+		return FromFSM(e)
+	}
+	if e := fsm.ValidateName("cluster_uuid", req.ClusterUUID, fsm.MaxHostnameLen); e != nil {
 		return FromFSM(e)
 	}
 	for field, ip := range map[string]string{"node.primary_ip": req.Node.PrimaryIP, "node.secondary_ip": req.Node.SecondaryIP} {
