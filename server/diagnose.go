@@ -140,6 +140,14 @@ type diagnosePoller struct {
 	State       *diagnoseState
 	Log         hclog.Logger
 	Clock       func() time.Time
+
+	// The polls under way, by node name: a node that is slow to answer
+	// (up to PollTimeout) is not polled again meanwhile, and does not hold
+	// back the polls of the others (start).
+	mu       sync.Mutex
+	inflight map[string]bool
+	sem      chan struct{}
+	polls    sync.WaitGroup
 }
 
 func (p *diagnosePoller) interval() time.Duration {
@@ -162,6 +170,7 @@ func (p *diagnosePoller) Run(ctx context.Context) error {
 	}
 	p.State.resetResults()
 	defer p.State.resetResults()
+	defer p.polls.Wait()
 	var last time.Time
 	for {
 		// The interval is read again every second at most, so a shorter
@@ -169,7 +178,7 @@ func (p *diagnosePoller) Run(ctx context.Context) error {
 		interval := p.interval()
 		if time.Since(last) >= interval {
 			last = time.Now()
-			p.round(ctx, interval)
+			p.start(ctx, interval)
 		}
 		t := time.NewTimer(max(min(interval-time.Since(last), time.Second), 0))
 		select {
@@ -184,6 +193,16 @@ func (p *diagnosePoller) Run(ctx context.Context) error {
 // round polls every node that is not offline once, at most Concurrency at
 // a time, and returns when every poll is done.
 func (p *diagnosePoller) round(ctx context.Context, interval time.Duration) {
+	p.start(ctx, interval)
+	p.polls.Wait()
+}
+
+// start starts a poll of every node that is not offline and not still
+// being polled, at most Concurrency under way at a time, and returns
+// without waiting for them: one node that takes its whole PollTimeout to
+// answer delays no other node's result (before, every round waited for
+// the slowest node).
+func (p *diagnosePoller) start(ctx context.Context, interval time.Duration) {
 	key := p.Key()
 	if len(key) == 0 {
 		p.logLimited("", "no_key", "not polling self-diagnose reports: this gntd has no cluster key")
@@ -215,27 +234,37 @@ func (p *diagnosePoller) round(ctx context.Context, interval time.Duration) {
 		}
 	}
 	p.State.mu.Unlock()
-	conc := p.Concurrency
-	if conc <= 0 {
-		conc = DefaultDiagnoseConcurrency
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.sem == nil {
+		conc := p.Concurrency
+		if conc <= 0 {
+			conc = DefaultDiagnoseConcurrency
+		}
+		p.sem, p.inflight = make(chan struct{}, conc), map[string]bool{}
 	}
-	sem := make(chan struct{}, conc)
-	var wg sync.WaitGroup
 	for _, n := range nodes {
-		if ctx.Err() != nil {
-			break
+		if ctx.Err() != nil || p.inflight[n.Name] {
+			continue
 		}
-		select {
-		case <-ctx.Done():
-		case sem <- struct{}{}:
-			wg.Add(1)
-			go func() {
-				defer func() { <-sem; wg.Done() }()
-				p.poll(ctx, n, command, key, maxAge)
+		p.inflight[n.Name] = true
+		p.polls.Add(1)
+		go func() {
+			defer func() {
+				p.mu.Lock()
+				delete(p.inflight, n.Name)
+				p.mu.Unlock()
+				p.polls.Done()
 			}()
-		}
+			select {
+			case <-ctx.Done():
+				return
+			case p.sem <- struct{}{}:
+			}
+			defer func() { <-p.sem }()
+			p.poll(ctx, n, command, key, maxAge)
+		}()
 	}
-	wg.Wait()
 }
 
 // poll asks one node and records what came of it.

@@ -330,3 +330,47 @@ echo '{"status":"live-repair","command":"reseat-dimm","details":{"dimm":"A1","se
 		t.Fatalf("polls %v, rejected %v", polls, rejected)
 	}
 }
+
+// TestDiagnoseSlowNodeHoldsNoOther: a node whose poll hangs (its gntd
+// stopped, its command at its timeout) is not polled again meanwhile, and
+// the other nodes' results keep coming: one node never stalls the
+// observations maintd acts on for the others.
+func TestDiagnoseSlowNodeHoldsNoOther(t *testing.T) {
+	f, _ := livenessCluster(t)
+	now := t0.Add(time.Hour)
+	client := &fakeDiagnoseClient{}
+	release := make(chan struct{})
+	client.set("node1", func(string) (rpc.SignedDiagnoseReport, error) {
+		<-release
+		return rpc.SignedDiagnoseReport{}, errors.New("timed out")
+	})
+	state := &diagnoseState{}
+	p := &diagnosePoller{FSM: f, Client: client, Key: func() []byte { return testReportKey },
+		MaxAge: time.Minute, State: state, Clock: func() time.Time { return now }, Log: hclog.NewNullLogger()}
+	waitStatus := func(want string) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); state.latest()["node2"].Status != want; {
+			if time.Now().After(deadline) {
+				t.Fatalf("node2's result %+v, want %s, while node1 hangs", state.latest()["node2"], want)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	client.set("node2", reportOf(t, "node2", `{"status":"Ok"}`, now.Add(-2*time.Second), testReportKey))
+	p.start(context.Background(), time.Minute)
+	waitStatus("Ok")
+	client.set("node2", reportOf(t, "node2", `{"status":"live-repair","command":"reseat"}`, now.Add(-time.Second), testReportKey))
+	p.start(context.Background(), time.Minute)
+	waitStatus("live-repair")
+	close(release)
+	p.polls.Wait()
+	n1 := 0
+	for _, n := range client.reset() {
+		if n == "node1" {
+			n1++
+		}
+	}
+	if n1 != 1 {
+		t.Fatalf("node1 polled %d times while its first poll hung, want once", n1)
+	}
+}

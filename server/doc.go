@@ -14,7 +14,9 @@
 //     reconciler (liveness.go) under its own context; the self-diagnose
 //     poller (diagnose.go, diagnoseService) is a leader service of the
 //     same kind, whose round starts one goroutine per node polled (at
-//     most its concurrency) and waits for them;
+//     most its concurrency under way), does not wait for a slow node
+//     (that node is not polled again until it answers) and waits for
+//     them all when it stops;
 //   - gossipLoop (gossip.go), which starts this gntd's gossip member once
 //     the cluster key is known, joins known gossip addresses, and on exit
 //     leaves the gossip cluster and stops the member (and with it the
