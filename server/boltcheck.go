@@ -7,7 +7,26 @@ import (
 	"hash/fnv"
 	"io"
 	"os"
+
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 )
+
+// openRaftBolt opens raft.db for Raft: a file that exists is first checked
+// with checkBoltFile, and a panic of bbolt's own goroutine (the one
+// opening) becomes an error naming the file, never a stack trace.
+func openRaftBolt(path string) (store *raftboltdb.BoltStore, err error) {
+	if st, serr := os.Stat(path); serr == nil && st.Size() > 0 {
+		if err := checkBoltFile(path); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			store, err = nil, fmt.Errorf("%s is corrupt: bbolt: %v", path, p)
+		}
+	}()
+	return raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: boltOptions()})
+}
 
 // checkBoltFile checks the structure of a bolt database file (raft.db)
 // before bbolt opens it: bbolt trusts its pages, and on a file with

@@ -6,6 +6,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -155,4 +156,26 @@ func FuzzCheckBolt(f *testing.F) {
 			})
 		})
 	})
+}
+
+// openRaftBolt, as startRaft opens raft.db: a sound file opens, a new one
+// is created, a corrupt one is an error naming it.
+func TestOpenRaftBolt(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, raftDBFile)
+	writeRaftDB(t, path, 50, 100)
+	s, err := openRaftBolt(path)
+	if err != nil {
+		t.Fatalf("sound raft.db: %v", err)
+	}
+	s.Close()
+	fresh := filepath.Join(dir, "new.db")
+	if s, err = openRaftBolt(fresh); err != nil {
+		t.Fatalf("new raft.db: %v", err)
+	}
+	s.Close()
+	spoilFile(t, path)
+	if _, err := openRaftBolt(path); err == nil || !strings.Contains(err.Error(), path) || !errors.Is(err, errBoltCorrupt) {
+		t.Fatalf("corrupt raft.db: %v, want an error naming %s", err, path)
+	}
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
 
 	"github.com/gnt-cluster/gnt/fsm"
@@ -116,7 +115,7 @@ func startRaft(cfg *Config, dir string, f *raftFSM, log hclog.Logger, bootstrap 
 		return nil, err
 	}
 	dbPath := filepath.Join(dir, raftDBFile)
-	bolt, err := raftboltdb.New(raftboltdb.Options{Path: dbPath, BoltOptions: boltOptions()})
+	bolt, err := openRaftBolt(dbPath) // boltcheck.go
 	if err != nil {
 		return nil, fmt.Errorf("opening %s: %w (is another gntd using this data dir, or is the file corrupt?)", dbPath, err)
 	}
