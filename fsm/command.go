@@ -166,7 +166,10 @@ type LeaderEstablish struct {
 // (CmdRAPIUsersReplace, CmdRAPIUserPut, CmdRAPIUserRemove) and the
 // cluster option rapi_anonymous_read (OP_CLUSTER_SET_PARAMS), and the
 // cluster CA (ClusterInit.PKI).
-const LogVersion = 3
+// Version 4 adds the poison-job guard: job attempts (ActionAttempt, and
+// ActionStart records one), which may fail a job, and the debugging
+// opcode OP_TEST_CRASH.
+const LogVersion = 4
 
 // Job update actions.
 const (
@@ -177,6 +180,11 @@ const (
 	ActionApply    = "apply"    // apply a configuration opcode of an executor job
 	ActionCancel   = "cancel"   // the executor stops the job: opcode and the rest canceled
 	ActionPriority = "priority" // raise the opcode's priority by one (lock strategy exhausted)
+	// ActionAttempt records that the executor resumes an opcode an
+	// earlier executor started, before it runs anything of it; the
+	// poison-job guard may fail the job instead, and a cancel requested
+	// before is carried out instead (LogVersion 4).
+	ActionAttempt = "attempt"
 )
 
 // JobUpdate records progress of the leader's executor on one opcode.

@@ -157,6 +157,12 @@ type Job struct {
 	// for jobs created before it was recorded): a resent submission
 	// answers with it.
 	SubmitIndex uint64 `json:"submit_index,omitempty"`
+	// Attempts are the executor epochs that started or resumed the job,
+	// oldest first (the poison-job guard, attempts.go).
+	Attempts []Attempt `json:"gnt_attempts,omitempty"`
+	// PoisonEpochs, set when the poison-job guard failed the job, are the
+	// executor epochs whose leaders were lost while it ran.
+	PoisonEpochs []uint64 `json:"gnt_poison_epochs,omitempty"`
 }
 
 // Priority is Ganeti's job priority: the minimum over unfinished opcodes.
@@ -223,5 +229,7 @@ func (j *Job) clone() *Job {
 		x.Ops[i] = &o
 	}
 	x.Summary = cloneStrings(j.Summary)
+	x.Attempts = append([]Attempt(nil), j.Attempts...)
+	x.PoisonEpochs = append([]uint64(nil), j.PoisonEpochs...)
 	return &x
 }

@@ -255,6 +255,7 @@ var opcodeTypes = map[string]func() Opcode{
 	"OP_TAGS_SET":                func() Opcode { return &OpTagsSet{} },
 	"OP_TAGS_DEL":                func() Opcode { return &OpTagsDel{} },
 	"OP_TEST_DELAY":              func() Opcode { return &OpTestDelay{} },
+	"OP_TEST_CRASH":              func() Opcode { return &OpTestCrash{} },
 	"OP_INSTANCE_CREATE":         func() Opcode { return &OpInstanceCreate{} },
 	"OP_INSTANCE_REMOVE":         func() Opcode { return &OpInstanceRemove{} },
 	"OP_INSTANCE_STARTUP":        func() Opcode { return &OpInstanceStartup{} },

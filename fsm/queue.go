@@ -500,6 +500,18 @@ func (s *State) applyJobUpdate(c *JobUpdate) Response {
 		start()
 		op.Locks = c.Locks
 		job.addLog(op, ts, c.Log...)
+		job.attempt(op, c.Epoch, ts, c.OpIndex)
+	case ActionAttempt:
+		if op.Status != StatusRunning {
+			return Response{Err: errf(CodeState, "action", "opcode %d of job %d is %s, not running: only a started opcode is resumed", c.OpIndex, c.JobID, op.Status)}
+		}
+		job.addLog(op, ts, c.Log...)
+		if job.CancelRequested {
+			job.addLog(op, ts, fmt.Sprintf("canceled as requested before the executor of epoch %d resumed it", c.Epoch))
+			job.cancelFrom(c.OpIndex, ts)
+			break
+		}
+		job.attempt(op, c.Epoch, ts, c.OpIndex)
 	case ActionStep:
 		if op.Status != StatusRunning {
 			return Response{Err: errf(CodeState, "action", "opcode %d of job %d is %s, not running", c.OpIndex, c.JobID, op.Status)}
