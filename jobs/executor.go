@@ -67,6 +67,13 @@ type Executor struct {
 	// the executor found and the time from Run's start until the first of
 	// them was running again (zero when there were none).
 	OnResumed func(jobs int, took time.Duration)
+	// Debug is set on a gntd started with --debug: only then does the
+	// executor run debugging opcodes (OP_TEST_CRASH).
+	Debug bool
+	// Crash kills this gntd for OP_TEST_CRASH, the way its mode says; nil
+	// means for real (os.Exit, or a panic in the job's goroutine). Tests
+	// set it to stop the executor instead.
+	Crash func(mode string)
 	// Pacer, when set, hears of every pick so the applier can let the
 	// updates of the jobs it launched ride the next Raft entry (pacer.go).
 	Pacer *Pacer
@@ -424,6 +431,7 @@ func (e *Executor) runOp(ctx context.Context, job *fsm.Job, idx int, resume bool
 		return uerr
 	}
 	started := st.Status == fsm.StatusRunning
+	resumed := started && resume // an earlier executor started it
 	if !started {
 		if err := e.prepare(ctx, job, idx, op); err != nil {
 			return err
@@ -438,6 +446,40 @@ func (e *Executor) runOp(ctx context.Context, job *fsm.Job, idx int, resume bool
 		_, err := e.update(ctx, fsm.JobUpdate{JobID: job.ID, OpIndex: idx, Action: fsm.ActionApply})
 		return err
 	}
+	// The poison-job guard (fsm/attempts.go): nothing of an opcode runs,
+	// its steps are not even built, before this executor's attempt is
+	// recorded, by the start record of an opcode it starts or by an
+	// attempt record of one an earlier executor started. Either may come
+	// back with the job failed by the guard, or canceled as requested.
+	decl := st.Locks
+	if !started {
+		e.FSM.Read(func(s *fsm.State, _ uint64) { decl = op.Locks(s) })
+	}
+	var rec *fsm.JobUpdate
+	switch {
+	case started && !job.AttemptedBy(e.Epoch):
+		rec = &fsm.JobUpdate{JobID: job.ID, OpIndex: idx, Action: fsm.ActionAttempt}
+	case !started && (len(decl) > 0 || !inert(op)):
+		// An inert opcode without locks needs no start record: if the
+		// leader dies before it finishes, the next one runs it again.
+		rec = &fsm.JobUpdate{JobID: job.ID, OpIndex: idx, Action: fsm.ActionStart, Locks: decl}
+	}
+	record := func(rec fsm.JobUpdate) (bool, error) {
+		resp, err := e.update(ctx, rec)
+		if err != nil {
+			return false, err
+		}
+		if resp.Job == nil || fsm.Finalized(resp.Job.Status) {
+			return false, nil // failed by the guard, or canceled
+		}
+		job, st, started = resp.Job, resp.Job.Ops[idx], true
+		return true, nil
+	}
+	if rec != nil {
+		if goOn, err := record(*rec); !goOn {
+			return err
+		}
+	}
 	stepsOf := func(op fsm.Opcode, st *fsm.OpState) ([]Step, error) {
 		if e.Steps != nil {
 			return e.Steps(op)
@@ -445,8 +487,15 @@ func (e *Executor) runOp(ctx context.Context, job *fsm.Job, idx int, resume bool
 		return e.stepsFor(op, st)
 	}
 	steps, serr := stepsOf(op, st)
+	if !started && serr == nil && len(steps) > 1 {
+		// Steps of a test's own (Executor.Steps) may be several where
+		// the opcode's are one: each step's record needs a started opcode.
+		if goOn, err := record(fsm.JobUpdate{JobID: job.ID, OpIndex: idx, Action: fsm.ActionStart, Locks: decl}); !goOn {
+			return err
+		}
+	}
 	var note []string
-	if started && resume {
+	if resumed {
 		// The note is recorded with the step's result, so its entry is
 		// stamped when the step ends; the text says when it resumed.
 		note = []string{fmt.Sprintf("resumed by the executor of epoch %d after a leader change, at step %d of %d (at %s)",
@@ -457,18 +506,6 @@ func (e *Executor) runOp(ctx context.Context, job *fsm.Job, idx int, resume bool
 		_, err := e.update(ctx, fsm.JobUpdate{JobID: job.ID, OpIndex: idx, Action: fsm.ActionFinish,
 			Status: fsm.StatusError, Log: note, Result: mustJSON(serr.Error())})
 		return err
-	}
-	decl := st.Locks
-	if !started {
-		e.FSM.Read(func(s *fsm.State, _ uint64) { decl = op.Locks(s) })
-		// A one-step opcode without locks needs no start record: if the
-		// leader dies before it finishes, the next one runs it again.
-		if len(steps) > 1 || len(decl) > 0 {
-			if _, err := e.update(ctx, fsm.JobUpdate{JobID: job.ID, OpIndex: idx, Action: fsm.ActionStart, Locks: decl}); err != nil {
-				return err
-			}
-			started = true
-		}
 	}
 	sc := &StepContext{Job: job, OpIndex: idx, Resumed: resume, sleep: func(ctx context.Context, d time.Duration) error {
 		if d > 0 {
@@ -495,7 +532,7 @@ func (e *Executor) runOp(ctx context.Context, job *fsm.Job, idx int, resume bool
 			res any
 			err error
 		)
-		if skip, ferr := e.resumeCheck(ctx, sc, steps[k], started && resume && k == len(st.Steps)); ferr != nil {
+		if skip, ferr := e.resumeCheck(ctx, sc, steps[k], resumed && k == len(st.Steps)); ferr != nil {
 			_, uerr := e.update(ctx, fsm.JobUpdate{JobID: job.ID, OpIndex: idx, Action: fsm.ActionFinish,
 				Status: fsm.StatusError, Log: sc.logs, Result: mustJSON(ferr.Error())})
 			return uerr

@@ -2,7 +2,9 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/gnt-cluster/gnt/fsm"
@@ -64,6 +66,8 @@ func (e *Executor) stepsFor(op fsm.Opcode, st *fsm.OpState) ([]Step, error) {
 	switch o := op.(type) {
 	case *fsm.OpTestDelay:
 		return testDelaySteps(o)
+	case *fsm.OpTestCrash:
+		return e.testCrashSteps(o), nil
 	case *fsm.OpInstanceCreate:
 		return e.createSteps(o), nil
 	case *fsm.OpInstanceRemove:
@@ -150,4 +154,49 @@ func testDelaySteps(o *fsm.OpTestDelay) ([]Step, error) {
 		}
 	}
 	return steps, nil
+}
+
+// inert reports whether an opcode's work cannot reach beyond the leader's
+// own goroutine: an OP_TEST_DELAY of one step only sleeps. Without locks
+// such an opcode runs without a start record (a no-op job costs one Raft
+// entry, not two); every other opcode's attempt is recorded before it
+// runs (the poison-job guard, fsm/attempts.go).
+func inert(op fsm.Opcode) bool {
+	o, ok := op.(*fsm.OpTestDelay)
+	return ok && o.Repeat <= 1
+}
+
+// CrashExitStatus is the exit status of a gntd that OP_TEST_CRASH kills
+// with mode exit (a Go panic exits with the same).
+const CrashExitStatus = 2
+
+// testCrashSteps is OP_TEST_CRASH: one step that kills this gntd, as long
+// as its job has recorded no more attempts than Times (always when Times
+// is 0); once it has, the step succeeds. A gntd without --debug fails it.
+func (e *Executor) testCrashSteps(o *fsm.OpTestCrash) []Step {
+	return []Step{{Name: "crash", Run: func(ctx context.Context, sc *StepContext) (any, error) {
+		if !e.Debug {
+			return nil, errors.New("OP_TEST_CRASH runs only on a gntd started with --debug, and this leader's gntd was not")
+		}
+		n := len(sc.Job.Attempts)
+		if o.Times > 0 && n > o.Times {
+			sc.Logf("not crashing: attempt %d, and it was to kill %d executors", n, o.Times)
+			return nil, nil
+		}
+		mode := o.Mode
+		if mode == "" {
+			mode = fsm.CrashExit
+		}
+		e.Log.Error("OP_TEST_CRASH: killing this gntd as the job asks", "job", sc.Job.ID, "mode", mode, "epoch", e.Epoch, "attempt", n)
+		if e.Crash != nil {
+			e.Crash(mode)
+			<-ctx.Done() // a test's Crash stops the executor: the leader is gone
+			return nil, ctx.Err()
+		}
+		if mode == fsm.CrashPanic {
+			panic(fmt.Sprintf("OP_TEST_CRASH of job %d (executor epoch %d)", sc.Job.ID, e.Epoch))
+		}
+		os.Exit(CrashExitStatus)
+		return nil, nil
+	}}}
 }
