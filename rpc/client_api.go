@@ -168,6 +168,8 @@ type JobInfo struct {
 	OpDepends       [][]fsm.Dependency `json:"gnt_opdepends"`
 	Archived        bool               `json:"gnt_archived"`
 	CancelRequested bool               `json:"gnt_cancel_requested"`
+	Attempts        []fsm.Attempt      `json:"gnt_attempts"`
+	PoisonEpochs    []uint64           `json:"gnt_poison_epochs"`
 }
 
 // Request bodies.

@@ -22,9 +22,12 @@ var JobFields = []string{
 }
 
 // GntJobFields are gnt's additions to a job object: per opcode the
-// completed steps, the locks held and the resolved dependencies, and
-// whether the job is archived or a cancel is pending.
-var GntJobFields = []string{"gnt_opsteps", "gnt_oplocks", "gnt_opdepends", "gnt_archived", "gnt_cancel_requested"}
+// completed steps, the locks held and the resolved dependencies; whether
+// the job is archived or a cancel is pending; the executor attempts on it
+// and, when the poison-job guard failed it, the executor epochs whose
+// leaders were lost while it ran.
+var GntJobFields = []string{"gnt_opsteps", "gnt_oplocks", "gnt_opdepends", "gnt_archived", "gnt_cancel_requested",
+	"gnt_attempts", "gnt_poison_epochs"}
 
 // JobBulkFields are the fields of each job of GET /2/jobs?bulk=1.
 var JobBulkFields = []string{"id", "ops", "status", "summary", "opstatus", "received_ts", "start_ts", "end_ts", "priority", "gnt_archived"}
@@ -116,6 +119,10 @@ func jobField(j jobView, f string) any {
 		return j.archived
 	case "gnt_cancel_requested":
 		return j.CancelRequested
+	case "gnt_attempts":
+		return nonNil(j.Attempts)
+	case "gnt_poison_epochs":
+		return nonNil(j.PoisonEpochs)
 	}
 	return nil
 }

@@ -170,6 +170,11 @@ func (s *Server) handleSubmitJobs(w http.ResponseWriter, r *http.Request) {
 			writeError(w, aerr)
 			return
 		}
+		if aerr := s.refuseDebugOps(built); aerr != nil {
+			aerr.Message = fmt.Sprintf("job %d: %s", k, aerr.Message)
+			writeError(w, aerr)
+			return
+		}
 		spec := fsm.JobSpec{Ops: built, UUIDs: make([]string, len(built))}
 		for i := range spec.UUIDs {
 			spec.UUIDs[i] = s.b.NewUUID()

@@ -67,6 +67,9 @@ type ServerOptions struct {
 	// BcryptCost is the cost of the bcrypt hashes of passwords this
 	// server proposes; default DefaultBcryptCost.
 	BcryptCost int
+	// Debug accepts debugging opcodes (OP_TEST_CRASH): set with gntd
+	// --debug.
+	Debug bool
 }
 
 // Server is the HTTP API of one gntd. It answers reads from the local
@@ -81,6 +84,7 @@ type Server struct {
 	mux     *http.ServeMux
 	reg     *prometheus.Registry
 	stop    context.Context // ServerOptions.Stopping
+	debug   bool            // ServerOptions.Debug
 
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
@@ -114,6 +118,7 @@ func NewServer(b Backend, opts ServerOptions) *Server {
 		reg:     opts.Metrics,
 		mux:     http.NewServeMux(),
 		stop:    opts.Stopping,
+		debug:   opts.Debug,
 
 		bcryptCost: opts.BcryptCost,
 	}
@@ -1002,6 +1007,10 @@ func opError(n, i int, e *fsm.Error) *APIError {
 // the job is finalized (or hold passes): a client that wants the outcome
 // then needs one request, not a submission and a wait.
 func (s *Server) submit(w http.ResponseWriter, r *http.Request, ops []json.RawMessage, now time.Time, hold time.Duration) error {
+	if aerr := s.refuseDebugOps(ops); aerr != nil {
+		writeError(w, aerr)
+		return nil
+	}
 	uuids := make([]string, len(ops))
 	for i := range uuids {
 		uuids[i] = s.b.NewUUID()

@@ -108,7 +108,8 @@ type Config struct {
 	// before the leader archives them (0 disables automatic archiving).
 	JobArchiveAge Duration `json:"job_archive_age"`
 	LogLevel      string   `json:"log_level"`
-	// Debug serves Go's profiler under /debug/pprof/ on the API port.
+	// Debug serves Go's profiler under /debug/pprof/ on the API port, and
+	// accepts and runs debugging opcodes (OP_TEST_CRASH).
 	Debug bool `json:"debug"`
 	// SnapshotThreshold and TrailingLogs override Raft's (0: 8192 and
 	// 10240); tests lower them to exercise snapshot installation.

@@ -124,7 +124,7 @@ func New(cfg Config, log hclog.Logger) (*Server, error) {
 		// TODO(tls): enforce authentication once the API is served over
 		// TLS and gntds forward with their client certificates and the
 		// CLI has credentials; until then every client would be refused.
-		AuthDisabled: true})
+		AuthDisabled: true, Debug: cfg.Debug})
 	return s, nil
 }
 

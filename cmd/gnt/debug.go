@@ -34,6 +34,15 @@ func (e environment) debugCommand() *cli.Command {
 				},
 				Action: e.do(debugDelay),
 			},
+			{
+				Name:  "crash",
+				Usage: "run OP_TEST_CRASH: kill the gntd whose executor runs it (tests the poison-job guard; needs gntd --debug)",
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "mode", Value: fsm.CrashExit, Usage: "how the gntd dies: exit (os.Exit) or panic (in the executor's goroutine)"},
+					&cli.IntFlag{Name: "times", Usage: fmt.Sprintf("kill `N` executors, then succeed (0: every executor that runs it; at most %d)", fsm.MaxTestCrashTimes)},
+				},
+				Action: e.do(debugCrash),
+			},
 		},
 	}
 }
@@ -157,4 +166,25 @@ func debugDelay(ctx context.Context, s *session, c *cli.Context, args []string) 
 		}
 	}
 	return nil
+}
+
+func debugCrash(ctx context.Context, s *session, c *cli.Context, args []string) error {
+	if err := nArgs(c, args, 0, 0); err != nil {
+		return err
+	}
+	op := map[string]any{"OP_ID": "OP_TEST_CRASH"}
+	switch m := c.String("mode"); m {
+	case fsm.CrashExit:
+	case fsm.CrashPanic:
+		op["mode"] = m
+	default:
+		return usagef(c, "--mode %q: want %s or %s", m, fsm.CrashExit, fsm.CrashPanic)
+	}
+	if n := c.Int("times"); n < 0 || n > fsm.MaxTestCrashTimes {
+		return usagef(c, "--times %d: want 0 (every executor) to %d", n, fsm.MaxTestCrashTimes)
+	} else if n > 0 {
+		op["times"] = n
+	}
+	_, err := s.change(ctx, http.MethodPost, "/2/jobs", nil, map[string]any{"ops": []any{op}})
+	return err
 }

@@ -234,6 +234,15 @@ func showJob(w io.Writer, j *job) {
 	if len(j.Summary) > 0 {
 		fmt.Fprintf(w, "  Summary: %s\n", strings.Join(j.Summary, ","))
 	}
+	if len(j.PoisonEpochs) > 0 {
+		fmt.Fprintf(w, "  Failed by the poison-job guard: the leaders of executor epochs %s were lost while it ran\n", joinUints(j.PoisonEpochs))
+	}
+	if len(j.Attempts) > 0 {
+		fmt.Fprintf(w, "  Executor attempts:\n")
+		for _, a := range j.Attempts {
+			fmt.Fprintf(w, "    - executor epoch %d at %s, opcode %d\n", a.Epoch, formatStamp(a.Time), a.OpIndex)
+		}
+	}
 	fmt.Fprintf(w, "  Received:         %s\n", formatStamp(j.ReceivedTS))
 	fmt.Fprintf(w, "  Processing start: %s%s\n", formatStamp(j.StartTS), delta(j.ReceivedTS, j.StartTS))
 	fmt.Fprintf(w, "  Processing end:   %s%s\n", formatStamp(j.EndTS), delta(j.StartTS, j.EndTS))
@@ -293,6 +302,15 @@ func showJob(w io.Writer, j *job) {
 			fmt.Fprintf(w, "      No execution log\n")
 		}
 	}
+}
+
+// joinUints writes numbers as "5, 6".
+func joinUints(xs []uint64) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = strconv.FormatUint(x, 10)
+	}
+	return strings.Join(s, ", ")
 }
 
 func stampAt(xs []stamp, i int) stamp {

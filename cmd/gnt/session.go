@@ -318,6 +318,12 @@ type job struct {
 	OpDepends       [][]fsm.Dependency `json:"gnt_opdepends"`
 	Archived        bool               `json:"gnt_archived"`
 	CancelRequested bool               `json:"gnt_cancel_requested"`
+	Attempts        []struct {
+		Epoch   uint64 `json:"epoch"`
+		Time    stamp  `json:"ts"`
+		OpIndex int    `json:"op_index"`
+	} `json:"gnt_attempts"`
+	PoisonEpochs []uint64 `json:"gnt_poison_epochs"`
 }
 
 // stamp is Ganeti's [seconds, microseconds] timestamp; nil when not reached.
