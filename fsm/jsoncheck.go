@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"bytes"
 	"strconv"
 	"strings"
 	"unicode"
@@ -14,7 +15,10 @@ import (
 // fields so), bytes that are not UTF-8 and \u escapes of half a surrogate
 // pair (encoding/json turns both into U+FFFD), and nesting deeper than
 // maxJSONDepth levels inside the outermost value (as deep as the quick
-// path's JSONReader reads a field's raw value). The error names the key at fault as a dotted path.
+// path's JSONReader reads a field's raw value). The error names the key
+// at fault as a dotted path (ndparams.ssh_port, ops.0.repeat). Checking
+// allocates nothing but for keys that need case folding and objects of
+// more than 16 keys.
 //
 // Syntax errors are left to the decoder that runs next: CheckJSON returns
 // nil at the first one, so messages about them stay encoding/json's.
@@ -22,16 +26,49 @@ import (
 // repeated keys, escapes and invalid UTF-8 on its own (FuzzCheckJSON holds
 // the two paths to the same answer).
 func CheckJSON(raw []byte) *Error {
-	c := jsonChecker{b: raw}
-	c.value(0, "")
+	var stack [16]pathSeg
+	c := jsonChecker{b: raw, path: stack[:0]}
+	c.value(0)
 	return c.err
 }
 
+// pathSeg is one step of the path to a value: a key of an object, or
+// an index of a list (key nil). The checker keeps the path as a stack
+// and spells it out only for an error.
+type pathSeg struct {
+	key []byte
+	idx int
+}
+
 type jsonChecker struct {
-	b   []byte
-	i   int
-	err *Error
-	bad bool // a syntax error: stop, and leave it to the decoder
+	b    []byte
+	i    int
+	err  *Error
+	bad  bool // a syntax error: stop, and leave it to the decoder
+	path []pathSeg
+}
+
+// where spells out the path to the value being read, with extra (a key
+// not yet pushed) when it is not nil.
+func (c *jsonChecker) where(extra []byte) string {
+	var sb strings.Builder
+	for k, p := range c.path {
+		if k > 0 {
+			sb.WriteByte('.')
+		}
+		if p.key != nil {
+			sb.Write(p.key)
+		} else {
+			sb.WriteString(strconv.Itoa(p.idx))
+		}
+	}
+	if extra != nil {
+		if len(c.path) > 0 {
+			sb.WriteByte('.')
+		}
+		sb.Write(extra)
+	}
+	return sb.String()
 }
 
 func (c *jsonChecker) ws() {
@@ -47,20 +84,13 @@ func (c *jsonChecker) ws() {
 
 func (c *jsonChecker) stop() bool { return c.err != nil || c.bad }
 
-func (c *jsonChecker) fail(path, format string, args ...any) {
+func (c *jsonChecker) fail(field string, format string, args ...any) {
 	if c.err == nil {
-		c.err = errf(CodeInval, path, format, args...)
+		c.err = errf(CodeInval, field, format, args...)
 	}
 }
 
-func joinPath(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
-}
-
-func (c *jsonChecker) value(depth int, path string) {
+func (c *jsonChecker) value(depth int) {
 	c.ws()
 	if c.i >= len(c.b) {
 		c.bad = true
@@ -69,13 +99,13 @@ func (c *jsonChecker) value(depth int, path string) {
 	switch ch := c.b[c.i]; {
 	case ch == '{':
 		if depth > maxJSONDepth {
-			c.fail(path, "JSON nested deeper than %d levels at offset %d", maxJSONDepth, c.i)
+			c.fail(c.where(nil), "JSON nested deeper than %d levels at offset %d", maxJSONDepth, c.i)
 			return
 		}
-		c.object(depth, path)
+		c.object(depth)
 	case ch == '[':
 		if depth > maxJSONDepth {
-			c.fail(path, "JSON nested deeper than %d levels at offset %d", maxJSONDepth, c.i)
+			c.fail(c.where(nil), "JSON nested deeper than %d levels at offset %d", maxJSONDepth, c.i)
 			return
 		}
 		c.i++
@@ -85,7 +115,9 @@ func (c *jsonChecker) value(depth int, path string) {
 			return
 		}
 		for k := 0; ; k++ {
-			c.value(depth+1, joinPath(path, strconv.Itoa(k)))
+			c.path = append(c.path, pathSeg{idx: k})
+			c.value(depth + 1)
+			c.path = c.path[:len(c.path)-1]
 			if c.stop() {
 				return
 			}
@@ -102,7 +134,7 @@ func (c *jsonChecker) value(depth int, path string) {
 			return
 		}
 	case ch == '"':
-		c.str(path)
+		c.str()
 	default:
 		// Literals and numbers: skip their bytes; the decoder judges them.
 		for c.i < len(c.b) {
@@ -119,40 +151,44 @@ func (c *jsonChecker) value(depth int, path string) {
 	}
 }
 
-func (c *jsonChecker) object(depth int, path string) {
+func (c *jsonChecker) object(depth int) {
 	c.i++ // '{'
 	c.ws()
 	if c.i < len(c.b) && c.b[c.i] == '}' {
 		c.i++
 		return
 	}
-	var few []string
+	var fewBuf [16][]byte
+	few := fewBuf[:0]
 	var many map[string]struct{}
 	for {
 		c.ws()
-		key, ok := c.str(path)
+		key, ok := c.str()
 		if !ok {
 			return
 		}
 		fk := foldKey(key)
 		dup := false
 		if many != nil {
-			_, dup = many[fk]
-			many[fk] = struct{}{}
+			_, dup = many[string(fk)]
+			many[string(fk)] = struct{}{}
 		} else {
 			for _, k := range few {
-				dup = dup || k == fk
+				dup = dup || bytes.Equal(k, fk)
 			}
-			few = append(few, fk)
-			if len(few) > 16 {
-				many = make(map[string]struct{}, 2*len(few))
+			if len(few) < cap(fewBuf) {
+				few = append(few, fk)
+			} else {
+				many = make(map[string]struct{}, 4*len(few))
 				for _, k := range few {
-					many[k] = struct{}{}
+					many[string(k)] = struct{}{}
 				}
+				many[string(fk)] = struct{}{}
 			}
 		}
 		if dup {
-			c.fail(joinPath(path, key), "duplicate key %q in a JSON object (each key may be given once)", joinPath(path, key))
+			at := c.where(key)
+			c.fail(at, "duplicate key %q in a JSON object (each key may be given once)", at)
 			return
 		}
 		c.ws()
@@ -161,7 +197,9 @@ func (c *jsonChecker) object(depth int, path string) {
 			return
 		}
 		c.i++
-		c.value(depth+1, joinPath(path, key))
+		c.path = append(c.path, pathSeg{key: key})
+		c.value(depth + 1)
+		c.path = c.path[:len(c.path)-1]
 		if c.stop() {
 			return
 		}
@@ -181,7 +219,7 @@ func (c *jsonChecker) object(depth int, path string) {
 
 // foldKey maps a key to one representative of the keys encoding/json
 // matches with it (simple case folding).
-func foldKey(k string) string {
+func foldKey(k []byte) []byte {
 	ascii := true
 	for i := 0; i < len(k); i++ {
 		if c := k[i]; c >= utf8.RuneSelf || 'A' <= c && c <= 'Z' {
@@ -192,8 +230,8 @@ func foldKey(k string) string {
 	if ascii {
 		return k
 	}
-	var sb strings.Builder
-	for _, r := range k {
+	var sb []byte
+	for _, r := range string(k) {
 		// The representative of a folding orbit is its lower-case ASCII
 		// letter when it has one (so that plain keys stay as they are),
 		// else its smallest rune.
@@ -203,17 +241,18 @@ func foldKey(k string) string {
 				m = f
 			}
 		}
-		sb.WriteRune(m)
+		sb = utf8.AppendRune(sb, m)
 	}
-	return sb.String()
+	return sb
 }
 
-// str reads a string and returns its unescaped text; ok is false when
-// the checker stopped (an error or a syntax error).
-func (c *jsonChecker) str(path string) (string, bool) {
+// str reads a string and returns its unescaped text (a slice of the
+// input when it has no escapes); ok is false when the checker stopped (an
+// error or a syntax error).
+func (c *jsonChecker) str() ([]byte, bool) {
 	if c.i >= len(c.b) || c.b[c.i] != '"' {
 		c.bad = true
-		return "", false
+		return nil, false
 	}
 	c.i++
 	start := c.i
@@ -226,9 +265,9 @@ func (c *jsonChecker) str(path string) (string, bool) {
 			s := c.b[start:c.i]
 			c.i++
 			if !escaped {
-				return string(s), true
+				return s, true
 			}
-			return string(out), true
+			return out, true
 		case ch == '\\':
 			if !escaped {
 				out = append(out, c.b[start:c.i]...)
@@ -236,7 +275,7 @@ func (c *jsonChecker) str(path string) (string, bool) {
 			}
 			if c.i+1 >= len(c.b) {
 				c.bad = true
-				return "", false
+				return nil, false
 			}
 			e := c.b[c.i+1]
 			c.i += 2
@@ -256,32 +295,32 @@ func (c *jsonChecker) str(path string) (string, bool) {
 			case 'u':
 				rn, ok := c.hex4()
 				if !ok {
-					return "", false
+					return nil, false
 				}
 				if utf16.IsSurrogate(rn) {
 					at := c.i - 6
 					if rn >= 0xdc00 || c.i+1 >= len(c.b) || c.b[c.i] != '\\' || c.b[c.i+1] != 'u' {
-						c.fail(path, "JSON string at offset %d has half a UTF-16 surrogate pair (\\u%04x)", at, rn)
-						return "", false
+						c.fail(c.where(nil), "JSON string at offset %d has half a UTF-16 surrogate pair (\\u%04x)", at, rn)
+						return nil, false
 					}
 					c.i += 2
 					lo, ok := c.hex4()
 					if !ok {
-						return "", false
+						return nil, false
 					}
 					if rn = utf16.DecodeRune(rn, lo); rn == utf8.RuneError {
-						c.fail(path, "JSON string at offset %d has half a UTF-16 surrogate pair", at)
-						return "", false
+						c.fail(c.where(nil), "JSON string at offset %d has half a UTF-16 surrogate pair", at)
+						return nil, false
 					}
 				}
 				out = utf8.AppendRune(out, rn)
 			default:
 				c.bad = true
-				return "", false
+				return nil, false
 			}
 		case ch < 0x20:
 			c.bad = true
-			return "", false
+			return nil, false
 		case ch < utf8.RuneSelf:
 			if escaped {
 				out = append(out, ch)
@@ -290,8 +329,8 @@ func (c *jsonChecker) str(path string) (string, bool) {
 		default:
 			r, n := utf8.DecodeRune(c.b[c.i:])
 			if r == utf8.RuneError && n <= 1 {
-				c.fail(path, "JSON text at offset %d is not valid UTF-8", c.i)
-				return "", false
+				c.fail(c.where(nil), "JSON text at offset %d is not valid UTF-8", c.i)
+				return nil, false
 			}
 			if escaped {
 				out = append(out, c.b[c.i:c.i+n]...)
@@ -300,7 +339,7 @@ func (c *jsonChecker) str(path string) (string, bool) {
 		}
 	}
 	c.bad = true
-	return "", false
+	return nil, false
 }
 
 func (c *jsonChecker) hex4() (rune, bool) {
