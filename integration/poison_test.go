@@ -110,3 +110,36 @@ func TestPoisonJobFailsAfterTwoLeaders(t *testing.T) {
 		}
 	}
 }
+
+// TestCrashOnceThenResumed: a job whose run kills one leader, by a panic
+// in the executor's goroutine (gnt debug crash --mode panic --times 1),
+// is resumed by the next leader and succeeds: one death is not a poison.
+func TestCrashOnceThenResumed(t *testing.T) {
+	c := NewCluster(t, ClusterOptions{Candidates: 3, ExtraArgs: []string{"--debug"}})
+	first := c.WaitLeader(10 * time.Second)
+	out, err := c.GNT("--submit", "debug", "crash", "--mode", "panic", "--times", "1")
+	if err != nil {
+		t.Fatalf("submit: %v\n%s", err, out)
+	}
+	id, err := strconv.ParseInt(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(out), "JobID:")), 10, 64)
+	if err != nil {
+		t.Fatalf("job id from %q", out)
+	}
+	j := c.waitFinal(id, time.Minute)
+	if j.Status != fsm.StatusSuccess || len(j.PoisonEpochs) != 0 || len(j.Attempts) != 2 {
+		t.Fatalf("job %d ended %s, attempts %+v, poison epochs %v: %s", id, j.Status, j.Attempts, j.PoisonEpochs, j.OpResult)
+	}
+	if first.Running() {
+		t.Fatalf("the first leader %s survived", first.Name)
+	}
+	if log := first.Log(); !strings.Contains(log, "panic: OP_TEST_CRASH of job") {
+		t.Errorf("%s did not die of the panic:\n%s", first.Name, lastLines(log, 30))
+	}
+	for _, m := range c.Candidates() {
+		if m != first && !m.Running() {
+			t.Errorf("%s died too", m.Name)
+		}
+	}
+	first.Start(t)
+	c.WaitConverged(30 * time.Second)
+}
