@@ -66,7 +66,7 @@ func agentCommand() *cli.Command {
 			&cli.BoolFlag{Name: "rejoin", Usage: "this candidate lost its Raft state: have the leader remove it from the Raft group, and rejoin as a non-voter that catches up before it votes"},
 			&cli.StringFlag{Name: "profile", Value: d.Profile, Usage: "timers: lan or dev"},
 			&cli.StringFlag{Name: "log-level", Value: d.LogLevel},
-			&cli.BoolFlag{Name: "debug", Usage: "serve Go's profiler under /debug/pprof/ on the API port"},
+			&cli.BoolFlag{Name: "debug", Usage: "serve Go's profiler under /debug/pprof/ on the API port; accept and run debugging opcodes (OP_TEST_CRASH, which kills the gntd running it)"},
 			&cli.Uint64Flag{Name: "raft-snapshot-threshold", Usage: "log entries between Raft snapshots (0: 8192)"},
 			&cli.Uint64Flag{Name: "raft-trailing-logs", Usage: "log entries kept after a snapshot (0: 10240)"},
 			&cli.IntFlag{Name: "executor-concurrency", Value: d.ExecutorConcurrency, Usage: "jobs the leader runs at once"},
