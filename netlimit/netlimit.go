@@ -11,12 +11,13 @@
 package netlimit
 
 import (
+	"container/list"
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -111,10 +112,13 @@ type Options struct {
 
 // Stats are a Limiter's counters.
 type Stats struct {
-	// Open is the number of connections open now; Refused counts the
-	// connections refused since the Limiter was made, by Reason.
-	Open    int
-	Refused [numReasons]uint64
+	// Open is the number of connections open now (Idle of them between
+	// two requests); Refused counts the connections refused since the
+	// Limiter was made, by Reason, and Evicted the idle ones closed to
+	// make room for a new one.
+	Open, Idle int
+	Refused    [numReasons]uint64
+	Evicted    [numReasons]uint64
 	// MaxConns and MaxConnsPerIP are the caps in force (-1: none).
 	MaxConns, MaxConnsPerIP int
 }
@@ -130,6 +134,11 @@ type Limiter struct {
 	open    int
 	perIP   map[netip.Addr]int
 	refused [numReasons]uint64
+	evicted [numReasons]uint64
+	// idle holds the connections ConnState saw idle, oldest first, and
+	// idleByIP the same by client address.
+	idle     list.List
+	idleByIP map[netip.Addr]*list.List
 
 	// The log's rate limit: when the last line was written, and what was
 	// refused since, by reason, with the last address.
@@ -147,7 +156,7 @@ func New(lim Limits, opts Options) *Limiter {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Limiter{lim: lim.WithDefaults(), opts: opts, perIP: map[netip.Addr]int{}}
+	return &Limiter{lim: lim.WithDefaults(), opts: opts, perIP: map[netip.Addr]int{}, idleByIP: map[netip.Addr]*list.List{}}
 }
 
 // Limits returns the caps in force, defaults filled in.
@@ -157,14 +166,17 @@ func (l *Limiter) Limits() Limits { return l.lim }
 func (l *Limiter) Stats() Stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return Stats{Open: l.open, Refused: l.refused, MaxConns: l.lim.MaxConns, MaxConnsPerIP: l.lim.MaxConnsPerIP}
+	return Stats{Open: l.open, Idle: l.idle.Len(), Refused: l.refused, Evicted: l.evicted, MaxConns: l.lim.MaxConns, MaxConnsPerIP: l.lim.MaxConnsPerIP}
 }
 
 // Wrap returns a listener that accepts from ln within the Limiter's caps.
-// Its Accept closes a connection over a cap at once (with a reset, so that
-// the refusal costs neither side a TIME_WAIT socket) and goes on to the
-// next; a connection it returns frees its place when closed. A nil
-// Limiter returns ln itself.
+// When a cap is reached and a connection it counts is idle (see
+// ConnState), the oldest such (of the same address for the per-address
+// cap) is closed to make room: a kept-alive connection a client no longer
+// uses must not lock out its next one. Otherwise Accept closes the new
+// connection at once (with a reset, so that the refusal costs neither
+// side a TIME_WAIT socket) and goes on to the next; a connection it
+// returns frees its place when closed. A nil Limiter returns ln itself.
 func (l *Limiter) Wrap(ln net.Listener) net.Listener {
 	if l == nil {
 		return ln
@@ -201,20 +213,40 @@ func addrOf(c net.Conn) netip.Addr {
 	return ap.Addr().Unmap()
 }
 
-// admit takes a place for a connection from addr, or says why not.
-func (l *Limiter) admit(addr netip.Addr) (ok bool, why Reason) {
+// admit takes a place for c, from addr, closing an idle connection to
+// make room if need be, or says why not.
+func (l *Limiter) admit(c net.Conn, addr netip.Addr) (admitted *conn, why Reason) {
 	perIP := l.lim.MaxConnsPerIP > 0 && !(l.opts.Exempt != nil && l.opts.Exempt(addr))
 	l.mu.Lock()
+	needAll := l.lim.MaxConns > 0 && l.open >= l.lim.MaxConns
+	needIP := perIP && l.perIP[addr] >= l.lim.MaxConnsPerIP
+	ipIdle := l.idleByIP[addr]
 	switch {
-	case l.lim.MaxConns > 0 && l.open >= l.lim.MaxConns:
+	case needAll && l.idle.Len() == 0:
 		why = OverAll
-	case perIP && l.perIP[addr] >= l.lim.MaxConnsPerIP:
+	case needIP && (ipIdle == nil || ipIdle.Len() == 0):
 		why = OverPerIP
 	default:
+		var victim *conn
+		if needIP {
+			// The oldest idle one of this address frees an overall
+			// place too.
+			victim = ipIdle.Front().Value.(*conn)
+			l.evicted[OverPerIP]++
+		} else if needAll {
+			victim = l.idle.Front().Value.(*conn)
+			l.evicted[OverAll]++
+		}
+		if victim != nil {
+			l.releaseLocked(victim)
+		}
 		l.open++
 		l.perIP[addr]++
 		l.mu.Unlock()
-		return true, 0
+		if victim != nil {
+			victim.Conn.Close()
+		}
+		return &conn{Conn: c, l: l, addr: addr}, 0
 	}
 	l.refused[why]++
 	l.pending[why]++
@@ -242,7 +274,85 @@ func (l *Limiter) admit(addr netip.Addr) (ok bool, why Reason) {
 	if l.opts.OnRefuse != nil {
 		l.opts.OnRefuse(why, addr)
 	}
-	return false, why
+	return nil, why
+}
+
+// ConnState is an http.Server's ConnState hook that tells the Limiter
+// which of its connections wait idle between two requests (and may be
+// closed to make room for a new one) and which serve one. Connections it
+// does not count (of another listener) are ignored; a TLS connection is
+// looked through.
+func (l *Limiter) ConnState(nc net.Conn, st http.ConnState) {
+	if l == nil {
+		return
+	}
+	c := ours(nc)
+	if c == nil || c.l != l {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c.released {
+		return
+	}
+	if st == http.StateIdle {
+		if c.idleAll == nil {
+			ip := l.idleByIP[c.addr]
+			if ip == nil {
+				ip = list.New()
+				l.idleByIP[c.addr] = ip
+			}
+			c.idleAll, c.idleIP = l.idle.PushBack(c), ip.PushBack(c)
+		}
+		return
+	}
+	l.busyLocked(c)
+}
+
+// ours finds the connection the Limiter returned under nc (a TLS
+// connection over it, say).
+func ours(nc net.Conn) *conn {
+	for range 8 {
+		switch c := nc.(type) {
+		case *conn:
+			return c
+		case interface{ NetConn() net.Conn }:
+			nc = c.NetConn()
+		default:
+			return nil
+		}
+	}
+	return nil
+}
+
+// busyLocked takes c out of the idle lists.
+func (l *Limiter) busyLocked(c *conn) {
+	if c.idleAll == nil {
+		return
+	}
+	l.idle.Remove(c.idleAll)
+	if ip := l.idleByIP[c.addr]; ip != nil {
+		ip.Remove(c.idleIP)
+		if ip.Len() == 0 {
+			delete(l.idleByIP, c.addr)
+		}
+	}
+	c.idleAll, c.idleIP = nil, nil
+}
+
+// releaseLocked frees the place of c, once.
+func (l *Limiter) releaseLocked(c *conn) {
+	if c.released {
+		return
+	}
+	c.released = true
+	l.busyLocked(c)
+	l.open--
+	if n := l.perIP[c.addr] - 1; n > 0 {
+		l.perIP[c.addr] = n
+	} else {
+		delete(l.perIP, c.addr)
+	}
 }
 
 // summaryLocked makes the log line of the pending refusals and clears
@@ -264,18 +374,6 @@ func (l *Limiter) name() string {
 	return l.opts.Name
 }
 
-// release frees the place of a connection from addr.
-func (l *Limiter) release(addr netip.Addr) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.open--
-	if n := l.perIP[addr] - 1; n > 0 {
-		l.perIP[addr] = n
-	} else {
-		delete(l.perIP, addr)
-	}
-}
-
 // listener is a net.Listener within a Limiter's caps.
 type listener struct {
 	net.Listener
@@ -290,15 +388,13 @@ func (ln *listener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		addr := addrOf(c)
-		if ok, _ := ln.l.admit(addr); !ok {
-			if tc, isTCP := c.(*net.TCPConn); isTCP {
-				tc.SetLinger(0)
-			}
-			c.Close()
-			continue
+		if lc, _ := ln.l.admit(c, addrOf(c)); lc != nil {
+			return lc, nil
 		}
-		return &conn{Conn: c, l: ln.l, addr: addr}, nil
+		if tc, isTCP := c.(*net.TCPConn); isTCP {
+			tc.SetLinger(0)
+		}
+		c.Close()
 	}
 }
 
@@ -312,16 +408,19 @@ func (ln *listener) Close() error {
 // conn is an admitted connection; closing it frees its place once.
 type conn struct {
 	net.Conn
-	l      *Limiter
-	addr   netip.Addr
-	closed atomic.Bool
+	l    *Limiter
+	addr netip.Addr
+	// Under l.mu: its elements in the idle lists while idle, and whether
+	// its place was freed (closed, or closed to make room).
+	idleAll, idleIP *list.Element
+	released        bool
 }
 
 func (c *conn) Close() error {
 	err := c.Conn.Close()
-	if c.closed.CompareAndSwap(false, true) {
-		c.l.release(c.addr)
-	}
+	c.l.mu.Lock()
+	c.l.releaseLocked(c)
+	c.l.mu.Unlock()
 	return err
 }
 

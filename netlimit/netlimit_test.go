@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -66,12 +67,14 @@ func newFakeConn(t *testing.T, addr string) *fakeConn {
 }
 
 // step is one event of a table test: a connection arriving from From
-// (admitted or refused for Refused), or Close of the Close-th admitted
-// connection (counted from 1).
+// (admitted or refused for Refused; admitted after closing the Evicts-th
+// admitted connection, idle, to make room), or Close, Idle or Busy
+// (ConnState) of the k-th admitted connection (counted from 1).
 type step struct {
-	From    string
-	Refused *Reason
-	Close   int
+	From              string
+	Refused           *Reason
+	Evicts            int
+	Close, Idle, Busy int
 }
 
 var errMarker = errors.New("marker")
@@ -105,6 +108,18 @@ func TestLimiterTable(t *testing.T) {
 			"", []step{{From: a}, {From: a}, {Close: 1}, {Close: 1}, {From: a}, {From: a, Refused: refused(OverPerIP)}}, 2, [numReasons]uint64{0: 0, 1: 1}},
 		{"exempt address skips the per-address cap", Limits{MaxConns: 3, MaxConnsPerIP: 1},
 			"10.0.0.1", []step{{From: a}, {From: a}, {From: a}, {From: a, Refused: refused(OverAll)}, {From: b, Refused: refused(OverAll)}}, 3, [numReasons]uint64{0: 2, 1: 0}},
+		{"an idle connection of the address makes room", Limits{MaxConns: 10, MaxConnsPerIP: 2},
+			"", []step{{From: a}, {From: a}, {Idle: 2}, {From: a, Evicts: 2}, {From: a, Refused: refused(OverPerIP)}}, 2, [numReasons]uint64{0: 0, 1: 1}},
+		{"the oldest idle one goes first", Limits{MaxConns: 10, MaxConnsPerIP: 2},
+			"", []step{{From: a}, {From: a}, {Idle: 2}, {Idle: 1}, {From: a, Evicts: 2}, {From: a, Evicts: 1}}, 2, [numReasons]uint64{}},
+		{"another address's idle one does not make per-address room", Limits{MaxConns: 10, MaxConnsPerIP: 1},
+			"", []step{{From: a}, {From: b}, {Idle: 2}, {From: a, Refused: refused(OverPerIP)}}, 2, [numReasons]uint64{0: 0, 1: 1}},
+		{"any idle one makes overall room", Limits{MaxConns: 2, MaxConnsPerIP: 2},
+			"", []step{{From: a}, {From: b}, {Idle: 1}, {From: c, Evicts: 1}, {From: c, Refused: refused(OverAll)}}, 2, [numReasons]uint64{0: 1, 1: 0}},
+		{"a connection busy again is not closed", Limits{MaxConns: 10, MaxConnsPerIP: 1},
+			"", []step{{From: a}, {Idle: 1}, {Busy: 1}, {From: a, Refused: refused(OverPerIP)}}, 1, [numReasons]uint64{0: 0, 1: 1}},
+		{"a closed idle one is forgotten", Limits{MaxConns: 10, MaxConnsPerIP: 1},
+			"", []step{{From: a}, {Idle: 1}, {Close: 1}, {From: a}, {From: a, Refused: refused(OverPerIP)}}, 1, [numReasons]uint64{0: 0, 1: 1}},
 		{"no caps", Limits{MaxConns: -1, MaxConnsPerIP: -1},
 			"", []step{{From: a}, {From: a}, {From: a}, {From: a}}, 4, [numReasons]uint64{}},
 	}
@@ -122,11 +137,30 @@ func TestLimiterTable(t *testing.T) {
 			ln := l.Wrap(fl)
 			defer ln.Close()
 			var admitted []net.Conn
+			var fakes []*fakeConn
+			gone := map[int]bool{} // closed by a step or to make room
+			checkClosed := func(i int) {
+				t.Helper()
+				for k, f := range fakes {
+					if closed := f.closedTimes() > 0; closed != gone[k] {
+						t.Fatalf("step %d: connection %d closed: %v, want %v", i, k+1, closed, gone[k])
+					}
+				}
+			}
 			for i, s := range tt.steps {
+				if s.Idle > 0 {
+					l.ConnState(admitted[s.Idle-1], http.StateIdle)
+					continue
+				}
+				if s.Busy > 0 {
+					l.ConnState(admitted[s.Busy-1], http.StateActive)
+					continue
+				}
 				if s.Close > 0 {
 					if err := admitted[s.Close-1].Close(); err != nil && !errors.Is(err, io.ErrClosedPipe) {
 						t.Fatalf("step %d: close: %v", i, err)
 					}
+					gone[s.Close-1] = true
 					continue
 				}
 				fc := newFakeConn(t, s.From)
@@ -145,6 +179,7 @@ func TestLimiterTable(t *testing.T) {
 					if len(refusals) != n+1 || refusals[n] != *s.Refused {
 						t.Fatalf("step %d: refusals %v, want one more %v", i, refusals, *s.Refused)
 					}
+					checkClosed(i)
 					continue
 				}
 				got, err := ln.Accept()
@@ -154,17 +189,25 @@ func TestLimiterTable(t *testing.T) {
 				if got.(*conn).Conn != fc {
 					t.Fatalf("step %d: accepted another connection", i)
 				}
+				if s.Evicts > 0 {
+					gone[s.Evicts-1] = true
+				}
+				checkClosed(i)
 				admitted = append(admitted, got)
+				fakes = append(fakes, fc)
 			}
 			st := l.Stats()
+			if st.Idle > st.Open {
+				t.Errorf("%d idle of %d open", st.Idle, st.Open)
+			}
 			if st.Open != tt.wantOpen || st.Refused != tt.want {
 				t.Errorf("stats: open %d refused %v, want open %d refused %v", st.Open, st.Refused, tt.wantOpen, tt.want)
 			}
 			for _, c := range admitted {
 				c.Close()
 			}
-			if st := l.Stats(); st.Open != 0 {
-				t.Errorf("after closing everything %d connections are still counted", st.Open)
+			if st := l.Stats(); st.Open != 0 || st.Idle != 0 {
+				t.Errorf("after closing everything %d connections are still counted (%d idle)", st.Open, st.Idle)
 			}
 		})
 	}
@@ -208,11 +251,11 @@ func TestLogRateLimited(t *testing.T) {
 		Logf: func(f string, args ...any) { mu.Lock(); lines = append(lines, fmt.Sprintf(f, args...)); mu.Unlock() },
 	})
 	addr := netip.MustParseAddr("10.0.0.1")
-	if ok, _ := l.admit(addr); !ok {
+	if c, _ := l.admit(newFakeConn(t, "10.0.0.1:1"), addr); c == nil {
 		t.Fatal("the first connection was refused")
 	}
 	for range 5 {
-		if ok, _ := l.admit(addr); ok {
+		if c, _ := l.admit(newFakeConn(t, "10.0.0.1:2"), addr); c != nil {
 			t.Fatal("a connection over the per-address cap was admitted")
 		}
 	}
@@ -366,5 +409,56 @@ func TestRaiseFileLimit(t *testing.T) {
 	}
 	if soft != hard || soft == 0 {
 		t.Errorf("soft %d hard %d: want soft raised to hard", soft, hard)
+	}
+}
+
+// TestIdleConnectionsMakeRoom: a client that leaves a kept-alive
+// connection behind each request (a new http.Transport each time) is
+// never locked out by the per-address cap: its idle connections are
+// closed to make room; a connection that sends half a request is not.
+func TestIdleConnectionsMakeRoom(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := New(Limits{MaxConns: 10, MaxConnsPerIP: 3}, Options{})
+	srv := HTTPLimits{}.Server(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	srv.ConnState = l.ConnState
+	go srv.Serve(l.Wrap(inner))
+	defer srv.Close()
+	url := "http://" + inner.Addr().String() + "/"
+
+	// One connection stuck in the middle of its request holds a place
+	// that is never taken from it.
+	stuck, err := net.Dial("tcp", inner.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stuck.Close()
+	io.WriteString(stuck, "GET / HT")
+	for i := range 10 {
+		tr := &http.Transport{}
+		defer tr.CloseIdleConnections()
+		resp, err := (&http.Client{Transport: tr}).Get(url)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || string(body) != "ok" {
+			t.Fatalf("request %d: %d %q", i, resp.StatusCode, body)
+		}
+		// The server marks the connection idle once it has answered.
+		for l.Stats().Idle < min(i+1, 2) {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	st := l.Stats()
+	if st.Evicted[OverPerIP] != 8 || st.Refused != [numReasons]uint64{} || st.Open != 3 {
+		t.Errorf("stats %+v: want 8 idle connections closed to make room, none refused, 3 open", st)
+	}
+	stuck.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	if _, err := stuck.Read(make([]byte, 1)); err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("the connection in the middle of its request was closed: %v", err)
 	}
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/gnt-cluster/gnt/fsm"
 	"github.com/gnt-cluster/gnt/jobs"
-	"github.com/gnt-cluster/gnt/netlimit"
 	"github.com/gnt-cluster/gnt/repair"
 	"github.com/gnt-cluster/gnt/rpc"
 )
@@ -28,7 +27,7 @@ func (s *Server) runMaintd(ctx context.Context, epoch uint64) error {
 			s.mu.Unlock()
 		},
 		WrapListener: s.conns.maintd.Wrap,
-		HTTPServer:   netlimit.HTTPLimits{WriteTimeout: maintdWriteTimeout}.Configure,
+		HTTPServer:   configureHTTP(s.conns.maintd, maintdWriteTimeout),
 	}
 	s.mu.Lock()
 	s.maintd, s.maintdEpoch = svc, epoch

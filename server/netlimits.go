@@ -108,9 +108,21 @@ func capString(n int) string {
 }
 
 // limitedServer wraps ln in l and returns an HTTP server of h with the
-// netlimit timeouts and the given WriteTimeout.
+// netlimit timeouts and the given WriteTimeout, which tells l its idle
+// connections (closed first when a cap is reached).
 func limitedServer(l *netlimit.Limiter, ln net.Listener, h http.Handler, write time.Duration) (net.Listener, *http.Server) {
-	return l.Wrap(ln), netlimit.HTTPLimits{WriteTimeout: write}.Server(h)
+	srv := &http.Server{Handler: h}
+	configureHTTP(l, write)(srv)
+	return l.Wrap(ln), srv
+}
+
+// configureHTTP returns what sets an HTTP server's limits and tells l its
+// idle connections.
+func configureHTTP(l *netlimit.Limiter, write time.Duration) func(*http.Server) {
+	return func(srv *http.Server) {
+		netlimit.HTTPLimits{WriteTimeout: write}.Configure(srv)
+		srv.ConnState = l.ConnState
+	}
 }
 
 // connCollector exports the limiters' counters.
@@ -121,13 +133,19 @@ var (
 		"Connections open now, by server (api, agent: the node RPC, maintd).", []string{"server"}, nil)
 	connRefusedDesc = prometheus.NewDesc("gnt_net_connections_refused_total",
 		"Connections closed on accept because a cap was reached, by server and cap (max_conns, max_conns_per_ip).", []string{"server", "reason"}, nil)
+	connIdleDesc = prometheus.NewDesc("gnt_net_connections_idle",
+		"Connections open now between two requests, by server.", []string{"server"}, nil)
+	connEvictedDesc = prometheus.NewDesc("gnt_net_idle_connections_closed_total",
+		"Idle kept-alive connections closed to make room for a new one when a cap was reached, by server and cap.", []string{"server", "reason"}, nil)
 	connCapDesc = prometheus.NewDesc("gnt_net_connections_cap",
 		"The connection caps in force, by server and cap (-1: none).", []string{"server", "cap"}, nil)
 )
 
 func (c connCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- connOpenDesc
+	ch <- connIdleDesc
 	ch <- connRefusedDesc
+	ch <- connEvictedDesc
 	ch <- connCapDesc
 }
 
@@ -135,8 +153,10 @@ func (c connCollector) Collect(ch chan<- prometheus.Metric) {
 	c.s.conns.each(func(name string, l *netlimit.Limiter) {
 		st := l.Stats()
 		ch <- prometheus.MustNewConstMetric(connOpenDesc, prometheus.GaugeValue, float64(st.Open), name)
+		ch <- prometheus.MustNewConstMetric(connIdleDesc, prometheus.GaugeValue, float64(st.Idle), name)
 		for _, r := range []netlimit.Reason{netlimit.OverAll, netlimit.OverPerIP} {
 			ch <- prometheus.MustNewConstMetric(connRefusedDesc, prometheus.CounterValue, float64(st.Refused[r]), name, r.String())
+			ch <- prometheus.MustNewConstMetric(connEvictedDesc, prometheus.CounterValue, float64(st.Evicted[r]), name, r.String())
 		}
 		ch <- prometheus.MustNewConstMetric(connCapDesc, prometheus.GaugeValue, float64(st.MaxConns), name, netlimit.OverAll.String())
 		ch <- prometheus.MustNewConstMetric(connCapDesc, prometheus.GaugeValue, float64(st.MaxConnsPerIP), name, netlimit.OverPerIP.String())
