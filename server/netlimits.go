@@ -4,11 +4,14 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gnt-cluster/gnt/fsm"
 	"github.com/gnt-cluster/gnt/netlimit"
 	"github.com/gnt-cluster/gnt/rpc"
 )
@@ -42,9 +45,11 @@ const (
 	maintdWriteTimeout = time.Minute
 )
 
-// connLimiters are the limiters of the API, the node RPC and maintd.
+// connLimiters are the limiters of the API, the node RPC and maintd, and
+// the addresses their per-address caps spare.
 type connLimiters struct {
 	api, agent, maintd *netlimit.Limiter
+	hosts              hostSet
 }
 
 // each calls f with each limiter and the server's name.
@@ -71,11 +76,13 @@ func (s *Server) setupConnLimits() {
 	mk := func(name string) *netlimit.Limiter {
 		lg := s.log.Named(name)
 		return netlimit.New(lim, netlimit.Options{
-			Name: name,
-			Logf: func(format string, args ...any) { lg.Warn(fmt.Sprintf(format, args...)) },
+			Name:   name,
+			Logf:   func(format string, args ...any) { lg.Warn(fmt.Sprintf(format, args...)) },
+			Exempt: s.conns.hosts.has,
 		})
 	}
-	s.conns = connLimiters{api: mk("api"), agent: mk("agent"), maintd: mk("maintd")}
+	s.conns.hosts.load = s.loadClusterHosts
+	s.conns.api, s.conns.agent, s.conns.maintd = mk("api"), mk("agent"), mk("maintd")
 }
 
 // fitFileLimit lowers the overall cap (and the per-address one with it)
@@ -98,6 +105,57 @@ func fitFileLimit(lim netlimit.Limits, soft uint64, log hclog.Logger) netlimit.L
 		lim.MaxConnsPerIP = lim.MaxConns
 	}
 	return lim
+}
+
+// hostSet is the addresses of the cluster's own hosts, which the
+// per-address caps do not apply to: a follower forwards to the leader
+// every write and consistent read it is sent, over as many connections
+// as it has requests in flight, and the leader calls each node's RPC as
+// jobs need. Their connections still count in the overall caps. The set
+// is read again from the state at most once per hostSetAge.
+type hostSet struct {
+	load func() map[netip.Addr]bool
+
+	mu  sync.Mutex
+	at  time.Time
+	set map[netip.Addr]bool
+}
+
+const hostSetAge = time.Second
+
+func (h *hostSet) has(a netip.Addr) bool {
+	if h.load == nil {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if now := time.Now(); h.set == nil || now.Sub(h.at) >= hostSetAge {
+		h.set, h.at = h.load(), now
+	}
+	return h.set[a]
+}
+
+// loadClusterHosts returns this gntd's own address and every node's
+// registered ones (its gntd's endpoints, primary and secondary IPs).
+func (s *Server) loadClusterHosts() map[netip.Addr]bool {
+	set := map[netip.Addr]bool{}
+	add := func(hostOrAddr string) {
+		if h, _, err := net.SplitHostPort(hostOrAddr); err == nil {
+			hostOrAddr = h
+		}
+		if a, err := netip.ParseAddr(hostOrAddr); err == nil && !a.IsUnspecified() {
+			set[a.Unmap()] = true
+		}
+	}
+	add(s.cfg.Bind)
+	s.fsm.Read(func(st *fsm.State, _ uint64) {
+		for _, n := range st.Nodes {
+			for _, a := range []string{n.PrimaryIP, n.SecondaryIP, n.Addrs.API, n.Addrs.Raft, n.Addrs.Agent, n.Addrs.Gossip} {
+				add(a)
+			}
+		}
+	})
+	return set
 }
 
 func capString(n int) string {

@@ -1,10 +1,13 @@
 package server
 
 import (
+	"context"
+	"net/netip"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/gnt-cluster/gnt/fsm"
 	"github.com/gnt-cluster/gnt/netlimit"
 )
 
@@ -29,5 +32,29 @@ func TestFitFileLimit(t *testing.T) {
 		if got := fitFileLimit(tt.in, tt.soft, hclog.NewNullLogger()); got != tt.want {
 			t.Errorf("%s: got %+v, want %+v", tt.name, got, tt.want)
 		}
+	}
+}
+
+// TestClusterHosts: the per-address caps spare this gntd's own address
+// and every address a node registered, and nothing else.
+func TestClusterHosts(t *testing.T) {
+	f := fsm.New()
+	a := &fsmApplier{f: f}
+	a.Apply(context.Background(), fsm.ClusterInit{Now: t0.UnixNano(), Name: "c", UUID: "cu", GroupUUID: "gu",
+		Node: fsm.NodeSpec{Name: "node1", UUID: "u1", PrimaryIP: "192.0.2.1", SecondaryIP: "198.51.100.1",
+			Addrs: fsm.Addrs{API: "192.0.2.2:5080", Raft: "192.0.2.3:1817", Agent: "[2001:db8::4]:1811", Gossip: "192.0.2.5:1818"}}})
+	s := &Server{cfg: Config{Bind: "192.0.2.9"}, fsm: f}
+	s.conns.hosts.load = s.loadClusterHosts
+	for addr, want := range map[string]bool{
+		"192.0.2.1": true, "198.51.100.1": true, "192.0.2.2": true, "192.0.2.3": true, "2001:db8::4": true,
+		"192.0.2.5": true, "192.0.2.9": true, "192.0.2.99": false, "127.0.0.1": false, "0.0.0.0": false,
+	} {
+		if got := s.conns.hosts.has(netip.MustParseAddr(addr)); got != want {
+			t.Errorf("%s: exempt %v, want %v", addr, got, want)
+		}
+	}
+	var none hostSet
+	if none.has(netip.MustParseAddr("192.0.2.1")) {
+		t.Error("a set without a loader spares an address")
 	}
 }
