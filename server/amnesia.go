@@ -245,14 +245,30 @@ func (s *Server) rejoin(ctx context.Context) error {
 // node.json.
 func (s *Server) setRaftMember(id string) error {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.id.RaftMember == id {
-		s.mu.Unlock()
 		return nil
 	}
 	s.id.RaftMember = id
+	return s.dir.writeIdentity(s.id)
+}
+
+// recordMember records the membership of Raft server r, unless r is no
+// longer this gntd's Raft server (stopRaft began: its state may be being
+// archived, with the record cleared).
+func (s *Server) recordMember(r *raft.Raft) error {
+	s.mu.Lock()
+	if s.node == nil || s.node.raft != r || s.id.RaftMember == s.cfg.Name {
+		s.mu.Unlock()
+		return nil
+	}
+	s.id.RaftMember = s.cfg.Name
 	ident := s.id
+	// Written under mu, so that a stopRaft that clears the record after
+	// this cannot be overtaken by this write.
+	err := s.dir.writeIdentity(ident)
 	s.mu.Unlock()
-	return s.dir.writeIdentity(ident)
+	return err
 }
 
 // watchMembership records the membership once the Raft server r holds
@@ -265,7 +281,7 @@ func (s *Server) watchMembership(r *raft.Raft) {
 			if f := r.GetConfiguration(); f.Error() == nil {
 				for _, srv := range f.Configuration().Servers {
 					if srv.ID == self {
-						if err := s.setRaftMember(string(self)); err != nil {
+						if err := s.recordMember(r); err != nil {
 							s.log.Error("recording Raft membership in "+identityFile, "error", err)
 						}
 						return
