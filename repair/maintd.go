@@ -99,6 +99,9 @@ type round struct {
 	jobs  []fsm.JobSpec
 	limit int
 	nodes map[string]*NodeStatus // by node UUID
+	// held says, by node name, why maintd leaves a node's incidents as
+	// they are this round (heldNodes).
+	held map[string]string
 }
 
 func (r *round) note(format string, args ...any) {
@@ -199,6 +202,7 @@ func PlanRound(in RoundInput) *RoundPlan {
 	for i := range p.Nodes {
 		r.nodes[st.LookupNode(p.Nodes[i].Name).UUID] = &p.Nodes[i]
 	}
+	r.heldNodes()
 	p.Breaker = r.breaker()
 	if in.NoQuorum != "" {
 		p.NoQuorum = in.NoQuorum
@@ -234,6 +238,28 @@ func PlanRound(in RoundInput) *RoundPlan {
 	r.balance(skip)
 	r.finish()
 	return p
+}
+
+// heldNodes finds the nodes maintd cannot tag: a round may add a tag to a
+// node for each of its incidents, and the state refuses a whole round
+// that takes a node past fsm.MaxTagsPerObj, so such a node is left alone
+// (no new incident, no action; a failure is recorded without its tag)
+// and says why, while the round goes on for the others.
+func (r *round) heldNodes() {
+	r.held = map[string]string{}
+	open := map[string]int{}
+	for _, in := range r.m.Incidents {
+		if !fsm.IncidentFinal(in.RepairStatus) {
+			open[in.Node]++
+		}
+	}
+	for _, n := range r.st.SortedNodes() {
+		if need := open[n.Name] + 1; len(n.Tags)+need > fsm.MaxTagsPerObj {
+			why := fmt.Sprintf("left alone: it has %d tags and maintd may add %d, more than the %d a node may have; remove some of its tags", len(n.Tags), need, fsm.MaxTagsPerObj)
+			r.held[n.Name] = why
+			r.nodes[n.UUID].Why = why
+		}
+	}
 }
 
 // finish completes the command: the round's jobs, and the list to wait
@@ -350,6 +376,12 @@ func (r *round) failIncident(in *fsm.Incident, why string) {
 			return
 		}
 	}
+	if held := r.held[in.Node]; held != "" {
+		why += "; node not tagged: " + held
+		r.plan.Command.Incidents = append(r.plan.Command.Incidents, fsm.IncidentEdit{UUID: in.UUID, Status: fsm.IncidentFailed, Reason: strp(why)})
+		r.note("incident %s on %s failed: %s", in.UUID, in.Node, why)
+		return
+	}
 	tag := fsm.MaintdFailedTagPrefix + in.UUID
 	r.plan.Command.Incidents = append(r.plan.Command.Incidents, fsm.IncidentEdit{UUID: in.UUID, Status: fsm.IncidentFailed, Reason: strp(why), Tag: strp(tag)})
 	r.plan.Command.Tags = append(r.plan.Command.Tags, fsm.TagEdit{Kind: fsm.TagNode, Name: in.Node, Add: []fsm.TagText{{Text: tag}}})
@@ -431,6 +463,9 @@ func (r *round) cleanup() {
 		n := r.st.LookupNode(in.Node)
 		why := ""
 		switch {
+		case r.held[in.Node] != "":
+			// Kept as it is (a failure recorded without its tag
+			// included) until the node can be tagged.
 		case n == nil:
 			why = "its node is gone"
 		case in.RepairStatus == fsm.IncidentFailed && !hasTag(n, in.Tag):
@@ -468,7 +503,7 @@ func (r *round) collect() {
 	for _, name := range names {
 		o := r.in.Diagnose[name]
 		n := r.st.LookupNode(name)
-		if n == nil || n.Offline || fsm.ActionRank(o.Status) <= 0 {
+		if n == nil || n.Offline || fsm.ActionRank(o.Status) <= 0 || r.held[name] != "" {
 			continue
 		}
 		known := false
@@ -553,7 +588,7 @@ func (r *round) handleIncidents() map[string]bool {
 	for _, name := range names {
 		in := best[name]
 		n := r.st.LookupNode(name)
-		if n == nil {
+		if n == nil || r.held[name] != "" {
 			continue
 		}
 		ns := r.nodes[n.UUID]

@@ -624,3 +624,59 @@ func TestOversizedReportSpoilsOnlyItsNode(t *testing.T) {
 		}
 	}
 }
+
+// TestNodeWithoutTagRoomIsHeld: a node that already has as many tags as a
+// node may have cannot take maintd's incident tag, and the state would
+// refuse the whole round for it; the node is left alone, saying why, and
+// the other node's repair is recorded.
+func TestNodeWithoutTagRoomIsHeld(t *testing.T) {
+	tags := make([]string, fsm.MaxTagsPerObj)
+	for i := range tags {
+		tags[i] = fmt.Sprintf("t%05d", i)
+	}
+	sc := &scenario{}
+	sc.build(t, "node node1\nnode node22\nnode node23 tags="+strings.Join(tags, ","))
+	obs := func(node string) Observation {
+		return Observation{Node: node, Status: fsm.ActionLiveRepair, Command: "reseat", Original: json.RawMessage(`{"command":"reseat","status":"live-repair"}`)}
+	}
+	sc.obs = map[string]Observation{"node22": obs("node22"), "node23": obs("node23")}
+	round := func(sec int64) (*RoundPlan, fsm.Response) {
+		var p *RoundPlan
+		sc.f.Read(func(st *fsm.State, _ uint64) { p = PlanRound(RoundInput{State: st, Now: at(sec), Diagnose: sc.obs}) })
+		cmd := p.Command
+		cmd.Epoch = 1
+		data, err := fsm.Encode(cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc.idx++
+		return p, sc.f.Apply(sc.idx, data).(fsm.Response)
+	}
+	p, r := round(10)
+	if r.Err != nil || len(r.JobIDs) != 1 {
+		t.Fatalf("round: jobs %v, error %v; want node22's repair job", r.JobIDs, r.Err)
+	}
+	// The jobs end: the next round completes node22's incident and tags
+	// node22 (node23, had it been acted on, would refuse this round).
+	sc.edit(t, "job", func(map[string]any) bool { return true }, func(v map[string]any) {
+		v["status"] = fsm.StatusSuccess
+		for _, op := range v["ops"].([]any) {
+			op.(map[string]any)["status"] = fsm.StatusSuccess
+		}
+	})
+	if _, r := round(20); r.Err != nil {
+		t.Fatalf("second round refused: %v", r.Err)
+	}
+	for _, ns := range p.Nodes {
+		if ns.Name == "node23" && !strings.Contains(ns.Why, "remove some of its tags") {
+			t.Errorf("node23's status says %q, want why it is left alone", ns.Why)
+		}
+	}
+	sc.f.Read(func(st *fsm.State, _ uint64) {
+		for _, in := range st.Maint().Incidents {
+			if in.Node != "node22" || in.RepairStatus != fsm.IncidentCompleted {
+				t.Errorf("incident on %s: %+v; want node22's alone, completed", in.Node, in)
+			}
+		}
+	})
+}
