@@ -503,6 +503,7 @@ func FuzzParseOpcode(f *testing.F) {
 		`{"OP_ID":"OP_NODE_SET_PARAMS","node_name":"n2","drained":true}`,
 		`{"OP_ID":"OP_TAGS_SET","kind":"cluster","tags":["a"]}`,
 		`{"OP_ID":"OP_TEST_DELAY","duration":0.5}`,
+		`{"OP_ID":"OP_TEST_CRASH","mode":"panic","times":2}`,
 		`{"OP_ID":"OP_GROUP_ADD","group_name":"g","ndparams":{"oob_program":"/bin/x"}}`,
 		`{"OP_ID":"OP_CLUSTER_SET_PARAMS","candidate_pool_size":3,"reason":[["a","b",1]]}`,
 	} {
