@@ -72,6 +72,9 @@ const (
 	MaxReasonTextLen = 4096
 	// MaxCommentLen bounds an opcode's comment.
 	MaxCommentLen = 4096
+	// MaxNodesPerOp bounds the node (or group) names of one opcode
+	// (OP_OOB_COMMAND, OP_CLUSTER_EPO).
+	MaxNodesPerOp = 10000
 	// MaxParams bounds the keys of a parameter map (hvparams, osparams).
 	MaxParams = 64
 )

@@ -66,10 +66,16 @@ func (o *OpOobCommand) Validate() *Error {
 	if len(o.NodeNames) > 0 && len(o.NodeUUIDs) > 0 {
 		return errf(CodeInval, "node_uuids", "give node_names or node_uuids, not both")
 	}
+	if n := len(o.Nodes()); n > MaxNodesPerOp {
+		return errf(CodeInval, "node_names", "an opcode names at most %d nodes, got %d", MaxNodesPerOp, n)
+	}
 	seen := map[string]bool{}
 	for _, n := range o.Nodes() {
 		if n == "" {
 			return errf(CodeInval, "node_names", "node_names has an empty node name")
+		}
+		if e := ValidateName("node_names", n, MaxHostnameLen); e != nil {
+			return e
 		}
 		if seen[n] {
 			return errf(CodeInval, "node_names", "node %s is named twice", n)
@@ -159,9 +165,15 @@ func (o *OpClusterEpo) Validate() *Error {
 	if !o.All && len(o.Names) == 0 {
 		return errf(CodeInval, "names", "name the nodes (or with groups the node groups) to act on, or set all")
 	}
+	if len(o.Names) > MaxNodesPerOp {
+		return errf(CodeInval, "names", "an opcode names at most %d nodes or groups, got %d", MaxNodesPerOp, len(o.Names))
+	}
 	for _, n := range o.Names {
 		if n == "" {
 			return errf(CodeInval, "names", "names has an empty name")
+		}
+		if e := ValidateName("names", n, MaxHostnameLen); e != nil {
+			return e
 		}
 	}
 	if o.Timeout < 0 || o.Timeout > OOBTimeout {
@@ -170,8 +182,8 @@ func (o *OpClusterEpo) Validate() *Error {
 	if d := o.PowerDelay; d != nil && (*d < 0 || *d > 3600 || math.IsNaN(*d)) {
 		return errf(CodeInval, "power_delay", "power_delay must be between 0 and 3600 seconds")
 	}
-	if o.WaitTimeout < 0 {
-		return errf(CodeInval, "wait_timeout", "wait_timeout must not be negative")
+	if o.WaitTimeout < 0 || o.WaitTimeout > MaxTimeoutSeconds {
+		return errf(CodeInval, "wait_timeout", "wait_timeout must be between 0 and %d seconds, got %d", MaxTimeoutSeconds, o.WaitTimeout)
 	}
 	return nil
 }
