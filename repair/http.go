@@ -195,6 +195,7 @@ code{font-size:85%}
 <p>Leader's view at {{.Now}} (Raft index {{.Index}}): round {{.Round}}{{if .LastRound}}, last recorded {{.LastRound}}{{end}}, rounds every {{.RoundDelay}} s. This page refreshes itself.</p>
 {{with .Plan}}
 {{if .NoQuorum}}<p class="bad">No action: {{.NoQuorum}}</p>{{end}}
+{{if .Refused}}<p class="bad">The last round was refused by the state, {{.Refused}}</p>{{end}}
 <p>Circuit breaker: {{if .Breaker.Open}}<span class="bad">open</span> — {{.Breaker.Reason}}{{else}}<span class="ok">closed</span> ({{len .Breaker.Unhealthy}} of {{.Breaker.Nodes}} nodes unhealthy, limit {{.Breaker.Limit}}){{if .Breaker.Overridden}} — {{.Breaker.Reason}}{{end}}{{end}}</p>
 {{end}}
 <h2>Incidents</h2>

@@ -182,3 +182,34 @@ func TestServiceFenced(t *testing.T) {
 		t.Fatalf("no quorum not reported: %+v", last)
 	}
 }
+
+// TestServiceRefusedRoundShown: a round the state refuses for a reason
+// the planner did not foresee is shown, with why, in the plan and on the
+// page, until a round is recorded.
+func TestServiceRefusedRoundShown(t *testing.T) {
+	sc := &scenario{}
+	sc.build(t, "node node1\nnode node21\n")
+	diag := func() map[string]Observation {
+		return map[string]Observation{"node21": {Node: "node21", Status: fsm.ActionLiveRepair, Command: "x", Original: json.RawMessage(`{"command":"x","status":"live-repair"}`)}}
+	}
+	svc := &Service{FSM: sc.f, Apply: failingApplier{&fsm.Error{Code: fsm.CodeState, Msg: "too many tags on node node21"}}, Epoch: 1, Diagnose: diag,
+		Clock: func() time.Time { return at(10) }}
+	if err := svc.step(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if p := svc.Plan(t.Context()); !strings.Contains(p.Refused, "too many tags on node node21") {
+		t.Fatalf("plan's refused %q", p.Refused)
+	}
+	srv := httptest.NewServer(svc.Handler())
+	defer srv.Close()
+	if _, page := get(t, srv.URL+"/", "text/html"); !strings.Contains(page, "too many tags on node node21") {
+		t.Fatalf("the page does not show the refusal:\n%s", page)
+	}
+	svc.Apply = fsmApplier{sc}
+	if err := svc.step(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if p := svc.Plan(t.Context()); p.Refused != "" {
+		t.Fatalf("refusal still shown after a recorded round: %q", p.Refused)
+	}
+}

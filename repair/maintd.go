@@ -71,6 +71,11 @@ type RoundPlan struct {
 	Instances []InstanceStatus `json:"instances"`
 	// Notes explain the round's decisions in order.
 	Notes []string `json:"notes"`
+	// Refused, set by the Service, says why the state refused the last
+	// round it tried to record, and since when (empty once one is
+	// recorded). The planner keeps any one node's bad input out of the
+	// round; this shows what it did not foresee.
+	Refused string `json:"refused,omitempty"`
 }
 
 // Empty reports whether the plan records nothing.

@@ -70,7 +70,16 @@ type Service struct {
 	lastAt   time.Time
 	recorded *RoundPlan // the last plan recorded
 	recAt    time.Time
+	// refused is why the state refused the last round this service
+	// tried to record ("" once one is recorded), since refusedAt;
+	// refusedLog is when that was last logged.
+	refused    string
+	refusedAt  time.Time
+	refusedLog time.Time
 }
+
+// refusedLogEvery is how often the same refusal of a round is logged.
+const refusedLogEvery = time.Minute
 
 func (s *Service) clock() time.Time {
 	if s.Clock != nil {
@@ -143,6 +152,11 @@ func (s *Service) Plan(ctx context.Context) *RoundPlan {
 		in.State = st
 		p = PlanRound(in)
 	})
+	s.mu.Lock()
+	if s.refused != "" {
+		p.Refused = fmt.Sprintf("since %s: %s", s.refusedAt.UTC().Format(time.RFC3339), s.refused)
+	}
+	s.mu.Unlock()
 	return p
 }
 
@@ -184,11 +198,26 @@ func (s *Service) step(ctx context.Context) error {
 		if errors.Is(resp.Err, fsm.ErrFenced) {
 			return ErrFenced
 		}
-		s.log().Error("repair round refused", "error", resp.Err)
+		// Shown on the page and in the plan, logged when it changes and
+		// once a minute: rounds are planned every tick.
+		s.mu.Lock()
+		why := resp.Err.Error()
+		if why != s.refused {
+			s.refused, s.refusedAt, s.refusedLog = why, now, time.Time{}
+		}
+		logIt := now.Sub(s.refusedLog) >= refusedLogEvery
+		if logIt {
+			s.refusedLog = now
+		}
+		s.mu.Unlock()
+		if logIt {
+			s.log().Error("repair round refused", "error", resp.Err)
+		}
 		return nil
 	}
 	s.mu.Lock()
 	s.recorded, s.recAt = p, now
+	s.refused = ""
 	s.mu.Unlock()
 	for _, n := range p.Notes {
 		s.log().Info("maintd: " + n)
