@@ -338,6 +338,28 @@ func quickOpID(raw []byte) (string, bool) {
 	return string(rest[:j]), true
 }
 
+// IsDryRun reports whether an opcode asks for a dry run (dry_run: true):
+// its checks run and its outcome is described, but nothing is executed
+// and the configuration does not change. Apply honours it for every
+// opcode: a configuration opcode's transaction is dropped, and a job
+// update of a dry-run opcode that carries configuration changes is
+// refused.
+func IsDryRun(op Opcode) bool {
+	d := op.Common().DryRun
+	return d != nil && *d
+}
+
+// dryRunResult is the result of a configuration opcode's dry run: what it
+// returned (Ganeti's list of changed parameters, say), or, when it
+// returns nothing, what it would have done.
+func dryRunResult(op Opcode, res any, logs []string) any {
+	if res != nil {
+		return res
+	}
+	would := append([]string{"apply " + op.Summary()}, logs...)
+	return map[string]any{"dry_run": true, "would": would}
+}
+
 // IsConfigOnly reports whether an opcode only changes the configuration.
 func IsConfigOnly(op Opcode) bool {
 	_, ok := op.(configOp)

@@ -174,12 +174,22 @@ func (s *State) applyJobSubmit(c *JobSubmit) Response {
 	// The fast path applies a configuration-only job at once. A job with
 	// dependencies, or one whose locks a running opcode holds, waits in
 	// the queue like any other.
+	// A job that mixes dry-run opcodes with real ones is queued too: its
+	// opcodes are applied one at a time (ActionApply), each dry run
+	// dropped on its own.
 	fast := true
+	dry := 0
 	for i, op := range ops {
+		if IsDryRun(op) {
+			dry++
+		}
 		if !IsConfigOnly(op) || len(job.Ops[i].Depends) > 0 || s.heldLocksConflict(op.Locks(s)) {
 			fast = false
 			break
 		}
+	}
+	if dry > 0 && dry < len(ops) {
+		fast = false
 	}
 	if !fast {
 		if e := s.queueFull(1); e != nil {
@@ -189,13 +199,10 @@ func (s *State) applyJobSubmit(c *JobSubmit) Response {
 		return Response{JobID: job.ID, Job: job}
 	}
 	t := s.begin(c.Now)
-	dryRun := false
+	dryRun := dry > 0 // then every opcode is a dry run
 	for i, op := range ops {
 		o := job.Ops[i]
 		o.StartTS, o.ExecTS = ts, ts
-		if d := op.Common().DryRun; d != nil && *d {
-			dryRun = true
-		}
 		t.logs = nil
 		res, e := op.(configOp).apply(t, c.UUIDs[i])
 		if e != nil {
@@ -207,6 +214,9 @@ func (s *State) applyJobSubmit(c *JobSubmit) Response {
 		for _, l := range t.logs {
 			job.LogSerial++
 			o.Log = append(o.Log, LogEntry{Serial: job.LogSerial, Time: *ts, Type: LogMessage, Msg: l})
+		}
+		if dryRun {
+			res = dryRunResult(op, res, t.logs)
 		}
 		o.Result = mustJSON(res)
 		o.Status = StatusSuccess
@@ -573,8 +583,14 @@ func (s *State) applyJobUpdate(c *JobUpdate) Response {
 		res, e := cop.apply(t, op.UUID)
 		job.addLog(op, ts, t.logs...)
 		op.EndTS = ts
+		dry := IsDryRun(parsed)
+		if dry {
+			res = dryRunResult(parsed, res, t.logs)
+		}
+		if e != nil || dry {
+			t = nil // a dry run is checked and described; the configuration stays
+		}
 		if e != nil {
-			t = nil
 			op.Status, op.Result = StatusError, ErrorResult(e)
 		} else {
 			op.Status, op.Result = StatusSuccess, mustJSON(res)
@@ -586,6 +602,9 @@ func (s *State) applyJobUpdate(c *JobUpdate) Response {
 		return Response{Err: errf(CodeInval, "action", "unknown job update action %q", c.Action)}
 	}
 	if len(c.Changes) > 0 {
+		if parsed, err := op.Opcode(); err == nil && IsDryRun(parsed) {
+			return Response{Err: errf(CodeInval, "changes", "opcode %d of job %d is a dry run: it changes no configuration", c.OpIndex, c.JobID)}
+		}
 		if !(c.Action == ActionStep || (c.Action == ActionFinish && c.Status == StatusSuccess)) {
 			return Response{Err: errf(CodeInval, "changes", "configuration changes ride only on a step record or a successful finish, not on %s", c.Action)}
 		}

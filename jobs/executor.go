@@ -389,6 +389,20 @@ func (e *Executor) checkEpoch() error {
 	return nil
 }
 
+// objectName is the name of the node or instance with this UUID, or the
+// UUID when there is none.
+func (e *Executor) objectName(uuid string) string {
+	name := uuid
+	e.FSM.Read(func(s *fsm.State, _ uint64) {
+		if n := s.Nodes[uuid]; n != nil {
+			name = n.Name
+		} else if in := s.Instances[uuid]; in != nil {
+			name = in.Name
+		}
+	})
+	return name
+}
+
 func (e *Executor) readJob(id int64) *fsm.Job {
 	var job *fsm.Job
 	e.FSM.Read(func(s *fsm.State, _ uint64) { job = s.Jobs[id] })
@@ -507,12 +521,15 @@ func (e *Executor) runOp(ctx context.Context, job *fsm.Job, idx int, resume bool
 			Status: fsm.StatusError, Log: note, Result: mustJSON(serr.Error())})
 		return err
 	}
-	sc := &StepContext{Job: job, OpIndex: idx, Resumed: resume, sleep: func(ctx context.Context, d time.Duration) error {
+	sc := &StepContext{Job: job, OpIndex: idx, Resumed: resume, dryRun: fsm.IsDryRun(op), sleep: func(ctx context.Context, d time.Duration) error {
 		if d > 0 {
 			GiveBack(ctx) // the next entry need not wait for this job
 		}
 		return e.Sleep(ctx, d)
 	}}
+	if sc.dryRun {
+		sc.name = e.objectName
+	}
 	var (
 		result  any
 		retries int
@@ -577,6 +594,11 @@ func (e *Executor) runOp(ctx context.Context, job *fsm.Job, idx int, resume bool
 				steps = more
 			}
 		}
+	}
+	if sc.dryRun && result == nil {
+		// A dry run's result is what it would have done, unless its
+		// steps answered with a plan of their own (create, EPO, OOB).
+		result = map[string]any{"dry_run": true, "would": append([]string{}, sc.would...)}
 	}
 	last, name := len(steps)-1, ""
 	if last >= 0 {

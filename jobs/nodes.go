@@ -90,6 +90,16 @@ const nodeCallTimeout = 10 * time.Minute
 
 // call runs one agent operation on a node, logging what it printed.
 func (e *Executor) call(ctx context.Context, sc *StepContext, node *fsm.Node, c NodeCall) (NodeReply, error) {
+	if sc.dryRun {
+		// No agent is called in a dry run: the step's checks before
+		// this point ran; the call is described.
+		what := c.Op
+		if c.Instance != nil {
+			what += " " + c.Instance.Name
+		}
+		sc.wouldf("call %s on %s", what, node.Name)
+		return NodeReply{}, nil
+	}
 	if e.Nodes == nil {
 		return NodeReply{}, fmt.Errorf("this gntd has no node RPC client")
 	}

@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -45,19 +46,80 @@ type StepContext struct {
 	logs    []string
 	changes []fsm.StepChange
 	sleep   func(ctx context.Context, d time.Duration) error
+	// dryRun is set for an opcode with dry_run: the steps run their
+	// checks, but their agent calls, sleeps and configuration changes
+	// are only described (would), never made.
+	dryRun bool
+	would  []string
+	// name gives the name of a node or instance UUID (the UUID itself
+	// when the state has no such object), for a dry run's account.
+	name func(uuid string) string
 }
 
+// DryRun reports whether the opcode is a dry run (see Executor.runOp).
+func (sc *StepContext) DryRun() bool { return sc.dryRun }
+
 // Change queues a configuration change made by the step; it is applied
-// in one transaction with the step's record, or the step fails.
-func (sc *StepContext) Change(c fsm.StepChange) { sc.changes = append(sc.changes, c) }
+// in one transaction with the step's record, or the step fails. In a dry
+// run the change is described instead.
+func (sc *StepContext) Change(c fsm.StepChange) {
+	if sc.dryRun {
+		sc.wouldf("record %s", describeChange(c, sc.nameOf))
+		return
+	}
+	sc.changes = append(sc.changes, c)
+}
+
+// wouldf notes, in a dry run, what the opcode would have done: in its log
+// and in its result.
+func (sc *StepContext) wouldf(format string, args ...any) {
+	l := fmt.Sprintf(format, args...)
+	sc.would = append(sc.would, l)
+	sc.logs = append(sc.logs, "dry run: would "+l)
+}
+
+func (sc *StepContext) nameOf(uuid string) string {
+	if sc.name == nil || uuid == "" {
+		return uuid
+	}
+	return sc.name(uuid)
+}
+
+// describeChange names a configuration change for a dry run's account.
+func describeChange(c fsm.StepChange, name func(string) string) string {
+	switch {
+	case c.InstancePut != nil:
+		in := c.InstancePut.Instance
+		sec := ""
+		if len(in.SecondaryNodes) > 0 {
+			sec = ", secondary " + name(in.SecondaryNodes[0])
+		}
+		return fmt.Sprintf("instance %s (primary %s%s, admin state %s, %d MiB memory, %d vcpus)",
+			in.Name, name(in.PrimaryNode), sec, in.AdminState, in.MemoryMiB, in.VCPUs)
+	case c.InstanceRemove != nil:
+		return fmt.Sprintf("the removal of instance %s", name(c.InstanceRemove.UUID))
+	case c.ReservationMove != nil:
+		return fmt.Sprintf("the move of reservation %s to %s", name(c.ReservationMove.UUID), name(c.ReservationMove.PrimaryNode))
+	}
+	b, _ := json.Marshal(c)
+	return "the configuration change " + string(b)
+}
 
 // Logf adds a line to the opcode's log; it is recorded with the step.
 func (sc *StepContext) Logf(format string, args ...any) {
 	sc.logs = append(sc.logs, fmt.Sprintf(format, args...))
 }
 
-// Sleep waits for d or until ctx ends.
-func (sc *StepContext) Sleep(ctx context.Context, d time.Duration) error { return sc.sleep(ctx, d) }
+// Sleep waits for d or until ctx ends; a dry run only says it would.
+func (sc *StepContext) Sleep(ctx context.Context, d time.Duration) error {
+	if sc.dryRun {
+		if d > 0 {
+			sc.wouldf("wait %s", d)
+		}
+		return ctx.Err()
+	}
+	return sc.sleep(ctx, d)
+}
 
 // stepsFor returns the steps of an executor opcode, or an error for an
 // opcode this gntd cannot run. st is the opcode's record: steps that an
