@@ -26,6 +26,7 @@ var jobRoutes = []jobRoute{
 	{"POST", "/2/nodes", buildNodeAdd},
 	{"DELETE", "/2/nodes/{name}", buildNodeRemove},
 	{"PUT", "/2/nodes/{name}/modify", buildNodeModify},
+	{"POST", "/2/nodes/{name}/modify", buildNodeModify}, // the verb of Ganeti's client
 	{"POST", "/2/nodes/{name}/evacuate", nodeOp("OP_NODE_EVACUATE")},
 	{"POST", "/2/nodes/{name}/migrate", nodeOp("OP_NODE_MIGRATE")},
 	{"PUT", "/2/nodes/{name}/role", buildNodeRole},

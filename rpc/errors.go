@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 
 	"github.com/gnt-cluster/gnt/fsm"
 )
@@ -24,12 +25,40 @@ const (
 
 // APIError is the JSON body of every error response, in Ganeti's RAPI form
 // (code, message, explain) plus a stable error_code and the field at fault.
+// Every layer answers with it (the router's 404 and 405, authentication's
+// 401 and 403, forwarding, holds, handlers), always with all of code,
+// message, explain and error_code: Ganeti's client reads code, message and
+// explain of every error body, and fails with a KeyError on a body
+// without one of them.
 type APIError struct {
 	Status    int    `json:"code"`
 	Message   string `json:"message"`
-	Explain   string `json:"explain,omitempty"`
+	Explain   string `json:"explain"`
 	ErrorCode string `json:"error_code"`
 	Field     string `json:"field,omitempty"`
+}
+
+// body is the error as it is sent: a status (500 when none was set), an
+// explanation (the message when none was set) and an error code (the
+// HTTP status's when none was set).
+func (e *APIError) body() *APIError {
+	c := *e
+	if c.Status == 0 {
+		c.Status = http.StatusInternalServerError
+	}
+	if c.Explain == "" {
+		c.Explain = c.Message
+	}
+	if c.Message == "" {
+		c.Message = http.StatusText(c.Status)
+		if c.Explain == "" {
+			c.Explain = c.Message
+		}
+	}
+	if c.ErrorCode == "" {
+		c.ErrorCode = "http_" + strconv.Itoa(c.Status)
+	}
+	return &c
 }
 
 func (e *APIError) Error() string {

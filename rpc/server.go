@@ -216,7 +216,16 @@ func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
 func (s *Server) routes() {
 	allowed := map[string][]string{}
 	add := func(acc Access, method, path string, h http.HandlerFunc) {
+		if method != http.MethodGet {
+			h = refuseDryRun(h)
+		}
 		s.handle(acc, method, path, h)
+		allowed[path] = append(allowed[path], method)
+	}
+	// op registers a change made by opcodes: it honours ?dry-run=1
+	// (prepareOps sets dry_run on every opcode).
+	op := func(method, path string, build opsBuilder) {
+		s.handle(AccessWrite, method, path, s.jobHandler(build))
 		allowed[path] = append(allowed[path], method)
 	}
 	const (
@@ -231,7 +240,7 @@ func (s *Server) routes() {
 	add(read, "GET", "/2/info", s.blockingRead(s.serveInfo))
 	// The endpoints that submit a job (check.go), all write access.
 	for _, jr := range jobRoutes {
-		add(wr, jr.method, jr.path, s.jobHandler(jr.build))
+		op(jr.method, jr.path, jr.build)
 	}
 	add(read, "GET", "/2/tags", s.blockingRead(s.serveTags(fsm.TagCluster, "")))
 
@@ -292,6 +301,27 @@ func (s *Server) routes() {
 		writeError(w, &APIError{Status: http.StatusNotFound, ErrorCode: CodeNotFound,
 			Message: fmt.Sprintf("no such resource: %s", r.URL.Path)})
 	})
+}
+
+// refuseDryRun wraps a change that is not made by opcodes (job cancel and
+// archive, users, incidents, init, join, master failover): ?dry-run=1
+// there is refused, naming the route, rather than ignored while the
+// change is made.
+func refuseDryRun(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if q := r.URL.Query(); q.Has("dry-run") {
+			dry, aerr := queryFlag(q, "dry-run")
+			if aerr != nil {
+				writeError(w, aerr)
+				return
+			}
+			if dry {
+				writeError(w, badRequest("dry-run", "%s %s has no dry run (it is not made by opcodes); send it without dry-run=1", r.Method, r.Pattern[strings.IndexByte(r.Pattern, ' ')+1:]))
+				return
+			}
+		}
+		h(w, r)
+	}
 }
 
 // statusRecorder remembers the status a handler answered with.
@@ -428,11 +458,9 @@ func asAPIError(err error) *APIError {
 func WriteError(w http.ResponseWriter, e *APIError) { writeError(w, e) }
 
 func writeError(w http.ResponseWriter, e *APIError) {
-	if e.Status == 0 {
-		e.Status = http.StatusInternalServerError
-	}
-	body, _ := json.Marshal(e)
-	writeRaw(w, e.Status, body)
+	b := e.body()
+	body, _ := json.Marshal(b)
+	writeRaw(w, b.Status, body)
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
