@@ -160,3 +160,23 @@ func FuzzRejoinRequest(f *testing.F) {
 		}
 	})
 }
+
+// A rejoin sent to a follower reaches the leader, which removes the node;
+// the Go client sends it as a rejoining gntd does.
+func TestRejoinForwarded(t *testing.T) {
+	leader, follower := pair(t)
+	addNode2(t, leader)
+	leader.b.SetPeers([]rpc.Peer{{ID: "node1", Suffrage: "voter", Leader: true}, {ID: "node2", Suffrage: "voter"}})
+	var uuid string
+	leader.b.FSM().Read(func(s *fsm.State, _ uint64) { uuid = s.Cluster.UUID })
+	resp, err := follower.c.Rejoin(ctx(t), leader.b.JoinKey(), rpc.RejoinRequest{Node: "node2", ClusterUUID: uuid})
+	if err != nil || !resp.Removed || resp.Leader != "node1" {
+		t.Fatalf("rejoin through the follower: %+v, %v", resp, err)
+	}
+	if peers, _ := leader.b.Peers(nil); len(peers) != 1 {
+		t.Fatalf("the leader's peers: %+v", peers)
+	}
+	if _, err := follower.c.Rejoin(ctx(t), []byte("not the join key"), rpc.RejoinRequest{Node: "node2", ClusterUUID: uuid}); err == nil {
+		t.Fatal("a rejoin signed with another key was accepted")
+	}
+}
