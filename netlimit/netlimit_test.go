@@ -462,3 +462,33 @@ func TestIdleConnectionsMakeRoom(t *testing.T) {
 		t.Errorf("the connection in the middle of its request was closed: %v", err)
 	}
 }
+
+// TestReadTimeoutEndsSlowBody: a client that sends its headers and then
+// trickles nothing of the body it announced loses its connection (it was
+// held for ever with ReadHeaderTimeout alone).
+func TestReadTimeoutEndsSlowBody(t *testing.T) {
+	var handlerErr error
+	done := make(chan struct{})
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, handlerErr = io.ReadAll(r.Body)
+		close(done)
+	}))
+	HTTPLimits{ReadTimeout: 100 * time.Millisecond}.Configure(ts.Config)
+	ts.Start()
+	defer ts.Close()
+	c, err := net.Dial("tcp", ts.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n{")
+	c.SetReadDeadline(time.Now().Add(time.Minute))
+	if _, err := io.Copy(io.Discard, c); errors.Is(err, os.ErrDeadlineExceeded) { // until the server closes it
+		t.Fatal("the server held the connection of a body that never came for a minute")
+	}
+	<-done
+	var ne net.Error
+	if !errors.As(handlerErr, &ne) || !ne.Timeout() {
+		t.Errorf("the handler's read of the body ended with %v, want a timeout", handlerErr)
+	}
+}
