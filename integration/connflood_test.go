@@ -148,6 +148,32 @@ func TestConnectionFlood(t *testing.T) {
 	for _, ch := range children {
 		ch.stop()
 	}
+
+	// The node RPC and maintd have caps of their own: 600 slow
+	// connections from one address to each are refused beyond 512.
+	src2 := strings.TrimSuffix(src, ".99") + ".98"
+	for _, srv := range []struct{ name, addr string }{{"agent", leader.IP + ":1811"}, {"maintd", leader.IP + ":1816"}} {
+		tick := time.NewTicker(time.Hour) // no dialing again
+		f := &flood{target: srv.addr, redial: tick.C,
+			dialer: net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src2)}, Timeout: 10 * time.Second}}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := f.run(ctx, 600, 16)
+		sample := fmt.Sprintf(`gnt_net_connections_refused_total{reason="max_conns_per_ip",server="%s"}`, srv.name)
+		c.Eventually(30*time.Second, 100*time.Millisecond, srv.name+" refusing beyond its per-address cap", func() error {
+			v, err := metricValue(leader, sample)
+			if err != nil {
+				return err
+			}
+			if v < 600-512 {
+				return fmt.Errorf("%s is %v (%d dialed, %d reset on connect, %d dial errors: %v)", sample, v, f.opened.Load(), f.resetOnDial.Load(), f.dialErrors.Load(), f.lastErr())
+			}
+			return nil
+		})
+		cancel()
+		f.closeAll()
+		<-done
+		tick.Stop()
+	}
 }
 
 // flood holds slow connections from one address, as a client bent on
