@@ -163,7 +163,7 @@ func ValidateDiskSize(field string, size int64) *Error {
 // so the addition itself cannot overflow.
 func AddDiskMiB(field string, sum, size int64) (int64, *Error) {
 	if size < 0 || size > MaxDiskSizeMiB || sum < 0 || sum > MaxInstanceDiskMiB {
-		return sum, errf(CodeInval, field, "disk size %d MiB is out of range", size)
+		return sum, errf(CodeInval, field, "disk size %d MiB is not between 0 and %d", size, int64(MaxDiskSizeMiB))
 	}
 	if sum+size > MaxInstanceDiskMiB {
 		return sum, errf(CodeInval, field, "the disks of an instance total at most %d MiB, got more than %d", int64(MaxInstanceDiskMiB), sum)

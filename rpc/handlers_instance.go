@@ -143,12 +143,30 @@ func (s *Server) serveCapacity(w http.ResponseWriter, r *http.Request) error {
 			writeError(w, aerr)
 			return nil
 		}
-		req.VCPUs = int(n)
+		req.VCPUs = int(min(n, fsm.MaxVCPUs+1))
 	}
+	if e := fsm.ValidateMemory("memory", req.MemoryMiB); e != nil {
+		writeError(w, FromFSM(e))
+		return nil
+	}
+	if req.VCPUs > fsm.MaxVCPUs {
+		writeError(w, badRequest("vcpus", "vcpus must be 0 to %d, got %d", fsm.MaxVCPUs, req.VCPUs))
+		return nil
+	}
+	if n := len(q["disk"]); n > fsm.MaxDisksPerInstance {
+		writeError(w, badRequest("disk", "an instance has at most %d disks, got %d", fsm.MaxDisksPerInstance, n))
+		return nil
+	}
+	var total int64
 	for _, v := range q["disk"] {
 		n, aerr := num("disk", v)
 		if aerr != nil {
 			writeError(w, aerr)
+			return nil
+		}
+		var e *fsm.Error
+		if total, e = fsm.AddDiskMiB("disk", total, n); e != nil {
+			writeError(w, FromFSM(e))
 			return nil
 		}
 		req.Disks = append(req.Disks, n)
