@@ -61,6 +61,12 @@ func (s *Server) applyCommand(w http.ResponseWriter, r *http.Request, body []byt
 func (s *Server) jobRequest(w http.ResponseWriter, r *http.Request) (id int64, body []byte, ok bool) {
 	id, aerr := parseJobID(r)
 	if aerr == nil {
+		aerr = checkRequestText(r)
+	}
+	if reason := r.URL.Query().Get("reason"); aerr == nil && len(reason) > fsm.MaxReasonTextLen {
+		aerr = badRequest("reason", "reason is %d bytes long; at most %d", len(reason), fsm.MaxReasonTextLen)
+	}
+	if aerr == nil {
 		body, aerr = s.readBody(r)
 	}
 	if aerr != nil {

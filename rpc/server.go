@@ -925,6 +925,9 @@ func (s *Server) prepareOps(r *http.Request, body []byte, build opsBuilder, now 
 	if aerr := checkRequestText(r); aerr != nil {
 		return nil, aerr
 	}
+	if reason := q.Get("reason"); len(reason) > fsm.MaxReasonTextLen {
+		return nil, badRequest("reason", "reason is %d bytes long; at most %d", len(reason), fsm.MaxReasonTextLen)
+	}
 	ops, aerr := build(r, body)
 	if aerr != nil {
 		return nil, aerr
