@@ -674,7 +674,7 @@ func TestBenchResume(t *testing.T) {
 	cl := c.Client()
 	var long [][]map[string]any
 	for i := 0; i < 20; i++ {
-		long = append(long, []map[string]any{{"OP_ID": "OP_TEST_DELAY", "duration": 0.5, "repeat": 2000}})
+		long = append(long, []map[string]any{{"OP_ID": "OP_TEST_DELAY", "duration": 1, "repeat": 1000}})
 	}
 	if _, _, err := cl.SubmitJobs(ctx, long, "bench: running"); err != nil {
 		t.Fatal(err)
