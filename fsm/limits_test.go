@@ -111,6 +111,10 @@ func TestLimits(t *testing.T) {
 		{"OOB node names", `{"OP_ID":"OP_OOB_COMMAND","command":"health","node_names":` + numberedList(10000, func(i int) string { return `"n` + strconv.Itoa(i) + `"` }) + `}`, `{"OP_ID":"OP_OOB_COMMAND","command":"health","node_names":` + numberedList(10001, func(i int) string { return `"n` + strconv.Itoa(i) + `"` }) + `}`, "node_names", "10000"},
 		{"EPO names", `{"OP_ID":"OP_CLUSTER_EPO","names":["n1"],"wait_timeout":86400}`, `{"OP_ID":"OP_CLUSTER_EPO","names":["n1"],"wait_timeout":86401}`, "wait_timeout", "86400"},
 		{"EPO name", `{"OP_ID":"OP_CLUSTER_EPO","names":["n1"]}`, `{"OP_ID":"OP_CLUSTER_EPO","names":["../n1"]}`, "names", "'/'"},
+		{"ssh_port", `{"OP_ID":"OP_GROUP_ADD","group_name":"g","ndparams":{"ssh_port":65535}}`, `{"OP_ID":"OP_GROUP_ADD","group_name":"g","ndparams":{"ssh_port":65536}}`, "ndparams.ssh_port", "65535"},
+		{"spindle_count", `{"OP_ID":"OP_GROUP_ADD","group_name":"g","ndparams":{"spindle_count":2147483648}}`, `{"OP_ID":"OP_GROUP_ADD","group_name":"g","ndparams":{"spindle_count":1e300}}`, "ndparams.spindle_count", "at most 2147483648"},
+		{"cpu_speed", `{"OP_ID":"OP_GROUP_ADD","group_name":"g","ndparams":{"cpu_speed":1000000}}`, `{"OP_ID":"OP_GROUP_ADD","group_name":"g","ndparams":{"cpu_speed":1000001}}`, "ndparams.cpu_speed", "at most 1000000"},
+		{"oob_program length", `{"OP_ID":"OP_GROUP_ADD","group_name":"g","ndparams":{"ovs_name":"` + strings.Repeat("o", 4096) + `"}}`, `{"OP_ID":"OP_GROUP_ADD","group_name":"g","ndparams":{"ovs_name":"` + strings.Repeat("o", 4097) + `"}}`, "ndparams.ovs_name", "4096"},
 		{"depends", delay(`"duration":0,"depends":` + jsonList(100, `[1,[]]`)), delay(`"duration":0,"depends":` + jsonList(101, `[1,[]]`)), "depends", "100"},
 		{"reason entries", delay(`"duration":0,"reason":` + jsonList(32, `["a","b",1]`)), delay(`"duration":0,"reason":` + jsonList(33, `["a","b",1]`)), "reason", "32"},
 		{"reason text", delay(`"duration":0,"reason":[["a","` + strings.Repeat("r", 4096) + `",1]]`), delay(`"duration":0,"reason":[["a","` + strings.Repeat("r", 4097) + `",1]]`), "reason", "4096"},
@@ -466,6 +470,7 @@ func TestLimitsDocumented(t *testing.T) {
 		{"`depends` of one opcode", []string{strconv.Itoa(MaxDepends)}},
 		{"`reason` trail given with an opcode", []string{strconv.Itoa(MaxReasonEntries), strconv.Itoa(MaxReasonTextLen)}},
 		{"`comment`", []string{strconv.Itoa(MaxCommentLen)}},
+		{"`ndparams` values", []string{strconv.Itoa(MaxNDParamString), "65535", "2^31", "10^6"}},
 		{"JSON nesting", []string{strconv.Itoa(maxJSONDepth)}},
 	} {
 		cell, ok := rows[c.row]

@@ -597,7 +597,8 @@ func OpcodeNDParams(op Opcode) map[string]any {
 // validateNDParams checks keys and value types. The value "default" (or
 // null) removes an override, as in Ganeti.
 func validateNDParams(field string, p map[string]any) *Error {
-	for k, v := range p {
+	for _, k := range sortedKeys(p) {
+		v := p[k]
 		t, ok := ndparamTypes[k]
 		if !ok {
 			return errf(CodeInval, field+"."+k, "unknown node parameter %q", k)
@@ -622,6 +623,41 @@ func validateNDParams(field string, p map[string]any) *Error {
 		}
 		if bad {
 			return errf(CodeInval, field+"."+k, "node parameter %q must be %s, got %v", k, article[t], v)
+		}
+		if e := ndparamInRange(field+"."+k, k, v); e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// Bounds of node parameter values.
+const (
+	MaxNDParamString = 4096    // oob_program, ovs_name, ovs_link
+	MaxNDParamInt    = 1 << 31 // spindle_count
+	MaxNDParamFloat  = 1e6     // cpu_speed
+)
+
+// ndparamInRange checks a node parameter value of the right type against
+// its bounds: strings of at most MaxNDParamString bytes, integers up to
+// MaxNDParamInt (ssh_port a port), floats up to MaxNDParamFloat.
+func ndparamInRange(field, k string, v any) *Error {
+	switch x := v.(type) {
+	case string:
+		if len(x) > MaxNDParamString {
+			return errf(CodeInval, field, "node parameter %q is %d bytes long; at most %d", k, len(x), MaxNDParamString)
+		}
+	case float64:
+		limit := float64(MaxNDParamInt)
+		switch ndparamTypes[k] {
+		case "float":
+			limit = MaxNDParamFloat
+		}
+		if k == "ssh_port" {
+			limit = 65535
+		}
+		if x > limit {
+			return errf(CodeInval, field, "node parameter %q must be at most %s, got %g", k, strconv.FormatFloat(limit, 'f', -1, 64), x)
 		}
 	}
 	return nil
