@@ -119,8 +119,8 @@ func debugDelay(ctx context.Context, s *session, c *cli.Context, args []string) 
 		op["depends"] = deps
 	}
 	n := c.Int("chain")
-	if n < 0 || n > 1000 {
-		return usagef(c, "--chain %d: want 1 to 1000", n)
+	if n < 0 || n > fsm.MaxJobsPerSubmission {
+		return usagef(c, "--chain %d: want 1 to %d (jobs in one submission)", n, fsm.MaxJobsPerSubmission)
 	}
 	if n == 0 {
 		_, err := s.change(ctx, http.MethodPost, "/2/jobs", nil, map[string]any{"ops": []any{op}})
