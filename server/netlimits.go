@@ -21,8 +21,9 @@ import (
 // The API, the node RPC and maintd each accept through their own
 // netlimit.Limiter (Config.MaxConns overall, Config.MaxConnsPerIP from one
 // client address), so that a flood of one of them leaves the others their
-// places, and all of them together leave descriptors for Raft, gossip,
-// the data dir and the dials out (fdReserve). Their HTTP servers bound
+// places, and all of them together leave descriptors for Raft (whose port
+// has small caps of its own), gossip, the data dir and the dials out
+// (fdReserve). Gossip's TCP port (memberlist's own listener) has none. Their HTTP servers bound
 // reading a request (netlimit.HTTPLimits) and writing its answer
 // (WriteTimeout above the longest answer each one holds on purpose).
 
@@ -45,11 +46,11 @@ const (
 	maintdWriteTimeout = time.Minute
 )
 
-// connLimiters are the limiters of the API, the node RPC and maintd, and
-// the addresses their per-address caps spare.
+// connLimiters are the limiters of the API, the node RPC, maintd and the
+// Raft port, and the addresses their per-address caps spare.
 type connLimiters struct {
-	api, agent, maintd *netlimit.Limiter
-	hosts              hostSet
+	api, agent, maintd, raft *netlimit.Limiter
+	hosts                    hostSet
 }
 
 // each calls f with each limiter and the server's name.
@@ -57,7 +58,16 @@ func (c *connLimiters) each(f func(name string, l *netlimit.Limiter)) {
 	f("api", c.api)
 	f("agent", c.agent)
 	f("maintd", c.maintd)
+	f("raft", c.raft)
 }
+
+// The Raft port's caps, within fdReserve: its peers are the candidates
+// (spared by the per-address cap), each with a few connections (a pool of
+// 3, pipelining, a snapshot); nobody else has anything to do there.
+const (
+	raftMaxConns      = 256
+	raftMaxConnsPerIP = 32
+)
 
 // setupConnLimits raises the descriptor limit as far as allowed, lowers
 // the overall caps when the three servers' would not leave fdReserve
@@ -73,7 +83,7 @@ func (s *Server) setupConnLimits() {
 		s.log.Info("open-file limit", "soft", soft, "hard", hard, "max_conns_per_server", capString(lim.MaxConns),
 			"max_conns_per_ip", capString(lim.MaxConnsPerIP))
 	}
-	mk := func(name string) *netlimit.Limiter {
+	mk := func(name string, lim netlimit.Limits) *netlimit.Limiter {
 		lg := s.log.Named(name)
 		return netlimit.New(lim, netlimit.Options{
 			Name:   name,
@@ -82,7 +92,8 @@ func (s *Server) setupConnLimits() {
 		})
 	}
 	s.conns.hosts.load = s.loadClusterHosts
-	s.conns.api, s.conns.agent, s.conns.maintd = mk("api"), mk("agent"), mk("maintd")
+	s.conns.api, s.conns.agent, s.conns.maintd = mk("api", lim), mk("agent", lim), mk("maintd", lim)
+	s.conns.raft = mk("raft", netlimit.Limits{MaxConns: raftMaxConns, MaxConnsPerIP: raftMaxConnsPerIP})
 }
 
 // fitFileLimit lowers the overall cap (and the per-address one with it)

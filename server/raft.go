@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -109,8 +110,9 @@ func boltOptions() *bbolt.Options {
 // startRaft opens the stores in dir and starts Raft. With bootstrap set it
 // first writes a one-server configuration (cluster init); it refuses to
 // bootstrap over existing state. With faults set, Raft traffic goes
-// through it (fault injection, faults.go).
-func startRaft(cfg *Config, dir string, f *raftFSM, log hclog.Logger, bootstrap bool, faults *transport.Faults) (*raftNode, error) {
+// through it (fault injection, faults.go). wrap, if set, wraps the Raft
+// listener (its connection caps, netlimits.go).
+func startRaft(cfg *Config, dir string, f *raftFSM, log hclog.Logger, bootstrap bool, faults *transport.Faults, wrap func(net.Listener) net.Listener) (*raftNode, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -130,7 +132,7 @@ func startRaft(cfg *Config, dir string, f *raftFSM, log hclog.Logger, bootstrap 
 		return nil, err
 	}
 	loss := newLeaderLoss(cfg.Timing(), log)
-	stream, err := transport.NewTCPStreamLayer(cfg.RaftAddr(), transport.WithPeerClosed(loss.notify))
+	stream, err := transport.NewTCPStreamLayer(cfg.RaftAddr(), transport.WithPeerClosed(loss.notify), transport.WithListener(wrap))
 	if err != nil {
 		store.Close()
 		return nil, fmt.Errorf("raft listener on %s: %w", cfg.RaftAddr(), err)

@@ -336,7 +336,7 @@ func (s *Server) startRaft(bootstrap bool) error {
 	if s.node != nil {
 		return nil
 	}
-	n, err := startRaft(&s.cfg, s.dir.raftPath(), s.rfsm, s.log, bootstrap, s.faults)
+	n, err := startRaft(&s.cfg, s.dir.raftPath(), s.rfsm, s.log, bootstrap, s.faults, s.conns.raft.Wrap)
 	if err != nil {
 		return err
 	}

@@ -43,6 +43,14 @@ type options struct {
 	serverTLS *tls.Config
 	clientTLS *tls.Config
 	closed    func(ip string)
+	wrap      func(net.Listener) net.Listener
+}
+
+// WithListener makes the layer accept through wrap(listener): a wrapper
+// that caps connections (the server's netlimit) refuses them before any
+// TLS handshake or Raft decoding is spent on them.
+func WithListener(wrap func(net.Listener) net.Listener) Option {
+	return func(o *options) { o.wrap = wrap }
 }
 
 // WithPeerClosed makes the layer call fn with the remote IP of every
@@ -107,6 +115,9 @@ func NewTCPStreamLayer(bind string, opts ...Option) (*StreamLayer, error) {
 	if !ok {
 		l.Close()
 		return nil, fmt.Errorf("transport: listener address %v is not tcp", l.Addr())
+	}
+	if o.wrap != nil {
+		l = o.wrap(l)
 	}
 	s := &StreamLayer{
 		listener:  l,

@@ -355,3 +355,32 @@ func TestProbe(t *testing.T) {
 		t.Fatal("Refused is true for an error that is not a refusal")
 	}
 }
+
+// countingListener counts the connections accepted through it.
+type countingListener struct {
+	net.Listener
+	n chan struct{}
+}
+
+func (c *countingListener) Accept() (net.Conn, error) {
+	conn, err := c.Listener.Accept()
+	if err == nil {
+		c.n <- struct{}{}
+	}
+	return conn, err
+}
+
+// TestWithListener: the layer accepts through the wrapper it is given.
+func TestWithListener(t *testing.T) {
+	cl := &countingListener{n: make(chan struct{}, 1)}
+	srv := newLayer(t, ipA, WithListener(func(l net.Listener) net.Listener { cl.Listener = l; return cl }))
+	cli := newLayer(t, ipB)
+	ch := acceptOne(t, srv)
+	dial(t, cli, srv.Addr())
+	waitConn(t, ch)
+	select {
+	case <-cl.n:
+	default:
+		t.Fatal("the connection was not accepted through the wrapper")
+	}
+}
