@@ -55,11 +55,25 @@ func (e *Executor) evacuateSteps(o *fsm.OpNodeEvacuate, st *fsm.OpState) []Step 
 		}
 		return p, nil
 	}}
-	return e.planned(st, plan, func(m alloc.Move) Step {
+	steps := e.planned(st, plan, func(m alloc.Move) Step {
 		return Step{Name: fmt.Sprintf("%s %s", m.Kind, m.Instance), Run: func(ctx context.Context, sc *StepContext) (any, error) {
 			return nil, e.runMove(ctx, sc, m)
 		}}
 	})
+	// The result is Ganeti's node-evac-res1 form, {"jobs": [[true, id],
+	// ...]}: the jobs that did the moves. gnt does them in this job's
+	// own steps, so the list names this job (a client that waits for
+	// each finds it finished).
+	last := &steps[len(steps)-1]
+	run := last.Run
+	last.Run = func(ctx context.Context, sc *StepContext) (any, error) {
+		res, err := run(ctx, sc)
+		if err != nil || sc.dryRun {
+			return res, err
+		}
+		return map[string]any{"jobs": [][]any{{true, sc.Job.ID}}}, nil
+	}
+	return steps
 }
 
 func (e *Executor) nodeMigrateSteps(o *fsm.OpNodeMigrate, st *fsm.OpState) []Step {

@@ -275,6 +275,15 @@ func TestNodeEvacuateAndMigrate(t *testing.T) {
 	if steps := j.Ops[0].Steps; len(steps) != 1 || steps[0].Name != "plan" {
 		t.Errorf("evacuation steps recorded: %+v (the plan, then the move recorded by the finish)", steps)
 	}
+	// Ganeti's node-evac-res1 result: the jobs that did the moves.
+	if want := fmt.Sprintf(`{"jobs":[[true,%d]]}`, j.ID); string(j.Ops[0].Result) != want {
+		t.Errorf("evacuation result %s, want %s", j.Ops[0].Result, want)
+	}
+	// Nothing to move off n3's primary role: the result names the job too.
+	j = runOK(t, d, `{"OP_ID":"OP_NODE_EVACUATE","node_name":"n3","mode":"primary-only"}`)
+	if want := fmt.Sprintf(`{"jobs":[[true,%d]]}`, j.ID); string(j.Ops[0].Result) != want {
+		t.Errorf("empty evacuation result %s, want %s", j.Ops[0].Result, want)
+	}
 	runOK(t, d, `{"OP_ID":"OP_NODE_MIGRATE","node_name":"n2"}`)
 	in = instanceState(d, "web1")
 	if in.PrimaryNode != "n3" || in.SecondaryNodes[0] != "n2" {

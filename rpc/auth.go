@@ -148,8 +148,17 @@ func (s *Server) handle(acc Access, method, path string, h http.HandlerFunc) {
 	if acc < AccessNone || acc > AccessWrite {
 		panic(fmt.Sprintf("rpc: route %s %s registered without an access level", method, path))
 	}
-	s.mux.HandleFunc(method+" "+path, s.guard(acc, h))
+	s.mux.HandleFunc(method+" "+muxPath(path), s.guard(acc, h))
 	s.table = append(s.table, Route{Method: method, Path: path, Access: acc})
+}
+
+// muxPath is the ServeMux pattern of a route's path: "/" alone is "/{$}"
+// (a bare "/" matches every path).
+func muxPath(path string) string {
+	if path == "/" {
+		return "/{$}"
+	}
+	return path
 }
 
 // guard wraps the handler of a route with the checks of its access level.

@@ -533,7 +533,8 @@ func (c *Client) Job(ctx context.Context, id int64) (JobInfo, error) {
 
 // CancelJob cancels a job (DELETE /2/jobs/{id}): at once when it has not
 // started, at its next step boundary when it runs. It returns the
-// server's message.
+// server's message; for a job that has already finished (the server's
+// [false, message]) the message and a wrong_state error saying it.
 func (c *Client) CancelJob(ctx context.Context, id int64, reason string) (string, Meta, error) {
 	var out []any
 	m, err := c.Do(ctx, http.MethodDelete, "/2/jobs/"+strconv.FormatInt(id, 10), reasonQuery(reason), nil, &out)
@@ -542,6 +543,10 @@ func (c *Client) CancelJob(ctx context.Context, id int64, reason string) (string
 	}
 	if len(out) == 2 {
 		if msg, ok := out[1].(string); ok {
+			if done, _ := out[0].(bool); !done {
+				// Ganeti's answer for a job that has finished.
+				return msg, m, &APIError{Status: http.StatusConflict, ErrorCode: string(fsm.CodeState), Message: msg, Explain: msg}
+			}
 			return msg, m, nil
 		}
 	}

@@ -59,6 +59,18 @@ type jobView struct {
 	archived bool
 }
 
+// ganetiFailure is a failed opcode's result in Ganeti's form: the state
+// machine's refusals are ["OpPrereqError", [message, error code]] already;
+// the executor's failures, recorded as a message, become
+// ["OpExecError", [message]].
+func ganetiFailure(result json.RawMessage) any {
+	var msg string
+	if json.Unmarshal(result, &msg) != nil {
+		return result
+	}
+	return []any{"OpExecError", []string{msg}}
+}
+
 // jobField returns one query field of a job.
 func jobField(j jobView, f string) any {
 	perOp := func(fn func(op *fsm.OpState) any) []any {
@@ -83,6 +95,9 @@ func jobField(j jobView, f string) any {
 		return perOp(func(op *fsm.OpState) any {
 			if len(op.Result) == 0 {
 				return nil
+			}
+			if op.Status == fsm.StatusError {
+				return ganetiFailure(op.Result)
 			}
 			return op.Result
 		})

@@ -36,16 +36,30 @@ const MaxJobsPerSubmission = fsm.MaxJobsPerSubmission
 // Raft write.
 func (s *Server) applyCommand(w http.ResponseWriter, r *http.Request, body []byte, cmd fsm.Command,
 	check func(*fsm.State) *fsm.Error, answer func(fsm.Response) any) {
+	s.applyCommandOr(w, r, body, cmd, func(st *fsm.State) (any, *fsm.Error) { return nil, check(st) }, answer)
+}
+
+// applyCommandOr is applyCommand whose check may answer instead of the
+// command (a non-nil answer): nothing is applied then.
+func (s *Server) applyCommandOr(w http.ResponseWriter, r *http.Request, body []byte, cmd fsm.Command,
+	check func(*fsm.State) (any, *fsm.Error), answer func(fsm.Response) any) {
 	many, ok := cmd.(fsm.JobSubmitMany)
 	tokened := ok && many.Token != ""
 	s.onLeaderChecked(w, r, body, nil, tokened, true, func() error {
-		var e *fsm.Error
+		var (
+			e   *fsm.Error
+			ans any
+		)
 		s.b.FSM().Read(func(st *fsm.State, idx uint64) {
 			setIndex(w, idx)
-			e = check(st)
+			ans, e = check(st)
 		})
 		if e != nil {
 			writeError(w, FromFSM(e))
+			return nil
+		}
+		if ans != nil {
+			writeJSON(w, ans)
 			return nil
 		}
 		resp, ok, err := s.applyHere(w, r, cmd)
@@ -112,8 +126,19 @@ func (s *Server) handleJobCancel(w http.ResponseWriter, r *http.Request) {
 		who = fmt.Sprintf("gnt:user (%s)", reason)
 	}
 	cmd := fsm.JobCancel{Now: s.b.Now().UnixNano(), JobID: id, Who: who}
-	check := func(st *fsm.State) *fsm.Error { return st.CheckCancel(id) }
-	s.applyCommand(w, r, body, cmd, check, func(resp fsm.Response) any {
+	// A job that has finished is not canceled: Ganeti answers 200
+	// [false, why], as its client expects; a job that does not exist is
+	// 404.
+	check := func(st *fsm.State) (any, *fsm.Error) {
+		if j := st.Jobs[id]; j != nil && fsm.Finalized(j.Status) {
+			return []any{false, fmt.Sprintf("Job %d is already %s; only queued, waiting and running jobs can be canceled", id, j.Status)}, nil
+		}
+		if a := st.Archived[id]; a != nil && st.Jobs[id] == nil {
+			return []any{false, fmt.Sprintf("Job %d is archived: it is already %s", id, a.Status)}, nil
+		}
+		return nil, st.CheckCancel(id)
+	}
+	s.applyCommandOr(w, r, body, cmd, check, func(resp fsm.Response) any {
 		if resp.Job != nil && resp.Job.Status == fsm.StatusCanceled {
 			return []any{true, fmt.Sprintf("Job %d canceled", id)}
 		}

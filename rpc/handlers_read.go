@@ -21,10 +21,17 @@ func (s *Server) handleVersion(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, 2)
 }
 
+// handleNull answers GET / and GET /2 as Ganeti does: null.
+func (s *Server) handleNull(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, nil)
+}
+
 // Features are the RAPI feature strings this server supports (Ganeti's
 // /2/features): instance creation and node migration take the version-1
-// body, node evacuation answers with the job's result. Reinstall's body
-// version is not claimed: gnt has no reinstall opcode yet.
+// body, node evacuation answers {"jobs": [[true, id], ...]}.
+// instance-reinstall-reqv1 is not claimed: reinstall takes opcode fields
+// (os, no_startup, osparams as gnt knows them), not Ganeti's version-1
+// body.
 var Features = []string{"instance-create-reqv1", "node-evac-res1", "node-migrate-reqv1"}
 
 func (s *Server) handleFeatures(w http.ResponseWriter, r *http.Request) {

@@ -235,6 +235,10 @@ func (s *Server) routes() {
 	)
 	add(none, "GET", "/version", s.handleVersion)
 	add(read, "GET", "/2/features", s.handleFeatures)
+	// / and /2 have no function; Ganeti serves GET on them for legacy
+	// reasons, answering null.
+	add(read, "GET", "/", s.handleNull)
+	add(read, "GET", "/2", s.handleNull)
 	add(read, "GET", "/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}).ServeHTTP)
 
 	add(read, "GET", "/2/info", s.blockingRead(s.serveInfo))
@@ -291,7 +295,7 @@ func (s *Server) routes() {
 		}
 		sort.Strings(methods)
 		allow := strings.Join(methods, ", ")
-		s.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+		s.mux.HandleFunc(muxPath(path), func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", allow)
 			writeError(w, &APIError{Status: http.StatusMethodNotAllowed, ErrorCode: CodeMethod,
 				Message: fmt.Sprintf("method %s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, allow)})
