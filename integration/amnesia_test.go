@@ -90,7 +90,8 @@ func localTags(m *Member) ([]string, error) {
 // non-voter, catches up and is promoted to voter, with every write
 // acknowledged before and while it was down. A raft.db with random bytes
 // inside is refused with one line naming the file, no stack trace, and
-// --rejoin brings that one back too.
+// --rejoin brings that one back too, this time asking a follower, which
+// forwards the rejoin to the leader.
 func TestRaftAmnesia(t *testing.T) {
 	c := NewCluster(t, ClusterOptions{Candidates: 3})
 	// node11 leads: the followers, node12 and node13, know another
@@ -161,6 +162,15 @@ func TestRaftAmnesia(t *testing.T) {
 
 			args := f.Args
 			f.Args = append(append([]string{}, args...), "--rejoin")
+			if i == 1 {
+				// Through a follower: its API forwards the rejoin to the
+				// leader.
+				for k := range f.Args {
+					if f.Args[k] == "--join" {
+						f.Args[k+1] = followers[0].APIAddr()
+					}
+				}
+			}
 			f.Start(t)
 			f.Args = args
 			var seen []string
