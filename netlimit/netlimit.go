@@ -1,8 +1,9 @@
 // Package netlimit bounds what one client can take of a TCP server: a
 // net.Listener wrapper that caps the connections open at once, overall and
-// per client IP address, closing a connection over a cap as soon as it is
-// accepted; the timeouts and header limit of an http.Server; and raising
-// the process's open-file limit.
+// per client IP address, closing an idle kept-alive connection to make
+// room or else the new connection as soon as it is accepted; the timeouts
+// and header limit of an http.Server; and raising the process's open-file
+// limit.
 //
 // The wrapper is a plain net.Listener, so that TLS goes on top of it
 // (tls.NewListener(limiter.Wrap(ln), cfg)): a connection over a cap is
