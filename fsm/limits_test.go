@@ -488,3 +488,51 @@ func TestLimitsDocumented(t *testing.T) {
 		t.Errorf("the powers of two docs/api.md states changed")
 	}
 }
+
+// TestSetParamsDiskLimitsAgainstState: adding disks to an instance is
+// refused at submission when the instance would pass the disk count or
+// the size sum, and nothing changes.
+func TestSetParamsDiskLimitsAgainstState(t *testing.T) {
+	h := newHarness()
+	h.initCluster("192.0.2.1")
+	var node string
+	h.f.Read(func(s *State, _ uint64) { node = s.Cluster.MasterNode })
+	h.f.st.Nodes[node].Resources = Resources{MemoryMiB: MaxMemoryMiB, DiskMiB: MaxNodeDiskMiB, CPUs: 64}
+	in := &Instance{Name: "web1", UUID: "i1", PrimaryNode: node, SecondaryNodes: []string{}, DiskTemplate: DTPlain,
+		MemoryMiB: 128, VCPUs: 1, AdminState: AdminDown, Tags: []string{}}
+	for k := 0; k < 14; k++ {
+		in.Disks = append(in.Disks, Disk{UUID: fmt.Sprintf("d%d", k), SizeMiB: MaxDiskSizeMiB / 4, Mode: "rw"})
+	}
+	h.f.st.Instances[in.UUID] = in
+	h.f.st.reindex()
+	add := func(n int, size int64) Command {
+		mods := make([]string, n)
+		for i := range mods {
+			mods[i] = `["add",-1,{"size":` + strconv.FormatInt(size, 10) + `}]`
+		}
+		op := `{"OP_ID":"OP_INSTANCE_SET_PARAMS","instance_name":"web1","disks":[` + strings.Join(mods, ",") + `]}`
+		return JobSubmit{Now: h.now, Ops: []json.RawMessage{json.RawMessage(op)}, UUIDs: []string{""}}
+	}
+	// 14 disks of 2^28 MiB hold 3.5 * 2^30; two more of 2^30 fit the
+	// count (16) but not the sum (4 * 2^30); two of 1 MiB fit both.
+	for _, c := range []struct {
+		name    string
+		cmd     Command
+		refused string
+	}{
+		{"17 disks", add(3, 1), "more than 16"},
+		{"sum past 4 PiB", add(2, MaxDiskSizeMiB), "4294967296"},
+		{"16 disks within the sum", add(2, 1), ""},
+	} {
+		before := h.f.Hash()
+		r := h.apply(c.cmd).(Response)
+		switch {
+		case c.refused == "" && r.Err != nil:
+			t.Errorf("%s: refused: %v", c.name, r.Err)
+		case c.refused != "" && (r.Err == nil || r.Err.Field != "disks" || !strings.Contains(r.Err.Msg, c.refused)):
+			t.Errorf("%s: got %v, want a refusal on disks mentioning %s", c.name, r.Err, c.refused)
+		case c.refused != "" && h.f.Hash() != before:
+			t.Errorf("%s: the refused submission changed the state", c.name)
+		}
+	}
+}

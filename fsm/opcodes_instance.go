@@ -829,6 +829,37 @@ func (o *OpInstanceSetParams) Validate() *Error {
 	return o.validateRef()
 }
 
+// stateChecked is an opcode with limits that depend on the state when it
+// is submitted; a submission past them is refused before it is queued
+// (the executor's steps and the stored record check again when it runs).
+type stateChecked interface {
+	checkState(s *State) *Error
+}
+
+// checkState implements stateChecked: the instance's disks with the ones
+// added stay within MaxDisksPerInstance and MaxInstanceDiskMiB.
+func (o *OpInstanceSetParams) checkState(s *State) *Error {
+	in := s.LookupInstance(o.Ref())
+	if in == nil || len(o.Disks) == 0 {
+		return nil // an unknown instance is the executor's to report
+	}
+	if n := len(in.Disks) + len(o.Disks); n > MaxDisksPerInstance {
+		return errf(CodeInval, "disks", "instance %s has %d disks; with %d more it would have %d, more than %d",
+			in.Name, len(in.Disks), len(o.Disks), n, MaxDisksPerInstance)
+	}
+	var total int64
+	for _, d := range in.Disks {
+		total += d.SizeMiB // each stored size is at most MaxDiskSizeMiB
+	}
+	for _, d := range o.Disks {
+		var e *Error
+		if total, e = AddDiskMiB("disks", total, d.Params.Size); e != nil {
+			return errf(CodeInval, "disks", "instance %s: %s", in.Name, e.Msg)
+		}
+	}
+	return nil
+}
+
 // Summary implements Opcode.
 func (o *OpInstanceSetParams) Summary() string { return "INSTANCE_SET_PARAMS(" + o.Ref() + ")" }
 

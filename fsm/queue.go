@@ -58,6 +58,14 @@ func (s *State) newJob(spec JobSpec, id, first int64, ts *Timestamp) (*Job, []Op
 	}
 	job := &Job{ID: id, ReceivedTS: ts, Status: StatusQueued}
 	for i, op := range ops {
+		if sc, ok := op.(stateChecked); ok {
+			if e := sc.checkState(s); e != nil {
+				if len(ops) > 1 {
+					e = &Error{Code: e.Code, Field: e.Field, Msg: fmt.Sprintf("opcode %d: %s", i, e.Msg)}
+				}
+				return nil, nil, e
+			}
+		}
 		deps, _ := op.Common().Dependencies() // validated by parseOps
 		resolved, e := s.resolveDeps(deps, id, first)
 		if e != nil {
