@@ -93,12 +93,13 @@ func TestNodeAgentLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	nodeHTTP := &http.Client{Transport: rpc.NewNodeTransport(c.NodeTLS())}
 	post := func(h http.Header) (int, string) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+n21.AgentAddr()+rpc.NodePath, bytes.NewReader(body))
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+n21.AgentAddr()+rpc.NodePath, bytes.NewReader(body))
 		for k, v := range h {
 			req.Header[k] = v
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := nodeHTTP.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gnt-cluster/gnt/rpc"
 )
 
 // runOnce runs the member's gntd with extra arguments to its end (it is
@@ -80,7 +79,7 @@ func localTags(m *Member) ([]string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	var tags []string
-	_, err := rpc.NewClient([]string{m.APIAddr()}).Do(ctx, http.MethodGet, "/2/tags", nil, nil, &tags)
+	_, err := m.c.ClientFor(m).Do(ctx, http.MethodGet, "/2/tags", nil, nil, &tags)
 	return tags, err
 }
 

@@ -124,8 +124,8 @@ func profileDuring(t *testing.T, c *Cluster, name string, d time.Duration) func(
 		wg.Add(1)
 		go func(addr, ip string) {
 			defer wg.Done()
-			u := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, int(d.Seconds()))
-			resp, err := http.Get(u)
+			u := fmt.Sprintf("https://%s/debug/pprof/profile?seconds=%d", addr, int(d.Seconds()))
+			resp, err := c.HTTP().Get(u)
 			if err != nil {
 				t.Logf("profile of %s: %v", addr, err)
 				return
@@ -136,14 +136,14 @@ func profileDuring(t *testing.T, c *Cluster, name string, d time.Duration) func(
 				t.Logf("profile of %s: %v", addr, err)
 			}
 			if os.Getenv("GNT_BENCH_TRACE") != "" {
-				if resp, err := http.Get("http://" + addr + "/debug/pprof/trace?seconds=1"); err == nil {
+				if resp, err := c.HTTP().Get("https://" + addr + "/debug/pprof/trace?seconds=1"); err == nil {
 					b, _ := io.ReadAll(resp.Body)
 					resp.Body.Close()
 					_ = os.WriteFile(fmt.Sprintf("%s/%s-%s.trace", dir, name, ip), b, 0o644)
 				}
 			}
 			// Raft's own timings of the last ten seconds, beside it.
-			if resp, err := http.Get("http://" + addr + "/debug/raft-metrics"); err == nil {
+			if resp, err := c.HTTP().Get("https://" + addr + "/debug/raft-metrics"); err == nil {
 				b, _ := io.ReadAll(resp.Body)
 				resp.Body.Close()
 				_ = os.WriteFile(fmt.Sprintf("%s/%s-%s.raft.json", dir, name, ip), b, 0o644)
@@ -156,16 +156,16 @@ func profileDuring(t *testing.T, c *Cluster, name string, d time.Duration) func(
 // applyStats reads the leader's applier metrics (gnt_raft_apply_*): Raft
 // entries written, commands packed into them, the seconds the entries took
 // from Raft's Apply to the state machine's answer, and the holds.
-func applyStats(addr string) map[string]float64 {
-	v, _ := metricValues(addr, "gnt_raft_apply_")
+func applyStats(m *Member) map[string]float64 {
+	v, _ := metricValues(m, "gnt_raft_apply_")
 	return v
 }
 
 // metricValues reads the unlabelled metrics whose names begin with
 // prefix from a gntd's /metrics (an empty map, not nil, with an error).
-func metricValues(addr, prefix string) (map[string]float64, error) {
+func metricValues(m *Member, prefix string) (map[string]float64, error) {
 	out := map[string]float64{}
-	resp, err := http.Get("http://" + addr + "/metrics")
+	resp, err := m.c.HTTP().Get(m.c.URL(m, "/metrics"))
 	if err != nil {
 		return out, err
 	}
@@ -189,8 +189,8 @@ func metricValues(addr, prefix string) (map[string]float64, error) {
 // applyDelta formats what the leader's applier did since a0 (applyStats):
 // entries, commands per entry, time per entry, and the holds for the
 // executor (jobs.Pacer): how many, their mean, how many ran out.
-func applyDelta(addr string, a0 map[string]float64, d time.Duration) string {
-	a1 := applyStats(addr)
+func applyDelta(m *Member, a0 map[string]float64, d time.Duration) string {
+	a1 := applyStats(m)
 	delta := func(k string) float64 { return a1[k] - a0[k] }
 	entries := delta("gnt_raft_apply_seconds_count")
 	if entries <= 0 {
@@ -212,7 +212,7 @@ func forwardStats(c *Cluster) (batches, requests float64) {
 		if m.cmd == nil {
 			continue
 		}
-		v, _ := metricValues(m.APIAddr(), "gnt_api_forward_batch")
+		v, _ := metricValues(m, "gnt_api_forward_batch")
 		batches += v["gnt_api_forward_batches_total"]
 		requests += v["gnt_api_forward_batched_requests_total"]
 	}
@@ -344,8 +344,8 @@ func runJobs(t *testing.T, c *Cluster, clients int, d time.Duration, toLeader bo
 			if toLeader {
 				srv = []string{leader}
 			}
-			cl := rpc.NewClient(append(srv[i%len(srv):], srv[:i%len(srv)]...))
-			lean := &leanClient{addr: srv[i%len(srv)]}
+			cl := c.NewClient(append(srv[i%len(srv):], srv[:i%len(srv)]...))
+			lean := &leanClient{addr: srv[i%len(srv)], tls: c.AdminTLS()}
 			defer lean.close()
 			var local []time.Duration
 			for n := 0; ctx.Err() == nil; n++ {
@@ -597,7 +597,7 @@ func TestBenchNoopJobs(t *testing.T) {
 		how := howNames[run.how]
 		d := 8 * time.Second
 		s0, c0 := cpuSeconds(c)
-		leader := c.WaitLeader(10 * time.Second).APIAddr()
+		leader := c.WaitLeader(10 * time.Second)
 		a0 := applyStats(leader)
 		prof := profileDuring(t, c, fmt.Sprintf("noop-%s-%d-%s", loadGen(run.how), clients, how), d-4*time.Second)
 		n, lats, failed := runJobs(t, c, clients, d, true, run.how, mk)
@@ -615,7 +615,7 @@ func TestBenchNoopJobs(t *testing.T) {
 	// 20,000 in all; the rate is jobs finished per second from the first
 	// submission to the last job's end.
 	const total, clients = 20000, 64
-	cl := rpc.NewClient([]string{c.WaitLeader(10 * time.Second).APIAddr()})
+	cl := c.NewClient([]string{c.WaitLeader(10 * time.Second).APIAddr()})
 	var (
 		next   atomic.Int64
 		failed atomic.Int64
@@ -739,7 +739,7 @@ func TestBenchResume(t *testing.T) {
 
 // metricValue reads one unlabelled metric from a member's /metrics.
 func metricValue(m *Member, name string) (float64, error) {
-	v, err := metricValues(m.APIAddr(), name)
+	v, err := metricValues(m, name)
 	if err != nil {
 		return 0, err
 	}

@@ -284,7 +284,7 @@ func TestClusterLifecycle(t *testing.T) {
 		return nil
 	})
 	// A demoted candidate answers no state reads, and says who does.
-	if res := rawAPI(ctx, "GET", "http://"+demoted.APIAddr()+"/2/nodes", nil); res.Err != nil || res.Status != http.StatusServiceUnavailable ||
+	if res := rawAPI(ctx, c.HTTP(), "GET", c.URL(demoted, "/2/nodes"), nil); res.Err != nil || res.Status != http.StatusServiceUnavailable ||
 		res.API.ErrorCode != rpc.CodeNotCandidate || !strings.Contains(res.API.Message, leader.APIAddr()) {
 		t.Errorf("reading from demoted %s: %d %s %q (%v); want 503 %s naming the candidates", demoted.Name,
 			res.Status, res.API.ErrorCode, res.API.Message, res.Err, rpc.CodeNotCandidate)
@@ -473,7 +473,7 @@ func runBadInput(ctx context.Context, t *testing.T, c *Cluster, leader *Member) 
 	} {
 		before := markState(ctx, t, c)
 		for _, m := range c.Candidates() {
-			res := rawAPI(ctx, tc.method, "http://"+m.APIAddr()+tc.path, tc.body)
+			res := rawAPI(ctx, c.HTTP(), tc.method, c.URL(m, tc.path), tc.body)
 			what := fmt.Sprintf("%s (%s %s on %s)", tc.name, tc.method, tc.path, m.Name)
 			if len(what) > 200 {
 				what = what[:200] + "..."
@@ -563,7 +563,7 @@ type rawResult struct {
 }
 
 // rawAPI sends a request with a raw body and decodes an error answer.
-func rawAPI(ctx context.Context, method, u string, body []byte) rawResult {
+func rawAPI(ctx context.Context, client *http.Client, method, u string, body []byte) rawResult {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	var rd io.Reader
@@ -577,7 +577,7 @@ func rawAPI(ctx context.Context, method, u string, body []byte) rawResult {
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return rawResult{Err: err}
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -176,7 +175,7 @@ func TestConfdStaleFollower(t *testing.T) {
 		t.Errorf("a packet with a wrong HMAC was answered (%d bytes)", n)
 	}
 	c.Eventually(5*time.Second, 100*time.Millisecond, "the drop is counted", func() error {
-		resp, err := http.Get("http://" + leader.APIAddr() + "/metrics")
+		resp, err := c.HTTP().Get(c.URL(leader, "/metrics"))
 		if err != nil {
 			return err
 		}

@@ -52,7 +52,7 @@ func TestDataDirRefusals(t *testing.T) {
 	idBefore := readFileT(t, filepath.Join(node.DataDir, "node.json"))
 	for _, m := range []*Member{cand, node} {
 		body := []byte(`{"cluster_name":"other.example.com"}`)
-		res := rawAPI(ctx, "POST", "http://"+m.APIAddr()+"/2/gnt/init", body)
+		res := rawAPI(ctx, insecureHTTP, "POST", "https://"+m.APIAddr()+"/2/gnt/init", body)
 		if res.Err != nil || res.Status != http.StatusConflict || res.API.ErrorCode != "wrong_state" || res.API.Message == "" {
 			t.Errorf("init on %s: %d %s %q (%v); want 409 wrong_state", m.Name, res.Status, res.API.ErrorCode, res.API.Message, res.Err)
 		} else {

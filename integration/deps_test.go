@@ -19,15 +19,16 @@ var allowed = map[string][]string{
 	"transport":   {},
 	"oob":         {},
 	"netlimit":    {},
+	"pki":         {},
 	"rpc":         {"fsm"},
 	"confd":       {"fsm"},
 	"agent":       {"fsm"},
 	"jobs":        {"fsm", "oob"},
 	"repair":      {"fsm"},
-	"server":      {"fsm", "transport", "rpc", "confd", "jobs", "repair", "agent", "oob", "netlimit"},
-	"integration": {"fsm", "transport", "rpc", "confd", "jobs", "repair", "agent", "oob", "server", "netlimit"},
+	"server":      {"fsm", "transport", "rpc", "confd", "jobs", "repair", "agent", "oob", "netlimit", "pki"},
+	"integration": {"fsm", "transport", "rpc", "confd", "jobs", "repair", "agent", "oob", "server", "netlimit", "pki"},
 	"cmd/gntd":    {"server", "rpc", "confd", "fsm"},
-	"cmd/gnt":     {"rpc", "confd", "fsm"},
+	"cmd/gnt":     {"rpc", "confd", "fsm", "pki"},
 }
 
 type goPackage struct {

@@ -61,7 +61,7 @@ func TestKillLeaderDuringSubmissions(t *testing.T) {
 	stopAt := start.Add(runFor)
 	for i := 0; i < clients; i++ {
 		rot := append(append([]string(nil), servers[i%len(servers):]...), servers[:i%len(servers)]...)
-		cl := rpc.NewClient(rot)
+		cl := c.NewClient(rot)
 		clis = append(clis, cl)
 		obj := objects[i]
 		wg.Add(1)
@@ -438,7 +438,7 @@ func TestGracefulStopHandsOff(t *testing.T) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			cl := rpc.NewClient(c.Servers())
+			cl := c.NewClient(c.Servers())
 			for n := 0; ; n++ {
 				select {
 				case <-stopped:

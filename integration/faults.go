@@ -25,9 +25,9 @@ func (m *Member) Faults(req server.FaultRequest) error {
 	body, _ := json.Marshal(req)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	hr, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+m.APIAddr()+"/debug/faults", bytes.NewReader(body))
+	hr, _ := http.NewRequestWithContext(ctx, http.MethodPost, m.c.URL(m, "/debug/faults"), bytes.NewReader(body))
 	hr.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(hr)
+	resp, err := m.c.HTTP().Do(hr)
 	if err != nil {
 		return err
 	}

@@ -175,7 +175,7 @@ func TestReservationsNeverOvercommit(t *testing.T) {
 	results := make(chan result, 30)
 	for i := 0; i < 30; i++ {
 		go func(i int) {
-			cl := rpc.NewClient(append(servers[i%len(servers):], servers[:i%len(servers)]...))
+			cl := c.NewClient(append(servers[i%len(servers):], servers[:i%len(servers)]...))
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			name := fmt.Sprintf("r%02d", i)

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -303,7 +304,7 @@ func TestPausedLeaderCannotRecord(t *testing.T) {
 		}
 	}()
 	others := c.Followers(old)
-	oc := rpc.NewClient([]string{others[0].APIAddr(), others[1].APIAddr()})
+	oc := c.NewClient([]string{others[0].APIAddr(), others[1].APIAddr()})
 	var newEpochStep bool
 	c.Eventually(20*time.Second, 50*time.Millisecond, "a step recorded by the new leader", func() error {
 		cctx, ccancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -356,6 +357,7 @@ func TestJobWatchAcrossFailover(t *testing.T) {
 		servers = append(servers, m.APIAddr())
 	}
 	cmd := exec.Command(c.Bin+"/gnt", "--server", strings.Join(servers, ","), "job", "watch", id)
+	cmd.Env = append(os.Environ(), "GNT_SERVER=", "HOME="+c.Dir)
 	var buf lockedBuffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	if err := cmd.Start(); err != nil {

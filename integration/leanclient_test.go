@@ -3,6 +3,7 @@ package integration
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -25,6 +26,7 @@ import (
 // and a body with Content-Length or chunked.
 type leanClient struct {
 	addr string
+	tls  *tls.Config // nil: plain TCP (the test's own server)
 	conn net.Conn
 	br   *bufio.Reader
 	bw   *bufio.Writer
@@ -43,6 +45,16 @@ func (c *leanClient) dial() error {
 	conn, err := net.DialTimeout("tcp", c.addr, 2*time.Second)
 	if err != nil {
 		return err
+	}
+	if c.tls != nil {
+		tc := tls.Client(conn, c.tls)
+		tc.SetDeadline(time.Now().Add(2 * time.Second))
+		if err := tc.Handshake(); err != nil {
+			conn.Close()
+			return err
+		}
+		tc.SetDeadline(time.Time{})
+		conn = tc
 	}
 	c.conn, c.br, c.bw = conn, bufio.NewReaderSize(conn, 4096), bufio.NewWriterSize(conn, 4096)
 	return nil

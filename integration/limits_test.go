@@ -77,7 +77,7 @@ func TestOversizedJobsRefused(t *testing.T) {
 		{"repeated key", "POST", "/2/jobs", `{"ops":[{"OP_ID":"OP_TEST_DELAY","duration":0,"repeat":1,"repeat":2000000000}]}`, "ops.0.repeat"},
 	} {
 		for _, m := range []*Member{leader, follower} {
-			r := rawAPI(ctx, tc.method, "http://"+m.APIAddr()+tc.path, []byte(tc.body))
+			r := rawAPI(ctx, c.HTTP(), tc.method, c.URL(m, tc.path), []byte(tc.body))
 			if r.Err != nil || r.Status != http.StatusBadRequest || r.API.ErrorCode != string(fsm.CodeInval) || r.API.Field != tc.field {
 				t.Errorf("%s to %s: %d %s [%s] %q (err %v); want 400 wrong_input [%s]",
 					tc.name, m.Name, r.Status, r.API.ErrorCode, r.API.Field, r.API.Message, r.Err, tc.field)

@@ -112,9 +112,9 @@ func TestMaintdBadNodeSpoilsOnlyItsIncident(t *testing.T) {
 		}
 	}
 	// The web page shows the reasons.
-	req, _ := http.NewRequest(http.MethodGet, "http://"+c.WaitLeader(10*time.Second).IP+":1816/", nil)
+	req, _ := http.NewRequest(http.MethodGet, "https://"+c.WaitLeader(10*time.Second).IP+":1816/", nil)
 	req.Header.Set("Accept", "text/html")
-	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+	resp, err := c.HTTP().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ func (c *Cluster) NodeKey(m *Member) []byte {
 // NodeClient is a node RPC client of m's agent, signing with the cluster
 // key found in m's data dir.
 func (c *Cluster) NodeClient(m *Member) *rpc.NodeClient {
-	return rpc.NewNodeClient(m.Name, m.AgentAddr(), c.NodeKey(m))
+	return rpc.NewNodeClientTLS(m.Name, m.AgentAddr(), c.NodeKey(m), c.tls.nodeT)
 }
 
 // WaitAgent waits until m's agent answers a signed request (a status of

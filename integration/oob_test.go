@@ -96,8 +96,7 @@ func restartedPID(dir string, m *Member) int {
 
 // answers reports whether the gntd at the member's API address answers.
 func answers(m *Member) error {
-	cl := http.Client{Timeout: time.Second}
-	resp, err := cl.Get("http://" + m.APIAddr() + "/version")
+	resp, err := m.c.HTTP().Get(m.c.URL(m, "/version"))
 	if err != nil {
 		return err
 	}
@@ -341,9 +340,9 @@ func TestOOBProgramWhitelistEndToEnd(t *testing.T) {
 	put := func(m *Member, path, program string) (int, rpc.APIError) {
 		t.Helper()
 		body := `{"ndparams":{"oob_program":"` + program + `"}}`
-		req, _ := http.NewRequest("PUT", "http://"+m.APIAddr()+path, strings.NewReader(body))
+		req, _ := http.NewRequest("PUT", c.URL(m, path), strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := c.HTTP().Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -36,8 +36,8 @@ func repairCluster(t *testing.T, o ClusterOptions) *Cluster {
 // maintdGet reads path from the maintd of the member, returning the epoch
 // header too.
 func maintdGet(m *Member, path string, out any) (epoch string, err error) {
-	cl := http.Client{Timeout: 2 * time.Second}
-	resp, err := cl.Get("http://" + m.IP + ":1816" + path)
+	cl := http.Client{Timeout: 2 * time.Second, Transport: m.c.HTTP().Transport}
+	resp, err := cl.Get("https://" + m.IP + ":1816" + path)
 	if err != nil {
 		return "", err
 	}

@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/gnt-cluster/gnt/rpc"
 )
 
 func snapshotCount(m *Member) int {
@@ -32,7 +30,7 @@ func TestSnapshotInstallAndRestart(t *testing.T) {
 	leader := c.WaitLeader(10 * time.Second)
 	follower := c.Followers(leader)[0]
 	follower.Kill()
-	cl := rpc.NewClient([]string{leader.APIAddr()})
+	cl := c.NewClient([]string{leader.APIAddr()})
 	const jobs = 200
 	for i := 0; i < jobs; i++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -57,7 +55,7 @@ func TestSnapshotInstallAndRestart(t *testing.T) {
 	if snapshotCount(follower) == 0 {
 		t.Errorf("%s converged but holds no snapshot: it did not catch up through InstallSnapshot", follower.Name)
 	}
-	tags, err := rpc.NewClient([]string{follower.APIAddr()}).ListTags(context.Background(), "cluster", "")
+	tags, err := c.NewClient([]string{follower.APIAddr()}).ListTags(context.Background(), "cluster", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +70,7 @@ func TestSnapshotInstallAndRestart(t *testing.T) {
 	c.WaitHTTP(leader)
 	c.WaitVoters(3, 30*time.Second)
 	c.WaitConverged(60 * time.Second)
-	tags, err = rpc.NewClient([]string{leader.APIAddr()}).ListTags(context.Background(), "cluster", "")
+	tags, err = c.NewClient([]string{leader.APIAddr()}).ListTags(context.Background(), "cluster", "")
 	if err != nil || len(tags) != jobs {
 		t.Errorf("restarted leader has %d cluster tags (err %v), want %d", len(tags), err, jobs)
 	}

@@ -40,13 +40,13 @@ func TestSubmitResentAfterLostAnswer(t *testing.T) {
 	)
 	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		req, err := http.NewRequestWithContext(r.Context(), r.Method, "http://"+follower.APIAddr()+r.URL.RequestURI(), bytes.NewReader(body))
+		req, err := http.NewRequestWithContext(r.Context(), r.Method, c.URL(follower, r.URL.RequestURI()), bytes.NewReader(body))
 		if err != nil {
 			t.Error(err)
 			return
 		}
 		req.Header = r.Header.Clone()
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := c.HTTP().Do(req)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadGateway)
 			return

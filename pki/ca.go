@@ -78,23 +78,23 @@ func NewCA(cluster string, now time.Time) (*CA, error) {
 	return &CA{Cert: cert, CertPEM: encodeCert(der), Key: key}, nil
 }
 
-// LoadCA reads a CA from its certificate and key in PEM.
+// LoadCA reads a CA from its key and its certificate in PEM; certPEM may
+// be a bundle, of which the certificate of the key is taken.
 func LoadCA(certPEM, keyPEM []byte) (*CA, error) {
 	certs, err := ParseCerts(certPEM)
 	if err != nil {
 		return nil, fmt.Errorf("CA certificate: %w", err)
 	}
-	if len(certs) != 1 || !certs[0].IsCA {
-		return nil, errors.New("CA certificate: want exactly one CA certificate")
-	}
 	key, err := ParseKey(keyPEM)
 	if err != nil {
 		return nil, fmt.Errorf("CA key: %w", err)
 	}
-	if !key.PublicKey.Equal(certs[0].PublicKey) {
-		return nil, errors.New("CA key does not match the CA certificate")
+	for _, c := range certs {
+		if c.IsCA && key.PublicKey.Equal(c.PublicKey) {
+			return &CA{Cert: c, CertPEM: encodeCert(c.Raw), Key: key}, nil
+		}
 	}
-	return &CA{Cert: certs[0], CertPEM: encodeCert(certs[0].Raw), Key: key}, nil
+	return nil, errors.New("CA key does not match the CA certificate")
 }
 
 // KeyPEM is the CA's private key in PEM.

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -412,4 +414,39 @@ func FuzzUnseal(f *testing.F) {
 			t.Fatal("opened something that is not a sealed value")
 		}
 	})
+}
+
+func TestClientFiles(t *testing.T) {
+	dir := t.TempDir()
+	ca := mustCA(t, time.Now())
+	if err := os.WriteFile(filepath.Join(dir, "ca.pem"), ca.CertPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ca-key.pem"), ca.KeyPEM(), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadCAFromDir(dir); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Fatalf("group-readable CA key: %v", err)
+	}
+	os.Chmod(filepath.Join(dir, "ca-key.pem"), 0o600)
+	back, err := LoadCAFromDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, key, err := IssueAdmin(back, "admin", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "client")
+	if err := WriteClientFiles(out, ca.CertPEM, cert, key); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(filepath.Join(out, ClientKeyFile))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("client key: %v %v", st, err)
+	}
+	c, _ := ParseCerts(cert)
+	if Org(c[0]) != OrgAdmin {
+		t.Fatalf("org %q", Org(c[0]))
+	}
 }

@@ -2,6 +2,7 @@ package repair
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -48,6 +49,9 @@ type Service struct {
 	Log   hclog.Logger
 	// OnListening, if set, is told the HTTP address once bound.
 	OnListening func(addr string)
+	// TLS, when set, makes the HTTP API HTTPS with this configuration
+	// (gntd's node certificate; client certificates optional).
+	TLS *tls.Config
 	// Authorize, if set, decides every HTTP request before it is served:
 	// write is true for a request that changes something (AccessOf:
 	// POST /1/cancel/ID) and false for a read (every GET). It returns true
@@ -271,6 +275,9 @@ func (s *Service) serve(ctx context.Context) {
 	s.log().Info("maintd listening", "addr", ln.Addr().String())
 	if s.OnListening != nil {
 		s.OnListening(ln.Addr().String())
+	}
+	if s.TLS != nil {
+		ln = tls.NewListener(ln, s.TLS)
 	}
 	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		s.log().Error("maintd HTTP server", "error", err)

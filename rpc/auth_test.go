@@ -178,7 +178,7 @@ func TestPermissionTable(t *testing.T) {
 	for _, rt := range routes {
 		levels[rt.Access]++
 		switch {
-		case rt.Path == "/version" || rt.Path == "/2/gnt/join" || rt.Path == "/2/gnt/rejoin":
+		case rt.Path == "/version" || rt.Path == "/2/gnt/join" || rt.Path == "/2/gnt/rejoin" || rt.Path == "/2/gnt/ca":
 			if rt.Access != rpc.AccessNone {
 				t.Errorf("%s %s: %s", rt.Method, rt.Path, rt.Access)
 			}
@@ -196,8 +196,8 @@ func TestPermissionTable(t *testing.T) {
 			}
 		}
 	}
-	if levels[rpc.AccessNone] != 3 || levels[rpc.AccessInit] != 1 {
-		t.Errorf("levels %v: only /version, the join and the rejoin (both signed) need nothing", levels)
+	if levels[rpc.AccessNone] != 4 || levels[rpc.AccessInit] != 1 {
+		t.Errorf("levels %v: only /version, the join and the rejoin (both signed) and the CA certificates need nothing", levels)
 	}
 
 	want := func(acc rpc.Access, id identity, anonRead bool) string {

@@ -131,6 +131,11 @@ type JoinRequest struct {
 	// ClusterUUID is the cluster the node believes it belongs to (empty on
 	// the first join).
 	ClusterUUID string `json:"cluster_uuid,omitempty"`
+	// CSR, when set, asks for a node certificate for the key it holds
+	// (PEM certificate request): on the first join and when the
+	// certificate is due for renewal or was issued by a CA no longer the
+	// newest. The leader ignores its names and certifies the node's.
+	CSR string `json:"csr,omitempty"`
 }
 
 // JoinResponse tells a node what the cluster expects of it.
@@ -146,4 +151,16 @@ type JoinResponse struct {
 	Candidates []string `json:"candidates"`
 	// Gossip are the candidates' gossip addresses, which the node joins.
 	Gossip []string `json:"gossip,omitempty"`
+	// CACerts are the CA certificates the cluster trusts (PEM, newest
+	// first), and Cert the node certificate signed for the request's CSR.
+	CACerts string `json:"ca_certs,omitempty"`
+	Cert    string `json:"cert,omitempty"`
+}
+
+// CAResponse is GET /2/gnt/ca: the cluster CA certificates, answered with
+// a signature by the join key (X-Gnt-Timestamp, X-Gnt-Signature over the
+// body) so that a gntd joining for the first time, which has the cluster
+// key but no CA yet, can tell the cluster's CA from an impostor's.
+type CAResponse struct {
+	CACerts string `json:"ca_certs"`
 }

@@ -3,6 +3,7 @@ package rpc
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,6 +32,7 @@ type Meta struct {
 type Client struct {
 	servers []string
 	http    *http.Client
+	scheme  string // "https", or "http" for a client made without TLS (tests)
 
 	mu      sync.Mutex
 	cur     int
@@ -54,17 +56,50 @@ func (c *Client) SetBasicAuth(user, password string) {
 // did not learn the outcome of an earlier try (see Submit).
 func (c *Client) Resends() int64 { return c.resends.Load() }
 
-// NewClient returns a client for the given host:port addresses.
+// ClientOptions configure NewClientWith.
+type ClientOptions struct {
+	// TLS is the client's TLS configuration (the cluster CA to trust, and
+	// a client certificate if it has one). Every gntd serves its API over
+	// HTTPS only; a client without TLS speaks plain HTTP, which only test
+	// servers answer.
+	TLS *tls.Config
+	// LocalAddr, when set, is the address the client's connections leave
+	// from (a gntd's own IP).
+	LocalAddr net.Addr
+}
+
+// NewClient returns a client for the given host:port addresses speaking
+// plain HTTP: for tests against in-process servers. Real clusters need
+// NewClientWith and TLS.
 func NewClient(servers []string) *Client {
+	return NewClientWith(servers, ClientOptions{})
+}
+
+// NewClientWith returns a client for the given host:port addresses.
+func NewClientWith(servers []string, o ClientOptions) *Client {
 	tr := &http.Transport{
 		Proxy:               nil,
-		DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second, LocalAddr: o.LocalAddr}).DialContext,
 		MaxIdleConns:        256,
 		MaxIdleConnsPerHost: 128,
 		IdleConnTimeout:     90 * time.Second,
+		TLSClientConfig:     o.TLS,
+		TLSHandshakeTimeout: 5 * time.Second,
 	}
-	return &Client{servers: servers, http: &http.Client{Transport: tr}}
+	scheme := "http"
+	if o.TLS != nil {
+		scheme = "https"
+	}
+	return &Client{servers: servers, http: &http.Client{Transport: tr}, scheme: scheme}
 }
+
+// HTTPClient is the client's underlying HTTP client, for requests the
+// Client has no method for; URL makes their addresses.
+func (c *Client) HTTPClient() *http.Client { return c.http }
+
+// URL is the address of path on server (host:port) with the client's
+// scheme.
+func (c *Client) URL(server, path string) string { return c.scheme + "://" + server + path }
 
 // Servers returns the configured addresses.
 func (c *Client) Servers() []string { return append([]string(nil), c.servers...) }
@@ -173,7 +208,7 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 }
 
 func (c *Client) once(ctx context.Context, server, method, path string, query url.Values, header http.Header, payload []byte, out any) (Meta, error) {
-	u := "http://" + server + path
+	u := c.URL(server, path)
 	if len(query) > 0 {
 		u += "?" + query.Encode()
 	}
@@ -213,12 +248,23 @@ func (c *Client) once(ctx context.Context, server, method, path string, query ur
 		ae.Status = resp.StatusCode
 		return meta, ae
 	}
+	if raw, ok := out.(rawBody); ok {
+		*raw.data, *raw.header = data, resp.Header
+		return meta, nil
+	}
 	if out != nil && len(data) > 0 {
 		if err := json.Unmarshal(data, out); err != nil {
 			return meta, fmt.Errorf("decoding answer of %s %s: %w", method, path, err)
 		}
 	}
 	return meta, nil
+}
+
+// rawBody, as the out of do, receives the answer's bytes and headers
+// undecoded.
+type rawBody struct {
+	data   *[]byte
+	header *http.Header
 }
 
 // Header names of the read metadata.

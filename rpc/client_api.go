@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -664,6 +665,29 @@ func (c *Client) Join(ctx context.Context, key []byte, req JoinRequest) (JoinRes
 	var out JoinResponse
 	_, err = c.do(ctx, http.MethodPost, "/2/gnt/join", nil, h, body, &out)
 	return out, err
+}
+
+// FetchCA asks for the cluster CA certificates and checks the answer's
+// signature with the join key: the way a gntd that holds the cluster key
+// but no CA yet learns which CA to trust. The connection itself need not
+// be verified (the client may skip verification).
+func (c *Client) FetchCA(ctx context.Context, key []byte) (string, error) {
+	var (
+		out  CAResponse
+		data []byte
+		hdr  http.Header
+	)
+	_, err := c.do(ctx, http.MethodGet, "/2/gnt/ca", nil, nil, nil, rawBody{&data, &hdr})
+	if err != nil {
+		return "", err
+	}
+	if err := Verify(key, hdr.Get(HeaderTimestamp), hdr.Get(HeaderSignature), data, time.Now()); err != nil {
+		return "", fmt.Errorf("the CA answer is not signed with this cluster's key: %w", err)
+	}
+	if err := json.Unmarshal(data, &out); err != nil || out.CACerts == "" {
+		return "", errors.New("the CA answer holds no certificates")
+	}
+	return out.CACerts, nil
 }
 
 // Submit sends a request that creates one job (any RAPI mutation, or

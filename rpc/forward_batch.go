@@ -561,7 +561,7 @@ func (f *forwarder) send(l *lane, batch []*fwdItem) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), forwardTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, baseURL(l.addr)+forwardPath, bytes.NewReader(encodeForwardBatch(reqs)))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.s.baseURL(l.addr)+forwardPath, bytes.NewReader(encodeForwardBatch(reqs)))
 	if err != nil {
 		fail(fmt.Errorf("%w: %w", errNotSent, err))
 		return
@@ -916,9 +916,9 @@ func copyAnswer(w http.ResponseWriter, status int, header http.Header, body io.R
 	return err
 }
 
-func baseURL(addr string) string {
+func (s *Server) baseURL(addr string) string {
 	if strings.Contains(addr, "://") {
 		return addr
 	}
-	return "http://" + addr
+	return s.scheme + "://" + addr
 }

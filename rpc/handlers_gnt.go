@@ -1,9 +1,11 @@
 package rpc
 
 import (
+	"encoding/json"
 	"errors"
 	"net"
 	"net/http"
+	"strconv"
 
 	"github.com/gnt-cluster/gnt/fsm"
 )
@@ -125,7 +127,31 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// handleCA answers the cluster CA certificates, signed with the join key.
+func (s *Server) handleCA(w http.ResponseWriter, r *http.Request) {
+	key := s.b.JoinKey()
+	var certs string
+	s.b.FSM().Read(func(st *fsm.State, _ uint64) {
+		if st.PKI != nil {
+			certs = st.PKI.CACerts
+		}
+	})
+	if key == nil || certs == "" {
+		writeError(w, notInitialised())
+		return
+	}
+	body, _ := json.Marshal(CAResponse{CACerts: certs})
+	ts := s.b.Now().Unix()
+	w.Header().Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
+	w.Header().Set(HeaderSignature, Sign(key, ts, body))
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(body)
+}
+
 func validateJoin(req JoinRequest) *APIError {
+	if len(req.CSR) > 16<<10 {
+		return badRequest("csr", "the certificate request has %d bytes; the limit is %d", len(req.CSR), 16<<10)
+	}
 	if e := req.Node.Validate("node"); e != nil {
 		return FromFSM(e)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -42,7 +43,10 @@ type NodeClient struct {
 	Addr string // its agent's address, host:port
 	key  []byte
 
-	HTTP         *http.Client
+	HTTP *http.Client
+	// Scheme is "https" (the node RPC of every gntd, with NewNodeClientTLS)
+	// or "http" (test servers).
+	Scheme       string
 	OpTimeout    time.Duration
 	QueryTimeout time.Duration
 	Now          func() time.Time
@@ -53,9 +57,30 @@ type NodeClient struct {
 func NewNodeClient(node, addr string, key []byte) *NodeClient {
 	return &NodeClient{
 		Node: node, Addr: addr, key: key,
-		HTTP:      &http.Client{Transport: nodeTransport},
+		HTTP: &http.Client{Transport: nodeTransport}, Scheme: "http",
 		OpTimeout: DefaultNodeOpTimeout, QueryTimeout: DefaultNodeQueryTimeout, Now: time.Now,
 	}
+}
+
+// NewNodeTransport is an HTTP transport for node RPC over mutual TLS with
+// cfg (the calling gntd's node certificate); share one among the clients
+// of NewNodeClientTLS.
+func NewNodeTransport(cfg *tls.Config) *http.Transport {
+	return &http.Transport{
+		Proxy:               nil,
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConnsPerHost: 4,
+		IdleConnTimeout:     90 * time.Second,
+		TLSClientConfig:     cfg,
+		TLSHandshakeTimeout: 5 * time.Second,
+	}
+}
+
+// NewNodeClientTLS is NewNodeClient over HTTPS through tr (NewNodeTransport).
+func NewNodeClientTLS(node, addr string, key []byte, tr *http.Transport) *NodeClient {
+	c := NewNodeClient(node, addr, key)
+	c.HTTP, c.Scheme = &http.Client{Transport: tr}, "https"
+	return c
 }
 
 // NodeKey derives the node RPC key from the cluster key (the contents of
@@ -110,7 +135,7 @@ func (c *NodeClient) Do(ctx context.Context, req NodeRequest) (NodeResult, error
 	if err != nil {
 		return NodeResult{}, err
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+c.Addr+NodePath, bytes.NewReader(body))
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.Scheme+"://"+c.Addr+NodePath, bytes.NewReader(body))
 	if err != nil {
 		return NodeResult{}, err
 	}

@@ -3,6 +3,7 @@ package rpc
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -51,8 +52,13 @@ type ServerOptions struct {
 	// interface addresses.
 	IsLocalAddr func(ip net.IP) bool
 	// ForwardClient sends requests on to the leader; default: a client that
-	// gives up dialing after 2 s and follows no redirects.
+	// gives up dialing after 2 s and follows no redirects, over TLS with
+	// ForwardTLS when that is set.
 	ForwardClient *http.Client
+	// ForwardTLS, when set, makes forwarded requests HTTPS with this
+	// configuration (a gntd's node certificate); plain HTTP otherwise
+	// (tests).
+	ForwardTLS *tls.Config
 	// Stopping is done when the gntd stops serving its state. Long waits
 	// (held submissions, blocking queries, job waits) then answer at once
 	// with what they have, as on their timeout, and a write held for a
@@ -81,6 +87,7 @@ type Server struct {
 	maxBody int64
 	isLocal func(net.IP) bool
 	fwd     *http.Client
+	scheme  string // of forwarded requests
 	mux     *http.ServeMux
 	reg     *prometheus.Registry
 	stop    context.Context // ServerOptions.Stopping
@@ -115,6 +122,7 @@ func NewServer(b Backend, opts ServerOptions) *Server {
 		maxBody: opts.MaxBody,
 		isLocal: opts.IsLocalAddr,
 		fwd:     opts.ForwardClient,
+		scheme:  "http",
 		reg:     opts.Metrics,
 		mux:     http.NewServeMux(),
 		stop:    opts.Stopping,
@@ -140,6 +148,9 @@ func NewServer(b Backend, opts ServerOptions) *Server {
 	if s.isLocal == nil {
 		s.isLocal = isLocalAddr
 	}
+	if opts.ForwardTLS != nil {
+		s.scheme = "https"
+	}
 	if s.fwd == nil {
 		s.fwd = &http.Client{
 			Transport: &http.Transport{
@@ -147,6 +158,8 @@ func NewServer(b Backend, opts ServerOptions) *Server {
 				DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 				MaxIdleConnsPerHost: 64,
 				IdleConnTimeout:     90 * time.Second,
+				TLSClientConfig:     opts.ForwardTLS,
+				TLSHandshakeTimeout: 5 * time.Second,
 			},
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}
@@ -274,6 +287,7 @@ func (s *Server) routes() {
 	add(AccessInit, "POST", "/2/gnt/init", s.handleInit)
 	add(none, "POST", "/2/gnt/join", s.handleJoin)
 	add(none, "POST", "/2/gnt/rejoin", s.handleRejoin)
+	add(none, "GET", "/2/gnt/ca", s.handleCA) // public certificates, signed with the join key
 	add(wr, "POST", forwardPath, s.handleForward)
 	add(read, "GET", "/2/gnt/status", s.handleStatus)
 	add(read, "GET", "/2/gnt/oob-check", s.handleOOBCheck)
@@ -696,7 +710,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, addr string, bo
 	if len(body) > 0 {
 		rd = bytes.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(r.Context(), r.Method, baseURL(addr)+r.URL.RequestURI(), rd)
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, s.baseURL(addr)+r.URL.RequestURI(), rd)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -128,7 +129,7 @@ func (s *Server) sendHandoff(ctx context.Context, m agent.Migration, h agent.Han
 	if key == nil {
 		return errors.New("this gntd has no cluster key")
 	}
-	_, err := rpc.NewNodeClient(m.PeerNode, m.Peer, key).MigrateReceive(ctx, toNodeHandoff(h))
+	_, err := rpc.NewNodeClientTLS(m.PeerNode, m.Peer, key, s.nodeTransport()).MigrateReceive(ctx, toNodeHandoff(h))
 	return err
 }
 
@@ -157,7 +158,9 @@ func (s *Server) startAgent(ctx context.Context) (done <-chan struct{}, err erro
 	ch := make(chan struct{})
 	go func() {
 		defer close(ch)
-		go srv.Serve(ln)
+		// Mutual TLS: only gntds of this cluster reach the agent; each
+		// request is signed as well (rpc.NodeServer).
+		go srv.Serve(tls.NewListener(ln, s.tls.store.ServerTLS(tls.RequireAndVerifyClientCert)))
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()

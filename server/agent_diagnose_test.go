@@ -60,7 +60,8 @@ func verifyReport(t *testing.T, r rpc.SignedDiagnoseReport, node string) rpc.Dia
 
 func getReport(t *testing.T, addr string) (rpc.SignedDiagnoseReport, error) {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + rpc.DiagnoseReportPath)
+	cl := &http.Client{Transport: rpc.NewNodeTransport(testIdentity(t, "leader").ClientTLS())}
+	resp, err := cl.Get("https://" + addr + rpc.DiagnoseReportPath)
 	if err != nil {
 		t.Fatal(err)
 	}

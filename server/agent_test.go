@@ -60,6 +60,7 @@ func agentOnly(t *testing.T, name string, cfg Config) (*Server, *rpc.NodeClient)
 		cfg.DataDir = t.TempDir()
 	}
 	s := &Server{cfg: cfg, log: hclog.NewNullLogger(), key: []byte(testClusterKey)}
+	s.tls.store = testIdentity(t, name)
 	ctx, cancel := context.WithCancel(context.Background())
 	done, err := s.startAgent(ctx)
 	if err != nil {
@@ -67,7 +68,7 @@ func agentOnly(t *testing.T, name string, cfg Config) (*Server, *rpc.NodeClient)
 	}
 	t.Cleanup(func() { cancel(); <-done })
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.AgentPort))
-	return s, rpc.NewNodeClient(name, addr, rpc.NodeKey([]byte(testClusterKey)))
+	return s, rpc.NewNodeClientTLS(name, addr, rpc.NodeKey([]byte(testClusterKey)), rpc.NewNodeTransport(testIdentity(t, "leader").ClientTLS()))
 }
 
 // TestAgentOverRPC: two gntd agents with fake drivers; an instance is

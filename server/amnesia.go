@@ -215,7 +215,11 @@ func (s *Server) rejoin(ctx context.Context) error {
 	}
 	for {
 		actx, cancel := context.WithTimeout(ctx, rejoinAttempt)
-		resp, err := rpc.NewClient(targets).Rejoin(actx, key, req)
+		err := s.fetchTrust(actx, targets, key)
+		var resp rpc.RejoinResponse
+		if err == nil {
+			resp, err = s.apiClient(targets).Rejoin(actx, key, req)
+		}
 		cancel()
 		if err == nil {
 			s.log.Info("removed from the Raft configuration by the leader", "leader", resp.Leader, "was_member", resp.Removed)

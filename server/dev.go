@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gnt-cluster/gnt/pki"
 	"github.com/gnt-cluster/gnt/rpc"
 )
 
@@ -33,6 +35,10 @@ type DevOptions struct {
 	// KeyFile, when set, receives a copy of the cluster key so that
 	// `gnt confd query` finds it without flags; it is removed on exit.
 	KeyFile string
+	// ClientDir, when set, receives the cluster CA certificate and an admin
+	// client certificate (pki.WriteClientFiles) so that gnt and curl reach
+	// the API without flags; they are removed on exit.
+	ClientDir string
 	// OOBHelper is gnt-oob-fake, every node's OOB helper; empty means the
 	// one beside Binary (none there: no OOB).
 	OOBHelper string
@@ -191,7 +197,9 @@ func RunDev(ctx context.Context, o DevOptions) error {
 	if err != nil {
 		return err
 	}
-	client := rpc.NewClient([]string{servers[0]})
+	// Until the cluster exists its first gntd serves a throw-away
+	// certificate: init is accepted from this machine only.
+	client := rpc.NewClientWith([]string{servers[0]}, rpc.ClientOptions{TLS: &tls.Config{InsecureSkipVerify: true}})
 	if err := waitHTTP(ctx, servers[0], first.done); err != nil {
 		return err
 	}
@@ -203,6 +211,9 @@ func RunDev(ctx context.Context, o DevOptions) error {
 		}
 		key, err := os.ReadFile(filepath.Join(first.member.DataDir, keyFile))
 		if err != nil {
+			return err
+		}
+		if client, err = devAdminClient(first.member.DataDir, servers[:1], ""); err != nil {
 			return err
 		}
 		for _, sp := range specs[1:] {
@@ -238,8 +249,19 @@ func RunDev(ctx context.Context, o DevOptions) error {
 			return err
 		}
 	}
+	admin, err := devAdminClient(first.member.DataDir, servers, o.ClientDir)
+	if err != nil {
+		return err
+	}
+	if o.ClientDir != "" {
+		defer func() {
+			for _, f := range []string{pki.ClientCAFile, pki.ClientCertFile, pki.ClientKeyFile} {
+				os.Remove(filepath.Join(o.ClientDir, f))
+			}
+		}()
+	}
 	out.Printf("[dev] waiting for %d voters...\n", o.Candidates)
-	if err := waitVoters(ictx, rpc.NewClient(servers), min(o.Candidates, 5)); err != nil {
+	if err := waitVoters(ictx, admin, min(o.Candidates, 5)); err != nil {
 		out.Printf("[dev] warning: %v\n", err)
 	}
 	mu.Lock()
@@ -249,7 +271,7 @@ func RunDev(ctx context.Context, o DevOptions) error {
 	}
 	mu.Unlock()
 	sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
-	if err := oobFake.setUp(sctx, rpc.NewClient(servers), info.Members); err != nil {
+	if err := oobFake.setUp(sctx, admin, info.Members); err != nil {
 		out.Printf("[dev] warning: setting up gnt-oob-fake: %v\n", err)
 	}
 	scancel()
@@ -306,9 +328,42 @@ func stopChildren(children []*devChild, out *syncWriter) {
 	}
 }
 
+// devAdminClient mints an admin client certificate from the CA in dataDir
+// (the first candidate's) and returns a client of servers with it; with
+// clientDir set it also writes the CA and the certificate there for gnt.
+func devAdminClient(dataDir string, servers []string, clientDir string) (*rpc.Client, error) {
+	ca, err := pki.LoadCAFromDir(dataDir)
+	if err != nil {
+		return nil, fmt.Errorf("dev: %w", err)
+	}
+	cert, key, err := pki.IssueAdmin(ca, "gntd-dev", time.Now())
+	if err != nil {
+		return nil, err
+	}
+	bundle, err := os.ReadFile(filepath.Join(dataDir, caCertFile))
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := pki.OperatorTLS(bundle, cert, key)
+	if err != nil {
+		return nil, err
+	}
+	if clientDir != "" {
+		if err := pki.WriteClientFiles(clientDir, bundle, cert, key); err != nil {
+			return nil, fmt.Errorf("dev: %w", err)
+		}
+	}
+	return rpc.NewClientWith(servers, rpc.ClientOptions{TLS: cfg}), nil
+}
+
+// probeClient asks for /version without checking the certificate: only
+// whether a gntd answers.
+var probeClient = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
+	TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, Proxy: nil}}
+
 func waitHTTP(ctx context.Context, addr string, died <-chan struct{}) error {
 	for i := 0; i < 300; i++ {
-		resp, err := http.Get("http://" + addr + "/version")
+		resp, err := probeClient.Get("https://" + addr + "/version")
 		if err == nil {
 			resp.Body.Close()
 			return nil

@@ -277,6 +277,7 @@ echo '{"status":"live-repair","command":"reseat-dimm","details":{"dimm":"A1","se
 		must(fsm.NodeRegister{Now: t0.UnixNano(), Node: fsm.NodeSpec{Name: c.Node, PrimaryIP: fmt.Sprintf("127.0.0.%d", 21+i), Addrs: fsm.Addrs{Agent: c.Addr}}})
 	}
 	leader := &Server{fsm: f, key: []byte(testClusterKey), log: hclog.NewNullLogger()}
+	leader.tls.store = testIdentity(t, "leader")
 	leader.nodes.s = leader
 	var cmdMu sync.Mutex
 	command := "check-hw"

@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/gnt-cluster/gnt/fsm"
+	"github.com/gnt-cluster/gnt/pki"
 	"github.com/gnt-cluster/gnt/rpc"
 )
 
@@ -55,6 +56,12 @@ func (s *Server) Init(ctx context.Context, req rpc.InitRequest) error {
 	s.mu.Lock()
 	s.setKey(key)
 	s.mu.Unlock()
+	spec := s.nodeSpec()
+	spec.UUID = uuid.NewString()
+	ca, err := s.initPKI(req.ClusterName, key, spec, time.Now())
+	if err != nil {
+		return fmt.Errorf("init: the cluster CA: %w", err)
+	}
 	if err := s.startRaft(true); err != nil {
 		return err
 	}
@@ -66,11 +73,9 @@ func (s *Server) Init(ctx context.Context, req rpc.InitRequest) error {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	spec := s.nodeSpec()
-	spec.UUID = uuid.NewString()
 	cmd := fsm.ClusterInit{
 		Now: time.Now().UnixNano(), Name: req.ClusterName, UUID: uuid.NewString(), GroupUUID: uuid.NewString(),
-		Node: spec, CandidatePoolSize: req.CandidatePoolSize, MaxVoters: req.MaxVoters,
+		Node: spec, CandidatePoolSize: req.CandidatePoolSize, MaxVoters: req.MaxVoters, PKI: ca,
 	}
 	resp, _, err := s.Apply(ctx, cmd)
 	if err != nil {
@@ -133,6 +138,9 @@ func (s *Server) Join(ctx context.Context, req rpc.JoinRequest) (rpc.JoinRespons
 		if r.Err != nil {
 			return resp, r.Err
 		}
+	}
+	if err := s.signNode(req, &resp); err != nil {
+		return resp, err
 	}
 	resp.MasterCandidate = node.MasterCandidate
 	if r := s.raft(); r != nil {
@@ -211,7 +219,24 @@ func (s *Server) joinOnce(ctx context.Context) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	resp, err := rpc.NewClient(dedupe(targets)).Join(cctx, key, rpc.JoinRequest{Node: s.nodeSpec(), ClusterUUID: clusterUUID})
+	targets = dedupe(targets)
+	if err := s.fetchTrust(cctx, targets, key); err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("learning the cluster CA", "error", err)
+		}
+		return
+	}
+	req := rpc.JoinRequest{Node: s.nodeSpec(), ClusterUUID: clusterUUID}
+	var kp pki.KeyPair
+	if s.needsCertificate(time.Now()) {
+		var err error
+		if kp, err = pki.NewKeyPair(s.cfg.Name); err != nil {
+			s.log.Error("making a key for the node certificate", "error", err)
+			return
+		}
+		req.CSR = string(kp.CSR)
+	}
+	resp, err := s.apiClient(targets).Join(cctx, key, req)
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Debug("join", "error", err)
@@ -221,6 +246,18 @@ func (s *Server) joinOnce(ctx context.Context) {
 			}
 		}
 		return
+	}
+	if resp.CACerts != "" {
+		if err := s.setTrust(resp.CACerts); err != nil {
+			s.log.Error("the CA certificates of the join answer", "error", err)
+			return
+		}
+	}
+	if req.CSR != "" && resp.Cert != "" {
+		if err := s.setIdentity([]byte(resp.Cert), kp.KeyPEM); err != nil {
+			s.log.Error("the node certificate of the join answer", "error", err)
+			return
+		}
 	}
 	s.setGossipSeeds(resp.Gossip)
 	s.mu.Lock()

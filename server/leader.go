@@ -121,7 +121,7 @@ func (s *Server) leaderLoop(ctx context.Context, r *raft.Raft) {
 	svcs := []leaderService{
 		{name: "executor", run: func(ctx context.Context, epoch uint64) error {
 			ex := &jobs.Executor{FSM: s.fsm, Apply: s, Epoch: epoch, Concurrency: s.cfg.ExecutorConcurrency,
-				Log: s.log.Named("executor"), Nodes: &s.nodes, Dead: nodeDead, Leadership: leadershipHandover{s}, Probe: newAPIProbe(), Pacer: s.pacer,
+				Log: s.log.Named("executor"), Nodes: &s.nodes, Dead: nodeDead, Leadership: leadershipHandover{s}, Probe: apiProbe{client: s.httpClient()}, Pacer: s.pacer,
 				OOB:   &oob.Runner{Programs: s.oobPrograms()},
 				Debug: s.cfg.Debug,
 				OnResumed: func(n int, _ time.Duration) {

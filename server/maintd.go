@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"time"
 
@@ -18,9 +19,9 @@ func (s *Server) runMaintd(ctx context.Context, epoch uint64) error {
 		FSM: s.fsm, Apply: s, Epoch: epoch, Diagnose: s.diagnoseObservations,
 		Quorum: s.VerifyLeader, Listen: s.cfg.MaintdAddr(), Tick: s.cfg.Timing().Maintd,
 		Log: s.log.Named("maintd"),
-		// The API's users and certificates; open while the API's
-		// authentication is off (TODO(tls) in New).
-		Authorize: s.api.Authorize,
+		// HTTPS with the API's users and certificates: reads need read
+		// access, POST /1/cancel/ID write access.
+		TLS: s.tls.store.ServerTLS(tls.VerifyClientCertIfGiven), Authorize: s.api.Authorize,
 		OnListening: func(addr string) {
 			s.mu.Lock()
 			s.maintdAddr = addr

@@ -34,7 +34,7 @@ func (n *nodeCaller) client(node *fsm.Node) (*rpc.NodeClient, error) {
 		if n.clients == nil {
 			n.clients = map[string]*rpc.NodeClient{}
 		}
-		c = rpc.NewNodeClient(node.Name, node.Addrs.Agent, rpc.NodeKey(key))
+		c = rpc.NewNodeClientTLS(node.Name, node.Addrs.Agent, rpc.NodeKey(key), n.s.nodeTransport())
 		n.clients[id] = c
 	}
 	return c, nil

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/gnt-cluster/gnt/fsm"
 	"github.com/gnt-cluster/gnt/oob"
@@ -38,14 +37,12 @@ func (l leadershipHandover) Transfer(ctx context.Context, to []string) (string, 
 // it, candidate or not).
 type apiProbe struct{ client *http.Client }
 
-func newAPIProbe() apiProbe { return apiProbe{client: &http.Client{Timeout: 2 * time.Second}} }
-
 // Alive asks the node's gntd for its version.
 func (p apiProbe) Alive(ctx context.Context, n *fsm.Node) error {
 	if n.Addrs.API == "" {
 		return errors.New("the node has not registered an API address")
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+n.Addrs.API+"/version", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+n.Addrs.API+"/version", nil)
 	if err != nil {
 		return err
 	}

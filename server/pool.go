@@ -111,7 +111,7 @@ func planMembership(conf []raft.Server, cands []candidateInfo, self raft.ServerI
 // poolKeeper runs planMembership every PoolInterval on the leader and
 // carries the plan out.
 func (s *Server) poolKeeper(ctx context.Context, r *raft.Raft) {
-	client := &http.Client{Timeout: time.Second}
+	client := s.httpClient()
 	tick := time.NewTicker(s.cfg.Timing().PoolInterval)
 	defer tick.Stop()
 	for {
@@ -194,7 +194,7 @@ func (s *Server) checkPeer(ctx context.Context, client *http.Client, n *fsm.Node
 	var st rpc.Status
 	ok := false
 	if n.Addrs.API != "" {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+n.Addrs.API+"/2/gnt/status", nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+n.Addrs.API+"/2/gnt/status", nil)
 		if resp, err := client.Do(req); err == nil {
 			ok = resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&st) == nil && st.Candidate
 			resp.Body.Close()

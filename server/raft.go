@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/gnt-cluster/gnt/fsm"
+	"github.com/gnt-cluster/gnt/pki"
 	"github.com/gnt-cluster/gnt/transport"
 )
 
@@ -111,8 +113,9 @@ func boltOptions() *bbolt.Options {
 // first writes a one-server configuration (cluster init); it refuses to
 // bootstrap over existing state. With faults set, Raft traffic goes
 // through it (fault injection, faults.go). wrap, if set, wraps the Raft
-// listener (its connection caps, netlimits.go).
-func startRaft(cfg *Config, dir string, f *raftFSM, log hclog.Logger, bootstrap bool, faults *transport.Faults, wrap func(net.Listener) net.Listener) (*raftNode, error) {
+// listener (its connection caps, netlimits.go); id is this gntd's TLS
+// identity.
+func startRaft(cfg *Config, dir string, f *raftFSM, log hclog.Logger, bootstrap bool, faults *transport.Faults, wrap func(net.Listener) net.Listener, id *pki.Store) (*raftNode, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -132,7 +135,10 @@ func startRaft(cfg *Config, dir string, f *raftFSM, log hclog.Logger, bootstrap 
 		return nil, err
 	}
 	loss := newLeaderLoss(cfg.Timing(), log)
-	stream, err := transport.NewTCPStreamLayer(cfg.RaftAddr(), transport.WithPeerClosed(loss.notify), transport.WithListener(wrap))
+	// Mutual TLS with node certificates of the cluster CA: a connection
+	// without one is refused at the handshake, before Raft reads a byte.
+	stream, err := transport.NewTCPStreamLayer(cfg.RaftAddr(), transport.WithPeerClosed(loss.notify), transport.WithListener(wrap),
+		transport.WithTLS(id.ServerTLS(tls.RequireAndVerifyClientCert), id.ClientTLS()))
 	if err != nil {
 		store.Close()
 		return nil, fmt.Errorf("raft listener on %s: %w", cfg.RaftAddr(), err)

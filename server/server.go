@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -72,6 +73,7 @@ type Server struct {
 	conns       connLimiters  // the TCP servers' connection caps (netlimits.go)
 	// rejoinFirst: Run rejoins before it starts Raft (amnesia.go).
 	rejoinFirst bool
+	tls         tlsState // certificates and TLS configurations (tls.go)
 }
 
 // serverMetrics are the server's own Prometheus metrics.
@@ -111,6 +113,9 @@ func New(cfg Config, log hclog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s.id = id
+	if err := s.loadTLS(); err != nil {
+		return nil, err
+	}
 	if key, err := s.dir.readKey(); err == nil {
 		s.setKey(key)
 	} else if !errors.Is(err, os.ErrNotExist) {
@@ -124,7 +129,8 @@ func New(cfg Config, log hclog.Logger) (*Server, error) {
 		// TODO(tls): enforce authentication once the API is served over
 		// TLS and gntds forward with their client certificates and the
 		// CLI has credentials; until then every client would be refused.
-		AuthDisabled: true, Debug: cfg.Debug})
+		AuthDisabled: true, Debug: cfg.Debug,
+		ForwardTLS: s.tls.store.ClientTLS()})
 	return s, nil
 }
 
@@ -169,7 +175,10 @@ func (s *Server) Run(ctx context.Context) error {
 		handler = mux
 	}
 	ln, srv := limitedServer(s.conns.api, ln, s.stopGate(handler), apiWriteTimeout)
-	go srv.Serve(ln)
+	// HTTPS only: a client certificate of the cluster CA is optional
+	// (gntds and admins present one; RAPI users authenticate with a
+	// password instead).
+	go srv.Serve(tls.NewListener(ln, s.tls.store.ServerTLS(tls.VerifyClientCertIfGiven)))
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
@@ -336,7 +345,10 @@ func (s *Server) startRaft(bootstrap bool) error {
 	if s.node != nil {
 		return nil
 	}
-	n, err := startRaft(&s.cfg, s.dir.raftPath(), s.rfsm, s.log, bootstrap, s.faults, s.conns.raft.Wrap)
+	if s.tls.store.Leaf() == nil {
+		return errors.New("this gntd has no node certificate yet; Raft runs only over mutual TLS")
+	}
+	n, err := startRaft(&s.cfg, s.dir.raftPath(), s.rfsm, s.log, bootstrap, s.faults, s.conns.raft.Wrap, s.tls.store)
 	if err != nil {
 		return err
 	}

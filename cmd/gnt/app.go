@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -24,6 +25,8 @@ type environment struct {
 	// prompts; without a terminal a prompt refuses.
 	stdin    io.Reader
 	terminal bool
+	// plainHTTP: the tests' in-process servers speak plain HTTP.
+	plainHTTP bool
 }
 
 // run executes one gnt command line (args[0] is the program name). Errors
@@ -86,8 +89,11 @@ func exitCode(err error) int {
 func report(w io.Writer, err error) {
 	var ue *usageError
 	var ae *rpc.APIError
+	var ua x509.UnknownAuthorityError
 	switch {
 	case errors.Is(err, errHelpShown):
+	case errors.As(err, &ua):
+		fmt.Fprintf(w, "Failure: %s\n(%s)\n", errNoCA, err)
 	case errors.As(err, &ue):
 		fmt.Fprintf(w, "Usage error: %s\n", ue.msg)
 		if ue.cmd != "" {
@@ -118,7 +124,7 @@ func newApp(env environment) *cli.App {
 		HideVersion: true,
 		Writer:      env.stdout,
 		ErrWriter:   env.stderr,
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "server", Usage: "comma-separated API `ADDRESSES` (host[:port]) of master candidates, tried in turn; " +
 				"default: $GNT_SERVER, else the list in the file $GNT_CONFIG or ~/.config/gnt/servers, else 127.0.0.1:5080"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "table", Usage: "output `FORMAT`: table (for people) or json (the server's answer)"},
@@ -128,7 +134,7 @@ func newApp(env environment) *cli.App {
 			&cli.BoolFlag{Name: "consistent", Usage: "read through the leader (up to date) instead of the answering candidate's replica"},
 			&cli.StringFlag{Name: "user", Usage: "RAPI `USER` to authenticate as (password: $GNT_PASSWORD, ~/.config/gnt/credentials, else asked); " +
 				"default: $GNT_USER, else the user in ~/.config/gnt/credentials"},
-		},
+		}, tlsFlags()...),
 		Commands: []*cli.Command{
 			env.clusterCommand(),
 			env.nodeCommand(),
@@ -304,6 +310,7 @@ func (e environment) do(fn func(ctx context.Context, s *session, c *cli.Context,
 		if err != nil {
 			return err
 		}
+		cfg.plainHTTP = e.plainHTTP
 		ctx, cancel := context.WithTimeout(c.Context, cfg.Timeout)
 		defer cancel()
 		if cfg.Creds.Prompt {

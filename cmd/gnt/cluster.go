@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -29,6 +30,17 @@ func (e environment) clusterCommand() *cli.Command {
 					&cli.IntFlag{Name: "max-raft-voters", Usage: "most master candidates that vote in Raft (default 5)"},
 				},
 				Action: e.do(clusterInit),
+			},
+			{
+				Name: "issue-client-cert",
+				Usage: "on a master candidate, as root: make an admin client certificate from the cluster CA in the local data dir " +
+					"and write it with the CA certificate to ~/.config/gnt (ca.pem, client.pem, client-key.pem)",
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "data-dir", Value: "/var/lib/gnt", Usage: "the gntd's data `DIR` holding ca.pem and ca-key.pem"},
+					&cli.StringFlag{Name: "out-dir", Usage: "where to write the files (default ~/.config/gnt)"},
+					&cli.StringFlag{Name: "name", Value: "admin", Usage: "the certificate's `NAME` (shown in the API's logs)"},
+				},
+				Action: e.issueClientCert,
 			},
 			{
 				Name:   "info",
@@ -117,7 +129,12 @@ func clusterInit(ctx context.Context, s *session, c *cli.Context, args []string)
 		return r.err
 	}
 	// Only the first address: init is for one particular, uninitialised gntd.
-	api := rpc.NewClient(s.cfg.Servers[:1])
+	// The gntd has no cluster CA yet: its certificate is a throw-away one
+	// that cannot be checked (init is accepted only from the gntd's own
+	// machine).
+	initCfg := s.cfg
+	initCfg.TLS = &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}
+	api := newAPIClient(initCfg, s.cfg.Servers[:1])
 	var raw json.RawMessage
 	var ans struct {
 		Name string `json:"cluster_name"`

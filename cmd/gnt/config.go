@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -30,6 +31,10 @@ type Config struct {
 	Timeout    time.Duration // overall time limit
 	Consistent bool          // reads go through the leader
 	Creds      credentials   // the RAPI user, if any (credentials.go)
+	TLS        *tls.Config   // the API client's (clientTLS)
+	// plainHTTP makes the client speak plain HTTP: only the tests'
+	// in-process servers do; no flag or variable sets it.
+	plainHTTP bool
 }
 
 // JSON reports whether the output is for machines.
@@ -37,12 +42,17 @@ func (c Config) JSON() bool { return c.Output == "json" }
 
 // globalConfig copies the global flags into a Config.
 func globalConfig(c *cli.Context, getenv func(string) string) (Config, error) {
+	tlsCfg, err := clientTLS(c, getenv)
+	if err != nil {
+		return Config{}, err
+	}
 	cfg := Config{
 		Output:     c.String("output"),
 		Submit:     c.Bool("submit"),
 		Reason:     c.String("reason"),
 		Timeout:    c.Duration("timeout"),
 		Consistent: c.Bool("consistent"),
+		TLS:        tlsCfg,
 	}
 	if cfg.Output != "table" && cfg.Output != "json" {
 		return cfg, usagef(c, "unknown output format %q: use table or json", cfg.Output)
@@ -122,9 +132,9 @@ func parseServerList(text, source string) ([]string, error) {
 // normalizeServer turns "host", "host:port", "[v6]:port", "v6" or
 // "http://host:port/" into host:port.
 func normalizeServer(s string) (string, error) {
-	a := strings.TrimSuffix(strings.TrimPrefix(s, "http://"), "/")
+	a := strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(s, "https://"), "http://"), "/")
 	if strings.Contains(a, "/") {
-		return "", fmt.Errorf("bad server address %q: want HOST[:PORT] (the API is plain HTTP)", s)
+		return "", fmt.Errorf("bad server address %q: want HOST[:PORT] (the API is HTTPS)", s)
 	}
 	host, port, err := net.SplitHostPort(a)
 	if err != nil {

@@ -119,7 +119,7 @@ func gnt(t *testing.T, env map[string]string, args ...string) result {
 	var stdout, stderr bytes.Buffer
 	getenv := func(k string) string { return env[k] }
 	err := runEnv(context.Background(), append([]string{"gnt"}, args...),
-		environment{stdout: &stdout, stderr: &stderr, getenv: getenv})
+		environment{stdout: &stdout, stderr: &stderr, getenv: getenv, plainHTTP: true})
 	return result{stdout: stdout.String(), stderr: stderr.String(), err: err, code: exitCode(err)}
 }
 

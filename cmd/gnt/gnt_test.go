@@ -336,7 +336,8 @@ func TestServerDefaults(t *testing.T) {
 			[]string{"x:1", "y:5080"}, false},
 		{"flag first", "http://z:2/", map[string]string{"GNT_SERVER": "x:1"}, []string{"z:2"}, false},
 		{"bad port", "z:http", nil, nil, true},
-		{"https", "https://z", nil, nil, true},
+		{"https", "https://z", nil, []string{"z:5080"}, false},
+		{"a path", "https://z/x", nil, nil, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := resolveServers(tc.flag, func(k string) string { return tc.env[k] })

@@ -51,7 +51,7 @@ func gntIn(t *testing.T, stdin string, terminal bool, args ...string) result {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	err := runEnv(context.Background(), append([]string{"gnt"}, args...),
-		environment{stdout: &stdout, stderr: &stderr, getenv: func(string) string { return "" },
+		environment{stdout: &stdout, stderr: &stderr, getenv: func(string) string { return "" }, plainHTTP: true,
 			stdin: strings.NewReader(stdin), terminal: terminal})
 	return result{stdout: stdout.String(), stderr: stderr.String(), err: err, code: exitCode(err)}
 }

@@ -28,7 +28,7 @@ type session struct {
 }
 
 func newSession(cfg Config, stdout, stderr io.Writer) *session {
-	api := rpc.NewClient(cfg.Servers)
+	api := newAPIClient(cfg, cfg.Servers)
 	api.SetBasicAuth(cfg.Creds.User, cfg.Creds.Password)
 	return &session{cfg: cfg, api: api, stdout: stdout, stderr: stderr}
 }

@@ -63,7 +63,7 @@ func clusterVerify(ctx context.Context, s *session, c *cli.Context, args []strin
 			rep.errorf("node %s: it has not registered an API address; its OOB helpers cannot be checked", n.Name)
 			continue
 		}
-		check, err := rpc.NewClient([]string{n.Addrs.API}).OOBCheck(ctx)
+		check, err := newAPIClient(s.cfg, []string{n.Addrs.API}).OOBCheck(ctx)
 		if err != nil {
 			rep.errorf("node %s: cannot check its OOB helpers: %v", n.Name, err)
 			continue

@@ -173,6 +173,7 @@ func devCommand() *cli.Command {
 			&cli.StringFlag{Name: "cluster-name", Value: "gnt-dev"},
 			&cli.StringFlag{Name: "servers-file", Usage: "file to write the API addresses to, for gnt (default ~/.config/gnt/servers; 'none' to skip)"},
 			&cli.StringFlag{Name: "key-file", Usage: "file to copy the cluster key to, for gnt confd (default ~/.config/gnt/cluster.key; 'none' to skip)"},
+			&cli.StringFlag{Name: "client-dir", Usage: "`DIR` to write the CA certificate and an admin client certificate to, for gnt and curl (default ~/.config/gnt; 'none' to skip)"},
 		},
 		Action: func(c *cli.Context) error {
 			bin, err := os.Executable()
@@ -197,9 +198,18 @@ func devCommand() *cli.Command {
 			case "none":
 				kf = ""
 			}
+			cd := c.String("client-dir")
+			switch cd {
+			case "":
+				if home, err := os.UserHomeDir(); err == nil {
+					cd = filepath.Join(home, ".config", "gnt")
+				}
+			case "none":
+				cd = ""
+			}
 			return server.RunDev(c.Context, server.DevOptions{
 				DataDir: c.String("data-dir"), Binary: bin, Candidates: c.Int("candidates"), Nodes: c.Int("nodes"),
-				ClusterName: c.String("cluster-name"), ServersFile: sf, KeyFile: kf, Out: c.App.Writer,
+				ClusterName: c.String("cluster-name"), ServersFile: sf, KeyFile: kf, ClientDir: cd, Out: c.App.Writer,
 			})
 		},
 	}

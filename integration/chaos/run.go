@@ -356,9 +356,9 @@ func (r *run) poll(ctx context.Context) <-chan struct{} {
 // MaintdProbeEvery until ctx ends, each on a new connection (a kept-alive
 // one would outlive a closed listener), and records what came.
 func (r *run) probeMaintd(ctx context.Context, m *integration.Member) {
-	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true, TLSClientConfig: r.c.AdminTLS()}}
 	defer hc.CloseIdleConnections()
-	u := "http://" + net.JoinHostPort(m.IP, maintdPort) + "/"
+	u := "https://" + net.JoinHostPort(m.IP, maintdPort) + "/"
 	for ctx.Err() == nil {
 		p := MaintdProbe{Member: m.Name, Start: r.h.Now()}
 		pctx, cancel := context.WithTimeout(ctx, MaintdProbeTimeout)

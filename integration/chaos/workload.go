@@ -83,7 +83,7 @@ func (w *workload) run(ctx context.Context, clients int) {
 		rng := rand.New(rand.NewPCG(w.seed, uint64(1000+i)))
 		start := rng.IntN(len(servers))
 		rot := append(append([]string(nil), servers[start:]...), servers[:start]...)
-		cl := &client{id: i, w: w, rng: rng, api: rpc.NewClient(rot), home: cands[i%len(cands)], owned: map[string][]string{}}
+		cl := &client{id: i, w: w, rng: rng, api: w.c.NewClient(rot), home: cands[i%len(cands)], owned: map[string][]string{}}
 		for k, n := range w.nodes {
 			if k%clients == i {
 				cl.drains = append(cl.drains, n)
