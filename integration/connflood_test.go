@@ -26,7 +26,7 @@ import (
 const floodConns = 20000
 
 // TestConnectionFlood: 20,000 slow connections from one address (each
-// sends half a request line and nothing more) against the leader's API
+// starts a TLS handshake and sends nothing more) against the leader's API
 // neither take the leader's descriptors nor stop writes through it from
 // another address, nor the gossip: every member stays alive. The leader
 // refuses what is over its per-address cap, counts it in its metrics, and
@@ -218,9 +218,11 @@ func (f *flood) dial(ctx context.Context) net.Conn {
 		return nil
 	}
 	f.opened.Add(1)
-	// A write to a reset socket fails; the read below sees it.
+	// A write to a reset socket fails; the read below sees it. Every
+	// port is TLS: a slow client sends the start of a TLS ClientHello (a
+	// handshake record of 512 bytes, then five of them) and stalls.
 	if !f.silent {
-		io.WriteString(conn, "POST /2/jobs HTTP/1.1\r\nHost: gnt\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{")
+		conn.Write([]byte{0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03})
 	}
 	f.mu.Lock()
 	if f.conns == nil {

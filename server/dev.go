@@ -3,7 +3,9 @@ package server
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
 	"crypto/tls"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,8 +38,9 @@ type DevOptions struct {
 	// `gnt confd query` finds it without flags; it is removed on exit.
 	KeyFile string
 	// ClientDir, when set, receives the cluster CA certificate and an admin
-	// client certificate (pki.WriteClientFiles) so that gnt and curl reach
-	// the API without flags; they are removed on exit.
+	// client certificate (pki.WriteClientFiles), and the credentials file
+	// of the RAPI user admin, so that gnt, curl and Ganeti's RAPI client
+	// reach the API without flags; they are removed on exit.
 	ClientDir string
 	// OOBHelper is gnt-oob-fake, every node's OOB helper; empty means the
 	// one beside Binary (none there: no OOB).
@@ -255,10 +258,13 @@ func RunDev(ctx context.Context, o DevOptions) error {
 	}
 	if o.ClientDir != "" {
 		defer func() {
-			for _, f := range []string{pki.ClientCAFile, pki.ClientCertFile, pki.ClientKeyFile} {
+			for _, f := range []string{pki.ClientCAFile, pki.ClientCertFile, pki.ClientKeyFile, devCredentialsFile} {
 				os.Remove(filepath.Join(o.ClientDir, f))
 			}
 		}()
+	}
+	if err := devAdminUser(ictx, admin, o.ClientDir); err != nil {
+		return err
 	}
 	out.Printf("[dev] waiting for %d voters...\n", o.Candidates)
 	if err := waitVoters(ictx, admin, min(o.Candidates, 5)); err != nil {
@@ -354,6 +360,40 @@ func devAdminClient(dataDir string, servers []string, clientDir string) (*rpc.Cl
 		}
 	}
 	return rpc.NewClientWith(servers, rpc.ClientOptions{TLS: cfg}), nil
+}
+
+// devCredentialsFile is the CLI's credentials file in the client dir.
+const devCredentialsFile = "credentials"
+
+// devAdminUser gives the RAPI user "admin" write access and a new random
+// password, and writes "admin PASSWORD" to clientDir's credentials file
+// (mode 0600) for gnt and Ganeti's RAPI client.
+func devAdminUser(ctx context.Context, c *rpc.Client, clientDir string) error {
+	buf := make([]byte, 12)
+	if _, err := rand.Read(buf); err != nil {
+		return err
+	}
+	pw := hex.EncodeToString(buf)
+	users, err := c.RAPIUsers(ctx)
+	if err != nil {
+		return fmt.Errorf("dev: RAPI users: %w", err)
+	}
+	exists := false
+	for _, u := range users {
+		exists = exists || u.Name == "admin"
+	}
+	if exists {
+		err = c.SetRAPIUserPassword(ctx, "admin", pw)
+	} else {
+		err = c.AddRAPIUser(ctx, "admin", pw, true)
+	}
+	if err != nil {
+		return fmt.Errorf("dev: RAPI user admin: %w", err)
+	}
+	if clientDir == "" {
+		return nil
+	}
+	return writeFileAtomic(filepath.Join(clientDir, devCredentialsFile), []byte("admin "+pw+"\n"), 0o600)
 }
 
 // probeClient asks for /version without checking the certificate: only

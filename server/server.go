@@ -126,10 +126,7 @@ func New(cfg Config, log hclog.Logger) (*Server, error) {
 	}
 	s.stopped, s.stopAPI = context.WithCancel(context.Background())
 	s.api = rpc.NewServer(s, rpc.ServerOptions{Logger: log.Named("api"), Metrics: s.reg, Stopping: s.stopped,
-		// TODO(tls): enforce authentication once the API is served over
-		// TLS and gntds forward with their client certificates and the
-		// CLI has credentials; until then every client would be refused.
-		AuthDisabled: true, Debug: cfg.Debug,
+		Debug:      cfg.Debug,
 		ForwardTLS: s.tls.store.ClientTLS()})
 	return s, nil
 }
