@@ -13,7 +13,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
 )
 
 // runOnce runs the member's gntd with extra arguments to its end (it is
