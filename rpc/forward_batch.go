@@ -431,6 +431,9 @@ func (s *Server) forwardBatched(w http.ResponseWriter, r *http.Request, addr str
 	if res.err != nil {
 		return res.err
 	}
+	if err := leaderGone(res.answer.Status, res.answer.Body); err != nil {
+		return err
+	}
 	if wait := res.answer.Header.Get(headerAwaitThere); wait != "" {
 		res.answer.Header.Del(headerAwaitThere)
 		s.awaitForwarded(r, res.answer, wait)

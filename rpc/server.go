@@ -639,7 +639,10 @@ func (s *Server) onLeaderChecked(w http.ResponseWriter, r *http.Request, body []
 			if err == nil {
 				return
 			}
-			dial := isDialError(err)
+			// A forward the leader refused unapplied (it is not the
+			// leader any more: a leader change) is as safe to repeat as
+			// one that could not be sent: it is held like one.
+			dial := isDialError(err) || errors.Is(err, errLeaderGone)
 			if (!dial && !resendable) || ctx.Err() != nil {
 				e := noLeader(fmt.Sprintf("forwarding to the leader at %s failed: %v", addr, err))
 				if write && (!dial || uncertain) {
@@ -649,7 +652,9 @@ func (s *Server) onLeaderChecked(w http.ResponseWriter, r *http.Request, body []
 				writeError(w, e)
 				return
 			}
-			if dial {
+			if errors.Is(err, errLeaderGone) {
+				why = fmt.Sprintf("the gntd at %s is no longer the leader (%v) and no other leader answered", addr, err)
+			} else if dial {
 				why = fmt.Sprintf("the leader at %s cannot be reached: %v", addr, err)
 			} else {
 				uncertain = true
@@ -703,6 +708,30 @@ var hopHeaders = map[string]bool{
 	"Content-Length": true,
 }
 
+// errLeaderGone marks a forward the gntd it went to refused because it is
+// not the leader (any more): nothing was applied, and the follower holds
+// the request for the next leader as when none is known.
+var errLeaderGone = errors.New("it is not the leader")
+
+// maxRefusalBody bounds the 503 body read to recognise a no_leader
+// refusal.
+const maxRefusalBody = 64 << 10
+
+// leaderGone returns errLeaderGone, with the refusal's message, when a
+// forward's answer is a no_leader refusal: the gntd it reached is not the
+// leader and applied nothing (an answer whose outcome is unknown is
+// indeterminate, never no_leader).
+func leaderGone(status int, body []byte) error {
+	if status != http.StatusServiceUnavailable {
+		return nil
+	}
+	var e APIError
+	if json.Unmarshal(body, &e) != nil || e.ErrorCode != CodeNoLeader {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", errLeaderGone, e.Message)
+}
+
 // forward sends the request to the leader's API and copies its answer
 // back. It returns an error, having written nothing, when no answer came.
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, addr string, body []byte) error {
@@ -720,7 +749,18 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, addr string, bo
 		return err
 	}
 	defer resp.Body.Close()
-	if err := copyAnswer(w, resp.StatusCode, resp.Header, resp.Body); err != nil {
+	var answer io.Reader = resp.Body
+	if resp.StatusCode == http.StatusServiceUnavailable {
+		data, err := io.ReadAll(io.LimitReader(resp.Body, maxRefusalBody))
+		if err != nil {
+			return err // no answer, as a broken forward
+		}
+		if err := leaderGone(resp.StatusCode, data); err != nil {
+			return err
+		}
+		answer = io.MultiReader(bytes.NewReader(data), resp.Body)
+	}
+	if err := copyAnswer(w, resp.StatusCode, resp.Header, answer); err != nil {
 		s.log.Debug("copying the leader's answer", "path", r.URL.Path, "error", err)
 	}
 	return nil
