@@ -55,6 +55,10 @@ type ServerOptions struct {
 	// gives up dialing after 2 s and follows no redirects, over TLS with
 	// ForwardTLS when that is set.
 	ForwardClient *http.Client
+	// ForwardFrom, when set, is the address forwarded requests leave from
+	// (the gntd's own IP), so that the leader sees a registered node's
+	// address (netlimit's per-address cap exempts those).
+	ForwardFrom net.Addr
 	// ForwardTLS, when set, makes forwarded requests HTTPS with this
 	// configuration (a gntd's node certificate); plain HTTP otherwise
 	// (tests).
@@ -155,7 +159,7 @@ func NewServer(b Backend, opts ServerOptions) *Server {
 		s.fwd = &http.Client{
 			Transport: &http.Transport{
 				Proxy:               nil,
-				DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+				DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second, LocalAddr: opts.ForwardFrom}).DialContext,
 				MaxIdleConnsPerHost: 64,
 				IdleConnTimeout:     90 * time.Second,
 				TLSClientConfig:     opts.ForwardTLS,

@@ -127,7 +127,7 @@ func New(cfg Config, log hclog.Logger) (*Server, error) {
 	s.stopped, s.stopAPI = context.WithCancel(context.Background())
 	s.api = rpc.NewServer(s, rpc.ServerOptions{Logger: log.Named("api"), Metrics: s.reg, Stopping: s.stopped,
 		Debug:      cfg.Debug,
-		ForwardTLS: s.tls.store.ClientTLS()})
+		ForwardTLS: s.tls.store.ClientTLS(), ForwardFrom: s.localTCPAddr()})
 	return s, nil
 }
 
