@@ -12,7 +12,7 @@ import (
 )
 
 // TestFollowerHoldsWritesDuringMasterFailover: a client that talks only
-// to one follower, with plain HTTP (no retries of its own), keeps writing
+// to one follower, over HTTPS with no retries of its own, keeps writing
 // while the leadership moves to the other follower. The follower holds
 // the writes that reach the old leader after it stepped down (it answers
 // forwarded requests 503 no_leader) until it knows the new leader, up to
@@ -24,7 +24,7 @@ func TestFollowerHoldsWritesDuringMasterFailover(t *testing.T) {
 	fs := c.Followers(old)
 	writer, target := fs[0], fs[1]
 
-	hc := &http.Client{Timeout: 20 * time.Second}
+	hc := c.HTTP()
 	var (
 		mu       sync.Mutex
 		answers  = map[int]int{}
@@ -42,7 +42,7 @@ func TestFollowerHoldsWritesDuringMasterFailover(t *testing.T) {
 					return
 				default:
 				}
-				req, _ := http.NewRequest("PUT", fmt.Sprintf("http://%s/2/tags?tag=w%d-%d", writer.APIAddr(), i, n%4), nil)
+				req, _ := http.NewRequest("PUT", c.URL(writer, fmt.Sprintf("/2/tags?tag=w%d-%d", i, n%4)), nil)
 				resp, err := hc.Do(req)
 				if err != nil {
 					mu.Lock()
