@@ -116,6 +116,18 @@ func TestTLSRefusesOutsiders(t *testing.T) {
 		if !m.Candidate {
 			continue
 		}
+		// A client with a certificate of the cluster that speaks garbage
+		// once through the handshake: the connection is dropped.
+		if tc, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", m.RaftAddr(), c.NodeTLS()); err != nil {
+			t.Errorf("%s: %v", m.RaftAddr(), err)
+		} else {
+			tc.SetDeadline(time.Now().Add(2 * time.Second))
+			tc.Write([]byte("\x01\xff\xff garbage that is no msgpack"))
+			if answer, _ := io.ReadAll(tc); len(answer) > 0 {
+				t.Errorf("%s answered garbage with %q", m.RaftAddr(), answer)
+			}
+			tc.Close()
+		}
 		conn, err := net.DialTimeout("tcp", m.RaftAddr(), 2*time.Second)
 		if err != nil {
 			t.Fatal(err)

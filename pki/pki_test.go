@@ -450,3 +450,45 @@ func TestClientFiles(t *testing.T) {
 		t.Fatalf("org %q", Org(c[0]))
 	}
 }
+
+// TestAPICertificate: an operator's certificate (Ganeti's rapi.pem) is
+// served to clients of the API port; gntds, which ask for
+// InternalServerName, still get the node certificate, and node-only ports
+// never serve it.
+func TestAPICertificate(t *testing.T) {
+	ca := mustCA(t, time.Now())
+	s := mk(t, ca, ca, "n1", OrgNode, time.Now())
+	other := mustCA(t, time.Now())
+	c, k := issue(t, other, "rapi.example.com", OrgNode, time.Now(), NodeValidity)
+	pair, err := tls.X509KeyPair(c, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SetAPICertificate(&pair)
+	served := func(server *tls.Config, client *tls.Config) string {
+		t.Helper()
+		var got string
+		client = client.Clone()
+		client.VerifyConnection = func(cs tls.ConnectionState) error {
+			got = cs.PeerCertificates[0].Subject.CommonName
+			return nil
+		}
+		client.InsecureSkipVerify = true
+		handshake(t, server, client)
+		return got
+	}
+	api := s.ServerTLS(tls.VerifyClientCertIfGiven)
+	if got := served(api, &tls.Config{ServerName: "10.0.0.1"}); got != "rapi.example.com" {
+		t.Errorf("an API client got %q, want the operator's certificate", got)
+	}
+	if got := served(api, s.ClientTLS()); got != "n1" {
+		t.Errorf("a gntd got %q, want the node certificate", got)
+	}
+	if got := served(s.ServerTLS(tls.RequireAndVerifyClientCert), &tls.Config{}); got != "n1" {
+		t.Errorf("a node-only port served %q", got)
+	}
+	s.SetAPICertificate(nil)
+	if got := served(api, &tls.Config{}); got != "n1" {
+		t.Errorf("after removing it, an API client got %q", got)
+	}
+}
