@@ -52,7 +52,7 @@ func (s *State) applyClusterInit(c *ClusterInit) *Error {
 	}
 	if c.PKI != nil {
 		p := *c.PKI
-		p.Serial = 1
+		p.Serial, p.Phase = 1, ""
 		s.PKI = &p
 	}
 	s.Cluster = &Cluster{

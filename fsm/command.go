@@ -44,6 +44,8 @@ const (
 	CmdRAPIUsersReplace CommandType = 16 // RAPIUsersReplace (rapiusers.go)
 	CmdRAPIUserPut      CommandType = 17 // RAPIUserPut
 	CmdRAPIUserRemove   CommandType = 18 // RAPIUserRemove
+
+	CmdPKIRotate CommandType = 19 // PKIRotate (pki.go)
 )
 
 var commandNames = map[CommandType]string{
@@ -68,6 +70,8 @@ var commandNames = map[CommandType]string{
 	CmdRAPIUsersReplace: "rapi-users-replace",
 	CmdRAPIUserPut:      "rapi-user-put",
 	CmdRAPIUserRemove:   "rapi-user-remove",
+
+	CmdPKIRotate: "pki-rotate",
 }
 
 func (t CommandType) String() string {
@@ -169,7 +173,9 @@ type LeaderEstablish struct {
 // Version 4 adds the poison-job guard: job attempts (ActionAttempt, and
 // ActionStart records one), which may fail a job, and the debugging
 // opcode OP_TEST_CRASH.
-const LogVersion = 4
+// Version 5 adds the rotation of the cluster CA (CmdPKIRotate, and the
+// phase of a rotation in PKI, which ClusterInit carries).
+const LogVersion = 5
 
 // Job update actions.
 const (

@@ -602,6 +602,8 @@ func (f *FSM) applyOne(t CommandType, body []byte) Response {
 		return decodeApply(body, s.applyRAPIUserPut)
 	case CmdRAPIUserRemove:
 		return decodeApply(body, s.applyRAPIUserRemove)
+	case CmdPKIRotate:
+		return decodeApply(body, s.applyPKIRotate)
 	}
 	return Response{Err: errf(CodeInval, "", "a %s command cannot appear here", t)}
 }
