@@ -68,6 +68,10 @@ func LoadCAFromDir(dataDir string) (*CA, error) {
 	return LoadCA(cert, key)
 }
 
+// WriteFile replaces the file at path whole with data (written to a
+// temporary file beside it, then renamed), mode mode.
+func WriteFile(path string, data []byte, mode os.FileMode) error { return writeAtomic(path, data, mode) }
+
 func writeAtomic(path string, data []byte, mode os.FileMode) error {
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, data, mode); err != nil {

@@ -136,6 +136,12 @@ type JoinRequest struct {
 	// certificate is due for renewal or was issued by a CA no longer the
 	// newest. The leader ignores its names and certifies the node's.
 	CSR string `json:"csr,omitempty"`
+	// TrustFP is the fingerprint (pki.Fingerprint) of the newest CA the
+	// node trusts, and CertIssuerFP that of the CA that issued its node
+	// certificate ("" without one): the leader moves a renewal of the CA
+	// (renew-crypto) on when every node reports the new one.
+	TrustFP      string `json:"trust_fp,omitempty"`
+	CertIssuerFP string `json:"cert_issuer_fp,omitempty"`
 }
 
 // JoinResponse tells a node what the cluster expects of it.

@@ -235,6 +235,8 @@ func TestDryRunEveryRoute(t *testing.T) {
 		{"POST", "/2/gnt/master-failover", "{}"},
 		{"POST", "/2/gnt/rapi-users", `{"name":"u","password":"secretsecret"}`},
 		{"DELETE", "/2/gnt/rapi-users/u", ""},
+		{"POST", "/2/gnt/renew-crypto", ""},
+		{"POST", "/2/gnt/client-cert", `{"csr":"x"}`},
 	} {
 		r := e.do(rt.method, rt.path+"?dry-run=1", rt.body)
 		checkErr(t, r, http.StatusBadRequest, string(fsm.CodeInval), "dry-run")
@@ -251,6 +253,7 @@ var nonOpcodeRoutes = map[string]struct{}{
 	"POST /2/gnt/master-failover": {}, "POST /2/gnt/init": {}, "POST /2/gnt/join": {}, "POST /2/gnt/forward": {},
 	"POST /2/gnt/maintd/incidents/{id}/cancel": {}, "DELETE /2/gnt/maintd/incidents/{id}": {},
 	"PUT /2/gnt/rapi-users": {}, "POST /2/gnt/rapi-users": {}, "PUT /2/gnt/rapi-users/{name}": {}, "DELETE /2/gnt/rapi-users/{name}": {},
+	"POST /2/gnt/renew-crypto": {}, "POST /2/gnt/client-cert": {},
 }
 
 // routeMatches says whether a concrete path matches a route pattern.

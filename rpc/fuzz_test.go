@@ -105,6 +105,8 @@ func FuzzJoinRequest(f *testing.F) {
 	f.Add([]byte(`{`), ts, rpc.Sign(key, now, []byte(`{`)))
 	f.Add([]byte(`{"node":{"name":"bad name"}}`), ts, rpc.Sign(key, now, []byte(`{"node":{"name":"bad name"}}`)))
 	f.Add(good, strconv.FormatInt(now-1000, 10), rpc.Sign(key, now-1000, good))
+	fps := []byte(`{"node":{"name":"node1","primary_ip":"192.0.2.1"},"trust_fp":"` + strings.Repeat("0a", 32) + `","cert_issuer_fp":"XY"}`)
+	f.Add(fps, ts, rpc.Sign(key, now, fps))
 	h := rpc.NewServer(b, rpc.ServerOptions{AuthDisabled: true, HoldTimeout: 10 * time.Millisecond}).Handler()
 	f.Fuzz(func(t *testing.T, body []byte, ts, sig string) {
 		rec := serve(h, "POST", "/2/gnt/join", body, rpc.HeaderTimestamp, ts, rpc.HeaderSignature, sig)

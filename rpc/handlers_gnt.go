@@ -158,6 +158,11 @@ func validateJoin(req JoinRequest) *APIError {
 	if e := fsm.ValidateName("cluster_uuid", req.ClusterUUID, fsm.MaxHostnameLen); e != nil {
 		return FromFSM(e)
 	}
+	for field, fp := range map[string]string{"trust_fp": req.TrustFP, "cert_issuer_fp": req.CertIssuerFP} {
+		if aerr := validateFingerprint(field, fp); aerr != nil {
+			return aerr
+		}
+	}
 	for field, ip := range map[string]string{"node.primary_ip": req.Node.PrimaryIP, "node.secondary_ip": req.Node.SecondaryIP} {
 		if ip != "" && net.ParseIP(ip) == nil {
 			return badRequest(field, "%s %q is not a valid IP address", field, ip)

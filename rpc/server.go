@@ -303,6 +303,9 @@ func (s *Server) routes() {
 	add(wr, "POST", "/2/gnt/rapi-users", s.handleRAPIUserAdd)
 	add(wr, "PUT", "/2/gnt/rapi-users/{name}", s.handleRAPIUserPasswd)
 	add(wr, "DELETE", "/2/gnt/rapi-users/{name}", s.handleRAPIUserRemove)
+	add(wr, "POST", "/2/gnt/renew-crypto", s.handleRenewCrypto(true))
+	add(read, "GET", "/2/gnt/renew-crypto", s.handleRenewCrypto(false))
+	add(wr, "POST", "/2/gnt/client-cert", s.handleClientCert)
 
 	for path, methods := range allowed {
 		for _, m := range methods {

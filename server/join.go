@@ -142,6 +142,7 @@ func (s *Server) Join(ctx context.Context, req rpc.JoinRequest) (rpc.JoinRespons
 	if err := s.signNode(req, &resp); err != nil {
 		return resp, err
 	}
+	s.rotationJoin(ctx, req)
 	resp.MasterCandidate = node.MasterCandidate
 	if r := s.raft(); r != nil {
 		resp.InRaft = inConfiguration(r, req.Node.Name)
@@ -227,6 +228,7 @@ func (s *Server) joinOnce(ctx context.Context) {
 		return
 	}
 	req := rpc.JoinRequest{Node: s.nodeSpec(), ClusterUUID: clusterUUID}
+	req.TrustFP, req.CertIssuerFP = certReportOf(s.tls.store)
 	var kp pki.KeyPair
 	if s.needsCertificate(time.Now()) {
 		var err error
@@ -259,6 +261,7 @@ func (s *Server) joinOnce(ctx context.Context) {
 			return
 		}
 	}
+	s.syncCAKeyFile()
 	s.setGossipSeeds(resp.Gossip)
 	s.mu.Lock()
 	s.candidates = resp.Candidates

@@ -38,6 +38,8 @@ type tlsState struct {
 	caSealed string
 	client   *http.Client // to other gntds' APIs (pool checks, probes)
 	node     *http.Transport
+
+	rot rotation // the leader's record of a renewal of the CA (rotate.go)
 }
 
 // loadTLS reads the TLS material of the data dir. A node certificate that
@@ -216,6 +218,11 @@ func (s *Server) signNode(req rpc.JoinRequest, resp *rpc.JoinResponse) error {
 	}
 	resp.CACerts = bundle
 	if req.CSR == "" {
+		return nil
+	}
+	if p, _, _ := s.rotationView(); p != nil && p.Phase == fsm.PhaseTrust && req.CertIssuerFP != "" {
+		// Renewing the CA: not every gntd trusts the new one yet, so a
+		// node that holds a certificate keeps it until phase issue.
 		return nil
 	}
 	csr, err := pki.ParseCSR([]byte(req.CSR))
