@@ -103,6 +103,7 @@ func (e environment) clusterCommand() *cli.Command {
 			e.clusterEpoCommand(),
 			e.clusterVerifyCommand(),
 			e.clusterRAPIUsersCommand(),
+			e.clusterRenewCryptoCommand(),
 		}, e.tagCommands("cluster", false, func(string) string { return "/2/tags" })...),
 	}
 }

@@ -55,11 +55,10 @@ func pick(c *cli.Context, flag, env string, getenv func(string) string, files ..
 	return ""
 }
 
-// clientTLS builds the TLS configuration of the API client from the flags,
-// the environment and the files of ~/.config/gnt. Without a CA file the
-// system's CAs are used, which a cluster's certificate does not chain to:
-// the error then says where the CA file is looked for.
-func clientTLS(c *cli.Context, getenv func(string) string) (*tls.Config, error) {
+// tlsPaths are the CA file, the client certificate and its key the
+// client uses: from the flags, the environment, else the files of
+// ~/.config/gnt that exist ("" for none).
+func tlsPaths(c *cli.Context, getenv func(string) string) (caPath, certPath, keyPath string) {
 	dir := ""
 	if home := getenv("HOME"); home != "" {
 		dir = filepath.Join(home, ".config", "gnt")
@@ -70,9 +69,18 @@ func clientTLS(c *cli.Context, getenv func(string) string) (*tls.Config, error) 
 		}
 		return filepath.Join(dir, name)
 	}
-	caPath := pick(c, "ca-file", "GNT_CA_FILE", getenv, join(caFileName), dataDirCA)
-	certPath := pick(c, "cert-file", "GNT_CLIENT_CERT", getenv, join(clientCertFileName))
-	keyPath := pick(c, "cert-key-file", "GNT_CLIENT_KEY", getenv, join(clientKeyFileName))
+	caPath = pick(c, "ca-file", "GNT_CA_FILE", getenv, join(caFileName), dataDirCA)
+	certPath = pick(c, "cert-file", "GNT_CLIENT_CERT", getenv, join(clientCertFileName))
+	keyPath = pick(c, "cert-key-file", "GNT_CLIENT_KEY", getenv, join(clientKeyFileName))
+	return caPath, certPath, keyPath
+}
+
+// clientTLS builds the TLS configuration of the API client from the flags,
+// the environment and the files of ~/.config/gnt. Without a CA file the
+// system's CAs are used, which a cluster's certificate does not chain to:
+// the error then says where the CA file is looked for.
+func clientTLS(c *cli.Context, getenv func(string) string) (*tls.Config, error) {
+	caPath, certPath, keyPath := tlsPaths(c, getenv)
 	if caPath == "" {
 		return &tls.Config{MinVersion: tls.VersionTLS12}, nil
 	}
