@@ -70,7 +70,9 @@ func LoadCAFromDir(dataDir string) (*CA, error) {
 
 // WriteFile replaces the file at path whole with data (written to a
 // temporary file beside it, then renamed), mode mode.
-func WriteFile(path string, data []byte, mode os.FileMode) error { return writeAtomic(path, data, mode) }
+func WriteFile(path string, data []byte, mode os.FileMode) error {
+	return writeAtomic(path, data, mode)
+}
 
 func writeAtomic(path string, data []byte, mode os.FileMode) error {
 	tmp := path + ".tmp"
