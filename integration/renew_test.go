@@ -300,3 +300,49 @@ func nodeTLSOf(t *testing.T, ca *pki.CA) *tls.Config {
 	}
 	return &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: true, Certificates: []tls.Certificate{pair}}
 }
+
+// TestRenewCryptoOfflineNode: a node marked offline is not waited for;
+// after the renewal its gntd, with its files of the old CA removed as
+// docs/security.md says, learns the new CA and gets a certificate of it.
+func TestRenewCryptoOfflineNode(t *testing.T) {
+	c := NewCluster(t, ClusterOptions{Candidates: 1, Nodes: 1})
+	node := c.Member("node21")
+	c.Eventually(30*time.Second, 100*time.Millisecond, node.Name+" has its node certificate", func() error {
+		_, err := os.Stat(filepath.Join(node.DataDir, "node.pem"))
+		return err
+	})
+	node.Stop()
+	if out, err := c.GNT("node", "modify", "--offline", "yes", node.Name); err != nil {
+		t.Fatalf("marking %s offline: %v\n%s", node.Name, err, out)
+	}
+	if out, err := c.GNT("cluster", "renew-crypto"); err != nil {
+		t.Fatalf("gnt cluster renew-crypto with %s offline: %v\n%s", node.Name, err, out)
+	}
+	if out, err := c.GNT("node", "modify", "--offline", "no", node.Name); err != nil {
+		t.Fatalf("marking %s online: %v\n%s", node.Name, err, out)
+	}
+	newCA, err := pki.LoadCAFromDir(c.Members[0].DataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"ca.pem", "node.pem", "node-key.pem"} {
+		if err := os.Remove(filepath.Join(node.DataDir, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	node.Start(t)
+	c.Eventually(30*time.Second, 200*time.Millisecond, node.Name+" holds a certificate of the new CA", func() error {
+		data, err := os.ReadFile(filepath.Join(node.DataDir, "node.pem"))
+		if err != nil {
+			return err
+		}
+		leaf, err := pki.ParseCerts(data)
+		if err != nil {
+			return err
+		}
+		return leaf[0].CheckSignatureFrom(newCA.Cert)
+	})
+	if out, err := c.GNT("node", "list"); err != nil || !strings.Contains(out, node.Name) {
+		t.Errorf("gnt node list after the renewal: %v\n%s", err, out)
+	}
+}
