@@ -81,6 +81,22 @@ func instanceOp(opID string, flags ...string) opsBuilder {
 			if aerr := rename(op, "os", "os_type"); aerr != nil {
 				return nil, aerr
 			}
+			// Ganeti's legacy form (its client's, when the server does
+			// not claim instance-reinstall-reqv1): ?os=NAME&nostartup=1,
+			// the instance started afterwards unless nostartup.
+			if q.Has("os") || q.Has("nostartup") {
+				if len(op) > 0 {
+					return nil, badRequest("os", "give the reinstall's parameters in the query (os, nostartup) or in the body, not both")
+				}
+				noStartup, aerr := queryFlag(q, "nostartup")
+				if aerr != nil {
+					return nil, aerr
+				}
+				if q.Has("os") {
+					op["os_type"] = q.Get("os")
+				}
+				op["start"] = !noStartup
+			}
 		}
 		op["instance_name"] = name
 		return single(opID, op), nil

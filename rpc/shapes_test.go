@@ -15,7 +15,8 @@ import (
 // /2/nodes/{n}/modify (the client's verb) works like PUT; a failed
 // opcode's opresult is Ganeti's ["OpExecError", [msg]] or
 // ["OpPrereqError", [msg, code]]; cancelling a finished job answers 200
-// [false, why] and changes nothing, an unknown job is 404.
+// [false, why] and changes nothing, an unknown job is 404; reinstall
+// takes Ganeti's legacy ?os=&nostartup= query.
 func TestGanetiShapes(t *testing.T) {
 	b := rpctest.NewCluster()
 	addNode(t, b, "node2", "192.0.2.2")
@@ -87,4 +88,31 @@ func TestGanetiShapes(t *testing.T) {
 	}
 	r = e.do("DELETE", "/2/jobs/99999", "")
 	checkGanetiError(t, "cancel of an unknown job", r.status, r.body, http.StatusNotFound, "unknown_entity")
+
+	// Reinstall's legacy query (Ganeti's client without
+	// instance-reinstall-reqv1) is honoured, not dropped.
+	if err := b.AddInstance(fsm.Instance{Name: "inst1", UUID: "u1", PrimaryNode: nodeOf(b, "node1").UUID, OS: "debian",
+		AdminState: "down", DiskTemplate: "plain", Tags: []string{}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		query, want string
+	}{
+		{"os=debian-new&nostartup=1", `"os_type":"debian-new","start":false`},
+		{"os=debian-new", `"os_type":"debian-new","start":true`},
+		{"nostartup=0", `"start":true`},
+	} {
+		r := e.do("POST", "/2/instances/inst1/reinstall?"+c.query, "")
+		var id int64
+		if err := json.Unmarshal(r.body, &id); err != nil {
+			t.Fatalf("reinstall ?%s: %s", c.query, r)
+		}
+		if in := string(jobOf(b, id).Ops[0].Input); !strings.Contains(in, c.want) {
+			t.Errorf("reinstall ?%s: opcode %s, want %s", c.query, in, c.want)
+		}
+	}
+	r = e.do("POST", "/2/instances/inst1/reinstall?os=debian", `{"start":true}`)
+	checkErr(t, r, http.StatusBadRequest, string(fsm.CodeInval), "os")
+	r = e.do("POST", "/2/instances/inst1/reinstall?nostartup=maybe", "")
+	checkErr(t, r, http.StatusBadRequest, string(fsm.CodeInval), "nostartup")
 }
