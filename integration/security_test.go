@@ -424,4 +424,25 @@ except rc.GanetiApiError as e:
 			t.Errorf("Ganeti's client output lacks %q:\n%s", want, out)
 		}
 	}
+
+	// Through a follower, as Ganeti's tools do against the master: a
+	// write, then at once its job, 100 times; read-your-writes makes
+	// each wait find the job.
+	loop := `
+import sys
+from ganeti.rapi import client as rc
+host, port, ca, user, pw = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+c = rc.GanetiRapiClient(host, port=port, username=user, password=pw, curl_config_fn=rc.GenericCurlConfig(cafile=ca))
+ok = 0
+for i in range(100):
+    jid = c.AddClusterTags(["ryw-%d" % i])
+    if c.WaitForJobCompletion(jid, period=0.05, retries=400):
+        ok += 1
+print("completed", ok)
+`
+	follower := c.Followers(leader)[0]
+	out, err = exec.CommandContext(ctx, py, "-c", loop, follower.IP, "5080", ca, "ops", "ops-secret").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "completed 100") {
+		t.Fatalf("write then wait through follower %s: %v\n%s", follower.Name, err, out)
+	}
 }

@@ -434,6 +434,9 @@ func (s *Server) forwardBatched(w http.ResponseWriter, r *http.Request, addr str
 	if err := leaderGone(res.answer.Status, res.answer.Body); err != nil {
 		return err
 	}
+	if res.answer.Status < http.StatusInternalServerError {
+		s.floor.note(res.answer.Header)
+	}
 	if wait := res.answer.Header.Get(headerAwaitThere); wait != "" {
 		res.answer.Header.Del(headerAwaitThere)
 		s.awaitForwarded(r, res.answer, wait)

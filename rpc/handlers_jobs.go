@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"reflect"
 	"sort"
@@ -196,6 +197,14 @@ func (s *Server) serveJob(w http.ResponseWriter, r *http.Request) error {
 		writeError(w, aerr)
 		return nil
 	}
+	later := false
+	s.b.FSM().Read(func(st *fsm.State, _ uint64) {
+		_, ok := lookupJob(st, id)
+		later = !ok && s.unknownYet(st, id)
+	})
+	if later {
+		return ErrNotLeader // a job newer than this replica: ask the leader
+	}
 	return s.serveState(w, func(st *fsm.State) (any, *APIError) {
 		j, ok := lookupJob(st, id)
 		if !ok {
@@ -313,6 +322,24 @@ func (s *Server) handleJobWait(w http.ResponseWriter, r *http.Request) {
 			Message: "this gntd is not a master candidate and holds no state"})
 		return
 	}
+	serve := func() error {
+		return s.waitJob(w, r, f, id, req, prev, prevRaw, timeout, minIndex)
+	}
+	// Read your writes: a replica behind a write this gntd answered, or
+	// that does not know the job yet, has the leader answer.
+	if s.caughtUp(r.Context()) {
+		if err := serve(); !errors.Is(err, ErrNotLeader) {
+			return
+		}
+	}
+	s.onLeader(w, r, body, serve)
+}
+
+// waitJob is the local part of GET /2/jobs/{id}/wait; it returns
+// ErrNotLeader without answering for a job newer than this replica while
+// another gntd leads.
+func (s *Server) waitJob(w http.ResponseWriter, r *http.Request, f *fsm.FSM, id int64, req WaitJobRequest, prev []any, prevRaw []byte,
+	timeout time.Duration, minIndex uint64) error {
 	wctx, wcancel := s.waitCtx(r.Context())
 	defer wcancel()
 	ctx, cancel := context.WithTimeout(wctx, timeout)
@@ -320,17 +347,18 @@ func (s *Server) handleJobWait(w http.ResponseWriter, r *http.Request) {
 	for {
 		jobCh := f.JobChanged(id)
 		var (
-			found, initialised bool
-			status             string
-			info               []byte
-			logs               []fsm.LogEntry
-			idx                uint64
-			err                error
+			found, initialised, later bool
+			status                    string
+			info                      []byte
+			logs                      []fsm.LogEntry
+			idx                       uint64
+			err                       error
 		)
 		f.Read(func(st *fsm.State, i uint64) {
 			idx, initialised = i, st.Initialized()
 			j, ok := lookupJob(st, id)
 			if !ok {
+				later = initialised && minIndex == 0 && s.unknownYet(st, id)
 				return
 			}
 			found, status = true, j.Status
@@ -347,10 +375,13 @@ func (s *Server) handleJobWait(w http.ResponseWriter, r *http.Request) {
 				}
 			}
 		})
+		if later {
+			return ErrNotLeader
+		}
 		setIndex(w, idx)
 		if err != nil {
 			writeError(w, asAPIError(err))
-			return
+			return nil
 		}
 		if !found {
 			if minIndex > 0 && idx < minIndex && ctx.Err() == nil {
@@ -359,10 +390,10 @@ func (s *Server) handleJobWait(w http.ResponseWriter, r *http.Request) {
 			}
 			if !initialised {
 				writeError(w, notInitialised())
-				return
+				return nil
 			}
 			writeError(w, unknownEntity("job_id", "job %d does not exist", id))
-			return
+			return nil
 		}
 		// Unlike Ganeti, canceling counts as pending: here it can last a
 		// whole step, and answering at once would make clients spin.
@@ -375,14 +406,14 @@ func (s *Server) handleJobWait(w http.ResponseWriter, r *http.Request) {
 			out, err := json.Marshal(map[string]any{"job_info": json.RawMessage(info), "log_entries": logs})
 			if err != nil {
 				writeError(w, asAPIError(err))
-				return
+				return nil
 			}
 			writeRaw(w, http.StatusOK, out)
-			return
+			return nil
 		}
 		if ctx.Err() != nil {
 			writeRaw(w, http.StatusOK, []byte("null"))
-			return
+			return nil
 		}
 		select {
 		case <-jobCh:

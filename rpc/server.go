@@ -113,7 +113,10 @@ type Server struct {
 	// table lists the routes with their access levels (Routes).
 	table []Route
 	// auth holds the authentication state (auth.go).
-	auth       auth
+	auth auth
+	// floor is the index of the newest write this gntd answered
+	// (readyourwrites.go).
+	floor      readFloor
 	bcryptCost int
 }
 
@@ -757,6 +760,9 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, addr string, bo
 	}
 	defer resp.Body.Close()
 	var answer io.Reader = resp.Body
+	if resp.StatusCode < http.StatusInternalServerError {
+		s.floor.note(resp.Header)
+	}
 	if resp.StatusCode == http.StatusServiceUnavailable {
 		data, err := io.ReadAll(io.LimitReader(resp.Body, maxRefusalBody))
 		if err != nil {
@@ -863,7 +869,9 @@ func (s *Server) blockingReadOn(wait waitFunc, serve func(w http.ResponseWriter,
 			}
 			return serve(w, r)
 		}
-		if !consistent {
+		// Read your writes: a replica that has not applied a write this
+		// gntd answered serves the read through the leader.
+		if !consistent && s.caughtUp(r.Context()) {
 			if err := local(); !errors.Is(err, ErrNotLeader) {
 				return
 			}
