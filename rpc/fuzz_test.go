@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gnt-cluster/gnt/fsm"
 	"github.com/gnt-cluster/gnt/rpc"
 	"github.com/gnt-cluster/gnt/rpc/rpctest"
 )
@@ -145,4 +146,37 @@ func addNodeF(f *testing.F, b *rpctest.Backend) {
 	if err != nil || resp.Err != nil {
 		f.Fatalf("adding node2: %v %v", err, resp.Err)
 	}
+}
+
+// FuzzReinstallQuery: reinstall's legacy query (os, nostartup), with or
+// without a body, is refused with a JSON error or becomes a job, never
+// anything else; a body with fields and the query together are always
+// refused (an empty one is no parameters, as in Ganeti).
+func FuzzReinstallQuery(f *testing.F) {
+	for _, s := range [][2]string{
+		{"os=debian&nostartup=1", ""}, {"os=debian", ""}, {"nostartup=0", ""}, {"nostartup=maybe", ""},
+		{"os=../../bin/sh", ""}, {"os=%00", ""}, {"os=debian", `{"start":true}`}, {"", `{"os":"debian"}`}, {"os=debian", `{}`},
+		{"os=a&os=b", ""}, {"nostartup", ""},
+	} {
+		f.Add(s[0], []byte(s[1]))
+	}
+	b := rpctest.NewCluster()
+	if err := b.AddInstance(fsm.Instance{Name: "inst1", UUID: "u1", PrimaryNode: "x", OS: "debian", AdminState: "down",
+		DiskTemplate: "diskless", Tags: []string{}}); err != nil {
+		f.Fatal(err)
+	}
+	h := rpc.NewServer(b, rpc.ServerOptions{AuthDisabled: true, HoldTimeout: 10 * time.Millisecond}).Handler()
+	f.Fuzz(func(t *testing.T, query string, body []byte) {
+		q, err := url.ParseQuery(query)
+		if err != nil {
+			return
+		}
+		rec := serve(h, "POST", "/2/instances/inst1/reinstall?"+q.Encode(), body)
+		checkAnswer(t, rec.Code, rec.Header(), rec.Body.Bytes())
+		legacy := q.Has("os") || q.Has("nostartup")
+		var m map[string]json.RawMessage
+		if rec.Code < 300 && legacy && json.Unmarshal(body, &m) == nil && len(m) > 0 {
+			t.Fatalf("query %q and body %q both accepted: %d %s", query, body, rec.Code, rec.Body)
+		}
+	})
 }
