@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gnt-cluster/gnt/pki"
 )
 
 // devMember is what the test reads of a member in dev.json.
@@ -157,6 +160,32 @@ func TestDevSupervisor(t *testing.T) {
 	}
 	if out, code := gnt("node", "add-tags", "node21", "rack:a1"); code != 0 {
 		t.Fatalf("add-tags: exit %d\n%s", code, out)
+	}
+	// gnt cluster renew-crypto renews the CA of the dev cluster and the
+	// files of ~/.config/gnt, with which gnt and a plain HTTPS client
+	// with the client certificate go on working.
+	if out, code := gnt("cluster", "renew-crypto"); code != 0 || !strings.Contains(out, "The cluster CA is renewed") {
+		t.Fatalf("gnt cluster renew-crypto: exit %d\n%s", code, out)
+	}
+	cfgDir := filepath.Join(home, ".config", "gnt")
+	ca, err1 := os.ReadFile(filepath.Join(cfgDir, "ca.pem"))
+	cert, err2 := os.ReadFile(filepath.Join(cfgDir, "client.pem"))
+	key, err3 := os.ReadFile(filepath.Join(cfgDir, "client-key.pem"))
+	if err := errors.Join(err1, err2, err3); err != nil {
+		t.Fatal(err)
+	}
+	renewed, err := pki.OperatorTLS(ca, cert, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil, TLSClientConfig: renewed}}
+	resp, err := hc.Get("https://127.0.0.11:5080/2/info")
+	if err != nil {
+		t.Fatalf("GET /2/info with the renewed files of ~/.config/gnt: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /2/info with the renewed files of ~/.config/gnt: %s", resp.Status)
 	}
 	// gnt-oob-fake (when it is beside gntd, as make builds it) is every
 	// node's helper, from the OOB programs directory dev gives its members.

@@ -114,6 +114,18 @@ func progress(newCA string, members []rotationMember, reports map[string]certRep
 	return out
 }
 
+// pkiState is a copy of the replica's PKI, or nil.
+func (s *Server) pkiState() *fsm.PKI {
+	var p *fsm.PKI
+	s.fsm.Read(func(st *fsm.State, _ uint64) {
+		if st.PKI != nil {
+			c := *st.PKI
+			p = &c
+		}
+	})
+	return p
+}
+
 // rotationView reads the PKI and the members from the replica.
 func (s *Server) rotationView() (*fsm.PKI, []rotationMember, string) {
 	var (
@@ -253,6 +265,9 @@ func (s *Server) applyRotate(ctx context.Context, cmd fsm.PKIRotate) error {
 func (s *Server) rotationJoin(ctx context.Context, req rpc.JoinRequest) {
 	r := &s.tls.rot
 	r.record(req.Node.Name, req.TrustFP, req.CertIssuerFP)
+	if !s.pkiState().Rotating() {
+		return // the usual case: no node list to read
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	p, members, _ := s.rotationView()
@@ -299,8 +314,7 @@ func (s *Server) SignClientCert(ctx context.Context, csrPEM string) (rpc.ClientC
 	if e := fsm.ValidateRAPIUserName("csr common name", name); e != nil {
 		return rpc.ClientCertResponse{}, e
 	}
-	p, _, _ := s.rotationView()
-	if p != nil && p.Phase == fsm.PhaseTrust {
+	if p := s.pkiState(); p != nil && p.Phase == fsm.PhaseTrust {
 		return rpc.ClientCertResponse{}, &fsm.Error{Code: fsm.CodeState, Msg: "the cluster CA is being renewed and not every gntd trusts the new CA yet (phase trust); ask again in a few seconds"}
 	}
 	ca, bundle, err := s.clusterCA()

@@ -220,7 +220,7 @@ func (s *Server) signNode(req rpc.JoinRequest, resp *rpc.JoinResponse) error {
 	if req.CSR == "" {
 		return nil
 	}
-	if p, _, _ := s.rotationView(); p != nil && p.Phase == fsm.PhaseTrust && req.CertIssuerFP != "" {
+	if p := s.pkiState(); p != nil && p.Phase == fsm.PhaseTrust && req.CertIssuerFP != "" {
 		// Renewing the CA: not every gntd trusts the new one yet, so a
 		// node that holds a certificate keeps it until phase issue.
 		return nil
