@@ -346,3 +346,48 @@ func TestRenewCryptoOfflineNode(t *testing.T) {
 		t.Errorf("gnt node list after the renewal: %v\n%s", err, out)
 	}
 }
+
+// TestRenewCryptoFailover: the leader that started a renewal hands the
+// leadership over in phase trust; the new one, which has no reports yet,
+// learns them from the joins and finishes the renewal, which a second
+// `gnt cluster renew-crypto` follows.
+func TestRenewCryptoFailover(t *testing.T) {
+	c := NewCluster(t, ClusterOptions{Candidates: 3})
+	old := c.WaitLeader(30 * time.Second)
+	out, err := c.GNT("--submit", "cluster", "renew-crypto")
+	if err != nil || !strings.Contains(out, "Renewing the cluster CA") {
+		t.Fatalf("gnt --submit cluster renew-crypto: %v\n%s", err, out)
+	}
+	if out, err := c.GNT("cluster", "master-failover"); err != nil {
+		t.Fatalf("gnt cluster master-failover: %v\n%s", err, out)
+	}
+	out, err = c.GNT("cluster", "renew-crypto")
+	if err != nil || !strings.Contains(out, "under way already") || !strings.Contains(out, "The cluster CA is renewed") {
+		t.Fatalf("gnt cluster renew-crypto after the failover: %v\n%s", err, out)
+	}
+	t.Logf("renewal finished after a failover from %s:\n%s", old.Name, out)
+	c.RefreshTLS()
+	newCA, err := pki.LoadCAFromDir(c.Members[0].DataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Eventually(30*time.Second, 200*time.Millisecond, "every member holds a certificate of the new CA", func() error {
+		for _, m := range c.Members {
+			data, err := os.ReadFile(filepath.Join(m.DataDir, "node.pem"))
+			if err != nil {
+				return err
+			}
+			leaf, err := pki.ParseCerts(data)
+			if err != nil {
+				return err
+			}
+			if err := leaf[0].CheckSignatureFrom(newCA.Cert); err != nil {
+				return fmt.Errorf("%s: %v", m.Name, err)
+			}
+		}
+		return nil
+	})
+	if l := c.WaitLeader(30 * time.Second); l == old {
+		t.Errorf("%s still leads after the failover", old.Name)
+	}
+}

@@ -92,3 +92,26 @@ func (c *Cluster) NodeTLS() *tls.Config { return c.tls.node.ClientTLS() }
 func (c *Cluster) NewClient(servers []string) *rpc.Client {
 	return rpc.NewClientWith(servers, rpc.ClientOptions{TLS: c.tls.admin})
 }
+
+// RefreshTLS rebuilds the test's admin client from the CLI's files in
+// ~/.config/gnt (HOME is c.Dir), after `gnt cluster renew-crypto`
+// renewed them; NodeTLS keeps its certificate of the old CA.
+func (c *Cluster) RefreshTLS() {
+	c.t.Helper()
+	dir := filepath.Join(c.Dir, ".config", "gnt")
+	var files [3][]byte
+	for i, name := range []string{pki.ClientCAFile, pki.ClientCertFile, pki.ClientKeyFile} {
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		files[i] = data
+	}
+	admin, err := pki.OperatorTLS(files[0], files[1], files[2])
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.tls.admin = admin
+	c.tls.http = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		Proxy: nil, TLSClientConfig: admin, MaxIdleConnsPerHost: 16}}
+}
