@@ -165,11 +165,11 @@ func (s *session) renewClientCert(ctx context.Context, f renewFiles) error {
 	if _, err := s.api.Do(ctx, http.MethodPost, "/2/gnt/client-cert", nil, rpc.ClientCertRequest{CSR: string(kp.CSR)}, &out); err != nil {
 		return fmt.Errorf("renewing the client certificate %s: %w", f.cert, err)
 	}
-	if _, err := pki.ParseCerts([]byte(out.Cert)); err != nil {
-		return fmt.Errorf("the client certificate the server sent: %w", err)
-	}
 	if f.key == "" {
 		return errors.New("the client certificate has no key file")
+	}
+	if _, err := tls.X509KeyPair([]byte(out.Cert), kp.KeyPEM); err != nil {
+		return fmt.Errorf("the client certificate the server sent: %w", err)
 	}
 	// The key first: a cert file without its key is worse than an old
 	// pair.
