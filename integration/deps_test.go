@@ -20,6 +20,7 @@ var allowed = map[string][]string{
 	"oob":         {},
 	"netlimit":    {},
 	"pki":         {},
+	"qlang":       {},
 	"rpc":         {"fsm"},
 	"confd":       {"fsm"},
 	"agent":       {"fsm"},
