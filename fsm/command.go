@@ -175,7 +175,11 @@ type LeaderEstablish struct {
 // opcode OP_TEST_CRASH.
 // Version 5 adds the rotation of the cluster CA (CmdPKIRotate, and the
 // phase of a rotation in PKI, which ClusterInit carries).
-const LogVersion = 5
+//
+// Version 6 changes no entry's shape but what removing a node does: the
+// state remembers the removal (RemovedNodes), and gntds refuse the removed
+// node's older certificates; a gntd of version 5 would not.
+const LogVersion = 6
 
 // Job update actions.
 const (

@@ -32,7 +32,9 @@ import (
 //     "maintenance" record (maintd's state, optional: absent means the
 //     defaults) may come before "queue". So may "rapi_user" records, one
 //     per RAPI user (written since LogVersion 3, whose header an older
-//     build refuses before it meets one; absent means no users).
+//     build refuses before it meets one; absent means no users), and
+//     "removed_node" records (since LogVersion 6: nodes removed within
+//     a certificate's lifetime, removed.go).
 const SnapshotVersion = 3
 
 type snapHeader struct {
@@ -74,7 +76,7 @@ func (f *FSM) Freeze() *Frozen {
 	s := f.st
 	c := &State{
 		Cluster: s.Cluster, NextJobID: s.NextJobID, Epoch: s.Epoch, Maintenance: s.Maintenance, LogVersion: s.LogVersion,
-		RAPIUsers: s.RAPIUsers, PKI: s.PKI,
+		RAPIUsers: s.RAPIUsers, PKI: s.PKI, RemovedNodes: s.RemovedNodes,
 		Groups:    make(map[string]*Group, len(s.Groups)),
 		Nodes:     make(map[string]*Node, len(s.Nodes)),
 		Instances: make(map[string]*Instance, len(s.Instances)),
@@ -216,6 +218,11 @@ func writeState(w *bufio.Writer, s *State, index uint64) error {
 	}
 	if s.PKI != nil {
 		if err := rec("pki", s.PKI); err != nil {
+			return err
+		}
+	}
+	for _, r := range s.sortedRemoved() {
+		if err := rec("removed_node", r); err != nil {
 			return err
 		}
 	}
@@ -394,6 +401,18 @@ func (s *State) restoreRecord(rec snapRecord) error {
 		}
 		m.normalize()
 		s.Maintenance = &m
+	case "removed_node":
+		var r removedNode
+		if err := strict(&r); err != nil {
+			return err
+		}
+		if e := ValidateHostname("removed_node.name", r.Name); e != nil {
+			return e
+		}
+		if s.RemovedNodes == nil {
+			s.RemovedNodes = map[string]int64{}
+		}
+		s.RemovedNodes[r.Name] = r.At
 	case "rapi_user":
 		var u RAPIUser
 		if err := strict(&u); err != nil {

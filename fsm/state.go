@@ -33,6 +33,11 @@ type State struct {
 	// RAPIUsers are the users of the API, by name (rapiusers.go). The
 	// map is replaced, never changed in place, so frozen views share it.
 	RAPIUsers map[string]*RAPIUser `json:"-"`
+	// RemovedNodes are the nodes removed from the cluster, by name, with
+	// when (Unix nanoseconds, the proposer's clock): a gntd refuses their
+	// node certificates issued before (removed.go). Replaced, never
+	// changed in place.
+	RemovedNodes map[string]int64 `json:"-"`
 	// PKI is the cluster CA (pki.go); nil in clusters initialised before
 	// TLS.
 	PKI *PKI `json:"pki,omitempty"`

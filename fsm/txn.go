@@ -248,6 +248,9 @@ func (t *txn) commit() {
 			s.unindexNode(old)
 		}
 		if n == nil {
+			if old := s.Nodes[u]; old != nil {
+				s.noteRemoved(old.Name, t.now)
+			}
 			delete(s.Nodes, u)
 			continue
 		}

@@ -446,3 +446,89 @@ print("completed", ok)
 		t.Fatalf("write then wait through follower %s: %v\n%s", follower.Name, err, out)
 	}
 }
+
+// nodeTLS is a client configuration holding the node certificate in m's
+// data dir as it is now.
+func nodeTLS(t *testing.T, m *Member) (*tls.Config, []byte) {
+	t.Helper()
+	ca, err := os.ReadFile(filepath.Join(m.DataDir, "ca.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := os.ReadFile(filepath.Join(m.DataDir, "node.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := os.ReadFile(filepath.Join(m.DataDir, "node-key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := pki.NewStore()
+	if err := st.SetTrust(ca); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SetIdentity(cert, key); err != nil {
+		t.Fatal(err)
+	}
+	cfg := st.ClientTLS()
+	cfg.ClientSessionCache = nil
+	return cfg, cert
+}
+
+// TestRemovedNodeRefused: once a node is removed from the cluster, the
+// node certificate it still holds no longer gets through a handshake on
+// Raft, the node RPC or the API of any candidate; added again, the node's
+// gntd notices the refusal, gets a new certificate at its next join, and
+// that one is accepted.
+func TestRemovedNodeRefused(t *testing.T) {
+	c := NewCluster(t, ClusterOptions{Candidates: 3, Nodes: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	node := c.Members[len(c.Members)-1]
+	old, oldCert := nodeTLS(t, node)
+	cands := c.Candidates()
+	for _, m := range cands {
+		if err := tryTLS(m.RaftAddr(), old); err != nil {
+			t.Fatalf("%s's certificate before its removal, on %s: %v", node.Name, m.RaftAddr(), err)
+		}
+	}
+	cl := c.Client()
+	id, _, err := cl.RemoveNode(ctx, node.Name, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectJobSuccess(ctx, t, c, id, "node remove")
+	c.Eventually(20*time.Second, 100*time.Millisecond, "the removed node's certificate refused everywhere", func() error {
+		for _, m := range cands {
+			for _, addr := range []string{m.RaftAddr(), m.AgentAddr(), m.APIAddr()} {
+				if err := tryTLS(addr, old); err == nil {
+					return fmt.Errorf("%s still accepts %s's certificate", addr, node.Name)
+				}
+			}
+		}
+		return nil
+	})
+
+	id, _, err = cl.AddNode(ctx, map[string]any{"node_name": node.Name, "primary_ip": node.IP}, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectJobSuccess(ctx, t, c, id, "node add again")
+	var fresh *tls.Config
+	c.Eventually(30*time.Second, 200*time.Millisecond, "a new certificate for the node added again", func() error {
+		cfg, cert := nodeTLS(t, node)
+		if bytes.Equal(cert, oldCert) {
+			return errors.New("node.pem is still the old certificate")
+		}
+		fresh = cfg
+		return nil
+	})
+	for _, m := range cands {
+		if err := tryTLS(m.RaftAddr(), fresh); err != nil {
+			t.Errorf("the new certificate on %s: %v", m.RaftAddr(), err)
+		}
+	}
+	if !strings.Contains(node.Log(), "asking for a new one") {
+		t.Errorf("%s's log does not say its certificate was refused", node.Name)
+	}
+}

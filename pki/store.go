@@ -277,7 +277,14 @@ func (s *Store) fallbackCert() (*tls.Certificate, error) {
 // certificate, and accepts only a node certificate of this cluster that
 // passes the peer check. Host names are not checked: every holder of a
 // node certificate holds the cluster key, the root of trust, already.
-func (s *Store) ClientTLS() *tls.Config {
+func (s *Store) ClientTLS() *tls.Config { return s.clientTLS(true) }
+
+// ClientTLSNoCert is ClientTLS without presenting the node certificate:
+// for requests that authenticate otherwise (a signed join that asks for a
+// new certificate because the old one is refused).
+func (s *Store) ClientTLSNoCert() *tls.Config { return s.clientTLS(false) }
+
+func (s *Store) clientTLS(present bool) *tls.Config {
 	return &tls.Config{
 		MinVersion:         tls.VersionTLS12,
 		ServerName:         InternalServerName,
@@ -285,7 +292,7 @@ func (s *Store) ClientTLS() *tls.Config {
 		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 			s.mu.RLock()
 			defer s.mu.RUnlock()
-			if s.cert == nil {
+			if s.cert == nil || !present {
 				return &tls.Certificate{}, nil
 			}
 			return s.cert, nil

@@ -229,8 +229,17 @@ func (s *Server) joinOnce(ctx context.Context) {
 	}
 	req := rpc.JoinRequest{Node: s.nodeSpec(), ClusterUUID: clusterUUID}
 	req.TrustFP, req.CertIssuerFP = certReportOf(s.tls.store)
+	// A node removed and added again holds a certificate the cluster
+	// refuses: its join goes without it (the signature authenticates the
+	// join) and asks for a new one.
+	refused := s.tls.refused.Load()
+	client := s.apiClient(targets)
+	if refused {
+		req.CertIssuerFP = ""
+		client = rpc.NewClientWith(targets, rpc.ClientOptions{TLS: s.tls.store.ClientTLSNoCert(), LocalAddr: s.localTCPAddr()})
+	}
 	var kp pki.KeyPair
-	if s.needsCertificate(time.Now()) {
+	if refused || s.needsCertificate(time.Now()) {
 		var err error
 		if kp, err = pki.NewKeyPair(s.cfg.Name); err != nil {
 			s.log.Error("making a key for the node certificate", "error", err)
@@ -238,8 +247,11 @@ func (s *Server) joinOnce(ctx context.Context) {
 		}
 		req.CSR = string(kp.CSR)
 	}
-	resp, err := s.apiClient(targets).Join(cctx, key, req)
+	resp, err := client.Join(cctx, key, req)
 	if err != nil {
+		if certRefused(err) && !s.tls.refused.Swap(true) {
+			s.log.Warn("the cluster refuses this node's certificate (was the node removed and added again?); asking for a new one", "error", err)
+		}
 		if ctx.Err() == nil {
 			s.log.Debug("join", "error", err)
 			var ae *rpc.APIError
@@ -260,6 +272,7 @@ func (s *Server) joinOnce(ctx context.Context) {
 			s.log.Error("the node certificate of the join answer", "error", err)
 			return
 		}
+		s.tls.refused.Store(false)
 	}
 	s.syncCAKeyFile()
 	s.setGossipSeeds(resp.Gossip)

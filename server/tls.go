@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gnt-cluster/gnt/fsm"
@@ -40,6 +43,39 @@ type tlsState struct {
 	node     *http.Transport
 
 	rot rotation // the leader's record of a renewal of the CA (rotate.go)
+	// refused is set when the cluster refused this gntd's node
+	// certificate (the node was removed, then added again): the next
+	// join asks for a new one without presenting the old.
+	refused atomic.Bool
+}
+
+// peerCheck refuses the node certificate of a node removed from the
+// cluster after the certificate was issued (an older one that a node
+// removed and added again still holds, or a removed node's). Plain nodes
+// hold no state and check nothing.
+func (s *Server) peerCheck(c *x509.Certificate) error {
+	if pki.Org(c) != pki.OrgNode {
+		return nil
+	}
+	var at int64
+	s.fsm.Read(func(st *fsm.State, _ uint64) { at = st.RemovedAt(c.Subject.CommonName) })
+	if at == 0 || c.NotBefore.Add(pki.Backdate).UnixNano() > at {
+		return nil
+	}
+	return fmt.Errorf("the certificate of node %s was issued before the node was removed from the cluster (%s)",
+		c.Subject.CommonName, time.Unix(0, at).UTC().Format(time.RFC3339))
+}
+
+// certRefused reports whether a request failed because the other side
+// refused this gntd's certificate in the TLS handshake.
+func certRefused(err error) bool {
+	var alert tls.AlertError
+	if errors.As(err, &alert) {
+		return true
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "tls: bad certificate") || strings.Contains(msg, "tls: unknown certificate") ||
+		strings.Contains(msg, "tls: certificate required")
 }
 
 // loadTLS reads the TLS material of the data dir. A node certificate that
@@ -48,6 +84,7 @@ type tlsState struct {
 // the start.
 func (s *Server) loadTLS() error {
 	s.tls.store = pki.NewStore()
+	s.tls.store.SetPeerCheck(s.peerCheck)
 	ca, err := os.ReadFile(s.dir.file(caCertFile))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
