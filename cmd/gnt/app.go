@@ -313,6 +313,8 @@ func (e environment) do(fn func(ctx context.Context, s *session, c *cli.Context,
 		cfg.plainHTTP = e.plainHTTP
 		ctx, cancel := context.WithTimeout(c.Context, cfg.Timeout)
 		defer cancel()
+		ctx, stopWatch := watchReach(ctx, reachLimit)
+		defer stopWatch()
 		if cfg.Creds.Prompt {
 			pw, err := e.readPassword(fmt.Sprintf("Password for %s: ", cfg.Creds.User))
 			if err != nil {
@@ -325,8 +327,11 @@ func (e environment) do(fn func(ctx context.Context, s *session, c *cli.Context,
 			sess.follow = c.Context
 		}
 		err = fn(ctx, sess, c, args)
+		ue, unreachable := asUnreachable(ctx)
 		switch {
 		case err == nil:
+		case unreachable:
+			err = ue
 		case c.Context.Err() != nil:
 			err = fmt.Errorf("interrupted: %w", err)
 		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
