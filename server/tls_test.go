@@ -2,6 +2,10 @@ package server
 
 import (
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -106,5 +110,34 @@ func TestLoadTLS(t *testing.T) {
 	os.Chmod(filepath.Join(dir, nodeKeyFile), 0o644)
 	if s, err := load(dir); err != nil || s.tls.store.Leaf() != nil {
 		t.Fatalf("a node key readable by others is used: %v", err)
+	}
+}
+
+// TestDebugGuard: --debug's endpoints answer only a client certificate of
+// the cluster; the rest of the API is left to its own checks.
+func TestDebugGuard(t *testing.T) {
+	testIdentity(t, "warm-up") // makes testCA
+	h := debugGuard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusTeapot) }))
+	for _, tc := range []struct {
+		path string
+		cert bool
+		want int
+	}{
+		{"/debug/faults", false, http.StatusUnauthorized},
+		{"/debug/pprof/profile", false, http.StatusUnauthorized},
+		{"/debug/faults", true, http.StatusTeapot},
+		{"/2/info", false, http.StatusTeapot},
+	} {
+		r := httptest.NewRequest("POST", tc.path, nil)
+		if tc.cert {
+			r.TLS = &tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{testCA.Cert}}}
+		} else {
+			r.TLS = &tls.ConnectionState{}
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != tc.want {
+			t.Errorf("%s with certificate %v: %d, want %d", tc.path, tc.cert, w.Code, tc.want)
+		}
 	}
 }
