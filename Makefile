@@ -13,6 +13,10 @@ DURATION ?= 20m
 # worker is mid-input (golang/go#75804, fixed in go1.27); a count has no deadline.
 FUZZTIME ?= 50000x
 CHAOS_TIMEOUT ?= 24h
+# The commit `gnt --version` and `gntd --version` show; Go stamps nothing in
+# a git worktree or with -buildvcs=false.
+COMMIT  := $(shell git rev-parse --short=12 HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+VERSION_LDFLAGS := -ldflags "-X main.commit=$(COMMIT)"
 
 .PHONY: all build demo test unit integration chaos fuzz bench bench-etcd lint fmt clean
 
@@ -20,8 +24,8 @@ all: build
 
 build:
 	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/gntd ./cmd/gntd
-	$(GO) build -o $(BIN)/gnt ./cmd/gnt
+	$(GO) build $(VERSION_LDFLAGS) -o $(BIN)/gntd ./cmd/gntd
+	$(GO) build $(VERSION_LDFLAGS) -o $(BIN)/gnt ./cmd/gnt
 	$(GO) build -o $(BIN)/gnt-oob-fake ./cmd/gnt-oob-fake
 	$(GO) build -o $(BIN)/gnt-oob-ipmi ./cmd/gnt-oob-ipmi
 

@@ -12,6 +12,7 @@ import (
 	"github.com/gnt-cluster/gnt/fsm"
 	"github.com/gnt-cluster/gnt/jobs"
 	"github.com/gnt-cluster/gnt/netlimit"
+	"github.com/gnt-cluster/gnt/rpc"
 	"github.com/gnt-cluster/gnt/transport"
 )
 
@@ -25,8 +26,9 @@ const (
 	DefaultAPIPort    = 5080
 )
 
-// Version is gntd's software version.
-const Version = "0.1.0"
+// Version is gntd's software version (rpc.Version, which the client
+// shares).
+const Version = rpc.Version
 
 // Timing holds the Raft and background-loop timers. LAN is the default;
 // Dev is shorter for a cluster on one machine.

@@ -113,6 +113,10 @@ func report(w io.Writer, err error) {
 	}
 }
 
+// commit is the commit gnt was built from, set by `make build` with
+// -ldflags -X main.commit=... (see rpc.VersionText).
+var commit string
+
 // newApp builds the whole command tree; nothing of it outlives the run.
 func newApp(env environment) *cli.App {
 	app := &cli.App{
@@ -121,7 +125,7 @@ func newApp(env environment) *cli.App {
 		Usage:    "manage a gnt cluster (Ganeti's gnt-* commands under one binary)",
 		UsageText: "gnt [global options] NOUN COMMAND [options] [arguments...]\n\n" +
 			"Global options may also follow the command.",
-		HideVersion: true,
+		Version:     rpc.VersionText(commit),
 		Writer:      env.stdout,
 		ErrWriter:   env.stderr,
 		Flags: append([]cli.Flag{
@@ -145,6 +149,17 @@ func newApp(env environment) *cli.App {
 			env.confdCommand(),
 			env.repairCommand(),
 			env.maintCommand(),
+			{
+				Name:  "version",
+				Usage: "print the client's version and the commit it was built from (as --version does)",
+				Action: func(c *cli.Context) error {
+					if c.Args().Present() {
+						return usagef(c, "too many arguments: %s", strings.Join(c.Args().Slice(), " "))
+					}
+					cli.ShowVersion(c)
+					return nil
+				},
+			},
 		},
 		Action:         missingCommand,
 		ExitErrHandler: func(*cli.Context, error) {}, // never os.Exit inside run

@@ -16,6 +16,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/gnt-cluster/gnt/rpc"
 	"github.com/gnt-cluster/gnt/server"
 )
 
@@ -34,13 +35,17 @@ func main() {
 	}
 }
 
+// commit is the commit gntd was built from, set by `make build` with
+// -ldflags -X main.commit=... (see rpc.VersionText).
+var commit string
+
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	app := &cli.App{
 		Name:      "gntd",
 		Usage:     "the gnt cluster daemon",
 		Writer:    stdout,
 		ErrWriter: stderr,
-		Version:   server.Version,
+		Version:   rpc.VersionText(commit),
 		Commands:  []*cli.Command{agentCommand(), devCommand()},
 	}
 	return app.RunContext(ctx, args)
