@@ -654,17 +654,24 @@ func (c *Client) Status(ctx context.Context, hash bool) (Status, error) {
 // Join sends a join request signed with the join key (DeriveKey of the
 // cluster key with JoinKeyLabel).
 func (c *Client) Join(ctx context.Context, key []byte, req JoinRequest) (JoinResponse, error) {
+	var out JoinResponse
+	err := c.postSigned(ctx, "/2/gnt/join", key, req, &out)
+	return out, err
+}
+
+// postSigned POSTs req to path signed with key (X-Gnt-Timestamp,
+// X-Gnt-Signature over the body) and decodes the answer into out.
+func (c *Client) postSigned(ctx context.Context, path string, key []byte, req, out any) error {
 	body, err := json.Marshal(req)
 	if err != nil {
-		return JoinResponse{}, err
+		return err
 	}
 	ts := time.Now().Unix()
 	h := http.Header{}
 	h.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
 	h.Set(HeaderSignature, Sign(key, ts, body))
-	var out JoinResponse
-	_, err = c.do(ctx, http.MethodPost, "/2/gnt/join", nil, h, body, &out)
-	return out, err
+	_, err = c.do(ctx, http.MethodPost, path, nil, h, body, out)
+	return err
 }
 
 // FetchCA asks for the cluster CA certificates and checks the answer's

@@ -83,31 +83,8 @@ func validateInit(req InitRequest) *APIError {
 // anything else reads the body; a follower checks it and forwards, and the
 // leader checks it again.
 func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) {
-	body, aerr := s.readBody(r)
-	if aerr != nil {
-		writeError(w, aerr)
-		return
-	}
-	key := s.b.JoinKey()
-	if key == nil {
-		writeError(w, notInitialised())
-		return
-	}
-	if err := Verify(key, r.Header.Get(HeaderTimestamp), r.Header.Get(HeaderSignature), body, s.b.Now()); err != nil {
-		writeError(w, &APIError{Status: http.StatusUnauthorized, ErrorCode: CodeUnauthorized, Message: err.Error()})
-		return
-	}
-	var req JoinRequest
-	if len(body) == 0 {
-		writeError(w, badRequest("node", "the body must be a join request"))
-		return
-	}
-	if aerr := decodeBody(body, &req); aerr != nil {
-		writeError(w, aerr)
-		return
-	}
-	if aerr := validateJoin(req); aerr != nil {
-		writeError(w, aerr)
+	req, body, ok := readSigned(s, w, r, "a join request", validateJoin)
+	if !ok {
 		return
 	}
 	s.onLeader(w, r, body, func() error {
@@ -146,6 +123,40 @@ func (s *Server) handleCA(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set(HeaderSignature, Sign(key, ts, body))
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(body)
+}
+
+// readSigned reads a request signed with the join key (joins and
+// rejoins): the signature is checked before anything else reads the body,
+// then the body is decoded strictly into T and validated. On failure it
+// has answered, and ok is false.
+func readSigned[T any](s *Server, w http.ResponseWriter, r *http.Request, what string, validate func(T) *APIError) (req T, body []byte, ok bool) {
+	body, aerr := s.readBody(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return req, nil, false
+	}
+	key := s.b.JoinKey()
+	if key == nil {
+		writeError(w, notInitialised())
+		return req, nil, false
+	}
+	if err := Verify(key, r.Header.Get(HeaderTimestamp), r.Header.Get(HeaderSignature), body, s.b.Now()); err != nil {
+		writeError(w, &APIError{Status: http.StatusUnauthorized, ErrorCode: CodeUnauthorized, Message: err.Error()})
+		return req, nil, false
+	}
+	if len(body) == 0 {
+		writeError(w, badRequest("node", "the body must be %s", what))
+		return req, nil, false
+	}
+	if aerr := decodeBody(body, &req); aerr != nil {
+		writeError(w, aerr)
+		return req, nil, false
+	}
+	if aerr := validate(req); aerr != nil {
+		writeError(w, aerr)
+		return req, nil, false
+	}
+	return req, body, true
 }
 
 func validateJoin(req JoinRequest) *APIError {

@@ -2,11 +2,8 @@ package rpc
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
-	"strconv"
-	"time"
 
 	"github.com/gnt-cluster/gnt/fsm"
 )
@@ -33,31 +30,8 @@ type RejoinResponse struct {
 // handleRejoin checks the signature and the request, then runs the
 // removal on the leader (a follower forwards).
 func (s *Server) handleRejoin(w http.ResponseWriter, r *http.Request) {
-	body, aerr := s.readBody(r)
-	if aerr != nil {
-		writeError(w, aerr)
-		return
-	}
-	key := s.b.JoinKey()
-	if key == nil {
-		writeError(w, notInitialised())
-		return
-	}
-	if err := Verify(key, r.Header.Get(HeaderTimestamp), r.Header.Get(HeaderSignature), body, s.b.Now()); err != nil {
-		writeError(w, &APIError{Status: http.StatusUnauthorized, ErrorCode: CodeUnauthorized, Message: err.Error()})
-		return
-	}
-	var req RejoinRequest
-	if len(body) == 0 {
-		writeError(w, badRequest("node", "the body must be a rejoin request"))
-		return
-	}
-	if aerr := decodeBody(body, &req); aerr != nil {
-		writeError(w, aerr)
-		return
-	}
-	if aerr := validateRejoin(req); aerr != nil {
-		writeError(w, aerr)
+	req, body, ok := readSigned(s, w, r, "a rejoin request", validateRejoin)
+	if !ok {
 		return
 	}
 	s.onLeader(w, r, body, func() error {
@@ -90,15 +64,7 @@ func validateRejoin(req RejoinRequest) *APIError {
 // Rejoin sends a rejoin request signed with the join key (DeriveKey of
 // the cluster key with JoinKeyLabel).
 func (c *Client) Rejoin(ctx context.Context, key []byte, req RejoinRequest) (RejoinResponse, error) {
-	body, err := json.Marshal(req)
-	if err != nil {
-		return RejoinResponse{}, err
-	}
-	ts := time.Now().Unix()
-	h := http.Header{}
-	h.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
-	h.Set(HeaderSignature, Sign(key, ts, body))
 	var out RejoinResponse
-	_, err = c.do(ctx, http.MethodPost, "/2/gnt/rejoin", nil, h, body, &out)
+	err := c.postSigned(ctx, "/2/gnt/rejoin", key, req, &out)
 	return out, err
 }
