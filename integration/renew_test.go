@@ -69,6 +69,7 @@ func TestRenewCrypto(t *testing.T) {
 		failures        []string
 		watchErr        atomic.Value
 		renewedIdentity atomic.Bool
+		violations      syncList
 	)
 	// The watcher.
 	wg.Add(1)
@@ -90,6 +91,23 @@ func TestRenewCrypto(t *testing.T) {
 			}
 			if err == nil {
 				_, err = cl.Do(ctx, http.MethodGet, "/2/gnt/renew-crypto", nil, nil, &st)
+			}
+			if err == nil && (st.Phase == fsm.PhaseTrust || st.Phase == fsm.PhaseDone) {
+				// The order of the phases, seen on the members' disks:
+				// no certificate of the new CA while not every gntd
+				// trusts it (phase trust before and after the look:
+				// phases only move forward), and every member on the
+				// new CA once the old is dropped.
+				newCount, total := certsOfNewCA(c, st.CA)
+				var after rpc.RenewCryptoStatus
+				if _, err2 := cl.Do(ctx, http.MethodGet, "/2/gnt/renew-crypto", nil, nil, &after); err2 == nil {
+					switch {
+					case st.Phase == fsm.PhaseTrust && after.Phase == fsm.PhaseTrust && newCount > 0:
+						violations.Add(fmt.Sprintf("phase trust: %d of %d members hold a certificate of the new CA", newCount, total))
+					case st.Phase == fsm.PhaseDone && after.CA == st.CA && newCount != total:
+						violations.Add(fmt.Sprintf("phase done: %d of %d members hold a certificate of the new CA", newCount, total))
+					}
+				}
 			}
 			if err == nil && !renewedIdentity.Load() && (st.Phase == fsm.PhaseIssue || st.Phase == fsm.PhaseDone) {
 				var kp pki.KeyPair
@@ -214,11 +232,26 @@ func TestRenewCrypto(t *testing.T) {
 	if failed.Load() > 0 {
 		t.Errorf("%d of %d writes failed; the first: %s", failed.Load(), writes.Load(), strings.Join(failures[:min(len(failures), 5)], "\n"))
 	}
+	if v := violations.get(); len(v) > 0 {
+		t.Errorf("the renewal's phases out of order, %d times; the first: %s", len(v), v[0])
+	}
 	if !renewedIdentity.Load() {
 		t.Errorf("the writers' client certificate was not renewed (watcher: %v)", watchErr.Load())
 	}
 	t.Logf("renew-crypto: %d writes by %d clients in all, %d while the command ran (%v), %d failed",
 		writes.Load(), writers, during, took.Round(time.Millisecond), failed.Load())
+	refused := 0
+	for _, m := range c.Members {
+		for _, line := range strings.Split(m.Log(), "\n") {
+			if strings.Contains(line, "handshake") || strings.Contains(line, "bad certificate") || strings.Contains(line, "unknown certificate authority") {
+				refused++
+				if refused <= 3 {
+					t.Logf("%s: %s", m.Name, line)
+				}
+			}
+		}
+	}
+	t.Logf("TLS handshake errors in the members' logs: %d", refused)
 
 	// No write is lost: every confirmed tag is there.
 	cl := clientFor(first)
@@ -280,6 +313,48 @@ func TestRenewCrypto(t *testing.T) {
 			}
 		}
 	}
+}
+
+// syncList is a list of strings safe for concurrent use.
+type syncList struct {
+	mu sync.Mutex
+	l  []string
+}
+
+func (s *syncList) Add(x string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.l = append(s.l, x)
+}
+
+func (s *syncList) get() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.l...)
+}
+
+// certsOfNewCA counts the members whose node.pem was issued by the CA of
+// fingerprint newCA, as their ca.pem names it.
+func certsOfNewCA(c *Cluster, newCA string) (n, total int) {
+	for _, m := range c.Members {
+		total++
+		bundle, err1 := os.ReadFile(filepath.Join(m.DataDir, "ca.pem"))
+		cert, err2 := os.ReadFile(filepath.Join(m.DataDir, "node.pem"))
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		cas, err1 := pki.ParseCerts(bundle)
+		leaf, err2 := pki.ParseCerts(cert)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		for _, ca := range cas {
+			if pki.Fingerprint(ca) == newCA && leaf[0].CheckSignatureFrom(ca) == nil {
+				n++
+			}
+		}
+	}
+	return n, total
 }
 
 // nodeTLSOf is a client that presents a node certificate of ca and does
