@@ -254,6 +254,10 @@ var nonOpcodeRoutes = map[string]struct{}{
 	"POST /2/gnt/maintd/incidents/{id}/cancel": {}, "DELETE /2/gnt/maintd/incidents/{id}": {},
 	"PUT /2/gnt/rapi-users": {}, "POST /2/gnt/rapi-users": {}, "PUT /2/gnt/rapi-users/{name}": {}, "DELETE /2/gnt/rapi-users/{name}": {},
 	"POST /2/gnt/renew-crypto": {}, "POST /2/gnt/client-cert": {},
+	// Refused with 501, dry-run or not (handlers_more_test.go).
+	"PUT /2/instances/{name}/activate-disks": {}, "PUT /2/instances/{name}/deactivate-disks": {},
+	"POST /2/instances/{name}/disk/{disk}/grow": {}, "PUT /2/instances/{name}/prepare-export": {},
+	"PUT /2/instances/{name}/export": {},
 }
 
 // routeMatches says whether a concrete path matches a route pattern.

@@ -280,6 +280,15 @@ func (s *Server) routes() {
 	add(read, "GET", "/2/instances", s.blockingRead(s.serveInstances))
 	add(read, "GET", "/2/instances/{name}", s.blockingRead(s.serveInstance))
 	add(read, "GET", "/2/instances/{name}/tags", s.blockingRead(s.serveTags(fsm.TagInstance, "name")))
+	// More of doc/rapi.rst's resources (handlers_more.go).
+	for _, mr := range s.moreRoutes() {
+		if mr.refusal {
+			s.handle(mr.acc, mr.method, mr.path, mr.h)
+			allowed[mr.path] = append(allowed[mr.path], mr.method)
+			continue
+		}
+		add(mr.acc, mr.method, mr.path, mr.h)
+	}
 
 	add(read, "GET", "/2/jobs", s.blockingRead(s.serveJobs))
 	add(read, "GET", "/2/jobs/{id}", s.blockingReadOn(waitJobChange, s.serveJob))

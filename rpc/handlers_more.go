@@ -1,0 +1,179 @@
+package rpc
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/gnt-cluster/gnt/fsm"
+)
+
+// This file serves the resources of Ganeti's doc/rapi.rst that gnt
+// serves beyond the common ones: an instance's console, and the
+// operations gnt's node agents cannot do (disk activation, disk growth,
+// export), which are refused with 501 after their input is checked.
+
+// moreRoute is one route of this file; routes registers them. refusal
+// marks a 501 that answers the same with ?dry-run=1 (it does nothing
+// either way), so it is not wrapped in refuseDryRun.
+type moreRoute struct {
+	acc          Access
+	method, path string
+	h            http.HandlerFunc
+	refusal      bool
+}
+
+// moreRoutes lists the routes of this file.
+func (s *Server) moreRoutes() []moreRoute {
+	return []moreRoute{
+		{AccessRead, "GET", "/2/instances/{name}/console", s.blockingRead(s.serveConsole), false},
+		{AccessWrite, "PUT", "/2/instances/{name}/activate-disks", refuseActivateDisks(true), true},
+		{AccessWrite, "PUT", "/2/instances/{name}/deactivate-disks", refuseActivateDisks(false), true},
+		{AccessWrite, "POST", "/2/instances/{name}/disk/{disk}/grow", s.refuseGrowDisk, true},
+		{AccessWrite, "PUT", "/2/instances/{name}/prepare-export", refuseExport("prepare-export"), true},
+		{AccessWrite, "PUT", "/2/instances/{name}/export", refuseExport("export"), true},
+	}
+}
+
+// notImplemented is the 501 of a resource gnt does not implement.
+func notImplemented(format string, args ...any) *APIError {
+	msg := fmt.Sprintf(format, args...)
+	return &APIError{Status: http.StatusNotImplemented, ErrorCode: CodeNotImplemented, Message: msg, Explain: msg}
+}
+
+// InstanceConsole is GET /2/instances/{name}/console: Ganeti's
+// InstanceConsole (objects.py), its unset slots left out as Ganeti's
+// ToDict leaves them out.
+type InstanceConsole struct {
+	Instance string `json:"instance"`
+	// Kind is one of "message", "ssh", "vnc", "spice"; gnt's node agents
+	// offer no console, so it is always "message".
+	Kind    string   `json:"kind"`
+	Message string   `json:"message,omitempty"`
+	Host    string   `json:"host,omitempty"`
+	Port    int      `json:"port,omitempty"`
+	User    string   `json:"user,omitempty"`
+	Command []string `json:"command,omitempty"`
+	Display int      `json:"display,omitempty"`
+}
+
+// serveConsole answers how to reach an instance's console. gnt's node
+// agents (agent.Driver) have no console operation, so the answer is
+// Ganeti's "message" kind saying so and naming the primary node, where
+// the hypervisor's own tools reach the console. Ganeti refuses the
+// console of an instance that is not running; so does gnt (409
+// wrong_state), of one whose administrative state is not up.
+func (s *Server) serveConsole(w http.ResponseWriter, r *http.Request) error {
+	ref, aerr := instanceRef(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return nil
+	}
+	return s.serveState(w, func(st *fsm.State) (any, *APIError) {
+		i := st.LookupInstance(ref)
+		if i == nil {
+			return nil, unknownEntity("instance_name", "instance %q does not exist", ref)
+		}
+		if i.AdminState != "up" {
+			return nil, FromFSM(&fsm.Error{Code: fsm.CodeState, Field: "instance_name",
+				Msg: fmt.Sprintf("instance %s is not running (administrative state %s)", i.Name, i.AdminState)})
+		}
+		node := i.PrimaryNode
+		if n := st.Nodes[i.PrimaryNode]; n != nil {
+			node = n.Name
+		}
+		return InstanceConsole{Instance: i.Name, Kind: "message",
+			Message: fmt.Sprintf("gnt's node agents offer no console access; instance %s runs on node %s, reach its console there with the hypervisor's tools", i.Name, node)}, nil
+	})
+}
+
+// refuseActivateDisks answers PUT /2/instances/{name}/activate-disks and
+// deactivate-disks: the input is checked (the instance's name; the
+// query's ignore_size or force flag), then the request is refused with
+// 501, since gnt's node agents have no disk activation operation
+// (agent.Driver and the node RPC have create, remove, attach, detach and
+// replace of disks; a disk of gnt is active whenever its instance's
+// storage exists).
+func refuseActivateDisks(activate bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if _, aerr := instanceRef(r); aerr != nil {
+			writeError(w, aerr)
+			return
+		}
+		flag, what := "force", "deactivate-disks"
+		if activate {
+			flag, what = "ignore_size", "activate-disks"
+		}
+		if _, aerr := queryFlag(r.URL.Query(), flag); aerr != nil {
+			writeError(w, aerr)
+			return
+		}
+		writeError(w, notImplemented("%s is not supported: gnt's node agents have no disk activation operation (their disk operations are create, remove, attach, detach and replace), so an instance's disks cannot be activated or deactivated apart from the instance", what))
+	}
+}
+
+// GrowDiskRequest is the body of POST
+// /2/instances/{name}/disk/{disk}/grow (OP_INSTANCE_GROW_DISK's fields).
+type GrowDiskRequest struct {
+	// Amount is the growth in MiB, or the new size when Absolute.
+	Amount        *int64 `json:"amount"`
+	WaitForSync   *bool  `json:"wait_for_sync,omitempty"`
+	Absolute      *bool  `json:"absolute,omitempty"`
+	IgnoreIPolicy *bool  `json:"ignore_ipolicy,omitempty"`
+}
+
+// refuseGrowDisk answers POST /2/instances/{name}/disk/{disk}/grow: the
+// input is checked as Ganeti's OP_INSTANCE_GROW_DISK checks it (the disk
+// index within fsm.MaxDisksPerInstance, amount a positive size of at most
+// fsm.MaxDiskSizeMiB), then the request is refused with 501: gnt's node
+// agents have no operation that grows a disk, and changing only the
+// configured size would leave the configuration saying what the storage
+// is not.
+func (s *Server) refuseGrowDisk(w http.ResponseWriter, r *http.Request) {
+	body, aerr := s.readBody(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	if _, aerr := growDiskInput(r, body); aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	writeError(w, notImplemented("growing a disk is not supported: gnt's node agents have no disk grow operation, and gnt does not change a disk's configured size without its storage"))
+}
+
+// growDiskInput checks a disk grow request: the instance, the disk index
+// and the body.
+func growDiskInput(r *http.Request, body []byte) (GrowDiskRequest, *APIError) {
+	var req GrowDiskRequest
+	if _, aerr := instanceRef(r); aerr != nil {
+		return req, aerr
+	}
+	idx, err := strconv.Atoi(r.PathValue("disk"))
+	if err != nil || idx < 0 || idx >= fsm.MaxDisksPerInstance {
+		return req, badRequest("disk", "disk index %q is not a number from 0 to %d", r.PathValue("disk"), fsm.MaxDisksPerInstance-1)
+	}
+	if aerr := decodeBody(body, &req); aerr != nil {
+		return req, aerr
+	}
+	switch {
+	case req.Amount == nil:
+		return req, badRequest("amount", "amount (MiB) is required")
+	case *req.Amount <= 0 || *req.Amount > fsm.MaxDiskSizeMiB:
+		return req, badRequest("amount", "amount is %d MiB; it must be from 1 to %d", *req.Amount, int64(fsm.MaxDiskSizeMiB))
+	}
+	return req, nil
+}
+
+// refuseExport answers PUT /2/instances/{name}/prepare-export and
+// export with 501: moving instances between clusters is out of gnt's
+// scope (docs/api.md).
+func refuseExport(what string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if _, aerr := instanceRef(r); aerr != nil {
+			writeError(w, aerr)
+			return
+		}
+		writeError(w, notImplemented("%s is not supported: gnt does not export or import instances across clusters (docs/api.md)", what))
+	}
+}
