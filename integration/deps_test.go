@@ -21,7 +21,7 @@ var allowed = map[string][]string{
 	"netlimit":    {},
 	"pki":         {},
 	"qlang":       {},
-	"rpc":         {"fsm"},
+	"rpc":         {"fsm", "qlang"},
 	"confd":       {"fsm"},
 	"agent":       {"fsm"},
 	"jobs":        {"fsm", "oob"},

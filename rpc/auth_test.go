@@ -186,6 +186,10 @@ func TestPermissionTable(t *testing.T) {
 			if rt.Access != rpc.AccessInit {
 				t.Errorf("%s %s: %s", rt.Method, rt.Path, rt.Access)
 			}
+		case rt.Method == http.MethodPut && rt.Path == "/2/query/{resource}":
+			if rt.Access != rpc.AccessRead {
+				t.Errorf("%s %s: %s, want read (a query only reads, as in Ganeti)", rt.Method, rt.Path, rt.Access)
+			}
 		case rt.Method == http.MethodGet && rt.Path != "/2/jobs/{id}/wait" && !strings.HasPrefix(rt.Path, "/2/gnt/rapi-users"):
 			if rt.Access != rpc.AccessRead {
 				t.Errorf("%s %s: %s, want read", rt.Method, rt.Path, rt.Access)

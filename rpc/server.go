@@ -290,6 +290,10 @@ func (s *Server) routes() {
 		add(mr.acc, mr.method, mr.path, mr.h)
 	}
 
+	add(read, "GET", "/2/query/{resource}", s.blockingRead(s.handleQueryGet))
+	add(read, "PUT", "/2/query/{resource}", s.handleQueryPut) // only reads, as in Ganeti
+	add(read, "GET", "/2/query/{resource}/fields", s.handleQueryFields)
+
 	add(read, "GET", "/2/jobs", s.blockingRead(s.serveJobs))
 	add(read, "GET", "/2/jobs/{id}", s.blockingReadOn(waitJobChange, s.serveJob))
 	add(wr, "DELETE", "/2/jobs/{id}", s.handleJobCancel)
@@ -834,6 +838,12 @@ func waitJobChange(ctx context.Context, r *http.Request, f *fsm.FSM, index uint6
 // blockingReadOn is blockingRead with a resource-specific wait (nil: any
 // change of the state).
 func (s *Server) blockingReadOn(wait waitFunc, serve func(w http.ResponseWriter, r *http.Request) error) http.HandlerFunc {
+	return s.blockingReadBody(wait, nil, serve)
+}
+
+// blockingReadBody is blockingReadOn for a read with a body (PUT
+// /2/query), which a read through the leader forwards.
+func (s *Server) blockingReadBody(wait waitFunc, body []byte, serve func(w http.ResponseWriter, r *http.Request) error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		consistent, aerr := queryFlag(q, "consistent")
@@ -885,7 +895,7 @@ func (s *Server) blockingReadOn(wait waitFunc, serve func(w http.ResponseWriter,
 				return
 			}
 		}
-		s.onLeader(w, r, nil, local)
+		s.onLeader(w, r, body, local)
 	}
 }
 

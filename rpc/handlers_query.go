@@ -1,0 +1,559 @@
+package rpc
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+
+	"github.com/gnt-cluster/gnt/fsm"
+	"github.com/gnt-cluster/gnt/qlang"
+)
+
+// Ganeti's query2 (doc/design-query2.rst): /2/query/{resource} answers the
+// requested fields of every item that passes a filter, each value with a
+// status; /2/query/{resource}/fields describes the fields.
+
+// Result statuses of a query value (Ganeti's RS_*).
+const (
+	QueryNormal  = 0 // value available
+	QueryUnknown = 1 // no such field
+	QueryNoData  = 2 // no data, e.g. the node has not reported it
+	QueryUnavail = 3 // value unavailable for this item
+	QueryOffline = 4 // the resource is marked offline
+)
+
+// MaxQueryFields bounds the fields of one query.
+const MaxQueryFields = 256
+
+// QueryFieldDef is a field definition (Ganeti's QueryFieldDefinition).
+type QueryFieldDef struct {
+	Name  string `json:"name"`
+	Title string `json:"title"`
+	Kind  string `json:"kind"`
+	Doc   string `json:"doc"`
+}
+
+// QueryResult is the answer of /2/query/{resource}: a definition per
+// requested field, and per item one [status, value] pair per field.
+type QueryResult struct {
+	Fields []QueryFieldDef `json:"fields"`
+	Data   [][][2]any      `json:"data"`
+}
+
+// QueryFieldsResult is the answer of /2/query/{resource}/fields.
+type QueryFieldsResult struct {
+	Fields []QueryFieldDef `json:"fields"`
+}
+
+// QueryRequest is the body of PUT /2/query/{resource}. Fields, when
+// absent, come from the ?fields= query parameter; QFilter is a list-form
+// filter (Filter, its name before Ganeti 2.7, is accepted too).
+type QueryRequest struct {
+	Fields  []string `json:"fields,omitempty"`
+	QFilter any      `json:"qfilter,omitempty"`
+	Filter  any      `json:"filter,omitempty"`
+}
+
+// fieldDoc documents one field of a query resource.
+type fieldDoc struct {
+	name, title string
+	kind        qlang.Kind
+	doc         string
+}
+
+// queryResource is one resource of /2/query: its documented fields, its
+// rows built from the state (the same objects its list endpoint serves,
+// as JSON values), and the field of a row that says the item is offline.
+type queryResource struct {
+	docs    []fieldDoc
+	sample  func() map[string]any // every field, zero-valued: for the field list
+	rows    func(st *fsm.State) []map[string]any
+	offline string   // boolean field making runtime fields QueryOffline ("" none)
+	runtime []string // fields a node reports; null is QueryNoData (or QueryOffline)
+	defs    []QueryFieldDef
+	byName  map[string]QueryFieldDef
+}
+
+// asJSONMap turns an API object into its JSON form as a map.
+func asJSONMap(v any) map[string]any {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("rpc: query row: %v", err)) // API objects always encode
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		panic(fmt.Sprintf("rpc: query row: %v", err))
+	}
+	return m
+}
+
+// instanceRow adds to an instance's object the per-parameter be/ fields
+// and the counts Ganeti derives from its lists.
+func instanceRow(v InstanceInfo) map[string]any {
+	m := asJSONMap(v)
+	if be, ok := m["beparams"].(map[string]any); ok {
+		for k, x := range be {
+			m["be/"+k] = x
+		}
+	}
+	m["disk.count"] = len(v.DiskSizes)
+	m["nic.count"] = len(v.NICMACs)
+	return asJSONMap(m)
+}
+
+var queryResources = prepareResources(map[string]*queryResource{
+	"node": {
+		docs: []fieldDoc{
+			{"name", "Node", qlang.KindText, "Node name"},
+			{"uuid", "UUID", qlang.KindText, "Node UUID"},
+			{"group", "Group", qlang.KindText, "Node group"},
+			{"group.uuid", "GroupUUID", qlang.KindText, "UUID of node group"},
+			{"pip", "PrimaryIP", qlang.KindText, "Primary IP address"},
+			{"sip", "SecondaryIP", qlang.KindText, "Secondary IP address"},
+			{"role", "Role", qlang.KindText, "Node role: M master, C master candidate, R regular, D drained, O offline"},
+			{"master_candidate", "MasterC", qlang.KindBool, "Whether node is a master candidate"},
+			{"master_capable", "MasterCapable", qlang.KindBool, "Whether node can become a master candidate"},
+			{"vm_capable", "VMCapable", qlang.KindBool, "Whether node can host instances"},
+			{"offline", "Offline", qlang.KindBool, "Whether node is marked offline"},
+			{"drained", "Drained", qlang.KindBool, "Whether node is drained"},
+			{"powered", "Powered", qlang.KindBool, "Whether node is thought to be powered on (needs an out-of-band helper)"},
+			{"mtotal", "MTotal", qlang.KindUnit, "Total amount of memory of physical machine"},
+			{"mfree", "MFree", qlang.KindUnit, "Memory not used by the instances recorded on the node"},
+			{"dtotal", "DTotal", qlang.KindUnit, "Total disk space in the node's storage"},
+			{"dfree", "DFree", qlang.KindUnit, "Disk space not used by the instances recorded on the node"},
+			{"ctotal", "CTotal", qlang.KindNumber, "Number of logical processors"},
+			{"pinst_cnt", "Pinst", qlang.KindNumber, "Number of instances with this node as primary"},
+			{"sinst_cnt", "Sinst", qlang.KindNumber, "Number of instances with this node as secondary"},
+			{"pinst_list", "PriInstances", qlang.KindOther, "List of instances with this node as primary"},
+			{"sinst_list", "SecInstances", qlang.KindOther, "List of instances with this node as secondary"},
+			{"ndparams", "NodeParameters", qlang.KindOther, "Node parameters"},
+			{"tags", "Tags", qlang.KindOther, "Tags"},
+			{"serial_no", "SerialNo", qlang.KindNumber, "Node object serial number, incremented on each modification"},
+			{"ctime", "CTime", qlang.KindTimestamp, "Creation timestamp"},
+			{"mtime", "MTime", qlang.KindTimestamp, "Modification timestamp"},
+			{"addrs", "Addresses", qlang.KindOther, "gnt: the node's service addresses"},
+			{"version", "Version", qlang.KindText, "gnt: version of the node's gntd"},
+			{"gnt_liveness", "Liveness", qlang.KindText, "gnt: the node's gntd as gossip sees it: alive, suspect, dead or unknown"},
+			{"gnt_liveness_since", "LivenessSince", qlang.KindTimestamp, "gnt: when the liveness last changed"},
+		},
+		sample: func() map[string]any { return asJSONMap(NodeInfo{}) },
+		rows: func(st *fsm.State) []map[string]any {
+			insts := instancesByNode(st)
+			var out []map[string]any
+			for _, n := range st.SortedNodes() {
+				out = append(out, asJSONMap(nodeView(st, n, insts)))
+			}
+			return out
+		},
+		offline: "offline",
+		runtime: []string{"mtotal", "mfree", "dtotal", "dfree", "ctotal"}, // powered: null without an OOB helper is unavailable
+	},
+	"instance": {
+		docs: []fieldDoc{
+			{"name", "Instance", qlang.KindText, "Instance name"},
+			{"uuid", "UUID", qlang.KindText, "Instance UUID"},
+			{"admin_state", "InstanceState", qlang.KindText, "Desired state of instance: up, down or offline"},
+			{"os", "OS", qlang.KindText, "Operating system"},
+			{"pnode", "Primary_node", qlang.KindText, "Primary node"},
+			{"snodes", "Secondary_Nodes", qlang.KindOther, "Secondary nodes; usually this will just be one node"},
+			{"disk_template", "Disk_template", qlang.KindText, "Instance disk template"},
+			{"disk.sizes", "Disk_sizes", qlang.KindOther, "List of disk sizes"},
+			{"disk.count", "Disks", qlang.KindNumber, "Number of disks"},
+			{"disk_usage", "DiskUsage", qlang.KindUnit, "Total disk space used by instance on each of its nodes"},
+			{"nic.ips", "NIC_IPs", qlang.KindOther, "List containing each network interface's IP address"},
+			{"nic.macs", "NIC_MACs", qlang.KindOther, "List containing each network interface's MAC address"},
+			{"nic.modes", "NIC_modes", qlang.KindOther, "List containing each network interface's mode"},
+			{"nic.links", "NIC_links", qlang.KindOther, "List containing each network interface's link"},
+			{"nic.count", "NICs", qlang.KindNumber, "Number of network interfaces"},
+			{"beparams", "BackendParameters", qlang.KindOther, "Backend parameters"},
+			{"be/memory", "ConfigMemory", qlang.KindUnit, "The memory size of the instance"},
+			{"be/vcpus", "ConfigVCPUs", qlang.KindNumber, "The number of virtual CPUs"},
+			{"forthcoming", "Forthcoming", qlang.KindBool, "Whether the instance is only reserved (forthcoming)"},
+			{"tags", "Tags", qlang.KindOther, "Tags"},
+			{"serial_no", "SerialNo", qlang.KindNumber, "Instance object serial number, incremented on each modification"},
+			{"ctime", "CTime", qlang.KindTimestamp, "Creation timestamp"},
+			{"mtime", "MTime", qlang.KindTimestamp, "Modification timestamp"},
+		},
+		sample: func() map[string]any { return instanceRow(InstanceInfo{}) },
+		rows: func(st *fsm.State) []map[string]any {
+			var out []map[string]any
+			for _, i := range st.SortedInstances() {
+				out = append(out, instanceRow(instanceView(st, i)))
+			}
+			return out
+		},
+	},
+	"group": {
+		docs: []fieldDoc{
+			{"name", "Group", qlang.KindText, "Group name"},
+			{"uuid", "UUID", qlang.KindText, "Group UUID"},
+			{"alloc_policy", "AllocPolicy", qlang.KindText, "Allocation policy for group"},
+			{"node_cnt", "Nodes", qlang.KindNumber, "Number of nodes"},
+			{"node_list", "NodeList", qlang.KindOther, "List of nodes"},
+			{"ndparams", "NDParams", qlang.KindOther, "Node parameters"},
+			{"custom_ndparams", "CustomNDParams", qlang.KindOther, "Custom node parameters"},
+			{"tags", "Tags", qlang.KindOther, "Tags"},
+			{"serial_no", "SerialNo", qlang.KindNumber, "Group object serial number, incremented on each modification"},
+			{"ctime", "CTime", qlang.KindTimestamp, "Creation timestamp"},
+			{"mtime", "MTime", qlang.KindTimestamp, "Modification timestamp"},
+		},
+		sample: func() map[string]any { return asJSONMap(GroupInfo{}) },
+		rows: func(st *fsm.State) []map[string]any {
+			var out []map[string]any
+			for _, g := range st.SortedGroups() {
+				out = append(out, asJSONMap(groupView(st, g)))
+			}
+			return out
+		},
+	},
+	"job": {
+		docs: []fieldDoc{
+			{"id", "ID", qlang.KindNumber, "Job ID"},
+			{"status", "Status", qlang.KindText, "Job status"},
+			{"priority", "Prio", qlang.KindNumber, "Current job priority"},
+			{"ops", "OpCodes", qlang.KindOther, "List of all opcodes"},
+			{"opstatus", "OpCode_status", qlang.KindOther, "List of opcode status"},
+			{"opresult", "OpCode_result", qlang.KindOther, "List of opcode results"},
+			{"oplog", "OpCode_log", qlang.KindOther, "List of opcode output logs"},
+			{"opstart", "OpCode_start", qlang.KindOther, "List of opcode start timestamps (before acquiring locks)"},
+			{"opexec", "OpCode_exec", qlang.KindOther, "List of opcode execution start timestamps (after acquiring locks)"},
+			{"opend", "OpCode_end", qlang.KindOther, "List of opcode end timestamps"},
+			{"oppriority", "OpCode_prio", qlang.KindOther, "List of opcode priorities"},
+			{"summary", "Summary", qlang.KindOther, "List of per-opcode summaries"},
+			{"received_ts", "Received", qlang.KindOther, "Timestamp of when job was received, as [seconds, microseconds]"},
+			{"start_ts", "Start", qlang.KindOther, "Timestamp of job start, as [seconds, microseconds]"},
+			{"end_ts", "End", qlang.KindOther, "Timestamp of job end, as [seconds, microseconds]"},
+			{"gnt_opsteps", "OpCode_steps", qlang.KindOther, "gnt: per opcode, the steps completed"},
+			{"gnt_oplocks", "OpCode_locks", qlang.KindOther, "gnt: per opcode, the locks declared"},
+			{"gnt_opdepends", "OpCode_depends", qlang.KindOther, "gnt: per opcode, the resolved dependencies"},
+			{"gnt_archived", "Archived", qlang.KindBool, "gnt: whether the job is archived"},
+			{"gnt_cancel_requested", "CancelRequested", qlang.KindBool, "gnt: whether a cancel is pending"},
+			{"gnt_attempts", "Attempts", qlang.KindOther, "gnt: the executor attempts on the job"},
+			{"gnt_poison_epochs", "PoisonEpochs", qlang.KindOther, "gnt: executor epochs whose leaders were lost while the job ran"},
+		},
+		sample: func() map[string]any {
+			m := map[string]any{}
+			for _, f := range allJobFields {
+				m[f] = nil
+			}
+			m["id"], m["priority"] = 0, 0
+			m["status"] = ""
+			m["gnt_archived"], m["gnt_cancel_requested"] = false, false
+			return m
+		},
+		rows: func(st *fsm.State) []map[string]any {
+			var out []map[string]any
+			for _, id := range st.SortedJobIDs() {
+				j, _ := lookupJob(st, id)
+				out = append(out, asJSONMap(jobObject(j, allJobFields)))
+			}
+			return out
+		},
+	},
+})
+
+// QueryResources lists the resources of /2/query.
+func QueryResources() []string {
+	out := make([]string, 0, len(queryResources))
+	for k := range queryResources {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func prepareResources(m map[string]*queryResource) map[string]*queryResource {
+	for _, qr := range m {
+		qr.prepare()
+	}
+	return m
+}
+
+// prepare builds the field definitions: the documented fields the objects
+// have, in the table's order, then any field of the objects the table
+// does not document yet (kind from its zero value), so that no field an
+// object serves is missing from the query.
+func (qr *queryResource) prepare() {
+	sample := qr.sample()
+	qr.byName = map[string]QueryFieldDef{}
+	for _, d := range qr.docs {
+		if _, ok := sample[d.name]; !ok {
+			continue
+		}
+		def := QueryFieldDef{Name: d.name, Title: d.title, Kind: string(d.kind), Doc: d.doc}
+		qr.defs = append(qr.defs, def)
+		qr.byName[d.name] = def
+	}
+	var rest []string
+	for k := range sample {
+		if _, ok := qr.byName[k]; !ok {
+			rest = append(rest, k)
+		}
+	}
+	sort.Strings(rest)
+	for _, k := range rest {
+		kind := qlang.KindOther
+		switch sample[k].(type) {
+		case string:
+			kind = qlang.KindText
+		case bool:
+			kind = qlang.KindBool
+		case float64, int:
+			kind = qlang.KindNumber
+		}
+		def := QueryFieldDef{Name: k, Title: k, Kind: string(kind), Doc: "Field " + k}
+		qr.defs = append(qr.defs, def)
+		qr.byName[k] = def
+	}
+}
+
+// undocumentedFields lists the fields served without a documented
+// definition (for a test).
+func (qr *queryResource) undocumentedFields() []string {
+	documented := map[string]bool{}
+	for _, d := range qr.docs {
+		documented[d.name] = true
+	}
+	var out []string
+	for _, d := range qr.defs {
+		if !documented[d.Name] {
+			out = append(out, d.Name)
+		}
+	}
+	return out
+}
+
+func (qr *queryResource) def(name string) QueryFieldDef {
+	if d, ok := qr.byName[name]; ok {
+		return d
+	}
+	return QueryFieldDef{Name: name, Title: name, Kind: string(qlang.KindUnknown), Doc: fmt.Sprintf("Unknown field '%s'", name)}
+}
+
+func (qr *queryResource) schema(name string) (qlang.Kind, bool) {
+	d, ok := qr.byName[name]
+	return qlang.Kind(d.Kind), ok
+}
+
+func lookupQueryResource(r *http.Request) (string, *queryResource, *APIError) {
+	name := r.PathValue("resource")
+	qr := queryResources[name]
+	if qr == nil {
+		msg := fmt.Sprintf("unknown query resource %q (known: %s)", name, strings.Join(QueryResources(), ", "))
+		return name, nil, &APIError{Status: http.StatusNotFound, ErrorCode: CodeNotFound, Field: "resource", Message: msg, Explain: msg}
+	}
+	return name, qr, nil
+}
+
+// splitFields splits ?fields=a,b as Ganeti does (names trimmed).
+func splitFields(s string) []string {
+	parts := strings.Split(s, ",")
+	for i, p := range parts {
+		parts[i] = strings.TrimSpace(p)
+	}
+	return parts
+}
+
+func checkFieldCount(fields []string, param string) *APIError {
+	if len(fields) > MaxQueryFields {
+		return badRequest(param, "%d fields requested, at most %d are allowed", len(fields), MaxQueryFields)
+	}
+	return nil
+}
+
+// compileFilter checks a list-form filter against the resource's fields.
+func compileFilter(qr *queryResource, f any, param string) (*qlang.Filter, *APIError) {
+	c, err := qlang.Compile(f, qr.schema)
+	if err != nil {
+		return nil, badRequest(param, "%s: %v", param, err)
+	}
+	return c, nil
+}
+
+// query answers the fields of the rows that pass the filter.
+func (qr *queryResource) query(st *fsm.State, fields []string, filter *qlang.Filter) QueryResult {
+	res := QueryResult{Fields: make([]QueryFieldDef, len(fields)), Data: [][][2]any{}}
+	for i, f := range fields {
+		res.Fields[i] = qr.def(f)
+	}
+	runtime := map[string]bool{}
+	for _, f := range qr.runtime {
+		runtime[f] = true
+	}
+	for _, row := range qr.rows(st) {
+		if filter != nil {
+			r := make(qlang.Row, len(row))
+			for k, v := range row {
+				if v != nil { // no value: every comparison is false
+					r[k] = v
+				}
+			}
+			if !filter.Match(r) {
+				continue
+			}
+		}
+		out := make([][2]any, len(fields))
+		for i, f := range fields {
+			v, known := row[f]
+			_, documented := qr.byName[f]
+			switch {
+			case !documented || !known:
+				out[i] = [2]any{QueryUnknown, nil}
+			case v != nil:
+				out[i] = [2]any{QueryNormal, v}
+			case runtime[f] && qr.offline != "" && row[qr.offline] == true:
+				out[i] = [2]any{QueryOffline, nil}
+			case runtime[f]:
+				out[i] = [2]any{QueryNoData, nil}
+			default:
+				out[i] = [2]any{QueryUnavail, nil}
+			}
+		}
+		res.Data = append(res.Data, out)
+	}
+	return res
+}
+
+// handleQueryGet is GET /2/query/{resource}?fields=a,b[&filter=F]. The
+// filter (a gnt extension; Ganeti's GET takes none) is a text filter of
+// the query language, or a list-form filter in JSON when it starts with [.
+func (s *Server) handleQueryGet(w http.ResponseWriter, r *http.Request) error {
+	_, qr, aerr := lookupQueryResource(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return nil
+	}
+	q := r.URL.Query()
+	if !q.Has("fields") {
+		writeError(w, badRequest("fields", "missing 'fields' query argument (a comma-separated list of field names)"))
+		return nil
+	}
+	fields := splitFields(q.Get("fields"))
+	if aerr := checkFieldCount(fields, "fields"); aerr != nil {
+		writeError(w, aerr)
+		return nil
+	}
+	var filter *qlang.Filter
+	if q.Has("filter") {
+		text := q.Get("filter")
+		var list any
+		if strings.HasPrefix(strings.TrimSpace(text), "[") {
+			if len(text) > int(s.maxBody) {
+				writeError(w, badRequest("filter", "filter is longer than %d bytes", s.maxBody))
+				return nil
+			}
+			if err := json.Unmarshal([]byte(text), &list); err != nil {
+				writeError(w, badRequest("filter", "filter starting with [ must be a list-form filter in JSON: %v", err))
+				return nil
+			}
+		} else {
+			parsed, err := qlang.Parse(text)
+			if err != nil {
+				writeError(w, badRequest("filter", "%v", err))
+				return nil
+			}
+			list = parsed
+		}
+		if filter, aerr = compileFilter(qr, list, "filter"); aerr != nil {
+			writeError(w, aerr)
+			return nil
+		}
+	}
+	return s.serveState(w, func(st *fsm.State) (any, *APIError) { return qr.query(st, fields, filter), nil })
+}
+
+// handleQueryPut is PUT /2/query/{resource} with a QueryRequest body. It
+// only reads, so it needs read access, as in Ganeti.
+func (s *Server) handleQueryPut(w http.ResponseWriter, r *http.Request) {
+	_, qr, aerr := lookupQueryResource(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	body, aerr := s.readBody(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	var req QueryRequest
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if len(bytes.TrimSpace(body)) == 0 {
+		writeError(w, badRequest("", "the body must be a JSON object such as {\"fields\": [\"name\"], \"qfilter\": null}"))
+		return
+	}
+	if err := dec.Decode(&req); err != nil {
+		writeError(w, badRequest("", "the body must be a JSON object with fields and qfilter: %v", err))
+		return
+	}
+	if dec.More() {
+		writeError(w, badRequest("", "the body holds more than one JSON value"))
+		return
+	}
+	fields := req.Fields
+	if fields == nil {
+		if !r.URL.Query().Has("fields") {
+			writeError(w, badRequest("fields", "no fields requested: give \"fields\" in the body or the query"))
+			return
+		}
+		fields = splitFields(r.URL.Query().Get("fields"))
+	}
+	if aerr := checkFieldCount(fields, "fields"); aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	raw, param := req.QFilter, "qfilter"
+	if raw == nil {
+		raw, param = req.Filter, "filter"
+	} else if req.Filter != nil {
+		writeError(w, badRequest("filter", "give the filter as qfilter or as filter (its former name), not both"))
+		return
+	}
+	filter, aerr := compileFilter(qr, raw, param)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	// The body is read: a read through the leader forwards it again.
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	s.blockingReadBody(nil, body, func(w http.ResponseWriter, r *http.Request) error {
+		return s.serveState(w, func(st *fsm.State) (any, *APIError) { return qr.query(st, fields, filter), nil })
+	})(w, r)
+}
+
+// handleQueryFields is GET /2/query/{resource}/fields[?fields=a,b].
+func (s *Server) handleQueryFields(w http.ResponseWriter, r *http.Request) {
+	_, qr, aerr := lookupQueryResource(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	res := QueryFieldsResult{Fields: qr.defs}
+	if q := r.URL.Query(); q.Has("fields") {
+		fields := splitFields(q.Get("fields"))
+		if aerr := checkFieldCount(fields, "fields"); aerr != nil {
+			writeError(w, aerr)
+			return
+		}
+		res.Fields = make([]QueryFieldDef, len(fields))
+		for i, f := range fields {
+			res.Fields[i] = qr.def(f)
+		}
+	}
+	writeJSON(w, res)
+}
+
+// UndocumentedQueryFields lists, per resource, the fields its objects
+// serve that the query table does not document (served with a generic
+// definition meanwhile).
+func UndocumentedQueryFields() map[string][]string {
+	out := map[string][]string{}
+	for name, qr := range queryResources {
+		out[name] = qr.undocumentedFields()
+	}
+	return out
+}
