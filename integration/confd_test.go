@@ -13,7 +13,7 @@ import (
 	"github.com/gnt-cluster/gnt/confd"
 )
 
-// confdResult is `gnt -o json confd query`'s output.
+// confdResult is `gnt --json confd query`'s output.
 type confdResult struct {
 	Type       string          `json:"type"`
 	Status     int             `json:"status"`
@@ -33,7 +33,7 @@ type confdResult struct {
 func (c *Cluster) confd(t *testing.T, args ...string) (confdResult, error) {
 	t.Helper()
 	key := filepath.Join(c.Members[0].DataDir, "cluster.key")
-	out, err := c.GNT(append([]string{"-o", "json", "--timeout", "3s", "confd", "query", "--key-file", key}, args...)...)
+	out, err := c.GNT(append([]string{"--json", "--timeout", "3s", "confd", "query", "--key-file", key}, args...)...)
 	var r confdResult
 	if jerr := json.Unmarshal([]byte(out), &r); jerr != nil {
 		return r, fmt.Errorf("gnt confd query %v: %v %v\n%s", args, err, jerr, out)

@@ -76,13 +76,13 @@ func TestInstanceLifecycleOnAgents(t *testing.T) {
 		return p
 	}
 	first := check("after create")
-	if out, err := c.GNT("instance", "migrate", "web1"); err != nil {
+	if out, err := c.GNT("instance", "migrate", "web1", "--force"); err != nil {
 		t.Fatalf("migrate: %v\n%s", err, out)
 	}
 	if p := check("after migrate"); p == first {
 		t.Fatalf("migrate left web1 on %s", p)
 	}
-	if out, err := c.GNT("instance", "failover", "web1"); err != nil {
+	if out, err := c.GNT("instance", "failover", "web1", "--force"); err != nil {
 		t.Fatalf("failover: %v\n%s", err, out)
 	}
 	if p := check("after failover"); p != first {
@@ -97,7 +97,7 @@ func TestInstanceLifecycleOnAgents(t *testing.T) {
 		t.Fatalf("arming the delay: %v", err)
 	}
 	fcancel()
-	out, err := c.GNT("--submit", "instance", "migrate", "web1")
+	out, err := c.GNT("--submit", "instance", "migrate", "web1", "--force")
 	if err != nil {
 		t.Fatalf("migrate --submit: %v\n%s", err, out)
 	}
@@ -131,7 +131,7 @@ func TestInstanceLifecycleOnAgents(t *testing.T) {
 	// Evacuating the primary's node moves web1 off it entirely; it runs
 	// once, on a node the configuration names.
 	p, _, _, _ := c.instanceNodes("web1")
-	if out, err := c.GNT("node", "evacuate", p); err != nil {
+	if out, err := c.GNT("node", "evacuate", p, "--force"); err != nil {
 		t.Fatalf("evacuate %s: %v\n%s", p, err, out)
 	}
 	np, ns, _, err := c.instanceNodes("web1")
@@ -143,7 +143,7 @@ func TestInstanceLifecycleOnAgents(t *testing.T) {
 		t.Fatalf("after evacuating %s: runs on %v, configuration says %s", p, running, np)
 	}
 
-	if out, err := c.GNT("instance", "remove", "web1"); err != nil {
+	if out, err := c.GNT("instance", "remove", "web1", "--force"); err != nil {
 		t.Fatalf("remove: %v\n%s", err, out)
 	}
 	for _, m := range all {

@@ -169,7 +169,7 @@ func TestLiveness(t *testing.T) {
 
 	// A node removed from the configuration while its gntd still runs
 	// stays a gossip member: reported as unknown, never added back.
-	if out, code := c.GNTExit("node", "remove", "node22"); code != 0 {
+	if out, code := c.GNTExit("node", "remove", "node22", "--force"); code != 0 {
 		t.Fatalf("node remove node22: %s", out)
 	}
 	newLeader := c.WaitLeader(10 * time.Second)

@@ -328,7 +328,7 @@ func TestMaintdEvacuateAcrossFailover(t *testing.T) {
 				done = in
 				if in.RepairStatus == "failed" {
 					for _, id := range in.Jobs {
-						out, _ := c.GNT("-o", "json", "job", "info", fmt.Sprint(id))
+						out, _ := c.GNT("--json", "job", "info", fmt.Sprint(id))
 						t.Logf("job %d:\n%s", id, out)
 					}
 					t.Fatalf("incident %s failed: %s", in.UUID, in.Reason)

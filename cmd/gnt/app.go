@@ -131,7 +131,9 @@ func newApp(env environment) *cli.App {
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "server", Usage: "comma-separated API `ADDRESSES` (host[:port]) of master candidates, tried in turn; " +
 				"default: $GNT_SERVER, else the list in the file $GNT_CONFIG or ~/.config/gnt/servers, else 127.0.0.1:5080"},
-			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "table", Usage: "output `FORMAT`: table (for people) or json (the server's answer)"},
+			&cli.BoolFlag{Name: "json", Usage: "print the server's answers as JSON instead of tables and text"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "list commands: the `FIELDS` to show, FIELD,... or +FIELD,... to add to the defaults " +
+				"(see 'gnt NOUN list-fields'); -o json and -o table are the old spellings of --json and the default, kept for a while"},
 			&cli.BoolFlag{Name: "submit", Usage: "for changes: print the job id and return instead of waiting for the job"},
 			&cli.StringFlag{Name: "reason", Usage: "`TEXT` added to the reason trail of the job's opcodes"},
 			&cli.DurationFlag{Name: "timeout", Value: 2 * time.Minute, Usage: "overall time limit, a `DURATION` such as 30s or 5m; when not given, a job is followed until it ends"},
@@ -326,6 +328,12 @@ func (e environment) do(fn func(ctx context.Context, s *session, c *cli.Context,
 			return err
 		}
 		cfg.plainHTTP = e.plainHTTP
+		if cfg.Deprecated != "" {
+			fmt.Fprintf(e.stderr, "gnt: warning: %s\n", cfg.Deprecated)
+		}
+		if cfg.Fields != "" && commandFlag(c.Command, "separator") == nil {
+			return usagef(c, "-o %s: -o selects the fields of list commands (node, instance, group and job list); for JSON use --json", cfg.Fields)
+		}
 		ctx, cancel := context.WithTimeout(c.Context, cfg.Timeout)
 		defer cancel()
 		ctx, stopWatch := watchReach(ctx, reachLimit)

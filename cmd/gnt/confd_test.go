@@ -57,7 +57,7 @@ func TestConfdQueryCLI(t *testing.T) {
 		t.Errorf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	// The key from $GNT_KEY_FILE, JSON for scripts.
-	r = gnt(t, map[string]string{"GNT_KEY_FILE": keyFile}, "-o", "json", "confd", "query", "cluster-master", "--fields", "name,mnode-pip", "--address", addr)
+	r = gnt(t, map[string]string{"GNT_KEY_FILE": keyFile}, "--json", "confd", "query", "cluster-master", "--fields", "name,mnode-pip", "--address", addr)
 	var out struct {
 		Type     string
 		Status   int

@@ -24,8 +24,11 @@ const defaultPort = "5080"
 
 // Config is what the global flags and the environment select for one run.
 type Config struct {
-	Servers    []string      // API addresses, tried in order
-	Output     string        // "table" or "json"
+	Servers []string // API addresses, tried in order
+	Output  string   // "table" or "json"
+	Fields  string   // -o FIELDS of list commands (Ganeti's -o)
+	// Deprecated is a warning about an old spelling used (-o json).
+	Deprecated string
 	Submit     bool          // print the job id instead of waiting
 	Reason     string        // reason trail text for changes
 	Timeout    time.Duration // overall time limit
@@ -47,15 +50,35 @@ func globalConfig(c *cli.Context, getenv func(string) string) (Config, error) {
 		return Config{}, err
 	}
 	cfg := Config{
-		Output:     c.String("output"),
+		Output:     "table",
 		Submit:     c.Bool("submit"),
 		Reason:     c.String("reason"),
 		Timeout:    c.Duration("timeout"),
 		Consistent: c.Bool("consistent"),
 		TLS:        tlsCfg,
 	}
-	if cfg.Output != "table" && cfg.Output != "json" {
-		return cfg, usagef(c, "unknown output format %q: use table or json", cfg.Output)
+	// -o was the output format before it became Ganeti's field selection
+	// of list commands: "json" and "table" keep working, with a warning.
+	switch o := c.String("output"); {
+	case !c.IsSet("output"):
+	case o == "json" || o == "table":
+		cfg.Output = o
+		cfg.Deprecated = fmt.Sprintf("-o %s is deprecated: -o now selects the fields of list commands, as in Ganeti; ", o)
+		if o == "json" {
+			cfg.Deprecated += "use --json"
+		} else {
+			cfg.Deprecated += "tables are the default"
+		}
+	case strings.TrimSpace(o) == "":
+		return cfg, usagef(c, "-o needs FIELD,... (or +FIELD,... to add to the default fields)")
+	default:
+		cfg.Fields = o
+	}
+	if c.Bool("json") {
+		if c.IsSet("output") && c.String("output") == "table" {
+			return cfg, usagef(c, "-o table and --json contradict each other")
+		}
+		cfg.Output = "json"
 	}
 	if cfg.Timeout <= 0 {
 		return cfg, usagef(c, "--timeout must be positive")

@@ -47,7 +47,7 @@ func TestAgainstTheRealAPI(t *testing.T) {
 		{[]string{"node", "list-tags", "node2"}, 0, []string{"x\n"}},
 		{[]string{"cluster", "info"}, 0, []string{"Cluster name: cluster.example.com\n", "Master node: node1\n", "Tags: a, b\n", "candidate pool size: 3\n"}},
 		{[]string{"--reason", "test", "job", "info", "1"}, 0, []string{"- Job ID: 1\n", "    - Opcode: OP_NODE_ADD\n"}},
-		{[]string{"--submit", "node", "remove", "node3"}, 0, []string{"JobID: "}},
+		{[]string{"--submit", "node", "remove", "node3", "--force"}, 0, []string{"JobID: "}},
 		{[]string{"--consistent", "job", "list"}, 0, []string{"NODE_REMOVE(node3)"}},
 		{[]string{"instance", "list"}, 0, nil},
 	} {

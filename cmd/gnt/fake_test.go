@@ -52,7 +52,7 @@ type response struct {
 const successJob = `{"id": 7, "status": "success", "ops": [{"OP_ID": "OP_TEST"}], "opstatus": ["success"],
   "opresult": [null], "oplog": [[]], "summary": ["TEST"]}`
 
-func newFake(t *testing.T) *fakeAPI {
+func newFake(t testing.TB) *fakeAPI {
 	t.Helper()
 	f := &fakeAPI{routes: map[string][]response{}}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))

@@ -24,7 +24,7 @@ func TestFlagsBecomeRequests(t *testing.T) {
 			`PUT /2/nodes/n1/modify {"ndparams":{"exclusive_storage":false,"oob_program":"/bin/oob","spindle_count":2,"ssh_port":"default"},"powered":false,"force":true}`},
 		{[]string{"node", "add", "n4", "--primary-ip", "192.0.2.4", "-g", "g1", "--vm-capable", "no", "--master-candidate", "yes"},
 			`POST /2/nodes {"node_name":"n4","primary_ip":"192.0.2.4","group":"g1","master_candidate":true,"vm_capable":false}`},
-		{[]string{"node", "remove", "n1"}, `DELETE /2/nodes/n1`},
+		{[]string{"node", "remove", "n1", "-f"}, `DELETE /2/nodes/n1`},
 		{[]string{"node", "role", "n1", "drained", "--force", "--auto-promote"},
 			`PUT /2/nodes/n1/role?auto-promote=1&force=1 "drained"`},
 		{[]string{"node", "add-tags", "n1", "a", "b:c"}, `PUT /2/nodes/n1/tags?tag=a&tag=b%3Ac`},
@@ -41,7 +41,7 @@ func TestFlagsBecomeRequests(t *testing.T) {
 		{[]string{"instance", "add", "web1", "--memory", "4G", "--no-move-reservations"},
 			`POST /2/instances {"__version__":1,"beparams":{"memory":4096},"gnt_move_reservations":false,"instance_name":"web1"}`},
 		// Global flags may follow the command, as with Ganeti's commands.
-		{[]string{"node", "remove", "n1", "--reason", "hardware swap"}, `DELETE /2/nodes/n1?reason=hardware+swap`},
+		{[]string{"node", "remove", "n1", "--reason", "hardware swap", "--force"}, `DELETE /2/nodes/n1?reason=hardware+swap`},
 		{[]string{"cluster", "master-failover", "--to", "n2"}, `POST /2/gnt/master-failover {"target":"n2"}`},
 		{[]string{"cluster", "modify", "--maintenance-interval", "60", "--auto-balance-cluster", "yes", "--auto-balance-threshold", "0.2",
 			"--diagnose-data-collector-filename", "hw", "--diagnose-interval", "30s", "--repair-dead-grace", "2m", "--repair-breaker-share", "0.5",
@@ -98,7 +98,7 @@ func TestWaitFollowsTheLog(t *testing.T) {
 	done := `{"id": 7, "status": "success", "opstatus": ["success"], "opresult": [null],
 		"oplog": [[[1, [1700000000, 0], "message", "step one"], [2, [1700000001, 0], "message", "step two"]]]}`
 	f.on("GET", "/2/jobs/7", 200, running, done)
-	r := gnt(t, nil, "--server", f.addr(), "node", "remove", "n1")
+	r := gnt(t, nil, "--server", f.addr(), "node", "remove", "n1", "--force")
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
@@ -152,7 +152,7 @@ func TestSubmitPrintsJobID(t *testing.T) {
 	if n := len(f.requests()); n != 1 {
 		t.Errorf("%d requests; --submit must not wait for the job", n)
 	}
-	r = gnt(t, nil, "--server", f.addr(), "node", "remove", "n1", "--submit", "-o", "json")
+	r = gnt(t, nil, "--server", f.addr(), "node", "remove", "n1", "--force", "--submit", "--json")
 	if r.code != 0 || r.stdout != "7\n" {
 		t.Fatalf("exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
 	}
@@ -231,7 +231,7 @@ func TestFailoverToNextServer(t *testing.T) {
 		t.Fatalf("exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
 	}
 	// A write also moves on when the first server cannot be dialled.
-	r = gnt(t, nil, "--server", deadAddr(t)+","+f.addr(), "--timeout", "10s", "node", "remove", "n1")
+	r = gnt(t, nil, "--server", deadAddr(t)+","+f.addr(), "--timeout", "10s", "node", "remove", "n1", "--force")
 	if r.code != 0 {
 		t.Fatalf("exit %d stderr %q", r.code, r.stderr)
 	}
@@ -294,12 +294,12 @@ func TestJSONOutputIsTheServerAnswer(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %v\nwant %v", got, want)
 	}
-	r = gnt(t, nil, "--server", f.addr(), "node", "info", "n1", "-o", "json")
+	r = gnt(t, nil, "--server", f.addr(), "node", "info", "n1", "--json")
 	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || !reflect.DeepEqual(got, map[string]any{"name": "n1", "mtotal": 8192.0}) {
 		t.Errorf("node info -o json: %q (%v)", r.stdout, err)
 	}
 	// A change waited for prints the finished job.
-	r = gnt(t, nil, "--server", f.addr(), "-o", "json", "node", "remove", "n1")
+	r = gnt(t, nil, "--server", f.addr(), "--json", "node", "remove", "n1", "--force")
 	var j map[string]any
 	if err := json.Unmarshal([]byte(r.stdout), &j); err != nil || j["status"] != "success" {
 		t.Errorf("node remove -o json: %q (%v)", r.stdout, err)

@@ -38,6 +38,7 @@ func (e environment) groupCommand() *cli.Command {
 				Flags:     listFlags(),
 				Action:    e.do(groupList),
 			},
+			listFieldsCommand(groupListing),
 			{
 				Name:      "info",
 				Usage:     "show node groups' configuration",
@@ -109,11 +110,11 @@ var groupListing = listing{
 	kind: "node group",
 	path: "/2/groups",
 	key:  "name",
-	defaults: []column{
-		{"Group", func(o object) string { return str(o, "name") }},
-		{"Nodes", func(o object) string { return formatValue(o["node_cnt"]) }},
-		{"AllocPolicy", func(o object) string { return str(o, "alloc_policy") }},
-		{"NDParams", func(o object) string {
+	defaults: []listColumn{
+		{title: "Group", field: "name"},
+		{title: "Nodes", field: "node_cnt"},
+		{title: "AllocPolicy", field: "alloc_policy"},
+		{title: "NDParams", value: func(o object) string {
 			nd, _ := o["custom_ndparams"].(map[string]any)
 			if len(nd) == 0 {
 				return "-"
@@ -121,15 +122,11 @@ var groupListing = listing{
 			return formatValue(nd)
 		}},
 	},
-	titles: map[string]string{
-		"name": "Group", "uuid": "UUID", "node_cnt": "Nodes", "node_list": "NodeList",
-		"alloc_policy": "AllocPolicy", "ndparams": "NDParams", "custom_ndparams": "CustomNDParams",
-		"tags": "Tags", "serial_no": "SerialNo", "ctime": "CTime", "mtime": "MTime",
-	},
+	fields: groupFields,
 }
 
 func groupList(ctx context.Context, s *session, c *cli.Context, args []string) error {
-	return s.list(ctx, groupListing, args, readListOpts(c))
+	return s.list(ctx, groupListing, args, c)
 }
 
 func groupInfo(ctx context.Context, s *session, c *cli.Context, args []string) error {

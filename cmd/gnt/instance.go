@@ -22,6 +22,7 @@ func (e environment) instanceCommand() *cli.Command {
 				Flags:     listFlags(),
 				Action:    e.do(instanceList),
 			},
+			listFieldsCommand(instanceListing),
 			{
 				Name:      "info",
 				Usage:     "show instances' configuration",
@@ -36,25 +37,19 @@ var instanceListing = listing{
 	kind: "instance",
 	path: "/2/instances",
 	key:  "name",
-	defaults: []column{
-		{"Instance", func(o object) string { return str(o, "name") }},
-		{"OS", func(o object) string { return str(o, "os") }},
-		{"Primary_node", func(o object) string { return str(o, "pnode") }},
-		{"AdminState", func(o object) string { return str(o, "admin_state") }},
-		{"Memory", func(o object) string { return mebibytes(o, "beparams.memory") }},
-		{"VCPUs", func(o object) string { return str(o, "beparams.vcpus") }},
+	defaults: []listColumn{
+		{title: "Instance", field: "name"},
+		{title: "OS", field: "os"},
+		{title: "Primary_node", field: "pnode"},
+		{title: "AdminState", field: "admin_state"},
+		{title: "Memory", field: "beparams.memory"},
+		{title: "VCPUs", field: "beparams.vcpus"},
 	},
-	titles: map[string]string{
-		"name": "Instance", "uuid": "UUID", "os": "OS", "pnode": "Primary_node", "snodes": "Secondary_Nodes",
-		"admin_state": "AdminState", "disk_template": "Disk_template", "disk.sizes": "Disk_sizes",
-		"disk_usage": "DiskUsage", "nic.ips": "NIC_IPs", "nic.macs": "NIC_MACs", "nic.modes": "NIC_modes",
-		"nic.links": "NIC_links", "beparams": "BackendParameters", "forthcoming": "Forthcoming",
-		"tags": "Tags", "serial_no": "SerialNo", "ctime": "CTime", "mtime": "MTime",
-	},
+	fields: instanceFieldDefs,
 }
 
 func instanceList(ctx context.Context, s *session, c *cli.Context, args []string) error {
-	return s.list(ctx, instanceListing, args, readListOpts(c))
+	return s.list(ctx, instanceListing, args, c)
 }
 
 func instanceInfo(ctx context.Context, s *session, c *cli.Context, args []string) error {

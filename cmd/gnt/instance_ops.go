@@ -44,9 +44,12 @@ func (e environment) instanceOpCommands() []*cli.Command {
 			Action: e.do(instanceAdd),
 		},
 		one("create", "turn a forthcoming instance into a real one (commit the reservation)", nil, instanceCommit),
-		one("remove", "stop an instance and remove it with its disks", []cli.Flag{
+		one("remove", "stop an instance and remove it with its disks (asks first unless --force)", []cli.Flag{
 			&cli.BoolFlag{Name: "ignore-failures", Usage: "remove the record even when nodes cannot be cleaned"},
-		}, instanceSimple(http.MethodDelete, "", "ignore-failures")),
+			forceFlag(),
+		}, e.confirmed(1, ask("remove instance %s",
+			"This will remove the volumes of the instance %s (including mirrors), thus removing all the data of the instance. Continue?"),
+			instanceSimple(http.MethodDelete, "", "ignore-failures"))),
 		one("startup", "start an instance", []cli.Flag{
 			&cli.BoolFlag{Name: "no-remember", Usage: "do not record the instance as up"},
 		}, instanceSimple(http.MethodPut, "/startup", "no-remember")),
@@ -56,12 +59,19 @@ func (e environment) instanceOpCommands() []*cli.Command {
 		one("reboot", "reboot an instance", []cli.Flag{
 			&cli.StringFlag{Name: "type", Usage: "soft, hard (default) or full"},
 		}, instanceReboot),
-		one("failover", "move a drbd instance to its secondary node, stopping it meanwhile", []cli.Flag{
+		one("failover", "move a drbd instance to its secondary node, stopping it meanwhile (asks first unless --force)", []cli.Flag{
 			&cli.BoolFlag{Name: "ignore-consistency", Usage: "fail over even when the primary cannot be reached"},
-		}, instanceFields(http.MethodPut, "/failover", nil, "ignore-consistency")),
-		one("migrate", "move a running drbd instance to its secondary node without stopping it", []cli.Flag{
+			forceFlag(),
+		}, e.confirmed(1, ask("fail over instance %s",
+			"Failover will happen to image %s. This requires a shutdown of the instance. Continue?"),
+			instanceFields(http.MethodPut, "/failover", nil, "ignore-consistency"))),
+		one("migrate", "move a running drbd instance to its secondary node without stopping it (asks first unless --force)", []cli.Flag{
 			&cli.BoolFlag{Name: "cleanup", Usage: "clean up after a failed migration"},
-		}, instanceFields(http.MethodPut, "/migrate", nil, "cleanup")),
+			forceFlag(),
+		}, e.confirmed(1, ask("migrate instance %s",
+			"Instance %s will be migrated. Note that migration might impact the instance if anything goes wrong "+
+				"(e.g. due to bugs in the hypervisor). Continue?"),
+			instanceFields(http.MethodPut, "/migrate", nil, "cleanup"))),
 		one("reinstall", "reinstall a stopped instance's OS", []cli.Flag{
 			&cli.StringFlag{Name: "os-type", Usage: "a new OS"},
 			&cli.BoolFlag{Name: "start", Usage: "start the instance afterwards"},
@@ -90,6 +100,14 @@ func (e environment) instanceOpCommands() []*cli.Command {
 			&cli.IntFlag{Name: "vcpus", Usage: "new number of vcpus"},
 			&cli.StringSliceFlag{Name: "add-disk", Usage: "add a disk of `SIZE` (repeatable)"},
 		}, instanceModify),
+	}
+}
+
+// ask is a confirmation question about the object named by the first
+// argument: what and question each hold one %s.
+func ask(what, question string) func(context.Context, *session, *cli.Context, []string) (string, string) {
+	return func(_ context.Context, _ *session, _ *cli.Context, args []string) (string, string) {
+		return fmt.Sprintf(what, args[0]), fmt.Sprintf(question, args[0])
 	}
 }
 

@@ -30,6 +30,7 @@ func (e environment) jobCommand() *cli.Command {
 					&cli.BoolFlag{Name: "archived", Usage: "include archived jobs"}),
 				Action: e.do(jobList),
 			},
+			listFieldsCommand(jobListing),
 			{
 				Name:      "cancel",
 				Usage:     "cancel jobs: at once when not started, at the next step boundary when running",
@@ -62,16 +63,12 @@ var jobListing = listing{
 	kind: "job",
 	path: "/2/jobs",
 	key:  "id",
-	defaults: []column{
-		{"ID", func(o object) string { return str(o, "id") }},
-		{"Status", func(o object) string { return str(o, "status") }},
-		{"Summary", func(o object) string { return strings.Join(list(o, "summary"), ",") }},
+	defaults: []listColumn{
+		{title: "ID", field: "id"},
+		{title: "Status", field: "status"},
+		{title: "Summary", field: "summary"},
 	},
-	titles: map[string]string{
-		"id": "ID", "status": "Status", "summary": "Summary", "priority": "Prio", "ops": "OpCodes",
-		"opstatus": "OpCode_status", "opresult": "OpCode_result", "oplog": "OpCode_log",
-		"received_ts": "Received", "start_ts": "Start", "end_ts": "End",
-	},
+	fields: jobFieldDefs,
 }
 
 func jobIDs(c *cli.Context, args []string) error {
@@ -124,7 +121,7 @@ func jobList(ctx context.Context, s *session, c *cli.Context, args []string) err
 	if want != nil {
 		l.keep = func(o object) bool { return want[str(o, "status")] }
 	}
-	return s.list(ctx, l, args, readListOpts(c))
+	return s.list(ctx, l, args, c)
 }
 
 // eachJob checks the job id arguments (at least one) and calls fn for

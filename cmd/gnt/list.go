@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
+
+	"github.com/urfave/cli/v2"
 )
 
 // listing describes the bulk listing of one kind of object.
@@ -13,8 +16,8 @@ type listing struct {
 	kind     string // "node"
 	path     string // "/2/nodes"
 	key      string // field the command-line names match ("name", "id")
-	defaults []column
-	titles   map[string]string // column titles of API fields
+	defaults []listColumn
+	fields   []field // the fields -o selects among, for list-fields
 	// keep, when set, filters the objects listed.
 	keep func(object) bool
 	// query holds extra query parameters of the listing request.
@@ -76,8 +79,14 @@ func (s *session) bulk(ctx context.Context, l listing, names []string) ([]json.R
 	return outRaw, outObj, nil
 }
 
-// list prints a listing as a table, or the server's objects with -o json.
-func (s *session) list(ctx context.Context, l listing, names []string, opts listOpts) error {
+// list prints a listing as a table (Ganeti's list options: -o,
+// --no-headers, --separator, --units), or the server's objects with
+// --json.
+func (s *session) list(ctx context.Context, l listing, names []string, c *cli.Context) error {
+	opts, err := readListOpts(c, s.cfg)
+	if err != nil {
+		return err
+	}
 	raws, objs, err := s.bulk(ctx, l, names)
 	if err != nil {
 		return err
@@ -85,10 +94,75 @@ func (s *session) list(ctx context.Context, l listing, names []string, opts list
 	if s.cfg.JSON() {
 		return printJSONList(s.stdout, raws)
 	}
-	if bad := opts.unknownFields(objs); len(bad) > 0 {
-		return &usageError{msg: "unknown field(s): " + strings.Join(bad, ", ")}
+	if bad := opts.unknownFields(l.fields, objs); len(bad) > 0 {
+		return usagef(c, "unknown field(s) of %ss: %s (see 'gnt %s list-fields')", l.kind, strings.Join(bad, ", "), l.noun())
 	}
-	return printTable(s.stdout, opts.columns(l.defaults, l.titles), objs, !opts.NoHeaders)
+	cols := opts.columns(l.defaults, l.fields)
+	titles := make([]string, len(cols))
+	for i, col := range cols {
+		titles[i] = col.title
+	}
+	rows := make([][]string, len(objs))
+	for i, o := range objs {
+		rows[i] = make([]string, len(cols))
+		for j, col := range cols {
+			rows[i][j] = opts.cell(col, o, l.fields)
+		}
+	}
+	return printCells(s.stdout, titles, rows, opts)
+}
+
+// noun is the command noun of the listing ("node group" is "group").
+func (l listing) noun() string {
+	if l.kind == "node group" {
+		return "group"
+	}
+	return l.kind
+}
+
+// listFieldsCommand is `gnt NOUN list-fields [FIELD...]`: the fields -o
+// takes, with Ganeti's columns Name, Type, Title, Description. It needs no
+// server.
+func listFieldsCommand(l listing) *cli.Command {
+	return &cli.Command{
+		Name:      "list-fields",
+		Usage:     "list the fields " + l.noun() + " list -o takes, with their descriptions",
+		ArgsUsage: "[FIELD...]",
+		Flags:     listFieldsFlags(),
+		Action: func(c *cli.Context) error {
+			args, err := lateFlags(c)
+			if errors.Is(err, errHelpAsked) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			opts := listOpts{NoHeaders: c.Bool("no-headers"), Separator: c.String("separator")}
+			if c.IsSet("separator") && (opts.Separator == "" || strings.ContainsAny(opts.Separator, "\n\r")) {
+				return usagef(c, "--separator %q: want a non-empty separator without line breaks", opts.Separator)
+			}
+			defs := l.fields
+			if len(args) > 0 {
+				defs = nil
+				var bad []string
+				for _, a := range args {
+					d, ok := lookupDef(l.fields, a)
+					if !ok {
+						bad = append(bad, a)
+					}
+					defs = append(defs, d)
+				}
+				if len(bad) > 0 {
+					return usagef(c, "unknown field(s) of %ss: %s", l.kind, strings.Join(bad, ", "))
+				}
+			}
+			rows := make([][]string, len(defs))
+			for i, d := range defs {
+				rows[i] = []string{d.name, d.kind, d.title, d.desc}
+			}
+			return printCells(c.App.Writer, []string{"Name", "Type", "Title", "Description"}, rows, opts)
+		},
+	}
 }
 
 // info reads the named objects one by one (all of them when none is named)

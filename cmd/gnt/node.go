@@ -47,6 +47,7 @@ func (e environment) nodeCommand() *cli.Command {
 				Flags:  listFlags(),
 				Action: e.do(nodeList),
 			},
+			listFieldsCommand(nodeListing),
 			{
 				Name:      "info",
 				Usage:     "show nodes' configuration",
@@ -73,9 +74,11 @@ func (e environment) nodeCommand() *cli.Command {
 			},
 			{
 				Name:      "remove",
-				Usage:     "remove a node from the cluster",
+				Usage:     "remove a node from the cluster (asks first unless --force)",
 				ArgsUsage: "NAME",
-				Action:    e.do(nodeRemove),
+				Flags:     []cli.Flag{forceFlag()},
+				Action: e.do(e.confirmed(1, ask("remove node %s",
+					"This will remove node %s from the cluster. Continue?"), nodeRemove)),
 			},
 			{
 				Name:      "evacuate",
@@ -84,8 +87,9 @@ func (e environment) nodeCommand() *cli.Command {
 				Flags: []cli.Flag{
 					&cli.BoolFlag{Name: "primary-only", Aliases: []string{"p"}, Usage: "only the instances the node runs (to their secondaries)"},
 					&cli.BoolFlag{Name: "secondary-only", Aliases: []string{"s"}, Usage: "only the instances the node backs (new secondaries)"},
+					forceFlag(),
 				},
-				Action: e.do(nodeEvacuate),
+				Action: e.do(e.confirmed(1, evacuateQuestion, nodeEvacuate)),
 			},
 			{
 				Name:      "migrate",
@@ -138,30 +142,22 @@ var nodeListing = listing{
 	kind: "node",
 	path: "/2/nodes",
 	key:  "name",
-	defaults: []column{
-		{"Node", func(o object) string { return str(o, "name") }},
-		{"Role", func(o object) string { return str(o, "role") }},
-		{"Group", func(o object) string { return str(o, "group") }},
-		{"PrimaryIP", func(o object) string { return str(o, "pip") }},
-		{"MTotal", func(o object) string { return mebibytes(o, "mtotal") }},
-		{"MFree", func(o object) string { return mebibytes(o, "mfree") }},
-		{"DTotal", func(o object) string { return mebibytes(o, "dtotal") }},
-		{"DFree", func(o object) string { return mebibytes(o, "dfree") }},
-		{"CPUs", func(o object) string { return formatValue(o["ctotal"]) }},
-		{"Pinst", func(o object) string { return formatValue(o["pinst_cnt"]) }},
-		{"Sinst", func(o object) string { return formatValue(o["sinst_cnt"]) }},
-		{"Flags", nodeFlags},
-		{"Liveness", nodeLiveness},
+	defaults: []listColumn{
+		{title: "Node", field: "name"},
+		{title: "Role", field: "role"},
+		{title: "Group", field: "group"},
+		{title: "PrimaryIP", field: "pip"},
+		{title: "MTotal", field: "mtotal"},
+		{title: "MFree", field: "mfree"},
+		{title: "DTotal", field: "dtotal"},
+		{title: "DFree", field: "dfree"},
+		{title: "CPUs", field: "ctotal"},
+		{title: "Pinst", field: "pinst_cnt"},
+		{title: "Sinst", field: "sinst_cnt"},
+		{title: "Flags", value: nodeFlags},
+		{title: "Liveness", value: nodeLiveness},
 	},
-	titles: map[string]string{
-		"name": "Node", "uuid": "UUID", "role": "Role", "group": "Group", "group.uuid": "GroupUUID",
-		"pip": "PrimaryIP", "sip": "SecondaryIP", "master_candidate": "MasterC", "master_capable": "MasterCapable",
-		"vm_capable": "VMCapable", "offline": "Offline", "drained": "Drained", "powered": "Powered",
-		"mtotal": "MTotal", "mfree": "MFree", "dtotal": "DTotal", "dfree": "DFree", "ctotal": "CTotal",
-		"pinst_cnt": "Pinst", "sinst_cnt": "Sinst", "pinst_list": "PriInstances", "sinst_list": "SecInstances",
-		"tags": "Tags", "serial_no": "SerialNo", "ctime": "CTime", "mtime": "MTime", "version": "Version",
-		"ndparams": "NodeParameters", "gnt_liveness": "Liveness", "gnt_liveness_since": "LivenessSince",
-	},
+	fields: nodeFields,
 }
 
 // nodeFlags summarises the flags the role letter does not show.
@@ -192,7 +188,7 @@ func nodeLiveness(o object) string {
 }
 
 func nodeList(ctx context.Context, s *session, c *cli.Context, args []string) error {
-	return s.list(ctx, nodeListing, args, readListOpts(c))
+	return s.list(ctx, nodeListing, args, c)
 }
 
 var roleNames = map[string]string{"M": "master", "C": "master candidate", "R": "regular", "D": "drained", "O": "offline"}
@@ -356,6 +352,28 @@ func nodeEvacuate(ctx context.Context, s *session, c *cli.Context, args []string
 	}
 	_, err := s.change(ctx, http.MethodPost, nodePath(args[0])+"/evacuate", nil, map[string]any{"mode": mode})
 	return err
+}
+
+// evacuateQuestion asks Ganeti's question, naming the node's instances
+// when the node can be read (the job's plan may differ if they change).
+func evacuateQuestion(ctx context.Context, s *session, c *cli.Context, args []string) (string, string) {
+	var o object
+	insts := "of the node"
+	if _, err := s.getInto(ctx, nodePath(args[0]), nil, &o); err == nil {
+		var names []string
+		if !c.Bool("secondary-only") {
+			names = append(names, list(o, "pinst_list")...)
+		}
+		if !c.Bool("primary-only") {
+			names = append(names, list(o, "sinst_list")...)
+		}
+		if len(names) > 0 {
+			insts = strings.Join(names, ", ")
+		} else {
+			insts = "(none now)"
+		}
+	}
+	return "evacuate node " + args[0], fmt.Sprintf("Relocate instance(s) %s from node(s) %s?", insts, args[0])
 }
 
 func nodeMigrate(ctx context.Context, s *session, c *cli.Context, args []string) error {

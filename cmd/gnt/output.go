@@ -40,70 +40,125 @@ func printJSONList(w io.Writer, raws []json.RawMessage) error {
 // object is a decoded API object (numbers as json.Number).
 type object = map[string]any
 
-// column is one column of a listing.
+// column is one column of a table computed from an object.
 type column struct {
 	title string
 	value func(object) string
 }
 
-// listOpts are the flags every list command has.
+// listColumn is one column of a list command: a field of the API
+// objects, formatted by its kind, or a value computed from the whole
+// object.
+type listColumn struct {
+	title string
+	field string              // the API field shown, when value is nil
+	value func(object) string // a computed column
+}
+
+// listOpts are Ganeti's list options every list command has.
 type listOpts struct {
-	Fields    string
+	Fields    string // -o/--fields: FIELD,... or +FIELD,...
 	NoHeaders bool
+	Separator string // "" aligns columns
+	Units     string // h, m, g or t
 }
 
 func listFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "fields", Usage: "`FIELDS` to show, comma-separated API field names; \"+a,b\" adds them to the default columns"},
+		&cli.StringFlag{Name: "fields", Usage: "`FIELDS` to show, as -o does (kept from before -o selected fields)"},
 		&cli.BoolFlag{Name: "no-headers", Usage: "leave out the header line"},
+		&cli.StringFlag{Name: "separator", Usage: "separate the columns with `SEP` instead of aligning them (sizes then default to --units m)"},
+		&cli.StringFlag{Name: "units", Usage: "`UNIT` of sizes: h (human: 512M, 7.8G, 1.5T; the default), m, g or t"},
 	}
 }
 
-func readListOpts(c *cli.Context) listOpts {
-	return listOpts{Fields: c.String("fields"), NoHeaders: c.Bool("no-headers")}
+// listFieldsFlags are the flags of list-fields commands.
+func listFieldsFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.BoolFlag{Name: "no-headers", Usage: "leave out the header line"},
+		&cli.StringFlag{Name: "separator", Usage: "separate the columns with `SEP` instead of aligning them"},
+	}
 }
 
-// columns chooses the columns of a listing from --fields.
-func (o listOpts) columns(defaults []column, titles map[string]string) []column {
+// readListOpts reads the list options of a list command and the global
+// -o FIELDS (cfg.Fields); bad values and combinations are usage errors.
+func readListOpts(c *cli.Context, cfg Config) (listOpts, error) {
+	o := listOpts{Fields: c.String("fields"), NoHeaders: c.Bool("no-headers"), Separator: c.String("separator"), Units: c.String("units")}
+	if cfg.Fields != "" {
+		if c.IsSet("fields") {
+			return o, usagef(c, "-o and --fields both select the fields: give one")
+		}
+		o.Fields = cfg.Fields
+	}
+	if c.IsSet("fields") && strings.TrimSpace(o.Fields) == "" {
+		return o, usagef(c, "--fields needs at least one field")
+	}
+	if c.IsSet("separator") {
+		if o.Separator == "" || strings.ContainsAny(o.Separator, "\n\r") {
+			return o, usagef(c, "--separator %q: want a non-empty separator without line breaks", o.Separator)
+		}
+	}
+	switch o.Units {
+	case "":
+		o.Units = "h"
+		if o.Separator != "" {
+			o.Units = "m" // Ganeti's default for parsable output
+		}
+	case "h", "m", "g", "t":
+	default:
+		return o, usagef(c, "--units %q: want h, m, g or t", o.Units)
+	}
+	if cfg.JSON() {
+		for _, f := range []string{"fields", "no-headers", "separator", "units"} {
+			if c.IsSet(f) {
+				return o, usagef(c, "--%s formats the table; --json prints the server's objects whole", f)
+			}
+		}
+		if cfg.Fields != "" {
+			return o, usagef(c, "-o FIELDS formats the table; --json prints the server's objects whole")
+		}
+	}
+	return o, nil
+}
+
+// fieldNames splits -o's value, without the leading "+".
+func (o listOpts) fieldNames() []string {
+	var out []string
+	for _, f := range strings.Split(strings.TrimPrefix(o.Fields, "+"), ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// columns chooses the columns of a listing from -o: the defaults, the
+// fields named, or ("+a,b") the defaults and the fields named.
+func (o listOpts) columns(defaults []listColumn, defs []field) []listColumn {
 	if o.Fields == "" {
 		return defaults
 	}
-	spec, add := strings.CutPrefix(o.Fields, "+")
-	var cols []column
-	if add {
+	var cols []listColumn
+	if strings.HasPrefix(o.Fields, "+") {
 		cols = append(cols, defaults...)
 	}
-	for _, f := range strings.Split(spec, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			cols = append(cols, fieldColumn(f, titles))
+	for _, f := range o.fieldNames() {
+		title := f
+		if d, ok := lookupDef(defs, f); ok {
+			title = d.title
 		}
+		cols = append(cols, listColumn{title: title, field: f})
 	}
 	return cols
 }
 
-func fieldColumn(name string, titles map[string]string) column {
-	title := titles[name]
-	if title == "" {
-		title = name
-	}
-	return column{title: title, value: func(o object) string {
-		v, ok := lookupField(o, name)
-		if !ok {
-			return "?"
-		}
-		return formatValue(v)
-	}}
-}
-
-// unknownFields lists the --fields names no row has.
-func (o listOpts) unknownFields(rows []object) []string {
-	if o.Fields == "" || len(rows) == 0 {
-		return nil
-	}
+// unknownFields lists the -o names that are neither described fields of
+// the listing nor found in any row (a newer server's fields work before
+// the client describes them).
+func (o listOpts) unknownFields(defs []field, rows []object) []string {
 	var bad []string
-	for _, f := range strings.Split(strings.TrimPrefix(o.Fields, "+"), ",") {
-		f = strings.TrimSpace(f)
-		if f == "" {
+	for _, f := range o.fieldNames() {
+		if _, ok := lookupDef(defs, f); ok {
 			continue
 		}
 		found := false
@@ -118,6 +173,49 @@ func (o listOpts) unknownFields(rows []object) []string {
 		}
 	}
 	return bad
+}
+
+// cell formats one column of a row; sizes in the units asked for.
+func (o listOpts) cell(c listColumn, r object, defs []field) string {
+	if c.value != nil {
+		return c.value(r)
+	}
+	v, ok := lookupField(r, c.field)
+	if !ok {
+		return "?"
+	}
+	if d, ok := lookupDef(defs, c.field); ok && d.kind == kindSize {
+		return formatUnit(v, o.Units)
+	}
+	return formatValue(v)
+}
+
+// formatUnit formats a size in MiB as Ganeti's FormatUnit does: h is
+// 512M, 7.8G, 1.5T; m whole MiB; g and t with one decimal.
+func formatUnit(v any, units string) string {
+	n, ok := v.(json.Number)
+	if !ok {
+		return formatValue(v)
+	}
+	f, err := n.Float64()
+	if err != nil {
+		return n.String()
+	}
+	switch units {
+	case "m":
+		return strconv.FormatInt(int64(f), 10)
+	case "g":
+		return fmt.Sprintf("%.1f", f/1024)
+	case "t":
+		return fmt.Sprintf("%.1f", f/1024/1024)
+	}
+	switch {
+	case f < 1024:
+		return fmt.Sprintf("%dM", int64(f))
+	case f < 1024*1024:
+		return fmt.Sprintf("%.1fG", f/1024)
+	}
+	return fmt.Sprintf("%.1fT", f/1024/1024)
 }
 
 // lookupField finds a field by its API name; "a.b" is either a key of that
@@ -137,24 +235,52 @@ func lookupField(o object, name string) (any, bool) {
 	return lookupField(sub, tail)
 }
 
-// printTable writes rows as aligned columns.
+// printTable writes rows as aligned columns of computed values.
 func printTable(w io.Writer, cols []column, rows []object, headers bool) error {
-	tw := tabwriter.NewWriter(w, 0, 8, 1, ' ', 0)
-	if headers {
-		titles := make([]string, len(cols))
-		for i, c := range cols {
-			titles[i] = c.title
+	titles := make([]string, len(cols))
+	for i, c := range cols {
+		titles[i] = c.title
+	}
+	cells := make([][]string, len(rows))
+	for i, r := range rows {
+		cells[i] = make([]string, len(cols))
+		for j, c := range cols {
+			cells[i][j] = c.value(r)
 		}
-		fmt.Fprintln(tw, strings.Join(titles, "\t"))
+	}
+	return printCells(w, titles, cells, listOpts{NoHeaders: !headers})
+}
+
+// printCells writes rows as aligned columns, or separated by
+// o.Separator.
+func printCells(w io.Writer, titles []string, rows [][]string, o listOpts) error {
+	sep := o.Separator
+	var out io.Writer = w
+	var tw *tabwriter.Writer
+	if sep == "" {
+		tw = tabwriter.NewWriter(w, 0, 8, 1, ' ', 0)
+		out, sep = tw, "\t"
+	}
+	clean := func(v string) string {
+		if o.Separator == "" {
+			return strings.ReplaceAll(v, "\t", " ")
+		}
+		return v
+	}
+	if !o.NoHeaders {
+		fmt.Fprintln(out, strings.Join(titles, sep))
 	}
 	for _, r := range rows {
-		vals := make([]string, len(cols))
-		for i, c := range cols {
-			vals[i] = strings.ReplaceAll(c.value(r), "\t", " ")
+		vals := make([]string, len(r))
+		for i, v := range r {
+			vals[i] = clean(v)
 		}
-		fmt.Fprintln(tw, strings.Join(vals, "\t"))
+		fmt.Fprintln(out, strings.Join(vals, sep))
 	}
-	return tw.Flush()
+	if tw != nil {
+		return tw.Flush()
+	}
+	return nil
 }
 
 // formatValue renders a field for a table cell as Ganeti's listings do:

@@ -150,7 +150,7 @@ func TestNodePowerPrompts(t *testing.T) {
 	t.Run("answer no", func(t *testing.T) {
 		f := setup(t)
 		r := gntIn(t, "n\n", true, "--server", f.addr(), "node", "power", "cycle")
-		if r.code != 1 || !strings.Contains(r.stdout, "Do you really want to power cycle the following nodes: node2, node4? (y/n)") ||
+		if r.code != 1 || !strings.Contains(r.stdout, "Do you really want to power cycle the following nodes: node2, node4? y/[n]/?:") ||
 			!strings.Contains(r.stderr, "aborted") || jobs(f) != 0 {
 			t.Errorf("exit %d jobs %d: %s %s", r.code, jobs(f), r.stdout, r.stderr)
 		}
@@ -158,7 +158,7 @@ func TestNodePowerPrompts(t *testing.T) {
 	t.Run("answer yes after a bad answer", func(t *testing.T) {
 		f := setup(t)
 		r := gntIn(t, "maybe\nyes\n", true, "--server", f.addr(), "node", "power", "on")
-		if r.code != 0 || strings.Count(r.stdout, "(y/n)") != 2 || jobs(f) != 1 {
+		if r.code != 0 || strings.Count(r.stdout, "y/[n]/?:") != 2 || jobs(f) != 1 {
 			t.Errorf("exit %d jobs %d: %s %s", r.code, jobs(f), r.stdout, r.stderr)
 		}
 	})
@@ -170,7 +170,7 @@ func TestNodePowerPrompts(t *testing.T) {
 			t.Errorf("exit %d jobs %d: %s", r.code, jobs(f), r.stderr)
 		}
 		r = gntIn(t, "y\n", true, "--server", f.addr(), "node", "power", "off", "node2")
-		if r.code != 0 || !strings.Contains(r.stdout, "Do you really want to power off node2, which has instances? (y/n)") || jobs(f) != 1 {
+		if r.code != 0 || !strings.Contains(r.stdout, "Do you really want to power off node2, which has instances? y/[n]/?:") || jobs(f) != 1 {
 			t.Errorf("exit %d jobs %d: %s %s", r.code, jobs(f), r.stdout, r.stderr)
 		}
 	})
@@ -205,7 +205,7 @@ func TestClusterEpoCLI(t *testing.T) {
 		}
 		if r.code != 0 || len(posts) != 2 || posts[0].Query.Get("dry-run") != "1" || posts[1].Query.Get("dry-run") != "" ||
 			!strings.Contains(r.stdout, "EPO off: selected nodes node2, node4") ||
-			!strings.Contains(r.stdout, "Do you really want to epo --on the following nodes: node2, node4? (y/n)") ||
+			!strings.Contains(r.stdout, "Do you really want to epo --on the following nodes: node2, node4? y/[n]/?:") ||
 			compactJSON(submitted(t, f)) != `[{"OP_ID":"OP_CLUSTER_EPO","names":["node2","node4"],"on":true,"power_delay":1}]` {
 			t.Errorf("exit %d %s\n%s\n%v", r.code, r.stderr, r.stdout, posts)
 		}

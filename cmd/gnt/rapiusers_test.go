@@ -123,7 +123,7 @@ func TestRAPIUsersCommands(t *testing.T) {
 		{admin, []string{"cluster", "rapi-users", "remove", "jack"}, 0, "Removed user jack"},
 		{jack, []string{"cluster", "info"}, 1, "wrong user name or password"},
 		{admin, []string{"cluster", "rapi-users", "import", goodFile}, 0, "Imported 2 users"},
-		{admin, []string{"-o", "json", "cluster", "rapi-users", "list"}, 0, `"name": "monitor"`},
+		{admin, []string{"--json", "cluster", "rapi-users", "list"}, 0, `"name": "monitor"`},
 		{admin, []string{"--user", "monitor", "cluster", "info"}, 1, "wrong user name or password"},
 	} {
 		r := gnt(t, step.env, append([]string{"--server", addr, "--timeout", "5s"}, step.args...)...)

@@ -21,7 +21,7 @@ import (
 // why; a write as well as a read.
 func TestNothingAnswers(t *testing.T) {
 	a, b := deadAddr(t), deadAddr(t)
-	for _, args := range [][]string{{"cluster", "info"}, {"node", "remove", "n1"}} {
+	for _, args := range [][]string{{"cluster", "info"}, {"node", "remove", "n1", "-f"}} {
 		r := gnt(t, nil, append([]string{"--server", a + "," + b}, args...)...)
 		if r.code != 1 {
 			t.Errorf("%v: exit %d, want 1", args, r.code)
