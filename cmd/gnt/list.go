@@ -137,6 +137,11 @@ func listFieldsCommand(l listing) *cli.Command {
 			if err != nil {
 				return err
 			}
+			for _, g := range []string{"output", "json"} {
+				if c.IsSet(g) {
+					return usagef(c, "list-fields takes --no-headers and --separator, not --%s", g)
+				}
+			}
 			opts := listOpts{NoHeaders: c.Bool("no-headers"), Separator: c.String("separator")}
 			if c.IsSet("separator") && (opts.Separator == "" || strings.ContainsAny(opts.Separator, "\n\r")) {
 				return usagef(c, "--separator %q: want a non-empty separator without line breaks", opts.Separator)
@@ -166,7 +171,7 @@ func listFieldsCommand(l listing) *cli.Command {
 }
 
 // info reads the named objects one by one (all of them when none is named)
-// and prints each with show, or the server's answers with -o json: the
+// and prints each with show, or the server's answers with --json: the
 // object for one name, an array for several or none.
 func (s *session) info(ctx context.Context, l listing, names []string, show func(object)) error {
 	var (

@@ -70,6 +70,8 @@ func TestListOptionsRefused(t *testing.T) {
 		{[]string{"cluster", "info", "-o", "name"}, "-o name: -o selects the fields of list commands"},
 		{[]string{"node", "list-fields", "nosuch"}, "unknown field(s) of nodes: nosuch"},
 		{[]string{"node", "list-fields", "--separator", ""}, `--separator "": want a non-empty separator`},
+		{[]string{"node", "list-fields", "-o", "name"}, "list-fields takes --no-headers and --separator, not --output"},
+		{[]string{"job", "list-fields", "--json"}, "list-fields takes --no-headers and --separator, not --json"},
 	} {
 		r := gnt(t, nil, append([]string{"--server", f.addr()}, tc.args...)...)
 		if r.code != 2 || r.stdout != "" || !strings.Contains(r.stderr, tc.msg) {

@@ -80,7 +80,7 @@ func (s *session) repairView(ctx context.Context) (*repairView, json.RawMessage,
 }
 
 // repairShow reads the repair view for a command that prints it: with
-// -o json it prints the server's answer and returns nil.
+// --json it prints the server's answer and returns nil.
 func (s *session) repairShow(ctx context.Context) (*repairView, error) {
 	v, raw, err := s.repairView(ctx)
 	if err != nil || !s.cfg.JSON() {
