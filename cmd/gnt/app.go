@@ -336,7 +336,7 @@ func (e environment) do(fn func(ctx context.Context, s *session, c *cli.Context,
 		}
 		ctx, cancel := context.WithTimeout(c.Context, cfg.Timeout)
 		defer cancel()
-		ctx, stopWatch := watchReach(ctx, reachLimit)
+		ctx, stopWatch := watchReach(ctx, reachLimit, len(cfg.Servers))
 		defer stopWatch()
 		if cfg.Creds.Prompt {
 			pw, err := e.readPassword(fmt.Sprintf("Password for %s: ", cfg.Creds.User))

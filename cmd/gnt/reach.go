@@ -17,14 +17,24 @@ import (
 // learns it at once.
 var reachLimit = 3 * time.Second
 
+// reachRecheck is how often the watch looks again, past reachLimit,
+// whether the client has tried every address.
+const reachRecheck = 100 * time.Millisecond
+
 // reachWatch watches a run's connections: from the first request on, if
 // no connection to any server has been made (TCP, and TLS handshake)
-// within reachLimit, it cancels the run with an *unreachableError naming
-// each address tried and why it failed. Once a connection was made it
-// stays quiet: later failovers and long waits are the client's business.
+// within reachLimit, and every address has been tried, it cancels the run
+// with an *unreachableError naming each address tried and why it failed.
+// While an attempt is under way at the limit and an address is still
+// untried (the one tried hangs until its dial or handshake times out),
+// the watch waits for the next address: the failover to a live address
+// stays. Once a connection was made the watch stays quiet: later
+// failovers and long waits are the client's business.
 type reachWatch struct {
-	cancel context.CancelCauseFunc
-	limit  time.Duration
+	cancel  context.CancelCauseFunc
+	limit   time.Duration
+	servers int  // how many addresses the client has
+	pending bool // a connection attempt is under way
 
 	mu        sync.Mutex
 	connected bool
@@ -36,11 +46,16 @@ type reachWatch struct {
 
 // watchReach returns ctx with the watch's connection trace and a cancel
 // cause, and a stop function to call when the run ends.
-func watchReach(ctx context.Context, limit time.Duration) (context.Context, func()) {
+func watchReach(ctx context.Context, limit time.Duration, servers int) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
-	w := &reachWatch{cancel: cancel, limit: limit, errs: map[string]error{}}
+	w := &reachWatch{cancel: cancel, limit: limit, servers: servers, errs: map[string]error{}}
 	trace := &httptrace.ClientTrace{
-		GetConn:          w.start,
+		GetConn: w.start,
+		DNSDone: func(i httptrace.DNSDoneInfo) {
+			if i.Err != nil {
+				w.fail(i.Err)
+			}
+		},
 		GotConn:          func(httptrace.GotConnInfo) { w.ok() },
 		ConnectDone:      w.connectDone,
 		TLSHandshakeDone: w.tlsDone,
@@ -61,6 +76,7 @@ func (w *reachWatch) start(hostPort string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.current = hostPort
+	w.pending = true
 	if _, seen := w.errs[hostPort]; !seen {
 		w.errs[hostPort] = nil
 		w.tried = append(w.tried, hostPort)
@@ -75,6 +91,7 @@ func (w *reachWatch) ok() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.connected = true
+	w.pending = false
 	if w.timer != nil {
 		w.timer.Stop()
 	}
@@ -98,6 +115,7 @@ func (w *reachWatch) tlsDone(_ tls.ConnectionState, err error) {
 func (w *reachWatch) fail(err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.pending = false
 	if w.current != "" {
 		w.errs[w.current] = err
 	}
@@ -106,6 +124,11 @@ func (w *reachWatch) fail(err error) {
 func (w *reachWatch) expire() {
 	w.mu.Lock()
 	if w.connected {
+		w.mu.Unlock()
+		return
+	}
+	if w.pending && len(w.tried) < w.servers {
+		w.timer = time.AfterFunc(reachRecheck, w.expire)
 		w.mu.Unlock()
 		return
 	}

@@ -3,8 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/pem"
+	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -77,5 +80,43 @@ func TestWrongCA(t *testing.T) {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
 		}
+	}
+}
+
+// TestFailoverPastAHungServer: a first address that accepts connections
+// but never finishes the TLS handshake holds the client past reachLimit;
+// the second address, a live server, is still tried and answers.
+func TestFailoverPastAHungServer(t *testing.T) {
+	hung, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hung.Close() })
+	go func() {
+		for {
+			c, err := hung.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+		}
+	}()
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"name": "c1", "master": "n1"}`)
+	}))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	env := map[string]string{"GNT_CA_FILE": caFile}
+	err = runEnv(context.Background(), []string{"gnt", "--server", hung.Addr().String() + "," + strings.TrimPrefix(srv.URL, "https://"), "cluster", "getmaster"},
+		environment{stdout: &stdout, stderr: &stderr, getenv: func(k string) string { return env[k] }})
+	if err != nil || stdout.String() != "n1\n" {
+		t.Errorf("err %v stdout %q stderr %q", err, stdout.String(), stderr.String())
 	}
 }
