@@ -179,7 +179,10 @@ type LeaderEstablish struct {
 // Version 6 changes no entry's shape but what removing a node does: the
 // state remembers the removal (RemovedNodes), and gntds refuse the removed
 // node's older certificates; a gntd of version 5 would not.
-const LogVersion = 6
+//
+// Version 7 adds the opcodes OP_GROUP_RENAME, OP_GROUP_ASSIGN_NODES,
+// OP_CLUSTER_REDIST_CONF and OP_INSTANCE_QUERY_DATA.
+const LogVersion = 7
 
 // Job update actions.
 const (

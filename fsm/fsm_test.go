@@ -506,6 +506,10 @@ func FuzzParseOpcode(f *testing.F) {
 		`{"OP_ID":"OP_TEST_CRASH","mode":"panic","times":2}`,
 		`{"OP_ID":"OP_GROUP_ADD","group_name":"g","ndparams":{"oob_program":"/bin/x"}}`,
 		`{"OP_ID":"OP_CLUSTER_SET_PARAMS","candidate_pool_size":3,"reason":[["a","b",1]]}`,
+		`{"OP_ID":"OP_GROUP_RENAME","group_name":"g","new_name":"h"}`,
+		`{"OP_ID":"OP_GROUP_ASSIGN_NODES","group_name":"g","nodes":["n1","n2"],"force":true}`,
+		`{"OP_ID":"OP_CLUSTER_REDIST_CONF"}`,
+		`{"OP_ID":"OP_INSTANCE_QUERY_DATA","instances":["web1"],"static":true}`,
 	} {
 		f.Add([]byte(s))
 	}

@@ -273,6 +273,10 @@ var opcodeTypes = map[string]func() Opcode{
 	"OP_OOB_COMMAND":             func() Opcode { return &OpOobCommand{} },
 	"OP_CLUSTER_EPO":             func() Opcode { return &OpClusterEpo{} },
 	"OP_REPAIR_COMMAND":          func() Opcode { return &OpRepairCommand{} },
+	"OP_GROUP_RENAME":            func() Opcode { return &OpGroupRename{} },
+	"OP_GROUP_ASSIGN_NODES":      func() Opcode { return &OpGroupAssignNodes{} },
+	"OP_CLUSTER_REDIST_CONF":     func() Opcode { return &OpClusterRedistConf{} },
+	"OP_INSTANCE_QUERY_DATA":     func() Opcode { return &OpInstanceQueryData{} },
 }
 
 // OpcodeIDs lists the opcodes this build knows.

@@ -160,6 +160,8 @@ func (e *Executor) stepsFor(op fsm.Opcode, st *fsm.OpState) ([]Step, error) {
 		return []Step{e.renameStep(o)}, nil
 	case *fsm.OpInstanceSetParams:
 		return e.setParamsSteps(o), nil
+	case *fsm.OpInstanceQueryData:
+		return e.queryDataSteps(o), nil
 	case *fsm.OpNodeEvacuate:
 		return e.evacuateSteps(o, st), nil
 	case *fsm.OpNodeMigrate:

@@ -38,6 +38,9 @@ var jobRoutes = []jobRoute{
 	{"DELETE", "/2/groups/{name}", buildGroupRemove},
 	{"PUT", "/2/groups/{name}/tags", buildTags("OP_TAGS_SET", fsm.TagNodeGroup, "name")},
 	{"DELETE", "/2/groups/{name}/tags", buildTags("OP_TAGS_DEL", fsm.TagNodeGroup, "name")},
+	{"PUT", "/2/groups/{name}/rename", buildGroupRename},            // handlers_more.go
+	{"PUT", "/2/groups/{name}/assign-nodes", buildGroupAssignNodes}, // handlers_more.go
+	{"PUT", "/2/redistribute-config", buildRedistConf},              // handlers_more.go
 	{"POST", "/2/instances", buildInstanceCreate},
 	{"DELETE", "/2/instances/{name}", instanceOp("OP_INSTANCE_REMOVE", "ignore_failures")},
 	{"PUT", "/2/instances/{name}/startup", instanceOp("OP_INSTANCE_STARTUP", "force", "no_remember")},

@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -8,10 +9,12 @@ import (
 	"github.com/gnt-cluster/gnt/fsm"
 )
 
-// This file serves the resources of Ganeti's doc/rapi.rst that gnt
-// serves beyond the common ones: an instance's console, and the
-// operations gnt's node agents cannot do (disk activation, disk growth,
-// export), which are refused with 501 after their input is checked.
+// This file serves more of the resources of Ganeti's doc/rapi.rst: an
+// instance's detailed information and console, a group's rename and
+// node assignment, the redistribution of the configuration (a no-op
+// job), and the operations gnt's node agents cannot do (disk activation,
+// disk growth, export), which are refused with 501 after their input is
+// checked. The routes that submit jobs are in jobRoutes (check.go).
 
 // moreRoute is one route of this file; routes registers them. refusal
 // marks a 501 that answers the same with ?dry-run=1 (it does nothing
@@ -27,6 +30,9 @@ type moreRoute struct {
 func (s *Server) moreRoutes() []moreRoute {
 	return []moreRoute{
 		{AccessRead, "GET", "/2/instances/{name}/console", s.blockingRead(s.serveConsole), false},
+		// A read that Ganeti makes a job (OP_INSTANCE_QUERY_DATA), with
+		// read access as Ganeti's.
+		{AccessRead, "GET", "/2/instances/{name}/info", s.jobHandler(buildInstanceInfo), false},
 		{AccessWrite, "PUT", "/2/instances/{name}/activate-disks", refuseActivateDisks(true), true},
 		{AccessWrite, "PUT", "/2/instances/{name}/deactivate-disks", refuseActivateDisks(false), true},
 		{AccessWrite, "POST", "/2/instances/{name}/disk/{disk}/grow", s.refuseGrowDisk, true},
@@ -176,4 +182,87 @@ func refuseExport(what string) http.HandlerFunc {
 		}
 		writeError(w, notImplemented("%s is not supported: gnt does not export or import instances across clusters (docs/api.md)", what))
 	}
+}
+
+// buildInstanceInfo: GET /2/instances/{name}/info[?static=1], a job of
+// OP_INSTANCE_QUERY_DATA for the one instance.
+func buildInstanceInfo(r *http.Request, body []byte) ([]any, *APIError) {
+	name, aerr := instanceRef(r)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if aerr := noBody(body); aerr != nil {
+		return nil, aerr
+	}
+	static, aerr := queryFlag(r.URL.Query(), "static")
+	if aerr != nil {
+		return nil, aerr
+	}
+	return single("OP_INSTANCE_QUERY_DATA", map[string]any{"instances": []string{name}, "static": static}), nil
+}
+
+// RenameGroupRequest is the body of PUT /2/groups/{name}/rename.
+type RenameGroupRequest struct {
+	NewName string `json:"new_name"`
+}
+
+// buildGroupRename: PUT /2/groups/{name}/rename {"new_name"}.
+func buildGroupRename(r *http.Request, body []byte) ([]any, *APIError) {
+	name, aerr := groupRef(r)
+	if aerr != nil {
+		return nil, aerr
+	}
+	var req RenameGroupRequest
+	if aerr := decodeBody(body, &req); aerr != nil {
+		return nil, aerr
+	}
+	if req.NewName == "" {
+		return nil, badRequest("new_name", "new_name is required")
+	}
+	return single("OP_GROUP_RENAME", map[string]any{"group_name": name, "new_name": req.NewName}), nil
+}
+
+// AssignNodesRequest is the body of PUT /2/groups/{name}/assign-nodes;
+// force comes in the query (?force=1), as Ganeti's client sends it.
+type AssignNodesRequest struct {
+	Nodes []string `json:"nodes"`
+}
+
+// buildGroupAssignNodes: PUT /2/groups/{name}/assign-nodes {"nodes"}
+// [?force=1].
+func buildGroupAssignNodes(r *http.Request, body []byte) ([]any, *APIError) {
+	name, aerr := groupRef(r)
+	if aerr != nil {
+		return nil, aerr
+	}
+	var req AssignNodesRequest
+	if aerr := decodeBody(body, &req); aerr != nil {
+		return nil, aerr
+	}
+	if req.Nodes == nil {
+		return nil, badRequest("nodes", "nodes (a list of node names) is required")
+	}
+	force, aerr := queryFlag(r.URL.Query(), "force")
+	if aerr != nil {
+		return nil, aerr
+	}
+	return single("OP_GROUP_ASSIGN_NODES", map[string]any{"group_name": name, "nodes": req.Nodes, "force": force}), nil
+}
+
+// buildRedistConf: PUT /2/redistribute-config, a job that changes
+// nothing (fsm.OpClusterRedistConf).
+func buildRedistConf(_ *http.Request, body []byte) ([]any, *APIError) {
+	if aerr := noBody(body); aerr != nil {
+		return nil, aerr
+	}
+	return single("OP_CLUSTER_REDIST_CONF", map[string]any{}), nil
+}
+
+// noBody refuses a body where the resource takes none, rather than
+// dropping it.
+func noBody(body []byte) *APIError {
+	if t := bytes.TrimSpace(body); len(t) > 0 && string(t) != "null" && string(t) != "{}" {
+		return badRequest("body", "this resource takes no body, got %d bytes", len(body))
+	}
+	return nil
 }

@@ -1,12 +1,14 @@
 package rpc_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/gnt-cluster/gnt/fsm"
+	"github.com/gnt-cluster/gnt/jobs"
 	"github.com/gnt-cluster/gnt/rpc/rpctest"
 )
 
@@ -15,6 +17,11 @@ import (
 func moreEnv(t *testing.T) *env {
 	t.Helper()
 	b := rpctest.NewCluster()
+	resp, _, err := b.ApplyCommand(fsm.NodeRegister{Now: 1, Node: fsm.NodeSpec{Name: "node1", PrimaryIP: "192.0.2.1",
+		Addrs: fsm.Addrs{Agent: "192.0.2.1:1811"}, Resources: fsm.Resources{MemoryMiB: 8192, DiskMiB: 102400, CPUs: 8}}})
+	if err != nil || resp.Err != nil {
+		t.Fatalf("registering node1: %v %v", err, resp.Err)
+	}
 	n1 := nodeOf(b, "node1").UUID
 	for _, in := range []fsm.Instance{
 		{Name: "web1", UUID: "u1", PrimaryNode: n1, OS: "debian", AdminState: "up", DiskTemplate: "plain",
@@ -113,5 +120,210 @@ func TestUnsupportedInstanceOps(t *testing.T) {
 	}
 	if after := configState(t, e.b); after != before {
 		t.Errorf("the refused requests changed the configuration")
+	}
+}
+
+// stateNodes answers the agents' status call: web1 runs, others are
+// stopped; it records every call.
+type stateNodes struct{ recordingNodes }
+
+func (n *stateNodes) Call(ctx context.Context, node *fsm.Node, c jobs.NodeCall) (jobs.NodeReply, error) {
+	n.recordingNodes.Call(ctx, node, c)
+	if c.Op == jobs.NodeOpStatus && c.Instance != nil && c.Instance.Name == "web1" {
+		return jobs.NodeReply{State: "running"}, nil
+	}
+	return jobs.NodeReply{State: "stopped"}, nil
+}
+
+// runJobs runs an executor over e's backend until the test ends.
+func runJobs(t *testing.T, e *env, nodes jobs.NodeCaller) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- (&jobs.Executor{FSM: e.b.FSM(), Apply: e.b, Epoch: e.b.Epoch(), Nodes: nodes, Concurrency: 2}).Run(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// jobResult submits a request that answers a job id, waits for the job
+// and returns it.
+func jobResult(t *testing.T, e *env, method, path, body string) *fsm.Job {
+	t.Helper()
+	r := e.do(method, path, body)
+	if r.status != http.StatusOK {
+		t.Fatalf("%s %s: %s", method, path, r)
+	}
+	var id int64
+	if err := json.Unmarshal(r.body, &id); err != nil {
+		t.Fatalf("%s %s: not a job id: %s", method, path, r)
+	}
+	return waitFinal(t, e.b, id)
+}
+
+func TestInstanceInfo(t *testing.T) {
+	e := moreEnv(t)
+	nodes := &stateNodes{}
+	runJobs(t, e, nodes)
+	j := jobResult(t, e, "GET", "/2/instances/web1/info", "")
+	if j.Status != fsm.StatusSuccess {
+		t.Fatalf("info job %s: %s", j.Status, j.Ops[0].Result)
+	}
+	var res map[string]map[string]any
+	if err := json.Unmarshal(j.Ops[0].Result, &res); err != nil {
+		t.Fatalf("info result %s: %v", j.Ops[0].Result, err)
+	}
+	info := res["web1"]
+	if len(res) != 1 || info == nil {
+		t.Fatalf("info result %s", j.Ops[0].Result)
+	}
+	// Ganeti's keys of OP_INSTANCE_QUERY_DATA's result, every one.
+	for _, k := range []string{"name", "config_state", "run_state", "pnode", "pnode_group_uuid", "pnode_group_name",
+		"snodes", "snodes_group_uuids", "snodes_group_names", "os", "nics", "disk_template", "disks", "hypervisor",
+		"network_port", "hv_instance", "hv_actual", "be_instance", "be_actual", "os_instance", "os_actual",
+		"serial_no", "mtime", "ctime", "uuid"} {
+		if _, ok := info[k]; !ok {
+			t.Errorf("info lacks %q: %s", k, j.Ops[0].Result)
+		}
+	}
+	if info["run_state"] != "up" || info["config_state"] != "up" || info["pnode"] != "node1" || info["pnode_group_name"] != "default" {
+		t.Errorf("info %v", info)
+	}
+	disks := info["disks"].([]any)
+	if len(disks) != 1 || disks[0].(map[string]any)["size"] != float64(1024) || disks[0].(map[string]any)["iv_name"] != "disk/0" {
+		t.Errorf("info disks %v", disks)
+	}
+	if calls := nodes.made(); len(calls) != 1 || calls[0] != "status@node1" {
+		t.Errorf("agent calls %v, want one status on node1", calls)
+	}
+	// web2 is stopped; static asks no agent and leaves run_state null.
+	j = jobResult(t, e, "GET", "/2/instances/web2/info", "")
+	if !strings.Contains(string(j.Ops[0].Result), `"run_state":"down"`) {
+		t.Errorf("web2 info %s", j.Ops[0].Result)
+	}
+	before := len(nodes.made())
+	j = jobResult(t, e, "GET", "/2/instances/web1/info?static=1", "")
+	if !strings.Contains(string(j.Ops[0].Result), `"run_state":null`) || len(nodes.made()) != before {
+		t.Errorf("static info %s, agent calls %v", j.Ops[0].Result, nodes.made())
+	}
+	// A dry run asks no agent either, and says what it would do.
+	j = jobResult(t, e, "GET", "/2/instances/web1/info?dry-run=1", "")
+	if j.Status != fsm.StatusSuccess || len(nodes.made()) != before || !strings.Contains(string(j.Ops[0].Result), "would") {
+		t.Errorf("dry-run info %s %s, agent calls %v", j.Status, j.Ops[0].Result, nodes.made())
+	}
+	// An unknown instance fails the job; bad input is refused at once.
+	if j = jobResult(t, e, "GET", "/2/instances/nosuch/info", ""); j.Status != fsm.StatusError {
+		t.Errorf("info of an unknown instance: %s %s", j.Status, j.Ops[0].Result)
+	}
+	for _, c := range []struct{ path, field string }{
+		{"/2/instances/web1/info?static=maybe", "static"},
+		{"/2/instances/bad%20name/info", "instance_name"},
+	} {
+		r := e.do("GET", c.path, "")
+		if r.status != http.StatusBadRequest || r.apiError(t).Field != c.field {
+			t.Errorf("GET %s: %s, want 400 naming %s", c.path, r, c.field)
+		}
+	}
+}
+
+func TestGroupRenameAndAssignNodes(t *testing.T) {
+	e := moreEnv(t)
+	runJobs(t, e, &stateNodes{})
+	addNode(t, e.b, "node2", "192.0.2.2")
+	if j := jobResult(t, e, "POST", "/2/groups", `{"group_name":"g2"}`); j.Status != fsm.StatusSuccess {
+		t.Fatalf("group add: %s", j.Ops[0].Result)
+	}
+	groupName := func(node string) string {
+		return readState(e.b, func(st *fsm.State) string { return st.Groups[st.LookupNode(node).Group].Name })
+	}
+
+	// Dry runs change nothing.
+	before := configState(t, e.b)
+	for _, c := range [][3]string{
+		{"PUT", "/2/groups/g2/rename?dry-run=1", `{"new_name":"g3"}`},
+		{"PUT", "/2/groups/g2/assign-nodes?dry-run=1", `{"nodes":["node2"]}`},
+		{"PUT", "/2/redistribute-config?dry-run=1", ``},
+	} {
+		if j := jobResult(t, e, c[0], c[1], c[2]); j.Status != fsm.StatusSuccess {
+			t.Errorf("%s %s: %s", c[0], c[1], j.Ops[0].Result)
+		}
+	}
+	if after := configState(t, e.b); after != before {
+		t.Errorf("dry runs changed the configuration")
+	}
+
+	j := jobResult(t, e, "PUT", "/2/groups/g2/rename", `{"new_name":"g3"}`)
+	if j.Status != fsm.StatusSuccess || string(j.Ops[0].Result) != `"g3"` {
+		t.Fatalf("rename: %s %s", j.Status, j.Ops[0].Result)
+	}
+	if r := e.do("GET", "/2/groups/g3", ""); r.status != http.StatusOK {
+		t.Errorf("renamed group: %s", r)
+	}
+	j = jobResult(t, e, "PUT", "/2/groups/g3/assign-nodes", `{"nodes":["node2"]}`)
+	if j.Status != fsm.StatusSuccess || string(j.Ops[0].Result) != "null" || groupName("node2") != "g3" {
+		t.Fatalf("assign-nodes: %s %s; node2 in %s", j.Status, j.Ops[0].Result, groupName("node2"))
+	}
+
+	// A drbd instance across node1 and node2 would be split by moving
+	// node2 back alone... it is split already (g3 and default), so make
+	// one whose nodes share a group first.
+	if j := jobResult(t, e, "PUT", "/2/groups/default/assign-nodes", `{"nodes":["node2"]}`); j.Status != fsm.StatusSuccess {
+		t.Fatalf("assign back: %s", j.Ops[0].Result)
+	}
+	if err := e.b.AddInstance(fsm.Instance{Name: "db1", UUID: "u3", PrimaryNode: nodeOf(e.b, "node1").UUID,
+		SecondaryNodes: []string{nodeOf(e.b, "node2").UUID}, OS: "debian", AdminState: "down", DiskTemplate: "drbd",
+		MemoryMiB: 256, VCPUs: 1, Disks: []fsm.Disk{{UUID: "d3", SizeMiB: 512, Mode: "rw"}}, Tags: []string{}}); err != nil {
+		t.Fatal(err)
+	}
+	// The configuration's checks run when the job is submitted: 409.
+	r := e.do("PUT", "/2/groups/g3/assign-nodes", `{"nodes":["node2"]}`)
+	if r.status != http.StatusConflict || !strings.Contains(r.apiError(t).Message, "db1") || groupName("node2") != "default" {
+		t.Errorf("a split of db1: %s; node2 in %s", r, groupName("node2"))
+	}
+	j = jobResult(t, e, "PUT", "/2/groups/g3/assign-nodes?force=1", `{"nodes":["node2"]}`)
+	if j.Status != fsm.StatusSuccess || groupName("node2") != "g3" {
+		t.Errorf("a forced split: %s %s", j.Status, j.Ops[0].Result)
+	}
+
+	j = jobResult(t, e, "PUT", "/2/redistribute-config", "")
+	if j.Status != fsm.StatusSuccess || !strings.Contains(string(j.Ops[0].Result), "Raft") {
+		t.Errorf("redistribute-config: %s %s", j.Status, j.Ops[0].Result)
+	}
+
+	// Failures the state decides fail the job; bad input is refused at
+	// once, naming the field.
+	for _, c := range []struct {
+		method, path, body string
+		status             int
+	}{
+		{"PUT", "/2/groups/g3/rename", `{"new_name":"default"}`, http.StatusConflict},
+		{"PUT", "/2/groups/g3/rename", `{"new_name":"g3"}`, http.StatusBadRequest},
+		{"PUT", "/2/groups/nosuch/rename", `{"new_name":"g9"}`, http.StatusNotFound},
+		{"PUT", "/2/groups/g3/assign-nodes", `{"nodes":["nosuch"]}`, http.StatusNotFound},
+	} {
+		if r := e.do(c.method, c.path, c.body); r.status != c.status || r.apiError(t).Field == "" {
+			t.Errorf("%s %s %s: %s, want %d naming the field", c.method, c.path, c.body, r, c.status)
+		}
+	}
+	before = configState(t, e.b)
+	for _, c := range []struct{ method, path, body, field string }{
+		{"PUT", "/2/groups/g3/rename", `{}`, "new_name"},
+		{"PUT", "/2/groups/g3/rename", `{"new_name":"bad name"}`, "new_name"},
+		{"PUT", "/2/groups/g3/rename", `{"new_name":"g4","newname":"x"}`, "newname"},
+		{"PUT", "/2/groups/g3/rename", `{"new_name":7}`, "new_name"},
+		{"PUT", "/2/groups/g3/assign-nodes", `{}`, "nodes"},
+		{"PUT", "/2/groups/g3/assign-nodes", `{"nodes":[]}`, "nodes"},
+		{"PUT", "/2/groups/g3/assign-nodes", `{"nodes":["node2","node2"]}`, "nodes"},
+		{"PUT", "/2/groups/g3/assign-nodes", `{"nodes":"node2"}`, "nodes"},
+		{"PUT", "/2/groups/g3/assign-nodes", `{"nodes":["node2"],"force":true}`, "force"},
+		{"PUT", "/2/groups/g3/assign-nodes?force=yes", `{"nodes":["node2"]}`, "force"},
+		{"PUT", "/2/redistribute-config", `{"x":1}`, "body"},
+	} {
+		r := e.do(c.method, c.path, c.body)
+		if r.status != http.StatusBadRequest || r.apiError(t).Field != c.field {
+			t.Errorf("%s %s %s: %s, want 400 naming %s", c.method, c.path, c.body, r, c.field)
+		}
+	}
+	if after := configState(t, e.b); after != before {
+		t.Errorf("refused requests changed the configuration")
 	}
 }

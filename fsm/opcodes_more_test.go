@@ -1,0 +1,68 @@
+package fsm
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// TestMoreOpcodesBadInput: the opcodes of opcodes_more.go refuse bad
+// input naming the field.
+func TestMoreOpcodesBadInput(t *testing.T) {
+	many := make([]string, MaxQueryDataInstances+1)
+	for i := range many {
+		many[i] = fmt.Sprintf(`"i%d"`, i)
+	}
+	for _, c := range []struct{ in, field string }{
+		{`{"OP_ID":"OP_GROUP_RENAME","group_name":"g"}`, "new_name"},
+		{`{"OP_ID":"OP_GROUP_RENAME","new_name":"h"}`, "group_name"},
+		{`{"OP_ID":"OP_GROUP_RENAME","group_name":"g","new_name":"a b"}`, "new_name"},
+		{`{"OP_ID":"OP_GROUP_RENAME","group_name":"g","new_name":"` + strings.Repeat("x", MaxGroupNameLen+1) + `"}`, "new_name"},
+		{`{"OP_ID":"OP_GROUP_RENAME","group_name":"g","new_name":"h","x":1}`, "x"},
+		{`{"OP_ID":"OP_GROUP_ASSIGN_NODES","group_name":"g"}`, "nodes"},
+		{`{"OP_ID":"OP_GROUP_ASSIGN_NODES","group_name":"g","nodes":[]}`, "nodes"},
+		{`{"OP_ID":"OP_GROUP_ASSIGN_NODES","group_name":"g","nodes":["n1","n1"]}`, "nodes"},
+		{`{"OP_ID":"OP_GROUP_ASSIGN_NODES","group_name":"g","nodes":[""]}`, "nodes"},
+		{`{"OP_ID":"OP_GROUP_ASSIGN_NODES","group_name":"g","nodes":[1]}`, "nodes"},
+		{`{"OP_ID":"OP_GROUP_ASSIGN_NODES","nodes":["n1"]}`, "group_name"},
+		{`{"OP_ID":"OP_CLUSTER_REDIST_CONF","force":true}`, "force"},
+		{`{"OP_ID":"OP_INSTANCE_QUERY_DATA","instances":["a b"]}`, "instances"},
+		{`{"OP_ID":"OP_INSTANCE_QUERY_DATA","instances":[` + strings.Join(many, ",") + `]}`, "instances"},
+		{`{"OP_ID":"OP_INSTANCE_QUERY_DATA","static":"yes"}`, "static"},
+	} {
+		_, err := ParseOpcode([]byte(c.in))
+		if err == nil {
+			t.Errorf("%.80s: accepted", c.in)
+			continue
+		}
+		if e := AsError(err); e.Field != c.field || e.Code != CodeInval {
+			t.Errorf("%.80s: %v (field %q), want field %q", c.in, e, e.Field, c.field)
+		}
+	}
+}
+
+// TestGroupAssignNodesSplit: moving one node of a drbd instance into
+// another group is refused unless forced, and moving both is not a split.
+func TestGroupAssignNodesSplit(t *testing.T) {
+	s := &State{Groups: map[string]*Group{"g1": {Name: "default", UUID: "g1"}, "g2": {Name: "other", UUID: "g2"}},
+		Nodes:     map[string]*Node{"n1": {Name: "node1", UUID: "n1", Group: "g1"}, "n2": {Name: "node2", UUID: "n2", Group: "g1"}},
+		Instances: map[string]*Instance{"i1": {Name: "db1", UUID: "i1", PrimaryNode: "n1", SecondaryNodes: []string{"n2"}}}}
+	s.reindex()
+	apply := func(o *OpGroupAssignNodes) *Error {
+		tx := s.begin(1)
+		_, e := o.apply(tx, "")
+		return e
+	}
+	if e := apply(&OpGroupAssignNodes{GroupName: "other", Nodes: []string{"node2"}}); e == nil || e.Code != CodeState || !strings.Contains(e.Msg, "db1") {
+		t.Errorf("a split: %v", e)
+	}
+	if e := apply(&OpGroupAssignNodes{GroupName: "other", Nodes: []string{"node2"}, Force: true}); e != nil {
+		t.Errorf("a forced split: %v", e)
+	}
+	if e := apply(&OpGroupAssignNodes{GroupName: "other", Nodes: []string{"node1", "node2"}}); e != nil {
+		t.Errorf("moving both nodes: %v", e)
+	}
+	if e := apply(&OpGroupAssignNodes{GroupName: "nosuch", Nodes: []string{"node1"}}); e == nil || e.Code != CodeNoEnt {
+		t.Errorf("an unknown group: %v", e)
+	}
+}
