@@ -221,6 +221,12 @@ func (r *SetResult) checkJobs(ops []*Op, final State) {
 						r.violation(&r.Duplicated, "duplicated: job %s is present %d times (ids %v)", m, len(found), jobIDs(found))
 					case found[0].ID != idAt(o.JobIDs, k):
 						r.violation(&r.Lost, "lost: job %s was acknowledged as id %d but is id %d", m, idAt(o.JobIDs, k), found[0].ID)
+					case found[0].Status == "error" && len(found[0].PoisonEpochs) >= 2:
+						// The poison-job guard failed it: two leaders were
+						// lost in a row while it ran without progress,
+						// which the faults (kill-all, stop-leader,
+						// transfers) can do to any job. Its failure is the
+						// guard's trade, recorded with the epochs.
 					case found[0].Status != "success" && !(mayCancel[m] && (found[0].Status == "canceled" || found[0].Status == "error")):
 						r.violation(nil, "job %s (id %d) ended %s, want success", m, found[0].ID, found[0].Status)
 					case o.Mode == ModeHeld && finalStatus(o.Status) && o.Status != found[0].Status:

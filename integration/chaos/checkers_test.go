@@ -317,6 +317,15 @@ func TestCanceledJobs(t *testing.T) {
 	final.Jobs[5].Status = "canceled"
 	final.Jobs[5].Ops[0].Status = "canceled"
 	expect(t, "accounting", CheckSets(h.ops, empty(), final).Violations, "job chaos-c3-1 (id 7) ended canceled, want success")
+	// ...and so is one that ended in error, unless the poison-job guard
+	// failed it after two leaders were lost.
+	final.Jobs[5].Status = "error"
+	expect(t, "accounting", CheckSets(h.ops, empty(), final).Violations, "job chaos-c3-1 (id 7) ended error, want success")
+	final.Jobs[5].PoisonEpochs = []uint64{4, 5}
+	if r := CheckSets(h.ops, empty(), final); len(r.Violations) > 0 {
+		t.Errorf("a job the poison-job guard failed is flagged: %v", r.Violations)
+	}
+	final.Jobs[5].Status, final.Jobs[5].PoisonEpochs = "canceled", nil
 	// ...and right once a cancel was asked, acknowledged or not.
 	h.add(Op{Client: 3, Kind: JobCancel, JobIDs: []int64{7}, Markers: []string{"chaos-c3-1"}, Outcome: Indeterminate}, 101, 102)
 	if r := CheckSets(h.ops, empty(), final); len(r.Violations) > 0 {

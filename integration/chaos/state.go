@@ -24,6 +24,9 @@ type Job struct {
 	Status   string  `json:"status"`
 	Archived bool    `json:"archived,omitempty"`
 	Ops      []JobOp `json:"ops"`
+	// PoisonEpochs are the executor epochs whose leaders were lost while
+	// the job ran without progress, when the poison-job guard failed it.
+	PoisonEpochs []uint64 `json:"poison_epochs,omitempty"`
 }
 
 // JobOp is one opcode of a job: the fields of its input the workload
@@ -53,7 +56,7 @@ func (o JobOp) StepCount() int { return max(o.Repeat, 1) }
 
 // jobFromInfo turns the API's view of a job into a Job.
 func jobFromInfo(j rpc.JobInfo, archived bool) Job {
-	out := Job{ID: j.ID, Status: j.Status, Archived: archived || j.Archived}
+	out := Job{ID: j.ID, Status: j.Status, Archived: archived || j.Archived, PoisonEpochs: j.PoisonEpochs}
 	for i, raw := range j.Ops {
 		var op JobOp
 		json.Unmarshal(raw, &op)
