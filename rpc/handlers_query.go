@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"sort"
 	"strings"
 
@@ -51,7 +52,8 @@ type QueryFieldsResult struct {
 
 // QueryRequest is the body of PUT /2/query/{resource}. Fields, when
 // absent, come from the ?fields= query parameter; QFilter is a list-form
-// filter (Filter, its name before Ganeti 2.7, is accepted too).
+// filter (Filter, its name before Ganeti 2.7, is accepted too; Ganeti's
+// client sends both, the same).
 type QueryRequest struct {
 	Fields  []string `json:"fields,omitempty"`
 	QFilter any      `json:"qfilter,omitempty"`
@@ -509,8 +511,9 @@ func (s *Server) handleQueryPut(w http.ResponseWriter, r *http.Request) {
 	raw, param := req.QFilter, "qfilter"
 	if raw == nil {
 		raw, param = req.Filter, "filter"
-	} else if req.Filter != nil {
-		writeError(w, badRequest("filter", "give the filter as qfilter or as filter (its former name), not both"))
+	} else if req.Filter != nil && !reflect.DeepEqual(req.QFilter, req.Filter) {
+		// Ganeti's client sends the filter under both names.
+		writeError(w, badRequest("filter", "qfilter and filter (its former name) differ; give one, or both the same"))
 		return
 	}
 	filter, aerr := compileFilter(qr, raw, param)

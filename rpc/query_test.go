@@ -63,6 +63,8 @@ func TestQueryFilter(t *testing.T) {
 		{"PUT", "/2/query/instance", `{"fields":["name"],"qfilter":["&",["=[]","tags","web"],[">","be/vcpus",1]]}`, []string{"web2"}},
 		{"PUT", "/2/query/instance", `{"fields":["name"],"filter":["|",["==","name","db1"],["==","name","web2"]]}`, []string{"db1", "web2"}},
 		{"PUT", "/2/query/instance?fields=name", `{"qfilter":null}`, []string{"db1", "web1", "web2"}},
+		// Ganeti's client: both names, the same filter, and a reason.
+		{"PUT", "/2/query/instance?reason=report", `{"fields":["name"],"qfilter":["=","os","centos"],"filter":["=","os","centos"]}`, []string{"db1"}},
 		{"PUT", "/2/query/node", `{"fields":["name"],"qfilter":[">","pinst_cnt",1]}`, []string{"node2"}},
 		{"GET", "/2/query/node?fields=name&filter=" + url.QueryEscape(`master_candidate and role == "M"`), "", []string{"node1"}},
 		{"GET", "/2/query/node?fields=name&filter=" + url.QueryEscape(`offline or drained`), "", nil},
@@ -195,7 +197,7 @@ func TestQueryBad(t *testing.T) {
 		{"PUT", "/2/query/instance", `{"fields":"name"}`, 400, "", "must be a JSON object"},
 		{"PUT", "/2/query/instance", `{"fields":["name"],"qfilter":"name == 1"}`, 400, "qfilter", "expected a non-empty list"},
 		{"PUT", "/2/query/instance", `{"fields":["name"],"qfilter":["~","name","x"]}`, 400, "qfilter", `unknown operator "~"`},
-		{"PUT", "/2/query/instance", `{"fields":["name"],"qfilter":["?","name"],"filter":["?","name"]}`, 400, "filter", "not both"},
+		{"PUT", "/2/query/instance", `{"fields":["name"],"qfilter":["?","name"],"filter":["?","os"]}`, 400, "filter", "qfilter and filter (its former name) differ"},
 		{"PUT", "/2/query/instance", `{"fields":["name"]} {}`, 400, "", "more than one JSON value"},
 		{"PUT", "/2/query/instance?dry-run=1", `{"fields":["name"]}`, 400, "dry-run", ""},
 		{"POST", "/2/query/instance", `{"fields":["name"]}`, 405, "", ""},
