@@ -182,7 +182,9 @@ type LeaderEstablish struct {
 //
 // Version 7 adds the opcodes OP_GROUP_RENAME, OP_GROUP_ASSIGN_NODES,
 // OP_CLUSTER_REDIST_CONF and OP_INSTANCE_QUERY_DATA.
-const LogVersion = 7
+//
+// Version 8 adds the opcode OP_INSTANCE_MULTI_ALLOC.
+const LogVersion = 8
 
 // Job update actions.
 const (

@@ -510,6 +510,7 @@ func FuzzParseOpcode(f *testing.F) {
 		`{"OP_ID":"OP_GROUP_ASSIGN_NODES","group_name":"g","nodes":["n1","n2"],"force":true}`,
 		`{"OP_ID":"OP_CLUSTER_REDIST_CONF"}`,
 		`{"OP_ID":"OP_INSTANCE_QUERY_DATA","instances":["web1"],"static":true}`,
+		`{"OP_ID":"OP_INSTANCE_MULTI_ALLOC","instance_names":["web1","web2"]}`,
 	} {
 		f.Add([]byte(s))
 	}

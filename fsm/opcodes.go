@@ -277,6 +277,7 @@ var opcodeTypes = map[string]func() Opcode{
 	"OP_GROUP_ASSIGN_NODES":      func() Opcode { return &OpGroupAssignNodes{} },
 	"OP_CLUSTER_REDIST_CONF":     func() Opcode { return &OpClusterRedistConf{} },
 	"OP_INSTANCE_QUERY_DATA":     func() Opcode { return &OpInstanceQueryData{} },
+	"OP_INSTANCE_MULTI_ALLOC":    func() Opcode { return &OpInstanceMultiAlloc{} },
 }
 
 // OpcodeIDs lists the opcodes this build knows.

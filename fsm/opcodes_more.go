@@ -242,3 +242,45 @@ func (o *OpInstanceQueryData) Locks(s *State) []LockDecl {
 	}
 	return []LockDecl{bgl(false), d}
 }
+
+// OpInstanceMultiAlloc is the last job of a multi-allocation (POST
+// /2/instances-multi-alloc): the API submits one creation job per
+// instance and then this one, all in one submission (consecutive ids).
+// The job engine answers Ganeti's result, {"jobs": [[true, id], ...],
+// "allocatable": [...], "failed": [...]}, from the creation jobs just
+// before its own, which it checks are those of InstanceNames in order.
+// gnt places each instance in its own creation job, so every instance
+// is listed allocatable; one that fits nowhere fails its job.
+type OpInstanceMultiAlloc struct {
+	OpCommon
+	InstanceNames []string `json:"instance_names"`
+}
+
+// Validate implements Opcode.
+func (o *OpInstanceMultiAlloc) Validate() *Error {
+	if len(o.InstanceNames) == 0 {
+		return errf(CodeInval, "instance_names", "instance_names must name at least one instance")
+	}
+	if len(o.InstanceNames) >= MaxJobsPerSubmission {
+		return errf(CodeInval, "instance_names", "instance_names names %d instances; at most %d", len(o.InstanceNames), MaxJobsPerSubmission-1)
+	}
+	seen := map[string]bool{}
+	for _, n := range o.InstanceNames {
+		if e := ValidateHostname("instance_names", n); e != nil {
+			return e
+		}
+		if seen[n] {
+			return errf(CodeInval, "instance_names", "instance %q is named twice", n)
+		}
+		seen[n] = true
+	}
+	return nil
+}
+
+// Summary implements Opcode.
+func (o *OpInstanceMultiAlloc) Summary() string {
+	return "INSTANCE_MULTI_ALLOC(" + strings.Join(o.InstanceNames, ",") + ")"
+}
+
+// Locks implements Opcode: none; it reads the job queue only.
+func (o *OpInstanceMultiAlloc) Locks(*State) []LockDecl { return nil }

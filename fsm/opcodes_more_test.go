@@ -29,6 +29,10 @@ func TestMoreOpcodesBadInput(t *testing.T) {
 		{`{"OP_ID":"OP_INSTANCE_QUERY_DATA","instances":["a b"]}`, "instances"},
 		{`{"OP_ID":"OP_INSTANCE_QUERY_DATA","instances":[` + strings.Join(many, ",") + `]}`, "instances"},
 		{`{"OP_ID":"OP_INSTANCE_QUERY_DATA","static":"yes"}`, "static"},
+		{`{"OP_ID":"OP_INSTANCE_MULTI_ALLOC"}`, "instance_names"},
+		{`{"OP_ID":"OP_INSTANCE_MULTI_ALLOC","instance_names":["a","a"]}`, "instance_names"},
+		{`{"OP_ID":"OP_INSTANCE_MULTI_ALLOC","instance_names":["a b"]}`, "instance_names"},
+		{`{"OP_ID":"OP_INSTANCE_MULTI_ALLOC","instances":[{"instance_name":"a"}]}`, "instances"},
 	} {
 		_, err := ParseOpcode([]byte(c.in))
 		if err == nil {

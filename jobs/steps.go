@@ -162,6 +162,8 @@ func (e *Executor) stepsFor(op fsm.Opcode, st *fsm.OpState) ([]Step, error) {
 		return e.setParamsSteps(o), nil
 	case *fsm.OpInstanceQueryData:
 		return e.queryDataSteps(o), nil
+	case *fsm.OpInstanceMultiAlloc:
+		return e.multiAllocSteps(o), nil
 	case *fsm.OpNodeEvacuate:
 		return e.evacuateSteps(o, st), nil
 	case *fsm.OpNodeMigrate:

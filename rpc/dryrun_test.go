@@ -126,6 +126,7 @@ func TestDryRunEveryRoute(t *testing.T) {
 		{"PUT", "/2/groups/g2/rename", `{"new_name":"g5"}`, ""},
 		{"PUT", "/2/groups/g2/assign-nodes", `{"nodes":["node3"]}`, ""},
 		{"PUT", "/2/redistribute-config", "", ""},
+		{"POST", "/2/instances-multi-alloc", `{"instances":[{"name":"web8","disk_template":"plain","disks":[{"size":1024}],"beparams":{"memory":256},"nics":[]}]}`, ""},
 		{"POST", "/2/instances", `{"__version__":1,"name":"web9","disk_template":"plain","disks":[{"size":1024}],"beparams":{"memory":256},"nics":[]}`, ""},
 		{"DELETE", "/2/instances/inst1", "", ""},
 		{"PUT", "/2/instances/inst2/startup", "", ""},

@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -16,14 +17,15 @@ import (
 // disk growth, export), which are refused with 501 after their input is
 // checked. The routes that submit jobs are in jobRoutes (check.go).
 
-// moreRoute is one route of this file; routes registers them. refusal
-// marks a 501 that answers the same with ?dry-run=1 (it does nothing
-// either way), so it is not wrapped in refuseDryRun.
+// moreRoute is one route of this file; routes registers them. ownDryRun
+// marks a route that is not wrapped in refuseDryRun: a 501 that answers
+// the same with ?dry-run=1 (it does nothing either way), or one that
+// honours ?dry-run=1 itself.
 type moreRoute struct {
 	acc          Access
 	method, path string
 	h            http.HandlerFunc
-	refusal      bool
+	ownDryRun    bool
 }
 
 // moreRoutes lists the routes of this file.
@@ -33,6 +35,8 @@ func (s *Server) moreRoutes() []moreRoute {
 		// A read that Ganeti makes a job (OP_INSTANCE_QUERY_DATA), with
 		// read access as Ganeti's.
 		{AccessRead, "GET", "/2/instances/{name}/info", s.jobHandler(buildInstanceInfo), false},
+		// A job set; it honours ?dry-run=1 itself (prepareOps).
+		{AccessWrite, "POST", "/2/instances-multi-alloc", s.handleMultiAlloc, true},
 		{AccessWrite, "PUT", "/2/instances/{name}/activate-disks", refuseActivateDisks(true), true},
 		{AccessWrite, "PUT", "/2/instances/{name}/deactivate-disks", refuseActivateDisks(false), true},
 		{AccessWrite, "POST", "/2/instances/{name}/disk/{disk}/grow", s.refuseGrowDisk, true},
@@ -265,4 +269,130 @@ func noBody(body []byte) *APIError {
 		return badRequest("body", "this resource takes no body, got %d bytes", len(body))
 	}
 	return nil
+}
+
+// MultiAllocRequest is the body of POST /2/instances-multi-alloc: the
+// instances as POST /2/instances takes them (OP_INSTANCE_CREATE's fields,
+// name and os accepted for instance_name and os_type), and the
+// multi-allocation's own iallocator and opportunistic_locking, which go
+// to every instance's creation.
+type MultiAllocRequest struct {
+	Instances            []json.RawMessage `json:"instances"`
+	IAllocator           *string           `json:"iallocator,omitempty"`
+	OpportunisticLocking *bool             `json:"opportunistic_locking,omitempty"`
+}
+
+// buildMultiAlloc turns a multi-allocation into its jobs: one creation
+// job per instance, then the OP_INSTANCE_MULTI_ALLOC job that answers
+// Ganeti's result (jobs.multiAllocSteps). As Ganeti's, it refuses an
+// iallocator on an instance (it belongs to the multi-allocation) and
+// instances of which some name nodes and others do not.
+func buildMultiAlloc(body []byte) ([][]any, *APIError) {
+	var req MultiAllocRequest
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil, badRequest("instances", "the body must be {\"instances\": [instance, ...]}")
+	}
+	if aerr := decodeBody(body, &req); aerr != nil {
+		return nil, aerr
+	}
+	if len(req.Instances) == 0 {
+		return nil, badRequest("instances", "instances must list at least one instance")
+	}
+	if len(req.Instances) >= fsm.MaxJobsPerSubmission {
+		return nil, badRequest("instances", "instances lists %d instances; at most %d", len(req.Instances), fsm.MaxJobsPerSubmission-1)
+	}
+	var (
+		out      [][]any
+		names    []string
+		withNode int
+	)
+	for k, raw := range req.Instances {
+		field := fmt.Sprintf("instances.%d", k)
+		op, aerr := bodyMap(raw)
+		if aerr != nil || bytes.TrimSpace(raw)[0] != '{' {
+			return nil, badRequest(field, "instance %d is not a JSON object of OP_INSTANCE_CREATE fields", k)
+		}
+		for _, r := range [][2]string{{"name", "instance_name"}, {"os", "os_type"}} {
+			if aerr := rename(op, r[0], r[1]); aerr != nil {
+				aerr.Field = field + "." + aerr.Field
+				return nil, aerr
+			}
+		}
+		if _, ok := op["iallocator"]; ok {
+			return nil, badRequest(field+".iallocator", "instance %d names an iallocator; give it for the whole multi-allocation instead", k)
+		}
+		if _, ok := op["pnode"]; ok {
+			withNode++
+		} else if req.IAllocator != nil {
+			op["iallocator"] = *req.IAllocator
+		}
+		if req.OpportunisticLocking != nil {
+			op["opportunistic_locking"] = *req.OpportunisticLocking
+		}
+		name, _ := op["instance_name"].(string)
+		if name == "" {
+			return nil, badRequest(field+".instance_name", "instance %d has no instance_name", k)
+		}
+		names = append(names, name)
+		out = append(out, single("OP_INSTANCE_CREATE", op))
+	}
+	if withNode != 0 && withNode != len(req.Instances) {
+		return nil, badRequest("instances", "%d of %d instances name their nodes (pnode); either all or none must", withNode, len(req.Instances))
+	}
+	return append(out, single("OP_INSTANCE_MULTI_ALLOC", map[string]any{"instance_names": names})), nil
+}
+
+// handleMultiAlloc: POST /2/instances-multi-alloc. The jobs are queued in
+// one submission, all or none; the answer is the id of the last, whose
+// result is Ganeti's {"jobs", "allocatable", "failed"}. ?dry-run=1 makes
+// every job a dry run (the creations check their placement).
+func (s *Server) handleMultiAlloc(w http.ResponseWriter, r *http.Request) {
+	body, aerr := s.readBody(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	jobsOps, aerr := buildMultiAlloc(body)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	if aerr := checkToken(r); aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	now := s.b.Now()
+	token := r.Header.Get(HeaderSubmitToken)
+	cmd := fsm.JobSubmitMany{Now: now.UnixNano(), Token: token}
+	for k, ops := range jobsOps {
+		built, aerr := s.prepareOps(r, body, func(*http.Request, []byte) ([]any, *APIError) { return ops, nil }, now)
+		if aerr != nil {
+			if k < len(jobsOps)-1 {
+				aerr.Message = fmt.Sprintf("instance %d: %s", k, aerr.Message)
+				aerr.Explain = aerr.Message
+				if aerr.Field != "" {
+					aerr.Field = fmt.Sprintf("instances.%d.%s", k, aerr.Field)
+				}
+			}
+			writeError(w, aerr)
+			return
+		}
+		spec := fsm.JobSpec{Ops: built, UUIDs: make([]string, len(built))}
+		for i := range spec.UUIDs {
+			spec.UUIDs[i] = s.b.NewUUID()
+		}
+		cmd.Jobs = append(cmd.Jobs, spec)
+	}
+	check := func(st *fsm.State) *fsm.Error {
+		if st.Resent(token) {
+			return nil
+		}
+		return st.CheckJobs(cmd.Jobs)
+	}
+	s.applyCommand(w, r, body, cmd, check, func(resp fsm.Response) any {
+		if len(resp.JobIDs) == 0 {
+			return nil
+		}
+		return resp.JobIDs[len(resp.JobIDs)-1]
+	})
 }

@@ -327,3 +327,84 @@ func TestGroupRenameAndAssignNodes(t *testing.T) {
 		t.Errorf("refused requests changed the configuration")
 	}
 }
+
+func TestInstancesMultiAlloc(t *testing.T) {
+	e := moreEnv(t)
+	nodes := &stateNodes{}
+	runJobs(t, e, nodes)
+	inst := func(name string) string {
+		return `{"name":"` + name + `","disk_template":"plain","disks":[{"size":1024}],"beparams":{"memory":256},"nics":[],"os":"debian"}`
+	}
+
+	// A dry run: every job is one, nothing changes, no agent is called.
+	before := configState(t, e.b)
+	j := jobResult(t, e, "POST", "/2/instances-multi-alloc?dry-run=1", `{"instances":[`+inst("web7")+`,`+inst("web8")+`]}`)
+	if j.Status != fsm.StatusSuccess {
+		t.Fatalf("dry run: %s %s", j.Status, j.Ops[0].Result)
+	}
+	for _, id := range []int64{j.ID - 2, j.ID - 1} {
+		c := waitFinal(t, e.b, id)
+		if !strings.Contains(string(c.Ops[0].Input), `"dry_run":true`) || c.Status != fsm.StatusSuccess {
+			t.Errorf("dry-run creation job %d: %s %s %s", id, c.Status, c.Ops[0].Input, c.Ops[0].Result)
+		}
+	}
+	if after := configState(t, e.b); after != before || len(nodes.made()) != 0 {
+		t.Errorf("the dry run changed the configuration or called agents %v", nodes.made())
+	}
+
+	j = jobResult(t, e, "POST", "/2/instances-multi-alloc", `{"instances":[`+inst("web7")+`,`+inst("web8")+`],"iallocator":"hail"}`)
+	if j.Status != fsm.StatusSuccess {
+		t.Fatalf("multi-alloc: %s %s", j.Status, j.Ops[0].Result)
+	}
+	var res struct {
+		Jobs        [][2]any `json:"jobs"`
+		Allocatable []string `json:"allocatable"`
+		Failed      []string `json:"failed"`
+	}
+	if err := json.Unmarshal(j.Ops[0].Result, &res); err != nil {
+		t.Fatalf("result %s: %v", j.Ops[0].Result, err)
+	}
+	if len(res.Jobs) != 2 || res.Jobs[0][0] != true || res.Jobs[0][1] != float64(j.ID-2) || res.Jobs[1][1] != float64(j.ID-1) ||
+		strings.Join(res.Allocatable, ",") != "web7,web8" || res.Failed == nil || len(res.Failed) != 0 {
+		t.Errorf("result %s (job %d)", j.Ops[0].Result, j.ID)
+	}
+	for _, id := range []int64{j.ID - 2, j.ID - 1} {
+		if c := waitFinal(t, e.b, id); c.Status != fsm.StatusSuccess {
+			t.Errorf("creation job %d: %s %s", id, c.Status, c.Ops[0].Result)
+		}
+	}
+	for _, n := range []string{"web7", "web8"} {
+		if r := e.do("GET", "/2/instances/"+n, ""); r.status != http.StatusOK {
+			t.Errorf("%s after the multi-allocation: %s", n, r)
+		}
+	}
+
+	// OP_INSTANCE_MULTI_ALLOC submitted on its own fails: it names no
+	// creation jobs of its submission.
+	if j := jobResult(t, e, "POST", "/2/jobs", `{"ops":[{"OP_ID":"OP_INSTANCE_MULTI_ALLOC","instance_names":["web7"]}]}`); j.Status != fsm.StatusError {
+		t.Errorf("a lone OP_INSTANCE_MULTI_ALLOC: %s %s", j.Status, j.Ops[0].Result)
+	}
+
+	before = configState(t, e.b)
+	jobsBefore := readState(e.b, func(st *fsm.State) int64 { return st.NextJobID })
+	for _, c := range []struct{ body, field string }{
+		{``, "instances"},
+		{`{}`, "instances"},
+		{`{"instances":[]}`, "instances"},
+		{`{"instances":[1]}`, "instances.0"},
+		{`{"instances":[` + inst("web9") + `],"x":1}`, "x"},
+		{`{"instances":[{"name":"web9","iallocator":"hail","disk_template":"plain","disks":[{"size":1}],"nics":[]}]}`, "instances.0.iallocator"},
+		{`{"instances":[{"disk_template":"plain","disks":[{"size":1}],"nics":[]}]}`, "instances.0.instance_name"},
+		{`{"instances":[` + inst("web9") + `,{"name":"web10","pnode":"node1","disk_template":"plain","disks":[{"size":1}],"nics":[]}]}`, "instances"},
+		{`{"instances":[` + inst("web9") + `,{"name":"web10","disk_template":"plain","disks":[{"size":-1}],"nics":[]}]}`, "instances.1.disks.0.size"},
+		{`{"instances":[` + inst("web9") + `],"opportunistic_locking":true}`, "instances.0.opportunistic_locking"},
+	} {
+		r := e.do("POST", "/2/instances-multi-alloc", c.body)
+		if r.status != http.StatusBadRequest || r.apiError(t).Field != c.field {
+			t.Errorf("%s: %s, want 400 naming %s", c.body, r, c.field)
+		}
+	}
+	if after := configState(t, e.b); after != before || readState(e.b, func(st *fsm.State) int64 { return st.NextJobID }) != jobsBefore {
+		t.Errorf("refused multi-allocations changed the configuration or queued jobs")
+	}
+}

@@ -282,7 +282,7 @@ func (s *Server) routes() {
 	add(read, "GET", "/2/instances/{name}/tags", s.blockingRead(s.serveTags(fsm.TagInstance, "name")))
 	// More of doc/rapi.rst's resources (handlers_more.go).
 	for _, mr := range s.moreRoutes() {
-		if mr.refusal {
+		if mr.ownDryRun {
 			s.handle(mr.acc, mr.method, mr.path, mr.h)
 			allowed[mr.path] = append(allowed[mr.path], mr.method)
 			continue
