@@ -65,7 +65,7 @@ type listOpts struct {
 
 func listFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "fields", Usage: "`FIELDS` to show, as -o does (kept from before -o selected fields)"},
+		&cli.StringFlag{Name: "fields", Usage: "the `FIELDS` to show: FIELD,... or +FIELD,... to add to the default columns, as the global -o (see list-fields)"},
 		&cli.BoolFlag{Name: "no-headers", Usage: "leave out the header line"},
 		&cli.StringFlag{Name: "separator", Usage: "separate the columns with `SEP` instead of aligning them (sizes then default to --units m)"},
 		&cli.StringFlag{Name: "units", Usage: "`UNIT` of sizes: h (human: 512M, 7.8G, 1.5T; the default), m, g or t"},
