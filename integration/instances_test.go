@@ -88,6 +88,16 @@ func TestInstanceLifecycleOnAgents(t *testing.T) {
 	if p := check("after failover"); p != first {
 		t.Fatalf("failover left web1 on %s, want %s", p, first)
 	}
+	// Ganeti's list options through the binary; without a terminal a
+	// command that asks first is refused, and nothing happens.
+	if out, err := c.GNT("instance", "list", "-o", "name,pnode,beparams.memory,disk_template", "--separator=|", "--no-headers", "web1"); err != nil ||
+		out != "web1|"+first+"|512|drbd\n" {
+		t.Errorf("instance list -o ...: %v %q", err, out)
+	}
+	if out, code := c.GNTExit("instance", "remove", "web1"); code != 1 || !strings.Contains(out, "refusing to remove instance web1 without confirmation: stdin is not a terminal (use --force)") {
+		t.Errorf("instance remove without --force nor terminal: exit %d %q", code, out)
+	}
+	check("after a refused remove")
 
 	// Kill the leader while a migration's send is slowed down on the
 	// source; the next leader finishes it.
