@@ -29,7 +29,7 @@ var allowed = map[string][]string{
 	"server":      {"fsm", "transport", "rpc", "confd", "jobs", "repair", "agent", "oob", "netlimit", "pki"},
 	"integration": {"fsm", "transport", "rpc", "confd", "jobs", "repair", "agent", "oob", "server", "netlimit", "pki"},
 	"cmd/gntd":    {"server", "rpc", "confd", "fsm"},
-	"cmd/gnt":     {"rpc", "confd", "fsm", "pki"},
+	"cmd/gnt":     {"rpc", "confd", "fsm", "pki", "qlang"},
 }
 
 type goPackage struct {

@@ -19,7 +19,8 @@ import (
 // filter through a follower right after the second was made sees it; a
 // GET with a text filter on the leader; a node's reported memory has
 // status normal; an unknown field is status 1, not an error; a bad
-// filter is 400 naming the position; the field list describes each field.
+// filter is 400 naming the position; the field list describes each
+// field; gnt instance list and node list filter through it.
 func TestQuery(t *testing.T) {
 	c := NewCluster(t, ClusterOptions{Candidates: 3, Nodes: 1})
 	leader := c.WaitLeader(10 * time.Second)
@@ -86,6 +87,14 @@ func TestQuery(t *testing.T) {
 	if code, b := do("GET", c.URL(leader, "/2/query/instance?fields=name&filter="+url.QueryEscape(`name = web1`)), ""); code != http.StatusBadRequest ||
 		!strings.Contains(string(b), `at position 8: expected a quoted string`) || !strings.Contains(string(b), `"explain"`) {
 		t.Errorf("bad filter: %d %s", code, b)
+	}
+
+	// The CLI's --filter goes through the same query.
+	if out, err := c.GNT("instance", "list", "--no-headers", "--fields", "name", "-F", `be/memory >= 1024 and "x" not in tags`); err != nil || out != "db1\n" {
+		t.Errorf("gnt instance list -F: %v %q", err, out)
+	}
+	if out, err := c.GNT("node", "list", "--no-headers", "--fields", "name", "pinst_cnt > 1"); err != nil || out != "node21\n" {
+		t.Errorf("gnt node list FILTER: %v %q", err, out)
 	}
 
 	code, b := do("GET", c.URL(follower, "/2/query/job/fields?fields=id,status"), "")

@@ -18,8 +18,8 @@ func (e environment) instanceCommand() *cli.Command {
 			{
 				Name:      "list",
 				Usage:     "list instances",
-				ArgsUsage: "[NAME...]",
-				Flags:     listFlags(),
+				ArgsUsage: "[NAME... | FILTER]",
+				Flags:     append(listFlags(), filterFlag()),
 				Action:    e.do(instanceList),
 			},
 			listFieldsCommand(instanceListing),
@@ -49,7 +49,11 @@ var instanceListing = listing{
 }
 
 func instanceList(ctx context.Context, s *session, c *cli.Context, args []string) error {
-	return s.list(ctx, instanceListing, args, c)
+	l, names, err := s.applyFilter(ctx, c, instanceListing, "instance", args)
+	if err != nil {
+		return err
+	}
+	return s.list(ctx, l, names, c)
 }
 
 func instanceInfo(ctx context.Context, s *session, c *cli.Context, args []string) error {

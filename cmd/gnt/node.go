@@ -39,12 +39,12 @@ func (e environment) nodeCommand() *cli.Command {
 			{
 				Name:      "list",
 				Usage:     "list nodes",
-				ArgsUsage: "[NAME...]",
+				ArgsUsage: "[NAME... | FILTER]",
 				Description: "Default columns: Node, Role (M master, C candidate, R regular, D drained, O offline), " +
 					"Group, PrimaryIP, MTotal, DTotal, CPUs, Pinst, Sinst, Flags (no-mc: not master capable, " +
 					"no-vm: not vm capable, unpowered), Liveness (the node's gntd as gossip sees it: alive, " +
 					"suspect, dead, or unknown before the master recorded it).",
-				Flags:  listFlags(),
+				Flags:  append(listFlags(), filterFlag()),
 				Action: e.do(nodeList),
 			},
 			listFieldsCommand(nodeListing),
@@ -188,7 +188,11 @@ func nodeLiveness(o object) string {
 }
 
 func nodeList(ctx context.Context, s *session, c *cli.Context, args []string) error {
-	return s.list(ctx, nodeListing, args, c)
+	l, names, err := s.applyFilter(ctx, c, nodeListing, "node", args)
+	if err != nil {
+		return err
+	}
+	return s.list(ctx, l, names, c)
 }
 
 var roleNames = map[string]string{"M": "master", "C": "master candidate", "R": "regular", "D": "drained", "O": "offline"}
