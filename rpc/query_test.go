@@ -114,13 +114,24 @@ func TestQueryShape(t *testing.T) {
 		t.Errorf("data %v\nwant %v", raw.Data, want)
 	}
 
-	// Jobs: the node add of queryEnv is job 1.
+	// A node marked offline: its unreported resources are "offline" (4);
+	// powered, null without an OOB helper, stays "unavailable" (3).
+	resp, _, err := e.b.ApplyCommand(jobSubmit(e.b, `{"OP_ID":"OP_NODE_SET_PARAMS","node_name":"node2","offline":true,"auto_promote":true}`))
+	if err != nil || resp.Err != nil {
+		t.Fatalf("offlining node2: %v %v", err, resp.Err)
+	}
+	res := decode[rpc.QueryResult](t, e.do("GET", "/2/query/node?fields=name,mfree,powered&filter=offline", ""))
+	if want := [][][2]any{{{0.0, "node2"}, {4.0, nil}, {3.0, nil}}}; !reflect.DeepEqual(res.Data, want) {
+		t.Errorf("offline node2: %v", res.Data)
+	}
+
+	// Jobs: the node add of queryEnv is job 1, the offlining job 2.
 	r = e.do("GET", "/2/query/job?fields=id,status,summary", "")
-	res := decode[rpc.QueryResult](t, r)
-	if len(res.Data) != 1 || res.Data[0][0] != [2]any{0.0, 1.0} || res.Data[0][1][0] != 0.0 || res.Data[0][2][0] != 0.0 {
+	res = decode[rpc.QueryResult](t, r)
+	if len(res.Data) != 2 || res.Data[0][0] != [2]any{0.0, 1.0} || res.Data[0][1][0] != 0.0 || res.Data[0][2][0] != 0.0 {
 		t.Errorf("jobs %s", r)
 	}
-	if r := e.do("GET", "/2/query/job?fields=id&filter="+url.QueryEscape("id > 1"), ""); len(decode[rpc.QueryResult](t, r).Data) != 0 {
+	if r := e.do("GET", "/2/query/job?fields=id&filter="+url.QueryEscape("id > 1"), ""); !reflect.DeepEqual(decode[rpc.QueryResult](t, r).Data, [][][2]any{{{0.0, 2.0}}}) {
 		t.Errorf("jobs above 1: %s", r)
 	}
 }
