@@ -23,22 +23,48 @@ func filterFlag() cli.Flag {
 // them).
 const filterChars = "()=/!~'\"\\<> \t\n\r\f\v"
 
+// globChars are Ganeti's QLANG_GLOB_DETECTION_CHARS.
+const globChars = "*?"
+
+func hasGlob(args []string) bool {
+	for _, a := range args {
+		if strings.ContainsAny(a, globChars) {
+			return true
+		}
+	}
+	return false
+}
+
 // applyFilter turns a filter argument into the listing's keep: the
 // filter, parsed here (so that a bad one is refused before anything is
 // sent), is evaluated by the server's /2/query/{resource}, and only the
-// objects it names are listed. Without a filter it returns l and args as
-// they are.
+// objects it names are listed. Names with glob characters become a
+// filter too. Without either it returns l and args as they are.
 func (s *session) applyFilter(ctx context.Context, c *cli.Context, l listing, resource string, args []string) (listing, []string, error) {
 	force := c.Bool("filter")
-	if !force && !(len(args) == 1 && strings.ContainsAny(args[0], filterChars)) {
+	var f []any
+	switch {
+	case force || (len(args) == 1 && strings.ContainsAny(args[0], filterChars)):
+		if len(args) != 1 {
+			return l, nil, usagef(c, "--filter takes exactly one argument, the filter, got %d", len(args))
+		}
+		var err error
+		if f, err = qlang.Parse(args[0]); err != nil {
+			return l, nil, usagef(c, "%v", err)
+		}
+	case hasGlob(args):
+		// Names with * or ? are DNS-name globs, as in Ganeti: the
+		// listing is of the objects matching any of the names.
+		f = []any{qlang.OpOr}
+		for _, a := range args {
+			if strings.ContainsAny(a, globChars) {
+				f = append(f, []any{qlang.OpRegexp, l.key, qlang.GlobPattern(a)})
+			} else {
+				f = append(f, []any{qlang.OpEqual, l.key, a})
+			}
+		}
+	default:
 		return l, args, nil
-	}
-	if len(args) != 1 {
-		return l, nil, usagef(c, "--filter takes exactly one argument, the filter, got %d", len(args))
-	}
-	f, err := qlang.Parse(args[0])
-	if err != nil {
-		return l, nil, usagef(c, "%v", err)
 	}
 	var q url.Values
 	if s.cfg.Consistent {

@@ -55,8 +55,17 @@ func TestListFilter(t *testing.T) {
 	if n := len(f.requests()); n != before {
 		t.Errorf("bad filters sent %d requests", n-before)
 	}
+	// Globs among names make a filter, as in Ganeti.
+	before = len(f.requests())
+	r := gnt(t, nil, "--server", f.addr(), "node", "list", "--no-headers", "--fields", "name", "n?", "x1")
+	if r.code != 0 || r.stdout != "n2\n" {
+		t.Errorf("globs: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if reqs := f.requests()[before:]; len(reqs) != 2 || !strings.Contains(reqs[0].Body, `["|",["=~","name","^n[^.](\\..*)?$"],["==","name","x1"]]`) {
+		t.Errorf("glob query %v", reqs)
+	}
 	// Plain names stay names.
-	r := gnt(t, nil, "--server", f.addr(), "node", "list", "--no-headers", "--fields", "name", "n1")
+	r = gnt(t, nil, "--server", f.addr(), "node", "list", "--no-headers", "--fields", "name", "n1")
 	if r.stdout != "n1\n" {
 		t.Errorf("names: %q %q", r.stdout, r.stderr)
 	}
