@@ -55,6 +55,15 @@ type ClusterInfo struct {
 	OSAPIVersion      int            `json:"os_api_version"`
 	ExportVersion     int            `json:"export_version"`
 	ConfigVersion     int            `json:"config_version"`
+	// EnabledHypervisors are the hypervisor drivers the nodes' agents
+	// reported to this gntd's runtime view; DefaultHypervisor is the
+	// master's (null while none is known).
+	EnabledHypervisors []string                  `json:"enabled_hypervisors"`
+	DefaultHypervisor  *string                   `json:"default_hypervisor"`
+	HVParams           map[string]map[string]any `json:"hvparams"` // per driver; gnt's drivers take none
+	// BEParams are the defaults of new instances, under Ganeti's
+	// "default" key.
+	BEParams map[string]map[string]any `json:"beparams"`
 	// Leader is the node name of the Raft leader as the answering gntd
 	// knows it (gnt).
 	Leader string `json:"leader"`
@@ -100,6 +109,14 @@ type NodeInfo struct {
 	// while unknown).
 	Liveness      string   `json:"gnt_liveness"`
 	LivenessSince *float64 `json:"gnt_liveness_since"`
+	// Figures gnt does not know, always null: the memory the node's OS
+	// uses, its CPU threads for the OS, NUMA nodes and sockets, spindles.
+	MNode    *int64 `json:"mnode"`
+	CNOs     *int64 `json:"cnos"`
+	CNodes   *int64 `json:"cnodes"`
+	CSockets *int64 `json:"csockets"`
+	SpTotal  *int64 `json:"sptotal"`
+	SpFree   *int64 `json:"spfree"`
 }
 
 // GroupInfo is a node group object.
@@ -111,15 +128,23 @@ type GroupInfo struct {
 	NodeList       []string       `json:"node_list"`
 	NDParams       map[string]any `json:"ndparams"` // effective (cluster, then group)
 	CustomNDParams map[string]any `json:"custom_ndparams"`
-	Tags           []string       `json:"tags"`
-	SerialNo       int64          `json:"serial_no"`
-	CTime          float64        `json:"ctime"`
-	MTime          float64        `json:"mtime"`
+	// gnt enforces no instance policy and has no disk parameters: these
+	// are empty.
+	IPolicy          map[string]any `json:"ipolicy"`
+	CustomIPolicy    map[string]any `json:"custom_ipolicy"`
+	DiskParams       map[string]any `json:"diskparams"`
+	CustomDiskParams map[string]any `json:"custom_diskparams"`
+	Tags             []string       `json:"tags"`
+	SerialNo         int64          `json:"serial_no"`
+	CTime            float64        `json:"ctime"`
+	MTime            float64        `json:"mtime"`
 }
 
 // BEParams are an instance's backend parameters.
 type BEParams struct {
 	Memory int64 `json:"memory"`
+	MaxMem int64 `json:"maxmem"`
+	MinMem int64 `json:"minmem"`
 	VCPUs  int   `json:"vcpus"`
 }
 
@@ -138,12 +163,26 @@ type InstanceInfo struct {
 	NICMACs      []string  `json:"nic.macs"`
 	NICModes     []string  `json:"nic.modes"`
 	NICLinks     []string  `json:"nic.links"`
+	NICUUIDs     []string  `json:"nic.uuids"`
+	NICNames     []*string `json:"nic.names"`
+	NICNetworks  []*string `json:"nic.networks"`
+	NICBridges   []*string `json:"nic.bridges"`
+	DiskUUIDs    []string  `json:"disk.uuids"`
+	DiskNames    []*string `json:"disk.names"`
 	BEParams     BEParams  `json:"beparams"`
-	Forthcoming  bool      `json:"forthcoming"`
-	Tags         []string  `json:"tags"`
-	SerialNo     int64     `json:"serial_no"`
-	CTime        float64   `json:"ctime"`
-	MTime        float64   `json:"mtime"`
+	// Status is Ganeti's instance status (InstStatus*), OperState
+	// whether it runs; null when gnt cannot know (docs/api.md).
+	Status    *string `json:"status"`
+	OperState *bool   `json:"oper_state"`
+	OperRAM   *int64  `json:"oper_ram"`
+	OperVCPUs *int    `json:"oper_vcpus"`
+	// NetworkPort is the hypervisor's console port; gnt allocates none.
+	NetworkPort *int     `json:"network_port"`
+	Forthcoming bool     `json:"forthcoming"`
+	Tags        []string `json:"tags"`
+	SerialNo    int64    `json:"serial_no"`
+	CTime       float64  `json:"ctime"`
+	MTime       float64  `json:"mtime"`
 }
 
 // JobInfo is a job object. A bulk listing fills only JobBulkFields.

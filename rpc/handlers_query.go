@@ -73,7 +73,7 @@ type fieldDoc struct {
 type queryResource struct {
 	docs    []fieldDoc
 	sample  func() map[string]any // every field, zero-valued: for the field list
-	rows    func(st *fsm.State) []map[string]any
+	rows    func(st *fsm.State, rt *Runtime) []map[string]any
 	offline string   // boolean field making runtime fields QueryOffline ("" none)
 	runtime []string // fields a node reports; null is QueryNoData (or QueryOffline)
 	defs    []QueryFieldDef
@@ -95,15 +95,17 @@ func asJSONMap(v any) map[string]any {
 
 // instanceRow adds to an instance's object the per-parameter be/ fields
 // and the counts Ganeti derives from its lists.
-func instanceRow(v InstanceInfo) map[string]any {
+func instanceRow(v map[string]any) map[string]any {
 	m := asJSONMap(v)
 	if be, ok := m["beparams"].(map[string]any); ok {
 		for k, x := range be {
 			m["be/"+k] = x
 		}
 	}
-	m["disk.count"] = len(v.DiskSizes)
-	m["nic.count"] = len(v.NICMACs)
+	sizes, _ := m["disk.sizes"].([]any)
+	macs, _ := m["nic.macs"].([]any)
+	m["disk.count"] = len(sizes)
+	m["nic.count"] = len(macs)
 	return asJSONMap(m)
 }
 
@@ -141,18 +143,25 @@ var queryResources = prepareResources(map[string]*queryResource{
 			{"version", "Version", qlang.KindText, "gnt: version of the node's gntd"},
 			{"gnt_liveness", "Liveness", qlang.KindText, "gnt: the node's gntd as gossip sees it: alive, suspect, dead or unknown"},
 			{"gnt_liveness_since", "LivenessSince", qlang.KindTimestamp, "gnt: when the liveness last changed"},
+			{"mnode", "MNode", qlang.KindUnit, "Amount of memory used by node (null: not known to gnt)"},
+			{"cnos", "CNOs", qlang.KindNumber, "Number of logical processors used by the node OS (null: not known to gnt)"},
+			{"cnodes", "CNodes", qlang.KindNumber, "Number of NUMA domains of node (null: not known to gnt)"},
+			{"csockets", "CSockets", qlang.KindNumber, "Number of physical CPU sockets (null: not known to gnt)"},
+			{"sptotal", "SpTotal", qlang.KindNumber, "Total number of spindles (null: no spindle accounting)"},
+			{"spfree", "SpFree", qlang.KindNumber, "Available spindles (null: no spindle accounting)"},
 		},
 		sample: func() map[string]any { return asJSONMap(NodeInfo{}) },
-		rows: func(st *fsm.State) []map[string]any {
-			insts := instancesByNode(st)
+		rows: func(st *fsm.State, _ *Runtime) []map[string]any {
+			insts := InstancesByNode(st)
 			var out []map[string]any
 			for _, n := range st.SortedNodes() {
-				out = append(out, asJSONMap(nodeView(st, n, insts)))
+				out = append(out, asJSONMap(NodeFields(st, n, insts)))
 			}
 			return out
 		},
 		offline: "offline",
-		runtime: []string{"mtotal", "mfree", "dtotal", "dfree", "ctotal"}, // powered: null without an OOB helper is unavailable
+		// powered: null without an OOB helper is unavailable
+		runtime: []string{"mtotal", "mfree", "dtotal", "dfree", "ctotal", "mnode", "cnos", "cnodes", "csockets", "sptotal", "spfree"},
 	},
 	"instance": {
 		docs: []fieldDoc{
@@ -165,29 +174,50 @@ var queryResources = prepareResources(map[string]*queryResource{
 			{"disk_template", "Disk_template", qlang.KindText, "Instance disk template"},
 			{"disk.sizes", "Disk_sizes", qlang.KindOther, "List of disk sizes"},
 			{"disk.count", "Disks", qlang.KindNumber, "Number of disks"},
+			{"disk.uuids", "Disk_UUIDs", qlang.KindOther, "List of disk UUIDs"},
+			{"disk.names", "Disk_names", qlang.KindOther, "List of disk names"},
+			{"disk.spindles", "Disk_spindles", qlang.KindOther, "List of disk spindles (null: gnt has no spindle accounting)"},
 			{"disk_usage", "DiskUsage", qlang.KindUnit, "Total disk space used by instance on each of its nodes"},
 			{"nic.ips", "NIC_IPs", qlang.KindOther, "List containing each network interface's IP address"},
 			{"nic.macs", "NIC_MACs", qlang.KindOther, "List containing each network interface's MAC address"},
 			{"nic.modes", "NIC_modes", qlang.KindOther, "List containing each network interface's mode"},
 			{"nic.links", "NIC_links", qlang.KindOther, "List containing each network interface's link"},
 			{"nic.count", "NICs", qlang.KindNumber, "Number of network interfaces"},
+			{"nic.uuids", "NIC_UUIDs", qlang.KindOther, "List containing each network interface's UUID"},
+			{"nic.names", "NIC_Names", qlang.KindOther, "List containing each network interface's name"},
+			{"nic.bridges", "NIC_bridges", qlang.KindOther, "List containing each network interface's bridge (its link in bridged mode)"},
+			{"nic.networks", "NIC_networks", qlang.KindOther, "List containing each network interface's network"},
+			{"nic.networks.names", "NIC_networks_names", qlang.KindOther, "List containing each network interface's network name"},
+			{"network_port", "Network_port", qlang.KindOther, "Instance network port if available (null: gnt's drivers allocate none)"},
+			{"hvparams", "HypervisorParameters", qlang.KindOther, "Hypervisor parameters (merged)"},
+			{"custom_hvparams", "CustomHypervisorParameters", qlang.KindOther, "Custom hypervisor parameters"},
+			{"custom_beparams", "CustomBackendParameters", qlang.KindOther, "Custom backend parameters"},
+			{"custom_osparams", "CustomOpSysParameters", qlang.KindOther, "Custom operating system parameters"},
+			{"custom_nicparams", "CustomNicParameters", qlang.KindOther, "Custom network interface parameters"},
+			{"oper_state", "Running", qlang.KindBool, "Actual state of instance"},
+			{"oper_ram", "Memory", qlang.KindUnit, "Actual memory usage as seen by hypervisor (null: not reported)"},
+			{"oper_vcpus", "VCPUs", qlang.KindNumber, "Actual number of VCPUs as seen by hypervisor (null: not reported)"},
+			{"status", "Status", qlang.KindText, "Instance status: running, ADMIN_down, ADMIN_offline, ERROR_up, ERROR_down, ERROR_wrongnode, ERROR_nodedown, ERROR_nodeoffline"},
 			{"beparams", "BackendParameters", qlang.KindOther, "Backend parameters"},
 			{"be/memory", "ConfigMemory", qlang.KindUnit, "The memory size of the instance"},
 			{"be/vcpus", "ConfigVCPUs", qlang.KindNumber, "The number of virtual CPUs"},
+			{"be/maxmem", "ConfigMaxMem", qlang.KindUnit, "The maximum memory size of the instance (gnt: its memory)"},
+			{"be/minmem", "ConfigMinMem", qlang.KindUnit, "The minimum memory size of the instance (gnt: its memory)"},
 			{"forthcoming", "Forthcoming", qlang.KindBool, "Whether the instance is only reserved (forthcoming)"},
 			{"tags", "Tags", qlang.KindOther, "Tags"},
 			{"serial_no", "SerialNo", qlang.KindNumber, "Instance object serial number, incremented on each modification"},
 			{"ctime", "CTime", qlang.KindTimestamp, "Creation timestamp"},
 			{"mtime", "MTime", qlang.KindTimestamp, "Modification timestamp"},
 		},
-		sample: func() map[string]any { return instanceRow(InstanceInfo{}) },
-		rows: func(st *fsm.State) []map[string]any {
+		sample: func() map[string]any { return instanceRow(InstanceFields(&fsm.State{}, &fsm.Instance{}, nil)) },
+		rows: func(st *fsm.State, rt *Runtime) []map[string]any {
 			var out []map[string]any
 			for _, i := range st.SortedInstances() {
-				out = append(out, instanceRow(instanceView(st, i)))
+				out = append(out, instanceRow(InstanceFields(st, i, rt)))
 			}
 			return out
 		},
+		runtime: []string{"oper_state", "oper_ram", "oper_vcpus", "status"},
 	},
 	"group": {
 		docs: []fieldDoc{
@@ -198,16 +228,20 @@ var queryResources = prepareResources(map[string]*queryResource{
 			{"node_list", "NodeList", qlang.KindOther, "List of nodes"},
 			{"ndparams", "NDParams", qlang.KindOther, "Node parameters"},
 			{"custom_ndparams", "CustomNDParams", qlang.KindOther, "Custom node parameters"},
+			{"ipolicy", "InstancePolicy", qlang.KindOther, "Instance policy limitations (merged; gnt enforces none)"},
+			{"custom_ipolicy", "CustomInstancePolicy", qlang.KindOther, "Custom instance policy limitations"},
+			{"diskparams", "DiskParameters", qlang.KindOther, "Disk parameters (merged; gnt has none)"},
+			{"custom_diskparams", "CustomDiskParameters", qlang.KindOther, "Custom disk parameters"},
 			{"tags", "Tags", qlang.KindOther, "Tags"},
 			{"serial_no", "SerialNo", qlang.KindNumber, "Group object serial number, incremented on each modification"},
 			{"ctime", "CTime", qlang.KindTimestamp, "Creation timestamp"},
 			{"mtime", "MTime", qlang.KindTimestamp, "Modification timestamp"},
 		},
 		sample: func() map[string]any { return asJSONMap(GroupInfo{}) },
-		rows: func(st *fsm.State) []map[string]any {
+		rows: func(st *fsm.State, _ *Runtime) []map[string]any {
 			var out []map[string]any
 			for _, g := range st.SortedGroups() {
-				out = append(out, asJSONMap(groupView(st, g)))
+				out = append(out, asJSONMap(GroupFields(st, g)))
 			}
 			return out
 		},
@@ -247,7 +281,7 @@ var queryResources = prepareResources(map[string]*queryResource{
 			m["gnt_archived"], m["gnt_cancel_requested"] = false, false
 			return m
 		},
-		rows: func(st *fsm.State) []map[string]any {
+		rows: func(st *fsm.State, _ *Runtime) []map[string]any {
 			var out []map[string]any
 			for _, id := range st.SortedJobIDs() {
 				j, _ := lookupJob(st, id)
@@ -377,7 +411,7 @@ func compileFilter(qr *queryResource, f any, param string) (*qlang.Filter, *APIE
 }
 
 // query answers the fields of the rows that pass the filter.
-func (qr *queryResource) query(st *fsm.State, fields []string, filter *qlang.Filter) QueryResult {
+func (qr *queryResource) query(st *fsm.State, rt *Runtime, fields []string, filter *qlang.Filter) QueryResult {
 	res := QueryResult{Fields: make([]QueryFieldDef, len(fields)), Data: [][][2]any{}}
 	for i, f := range fields {
 		res.Fields[i] = qr.def(f)
@@ -386,7 +420,7 @@ func (qr *queryResource) query(st *fsm.State, fields []string, filter *qlang.Fil
 	for _, f := range qr.runtime {
 		runtime[f] = true
 	}
-	for _, row := range qr.rows(st) {
+	for _, row := range qr.rows(st, rt) {
 		if filter != nil {
 			r := make(qlang.Row, len(row))
 			for k, v := range row {
@@ -465,7 +499,8 @@ func (s *Server) handleQueryGet(w http.ResponseWriter, r *http.Request) error {
 			return nil
 		}
 	}
-	return s.serveState(w, func(st *fsm.State) (any, *APIError) { return qr.query(st, fields, filter), nil })
+	rt := s.runtimeOf()
+	return s.serveState(w, func(st *fsm.State) (any, *APIError) { return qr.query(st, rt, fields, filter), nil })
 }
 
 // handleQueryPut is PUT /2/query/{resource} with a QueryRequest body. It
@@ -524,7 +559,8 @@ func (s *Server) handleQueryPut(w http.ResponseWriter, r *http.Request) {
 	// The body is read: a read through the leader forwards it again.
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	s.blockingReadBody(nil, body, func(w http.ResponseWriter, r *http.Request) error {
-		return s.serveState(w, func(st *fsm.State) (any, *APIError) { return qr.query(st, fields, filter), nil })
+		rt := s.runtimeOf()
+		return s.serveState(w, func(st *fsm.State) (any, *APIError) { return qr.query(st, rt, fields, filter), nil })
 	})(w, r)
 }
 

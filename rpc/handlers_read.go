@@ -43,6 +43,7 @@ func (s *Server) serveInfo(w http.ResponseWriter, r *http.Request) error {
 	// Ask the backend before taking the state's lock: its status may read
 	// the state too.
 	status := s.b.Status()
+	rt := s.runtimeOf()
 	return s.serveState(w, func(st *fsm.State) (any, *APIError) {
 		c := st.Cluster
 		info := ClusterInfo{
@@ -57,6 +58,14 @@ func (s *Server) serveInfo(w http.ResponseWriter, r *http.Request) error {
 		if m := st.Master(); m != nil {
 			info.Master = m.Name
 		}
+		info.EnabledHypervisors, info.DefaultHypervisor = clusterHypervisors(st, rt)
+		info.HVParams = map[string]map[string]any{}
+		for _, h := range info.EnabledHypervisors {
+			info.HVParams[h] = map[string]any{}
+		}
+		info.BEParams = map[string]map[string]any{"default": {
+			"maxmem": fsm.DefaultInstanceMemory, "minmem": fsm.DefaultInstanceMemory,
+			"memory": fsm.DefaultInstanceMemory, "vcpus": fsm.DefaultInstanceVCPUs}}
 		return info, nil
 	})
 }
@@ -85,16 +94,19 @@ func instanceRef(r *http.Request) (string, *APIError) {
 
 // Nodes.
 
-type nodeInstances struct {
+// NodeInstances are a node's instances and what they use of it
+// (InstancesByNode), for NodeFields.
+type NodeInstances struct {
 	primary, secondary []string
 	mem, disk          int64 // used by instances, real and forthcoming
 }
 
-func instancesByNode(st *fsm.State) map[string]*nodeInstances {
-	out := map[string]*nodeInstances{}
-	get := func(u string) *nodeInstances {
+// InstancesByNode gathers every node's NodeInstances, by node UUID.
+func InstancesByNode(st *fsm.State) map[string]*NodeInstances {
+	out := map[string]*NodeInstances{}
+	get := func(u string) *NodeInstances {
 		if out[u] == nil {
-			out[u] = &nodeInstances{}
+			out[u] = &NodeInstances{}
 		}
 		return out[u]
 	}
@@ -113,56 +125,15 @@ func instancesByNode(st *fsm.State) map[string]*nodeInstances {
 	return out
 }
 
-func nodeView(st *fsm.State, n *fsm.Node, insts map[string]*nodeInstances) NodeInfo {
-	ni := insts[n.UUID]
-	if ni == nil {
-		ni = &nodeInstances{}
-	}
-	v := NodeInfo{
-		Name: n.Name, UUID: n.UUID, GroupUUID: n.Group, PrimaryIP: n.PrimaryIP, SecondaryIP: n.SecondaryIP,
-		MasterCandidate: n.MasterCandidate, MasterCapable: n.MasterCapable, VMCapable: n.VMCapable,
-		Offline: n.Offline, Drained: n.Drained, Role: fsm.RoleLetter[st.Role(n)],
-		NDParams: copyMap(n.NDParams), Tags: sortedCopy(n.Tags),
-		MTotal: positive(n.Resources.MemoryMiB), DTotal: positive(n.Resources.DiskMiB),
-		CTotal:   positive(int64(n.Resources.CPUs)),
-		PinstCnt: len(ni.primary), SinstCnt: len(ni.secondary),
-		PinstList: nonNil(ni.primary), SinstList: nonNil(ni.secondary),
-		SerialNo: n.SerialNo, CTime: n.CTime, MTime: n.MTime, Addrs: n.Addrs, Version: n.Version,
-	}
-	if g := st.Groups[n.Group]; g != nil {
-		v.Group = g.Name
-	}
-	// Free is what the configuration leaves (Ganeti asks the hypervisor;
-	// gnt counts its instances' recorded sizes, reservations included).
-	if t := n.Resources.MemoryMiB; t > 0 {
-		free := t - ni.mem
-		v.MFree = &free
-	}
-	if t := n.Resources.DiskMiB; t > 0 {
-		free := t - ni.disk
-		v.DFree = &free
-	}
-	if st.OOBProgram(n) != "" {
-		powered := n.Powered
-		v.Powered = &powered
-	}
-	v.Liveness = NodeLivenessUnknown
-	if n.Liveness != "" {
-		since := float64(n.LivenessSince) / 1e9
-		v.Liveness, v.LivenessSince = n.Liveness, &since
-	}
-	return v
-}
-
 func (s *Server) serveNodes(w http.ResponseWriter, r *http.Request) error {
 	return serveList(s, w, r, func(st *fsm.State, bulk bool) []any {
-		var insts map[string]*nodeInstances
+		var insts map[string]*NodeInstances
 		if bulk {
-			insts = instancesByNode(st)
+			insts = InstancesByNode(st)
 		}
 		return listing(bulk, st.SortedNodes(),
 			func(n *fsm.Node) any { return IDURI{ID: n.Name, URI: "/2/nodes/" + n.Name} },
-			func(n *fsm.Node) any { return nodeView(st, n, insts) })
+			func(n *fsm.Node) any { return NodeFields(st, n, insts) })
 	})
 }
 
@@ -210,7 +181,7 @@ func (s *Server) serveNode(w http.ResponseWriter, r *http.Request) error {
 		if aerr != nil {
 			return nil, aerr
 		}
-		return nodeView(st, n, instancesByNode(st)), nil
+		return NodeFields(st, n, InstancesByNode(st)), nil
 	})
 }
 
@@ -231,28 +202,11 @@ func (s *Server) serveNodeRole(w http.ResponseWriter, r *http.Request) error {
 
 // Groups.
 
-func groupView(st *fsm.State, g *fsm.Group) GroupInfo {
-	members := []string{}
-	for _, n := range st.SortedNodes() {
-		if n.Group == g.UUID {
-			members = append(members, n.Name)
-		}
-	}
-	nd := fsm.DefaultNDParams()
-	mergeInto(nd, st.Cluster.NDParams)
-	mergeInto(nd, g.NDParams)
-	return GroupInfo{
-		Name: g.Name, UUID: g.UUID, AllocPolicy: g.AllocPolicy, NodeCnt: len(members), NodeList: members,
-		NDParams: nd, CustomNDParams: copyMap(g.NDParams), Tags: sortedCopy(g.Tags),
-		SerialNo: g.SerialNo, CTime: g.CTime, MTime: g.MTime,
-	}
-}
-
 func (s *Server) serveGroups(w http.ResponseWriter, r *http.Request) error {
 	return serveList(s, w, r, func(st *fsm.State, bulk bool) []any {
 		return listing(bulk, st.SortedGroups(),
 			func(g *fsm.Group) any { return NameURI{Name: g.Name, URI: "/2/groups/" + g.Name} },
-			func(g *fsm.Group) any { return groupView(st, g) })
+			func(g *fsm.Group) any { return GroupFields(st, g) })
 	})
 }
 
@@ -267,52 +221,18 @@ func (s *Server) serveGroup(w http.ResponseWriter, r *http.Request) error {
 		if g == nil {
 			return nil, unknownEntity("group_name", "node group %q does not exist", ref)
 		}
-		return groupView(st, g), nil
+		return GroupFields(st, g), nil
 	})
 }
 
 // Instances.
 
-func instanceView(st *fsm.State, i *fsm.Instance) InstanceInfo {
-	v := InstanceInfo{
-		Name: i.Name, UUID: i.UUID, AdminState: i.AdminState, OS: i.OS, PNode: st.NodeName(i.PrimaryNode),
-		SNodes: []string{}, DiskTemplate: i.DiskTemplate, DiskSizes: []int64{},
-		NICIPs: []*string{}, NICMACs: []string{}, NICModes: []string{}, NICLinks: []string{},
-		BEParams: BEParams{Memory: i.MemoryMiB, VCPUs: i.VCPUs}, Forthcoming: i.Forthcoming,
-		Tags: sortedCopy(i.Tags), SerialNo: i.SerialNo, CTime: i.CTime, MTime: i.MTime,
-	}
-	for _, sn := range i.SecondaryNodes {
-		v.SNodes = append(v.SNodes, st.NodeName(sn))
-	}
-	for _, d := range i.Disks {
-		v.DiskSizes = append(v.DiskSizes, d.SizeMiB)
-		v.DiskUsage += d.SizeMiB
-		if i.DiskTemplate == "drbd" {
-			v.DiskUsage += 128 // DRBD metadata volume, as Ganeti counts it
-		}
-	}
-	if i.DiskTemplate == "diskless" {
-		v.DiskUsage = 0
-	}
-	for _, n := range i.NICs {
-		var ip *string
-		if n.IP != "" {
-			x := n.IP
-			ip = &x
-		}
-		v.NICIPs = append(v.NICIPs, ip)
-		v.NICMACs = append(v.NICMACs, n.MAC)
-		v.NICModes = append(v.NICModes, n.Mode)
-		v.NICLinks = append(v.NICLinks, n.Link)
-	}
-	return v
-}
-
 func (s *Server) serveInstances(w http.ResponseWriter, r *http.Request) error {
+	rt := s.runtimeOf()
 	return serveList(s, w, r, func(st *fsm.State, bulk bool) []any {
 		return listing(bulk, st.SortedInstances(),
 			func(i *fsm.Instance) any { return IDURI{ID: i.Name, URI: "/2/instances/" + i.Name} },
-			func(i *fsm.Instance) any { return instanceView(st, i) })
+			func(i *fsm.Instance) any { return InstanceFields(st, i, rt) })
 	})
 }
 
@@ -322,12 +242,13 @@ func (s *Server) serveInstance(w http.ResponseWriter, r *http.Request) error {
 		writeError(w, aerr)
 		return nil
 	}
+	rt := s.runtimeOf()
 	return s.serveState(w, func(st *fsm.State) (any, *APIError) {
 		i := st.LookupInstance(ref)
 		if i == nil {
 			return nil, unknownEntity("instance_name", "instance %q does not exist", ref)
 		}
-		return instanceView(st, i), nil
+		return InstanceFields(st, i, rt), nil
 	})
 }
 

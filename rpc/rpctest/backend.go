@@ -46,6 +46,7 @@ type Backend struct {
 	applyCalls  int
 	joins       []rpc.JoinRequest
 	transfers   []string
+	runtime     map[string]rpc.NodeRuntime
 }
 
 var _ rpc.Backend = (*Backend)(nil)
@@ -463,6 +464,28 @@ func (b *Backend) AddInstance(inst fsm.Instance) error {
 	buf.Write(rec)
 	buf.WriteByte('\n')
 	return b.f.Restore(&buf)
+}
+
+// Runtime implements rpc.RuntimeSource: the node entries SetRuntime
+// gave, judged at the backend's clock.
+func (b *Backend) Runtime() rpc.Runtime {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	nodes := make(map[string]rpc.NodeRuntime, len(b.runtime))
+	for k, v := range b.runtime {
+		nodes[k] = v
+	}
+	return rpc.Runtime{Nodes: nodes, Now: b.now()}
+}
+
+// SetRuntime sets the runtime view entry of a node (by UUID).
+func (b *Backend) SetRuntime(node string, nr rpc.NodeRuntime) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.runtime == nil {
+		b.runtime = map[string]rpc.NodeRuntime{}
+	}
+	b.runtime[node] = nr
 }
 
 // Rejoin implements rpc.Backend: on the leader it checks the cluster and
