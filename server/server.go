@@ -73,7 +73,8 @@ type Server struct {
 	conns       connLimiters  // the TCP servers' connection caps (netlimits.go)
 	// rejoinFirst: Run rejoins before it starts Raft (amnesia.go).
 	rejoinFirst bool
-	tls         tlsState // certificates and TLS configurations (tls.go)
+	tls         tlsState     // certificates and TLS configurations (tls.go)
+	runtime     runtimeState // the nodes' instances as their agents report them (runtime.go)
 }
 
 // serverMetrics are the server's own Prometheus metrics.
@@ -99,6 +100,7 @@ func New(cfg Config, log hclog.Logger) (*Server, error) {
 		peerStatus: map[string]peerHealth{}, pacer: jobs.NewPacer(),
 	}
 	s.gossip.kick = make(chan struct{}, 1)
+	s.runtime.kick = make(chan struct{}, 1)
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), gossipCollector{s},
 		diagnoseCollector{s})
 	s.metrics.resume = prometheus.NewGauge(prometheus.GaugeOpts{Name: "gnt_leader_resume_seconds",
@@ -211,7 +213,8 @@ func (s *Server) Run(ctx context.Context) error {
 		"candidate", s.raftNode() != nil, "cluster", s.id.ClusterName)
 
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
+	go func() { defer wg.Done(); s.runtimeLoop(ctx) }()
 	go func() { defer wg.Done(); s.monitorLeadership(ctx) }()
 	go func() { defer wg.Done(); s.joinLoop(ctx) }()
 	go func() { defer wg.Done(); s.gossipLoop(ctx) }()
