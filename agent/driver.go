@@ -26,6 +26,7 @@ const (
 	OpDiskAttach     Op = "disk-attach"
 	OpDiskDetach     Op = "disk-detach"
 	OpDiskReplace    Op = "disk-replace"
+	OpDiskGrow       Op = "disk-grow"
 	OpOSInstall      Op = "os-install"
 	OpMigratePrepare Op = "migrate-prepare"
 	OpMigrateSend    Op = "migrate-send"
@@ -37,7 +38,7 @@ const (
 // Ops lists every operation.
 var Ops = []Op{
 	OpStatus, OpList, OpStart, OpStop, OpReboot, OpRemove,
-	OpDiskCreate, OpDiskRemove, OpDiskAttach, OpDiskDetach, OpDiskReplace, OpOSInstall,
+	OpDiskCreate, OpDiskRemove, OpDiskAttach, OpDiskDetach, OpDiskReplace, OpDiskGrow, OpOSInstall,
 	OpMigratePrepare, OpMigrateSend, OpMigrateReceive, OpMigrateFinish, OpMigrateAbort,
 }
 
@@ -132,6 +133,11 @@ type Driver interface {
 	// opID: an opID already done → no effect. Checks first: not present →
 	// ErrNotFound (use DiskCreate on a new node).
 	DiskReplace(ctx context.Context, inst fsm.Instance, disk, opID string) (Result, error)
+	// DiskGrow grows the disk's local storage to its configured size
+	// (inst carries the grown size; Ganeti's grow-disk). Checks first:
+	// present with the configured size → no effect; larger → ErrState
+	// (disks do not shrink); not present → ErrNotFound.
+	DiskGrow(ctx context.Context, inst fsm.Instance, disk string) (Result, error)
 	// InstallOS runs the OS installation onto the instance's disks (a
 	// reinstall when an OS was installed before), once per opID: an opID
 	// already done → no effect. Checks first: running, incoming or

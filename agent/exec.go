@@ -658,6 +658,31 @@ func (e *Exec) DiskReplace(ctx context.Context, inst fsm.Instance, disk, opID st
 		}})
 }
 
+// DiskGrow implements Driver: the disk-grow script gets the grown size
+// in the instance's DISK_<i>_SIZE (MiB).
+func (e *Exec) DiskGrow(ctx context.Context, inst fsm.Instance, disk string) (Result, error) {
+	cd, i, err := configDisk(inst, disk)
+	if err != nil {
+		return Result{}, err
+	}
+	return e.do(ctx, step{op: OpDiskGrow, inst: inst, c: call{Disk: disk, env: diskEnv(i, disk)},
+		check: func(st *scriptStatus, _ *execRecord) (string, error) {
+			if st == nil {
+				return "", nil
+			}
+			size, _, ok := st.disk(disk)
+			switch {
+			case !ok:
+				return "", notFound("disk %s is not present on this node", disk)
+			case size == cd.SizeMiB:
+				return "already grown", nil
+			case size > cd.SizeMiB:
+				return "", stateErr("disk %s has %d MiB, more than the configured %d MiB; disks do not shrink", disk, size, cd.SizeMiB)
+			}
+			return "", nil
+		}})
+}
+
 // InstallOS implements Driver. INSTANCE_REINSTALL=1 is set when this
 // driver installed an OS for the instance before, or the status script
 // reports one.

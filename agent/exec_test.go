@@ -411,3 +411,30 @@ func TestExecMigrate(t *testing.T) {
 		t.Fatalf("after abort: %+v", st)
 	}
 }
+
+// TestExecDiskGrow: the disk-grow script gets the grown size; asked again
+// it is not run (the status script reports the size); a smaller size is
+// refused before any script runs.
+func TestExecDiskGrow(t *testing.T) {
+	inst := testInstance()
+	ctx := ctxT(t)
+	e := newExec(t, hooksCopy(t, "hooks"), ExecConfig{})
+	for _, d := range inst.Disks {
+		must(t, "disk-create")(e.DiskCreate(ctx, inst, d.UUID))
+	}
+	big := grown(inst)
+	r, err := e.DiskGrow(ctx, big, disk0)
+	if err != nil || !r.Changed || !strings.Contains(r.Output, "grew disk 0") {
+		t.Fatalf("grow: %+v %v", r, err)
+	}
+	if again, err := e.DiskGrow(ctx, big, disk0); err != nil || again.Changed {
+		t.Fatalf("grow again: %+v %v", again, err)
+	}
+	st, err := e.Status(ctx, inst)
+	if err != nil || st.Disks[0].SizeMiB != big.Disks[0].SizeMiB {
+		t.Fatalf("status after the grow: %+v %v", st, err)
+	}
+	if _, err := e.DiskGrow(ctx, inst, disk0); !errors.Is(err, ErrState) {
+		t.Fatalf("a shrink: %v", err)
+	}
+}

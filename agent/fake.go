@@ -628,6 +628,28 @@ func (f *Fake) DiskReplace(ctx context.Context, inst fsm.Instance, disk, opID st
 	})
 }
 
+// DiskGrow implements Driver.
+func (f *Fake) DiskGrow(ctx context.Context, inst fsm.Instance, disk string) (Result, error) {
+	cd, _, err := configDisk(inst, disk)
+	if err != nil {
+		return Result{}, err
+	}
+	return f.mutate(ctx, OpDiskGrow, inst, "", func(rec **fakeRecord) (bool, string, error) {
+		d := (*rec).disk(disk)
+		switch {
+		case d == nil:
+			return false, "", notFound("disk %s is not present on this node", disk)
+		case d.SizeMiB == cd.SizeMiB:
+			return false, fmt.Sprintf("disk %s has %d MiB already", disk, d.SizeMiB), nil
+		case d.SizeMiB > cd.SizeMiB:
+			return false, "", stateErr("disk %s has %d MiB, more than the configured %d MiB; disks do not shrink", disk, d.SizeMiB, cd.SizeMiB)
+		}
+		old := d.SizeMiB
+		d.SizeMiB = cd.SizeMiB
+		return true, fmt.Sprintf("grew disk %s from %d to %d MiB", disk, old, cd.SizeMiB), nil
+	})
+}
+
 // InstallOS implements Driver.
 func (f *Fake) InstallOS(ctx context.Context, inst fsm.Instance, opID string) (Result, error) {
 	if opID == "" {

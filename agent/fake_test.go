@@ -56,6 +56,8 @@ func TestFakeIdempotence(t *testing.T) {
 			func(ctx context.Context, f *Fake) (Result, error) {
 				return f.DiskReplace(ctx, inst, disk0, "job-7-step-2")
 			}},
+		{"disk-grow", func(t *testing.T, f *Fake) { withDisks(t, f, inst) },
+			func(ctx context.Context, f *Fake) (Result, error) { return f.DiskGrow(ctx, grown(inst), disk0) }},
 		{"os-install", func(t *testing.T, f *Fake) { withDisks(t, f, inst) },
 			func(ctx context.Context, f *Fake) (Result, error) { return f.InstallOS(ctx, inst, "job-7-step-3") }},
 		{"instance-start", func(t *testing.T, f *Fake) { withDisks(t, f, inst) },
@@ -149,6 +151,20 @@ func TestFakeChecks(t *testing.T) {
 	bigger.Disks[0].SizeMiB *= 2
 	_, err = f.DiskCreate(ctx, bigger, disk0)
 	wantErr(t, "create over a disk of another size", err, ErrState)
+	// Growing, on a node of its own.
+	g := newFake(t, t.TempDir())
+	_, err = g.DiskGrow(ctx, bigger, disk0)
+	wantErr(t, "grow of a disk not present", err, ErrNotFound)
+	withDisks(t, g, inst)
+	_, err = g.DiskGrow(ctx, inst, "no-such-disk")
+	wantErr(t, "grow of a disk not in the configuration", err, ErrInvalid)
+	must(t, "grow")(g.DiskGrow(ctx, bigger, disk0))
+	if st, err := g.Status(ctx, inst); err != nil || st.Disks[0].SizeMiB != bigger.Disks[0].SizeMiB {
+		t.Fatalf("after the grow: %+v %v", st, err)
+	}
+	_, err = g.DiskGrow(ctx, inst, disk0)
+	wantErr(t, "grow to a smaller size (a shrink)", err, ErrState)
+	must(t, "create of the grown disk at its grown size")(g.DiskCreate(ctx, bigger, disk0))
 	_, err = f.Remove(ctx, inst)
 	wantErr(t, "remove of a running instance", err, ErrState)
 	_, err = f.InstallOS(ctx, inst, "op1")
@@ -469,4 +485,12 @@ func TestFakeDelays(t *testing.T) {
 	if err != nil || !strings.Contains(res.Output, "forced") {
 		t.Fatalf("forced stop: %+v %v", res, err)
 	}
+}
+
+// grown is inst with its first disk twice as large.
+func grown(inst fsm.Instance) fsm.Instance {
+	g := inst
+	g.Disks = append([]fsm.Disk(nil), inst.Disks...)
+	g.Disks[0].SizeMiB *= 2
+	return g
 }

@@ -184,7 +184,9 @@ type LeaderEstablish struct {
 // OP_CLUSTER_REDIST_CONF and OP_INSTANCE_QUERY_DATA.
 //
 // Version 8 adds the opcode OP_INSTANCE_MULTI_ALLOC.
-const LogVersion = 8
+//
+// Version 9 adds the opcode OP_INSTANCE_GROW_DISK.
+const LogVersion = 9
 
 // Job update actions.
 const (

@@ -278,6 +278,7 @@ var opcodeTypes = map[string]func() Opcode{
 	"OP_CLUSTER_REDIST_CONF":     func() Opcode { return &OpClusterRedistConf{} },
 	"OP_INSTANCE_QUERY_DATA":     func() Opcode { return &OpInstanceQueryData{} },
 	"OP_INSTANCE_MULTI_ALLOC":    func() Opcode { return &OpInstanceMultiAlloc{} },
+	"OP_INSTANCE_GROW_DISK":      func() Opcode { return &OpInstanceGrowDisk{} },
 }
 
 // OpcodeIDs lists the opcodes this build knows.

@@ -284,3 +284,39 @@ func (o *OpInstanceMultiAlloc) Summary() string {
 
 // Locks implements Opcode: none; it reads the job queue only.
 func (o *OpInstanceMultiAlloc) Locks(*State) []LockDecl { return nil }
+
+// OpInstanceGrowDisk grows one disk of an instance (Ganeti's
+// LUInstanceGrowDisk): the configured size first (the nodes' room is
+// checked then), then the storage on every node of the instance. amount
+// is MiB to add, or with absolute the new size; an absolute size equal
+// to the configured one grows only the storage (a retry after a node
+// failed). wait_for_sync is accepted: gnt's agents answer once the disk
+// has its size. The job engine runs it.
+type OpInstanceGrowDisk struct {
+	OpCommon
+	OpInstanceRef
+	Disk        int   `json:"disk"`
+	Amount      int64 `json:"amount"`
+	Absolute    bool  `json:"absolute,omitempty"`
+	WaitForSync *bool `json:"wait_for_sync,omitempty"`
+}
+
+// Validate implements Opcode.
+func (o *OpInstanceGrowDisk) Validate() *Error {
+	if e := o.validateRef(); e != nil {
+		return e
+	}
+	if o.Disk < 0 || o.Disk >= MaxDisksPerInstance {
+		return errf(CodeInval, "disk", "disk index %d is not from 0 to %d", o.Disk, MaxDisksPerInstance-1)
+	}
+	if o.Amount <= 0 || o.Amount > MaxDiskSizeMiB {
+		return errf(CodeInval, "amount", "amount is %d MiB; it must be from 1 to %d", o.Amount, int64(MaxDiskSizeMiB))
+	}
+	return nil
+}
+
+// Summary implements Opcode.
+func (o *OpInstanceGrowDisk) Summary() string { return "INSTANCE_GROW_DISK(" + o.Ref() + ")" }
+
+// Locks implements Opcode.
+func (o *OpInstanceGrowDisk) Locks(s *State) []LockDecl { return instanceLocks(s, o.Ref()) }

@@ -13,8 +13,8 @@ import (
 // TestGanetiClientMoreResources calls, with Ganeti's own RAPI client, the
 // resources of rpc/handlers_more.go on a cluster of real gntds: an
 // instance's info job (its run state as the agent reports it) and
-// console, a group's rename and node assignment, redistribute-config,
-// a multi-allocation, and the operations gnt refuses with 501, which the client raises as
+// console, a disk's growth, a group's rename and node assignment,
+// redistribute-config, a multi-allocation, and the operations gnt refuses with 501, which the client raises as
 // GanetiApiError.
 func TestGanetiClientMoreResources(t *testing.T) {
 	py := "/usr/bin/python3"
@@ -56,6 +56,8 @@ result(c.CreateGroup("g2"))
 print("renamed", result(c.RenameGroup("g2", "g3")))
 print("assigned", result(c.AssignGroupNodes("g3", ["node21"])), c.GetNode("node21")["group.uuid"] == c.GetGroup("g3")["uuid"])
 print("redist", "Raft" in result(c.RedistributeConfig()))
+result(c.GrowInstanceDisk("web1", 0, 1024, wait_for_sync=True))
+print("grown", c.GetInstance("web1")["disk.sizes"], result(c.GetInstanceInfo("web1"))["web1"]["disks"][0]["size"])
 ma = result(c.InstancesMultiAlloc([
     {"name": "web2", "disk_template": "plain", "disks": [{"size": 512}], "nics": [], "os": "debian", "beparams": {"memory": 128}},
     {"name": "web3", "disk_template": "plain", "disks": [{"size": 512}], "nics": [], "os": "debian", "beparams": {"memory": 128}}]))
@@ -63,7 +65,6 @@ print("multi-alloc", ma["allocatable"], ma["failed"], all(c.WaitForJobCompletion
 print("created", sorted(c.GetInstances()))
 for name, call in [("activate", lambda: c.ActivateInstanceDisks("web1")),
                    ("deactivate", lambda: c.DeactivateInstanceDisks("web1")),
-                   ("grow", lambda: c.GrowInstanceDisk("web1", 0, 1024)),
                    ("grow0", lambda: c.GrowInstanceDisk("web1", 0, 0)),
                    ("prepare-export", lambda: c.PrepareExport("web1", "remote")),
                    ("export", lambda: c.ExportInstance("web1", "local", "node21"))]:
@@ -79,7 +80,7 @@ for name, call in [("activate", lambda: c.ActivateInstanceDisks("web1")),
 	}
 	t.Logf("Ganeti's client:\n%s", out)
 	for _, want := range []string{"info up up node21 1024", "static None", "console message web1", "renamed g3",
-		"assigned None True", "redist True", "multi-alloc ['web2', 'web3'] [] True", "created ['web1', 'web2', 'web3']", "activate refused 501", "deactivate refused 501", "grow refused 501",
+		"assigned None True", "redist True", "multi-alloc ['web2', 'web3'] [] True", "created ['web1', 'web2', 'web3']", "activate refused 501", "deactivate refused 501", "grown [2048] 2048",
 		"grow0 refused 400", "prepare-export refused 501", "export refused 501"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("Ganeti's client output lacks %q", want)

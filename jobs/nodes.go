@@ -20,6 +20,7 @@ const (
 	NodeOpDiskRemove     = "disk-remove"
 	NodeOpDiskAttach     = "disk-attach"
 	NodeOpDiskReplace    = "disk-replace"
+	NodeOpDiskGrow       = "disk-grow"
 	NodeOpOSInstall      = "os-install"
 	NodeOpMigratePrepare = "migrate-prepare"
 	NodeOpMigrateSend    = "migrate-send"

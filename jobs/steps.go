@@ -164,6 +164,8 @@ func (e *Executor) stepsFor(op fsm.Opcode, st *fsm.OpState) ([]Step, error) {
 		return e.queryDataSteps(o), nil
 	case *fsm.OpInstanceMultiAlloc:
 		return e.multiAllocSteps(o), nil
+	case *fsm.OpInstanceGrowDisk:
+		return e.growDiskSteps(o), nil
 	case *fsm.OpNodeEvacuate:
 		return e.evacuateSteps(o, st), nil
 	case *fsm.OpNodeMigrate:

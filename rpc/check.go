@@ -54,6 +54,7 @@ var jobRoutes = []jobRoute{
 	{"POST", "/2/instances/{name}/recreate-disks", instanceOp("OP_INSTANCE_RECREATE_DISKS")},
 	{"PUT", "/2/instances/{name}/rename", instanceOp("OP_INSTANCE_RENAME")},
 	{"PUT", "/2/instances/{name}/modify", instanceOp("OP_INSTANCE_SET_PARAMS")},
+	{"POST", "/2/instances/{name}/disk/{disk}/grow", buildGrowDisk}, // handlers_more.go
 	{"PUT", "/2/instances/{name}/tags", buildTags("OP_TAGS_SET", fsm.TagInstance, "name")},
 	{"DELETE", "/2/instances/{name}/tags", buildTags("OP_TAGS_DEL", fsm.TagInstance, "name")},
 	{"POST", "/2/jobs", buildJobOps},

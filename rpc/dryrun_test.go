@@ -140,6 +140,7 @@ func TestDryRunEveryRoute(t *testing.T) {
 		{"POST", "/2/instances/inst2/recreate-disks", "", ""},
 		{"PUT", "/2/instances/inst2/rename", `{"new_name":"inst7"}`, ""},
 		{"PUT", "/2/instances/inst1/modify", `{"beparams":{"memory":1024}}`, ""},
+		{"POST", "/2/instances/inst1/disk/0/grow", `{"amount":1024}`, ""},
 		{"PUT", "/2/instances/inst1/tags?tag=new", "", ""},
 		{"DELETE", "/2/instances/inst1/tags?tag=old", "", ""},
 		{"POST", "/2/jobs", `{"ops":[{"OP_ID":"OP_INSTANCE_REMOVE","instance_name":"inst2"},{"OP_ID":"OP_TAGS_SET","kind":"cluster","tags":["x"]}]}`, ""},
@@ -260,8 +261,8 @@ var nonOpcodeRoutes = map[string]struct{}{
 	"POST /2/gnt/renew-crypto": {}, "POST /2/gnt/client-cert": {},
 	// Refused with 501, dry-run or not (handlers_more_test.go).
 	"PUT /2/instances/{name}/activate-disks": {}, "PUT /2/instances/{name}/deactivate-disks": {},
-	"POST /2/instances/{name}/disk/{disk}/grow": {}, "PUT /2/instances/{name}/prepare-export": {},
-	"PUT /2/instances/{name}/export": {},
+	"PUT /2/instances/{name}/prepare-export": {},
+	"PUT /2/instances/{name}/export":         {},
 }
 
 // routeMatches says whether a concrete path matches a route pattern.

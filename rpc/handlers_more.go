@@ -11,11 +11,11 @@ import (
 )
 
 // This file serves more of the resources of Ganeti's doc/rapi.rst: an
-// instance's detailed information and console, a group's rename and
-// node assignment, the redistribution of the configuration (a no-op
-// job), and the operations gnt's node agents cannot do (disk activation,
-// disk growth, export), which are refused with 501 after their input is
-// checked. The routes that submit jobs are in jobRoutes (check.go).
+// instance's detailed information and console, a disk's growth, a
+// group's rename and node assignment, the redistribution of the
+// configuration (a no-op job), a multi-allocation, and the operations gnt
+// does not do (disk activation, export), which are refused with 501 after
+// their input is checked. The routes that submit jobs are in jobRoutes (check.go).
 
 // moreRoute is one route of this file; routes registers them. ownDryRun
 // marks a route that is not wrapped in refuseDryRun: a 501 that answers
@@ -39,7 +39,6 @@ func (s *Server) moreRoutes() []moreRoute {
 		{AccessWrite, "POST", "/2/instances-multi-alloc", s.handleMultiAlloc, true},
 		{AccessWrite, "PUT", "/2/instances/{name}/activate-disks", refuseActivateDisks(true), true},
 		{AccessWrite, "PUT", "/2/instances/{name}/deactivate-disks", refuseActivateDisks(false), true},
-		{AccessWrite, "POST", "/2/instances/{name}/disk/{disk}/grow", s.refuseGrowDisk, true},
 		{AccessWrite, "PUT", "/2/instances/{name}/prepare-export", refuseExport("prepare-export"), true},
 		{AccessWrite, "PUT", "/2/instances/{name}/export", refuseExport("export"), true},
 	}
@@ -101,9 +100,9 @@ func (s *Server) serveConsole(w http.ResponseWriter, r *http.Request) error {
 // deactivate-disks: the input is checked (the instance's name; the
 // query's ignore_size or force flag), then the request is refused with
 // 501, since gnt's node agents have no disk activation operation
-// (agent.Driver and the node RPC have create, remove, attach, detach and
-// replace of disks; a disk of gnt is active whenever its instance's
-// storage exists).
+// (agent.Driver and the node RPC have create, remove, attach, detach,
+// replace and grow of disks; a disk of gnt is active whenever its
+// instance's storage exists).
 func refuseActivateDisks(activate bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if _, aerr := instanceRef(r); aerr != nil {
@@ -118,7 +117,7 @@ func refuseActivateDisks(activate bool) http.HandlerFunc {
 			writeError(w, aerr)
 			return
 		}
-		writeError(w, notImplemented("%s is not supported: gnt's node agents have no disk activation operation (their disk operations are create, remove, attach, detach and replace), so an instance's disks cannot be activated or deactivated apart from the instance", what))
+		writeError(w, notImplemented("%s is not supported: gnt's node agents have no disk activation operation (their disk operations are create, remove, attach, detach, replace and grow), so an instance's disks cannot be activated or deactivated apart from the instance", what))
 	}
 }
 
@@ -126,53 +125,34 @@ func refuseActivateDisks(activate bool) http.HandlerFunc {
 // /2/instances/{name}/disk/{disk}/grow (OP_INSTANCE_GROW_DISK's fields).
 type GrowDiskRequest struct {
 	// Amount is the growth in MiB, or the new size when Absolute.
-	Amount        *int64 `json:"amount"`
-	WaitForSync   *bool  `json:"wait_for_sync,omitempty"`
-	Absolute      *bool  `json:"absolute,omitempty"`
-	IgnoreIPolicy *bool  `json:"ignore_ipolicy,omitempty"`
+	Amount      *int64 `json:"amount"`
+	WaitForSync *bool  `json:"wait_for_sync,omitempty"`
+	Absolute    *bool  `json:"absolute,omitempty"`
 }
 
-// refuseGrowDisk answers POST /2/instances/{name}/disk/{disk}/grow: the
-// input is checked as Ganeti's OP_INSTANCE_GROW_DISK checks it (the disk
-// index within fsm.MaxDisksPerInstance, amount a positive size of at most
-// fsm.MaxDiskSizeMiB), then the request is refused with 501: gnt's node
-// agents have no operation that grows a disk, and changing only the
-// configured size would leave the configuration saying what the storage
-// is not.
-func (s *Server) refuseGrowDisk(w http.ResponseWriter, r *http.Request) {
-	body, aerr := s.readBody(r)
+// buildGrowDisk: POST /2/instances/{name}/disk/{disk}/grow, a job of
+// OP_INSTANCE_GROW_DISK: the disk index within fsm.MaxDisksPerInstance,
+// amount a size of 1 to fsm.MaxDiskSizeMiB.
+func buildGrowDisk(r *http.Request, body []byte) ([]any, *APIError) {
+	name, aerr := instanceRef(r)
 	if aerr != nil {
-		writeError(w, aerr)
-		return
-	}
-	if _, aerr := growDiskInput(r, body); aerr != nil {
-		writeError(w, aerr)
-		return
-	}
-	writeError(w, notImplemented("growing a disk is not supported: gnt's node agents have no disk grow operation, and gnt does not change a disk's configured size without its storage"))
-}
-
-// growDiskInput checks a disk grow request: the instance, the disk index
-// and the body.
-func growDiskInput(r *http.Request, body []byte) (GrowDiskRequest, *APIError) {
-	var req GrowDiskRequest
-	if _, aerr := instanceRef(r); aerr != nil {
-		return req, aerr
+		return nil, aerr
 	}
 	idx, err := strconv.Atoi(r.PathValue("disk"))
 	if err != nil || idx < 0 || idx >= fsm.MaxDisksPerInstance {
-		return req, badRequest("disk", "disk index %q is not a number from 0 to %d", r.PathValue("disk"), fsm.MaxDisksPerInstance-1)
+		return nil, badRequest("disk", "disk index %q is not a number from 0 to %d", r.PathValue("disk"), fsm.MaxDisksPerInstance-1)
 	}
+	var req GrowDiskRequest
 	if aerr := decodeBody(body, &req); aerr != nil {
-		return req, aerr
+		return nil, aerr
 	}
-	switch {
-	case req.Amount == nil:
-		return req, badRequest("amount", "amount (MiB) is required")
-	case *req.Amount <= 0 || *req.Amount > fsm.MaxDiskSizeMiB:
-		return req, badRequest("amount", "amount is %d MiB; it must be from 1 to %d", *req.Amount, int64(fsm.MaxDiskSizeMiB))
+	if req.Amount == nil {
+		return nil, badRequest("amount", "amount (MiB) is required")
 	}
-	return req, nil
+	op := toMap(req)
+	op["instance_name"] = name
+	op["disk"] = idx
+	return single("OP_INSTANCE_GROW_DISK", op), nil
 }
 
 // refuseExport answers PUT /2/instances/{name}/prepare-export and

@@ -73,8 +73,8 @@ func TestInstanceConsole(t *testing.T) {
 	}
 }
 
-// TestUnsupportedInstanceOps: activate-disks, deactivate-disks, disk grow
-// and export check their input (400 naming the field), then answer 501
+// TestUnsupportedInstanceOps: activate-disks, deactivate-disks and
+// export check their input (400 naming the field), then answer 501
 // in Ganeti's error form, and change nothing, with dry-run=1 or not.
 func TestUnsupportedInstanceOps(t *testing.T) {
 	e := moreEnv(t)
@@ -90,17 +90,6 @@ func TestUnsupportedInstanceOps(t *testing.T) {
 		{"PUT", "/2/instances/web1/deactivate-disks?force=1", "", 501, ""},
 		{"PUT", "/2/instances/web1/deactivate-disks?force=2", "", 400, "force"},
 		{"PUT", "/2/instances/bad%20name/deactivate-disks", "", 400, "instance_name"},
-		{"POST", "/2/instances/web1/disk/0/grow", `{"amount":1024}`, 501, ""},
-		{"POST", "/2/instances/web1/disk/0/grow?dry-run=1", `{"amount":1024,"wait_for_sync":true}`, 501, ""},
-		{"POST", "/2/instances/web1/disk/0/grow", `{}`, 400, "amount"},
-		{"POST", "/2/instances/web1/disk/0/grow", `{"amount":0}`, 400, "amount"},
-		{"POST", "/2/instances/web1/disk/0/grow", `{"amount":-5}`, 400, "amount"},
-		{"POST", "/2/instances/web1/disk/0/grow", `{"amount":1073741825}`, 400, "amount"},
-		{"POST", "/2/instances/web1/disk/0/grow", `{"amount":"10"}`, 400, "amount"},
-		{"POST", "/2/instances/web1/disk/0/grow", `{"amount":10,"sizee":1}`, 400, "sizee"},
-		{"POST", "/2/instances/web1/disk/x/grow", `{"amount":10}`, 400, "disk"},
-		{"POST", "/2/instances/web1/disk/16/grow", `{"amount":10}`, 400, "disk"},
-		{"POST", "/2/instances/web1/disk/-1/grow", `{"amount":10}`, 400, "disk"},
 		{"PUT", "/2/instances/web1/prepare-export?mode=remote", "", 501, ""},
 		{"PUT", "/2/instances/web1/export", `{"mode":"local","destination":"node1"}`, 501, ""},
 		{"PUT", "/2/instances/bad%20name/export", "", 400, "instance_name"},
@@ -406,5 +395,72 @@ func TestInstancesMultiAlloc(t *testing.T) {
 	}
 	if after := configState(t, e.b); after != before || readState(e.b, func(st *fsm.State) int64 { return st.NextJobID }) != jobsBefore {
 		t.Errorf("refused multi-allocations changed the configuration or queued jobs")
+	}
+}
+
+func TestGrowDisk(t *testing.T) {
+	e := moreEnv(t)
+	nodes := &stateNodes{}
+	runJobs(t, e, nodes)
+	size := func() int64 {
+		return readState(e.b, func(st *fsm.State) int64 { return st.LookupInstance("web1").Disks[0].SizeMiB })
+	}
+
+	before := configState(t, e.b)
+	j := jobResult(t, e, "POST", "/2/instances/web1/disk/0/grow?dry-run=1", `{"amount":1024}`)
+	if j.Status != fsm.StatusSuccess || !strings.Contains(string(j.Ops[0].Result), "disk-grow web1 on node1") {
+		t.Errorf("dry run: %s %s", j.Status, j.Ops[0].Result)
+	}
+	if after := configState(t, e.b); after != before || len(nodes.made()) != 0 {
+		t.Errorf("the dry run changed the configuration or called agents %v", nodes.made())
+	}
+
+	j = jobResult(t, e, "POST", "/2/instances/web1/disk/0/grow", `{"amount":1024,"wait_for_sync":true}`)
+	if j.Status != fsm.StatusSuccess || size() != 2048 {
+		t.Fatalf("grow: %s %s; size %d", j.Status, j.Ops[0].Result, size())
+	}
+	if calls := nodes.made(); len(calls) != 1 || calls[0] != "disk-grow@node1" {
+		t.Errorf("agent calls %v", calls)
+	}
+	// absolute: the new size; the same size again grows only the storage.
+	if j = jobResult(t, e, "POST", "/2/instances/web1/disk/0/grow", `{"amount":4096,"absolute":true}`); j.Status != fsm.StatusSuccess || size() != 4096 {
+		t.Errorf("absolute grow: %s %s; size %d", j.Status, j.Ops[0].Result, size())
+	}
+	if j = jobResult(t, e, "POST", "/2/instances/web1/disk/0/grow", `{"amount":4096,"absolute":true}`); j.Status != fsm.StatusSuccess || size() != 4096 || len(nodes.made()) != 3 {
+		t.Errorf("the same size again: %s %s; size %d; calls %v", j.Status, j.Ops[0].Result, size(), nodes.made())
+	}
+	// What the configuration refuses fails the job, changing nothing.
+	before = configState(t, e.b)
+	for _, c := range [][2]string{
+		{"/2/instances/web1/disk/0/grow", `{"amount":100,"absolute":true}`},     // a shrink
+		{"/2/instances/web1/disk/1/grow", `{"amount":100}`},                     // no such disk
+		{"/2/instances/web1/disk/0/grow", `{"amount":1073741824}`},              // over the size bound
+		{"/2/instances/web1/disk/0/grow", `{"amount":1000000,"absolute":true}`}, // more than node1 has
+		{"/2/instances/nosuch/disk/0/grow", `{"amount":1}`},
+	} {
+		if j := jobResult(t, e, "POST", c[0], c[1]); j.Status != fsm.StatusError {
+			t.Errorf("%s %s: %s %s", c[0], c[1], j.Status, j.Ops[0].Result)
+		}
+	}
+	if after := configState(t, e.b); after != before {
+		t.Errorf("failed grows changed the configuration")
+	}
+	for _, c := range []struct{ path, body, field string }{
+		{"/2/instances/web1/disk/0/grow", `{}`, "amount"},
+		{"/2/instances/web1/disk/0/grow", `{"amount":0}`, "amount"},
+		{"/2/instances/web1/disk/0/grow", `{"amount":-5}`, "amount"},
+		{"/2/instances/web1/disk/0/grow", `{"amount":1073741825}`, "amount"},
+		{"/2/instances/web1/disk/0/grow", `{"amount":"10"}`, "amount"},
+		{"/2/instances/web1/disk/0/grow", `{"amount":10,"sizee":1}`, "sizee"},
+		{"/2/instances/web1/disk/0/grow", `{"amount":10,"ignore_ipolicy":true}`, "ignore_ipolicy"},
+		{"/2/instances/web1/disk/x/grow", `{"amount":10}`, "disk"},
+		{"/2/instances/web1/disk/16/grow", `{"amount":10}`, "disk"},
+		{"/2/instances/web1/disk/-1/grow", `{"amount":10}`, "disk"},
+		{"/2/instances/bad%20name/disk/0/grow", `{"amount":10}`, "instance_name"},
+	} {
+		r := e.do("POST", c.path, c.body)
+		if r.status != http.StatusBadRequest || r.apiError(t).Field != c.field {
+			t.Errorf("POST %s %s: %s, want 400 naming %s", c.path, c.body, r, c.field)
+		}
 	}
 }

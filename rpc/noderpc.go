@@ -58,6 +58,7 @@ const (
 	NodeOpDiskAttach     = "disk-attach"
 	NodeOpDiskDetach     = "disk-detach"
 	NodeOpDiskReplace    = "disk-replace"
+	NodeOpDiskGrow       = "disk-grow"
 	NodeOpOSInstall      = "os-install"
 	NodeOpMigratePrepare = "migrate-prepare"
 	NodeOpMigrateSend    = "migrate-send"
@@ -84,6 +85,7 @@ var nodeOpFields = map[string]string{
 	NodeOpDiskAttach:     "id",
 	NodeOpDiskDetach:     "id",
 	NodeOpDiskReplace:    "ido",
+	NodeOpDiskGrow:       "id",
 	NodeOpOSInstall:      "io",
 	NodeOpMigratePrepare: "im",
 	NodeOpMigrateSend:    "imp",

@@ -304,6 +304,8 @@ func (a *agentAdapter) Call(ctx context.Context, req rpc.NodeRequest) (rpc.NodeR
 		res, err = a.d.DiskDetach(ctx, inst, req.Disk)
 	case rpc.NodeOpDiskReplace:
 		res, err = a.d.DiskReplace(ctx, inst, req.Disk, req.OpID)
+	case rpc.NodeOpDiskGrow:
+		res, err = a.d.DiskGrow(ctx, inst, req.Disk)
 	case rpc.NodeOpOSInstall:
 		res, err = a.d.InstallOS(ctx, inst, req.OpID)
 	case rpc.NodeOpMigratePrepare:
