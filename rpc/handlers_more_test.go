@@ -6,9 +6,11 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gnt-cluster/gnt/fsm"
 	"github.com/gnt-cluster/gnt/jobs"
+	"github.com/gnt-cluster/gnt/rpc"
 	"github.com/gnt-cluster/gnt/rpc/rpctest"
 )
 
@@ -463,4 +465,37 @@ func TestGrowDisk(t *testing.T) {
 			t.Errorf("POST %s %s: %s, want 400 naming %s", c.path, c.body, r, c.field)
 		}
 	}
+}
+
+// FuzzMoreBodies sends arbitrary bodies to the routes of handlers_more.go
+// that read one: every answer is a job id or an error in Ganeti's form,
+// and garbage (not a JSON object) is never accepted.
+func FuzzMoreBodies(f *testing.F) {
+	for _, s := range []string{
+		`{"instances":[{"name":"web9","disk_template":"plain","disks":[{"size":1024}],"nics":[]}]}`,
+		`{"instances":[]}`, `{"instances":[1]}`, `{"instances":[{"iallocator":"hail"}],"iallocator":"hail"}`,
+		`{"amount":1024}`, `{"amount":-1}`, `{"amount":1e400}`, `{"amount":1,"absolute":true}`,
+		`{"new_name":"g9"}`, `{"new_name":""}`, `{"nodes":["node1"]}`, `{"nodes":[null]}`,
+		``, `null`, `[]`, `{`, `"x"`, `{}{}`,
+	} {
+		for k := 0; k < 4; k++ {
+			f.Add(uint8(k), []byte(s))
+		}
+	}
+	b := rpctest.NewCluster()
+	h := rpc.NewServer(b, rpc.ServerOptions{AuthDisabled: true, HoldTimeout: 10 * time.Millisecond}).Handler()
+	routes := [][2]string{
+		{"POST", "/2/instances-multi-alloc"},
+		{"POST", "/2/instances/web1/disk/0/grow"},
+		{"PUT", "/2/groups/default/rename"},
+		{"PUT", "/2/groups/default/assign-nodes"},
+	}
+	f.Fuzz(func(t *testing.T, k uint8, body []byte) {
+		rt := routes[int(k)%len(routes)]
+		rec := serve(h, rt[0], rt[1], body)
+		checkAnswer(t, rec.Code, rec.Header(), rec.Body.Bytes())
+		if rec.Code < 300 && !isObject(body) {
+			t.Fatalf("%s %s: garbage body %q accepted: %d %s", rt[0], rt[1], body, rec.Code, rec.Body)
+		}
+	})
 }
