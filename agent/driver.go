@@ -261,6 +261,10 @@ type Status struct {
 	BootID    string          `json:"boot_id,omitempty"`
 	Migration *MigrationState `json:"migration,omitempty"`
 	LastOp    *LastOp         `json:"last_op,omitempty"`
+	// MemoryMiB and VCPUs are what the running instance has, as the
+	// driver knows it (0 when not running or not known).
+	MemoryMiB int64 `json:"memory,omitempty"`
+	VCPUs     int   `json:"vcpus,omitempty"`
 }
 
 // Disk returns the status of the disk with the given UUID, if present.

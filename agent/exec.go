@@ -231,6 +231,10 @@ type scriptStatus struct {
 	} `json:"disks"`
 	OS     string `json:"os"`
 	BootID string `json:"boot_id"`
+	// Memory (MiB) and VCPUs of the running instance, if the script
+	// reports them.
+	Memory int64 `json:"memory"`
+	VCPUs  int   `json:"vcpus"`
 }
 
 const stateAbsent = "absent"
@@ -248,6 +252,9 @@ func (s scriptStatus) check() error {
 		if d.UUID == "" {
 			return fmt.Errorf("disk %d has no uuid", i)
 		}
+	}
+	if s.Memory < 0 || s.VCPUs < 0 {
+		return fmt.Errorf("negative memory %d or vcpus %d", s.Memory, s.VCPUs)
 	}
 	return nil
 }
@@ -290,6 +297,9 @@ func (e *Exec) toStatus(st scriptStatus, rec *execRecord, inst fsm.Instance) Sta
 	}
 	for _, d := range st.Disks {
 		out.Disks = append(out.Disks, DiskStatus{UUID: d.UUID, SizeMiB: d.SizeMiB, Attached: d.Attached})
+	}
+	if out.State == StateRunning {
+		out.MemoryMiB, out.VCPUs = st.Memory, st.VCPUs
 	}
 	if rec != nil {
 		if out.Name == "" {

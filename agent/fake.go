@@ -76,6 +76,11 @@ type fakeRecord struct {
 	DoneOps   []string        `json:"done_ops,omitempty"` // recent "op:opID", bounded
 	Migration *MigrationState `json:"migration,omitempty"`
 	LastOp    *LastOp         `json:"last_op,omitempty"`
+	// RunMemory and RunVCPUs are what the instance was started with (a
+	// later change of its configuration takes effect at its next start,
+	// as with a hypervisor); a migration carries them over.
+	RunMemory int64 `json:"run_memory,omitempty"`
+	RunVCPUs  int   `json:"run_vcpus,omitempty"`
 }
 
 // maxDoneOps bounds the op ids a record remembers. A caller retries a
@@ -344,7 +349,19 @@ func (r *fakeRecord) status() Status {
 		m := *r.Migration
 		st.Migration = &m
 	}
+	if r.State == StateRunning {
+		st.MemoryMiB, st.VCPUs = r.RunMemory, r.RunVCPUs
+	}
 	return st
+}
+
+// runMemory is the memory the instance runs with: what it was started
+// with, or (a record from before that was kept) its configuration's.
+func runMemory(r *fakeRecord, inst fsm.Instance) int64 {
+	if r.RunMemory > 0 {
+		return r.RunMemory
+	}
+	return inst.MemoryMiB
 }
 
 func newRecord(inst fsm.Instance) *fakeRecord {
@@ -406,6 +423,7 @@ func (f *Fake) start(r *fakeRecord, inst fsm.Instance) error {
 		r.disk(d.UUID).Attached = true
 	}
 	r.State, r.BootID = StateRunning, f.cfg.NewID()
+	r.RunMemory, r.RunVCPUs = inst.MemoryMiB, inst.VCPUs
 	return nil
 }
 
@@ -756,7 +774,7 @@ func (f *Fake) MigrateSend(ctx context.Context, inst fsm.Instance, m Migration) 
 			return false, "", &OpError{Op: OpMigrateSend, Err: err, Output: "fake: transfer interrupted; still running here"}
 		}
 		h := Handoff{Migration: m.ID, Source: f.cfg.Node, Instance: inst, BootID: r.BootID, OS: r.OS,
-			MemoryMiB: inst.MemoryMiB, Transferred: f.cfg.Now().UTC()}
+			MemoryMiB: runMemory(r, inst), Transferred: f.cfg.Now().UTC()}
 		if err := f.cfg.Send(ctx, m, h); err != nil {
 			return false, "", &OpError{Op: OpMigrateSend, Err: fmt.Errorf("transfer to %s (%s): %w", m.PeerNode, m.Peer, err), Output: "fake: still running here"}
 		}
@@ -781,6 +799,7 @@ func (f *Fake) MigrateReceive(ctx context.Context, h Handoff) (Result, error) {
 				return false, "already " + r.Migration.Phase, nil
 			case PhasePrepared:
 				r.State, r.BootID = StateReceived, h.BootID
+				r.RunMemory, r.RunVCPUs = h.MemoryMiB, h.Instance.VCPUs
 				if h.OS != "" {
 					r.OS = h.OS // the disks it was installed on are replicated
 				}

@@ -305,6 +305,10 @@ func TestFakeMigrate(t *testing.T) {
 	if d.State != StateRunning || d.BootID != boot || d.Migration.Phase != PhaseFinished || !d.Disks[0].Attached || d.OS != inst.OS {
 		t.Fatalf("target after migration: %+v (boot id %s before)", d, boot)
 	}
+	// The running instance keeps what it was started with.
+	if d.MemoryMiB != inst.MemoryMiB || d.VCPUs != inst.VCPUs || s.MemoryMiB != 0 || s.VCPUs != 0 {
+		t.Errorf("memory/vcpus: target %d/%d, source %d/%d, started with %d/%d", d.MemoryMiB, d.VCPUs, s.MemoryMiB, s.VCPUs, inst.MemoryMiB, inst.VCPUs)
+	}
 	_, err = src.MigrateAbort(ctx, inst, m)
 	wantErr(t, "abort on a source that sent", err, ErrState)
 	_, err = dst.MigrateAbort(ctx, inst, m)
@@ -493,4 +497,53 @@ func grown(inst fsm.Instance) fsm.Instance {
 	g.Disks = append([]fsm.Disk(nil), inst.Disks...)
 	g.Disks[0].SizeMiB *= 2
 	return g
+}
+
+// TestFakeRunResources: a running instance reports the memory and VCPUs
+// it was started with; a configuration change shows at the next start
+// (a reboot), and a stopped instance reports none.
+func TestFakeRunResources(t *testing.T) {
+	inst := testInstance()
+	inst.MemoryMiB, inst.VCPUs = 512, 2
+	ctx := ctxT(t)
+	f := newFake(t, t.TempDir())
+	withDisks(t, f, inst)
+	if st := mustStatus(t, f, inst); st.MemoryMiB != 0 || st.VCPUs != 0 {
+		t.Fatalf("stopped: %+v", st)
+	}
+	must(t, "start")(f.Start(ctx, inst))
+	bigger := inst
+	bigger.MemoryMiB, bigger.VCPUs = 1024, 4
+	if st := mustStatus(t, f, bigger); st.MemoryMiB != 512 || st.VCPUs != 2 {
+		t.Fatalf("running, configuration changed: %d MiB %d vcpus", st.MemoryMiB, st.VCPUs)
+	}
+	must(t, "reboot")(f.Reboot(ctx, bigger, RebootOptions{OpID: "r1", Type: "hard"}))
+	if st := mustStatus(t, f, bigger); st.MemoryMiB != 1024 || st.VCPUs != 4 {
+		t.Fatalf("after reboot: %d MiB %d vcpus", st.MemoryMiB, st.VCPUs)
+	}
+	must(t, "stop")(f.Stop(ctx, bigger, StopOptions{}))
+	if st := mustStatus(t, f, bigger); st.MemoryMiB != 0 || st.VCPUs != 0 {
+		t.Fatalf("stopped again: %+v", st)
+	}
+}
+
+// TestScriptStatusCheck: a status script's answer with bad figures is
+// refused, naming them.
+func TestScriptStatusCheck(t *testing.T) {
+	for _, tc := range []struct {
+		st   scriptStatus
+		want string
+	}{
+		{scriptStatus{State: "running", Memory: 512, VCPUs: 2}, ""},
+		{scriptStatus{State: "running"}, ""},
+		{scriptStatus{State: "running", Memory: -1}, "negative memory -1"},
+		{scriptStatus{State: "running", VCPUs: -2}, "vcpus -2"},
+		{scriptStatus{}, `no "state"`},
+		{scriptStatus{State: "paused"}, `unknown state "paused"`},
+	} {
+		err := tc.st.check()
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%+v: %v, want %q", tc.st, err, tc.want)
+		}
+	}
 }

@@ -59,8 +59,14 @@ func TestInstanceRuntimeFields(t *testing.T) {
 	}
 	want(leader, rpc.InstStatusRunning, "true")
 	want(follower, rpc.InstStatusRunning, "true")
-
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	in, err := c.ClientFor(follower).Instance(ctx, "web1")
+	cancel()
+	if err != nil || in.OperRAM == nil || *in.OperRAM != 256 || in.OperVCPUs == nil || *in.OperVCPUs != in.BEParams.VCPUs {
+		t.Errorf("oper_ram %v oper_vcpus %v (beparams %+v): %v", in.OperRAM, in.OperVCPUs, in.BEParams, err)
+	}
+
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
 	info, err := c.ClientFor(leader).Info(ctx)
 	cancel()
 	if err != nil || !slices.Contains(info.EnabledHypervisors, "fake") || info.DefaultHypervisor == nil {

@@ -198,6 +198,16 @@ func InstanceFields(st *fsm.State, i *fsm.Instance, rt *Runtime) map[string]any 
 		nicparams = append(nicparams, p)
 	}
 	status, oper := InstanceStatus(st, i, rt)
+	var ram, vcpus any
+	if oper == true {
+		live := rt.Nodes[i.PrimaryNode].Instances[i.UUID]
+		if live.MemoryMiB > 0 {
+			ram = live.MemoryMiB
+		}
+		if live.VCPUs > 0 {
+			vcpus = live.VCPUs
+		}
+	}
 	return map[string]any{
 		"name": i.Name, "admin_state": i.AdminState, "os": i.OS, "pnode": st.NodeName(i.PrimaryNode),
 		"snodes": snodes, "disk_template": i.DiskTemplate,
@@ -212,8 +222,9 @@ func InstanceFields(st *fsm.State, i *fsm.Instance, rt *Runtime) map[string]any 
 		"hvparams": map[string]any{}, "custom_hvparams": map[string]any{}, "custom_osparams": map[string]any{},
 		"custom_nicparams": nicparams,
 		"oper_state":       oper, "status": status,
-		// The agents report no memory or VCPU figures of their own.
-		"oper_ram": nil, "oper_vcpus": nil,
+		// What the running instance has, as its primary's agent reports
+		// it; null when it does not run there or is not reported.
+		"oper_ram": ram, "oper_vcpus": vcpus,
 		"ctime": i.CTime, "mtime": i.MTime, "uuid": i.UUID, "serial_no": i.SerialNo, "tags": sortedCopy(i.Tags),
 		"forthcoming": i.Forthcoming,
 	}

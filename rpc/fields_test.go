@@ -224,13 +224,17 @@ func TestInstanceStatus(t *testing.T) {
 func TestInstanceStatusServed(t *testing.T) {
 	b, e := fieldEnv(t)
 	b.SetRuntime(nodeOf(b, "node1").UUID, rpc.NodeRuntime{At: b.Now(), Driver: "fake",
-		Instances: map[string]rpc.NodeInstanceStatus{"u1": {UUID: "u1", State: rpc.NodeStateRunning}}})
+		Instances: map[string]rpc.NodeInstanceStatus{"u1": {UUID: "u1", State: rpc.NodeStateRunning, MemoryMiB: 500, VCPUs: 3}}})
 	i, err := e.c.Instance(ctx(t), "inst1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if i.Status == nil || *i.Status != rpc.InstStatusRunning || i.OperState == nil || !*i.OperState {
 		t.Errorf("status %v oper_state %v", i.Status, i.OperState)
+	}
+	// What the agent reports it runs with, not the configuration.
+	if i.OperRAM == nil || *i.OperRAM != 500 || i.OperVCPUs == nil || *i.OperVCPUs != 3 {
+		t.Errorf("oper_ram %v oper_vcpus %v", i.OperRAM, i.OperVCPUs)
 	}
 	list, err := e.c.Instances(ctx(t), true)
 	if err != nil || len(list) != 1 || list[0].Status == nil || *list[0].Status != rpc.InstStatusRunning {

@@ -209,6 +209,10 @@ type NodeInstanceStatus struct {
 	BootID    string         `json:"boot_id,omitempty"`
 	Migration *NodeMigration `json:"migration,omitempty"`
 	LastOp    *NodeLastOp    `json:"last_op,omitempty"`
+	// MemoryMiB and VCPUs are what the running instance has, as the
+	// node's driver reports it (0: not running or not reported).
+	MemoryMiB int64 `json:"memory,omitempty"`
+	VCPUs     int   `json:"vcpus,omitempty"`
 }
 
 // Instance states on a node.

@@ -361,7 +361,7 @@ func durationString(d time.Duration) string {
 
 func toNodeStatus(st agent.Status) rpc.NodeInstanceStatus {
 	out := rpc.NodeInstanceStatus{UUID: st.UUID, Name: st.Name, State: string(st.State), OS: st.OS, BootID: st.BootID,
-		Disks: make([]rpc.NodeDisk, 0, len(st.Disks))}
+		Disks: make([]rpc.NodeDisk, 0, len(st.Disks)), MemoryMiB: st.MemoryMiB, VCPUs: st.VCPUs}
 	for _, d := range st.Disks {
 		out.Disks = append(out.Disks, rpc.NodeDisk{UUID: d.UUID, SizeMiB: d.SizeMiB, Attached: d.Attached, Generation: d.Generation})
 	}
