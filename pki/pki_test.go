@@ -492,3 +492,40 @@ func TestAPICertificate(t *testing.T) {
 		t.Errorf("after removing it, an API client got %q", got)
 	}
 }
+
+// TestServerConfigRacingIdentity: a server configuration built from the
+// old identity while a new one is installed is not cached, so the next
+// handshake presents the new certificate (a renewal would otherwise
+// leave a gntd serving its old certificate until its next change).
+func TestServerConfigRacingIdentity(t *testing.T) {
+	ca := mustCA(t, time.Now())
+	server := mk(t, ca, ca, "n1", OrgNode, time.Now())
+	client := mk(t, ca, ca, "n2", OrgNode, time.Now())
+	c, k := issue(t, ca, "n1-renewed", OrgNode, time.Now(), NodeValidity)
+	server.beforeCache = func() {
+		server.beforeCache = nil // once (the hook is read under the lock)
+		if err := server.SetIdentity(c, k); err != nil {
+			t.Error(err)
+		}
+	}
+	presented := func() string {
+		t.Helper()
+		var cn string
+		cfg := client.ClientTLS()
+		verify := cfg.VerifyConnection
+		cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+			cn = cs.PeerCertificates[0].Subject.CommonName
+			return verify(cs)
+		}
+		if cerr, serr := handshake(t, server.ServerTLS(tls.RequireAndVerifyClientCert), cfg); cerr != nil || serr != nil {
+			t.Fatalf("handshake: client %v, server %v", cerr, serr)
+		}
+		return cn
+	}
+	if cn := presented(); cn != "n1" {
+		t.Fatalf("the handshake during the change presented %q, want the old n1", cn)
+	}
+	if cn := presented(); cn != "n1-renewed" {
+		t.Fatalf("the handshake after the change presented %q, want n1-renewed", cn)
+	}
+}

@@ -33,6 +33,13 @@ type Store struct {
 	api     *tls.Certificate // an operator's RAPI certificate, or nil
 	check   func(*x509.Certificate) error
 	servers map[tls.ClientAuthType]*tls.Config
+	// gen counts changes that drop servers: a configuration built from
+	// older contents is not cached (a handshake racing a new identity
+	// would otherwise keep serving the old certificate).
+	gen uint64
+	// beforeCache, in tests, runs between building a server
+	// configuration and caching it.
+	beforeCache func()
 	// fallback is a throw-away self-signed certificate served before this
 	// party has an identity (a gntd that has not joined a cluster yet).
 	fallback *tls.Certificate
@@ -61,6 +68,7 @@ func (s *Store) SetTrust(caPEM []byte) error {
 	defer s.mu.Unlock()
 	s.caPEM, s.cas, s.pool = bytes.Clone(caPEM), cas, pool
 	s.servers = nil
+	s.gen++
 	return nil
 }
 
@@ -79,6 +87,7 @@ func (s *Store) SetIdentity(certPEM, keyPEM []byte) error {
 	}
 	s.cert, s.leaf = &pair, leaf
 	s.servers = nil
+	s.gen++
 	return nil
 }
 
@@ -98,6 +107,7 @@ func (s *Store) SetPeerCheck(fn func(*x509.Certificate) error) {
 	defer s.mu.Unlock()
 	s.check = fn
 	s.servers = nil
+	s.gen++
 }
 
 // Leaf is the current certificate, or nil.
@@ -180,6 +190,7 @@ func (s *Store) serverConfig(clientAuth tls.ClientAuthType, internal bool) (*tls
 	s.mu.RLock()
 	api := s.api
 	c := s.servers[clientAuth]
+	gen, hook := s.gen, s.beforeCache
 	s.mu.RUnlock()
 	if api != nil && !internal && clientAuth != tls.RequireAndVerifyClientCert {
 		// Built each time: an operator's certificate is rare and only on
@@ -198,11 +209,16 @@ func (s *Store) serverConfig(clientAuth tls.ClientAuthType, internal bool) (*tls
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	if s.servers == nil {
-		s.servers = map[tls.ClientAuthType]*tls.Config{}
+	if hook != nil {
+		hook()
 	}
-	s.servers[clientAuth] = cfg
+	s.mu.Lock()
+	if s.gen == gen {
+		if s.servers == nil {
+			s.servers = map[tls.ClientAuthType]*tls.Config{}
+		}
+		s.servers[clientAuth] = cfg
+	}
 	s.mu.Unlock()
 	return cfg, nil
 }
@@ -337,6 +353,7 @@ func (s *Store) SetClock(now func() time.Time) {
 	defer s.mu.Unlock()
 	s.now = now
 	s.servers = nil
+	s.gen++
 }
 
 // OperatorTLS is the configuration of an operator's client (the gnt CLI):
