@@ -252,6 +252,16 @@ func TestRenewCrypto(t *testing.T) {
 		}
 	}
 	t.Logf("TLS handshake errors in the members' logs: %d", refused)
+	if os.Getenv("GNT_RENEW_DEBUG") != "" {
+		for _, m := range c.Members {
+			for _, line := range strings.Split(m.Log(), "\n") {
+				if strings.Contains(line, "renewing the cluster CA") || strings.Contains(line, "trusting the cluster CA") ||
+					strings.Contains(line, "certificate installed") || strings.Contains(line, "handshake") || strings.Contains(line, "certificate issued") {
+					t.Logf("%s: %s", m.Name, line)
+				}
+			}
+		}
+	}
 
 	// No write is lost: every confirmed tag is there.
 	cl := clientFor(first)

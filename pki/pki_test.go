@@ -529,3 +529,68 @@ func TestServerConfigRacingIdentity(t *testing.T) {
 		t.Fatalf("the handshake after the change presented %q, want n1-renewed", cn)
 	}
 }
+
+// TestNoResumptionAcrossChanges: a client resumes its session while the
+// server's contents stay, and shakes hands anew, with the current
+// certificates, once the server's identity changed (a renewal): a resumed
+// session would carry the certificates of the first handshake.
+func TestNoResumptionAcrossChanges(t *testing.T) {
+	ca := mustCA(t, time.Now())
+	server := mk(t, ca, ca, "n1", OrgNode, time.Now())
+	client := mk(t, ca, ca, "n2", OrgNode, time.Now())
+	srvCfg := server.ServerTLS(tls.RequireAndVerifyClientCert)
+	cliCfg := client.ClientTLS() // one session cache for every handshake
+	try := func() (resumed bool, cn string) {
+		t.Helper()
+		// Over TCP on loopback: a resumed TLS 1.3 handshake has both
+		// sides write at once, which a net.Pipe cannot hold.
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		a, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.Close()
+		b, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		done := make(chan error, 1)
+		go func() {
+			s := tls.Server(b, srvCfg)
+			err := s.Handshake()
+			if err == nil {
+				_, err = s.Write([]byte("x"))
+			}
+			done <- err
+		}()
+		c := tls.Client(a, cliCfg)
+		err = c.Handshake()
+		if err == nil {
+			_, err = io.ReadFull(c, make([]byte, 1)) // and the session ticket
+		}
+		a.Close()
+		if serr := <-done; err != nil || serr != nil {
+			t.Fatalf("handshake: client %v, server %v", err, serr)
+		}
+		st := c.ConnectionState()
+		return st.DidResume, st.PeerCertificates[0].Subject.CommonName
+	}
+	if resumed, _ := try(); resumed {
+		t.Fatal("the first handshake resumed")
+	}
+	if resumed, _ := try(); !resumed {
+		t.Fatal("the second handshake did not resume: the test proves nothing")
+	}
+	c, k := issue(t, ca, "n1-renewed", OrgNode, time.Now(), NodeValidity)
+	if err := server.SetIdentity(c, k); err != nil {
+		t.Fatal(err)
+	}
+	if resumed, cn := try(); resumed || cn != "n1-renewed" {
+		t.Fatalf("after a new identity: resumed %v, the server presented %q", resumed, cn)
+	}
+}

@@ -32,7 +32,7 @@ type Store struct {
 	pool    *x509.CertPool
 	api     *tls.Certificate // an operator's RAPI certificate, or nil
 	check   func(*x509.Certificate) error
-	servers map[tls.ClientAuthType]*tls.Config
+	servers map[tls.ClientAuthType]cachedServer
 	// gen counts changes that drop servers: a configuration built from
 	// older contents is not cached (a handshake racing a new identity
 	// would otherwise keep serving the old certificate).
@@ -186,10 +186,20 @@ func (s *Store) ServerTLS(clientAuth tls.ClientAuthType) *tls.Config {
 	}
 }
 
+// TicketKeyLife is how long a server configuration, and the key of its
+// session tickets, is kept before it is built anew.
+const TicketKeyLife = 24 * time.Hour
+
+// cachedServer is a server configuration and when it was built.
+type cachedServer struct {
+	cfg   *tls.Config
+	built time.Time
+}
+
 func (s *Store) serverConfig(clientAuth tls.ClientAuthType, internal bool) (*tls.Config, error) {
 	s.mu.RLock()
 	api := s.api
-	c := s.servers[clientAuth]
+	c, cached := s.servers[clientAuth]
 	gen, hook := s.gen, s.beforeCache
 	s.mu.RUnlock()
 	if api != nil && !internal && clientAuth != tls.RequireAndVerifyClientCert {
@@ -202,22 +212,31 @@ func (s *Store) serverConfig(clientAuth tls.ClientAuthType, internal bool) (*tls
 		cfg.Certificates = []tls.Certificate{*api}
 		return cfg, nil
 	}
-	if c != nil {
-		return c, nil
+	if cached && time.Since(c.built) < TicketKeyLife {
+		return c.cfg, nil
 	}
 	cfg, err := s.buildServer(clientAuth)
 	if err != nil {
 		return nil, err
 	}
+	// Session tickets of this configuration only: a resumed session
+	// carries the certificates of its first handshake, and after a new
+	// identity or trust bundle (a renewal of the CA) a peer must shake
+	// hands anew with the current ones rather than fail on the old.
+	var key [32]byte
+	if _, err := rand.Read(key[:]); err != nil {
+		return nil, err
+	}
+	cfg.SetSessionTicketKeys([][32]byte{key})
 	if hook != nil {
 		hook()
 	}
 	s.mu.Lock()
 	if s.gen == gen {
 		if s.servers == nil {
-			s.servers = map[tls.ClientAuthType]*tls.Config{}
+			s.servers = map[tls.ClientAuthType]cachedServer{}
 		}
-		s.servers[clientAuth] = cfg
+		s.servers[clientAuth] = cachedServer{cfg: cfg, built: time.Now()}
 	}
 	s.mu.Unlock()
 	return cfg, nil
