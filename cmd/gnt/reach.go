@@ -31,10 +31,11 @@ const reachRecheck = 100 * time.Millisecond
 // stays. Once a connection was made the watch stays quiet: later
 // failovers and long waits are the client's business.
 type reachWatch struct {
-	cancel  context.CancelCauseFunc
-	limit   time.Duration
-	servers int  // how many addresses the client has
-	pending bool // a connection attempt is under way
+	cancel    context.CancelCauseFunc
+	limit     time.Duration
+	servers   int       // how many addresses the client has
+	pending   bool      // a connection attempt is under way
+	pendingAt time.Time // when it began
 
 	mu        sync.Mutex
 	connected bool
@@ -76,7 +77,7 @@ func (w *reachWatch) start(hostPort string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.current = hostPort
-	w.pending = true
+	w.pending, w.pendingAt = true, time.Now()
 	if _, seen := w.errs[hostPort]; !seen {
 		w.errs[hostPort] = nil
 		w.tried = append(w.tried, hostPort)
@@ -127,7 +128,10 @@ func (w *reachWatch) expire() {
 		w.mu.Unlock()
 		return
 	}
-	if w.pending && len(w.tried) < w.servers {
+	// An attempt under way is waited for while an address is still
+	// untried, and the last address's own attempt for up to the limit:
+	// a live server behind a hung one is still reached.
+	if w.pending && (len(w.tried) < w.servers || time.Since(w.pendingAt) < w.limit) {
 		w.timer = time.AfterFunc(reachRecheck, w.expire)
 		w.mu.Unlock()
 		return
