@@ -97,10 +97,13 @@ func (s *Server) loadTLS() error {
 	}
 	cert, cerr := os.ReadFile(s.dir.file(nodeCertFile))
 	key, kerr := s.readSecret(nodeKeyFile)
-	if cerr == nil && kerr == nil {
+	switch {
+	case cerr == nil && kerr == nil:
 		if err := s.tls.store.SetIdentity(cert, key); err != nil {
 			s.log.Warn("the node certificate is not usable; asking for a new one at the next join", "file", s.dir.file(nodeCertFile), "error", err)
 		}
+	case kerr != nil && !errors.Is(kerr, os.ErrNotExist):
+		s.log.Warn("the node key is not usable; asking for a new certificate at the next join", "error", kerr)
 	}
 	if data, err := s.readSecret(rapiCertFile); err == nil {
 		pair, err := tls.X509KeyPair(data, data)
