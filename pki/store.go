@@ -131,13 +131,6 @@ func (s *Store) CAPEM() []byte {
 	return bytes.Clone(s.caPEM)
 }
 
-// Pool is a copy of the trusted CAs as a pool.
-func (s *Store) Pool() *x509.CertPool {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.pool.Clone()
-}
-
 // VerifyPeer checks a peer's certificate chain against the trust bundle
 // for usage, then the peer check. It returns the verified leaf.
 func (s *Store) VerifyPeer(chain []*x509.Certificate, usage x509.ExtKeyUsage) (*x509.Certificate, error) {

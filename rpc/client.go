@@ -93,13 +93,9 @@ func NewClientWith(servers []string, o ClientOptions) *Client {
 	return &Client{servers: servers, http: &http.Client{Transport: tr}, scheme: scheme}
 }
 
-// HTTPClient is the client's underlying HTTP client, for requests the
-// Client has no method for; URL makes their addresses.
-func (c *Client) HTTPClient() *http.Client { return c.http }
-
-// URL is the address of path on server (host:port) with the client's
+// url is the address of path on server (host:port) with the client's
 // scheme.
-func (c *Client) URL(server, path string) string { return c.scheme + "://" + server + path }
+func (c *Client) url(server, path string) string { return c.scheme + "://" + server + path }
 
 // Servers returns the configured addresses.
 func (c *Client) Servers() []string { return append([]string(nil), c.servers...) }
@@ -208,7 +204,7 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 }
 
 func (c *Client) once(ctx context.Context, server, method, path string, query url.Values, header http.Header, payload []byte, out any) (Meta, error) {
-	u := c.URL(server, path)
+	u := c.url(server, path)
 	if len(query) > 0 {
 		u += "?" + query.Encode()
 	}
