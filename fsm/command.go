@@ -45,7 +45,8 @@ const (
 	CmdRAPIUserPut      CommandType = 17 // RAPIUserPut
 	CmdRAPIUserRemove   CommandType = 18 // RAPIUserRemove
 
-	CmdPKIRotate CommandType = 19 // PKIRotate (pki.go)
+	CmdPKIRotate    CommandType = 19 // PKIRotate (pki.go)
+	CmdPKIKeyRotate CommandType = 20 // PKIKeyRotate (pki.go)
 )
 
 var commandNames = map[CommandType]string{
@@ -71,7 +72,8 @@ var commandNames = map[CommandType]string{
 	CmdRAPIUserPut:      "rapi-user-put",
 	CmdRAPIUserRemove:   "rapi-user-remove",
 
-	CmdPKIRotate: "pki-rotate",
+	CmdPKIRotate:    "pki-rotate",
+	CmdPKIKeyRotate: "pki-key-rotate",
 }
 
 func (t CommandType) String() string {
@@ -186,7 +188,10 @@ type LeaderEstablish struct {
 // Version 8 adds the opcode OP_INSTANCE_MULTI_ALLOC.
 //
 // Version 9 adds the opcode OP_INSTANCE_GROW_DISK.
-const LogVersion = 9
+//
+// Version 10 adds the renewal of cluster.key (CmdPKIKeyRotate, and its
+// phase, key ID and sealed key in PKI).
+const LogVersion = 10
 
 // Job update actions.
 const (

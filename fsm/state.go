@@ -609,6 +609,8 @@ func (f *FSM) applyOne(t CommandType, body []byte) Response {
 		return decodeApply(body, s.applyRAPIUserRemove)
 	case CmdPKIRotate:
 		return decodeApply(body, s.applyPKIRotate)
+	case CmdPKIKeyRotate:
+		return decodeApply(body, s.applyPKIKeyRotate)
 	}
 	return Response{Err: errf(CodeInval, "", "a %s command cannot appear here", t)}
 }
