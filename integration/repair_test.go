@@ -242,16 +242,18 @@ type incident struct {
 // new leader's maintd (port 1816 on the new leader) carries on the same
 // incident to the end: node21 empty and tagged maintd:repairready:<id>.
 // Once the node reports Ok and the tag is removed, the incident is gone.
-func TestMaintdEvacuateAcrossFailover(t *testing.T) {
-	state := map[string]string{}
-	c := repairCluster(t, ClusterOptions{
+// diagnoseCluster is a repairCluster whose every node's self-diagnose
+// command (hw-check, white-listed) prints a state file the test rewrites:
+// state[node name] is its path.
+func diagnoseCluster(t *testing.T) (c *Cluster, state map[string]string) {
+	state = map[string]string{}
+	c = repairCluster(t, ClusterOptions{
 		ExtraArgs: []string{"--fake-delay", "700ms", "--diagnose-min-interval", "500ms"},
 		MemberArgs: func(name, dataDir string) []string {
 			dir := dataDir + "-diagnose"
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				t.Fatal(err)
 			}
-			// The script prints a state file the test rewrites.
 			st := filepath.Join(filepath.Dir(dataDir), name+"-diagnose-state.json")
 			state[name] = st
 			if err := os.WriteFile(st, []byte(`{"status":"Ok"}`), 0o644); err != nil {
@@ -263,6 +265,11 @@ func TestMaintdEvacuateAcrossFailover(t *testing.T) {
 			return []string{"--diagnose-commands-dir", dir}
 		},
 	})
+	return c, state
+}
+
+func TestMaintdEvacuateAcrossFailover(t *testing.T) {
+	c, state := diagnoseCluster(t)
 	// The candidates host no instances here, so killing the leader does
 	// not also kill a node a move is using (a move whose new node dies
 	// fails, and maintd fails the incident, as Ganeti's would).
@@ -454,4 +461,91 @@ func TestBenchRepairFailover(t *testing.T) {
 	sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
 	t.Logf("figure: kill -9 of a node to its drbd instance running on the secondary, demo settings (dead grace 5 s, rounds 3 s, job delay 1 s, gossip detection ~2 s): %d kills, median %v, max %v",
 		len(took), took[len(took)/2].Round(10*time.Millisecond), took[len(took)-1].Round(10*time.Millisecond))
+}
+
+// TestMaintdEvacuatesCandidate: a master candidate's self-diagnose says
+// "evacuate" while the candidate pool is at its size (3 of 3). maintd
+// promotes a live node in its place and drains the candidate in one job;
+// the incident completes, and Raft keeps 3 voters, the drained node no
+// longer one of them.
+func TestMaintdEvacuatesCandidate(t *testing.T) {
+	c, state := diagnoseCluster(t)
+	if out, code := c.GNTExit("cluster", "modify", "--diagnose-data-collector-filename", "hw-check"); code != 0 {
+		t.Fatalf("cluster modify: %s", out)
+	}
+	leader := c.WaitLeader(10 * time.Second)
+	var victim *Member
+	for _, m := range c.Candidates() {
+		if m != leader {
+			victim = m
+			break
+		}
+	}
+	if err := os.WriteFile(state[victim.Name], []byte(`{"status":"evacuate","command":"","details":{"psu":"2 of 2 failed"}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var done incident
+	c.Eventually(60*time.Second, 200*time.Millisecond, "the candidate's incident completed", func() error {
+		var list []incident
+		if _, err := maintdGet(c.WaitLeader(10*time.Second), "/1/status", &list); err != nil {
+			return err
+		}
+		for _, in := range list {
+			if in.Node != victim.Name {
+				continue
+			}
+			switch in.RepairStatus {
+			case "failed":
+				t.Fatalf("incident %s on %s failed: %s", in.UUID, in.Node, in.Reason)
+			case "completed":
+				done = in
+				return nil
+			}
+			return fmt.Errorf("incident %s is %s: %s", in.UUID, in.RepairStatus, in.Reason)
+		}
+		return fmt.Errorf("no incident for %s in %+v", victim.Name, list)
+	})
+	t.Logf("incident %s completed, jobs %v", done.UUID, done.Jobs)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n, err := c.ClientFor(c.WaitLeader(10*time.Second)).Node(ctx, victim.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !n.Drained || n.MasterCandidate {
+		t.Fatalf("%s after the evacuation: drained=%v master_candidate=%v; want drained, not a candidate", victim.Name, n.Drained, n.MasterCandidate)
+	}
+	promoted := ""
+	for _, m := range c.Members {
+		if m.Candidate {
+			continue
+		}
+		if x, err := c.ClientFor(leader).Node(ctx, m.Name); err == nil && x.MasterCandidate {
+			promoted = m.Name
+		}
+	}
+	if promoted == "" {
+		t.Fatalf("no node was promoted in place of %s", victim.Name)
+	}
+	var peers []string
+	c.Eventually(60*time.Second, 200*time.Millisecond, "3 voters, "+promoted+" among them and "+victim.Name+" not", func() error {
+		ps := c.WaitVoters(3, 30*time.Second)
+		peers = peers[:0]
+		ok := false
+		for _, p := range ps {
+			if p.Suffrage != "voter" {
+				continue
+			}
+			peers = append(peers, p.ID)
+			if p.ID == victim.Name {
+				return fmt.Errorf("%s still votes: %v", victim.Name, peers)
+			}
+			ok = ok || p.ID == promoted
+		}
+		if !ok {
+			return fmt.Errorf("%s does not vote yet: %v", promoted, peers)
+		}
+		return nil
+	})
+	t.Logf("%s promoted in place of %s; voters %v", promoted, victim.Name, peers)
 }

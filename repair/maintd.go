@@ -728,10 +728,13 @@ func (r *round) failNoJob(in *fsm.Incident, n *fsm.Node, ns *NodeStatus, why str
 // a new secondary. A node with nothing left completes the incident.
 func (r *round) evacuate(in *fsm.Incident, n *fsm.Node, ns *NodeStatus) {
 	if !n.Drained && !n.Offline {
-		t := true
-		op := fsm.OpNodeSetParams{NodeName: n.Name, Drained: &t, Force: true}
-		op.OpID, op.Reason = "OP_NODE_SET_PARAMS", r.reason("incident "+in.UUID+": drain "+n.Name)
-		ref, err := r.addJob(op)
+		ops, wait := r.drainOps(in, n)
+		if wait != "" {
+			ns.Why = "waiting: " + wait
+			r.setReason(in, ns.Why)
+			return
+		}
+		ref, err := r.addJob(ops...)
 		if errors.Is(err, errJobLimit) {
 			ns.Why = "waiting: the round's job limit is reached"
 			return
@@ -740,9 +743,13 @@ func (r *round) evacuate(in *fsm.Incident, n *fsm.Node, ns *NodeStatus) {
 			r.failNoJob(in, n, ns, "cannot drain the node: "+err.Error())
 			return
 		}
-		r.update(in, fsm.IncidentPending, ref, "draining "+n.Name)
-		ns.Why = "draining"
-		r.note("incident %s on %s: draining the node", in.UUID, n.Name)
+		what := "draining " + n.Name
+		if len(ops) > 1 {
+			what += fmt.Sprintf(" (master candidate; %s promoted in its place)", ops[0].(fsm.OpNodeSetParams).NodeName)
+		}
+		r.update(in, fsm.IncidentPending, ref, what)
+		ns.Why = what
+		r.note("incident %s on %s: %s", in.UUID, n.Name, what)
 		return
 	}
 	primaries, secondaries := r.st.NodeInstances(n.UUID)
@@ -812,6 +819,75 @@ func (r *round) evacuate(in *fsm.Incident, n *fsm.Node, ns *NodeStatus) {
 		r.note("incident %s on %s: moving %s", in.UUID, n.Name, strings.Join(moved, ", "))
 		r.moved(moved...)
 	}
+}
+
+// drainOps are the opcodes that drain a node for an evacuation, or why
+// the node may not be drained yet. A master candidate is drained with
+// auto_promote, as an operator would (a drain that shrinks the pool below
+// its size is refused otherwise); when the pool needs a replacement, the
+// first live eligible node (by name) is promoted explicitly before the
+// drain, so that the replacement is one that can vote (the FSM's
+// auto-promotion does not know which nodes are alive). Raft's voters are
+// the candidates (up to max_raft_voters): a drain that would leave fewer
+// live candidates than the cluster has live voters now waits, saying
+// why, rather than weaken the majority. The master node is never drained
+// (that needs a master failover first).
+func (r *round) drainOps(in *fsm.Incident, n *fsm.Node) ([]any, string) {
+	text := r.reason("incident " + in.UUID + ": drain " + n.Name)
+	t := true
+	drain := fsm.OpNodeSetParams{NodeName: n.Name, Drained: &t, Force: true}
+	drain.OpID, drain.Reason = "OP_NODE_SET_PARAMS", text
+	if !n.MasterCandidate {
+		return []any{drain}, ""
+	}
+	c := r.st.Cluster
+	if n.UUID == c.MasterNode {
+		return nil, fmt.Sprintf("%s is the master node; move the master to another candidate first ('gnt cluster master-failover --to NODE')", n.Name)
+	}
+	drain.AutoPromote = true
+	live := func(x *fsm.Node) bool { return !x.Offline && !x.Drained && x.Liveness != fsm.LivenessDead }
+	cands, liveCands, eligible := 0, 0, 0
+	var spare *fsm.Node
+	for _, x := range r.st.SortedNodes() {
+		if x.UUID == n.UUID {
+			continue
+		}
+		if x.MasterCandidate {
+			cands++
+			if live(x) {
+				liveCands++
+			}
+		}
+		if x.MasterCapable && !x.Offline && !x.Drained {
+			eligible++
+			if !x.MasterCandidate && spare == nil && live(x) {
+				spare = x
+			}
+		}
+	}
+	voters := c.MaxVoters
+	if voters <= 0 {
+		voters = fsm.DefaultMaxVoters
+	}
+	before := liveCands
+	if live(n) {
+		before++
+	}
+	before = min(before, voters)
+	var ops []any
+	after := liveCands
+	if cands < min(eligible, c.CandidatePoolSize) && spare != nil {
+		f := true
+		promote := fsm.OpNodeSetParams{NodeName: spare.Name, MasterCandidate: &f}
+		promote.OpID, promote.Reason = "OP_NODE_SET_PARAMS", r.reason("incident "+in.UUID+": promote "+spare.Name+" in place of "+n.Name)
+		ops = append(ops, promote)
+		after++
+	}
+	if after = min(after, voters); after < before {
+		return nil, fmt.Sprintf("draining master candidate %s would leave %d live master candidate(s) to vote in Raft, fewer than the %d voting now; no live master-capable node can take its place (add one, or bring one back online), or drain it by hand",
+			n.Name, after, before)
+	}
+	return append(ops, drain), ""
 }
 
 // maxEvacuated bounds the list of moved instances kept in the state.

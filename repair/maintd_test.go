@@ -33,7 +33,8 @@ import (
 //	apply                  applies the last plan
 //	job id=N status=S [end=S]  a job's (and its opcodes') status changes; end
 //	                       sets when it ended
-//	node NAME k=v...       a node changes (offline, drained, liveness, since, tags)
+//	node NAME k=v...       a node changes (offline, drained, liveness, since, tags,
+//	                       candidate, mcap); "cluster" takes pool= and voters=
 //	instance NAME k=v...   an instance changes (primary, secondary, tags)
 //	show                   the maintenance state and the tags
 
@@ -154,6 +155,10 @@ func applyNode(t testing.TB, n map[string]any, a map[string]string) {
 			n["liveness_since"] = (baseTime + secsArg(t, v)) * 1e9
 		case "tags":
 			n["tags"] = list(v)
+		case "candidate":
+			n["master_candidate"] = v == "true"
+		case "mcap":
+			n["master_capable"] = v == "true"
 		case "oob":
 			n["ndparams"] = map[string]any{"oob_program": v}
 		default:
@@ -183,6 +188,10 @@ func (sc *scenario) build(t testing.TB, input string) {
 					cluster["tags"] = list(v)
 				case "oob":
 					cluster["ndparams"] = map[string]any{"oob_program": v}
+				case "pool":
+					cluster["candidate_pool_size"] = secsArg(t, v)
+				case "voters":
+					cluster["max_raft_voters"] = secsArg(t, v)
 				default:
 					t.Fatalf("unknown cluster field %q", k)
 				}
@@ -325,7 +334,7 @@ func opSummary(raw json.RawMessage) string {
 	_ = json.Unmarshal(raw, &o)
 	s := fmt.Sprint(o["OP_ID"])
 	var args []string
-	for _, k := range []string{"instance_name", "node_name", "node_names", "command", "mode", "iallocator", "target_node", "drained", "duration", "depends"} {
+	for _, k := range []string{"instance_name", "node_name", "node_names", "command", "mode", "iallocator", "target_node", "drained", "master_candidate", "auto_promote", "duration", "depends"} {
 		if v, ok := o[k]; ok {
 			b, _ := json.Marshal(v)
 			args = append(args, k+"="+string(b))
