@@ -60,9 +60,11 @@ func (s *State) applyClusterInit(c *ClusterInit) *Error {
 		CandidatePoolSize: pool, MaxVoters: voters, DefaultIAllocator: "hail",
 		NDParams: nd, Tags: []string{}, MasterNode: c.Node.UUID,
 	}
+	s.Cluster.normalizeParams()
 	s.Groups[c.GroupUUID] = &Group{
 		Name: DefaultGroupName, UUID: c.GroupUUID, AllocPolicy: AllocPreferred,
 		NDParams: map[string]any{}, Tags: []string{}, SerialNo: 1, CTime: ts, MTime: ts,
+		DiskParams: map[string]map[string]any{},
 	}
 	s.Nodes[c.Node.UUID] = &Node{
 		Name: c.Node.Name, UUID: c.Node.UUID, Group: c.GroupUUID,

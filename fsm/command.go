@@ -191,7 +191,13 @@ type LeaderEstablish struct {
 //
 // Version 10 adds the renewal of cluster.key (CmdPKIKeyRotate, and its
 // phase, key ID and sealed key in PKI).
-const LogVersion = 10
+//
+// Version 11 adds the parameter model (params.go): the cluster's
+// enabled_hypervisors, default_hypervisor, hvparams, beparams, nicparams,
+// diskparams and osparams, a group's diskparams, an instance's
+// hypervisor, hvparams, beparams and osparams, a NIC's vlan; an instance
+// record may not hold a global hypervisor parameter.
+const LogVersion = 11
 
 // Job update actions.
 const (

@@ -44,6 +44,22 @@ type Cluster struct {
 	// the API (Ganeti's default without --require-authentication; gnt's
 	// default is false: every request needs a user or a certificate).
 	RAPIAnonymousRead bool `json:"rapi_anonymous_read,omitempty"`
+	// EnabledHypervisors are the hypervisors instances may use (Ganeti's
+	// enabled_hypervisors); empty means any driver a node runs.
+	// DefaultHypervisor is the one a new instance gets when it names none
+	// (empty: the node's driver). See params.go.
+	EnabledHypervisors []string `json:"enabled_hypervisors"`
+	DefaultHypervisor  string   `json:"default_hypervisor"`
+	// HVParams are the cluster's hypervisor parameters per hypervisor,
+	// BEParams its backend, NICParams its NIC defaults, DiskParams its
+	// disk parameters per disk template and OSParams its OS parameters per
+	// OS name: only what the operator set; the built-in defaults of
+	// params.go fill the rest.
+	HVParams   map[string]map[string]any `json:"hvparams"`
+	BEParams   map[string]any            `json:"beparams"`
+	NICParams  map[string]any            `json:"nicparams"`
+	DiskParams map[string]map[string]any `json:"diskparams"`
+	OSParams   map[string]map[string]any `json:"osparams"`
 }
 
 // Group is a node group.
@@ -56,6 +72,9 @@ type Group struct {
 	SerialNo    int64          `json:"serial_no"`
 	CTime       float64        `json:"ctime"`
 	MTime       float64        `json:"mtime"`
+	// DiskParams are the group's disk parameters per disk template,
+	// overriding the cluster's.
+	DiskParams map[string]map[string]any `json:"diskparams"`
 }
 
 // Addrs are the network endpoints of a node's gntd, as it registered them.
@@ -135,6 +154,9 @@ type NIC struct {
 	Mode    string `json:"mode,omitempty"`
 	Link    string `json:"link,omitempty"`
 	Network string `json:"network,omitempty"`
+	// VLAN is the NIC's VLAN (Ganeti's nicparams vlan: ".100", ":100" or
+	// ".100:200:300"), empty for none.
+	VLAN string `json:"vlan,omitempty"`
 }
 
 // Instance is a virtual machine at configuration level.
@@ -155,6 +177,15 @@ type Instance struct {
 	SerialNo       int64    `json:"serial_no"`
 	CTime          float64  `json:"ctime"`
 	MTime          float64  `json:"mtime"`
+	// Hypervisor is the instance's hypervisor (empty: the node's
+	// driver). HVParams, BEParams and OSParams are the instance's own
+	// parameters, overriding the cluster's (Ganeti's custom_hvparams...);
+	// FillHVParams gives the effective hypervisor parameters. MemoryMiB
+	// and VCPUs stay the effective memory and vcpus.
+	Hypervisor string         `json:"hypervisor"`
+	HVParams   map[string]any `json:"hvparams"`
+	BEParams   map[string]any `json:"beparams"`
+	OSParams   map[string]any `json:"osparams"`
 }
 
 // RoleOf returns the node's role as Ganeti derives it from its flags, with
@@ -197,13 +228,29 @@ func (c *Cluster) clone() *Cluster {
 	x := *c
 	x.NDParams = cloneMap(c.NDParams)
 	x.Tags = cloneStrings(c.Tags)
+	x.EnabledHypervisors = append([]string{}, c.EnabledHypervisors...)
+	x.HVParams = cloneMap2(c.HVParams)
+	x.BEParams = cloneMap(c.BEParams)
+	x.NICParams = cloneMap(c.NICParams)
+	x.DiskParams = cloneMap2(c.DiskParams)
+	x.OSParams = cloneMap2(c.OSParams)
 	return &x
+}
+
+// cloneMap2 copies a map of parameter maps (never nil).
+func cloneMap2(m map[string]map[string]any) map[string]map[string]any {
+	c := make(map[string]map[string]any, len(m))
+	for k, v := range m {
+		c[k] = cloneMap(v)
+	}
+	return c
 }
 
 func (g *Group) clone() *Group {
 	x := *g
 	x.NDParams = cloneMap(g.NDParams)
 	x.Tags = cloneStrings(g.Tags)
+	x.DiskParams = cloneMap2(g.DiskParams)
 	return &x
 }
 
@@ -220,6 +267,9 @@ func (i *Instance) clone() *Instance {
 	x.Disks = append([]Disk(nil), i.Disks...)
 	x.NICs = append([]NIC(nil), i.NICs...)
 	x.Tags = cloneStrings(i.Tags)
+	x.HVParams = cloneMap(i.HVParams)
+	x.BEParams = cloneMap(i.BEParams)
+	x.OSParams = cloneMap(i.OSParams)
 	return &x
 }
 

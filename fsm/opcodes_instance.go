@@ -185,6 +185,11 @@ func (o *OpInstanceCreate) Validate() *Error {
 	if e := validateParamMap("hvparams", o.HVParams); e != nil {
 		return e
 	}
+	for k := range o.HVParams {
+		if IsHVGlobal(k) {
+			return errf(CodeInval, "hvparams."+k, "hypervisor parameter %s is global: only the cluster sets it (gnt cluster modify -H)", k)
+		}
+	}
 	if e := validateParamMap("osparams", o.OSParams); e != nil {
 		return e
 	}

@@ -99,6 +99,7 @@ func (o *OpGroupAdd) apply(t *txn, uuid string) (any, *Error) {
 	t.groups[uuid] = &Group{
 		Name: o.GroupName, UUID: uuid, AllocPolicy: pol,
 		NDParams: mergeParams(nil, o.NDParams), Tags: []string{}, CTime: ts,
+		DiskParams: map[string]map[string]any{},
 	}
 	return nil, nil
 }

@@ -363,12 +363,14 @@ func (s *State) restoreRecord(rec snapRecord) error {
 		if err := strict(&c); err != nil {
 			return err
 		}
+		c.normalizeParams()
 		s.Cluster = &c
 	case "group":
 		var g Group
 		if err := strict(&g); err != nil {
 			return err
 		}
+		g.normalizeParams()
 		s.Groups[g.UUID] = &g
 	case "node":
 		var n Node
@@ -381,6 +383,7 @@ func (s *State) restoreRecord(rec snapRecord) error {
 		if err := strict(&i); err != nil {
 			return err
 		}
+		i.normalizeParams()
 		s.Instances[i.UUID] = &i
 	case "job":
 		var j Job
@@ -513,10 +516,12 @@ func decodeV1(doc map[string]json.RawMessage) (*State, uint64, error) {
 		if c.NDParams == nil {
 			c.NDParams = DefaultNDParams()
 		}
+		c.normalizeParams()
 		st.Cluster = &c
 	}
 	for u, g := range v1.Groups {
 		g.UUID = u
+		g.normalizeParams()
 		st.Groups[u] = g
 	}
 	for i, raw := range v1.Nodes {
@@ -528,6 +533,7 @@ func decodeV1(doc map[string]json.RawMessage) (*State, uint64, error) {
 	}
 	for u, i := range v1.Instances {
 		i.UUID = u
+		i.normalizeParams()
 		st.Instances[u] = i
 	}
 	for _, j := range v1.Jobs {

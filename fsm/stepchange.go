@@ -171,6 +171,11 @@ func (p *InstancePut) apply(t *txn) *Error {
 	if in.MemoryMiB < 0 || in.VCPUs < 0 {
 		return errf(CodeInval, "instance.memory", "memory and vcpus must not be negative")
 	}
+	for k := range in.HVParams {
+		if IsHVGlobal(k) {
+			return errf(CodeInval, "instance.hvparams."+k, "hypervisor parameter %s is global: only the cluster sets it", k)
+		}
+	}
 	rec := in.clone()
 	if old != nil {
 		rec.SerialNo, rec.CTime = old.SerialNo, old.CTime

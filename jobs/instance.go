@@ -275,7 +275,7 @@ func (e *Executor) createRecord(sc *StepContext, o *fsm.OpInstanceCreate) (any, 
 	if !o.Commit {
 		in = fsm.Instance{Name: o.InstanceName, UUID: opUUID, DiskTemplate: o.Template(), OS: o.OSType,
 			MemoryMiB: o.BEParams.MemoryMiB(fsm.DefaultInstanceMemory), VCPUs: fsm.DefaultInstanceVCPUs, AdminState: fsm.AdminDown,
-			Forthcoming: o.Forthcoming}
+			Forthcoming: o.Forthcoming, Hypervisor: o.Hypervisor, HVParams: o.HVParams, OSParams: o.OSParams}
 		if o.BEParams.VCPUs != nil {
 			in.VCPUs = *o.BEParams.VCPUs
 		}

@@ -25,6 +25,9 @@ type fakeNodes struct {
 	// down holds nodes whose gntd does not answer: every call to them
 	// fails as the node RPC does when it cannot reach a node.
 	down map[string]bool
+	// started holds the hypervisor parameters each start call carried
+	// (node/instance -> hvparams).
+	started map[string]map[string]any
 }
 
 func newFakeNodes() *fakeNodes {
@@ -62,6 +65,10 @@ func (f *fakeNodes) Call(_ context.Context, node *fsm.Node, c NodeCall) (NodeRep
 		changed = f.os[key] != c.OpID
 		f.os[key] = c.OpID
 	case NodeOpStart:
+		if f.started == nil {
+			f.started = map[string]map[string]any{}
+		}
+		f.started[key] = c.Instance.HVParams
 		changed = !f.run[key]
 		f.run[key] = true
 	case NodeOpStop:
@@ -196,6 +203,31 @@ func TestInstanceLifecycle(t *testing.T) {
 // TestInstanceCreateRefusals: placement that cannot be satisfied names
 // the resource; operations in the wrong state fail with the reason and
 // change nothing.
+// TestAgentGetsFilledHVParams: an instance's hypervisor parameters reach
+// the agent filled (its own over the cluster's), and a global one is
+// refused at submission.
+func TestAgentGetsFilledHVParams(t *testing.T) {
+	d, epoch := instanceSetup(t)
+	nodes := newFakeNodes()
+	runExecutorWith(t, &Executor{FSM: d.f, Apply: d, Epoch: epoch, Concurrency: 4, Strategy: fastStrategy, Nodes: nodes})
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"hv1","disk_template":"diskless","pnode":"n1","hypervisor":"fake","hvparams":{"kernel_path":"/k"}}`)
+	in := instanceState(d, "hv1")
+	if in == nil || in.Hypervisor != "fake" || in.HVParams["kernel_path"] != "/k" {
+		t.Fatalf("hv1 = %+v", in)
+	}
+	nodes.mu.Lock()
+	got := nodes.started["n1/"+in.UUID]
+	nodes.mu.Unlock()
+	if got["kernel_path"] != "/k" {
+		t.Fatalf("start carried hvparams %v", got)
+	}
+	r, _, _ := d.Apply(context.Background(), fsm.JobSubmit{Now: 9, UUIDs: []string{"u"},
+		Ops: []json.RawMessage{json.RawMessage(`{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"hv2","disk_template":"diskless","hvparams":{"migration_port":1}}`)}})
+	if r.Err == nil || r.Err.Field != "hvparams.migration_port" {
+		t.Fatalf("global hvparam at create: %v", r.Err)
+	}
+}
+
 func TestInstanceCreateRefusals(t *testing.T) {
 	d, epoch := instanceSetup(t)
 	nodes := newFakeNodes()

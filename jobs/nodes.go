@@ -86,6 +86,19 @@ type NodeCaller interface {
 	Call(ctx context.Context, node *fsm.Node, c NodeCall) (NodeReply, error)
 }
 
+// filled returns a copy of an instance whose HVParams are its effective
+// hypervisor parameters (fsm.FillHVParams with the cluster's) and whose
+// Hypervisor is named: what the agents' drivers read. Every agent call
+// about an instance goes through call, so this is the one place.
+func (e *Executor) filled(in *fsm.Instance) *fsm.Instance {
+	x := *in
+	e.FSM.Read(func(s *fsm.State, _ uint64) {
+		x.Hypervisor = fsm.InstanceHypervisor(s.Cluster, in)
+		x.HVParams = fsm.FillHVParams(s.Cluster, in)
+	})
+	return &x
+}
+
 // nodeCallTimeout bounds one agent call.
 const nodeCallTimeout = 10 * time.Minute
 
@@ -106,6 +119,9 @@ func (e *Executor) call(ctx context.Context, sc *StepContext, node *fsm.Node, c 
 	}
 	if node.Addrs.Agent == "" {
 		return NodeReply{}, fmt.Errorf("node %s has not registered its agent address (is its gntd running?)", node.Name)
+	}
+	if c.Instance != nil {
+		c.Instance = e.filled(c.Instance)
 	}
 	cctx, cancel := context.WithTimeout(ctx, nodeCallTimeout)
 	defer cancel()

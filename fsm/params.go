@@ -1,0 +1,132 @@
+package fsm
+
+// Ganeti's parameter model (seed 003 "Disk/Net parameters", "Global
+// hypervisor parameters"): the cluster holds hypervisor parameters per
+// hypervisor, backend, NIC, OS and disk parameters (disk parameters per
+// disk template, groups override them); an instance holds only its own
+// overrides. The effective value of a parameter is the instance's, else
+// the cluster's, else the built-in default.
+
+// HVCGlobals are the hypervisor parameters only the cluster sets (Ganeti's
+// HVC_GLOBALS): an instance may not override them, and records of older
+// builds lose them on upgrade.
+var HVCGlobals = []string{"migration_bandwidth", "migration_mode", "migration_port"}
+
+// IsHVGlobal reports whether key is a cluster-only hypervisor parameter.
+func IsHVGlobal(key string) bool {
+	for _, g := range HVCGlobals {
+		if g == key {
+			return true
+		}
+	}
+	return false
+}
+
+// InstanceHypervisor is the hypervisor an instance runs under: its own,
+// else the cluster's default; empty means the driver of the node it runs on.
+func InstanceHypervisor(c *Cluster, in *Instance) string {
+	if in.Hypervisor != "" {
+		return in.Hypervisor
+	}
+	if c != nil {
+		return c.DefaultHypervisor
+	}
+	return ""
+}
+
+// FillHVParams gives an instance's effective hypervisor parameters: the
+// built-in defaults of its hypervisor, overlaid by the cluster's
+// parameters of that hypervisor, overlaid by the instance's own (which
+// never hold a global one). It is pure: a new map, nothing shared with c
+// or in. The node agents receive instances with these (see jobs).
+func FillHVParams(c *Cluster, in *Instance) map[string]any {
+	hv := InstanceHypervisor(c, in)
+	out := map[string]any{}
+	for k, v := range HVDefaults(hv) {
+		out[k] = v
+	}
+	if c != nil {
+		for k, v := range c.HVParams[hv] {
+			out[k] = v
+		}
+	}
+	for k, v := range in.HVParams {
+		if !IsHVGlobal(k) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// HVDefaults are the built-in defaults of a hypervisor's parameters (a
+// new map; empty for a hypervisor gnt has no table for).
+func HVDefaults(hv string) map[string]any {
+	out := map[string]any{}
+	for _, d := range hvParamDefs[hv] {
+		if d.Default != nil {
+			out[d.Key] = d.Default
+		}
+	}
+	return out
+}
+
+// ParamDef describes one known parameter: its key, its kind and built-in
+// default (nil: none).
+type ParamDef struct {
+	Key     string
+	Kind    string
+	Default any
+}
+
+// hvParamDefs are the known parameters of each hypervisor.
+var hvParamDefs = map[string][]ParamDef{}
+
+// normalizeParams gives a cluster record of an older build (or a new one)
+// empty parameter maps where it has none, so every replica holds the same
+// record whether it applied the log or restored a snapshot.
+func (c *Cluster) normalizeParams() {
+	if c.EnabledHypervisors == nil {
+		c.EnabledHypervisors = []string{}
+	}
+	if c.HVParams == nil {
+		c.HVParams = map[string]map[string]any{}
+	}
+	if c.BEParams == nil {
+		c.BEParams = map[string]any{}
+	}
+	if c.NICParams == nil {
+		c.NICParams = map[string]any{}
+	}
+	if c.DiskParams == nil {
+		c.DiskParams = map[string]map[string]any{}
+	}
+	if c.OSParams == nil {
+		c.OSParams = map[string]map[string]any{}
+	}
+}
+
+// normalizeParams gives a group record empty disk parameters where it has
+// none.
+func (g *Group) normalizeParams() {
+	if g.DiskParams == nil {
+		g.DiskParams = map[string]map[string]any{}
+	}
+}
+
+// normalizeParams gives an instance record empty parameter maps where it
+// has none and drops the global hypervisor parameters an older build may
+// have stored with it.
+func (i *Instance) normalizeParams() {
+	if i.HVParams == nil {
+		i.HVParams = map[string]any{}
+	}
+	if i.BEParams == nil {
+		i.BEParams = map[string]any{}
+	}
+	if i.OSParams == nil {
+		i.OSParams = map[string]any{}
+	}
+	for _, g := range HVCGlobals {
+		delete(i.HVParams, g)
+	}
+}

@@ -1,0 +1,79 @@
+package fsm
+
+import (
+	"bytes"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestFillHVParams(t *testing.T) {
+	c := &Cluster{DefaultHypervisor: "kvm", HVParams: map[string]map[string]any{
+		"kvm":  {"kernel_path": "/boot/vmlinuz", "migration_bandwidth": 64},
+		"fake": {"x": 1},
+	}}
+	in := &Instance{HVParams: map[string]any{"kernel_path": "/k", "acpi": false}}
+	got := FillHVParams(c, in)
+	if got["kernel_path"] != "/k" || got["acpi"] != false || got["migration_bandwidth"] != 64 || got["x"] != nil {
+		t.Fatalf("filled %v", got)
+	}
+	got["kernel_path"] = "changed"
+	if in.HVParams["kernel_path"] != "/k" || c.HVParams["kvm"]["kernel_path"] != "/boot/vmlinuz" {
+		t.Fatal("FillHVParams shares its result with its inputs")
+	}
+	// An instance's own hypervisor wins over the cluster's default; a
+	// global parameter of the instance never overrides the cluster's.
+	in = &Instance{Hypervisor: "fake", HVParams: map[string]any{"migration_bandwidth": 1}}
+	if got := FillHVParams(c, in); got["x"] != 1 || got["migration_bandwidth"] != nil {
+		t.Fatalf("filled %v", got)
+	}
+	if got := FillHVParams(nil, &Instance{}); len(got) != 0 {
+		t.Fatalf("no cluster: %v", got)
+	}
+}
+
+// TestParamsUpgrade restores records of a build without parameters (no
+// maps) and with a global hypervisor parameter on an instance: the maps
+// are empty and the global parameter is gone, and the restored state
+// snapshots to what it restored.
+func TestParamsUpgrade(t *testing.T) {
+	old := `{"format":"gnt-fsm","version":2,"index":7,"log_version":9}
+{"t":"cluster","v":{"name":"c","uuid":"cu","serial_no":1,"ctime":1,"mtime":1,"candidate_pool_size":10,"max_raft_voters":5,"default_iallocator":"hail","ndparams":{},"tags":[],"master_node":"nu"}}
+{"t":"group","v":{"name":"default","uuid":"gu","alloc_policy":"preferred","ndparams":{},"tags":[],"serial_no":1,"ctime":1,"mtime":1}}
+{"t":"node","v":{"name":"n1","uuid":"nu","group":"gu","primary_ip":"192.0.2.1","secondary_ip":"192.0.2.1","master_candidate":true,"master_capable":true,"vm_capable":true,"offline":false,"drained":false,"powered":true,"ndparams":{},"tags":[],"resources":{"memory_mib":4096,"disk_mib":10000,"cpus":4},"addrs":{},"serial_no":1,"ctime":1,"mtime":1}}
+{"t":"instance","v":{"name":"i1","uuid":"iu","forthcoming":false,"primary_node":"nu","secondary_nodes":[],"disk_template":"diskless","disks":[],"nics":[],"memory":128,"vcpus":1,"os":"","admin_state":"down","tags":[],"serial_no":1,"ctime":1,"mtime":1}}
+{"t":"instance","v":{"name":"i2","uuid":"iu2","forthcoming":false,"primary_node":"nu","secondary_nodes":[],"disk_template":"diskless","disks":[],"nics":[],"memory":128,"vcpus":1,"os":"","admin_state":"down","tags":[],"serial_no":1,"ctime":1,"mtime":1,"hypervisor":"kvm","hvparams":{"migration_port":8102,"acpi":true}}}
+{"t":"queue","v":{"next_job_id":1,"epoch":0,"finished":[]}}
+`
+	f := New()
+	if err := f.Restore(strings.NewReader(old)); err != nil {
+		t.Fatal(err)
+	}
+	f.Read(func(s *State, _ uint64) {
+		c := s.Cluster
+		if c.HVParams == nil || c.BEParams == nil || c.NICParams == nil || c.DiskParams == nil || c.OSParams == nil || c.EnabledHypervisors == nil {
+			t.Errorf("cluster maps not made: %+v", c)
+		}
+		if s.Groups["gu"].DiskParams == nil {
+			t.Error("group diskparams not made")
+		}
+		i1 := s.Instances["iu"]
+		if i1.HVParams == nil || i1.BEParams == nil || i1.OSParams == nil {
+			t.Errorf("instance maps not made: %+v", i1)
+		}
+		if i2 := s.Instances["iu2"]; !reflect.DeepEqual(i2.HVParams, map[string]any{"acpi": true}) {
+			t.Errorf("global parameter kept: %v", i2.HVParams)
+		}
+	})
+	data, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := New()
+	if err := g.Restore(bytes.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+	if g.Hash() != f.Hash() {
+		t.Fatal("a restored upgraded state snapshots differently")
+	}
+}
