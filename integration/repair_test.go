@@ -549,3 +549,64 @@ func TestMaintdEvacuatesCandidate(t *testing.T) {
 	})
 	t.Logf("%s promoted in place of %s; voters %v", promoted, victim.Name, peers)
 }
+
+// TestMaintdIncidentNotedAtOnce: with rounds an hour apart, an incident
+// seen between rounds is in the state at once, noted, with the id it
+// keeps: listed by maintd's /1/status and `gnt maint status`, and
+// cancelled by `gnt maint cancel` before any job was submitted for it.
+func TestMaintdIncidentNotedAtOnce(t *testing.T) {
+	c, state := diagnoseCluster(t)
+	if out, code := c.GNTExit("cluster", "modify", "--diagnose-data-collector-filename", "hw-check", "--maintenance-interval", "3600"); code != 0 {
+		t.Fatalf("cluster modify: %s", out)
+	}
+	// A first incident fails at once (a live-repair without a command),
+	// which records a round: the next one is an hour away.
+	if err := os.WriteFile(state["node22"], []byte(`{"status":"live-repair"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	find := func(node string) (incident, error) {
+		var list []incident
+		if _, err := maintdGet(c.WaitLeader(10*time.Second), "/1/status", &list); err != nil {
+			return incident{}, err
+		}
+		for _, in := range list {
+			if in.Node == node {
+				return in, nil
+			}
+		}
+		return incident{}, fmt.Errorf("no incident for %s in %+v", node, list)
+	}
+	c.Eventually(30*time.Second, 200*time.Millisecond, "node22's incident failed", func() error {
+		in, err := find("node22")
+		if err == nil && in.RepairStatus != "failed" {
+			err = fmt.Errorf("node22's incident is %s", in.RepairStatus)
+		}
+		return err
+	})
+	if err := os.WriteFile(state["node23"], []byte(`{"status":"evacuate","details":{"fan":3}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var noted incident
+	c.Eventually(30*time.Second, 200*time.Millisecond, "node23's incident noted", func() error {
+		in, err := find("node23")
+		if err == nil && in.RepairStatus != "noted" {
+			err = fmt.Errorf("node23's incident is %s (%s), jobs %v", in.RepairStatus, in.Reason, in.Jobs)
+		}
+		noted = in
+		return err
+	})
+	if len(noted.Jobs) != 0 || !strings.Contains(noted.Reason, "next round") {
+		t.Fatalf("noted incident %+v: want no job and the round time as its reason", noted)
+	}
+	out, err := c.GNT("maint", "status")
+	if err != nil || !strings.Contains(out, noted.UUID) || !strings.Contains(out, "noted") {
+		t.Fatalf("gnt maint status does not list %s as noted: %v\n%s", noted.UUID, err, out)
+	}
+	if out, err := c.GNT("maint", "cancel", noted.UUID); err != nil {
+		t.Fatalf("gnt maint cancel: %v\n%s", err, out)
+	}
+	in, err := find("node23")
+	if err != nil || in.UUID != noted.UUID || in.RepairStatus != "canceled" || len(in.Jobs) != 0 {
+		t.Fatalf("after cancel: %+v (%v); want the same incident canceled, without jobs", in, err)
+	}
+}

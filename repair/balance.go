@@ -178,7 +178,7 @@ func (r *round) balance(skip map[string]bool) {
 	}
 	o.OpID, o.Reason = "OP_INSTANCE_MIGRATE", r.reason(fmt.Sprintf(balanceReason+"%s from %s to %s", name, hi.n.Name, best.to.n.Name))
 	if _, err := r.addJob(o); err != nil {
-		if !errors.Is(err, errJobLimit) {
+		if !errors.Is(err, errPostponed) {
 			r.note("balancing: %s %s not submitted: %v", what, name, err)
 		}
 		return

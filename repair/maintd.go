@@ -24,6 +24,24 @@ type RoundInput struct {
 	// NoQuorum, when not empty, says why the leader cannot act (it does
 	// not reach a majority of the candidates): the round plans nothing.
 	NoQuorum string
+	// HoldJobs plans the bookkeeping of a round whose jobs are not due
+	// yet (Due): new incidents are noted at once, finished jobs
+	// resolved, acknowledged incidents forgotten, but no job is added
+	// and the round is not counted. Incidents that wait say until when.
+	HoldJobs bool
+}
+
+// Due reports whether a plan's jobs may be submitted at now: urgent
+// repairs at once, the rest once the round delay (maint_round_delay) has
+// passed since the last round. A plan that is not due is planned again
+// with HoldJobs, and that is recorded instead.
+func Due(st *fsm.State, p *RoundPlan, now time.Time) bool {
+	if len(p.Command.Jobs) == 0 || p.Urgent {
+		return true
+	}
+	m := st.Maint()
+	next := time.Unix(0, int64(m.LastRound*1e9)).Add(time.Duration(m.RoundDelay) * time.Second)
+	return !now.Before(next)
 }
 
 // Breaker is the circuit breaker's state in a round.
@@ -132,9 +150,29 @@ func jobFinal(st *fsm.State, id int64) bool {
 	return s == "" || fsm.Finalized(s)
 }
 
+// holdWhy says why a round planned with HoldJobs submits nothing: the
+// round time (stable between rounds, so a reason that quotes it is
+// recorded once).
+func (r *round) holdWhy() postponed {
+	next := time.Unix(0, int64(r.m.LastRound*1e9)).Add(time.Duration(r.m.RoundDelay) * time.Second)
+	return postponed(fmt.Sprintf("jobs wait for the next round, due at %s (maint_round_delay %d s)", next.UTC().Format(time.RFC3339), r.m.RoundDelay))
+}
+
+// errPostponed is what addJob's answers are when a job may not be added
+// this round but may be in a later one: errJobLimit once the round has all
+// the jobs it may submit, a postponed carrying the round time when the
+// round is planned with HoldJobs.
+var errPostponed = errors.New("postponed")
+
+// postponed is an addJob answer that postpones a job: its text says why.
+type postponed string
+
+func (p postponed) Error() string        { return string(p) }
+func (p postponed) Is(target error) bool { return target == errPostponed }
+
 // errJobLimit is addJob's answer once the round has all the jobs it may
 // submit.
-var errJobLimit = errors.New("the round's job limit is reached")
+var errJobLimit error = postponed("the round's job limit is reached")
 
 // addJob adds a job to the round and returns its ref. It adds nothing and
 // returns an error when the round's job limit is reached (errJobLimit),
@@ -142,6 +180,9 @@ var errJobLimit = errors.New("the round's job limit is reached")
 // it refuse the whole round, every node's repairs with it, so the caller
 // spoils only what the job was for (the incident, the instance's repair).
 func (r *round) addJob(ops ...any) (fsm.JobRef, error) {
+	if r.in.HoldJobs {
+		return 0, r.holdWhy()
+	}
 	if len(r.jobs) >= r.limit {
 		return 0, errJobLimit
 	}
@@ -279,7 +320,7 @@ func (r *round) finish() {
 		}
 		c.RoundJobs = &refs
 	}
-	if !r.plan.Empty() {
+	if !r.plan.Empty() && !r.in.HoldJobs {
 		c.CountRound = true
 	}
 	c.Now = r.now
@@ -693,8 +734,9 @@ func (r *round) liveRepair(in *fsm.Incident, n *fsm.Node, ns *NodeStatus) {
 	op := map[string]any{"OP_ID": "OP_REPAIR_COMMAND", "node_name": n.Name, "command": o.Command,
 		"input": string(in.Original), "reason": r.reason("incident " + in.UUID + ": live-repair")}
 	ref, err := r.addJob(op)
-	if errors.Is(err, errJobLimit) {
-		ns.Why = "waiting: the round's job limit is reached"
+	if errors.Is(err, errPostponed) {
+		ns.Why = "waiting: " + err.Error()
+		r.setReason(in, ns.Why)
 		return
 	}
 	if err != nil {
@@ -735,8 +777,9 @@ func (r *round) evacuate(in *fsm.Incident, n *fsm.Node, ns *NodeStatus) {
 			return
 		}
 		ref, err := r.addJob(ops...)
-		if errors.Is(err, errJobLimit) {
-			ns.Why = "waiting: the round's job limit is reached"
+		if errors.Is(err, errPostponed) {
+			ns.Why = "waiting: " + err.Error()
+			r.setReason(in, ns.Why)
 			return
 		}
 		if err != nil {
@@ -758,6 +801,7 @@ func (r *round) evacuate(in *fsm.Incident, n *fsm.Node, ns *NodeStatus) {
 		return
 	}
 	var moved, stuck []string
+	var wait error
 	for _, name := range primaries {
 		inst := r.st.LookupInstance(name)
 		if inst.DiskTemplate != fsm.DTDrbd || len(inst.SecondaryNodes) != 1 {
@@ -782,7 +826,8 @@ func (r *round) evacuate(in *fsm.Incident, n *fsm.Node, ns *NodeStatus) {
 		rd := fsm.OpInstanceReplaceDisks{OpInstanceRef: fsm.OpInstanceRef{InstanceName: name}, Mode: "replace_new_secondary", IAllocator: "hail"}
 		rd.OpID, rd.Reason = "OP_INSTANCE_REPLACE_DISKS", text
 		ref, err := r.addJob(move, rd)
-		if errors.Is(err, errJobLimit) {
+		if errors.Is(err, errPostponed) {
+			wait = err
 			break
 		}
 		if err != nil {
@@ -795,8 +840,12 @@ func (r *round) evacuate(in *fsm.Incident, n *fsm.Node, ns *NodeStatus) {
 	for _, name := range secondaries {
 		rd := fsm.OpInstanceReplaceDisks{OpInstanceRef: fsm.OpInstanceRef{InstanceName: name}, Mode: "replace_new_secondary", IAllocator: "hail"}
 		rd.OpID, rd.Reason = "OP_INSTANCE_REPLACE_DISKS", r.reason("incident "+in.UUID+": evacuate "+n.Name)
+		if wait != nil {
+			break
+		}
 		ref, err := r.addJob(rd)
-		if errors.Is(err, errJobLimit) {
+		if errors.Is(err, errPostponed) {
+			wait = err
 			break
 		}
 		if err != nil {
@@ -811,8 +860,8 @@ func (r *round) evacuate(in *fsm.Incident, n *fsm.Node, ns *NodeStatus) {
 		why += "; cannot move " + strings.Join(stuck, ", ")
 		r.setReason(in, why)
 	}
-	if len(moved)+len(stuck) < len(primaries)+len(secondaries) {
-		why += "; the round's job limit is reached"
+	if len(moved)+len(stuck) < len(primaries)+len(secondaries) && wait != nil {
+		why += "; " + wait.Error()
 	}
 	ns.Why = why
 	if len(moved) > 0 {
@@ -951,9 +1000,9 @@ func (r *round) harep(skip map[string]bool) {
 		}
 		ref, err := r.addJob(ops...)
 		if err != nil {
-			why := "waiting: the round's job limit is reached"
-			if errors.Is(err, errJobLimit) {
-				r.note("repair %s of %s postponed: the round's job limit is reached", rep.Type, rep.Instance)
+			why := "waiting: " + err.Error()
+			if errors.Is(err, errPostponed) {
+				r.note("repair %s of %s postponed: %v", rep.Type, rep.Instance, err)
 			} else {
 				why = "repair not submitted: " + err.Error()
 				r.note("repair %s of %s not submitted: %v", rep.Type, rep.Instance, err)
@@ -1020,8 +1069,8 @@ func (r *round) fence(u string) FenceState {
 	op := fsm.OpOobCommand{NodeNames: []string{n.Name}, Command: "power-off", Confirm: true}
 	op.OpID, op.Reason = "OP_OOB_COMMAND", r.reason("fence "+n.Name+": dead in gossip since "+time.Unix(0, n.LivenessSince).UTC().Format(time.RFC3339))
 	ref, err := r.addJob(op)
-	if errors.Is(err, errJobLimit) {
-		return FenceState{Blocked: "waiting: the round's job limit is reached"}
+	if errors.Is(err, errPostponed) {
+		return FenceState{Blocked: "waiting: " + err.Error()}
 	}
 	if err != nil {
 		why := fmt.Sprintf("cannot fence %s: %v", n.Name, err)

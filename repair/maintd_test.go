@@ -29,7 +29,10 @@ import (
 //	                       (down, forthcoming, mem=MiB, vcpus=N, tags=a,b),
 //	                       "job ID STATUS", "maint {json}"
 //	diagnose               input: lines "NODE {json}" (replaces all)
-//	plan now=S [noquorum=TEXT] [full]
+//	plan now=S [noquorum=TEXT] [full] [service]
+//	                       service: what the Service records (a round
+//	                       whose jobs are not due is planned with HoldJobs)
+//	cancel node=NAME now=S an operator cancels the node's incident
 //	apply                  applies the last plan
 //	job id=N status=S [end=S]  a job's (and its opcodes') status changes; end
 //	                       sets when it ended
@@ -453,18 +456,45 @@ func (sc *scenario) run(t *testing.T, d *datadriven.TestData) string {
 	case "plan":
 		now := at(secsArg(t, args["now"]))
 		var p *RoundPlan
+		held := ""
 		sc.f.Read(func(st *fsm.State, _ uint64) {
-			p = PlanRound(RoundInput{State: st, Now: now, Diagnose: sc.obs, NoQuorum: args["noquorum"]})
-			again := PlanRound(RoundInput{State: st, Now: now, Diagnose: sc.obs, NoQuorum: args["noquorum"]})
+			in := RoundInput{State: st, Now: now, Diagnose: sc.obs, NoQuorum: args["noquorum"]}
+			p = PlanRound(in)
+			again := PlanRound(in)
 			a, _ := json.Marshal(p)
 			b, _ := json.Marshal(again)
 			if !bytes.Equal(a, b) {
 				t.Fatalf("%s: PlanRound is not deterministic", d.Pos)
 			}
+			if _, svc := args["service"]; svc && !Due(st, p, now) {
+				// What the Service records: the bookkeeping alone.
+				in.HoldJobs = true
+				p = PlanRound(in)
+				held = fmt.Sprintf("held: %d job(s) not due; count-round=%v\n", len(again.Command.Jobs), p.Command.CountRound)
+			}
 		})
 		sc.last = p
 		_, full := args["full"]
-		return printPlan(p, full)
+		return held + printPlan(p, full)
+	case "cancel":
+		// An operator cancels the incident of a node.
+		var id string
+		sc.f.Read(func(st *fsm.State, _ uint64) {
+			for _, in := range st.Maint().Incidents {
+				if in.Node == args["node"] {
+					id = in.UUID
+				}
+			}
+		})
+		data, err := fsm.Encode(fsm.MaintIncident{Now: at(secsArg(t, args["now"])).UnixNano(), UUID: id, Action: fsm.IncidentActionCancel})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc.idx++
+		if r := sc.f.Apply(sc.idx, data).(fsm.Response); r.Err != nil {
+			return "error: " + r.Err.Error()
+		}
+		return "ok"
 	case "apply":
 		if sc.last == nil || sc.last.Empty() {
 			return "nothing to apply"

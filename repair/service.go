@@ -136,7 +136,16 @@ func (s *Service) Run(ctx context.Context) error {
 
 // Plan computes what a round would do now, without recording anything.
 func (s *Service) Plan(ctx context.Context) *RoundPlan {
-	in := RoundInput{Now: s.clock()}
+	p, _ := s.plan(ctx, s.clock())
+	return p
+}
+
+// plan computes what a round would do at now (the plan shown), and what
+// to record now: the same plan when its jobs are due, otherwise the
+// round's bookkeeping alone (RoundInput.HoldJobs), so that an incident is
+// in the state, with its id, from the round that first sees it.
+func (s *Service) plan(ctx context.Context, now time.Time) (p, record *RoundPlan) {
+	in := RoundInput{Now: now}
 	if s.Diagnose != nil {
 		in.Diagnose = s.Diagnose()
 	}
@@ -147,48 +156,38 @@ func (s *Service) Plan(ctx context.Context) *RoundPlan {
 		}
 		c()
 	}
-	var p *RoundPlan
 	s.FSM.Read(func(st *fsm.State, _ uint64) {
 		if !st.Initialized() {
 			p = &RoundPlan{Notes: []string{"cluster not initialised"}}
 			return
 		}
 		in.State = st
-		p = PlanRound(in)
+		p, record = PlanRound(in), nil
+		if Due(st, p, now) {
+			record = p
+		} else {
+			in.HoldJobs = true
+			record = PlanRound(in)
+		}
 	})
 	s.mu.Lock()
 	if s.refused != "" {
 		p.Refused = fmt.Sprintf("since %s: %s", s.refusedAt.UTC().Format(time.RFC3339), s.refused)
 	}
 	s.mu.Unlock()
-	return p
-}
-
-// due reports whether a plan's jobs may be submitted now: urgent repairs
-// at once, the rest once the round delay has passed since the last round.
-func due(st *fsm.State, p *RoundPlan, now time.Time) bool {
-	if len(p.Command.Jobs) == 0 || p.Urgent {
-		return true
-	}
-	m := st.Maint()
-	next := time.Unix(0, int64(m.LastRound*1e9)).Add(time.Duration(m.RoundDelay) * time.Second)
-	return !now.Before(next)
+	return p, record
 }
 
 func (s *Service) step(ctx context.Context) error {
-	p := s.Plan(ctx)
 	now := s.clock()
+	p, rec := s.plan(ctx, now)
 	s.mu.Lock()
 	s.last, s.lastAt = p, now
 	s.mu.Unlock()
-	if p.Empty() {
+	if rec == nil || rec.Empty() {
 		return nil
 	}
-	ok := false
-	s.FSM.Read(func(st *fsm.State, _ uint64) { ok = st.Initialized() && due(st, p, now) })
-	if !ok {
-		return nil
-	}
+	p = rec
 	cmd := p.Command
 	cmd.Epoch = s.Epoch
 	resp, _, err := s.Apply.Apply(ctx, cmd)
