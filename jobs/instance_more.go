@@ -55,6 +55,11 @@ func diskSelection(in *fsm.Instance, idx []int) ([]fsm.Disk, error) {
 func (e *Executor) reinstallSteps(o *fsm.OpInstanceReinstall) []Step {
 	steps := []Step{
 		{Name: "record the OS", Run: func(_ context.Context, sc *StepContext) (any, error) {
+			if len(o.OSParams) > 0 {
+				// Refused rather than dropped: instances have no OS
+				// parameters to install with yet.
+				return nil, &fsm.Error{Code: fsm.CodeInval, Field: "osparams", Msg: "osparams on reinstall are not supported yet: instances have no OS parameters in gnt"}
+			}
 			in, _, err := e.instanceOf(o.Ref())
 			if err != nil {
 				return nil, err
@@ -116,6 +121,29 @@ func (e *Executor) reinstallSteps(o *fsm.OpInstanceReinstall) []Step {
 	return steps
 }
 
+// shutDownEarlier reports whether an earlier opcode of this job shut the
+// instance down (and would record it down) successfully.
+func (e *Executor) shutDownEarlier(sc *StepContext, in *fsm.Instance) bool {
+	for i := sc.OpIndex - 1; i >= 0; i-- {
+		st := sc.Job.Ops[i]
+		op, perr := st.Opcode()
+		sd, ok := op.(*fsm.OpInstanceShutdown)
+		if perr != nil || !ok || st.Status != fsm.StatusSuccess || sd.NoRemember {
+			continue
+		}
+		same := false
+		e.FSM.Read(func(s *fsm.State, _ uint64) {
+			if x := s.LookupInstance(sd.Ref()); x != nil && x.UUID == in.UUID {
+				same = true
+			}
+		})
+		if same {
+			return true
+		}
+	}
+	return false
+}
+
 // reinstallAllowed refuses to reinstall an instance that should be
 // running, except one marked up whose disks an earlier opcode of this job
 // re-created on new nodes, moving it off its offline primary (see
@@ -124,6 +152,12 @@ func (e *Executor) reinstallAllowed(sc *StepContext, in *fsm.Instance) (bool, er
 	err := mustBeDown(in, "reinstalling it")
 	if err == nil || in.Forthcoming || in.AdminState != fsm.AdminUp {
 		return false, err
+	}
+	if sc.DryRun() && e.shutDownEarlier(sc, in) {
+		// A dry run of Ganeti's reinstall job (shutdown, reinstall,
+		// start): the shutdown before only said what it would do, so
+		// the instance is still recorded up.
+		return false, nil
 	}
 	for i := sc.OpIndex - 1; i >= 0; i-- {
 		st := sc.Job.Ops[i]

@@ -49,7 +49,7 @@ var jobRoutes = []jobRoute{
 	{"PUT", "/2/instances/{name}/failover", instanceOp("OP_INSTANCE_FAILOVER")},
 	{"PUT", "/2/instances/{name}/migrate", instanceOp("OP_INSTANCE_MIGRATE")},
 	{"POST", "/2/instances/{name}/create", buildInstanceCommit},
-	{"POST", "/2/instances/{name}/reinstall", instanceOp("OP_INSTANCE_REINSTALL")},
+	{"POST", "/2/instances/{name}/reinstall", buildReinstall},
 	{"POST", "/2/instances/{name}/replace-disks", instanceOp("OP_INSTANCE_REPLACE_DISKS")},
 	{"POST", "/2/instances/{name}/recreate-disks", instanceOp("OP_INSTANCE_RECREATE_DISKS")},
 	{"PUT", "/2/instances/{name}/rename", instanceOp("OP_INSTANCE_RENAME")},

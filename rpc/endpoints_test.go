@@ -607,7 +607,7 @@ func TestMetrics(t *testing.T) {
 func TestFeatures(t *testing.T) {
 	e := newEnv(t, rpctest.NewCluster())
 	r := e.do("GET", "/2/features", "")
-	if r.status != 200 || strings.TrimSpace(string(r.body)) != `["instance-create-reqv1","node-evac-res1","node-migrate-reqv1"]` {
+	if r.status != 200 || strings.TrimSpace(string(r.body)) != `["instance-create-reqv1","instance-reinstall-reqv1","node-evac-res1","node-migrate-reqv1"]` {
 		t.Fatalf("GET /2/features = %v, want the three features", r)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"net/http"
+	"sort"
 	"strconv"
 
 	"github.com/gnt-cluster/gnt/fsm"
@@ -77,30 +78,80 @@ func instanceOp(opID string, flags ...string) opsBuilder {
 				}
 			}
 		}
-		if opID == "OP_INSTANCE_REINSTALL" {
-			if aerr := rename(op, "os", "os_type"); aerr != nil {
-				return nil, aerr
-			}
-			// Ganeti's legacy form (its client's, when the server does
-			// not claim instance-reinstall-reqv1): ?os=NAME&nostartup=1,
-			// the instance started afterwards unless nostartup.
-			if q.Has("os") || q.Has("nostartup") {
-				if len(op) > 0 {
-					return nil, badRequest("os", "give the reinstall's parameters in the query (os, nostartup) or in the body, not both")
-				}
-				noStartup, aerr := queryFlag(q, "nostartup")
-				if aerr != nil {
-					return nil, aerr
-				}
-				if q.Has("os") {
-					op["os_type"] = q.Get("os")
-				}
-				op["start"] = !noStartup
-			}
-		}
 		op["instance_name"] = name
 		return single(opID, op), nil
 	}
+}
+
+// buildReinstall: POST /2/instances/{name}/reinstall, as Ganeti's
+// rlib2 does it: one job that shuts the instance down
+// (OP_INSTANCE_SHUTDOWN, which does nothing to a stopped one), reinstalls
+// it (OP_INSTANCE_REINSTALL) and starts it again (OP_INSTANCE_STARTUP)
+// unless told not to. The parameters come in the body
+// (instance-reinstall-reqv1: "os", "start", default true, "osparams") or
+// in Ganeti's legacy query (?os=NAME&nostartup=1), not both; dry-run and
+// reason may go with either. osparams are refused until instances have
+// OS parameters: the reinstall would otherwise drop them.
+func buildReinstall(r *http.Request, body []byte) ([]any, *APIError) {
+	name, aerr := instanceRef(r)
+	if aerr != nil {
+		return nil, aerr
+	}
+	req, aerr := bodyMap(body)
+	if aerr != nil {
+		return nil, aerr
+	}
+	q := r.URL.Query()
+	start := true
+	osName := ""
+	if q.Has("os") || q.Has("nostartup") {
+		if len(req) > 0 {
+			return nil, badRequest("os", "give the reinstall's parameters in the query (os, nostartup) or in the body (os, start, osparams), not both")
+		}
+		noStartup, aerr := queryFlag(q, "nostartup")
+		if aerr != nil {
+			return nil, aerr
+		}
+		start = !noStartup
+		osName = q.Get("os")
+		if q.Has("os") && osName == "" {
+			return nil, badRequest("os", "query parameter os is empty; leave it out to keep the instance's OS")
+		}
+	}
+	for _, k := range sortedKeys(req) {
+		v := req[k]
+		switch k {
+		case "os":
+			s, ok := v.(string)
+			if !ok && v != nil {
+				return nil, badRequest("os", "os must be a string (an OS name), got %s", jsonKind(v))
+			}
+			osName = s
+		case "start":
+			b, ok := v.(bool)
+			if !ok {
+				return nil, badRequest("start", "start must be true or false, got %s", jsonKind(v))
+			}
+			start = b
+		case "osparams":
+			if m, ok := v.(map[string]any); v == nil || ok && len(m) == 0 {
+				continue // none given
+			}
+			return nil, badRequest("osparams", "osparams on reinstall are not supported yet: instances have no OS parameters in gnt")
+		default:
+			return nil, badRequest(k, "reinstall does not take %q; its body fields are os, start and osparams", k)
+		}
+	}
+	reinstall := map[string]any{"instance_name": name}
+	if osName != "" {
+		reinstall["os_type"] = osName
+	}
+	ops := append(single("OP_INSTANCE_SHUTDOWN", map[string]any{"instance_name": name}),
+		single("OP_INSTANCE_REINSTALL", reinstall)...)
+	if start {
+		ops = append(ops, single("OP_INSTANCE_STARTUP", map[string]any{"instance_name": name})...)
+	}
+	return ops, nil
 }
 
 // bodyMap decodes an optional JSON object body into opcode fields.
@@ -218,4 +269,32 @@ func nodeOp(opID string) opsBuilder {
 		op["node_name"] = name
 		return single(opID, op), nil
 	}
+}
+
+// sortedKeys returns a map's keys in order, so that the first of several
+// refused fields is always the same one.
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// jsonKind names the JSON type of a decoded value for an error message.
+func jsonKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "a boolean"
+	case string:
+		return "a string"
+	case map[string]any:
+		return "an object"
+	case []any:
+		return "a list"
+	}
+	return "a number"
 }

@@ -28,12 +28,10 @@ func (s *Server) handleNull(w http.ResponseWriter, r *http.Request) {
 
 // Features are the RAPI feature strings this server supports (Ganeti's
 // /2/features): instance creation and node migration take the version-1
-// body, node evacuation answers {"jobs": [[true, id], ...]}.
-// instance-reinstall-reqv1 is not claimed: reinstall's body "start"
-// defaults to false and a running instance is refused, where Ganeti's
-// shuts it down, reinstalls and starts it. Ganeti's client then sends
-// the legacy ?os=&nostartup= query, which is honoured.
-var Features = []string{"instance-create-reqv1", "node-evac-res1", "node-migrate-reqv1"}
+// body, node evacuation answers {"jobs": [[true, id], ...]}, and
+// reinstall takes the version-1 body (os, start, osparams) and, as
+// Ganeti's, shuts a running instance down, reinstalls and starts it.
+var Features = []string{"instance-create-reqv1", "instance-reinstall-reqv1", "node-evac-res1", "node-migrate-reqv1"}
 
 func (s *Server) handleFeatures(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, Features)

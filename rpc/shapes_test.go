@@ -95,21 +95,47 @@ func TestGanetiShapes(t *testing.T) {
 		AdminState: "down", DiskTemplate: "plain", Tags: []string{}}); err != nil {
 		t.Fatal(err)
 	}
+	// Either form makes Ganeti's one job: shut down, reinstall, start
+	// (unless nostartup / "start": false).
 	for _, c := range []struct {
-		query, want string
+		query, body, os string
+		ops             []string
 	}{
-		{"os=debian-new&nostartup=1", `"os_type":"debian-new","start":false`},
-		{"os=debian-new", `"os_type":"debian-new","start":true`},
-		{"nostartup=0", `"start":true`},
+		{"os=debian-new&nostartup=1", "", `"os_type":"debian-new"`, []string{"SHUTDOWN", "REINSTALL"}},
+		{"os=debian-new", "", `"os_type":"debian-new"`, []string{"SHUTDOWN", "REINSTALL", "STARTUP"}},
+		{"nostartup=0", "", "", []string{"SHUTDOWN", "REINSTALL", "STARTUP"}},
+		{"", "", "", []string{"SHUTDOWN", "REINSTALL", "STARTUP"}},
+		{"", `{"os":"debian-new","start":false}`, `"os_type":"debian-new"`, []string{"SHUTDOWN", "REINSTALL"}},
+		{"", `{"start":true,"osparams":{}}`, "", []string{"SHUTDOWN", "REINSTALL", "STARTUP"}},
+		{"reason=because", `{"os":"debian-new"}`, `"os_type":"debian-new"`, []string{"SHUTDOWN", "REINSTALL", "STARTUP"}},
 	} {
-		r := e.do("POST", "/2/instances/inst1/reinstall?"+c.query, "")
+		r := e.do("POST", "/2/instances/inst1/reinstall?"+c.query, c.body)
 		var id int64
 		if err := json.Unmarshal(r.body, &id); err != nil {
-			t.Fatalf("reinstall ?%s: %s", c.query, r)
+			t.Fatalf("reinstall ?%s %s: %s", c.query, c.body, r)
 		}
-		if in := string(jobOf(b, id).Ops[0].Input); !strings.Contains(in, c.want) {
-			t.Errorf("reinstall ?%s: opcode %s, want %s", c.query, in, c.want)
+		j := jobOf(b, id)
+		var got []string
+		for _, s := range j.Summary {
+			got = append(got, strings.TrimPrefix(s[:strings.IndexByte(s, '(')], "INSTANCE_"))
 		}
+		if strings.Join(got, ",") != strings.Join(c.ops, ",") {
+			t.Errorf("reinstall ?%s %s: opcodes %v, want %v", c.query, c.body, got, c.ops)
+		}
+		if in := string(j.Ops[1].Input); !strings.Contains(in, c.os) || c.os == "" && strings.Contains(in, "os_type") {
+			t.Errorf("reinstall ?%s %s: opcode %s, want %q", c.query, c.body, in, c.os)
+		}
+	}
+	for _, c := range []struct{ query, body, field string }{
+		{"", `{"osparams":{"a":"b"}}`, "osparams"},
+		{"", `{"os_type":"debian"}`, "os_type"},
+		{"", `{"start":"yes"}`, "start"},
+		{"", `{"os":3}`, "os"},
+		{"", `{"os":"../../bin/sh"}`, "os_type"},
+		{"os=", "", "os"},
+	} {
+		r := e.do("POST", "/2/instances/inst1/reinstall?"+c.query, c.body)
+		checkErr(t, r, http.StatusBadRequest, string(fsm.CodeInval), c.field)
 	}
 	r = e.do("POST", "/2/instances/inst1/reinstall?os=debian", `{"start":true}`)
 	checkErr(t, r, http.StatusBadRequest, string(fsm.CodeInval), "os")

@@ -72,10 +72,19 @@ func (e environment) instanceOpCommands() []*cli.Command {
 			"Instance %s will be migrated. Note that migration might impact the instance if anything goes wrong "+
 				"(e.g. due to bugs in the hypervisor). Continue?"),
 			instanceFields(http.MethodPut, "/migrate", nil, "cleanup"))),
-		one("reinstall", "reinstall a stopped instance's OS", []cli.Flag{
-			&cli.StringFlag{Name: "os-type", Usage: "a new OS"},
-			&cli.BoolFlag{Name: "start", Usage: "start the instance afterwards"},
-		}, instanceFields(http.MethodPost, "/reinstall", map[string]string{"os-type": "os_type"}, "start")),
+		one("reinstall", "shut an instance down, install its OS again (all data on its disks is lost) and start it (asks first unless --force)", []cli.Flag{
+			&cli.StringFlag{Name: "os-type", Usage: "install this `OS` instead of the instance's own (Ganeti's -o; here -o selects list fields)"},
+			&cli.BoolFlag{Name: "no-startup", Usage: "leave the instance stopped afterwards"},
+			&cli.BoolFlag{Name: "dry-run", Usage: "only check the reinstall; change nothing"},
+			forceFlag(),
+		}, e.confirmed(1, func(_ context.Context, _ *session, c *cli.Context, args []string) (string, string) {
+			osMsg := "keep the same OS"
+			if o := c.String("os-type"); o != "" {
+				osMsg = fmt.Sprintf("change the OS to '%s'", o)
+			}
+			return "reinstall instance " + args[0],
+				fmt.Sprintf("This will reinstall the instance '%s' (and %s) which removes all data. Continue?", args[0], osMsg)
+		}, instanceReinstall)),
 		one("replace-disks", "recreate a drbd instance's disks on one side, or move its secondary", []cli.Flag{
 			&cli.BoolFlag{Name: "on-primary", Aliases: []string{"p"}, Usage: "replace the disks on the primary"},
 			&cli.BoolFlag{Name: "on-secondary", Aliases: []string{"s"}, Usage: "replace the disks on the secondary"},
@@ -132,6 +141,22 @@ func instanceFields(method, suffix string, strs map[string]string, bools ...stri
 		_, err := s.change(ctx, method, instancePath(args[0])+suffix, nil, body)
 		return err
 	}
+}
+
+// instanceReinstall sends POST /2/instances/NAME/reinstall with the
+// version-1 body: one job that shuts the instance down, reinstalls it and
+// starts it unless --no-startup.
+func instanceReinstall(ctx context.Context, s *session, c *cli.Context, args []string) error {
+	body := map[string]any{"start": !c.Bool("no-startup")}
+	if o := c.String("os-type"); o != "" {
+		body["os"] = o
+	}
+	var q url.Values
+	if c.Bool("dry-run") {
+		q = url.Values{"dry-run": {"1"}}
+	}
+	_, err := s.change(ctx, http.MethodPost, instancePath(args[0])+"/reinstall", q, body)
+	return err
 }
 
 func instanceReplaceDisks(ctx context.Context, s *session, c *cli.Context, args []string) error {

@@ -36,6 +36,12 @@ func TestConfirmations(t *testing.T) {
 			`POST /2/nodes/n1/evacuate {"mode":"all"}`},
 		{[]string{"node", "evacuate", "n1", "-p"}, "evacuate node n1", "Relocate instance(s) web1 from node(s) n1? y/[n]/?: ",
 			`POST /2/nodes/n1/evacuate {"mode":"primary-only"}`},
+		{[]string{"instance", "reinstall", "web1"}, "reinstall instance web1",
+			"This will reinstall the instance 'web1' (and keep the same OS) which removes all data. Continue? y/[n]/?: ",
+			`POST /2/instances/web1/reinstall {"start":true}`},
+		{[]string{"instance", "reinstall", "web1", "--os-type", "noop", "--no-startup"}, "reinstall instance web1",
+			"This will reinstall the instance 'web1' (and change the OS to 'noop') which removes all data. Continue? y/[n]/?: ",
+			`POST /2/instances/web1/reinstall {"os":"noop","start":false}`},
 		{[]string{"node", "remove", "n1"}, "remove node n1", "This will remove node n1 from the cluster. Continue? y/[n]/?: ",
 			"DELETE /2/nodes/n1"},
 	} {
