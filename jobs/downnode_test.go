@@ -774,3 +774,45 @@ func TestNodeEvacuateRelocateRecreate(t *testing.T) {
 		}
 	}
 }
+
+// TestReinstallJobAsGaneti: Ganeti's reinstall job (shutdown, reinstall,
+// startup) on a running instance stops it, installs the OS, keeps the
+// given OS parameters on the instance ("default" removes one) and starts
+// it; the same job as a dry run calls no agent to act and changes
+// nothing.
+func TestReinstallJobAsGaneti(t *testing.T) {
+	d, nodes, _ := downCluster(t, "n4")
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"p1","disk_template":"plain","disks":[{"size":1024}],"beparams":{"memory":256},"os_type":"debian","pnode":"n4","osparams":{"keep":"1","drop":"2"}}`)
+	job := func(dry string) *fsm.Job {
+		return finished(t, d, submit(t, d, `{"OP_ID":"OP_INSTANCE_SHUTDOWN","instance_name":"p1"`+dry+`}`,
+			`{"OP_ID":"OP_INSTANCE_REINSTALL","instance_name":"p1","os_type":"debian2","osparams":{"dhcp":"yes","drop":"default"}`+dry+`}`,
+			`{"OP_ID":"OP_INSTANCE_STARTUP","instance_name":"p1"`+dry+`}`))
+	}
+	before := instanceState(d, "p1")
+	calls := len(nodes.callsTo("n4"))
+	if j := job(`,"dry_run":true`); j.Status != fsm.StatusSuccess {
+		t.Fatalf("dry run: %s %s\n%s", j.Status, opResult(j, 1), jobLog(j))
+	}
+	if after := instanceState(d, "p1"); after.SerialNo != before.SerialNo || after.OS != "debian" || after.AdminState != fsm.AdminUp {
+		t.Errorf("dry run changed p1: %+v", after)
+	}
+	if c := nodes.callsTo("n4"); len(c) != calls {
+		t.Errorf("dry run called n4: %v", c[calls:])
+	}
+	j := job("")
+	if j.Status != fsm.StatusSuccess {
+		t.Fatalf("%s %s\n%s", j.Status, opResult(j, 1), jobLog(j))
+	}
+	in := instanceState(d, "p1")
+	if in.OS != "debian2" || in.AdminState != fsm.AdminUp || fmt.Sprint(in.OSParams) != "map[dhcp:yes keep:1]" {
+		t.Errorf("p1 after the reinstall: os %s admin %s osparams %v", in.OS, in.AdminState, in.OSParams)
+	}
+	nodes.mu.Lock()
+	if got := nodes.os["n4/"+in.UUID]; got != opIDOf(j.ID, 1) {
+		t.Errorf("OS install on n4: %q", got)
+	}
+	nodes.mu.Unlock()
+	if r := nodes.runningOn(in); len(r) != 1 {
+		t.Errorf("p1 running on %v", r)
+	}
+}

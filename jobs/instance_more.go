@@ -55,11 +55,6 @@ func diskSelection(in *fsm.Instance, idx []int) ([]fsm.Disk, error) {
 func (e *Executor) reinstallSteps(o *fsm.OpInstanceReinstall) []Step {
 	steps := []Step{
 		{Name: "record the OS", Run: func(_ context.Context, sc *StepContext) (any, error) {
-			if len(o.OSParams) > 0 {
-				// Refused rather than dropped: instances have no OS
-				// parameters to install with yet.
-				return nil, &fsm.Error{Code: fsm.CodeInval, Field: "osparams", Msg: "osparams on reinstall are not supported yet: instances have no OS parameters in gnt"}
-			}
 			in, _, err := e.instanceOf(o.Ref())
 			if err != nil {
 				return nil, err
@@ -67,9 +62,31 @@ func (e *Executor) reinstallSteps(o *fsm.OpInstanceReinstall) []Step {
 			if _, err := e.reinstallAllowed(sc, in); err != nil {
 				return nil, err
 			}
+			changed := false
+			expect := in.SerialNo
 			if o.OSType != "" && o.OSType != in.OS {
-				expect := in.SerialNo
 				in.OS = o.OSType
+				changed = true
+			}
+			if len(o.OSParams) > 0 {
+				// As Ganeti's reinstall: the instance keeps the OS
+				// parameters it is installed with ("default" or null
+				// removes one).
+				p := make(map[string]any, len(in.OSParams)+len(o.OSParams))
+				for k, v := range in.OSParams {
+					p[k] = v
+				}
+				for k, v := range o.OSParams {
+					if v == nil || v == "default" {
+						delete(p, k)
+					} else {
+						p[k] = v
+					}
+				}
+				in.OSParams = p
+				changed = true
+			}
+			if changed {
 				put(sc, in, expect)
 			}
 			return nil, nil

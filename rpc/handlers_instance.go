@@ -90,8 +90,8 @@ func instanceOp(opID string, flags ...string) opsBuilder {
 // unless told not to. The parameters come in the body
 // (instance-reinstall-reqv1: "os", "start", default true, "osparams") or
 // in Ganeti's legacy query (?os=NAME&nostartup=1), not both; dry-run and
-// reason may go with either. osparams are refused until instances have
-// OS parameters: the reinstall would otherwise drop them.
+// reason may go with either. osparams update the instance's OS parameters
+// before the install, as Ganeti's reinstall does.
 func buildReinstall(r *http.Request, body []byte) ([]any, *APIError) {
 	name, aerr := instanceRef(r)
 	if aerr != nil {
@@ -104,6 +104,7 @@ func buildReinstall(r *http.Request, body []byte) ([]any, *APIError) {
 	q := r.URL.Query()
 	start := true
 	osName := ""
+	var osparams any
 	if q.Has("os") || q.Has("nostartup") {
 		if len(req) > 0 {
 			return nil, badRequest("os", "give the reinstall's parameters in the query (os, nostartup) or in the body (os, start, osparams), not both")
@@ -134,10 +135,13 @@ func buildReinstall(r *http.Request, body []byte) ([]any, *APIError) {
 			}
 			start = b
 		case "osparams":
-			if m, ok := v.(map[string]any); v == nil || ok && len(m) == 0 {
-				continue // none given
+			if v == nil {
+				continue // none given (Ganeti's default)
 			}
-			return nil, badRequest("osparams", "osparams on reinstall are not supported yet: instances have no OS parameters in gnt")
+			if _, ok := v.(map[string]any); !ok {
+				return nil, badRequest("osparams", "osparams must be an object of OS parameters, got %s", jsonKind(v))
+			}
+			osparams = v
 		default:
 			return nil, badRequest(k, "reinstall does not take %q; its body fields are os, start and osparams", k)
 		}
@@ -145,6 +149,9 @@ func buildReinstall(r *http.Request, body []byte) ([]any, *APIError) {
 	reinstall := map[string]any{"instance_name": name}
 	if osName != "" {
 		reinstall["os_type"] = osName
+	}
+	if osparams != nil {
+		reinstall["osparams"] = osparams
 	}
 	ops := append(single("OP_INSTANCE_SHUTDOWN", map[string]any{"instance_name": name}),
 		single("OP_INSTANCE_REINSTALL", reinstall)...)

@@ -106,7 +106,7 @@ func TestGanetiShapes(t *testing.T) {
 		{"nostartup=0", "", "", []string{"SHUTDOWN", "REINSTALL", "STARTUP"}},
 		{"", "", "", []string{"SHUTDOWN", "REINSTALL", "STARTUP"}},
 		{"", `{"os":"debian-new","start":false}`, `"os_type":"debian-new"`, []string{"SHUTDOWN", "REINSTALL"}},
-		{"", `{"start":true,"osparams":{}}`, "", []string{"SHUTDOWN", "REINSTALL", "STARTUP"}},
+		{"", `{"start":true,"osparams":{"dhcp":"yes"}}`, `"osparams":{"dhcp":"yes"}`, []string{"SHUTDOWN", "REINSTALL", "STARTUP"}},
 		{"reason=because", `{"os":"debian-new"}`, `"os_type":"debian-new"`, []string{"SHUTDOWN", "REINSTALL", "STARTUP"}},
 	} {
 		r := e.do("POST", "/2/instances/inst1/reinstall?"+c.query, c.body)
@@ -127,7 +127,8 @@ func TestGanetiShapes(t *testing.T) {
 		}
 	}
 	for _, c := range []struct{ query, body, field string }{
-		{"", `{"osparams":{"a":"b"}}`, "osparams"},
+		{"", `{"osparams":["a"]}`, "osparams"},
+		{"", `{"osparams":{"a/b":1}}`, "osparams.a/b"},
 		{"", `{"os_type":"debian"}`, "os_type"},
 		{"", `{"start":"yes"}`, "start"},
 		{"", `{"os":3}`, "os"},
