@@ -473,7 +473,7 @@ func (p *planner) instance(inst *fsm.Instance) (InstanceStatus, fsm.TagEdit, *Ne
 		return st, edit, nil
 	}
 	if ts.state == StateFailed {
-		st.Why = fmt.Sprintf("%s repair %s failed%s; remove the tag %s once the instance is fixed", ts.cur.Type, ts.cur.ID, p.firstError(ts.cur.Jobs, true), ts.cur.text)
+		st.Why = fmt.Sprintf("%s repair %s failed%s; %s", ts.cur.Type, ts.cur.ID, p.firstError(ts.cur.Jobs, true), harepNextStep(inst.Name, ts.cur.text))
 		return st, edit, nil
 	}
 	if pol.suspended {
@@ -504,7 +504,7 @@ func (p *planner) instance(inst *fsm.Instance) (InstanceStatus, fsm.TagEdit, *Ne
 				tag := p.resultTag(inst, cur.Type, cur.ID, ResultFailure, cur.Jobs)
 				edit.Add = append(edit.Add, fsm.TagText{Text: tag})
 				st.State = StateFailed
-				st.Why = fmt.Sprintf("%s repair %s failed: %s%s; remove the tag %s once the instance is fixed", cur.Type, cur.ID, ended(id, status), p.firstError([]int64{id}, false), tag)
+				st.Why = fmt.Sprintf("%s repair %s failed: %s%s; %s", cur.Type, cur.ID, ended(id, status), p.firstError([]int64{id}, false), harepNextStep(inst.Name, tag))
 				return st, edit, nil
 			}
 			tag := p.resultTag(inst, cur.Type, cur.ID, ResultSuccess, cur.Jobs)
@@ -683,34 +683,10 @@ func (p *planner) jobsOutcome(ids []int64) (done bool, status string, id int64) 
 const maxErrorText = 200
 
 // firstError quotes the error of the first of the jobs that failed (the
-// allocator's "no node has enough memory", a node that did not answer),
-// as ": [job N: ]<text>", or "" when none says anything.
+// job's first failed opcode's result), or "".
 func (p *planner) firstError(ids []int64, withID bool) string {
 	for _, id := range ids {
-		text := ""
-		if j := p.s.Jobs[id]; j != nil {
-			for _, op := range j.Ops {
-				if op.Status == fsm.StatusError && len(op.Result) > 0 {
-					var str string
-					if json.Unmarshal(op.Result, &str) == nil {
-						text = str
-					} else {
-						text = string(op.Result)
-					}
-					break
-				}
-			}
-		} else if a := p.s.Archived[id]; a != nil {
-			text = a.Error
-			var str string
-			if json.Unmarshal([]byte(text), &str) == nil {
-				text = str
-			}
-		}
-		if text != "" {
-			if len(text) > maxErrorText {
-				text = text[:maxErrorText] + "..."
-			}
+		if text := JobError(p.s, id); text != "" {
 			if withID {
 				return fmt.Sprintf(": job %d: %s", id, text)
 			}
@@ -718,6 +694,57 @@ func (p *planner) firstError(ids []int64, withID bool) string {
 		}
 	}
 	return ""
+}
+
+// harepNextStep is what an operator does about a failed harep repair:
+// harep leaves the instance alone while the failure tag is there.
+func harepNextStep(inst, tag string) string {
+	return fmt.Sprintf("next step: fix the instance, then remove the tag to let harep repair it again: gnt instance remove-tags %s %s", inst, tag)
+}
+
+// JobError is the error of a job that failed, in words: its first failed
+// opcode's result (from the queue, or as the archive keeps it), decoded
+// from Ganeti's encoding (["OpPrereqError", [message, code]]) and cut to
+// maxErrorText; "" when the job has none.
+func JobError(st *fsm.State, id int64) string {
+	text := ""
+	if j := st.Jobs[id]; j != nil {
+		for _, op := range j.Ops {
+			if op.Status == fsm.StatusError && len(op.Result) > 0 {
+				text = errorText(op.Result)
+				break
+			}
+		}
+	} else if a := st.Archived[id]; a != nil && a.Error != "" {
+		text = errorText([]byte(a.Error))
+	}
+	if len(text) > maxErrorText {
+		text = text[:maxErrorText] + "..."
+	}
+	return text
+}
+
+// errorText decodes an opcode's error result: a JSON string, Ganeti's
+// [class, [message, ...]] ("class: message"), or else the raw text.
+func errorText(raw []byte) string {
+	var str string
+	if json.Unmarshal(raw, &str) == nil {
+		return str
+	}
+	var enc []json.RawMessage
+	if json.Unmarshal(raw, &enc) == nil && len(enc) == 2 {
+		var class string
+		var args []any
+		if json.Unmarshal(enc[0], &class) == nil && json.Unmarshal(enc[1], &args) == nil && len(args) > 0 {
+			if msg, ok := args[0].(string); ok {
+				return class + ": " + msg
+			}
+		}
+		if json.Unmarshal(enc[0], &class) == nil && json.Unmarshal(enc[1], &str) == nil {
+			return class + ": " + str
+		}
+	}
+	return strings.TrimSpace(string(raw))
 }
 
 // ended says how a job that did not succeed ended.

@@ -3,6 +3,7 @@ package repair
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"html/template"
 	"net/http"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 //	GET  /1            null
 //	GET  /1/status     the incidents
 //	GET  /1/jobs       the jobs maintd waits for
+//	GET  /1/jobs/ID    one job, as the state has it (gnt; the page links it)
 //	GET  /1/evacuated  instances moved by maintd
 //	POST /1/cancel/ID  cancel an incident (gnt)
 //	GET  /1/plan       what the next round would do and why (gnt)
@@ -30,8 +32,9 @@ func (s *Service) Handler() http.Handler {
 	mux.HandleFunc("GET /{$}", s.handleRoot)
 	mux.HandleFunc("GET /1", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, nil) })
 	mux.HandleFunc("GET /1/status", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, s.maint().Incidents)
+		writeJSON(w, http.StatusOK, Incidents(s.maint()))
 	})
+	mux.HandleFunc("GET /1/jobs/{id}", s.handleJob)
 	mux.HandleFunc("GET /1/jobs", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, s.maint().Jobs)
 	})
@@ -66,6 +69,65 @@ func (s *Service) Handler() http.Handler {
 // HeaderEpoch carries, on every maintd answer, the executor epoch of the
 // leadership whose maintd answered.
 const HeaderEpoch = "X-Gnt-Maintd-Epoch"
+
+// IncidentStatus is an incident as /1/status reports it: Ganeti's fields
+// and gnt's, plus the operator's next step (gnt_next_step).
+type IncidentStatus struct {
+	*fsm.Incident
+	NextStep string `json:"gnt_next_step,omitempty"`
+}
+
+// Incidents are the incidents of the maintenance state with their next
+// steps.
+func Incidents(m *fsm.Maintenance) []IncidentStatus {
+	out := make([]IncidentStatus, len(m.Incidents))
+	for i, in := range m.Incidents {
+		out[i] = IncidentStatus{Incident: in, NextStep: NextStep(in)}
+	}
+	return out
+}
+
+// NextStep says what an operator does about an incident in its state;
+// "" when nothing is asked of them.
+func NextStep(in *fsm.Incident) string {
+	switch in.RepairStatus {
+	case fsm.IncidentFailed:
+		if strings.HasPrefix(in.Tag, fsm.MaintdFailedTagPrefix) {
+			return fmt.Sprintf("look at the failed job (gnt job info ID); to retry, remove the node's tag: gnt node remove-tags %s %s (still observed, the incident comes back and its repair starts over); or forget it: gnt maint forget %s",
+				in.Node, in.Tag, in.UUID)
+		}
+		return fmt.Sprintf("look at the failed job (gnt job info ID); to retry, forget the incident: gnt maint forget %s", in.UUID)
+	case fsm.IncidentCompleted:
+		return fmt.Sprintf("the node is ready for its repair; once repaired, remove its tag: gnt node remove-tags %s %s (forgotten once the node no longer reports it)", in.Node, in.Tag)
+	case fsm.IncidentCanceled:
+		return fmt.Sprintf("forgotten once the node no longer reports it; forget it now: gnt maint forget %s", in.UUID)
+	case fsm.IncidentNoted, fsm.IncidentPending:
+		return fmt.Sprintf("to stop it: gnt maint cancel %s", in.UUID)
+	}
+	return ""
+}
+
+// handleJob serves one job as the state has it (queued or archived).
+func (s *Service) handleJob(w http.ResponseWriter, r *http.Request) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("job id must be a positive integer, got %q", r.PathValue("id")), "code": "invalid"})
+		return
+	}
+	var v any
+	s.FSM.Read(func(st *fsm.State, _ uint64) {
+		if j := st.Jobs[id]; j != nil {
+			v = j
+		} else if a := st.Archived[id]; a != nil {
+			v = a
+		}
+	})
+	if v == nil {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("no job %d", id), "code": "noent"})
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
 
 // maint returns a copy-free view of the maintenance state; callers only
 // encode it.
@@ -138,21 +200,36 @@ func (s *Service) handleRoot(w http.ResponseWriter, r *http.Request) {
 			v.LastRound = time.Unix(0, int64(m.LastRound*1e9)).UTC().Format(time.RFC3339)
 		}
 		for _, in := range m.Incidents {
-			iv := incidentView{Incident: in}
+			iv := incidentView{Incident: in, NextStep: NextStep(in), Failed: in.RepairStatus == fsm.IncidentFailed}
 			for _, id := range in.Jobs {
-				iv.Jobs = append(iv.Jobs, jobView{ID: id, Status: orUnknown(jobStatus(st, id))})
+				iv.Jobs = append(iv.Jobs, jobViewOf(st, id))
 			}
 			v.Incidents = append(v.Incidents, iv)
 		}
 		for _, id := range m.Jobs {
-			v.Waiting = append(v.Waiting, jobView{ID: id, Status: orUnknown(jobStatus(st, id))})
+			v.Waiting = append(v.Waiting, jobViewOf(st, id))
+		}
+		master := ""
+		if st.Cluster != nil {
+			master = st.Cluster.MasterNode
+		}
+		for _, n := range p.Nodes {
+			nv := nodeView{NodeStatus: n}
+			if x := st.LookupNode(n.Name); x != nil {
+				nv.Role = fsm.RoleOf(x, master)
+			}
+			v.Nodes = append(v.Nodes, nv)
+		}
+		for _, in := range p.Instances {
+			if in.State != StateHealthy || in.Why != "" {
+				iv := instanceView{InstanceStatus: in, Failed: in.State == StateFailed}
+				for _, id := range in.Jobs {
+					iv.JobViews = append(iv.JobViews, jobViewOf(st, id))
+				}
+				v.Instances = append(v.Instances, iv)
+			}
 		}
 	})
-	for _, in := range p.Instances {
-		if in.State != StateHealthy || in.Why != "" {
-			v.Instances = append(v.Instances, in)
-		}
-	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	if err := page.Execute(w, v); err != nil {
 		s.log().Warn("maintd page", "error", err)
@@ -162,11 +239,30 @@ func (s *Service) handleRoot(w http.ResponseWriter, r *http.Request) {
 type jobView struct {
 	ID     int64
 	Status string
+	Failed bool
+}
+
+func jobViewOf(st *fsm.State, id int64) jobView {
+	s := jobStatus(st, id)
+	return jobView{ID: id, Status: orUnknown(s), Failed: s == "" || (fsm.Finalized(s) && s != fsm.StatusSuccess)}
 }
 
 type incidentView struct {
 	*fsm.Incident
-	Jobs []jobView
+	Jobs     []jobView
+	NextStep string
+	Failed   bool
+}
+
+type nodeView struct {
+	NodeStatus
+	Role string // fsm.Role*: master, candidate, regular, drained, offline
+}
+
+type instanceView struct {
+	InstanceStatus
+	JobViews []jobView
+	Failed   bool
 }
 
 type pageView struct {
@@ -178,7 +274,8 @@ type pageView struct {
 	LastRound  string
 	Incidents  []incidentView
 	Waiting    []jobView
-	Instances  []InstanceStatus
+	Nodes      []nodeView
+	Instances  []instanceView
 }
 
 var page = template.Must(template.New("maintd").Parse(`<!DOCTYPE html>
@@ -188,7 +285,7 @@ var page = template.Must(template.New("maintd").Parse(`<!DOCTYPE html>
 body{font-family:sans-serif;margin:1.5em;color:#222}
 table{border-collapse:collapse;margin-bottom:1.5em}
 td,th{border:1px solid #ccc;padding:.25em .6em;text-align:left;vertical-align:top;font-size:90%}
-th{background:#eee}.bad{color:#b00;font-weight:bold}.ok{color:#070}
+th{background:#eee}.bad{color:#b00;font-weight:bold}.ok{color:#070}tr.failed{background:#fee}
 code{font-size:85%}
 </style></head><body>
 <h1>gnt maintd</h1>
@@ -199,20 +296,21 @@ code{font-size:85%}
 <p>Circuit breaker: {{if .Breaker.Open}}<span class="bad">open</span> — {{.Breaker.Reason}}{{else}}<span class="ok">closed</span> ({{len .Breaker.Unhealthy}} of {{.Breaker.Nodes}} nodes unhealthy, limit {{.Breaker.Limit}}){{if .Breaker.Overridden}} — {{.Breaker.Reason}}{{end}}{{end}}</p>
 {{end}}
 <h2>Incidents</h2>
-{{if .Incidents}}<table><tr><th>id</th><th>node</th><th>action</th><th>repair-status</th><th>jobs</th><th>tag</th><th>why</th><th>original</th></tr>
-{{range .Incidents}}<tr><td><code>{{.UUID}}</code></td><td>{{.Node}}</td><td>{{.Action}}</td><td>{{.RepairStatus}}</td>
-<td>{{range .Jobs}}{{.ID}}&nbsp;({{.Status}}) {{end}}</td><td><code>{{.Tag}}</code></td><td>{{.Reason}}</td><td><code>{{printf "%s" .Original}}</code></td></tr>
+{{if .Incidents}}<table><tr><th>id</th><th>node</th><th>action</th><th>repair-status</th><th>jobs</th><th>tag</th><th>why</th><th>next step</th><th>original</th></tr>
+{{range .Incidents}}<tr{{if .Failed}} class="failed"{{end}}><td><code>{{.UUID}}</code></td><td>{{.Node}}</td><td>{{.Action}}</td><td{{if .Failed}} class="bad"{{end}}>{{.RepairStatus}}</td>
+<td>{{range .Jobs}}{{template "job" .}} {{end}}</td><td><code>{{.Tag}}</code></td><td>{{.Reason}}</td><td>{{.NextStep}}</td><td><code>{{printf "%s" .Original}}</code></td></tr>
 {{end}}</table>{{else}}<p>None.</p>{{end}}
-{{if .Waiting}}<p>Jobs of the last round: {{range .Waiting}}{{.ID}}&nbsp;({{.Status}}) {{end}}</p>{{end}}
+{{if .Waiting}}<p>Jobs of the last round: {{range .Waiting}}{{template "job" .}} {{end}}</p>{{end}}
 <h2>Nodes</h2>
-<table><tr><th>node</th><th>liveness</th><th>flags</th><th>self-diagnose</th><th>incident</th><th>down</th><th>what maintd does</th></tr>
-{{range .Plan.Nodes}}<tr><td>{{.Name}}</td><td>{{.Liveness}}</td><td>{{if .Offline}}offline {{end}}{{if .Drained}}drained{{end}}</td>
+<table><tr><th>node</th><th>role</th><th>liveness</th><th>self-diagnose</th><th>incident</th><th>down</th><th>what maintd does</th></tr>
+{{range .Nodes}}<tr><td>{{.Name}}</td><td>{{.Role}}</td><td{{if eq .Liveness "dead"}} class="bad"{{end}}>{{.Liveness}}</td>
 <td>{{.Diagnose}}</td><td>{{.Action}} <code>{{.Incident}}</code></td><td>{{.Down}}</td><td>{{.Why}}</td></tr>
 {{end}}</table>
 <h2>Instances needing attention</h2>
 {{if .Instances}}<table><tr><th>instance</th><th>state</th><th>allowed</th><th>needed</th><th>repair</th><th>jobs</th><th>why</th></tr>
-{{range .Instances}}<tr><td>{{.Name}}</td><td>{{.State}}</td><td>{{.Allowed}}</td><td>{{.Needed}}</td><td><code>{{.Repair}}</code></td><td>{{.Jobs}}</td><td>{{.Why}}</td></tr>
+{{range .Instances}}<tr{{if .Failed}} class="failed"{{end}}><td>{{.Name}}</td><td{{if .Failed}} class="bad"{{end}}>{{.State}}</td><td>{{.Allowed}}</td><td>{{.Needed}}</td><td><code>{{.Repair}}</code></td><td>{{range .JobViews}}{{template "job" .}} {{end}}</td><td>{{.Why}}</td></tr>
 {{end}}</table>{{else}}<p>None: every instance is healthy.</p>{{end}}
 {{if .Plan.Notes}}<h2>Next round</h2><ul>{{range .Plan.Notes}}<li>{{.}}</li>{{end}}</ul>{{end}}
 </body></html>
+{{define "job"}}<a href="/1/jobs/{{.ID}}"{{if .Failed}} class="bad"{{end}}>{{.ID}}</a>&nbsp;({{.Status}}){{end}}
 `))

@@ -213,3 +213,94 @@ func TestServiceRefusedRoundShown(t *testing.T) {
 		t.Fatalf("refusal still shown after a recorded round: %q", p.Refused)
 	}
 }
+
+// TestFailureExplained: a failed incident carries its failed job's error
+// and the operator's next step in /1/status (gnt_next_step) and on the
+// page, which marks it, links its job to /1/jobs/ID and shows node roles.
+func TestFailureExplained(t *testing.T) {
+	sc := &scenario{}
+	sc.build(t, `
+node node1 candidate
+node node21
+job 4 error
+maint {"incidents":[{"uuid":"inc-9","node":"node21","node_uuid":"uuid-node21","original":{"status":"evacuate"},"action":"evacuate","repair-status":"pending","jobs":[4],"tag":"maintd:repairready:inc-9","serial_no":1,"ctime":1700000000,"mtime":1700000000}],"jobs":[4]}
+`)
+	sc.edit(t, "job", func(map[string]any) bool { return true }, func(v map[string]any) {
+		for _, op := range v["ops"].([]any) {
+			op.(map[string]any)["result"] = []any{"OpPrereqError", []any{"not enough master candidates", "wrong_state"}}
+		}
+	})
+	svc := &Service{FSM: sc.f, Apply: fsmApplier{sc}, Epoch: 1, Clock: func() time.Time { return at(10) }}
+	if err := svc.step(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(svc.Handler())
+	t.Cleanup(srv.Close)
+	_, body := get(t, srv.URL+"/1/status", "")
+	var list []IncidentStatus
+	if err := json.Unmarshal([]byte(body), &list); err != nil || len(list) != 1 {
+		t.Fatalf("/1/status: %v %s", err, body)
+	}
+	in := list[0]
+	if in.RepairStatus != fsm.IncidentFailed || in.Reason != "job 4 failed: OpPrereqError: not enough master candidates" {
+		t.Errorf("incident: %s, %q; want failed with the job's error", in.RepairStatus, in.Reason)
+	}
+	if !strings.Contains(in.NextStep, "gnt node remove-tags node21 maintd:repairfailed:inc-9") || !strings.Contains(in.NextStep, "gnt maint forget inc-9") {
+		t.Errorf("next step %q: want the tag to remove and the forget command", in.NextStep)
+	}
+	_, page := get(t, srv.URL+"/", "text/html")
+	for _, want := range []string{`<tr class="failed">`, `<a href="/1/jobs/4" class="bad">4</a>`, "not enough master candidates",
+		"gnt node remove-tags node21 maintd:repairfailed:inc-9", "<td>master</td>", "<td>regular</td>"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q:\n%s", want, page)
+		}
+	}
+	for _, c := range []struct {
+		path   string
+		status int
+		want   string
+	}{
+		{"/1/jobs/4", 200, `"status":"error"`},
+		{"/1/jobs/5", 404, "no job 5"},
+		{"/1/jobs/x", 400, "positive integer"},
+		{"/1/jobs/-1", 400, "positive integer"},
+	} {
+		if resp, body := get(t, srv.URL+c.path, ""); resp.StatusCode != c.status || !strings.Contains(body, c.want) {
+			t.Errorf("GET %s: %d %s, want %d %q", c.path, resp.StatusCode, body, c.status, c.want)
+		}
+	}
+}
+
+func TestErrorText(t *testing.T) {
+	for _, c := range []struct{ raw, want string }{
+		{`"plain message"`, "plain message"},
+		{`["OpPrereqError",["no such node","wrong_input"]]`, "OpPrereqError: no such node"},
+		{`["OpExecError",["disk failed"]]`, "OpExecError: disk failed"},
+		{`["OpExecError","disk failed"]`, "OpExecError: disk failed"},
+		{`["OpExecError",[]]`, `["OpExecError",[]]`},
+		{`{"x":1}`, `{"x":1}`},
+		{`["OpPrereqError",["cut`, `["OpPrereqError",["cut`},
+		{` `, ""},
+	} {
+		if got := errorText([]byte(c.raw)); got != c.want {
+			t.Errorf("errorText(%s) = %q, want %q", c.raw, got, c.want)
+		}
+	}
+}
+
+func TestNextStep(t *testing.T) {
+	for _, c := range []struct {
+		status, tag, want string
+	}{
+		{fsm.IncidentNoted, "maintd:repairready:i", "gnt maint cancel i"},
+		{fsm.IncidentPending, "maintd:repairready:i", "gnt maint cancel i"},
+		{fsm.IncidentFailed, "maintd:repairfailed:i", "gnt node remove-tags n maintd:repairfailed:i"},
+		{fsm.IncidentFailed, "maintd:repairready:i", "gnt maint forget i"}, // failed without its tag (no room)
+		{fsm.IncidentCompleted, "maintd:repairready:i", "gnt node remove-tags n maintd:repairready:i"},
+		{fsm.IncidentCanceled, "maintd:repairready:i", "gnt maint forget i"},
+	} {
+		if got := NextStep(&fsm.Incident{UUID: "i", Node: "n", RepairStatus: c.status, Tag: c.tag}); !strings.Contains(got, c.want) {
+			t.Errorf("%s with tag %s: %q, want it to contain %q", c.status, c.tag, got, c.want)
+		}
+	}
+}

@@ -394,7 +394,11 @@ func (r *round) resolveJobs() {
 			if fsm.IncidentFinal(in.RepairStatus) || !containsID(in.Jobs, id) {
 				continue
 			}
-			r.failIncident(in, fmt.Sprintf("job %d ended %s", id, orUnknown(jobStatus(r.st, id))))
+			why := fmt.Sprintf("job %d ended %s", id, orUnknown(jobStatus(r.st, id)))
+			if e := JobError(r.st, id); e != "" {
+				why = fmt.Sprintf("job %d failed: %s", id, e)
+			}
+			r.failIncident(in, why)
 		}
 	}
 }

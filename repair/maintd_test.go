@@ -34,8 +34,9 @@ import (
 //	                       whose jobs are not due is planned with HoldJobs)
 //	cancel node=NAME now=S an operator cancels the node's incident
 //	apply                  applies the last plan
-//	job id=N status=S [end=S]  a job's (and its opcodes') status changes; end
-//	                       sets when it ended
+//	job id=N status=S [end=S] [error=TEXT]  a job's (and its opcodes')
+//	                       status changes; end sets when it ended, error
+//	                       the opcodes' error result
 //	node NAME k=v...       a node changes (offline, drained, liveness, since, tags,
 //	                       candidate, mcap); "cluster" takes pool= and voters=
 //	instance NAME k=v...   an instance changes (primary, secondary, tags)
@@ -517,6 +518,10 @@ func (sc *scenario) run(t *testing.T, d *datadriven.TestData) string {
 			v["status"] = args["status"]
 			for _, op := range v["ops"].([]any) {
 				op.(map[string]any)["status"] = args["status"]
+				if e, ok := args["error"]; ok {
+					// Ganeti's encoding of an opcode's failure.
+					op.(map[string]any)["result"] = []any{"OpExecError", []any{e}}
+				}
 			}
 			if e, ok := args["end"]; ok {
 				v["end_timestamp"] = []int64{baseTime + secsArg(t, e), 0}

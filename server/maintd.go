@@ -68,6 +68,9 @@ func (s *Server) maintdStatus() *rpc.MaintdStatus {
 type RepairView struct {
 	Plan        *repair.RoundPlan `json:"plan"`
 	Maintenance *fsm.Maintenance  `json:"maintenance"`
+	// Incidents are the maintenance state's incidents with the
+	// operator's next step (as maintd's /1/status).
+	Incidents []repair.IncidentStatus `json:"incidents"`
 	// Recorded is the last round this leader recorded, when it did.
 	Recorded   *repair.RoundPlan `json:"recorded,omitempty"`
 	RecordedAt string            `json:"recorded_at,omitempty"`
@@ -82,7 +85,10 @@ func (s *Server) Repair(ctx context.Context) (any, error) {
 		return nil, rpc.ErrNotLeader
 	}
 	v := RepairView{Plan: svc.Plan(ctx)}
-	s.fsm.Read(func(st *fsm.State, _ uint64) { v.Maintenance = st.Maint() })
+	s.fsm.Read(func(st *fsm.State, _ uint64) {
+		v.Maintenance = st.Maint()
+		v.Incidents = repair.Incidents(v.Maintenance)
+	})
 	if _, _, rec, at := svc.Last(); rec != nil {
 		v.Recorded, v.RecordedAt = rec, at.UTC().Format("2006-01-02T15:04:05.000Z07:00")
 	}

@@ -64,7 +64,13 @@ type repairView struct {
 		Notes []string `json:"notes"`
 	} `json:"plan"`
 	Maintenance fsm.Maintenance `json:"maintenance"`
-	MaintdAddr  string          `json:"maintd_addr"`
+	// Incidents repeat the maintenance's incidents with the operator's
+	// next step (absent from an older server's answer).
+	Incidents []struct {
+		fsm.Incident
+		NextStep string `json:"gnt_next_step"`
+	} `json:"incidents"`
+	MaintdAddr string `json:"maintd_addr"`
 }
 
 func (s *session) repairView(ctx context.Context) (*repairView, json.RawMessage, error) {
@@ -342,7 +348,11 @@ func maintStatus(ctx context.Context, s *session, c *cli.Context, args []string)
 	tw := tabwriter.NewWriter(w, 0, 8, 1, ' ', 0)
 	fmt.Fprintln(tw, "Incident\tNode\tAction\tStatus\tJobs\tTag\tWhy")
 	for _, in := range m.Incidents {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", in.UUID, in.Node, in.Action, in.RepairStatus,
+		status := in.RepairStatus
+		if status == fsm.IncidentFailed {
+			status = "FAILED"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", in.UUID, in.Node, in.Action, status,
 			dash(joinIDs(in.Jobs)), in.Tag, dash(in.Reason))
 	}
 	if err := tw.Flush(); err != nil {
@@ -350,6 +360,15 @@ func maintStatus(ctx context.Context, s *session, c *cli.Context, args []string)
 	}
 	if len(m.Incidents) == 0 {
 		fmt.Fprintln(w, "(no incidents)")
+	}
+	// What the operator does next, for the incidents that need them
+	// most: failed, then completed.
+	for _, want := range []string{fsm.IncidentFailed, fsm.IncidentCompleted} {
+		for _, in := range v.Incidents {
+			if in.RepairStatus == want && in.NextStep != "" {
+				fmt.Fprintf(w, "%s (%s, %s): %s\n", in.UUID, in.Node, in.RepairStatus, in.NextStep)
+			}
+		}
 	}
 	return nil
 }
