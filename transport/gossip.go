@@ -187,7 +187,10 @@ type GossipConfig struct {
 	Port   int    // UDP and TCP port; 0 picks a free one (tests)
 	// Key encrypts and authenticates all gossip (AES-GCM); 16, 24 or 32
 	// bytes. Members without it can neither read nor join.
-	Key    []byte
+	Key []byte
+	// Accept are more keys whose messages are read too (a renewal of the
+	// key under way, see SetKeys); Key is the one messages are sent with.
+	Accept [][]byte
 	Meta   Meta
 	Timing GossipTiming
 	Log    hclog.Logger
@@ -199,6 +202,7 @@ type GossipConfig struct {
 // records every member's state with the time it changed.
 type Gossip struct {
 	ml    *memberlist.Memberlist
+	keys  *memberlist.Keyring
 	table *memberTable
 	log   hclog.Logger
 	addr  string
@@ -226,10 +230,14 @@ func NewGossip(cfg GossipConfig) (*Gossip, error) {
 	if ip == nil || ip.IsUnspecified() {
 		return nil, fmt.Errorf("gossip: bind address %q is not a specific IP", cfg.BindIP)
 	}
-	switch len(cfg.Key) {
-	case 16, 24, 32:
-	default:
+	keys, err := memberlist.NewKeyring(nil, cfg.Key)
+	if err != nil {
 		return nil, fmt.Errorf("gossip: the key must be 16, 24 or 32 bytes, got %d", len(cfg.Key))
+	}
+	for _, k := range cfg.Accept {
+		if err := keys.AddKey(k); err != nil {
+			return nil, fmt.Errorf("gossip: a key to accept must be 16, 24 or 32 bytes, got %d", len(k))
+		}
 	}
 	if cfg.Name == "" {
 		return nil, errors.New("gossip: a member needs a name")
@@ -262,7 +270,7 @@ func NewGossip(cfg GossipConfig) (*Gossip, error) {
 	mc.Transport = nt
 	mc.BindAddr, mc.BindPort = ip.String(), port
 	mc.AdvertiseAddr, mc.AdvertisePort = ip.String(), port
-	mc.SecretKey = cfg.Key
+	mc.Keyring = keys
 	mc.ProbeInterval, mc.ProbeTimeout = t.ProbeInterval, t.ProbeTimeout
 	mc.SuspicionMult, mc.SuspicionMaxTimeoutMult = t.SuspicionMult, t.SuspicionMaxMult
 	mc.GossipInterval, mc.GossipNodes, mc.RetransmitMult = t.GossipInterval, t.GossipNodes, t.RetransmitMult
@@ -287,11 +295,47 @@ func NewGossip(cfg GossipConfig) (*Gossip, error) {
 		ml.Shutdown()
 		return nil, err
 	}
-	g.ml, g.table, g.started = ml, table, time.Now()
+	g.ml, g.keys, g.table, g.started = ml, keys, table, time.Now()
 	g.refresh()
 	go g.run()
 	return g, nil
 }
+
+// SetKeys changes the member's keys while it runs (a renewal of the
+// cluster key): messages go out encrypted with primary from now on, and
+// messages encrypted with primary or any of accept are read; every other
+// key is forgotten. Members that share one of the keys keep talking.
+func (g *Gossip) SetKeys(primary []byte, accept ...[]byte) error {
+	all := append([][]byte{primary}, accept...)
+	for _, k := range all {
+		if n := len(k); n != 16 && n != 24 && n != 32 {
+			return fmt.Errorf("gossip: a key must be 16, 24 or 32 bytes, got %d", n)
+		}
+	}
+	for _, k := range all {
+		if err := g.keys.AddKey(k); err != nil {
+			return fmt.Errorf("gossip: %w", err)
+		}
+	}
+	if err := g.keys.UseKey(primary); err != nil {
+		return fmt.Errorf("gossip: %w", err)
+	}
+	keep := map[string]bool{string(primary): true}
+	for _, k := range accept {
+		keep[string(k)] = true
+	}
+	for _, k := range g.keys.GetKeys() {
+		if !keep[string(k)] {
+			if err := g.keys.RemoveKey(k); err != nil {
+				return fmt.Errorf("gossip: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// Keys returns the member's keys, the one it sends with first.
+func (g *Gossip) Keys() [][]byte { return g.keys.GetKeys() }
 
 // Addr is the member's gossip address (host:port).
 func (g *Gossip) Addr() string { return g.addr }

@@ -175,11 +175,12 @@ func TestGossipWrongKey(t *testing.T) {
 func TestGossipConfigErrors(t *testing.T) {
 	ip := nextGossipIP()
 	for name, c := range map[string]GossipConfig{
-		"no ip":       {Name: "x", BindIP: "", Key: testKey},
-		"unspecified": {Name: "x", BindIP: "0.0.0.0", Key: testKey},
-		"short key":   {Name: "x", BindIP: ip, Key: []byte("short")},
-		"no name":     {BindIP: ip, Key: testKey},
-		"meta":        {Name: "x", BindIP: ip, Key: testKey, Meta: Meta{Role: strings.Repeat("r", 600)}},
+		"no ip":        {Name: "x", BindIP: "", Key: testKey},
+		"unspecified":  {Name: "x", BindIP: "0.0.0.0", Key: testKey},
+		"short key":    {Name: "x", BindIP: ip, Key: []byte("short")},
+		"short accept": {Name: "x", BindIP: ip, Key: testKey, Accept: [][]byte{[]byte("short")}},
+		"no name":      {BindIP: ip, Key: testKey},
+		"meta":         {Name: "x", BindIP: ip, Key: testKey, Meta: Meta{Role: strings.Repeat("r", 600)}},
 	} {
 		c.Timing = testTiming()
 		if g, err := NewGossip(c); err == nil {
@@ -190,6 +191,74 @@ func TestGossipConfigErrors(t *testing.T) {
 	g := startMember(t, "x", ip, 0, testKey)
 	if err := g.SetMeta(Meta{API: strings.Repeat("a", memberlist.MetaMaxSize)}); err == nil {
 		t.Error("oversized meta accepted")
+	}
+}
+
+// TestGossipKeyRenewal walks the keyring through a renewal of the key as
+// gntds do (the new key accepted everywhere, then used, then the old one
+// dropped): the members see each other alive at every step, a member
+// holding only the old key is locked out at the end, and one holding only
+// the new key gets in.
+func TestGossipKeyRenewal(t *testing.T) {
+	oldKey, newKey := testKey, bytes.Repeat([]byte{9}, 32)
+	var gs []*Gossip
+	for i := 0; i < 3; i++ {
+		gs = append(gs, startMember(t, fmt.Sprintf("k%d", i), nextGossipIP(), 0, oldKey))
+	}
+	for _, g := range gs[1:] {
+		if _, err := g.Join([]string{gs[0].Addr()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	alive := func() {
+		t.Helper()
+		for _, g := range gs {
+			for i := range gs {
+				waitState(t, g, fmt.Sprintf("k%d", i), StateAlive, 10*time.Second)
+			}
+		}
+	}
+	alive()
+	set := func(g *Gossip, primary []byte, accept ...[]byte) {
+		t.Helper()
+		if err := g.SetKeys(primary, accept...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Trust: one member after the other accepts the new key.
+	for _, g := range gs {
+		set(g, oldKey, newKey)
+	}
+	// Use: one member sends with the new key before the others do.
+	set(gs[0], newKey, oldKey)
+	time.Sleep(time.Second) // several probe rounds
+	alive()
+	for _, g := range gs[1:] {
+		set(g, newKey, oldKey)
+	}
+	// Done: the old key is dropped.
+	for _, g := range gs {
+		set(g, newKey)
+		if ks := g.Keys(); len(ks) != 1 || !bytes.Equal(ks[0], newKey) {
+			t.Fatalf("%s keeps keys %x", g.Addr(), ks)
+		}
+	}
+	time.Sleep(time.Second)
+	alive()
+	old := startMember(t, "stale", nextGossipIP(), 0, oldKey)
+	if n, err := old.Join([]string{gs[0].Addr()}); err == nil || n != 0 {
+		t.Fatalf("a member with the dropped key joined: %d %v", n, err)
+	}
+	fresh := startMember(t, "fresh", nextGossipIP(), 0, newKey)
+	if _, err := fresh.Join([]string{gs[1].Addr()}); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, gs[0], "fresh", StateAlive, 10*time.Second)
+	if _, ok := member(gs[0], "stale"); ok {
+		t.Fatal("a member with the dropped key got in")
+	}
+	if err := gs[0].SetKeys([]byte("short")); err == nil {
+		t.Fatal("a short key was accepted")
 	}
 }
 
