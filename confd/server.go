@@ -28,7 +28,8 @@ type Source interface {
 
 // ServerOptions configure a Server.
 type ServerOptions struct {
-	// Key is the cluster key file's contents; without one (see SetKey)
+	// Key is the cluster key file's contents; without one (see SetKey,
+	// and SetKeys while the key is renewed)
 	// every packet is dropped.
 	Key    []byte
 	Source Source
@@ -72,7 +73,7 @@ func DropReasons() []string { return append([]string(nil), dropReasons...) }
 // Server answers confd requests on a UDP socket.
 type Server struct {
 	o      ServerOptions
-	key    atomic.Pointer[[]byte]
+	keys   atomic.Pointer[[][]byte]
 	replay *replayCache
 
 	answered [len(reqNames)]atomic.Uint64
@@ -113,9 +114,24 @@ func NewServer(o ServerOptions) *Server {
 }
 
 // SetKey sets the cluster key (a gntd learns it when it joins).
-func (s *Server) SetKey(key []byte) {
-	k := append([]byte(nil), key...)
-	s.key.Store(&k)
+func (s *Server) SetKey(key []byte) { s.SetKeys(key) }
+
+// SetKeys sets the keys requests are accepted with, while the cluster key
+// is renewed: a request signed with any of them is answered, and the
+// answer is signed with the key that signed the request, so that a client
+// holding either key reads it. No key means every packet is dropped.
+func (s *Server) SetKeys(keys ...[]byte) {
+	ks := make([][]byte, 0, len(keys))
+	for _, k := range keys {
+		if len(k) > 0 {
+			ks = append(ks, append([]byte(nil), k...))
+		}
+	}
+	if len(ks) == 0 {
+		s.keys.Store(nil)
+		return
+	}
+	s.keys.Store(&ks)
 }
 
 // Stats are the server's counters since it started.
@@ -181,8 +197,9 @@ func (s *Server) work(conn *net.UDPConn) {
 
 // worker holds one goroutine's reusable buffers and MAC.
 type worker struct {
-	key    *[]byte
-	mac    *MAC
+	keys   *[][]byte
+	macs   []*MAC
+	mac    *MAC // of the key that verified the request being answered
 	envBuf []byte
 	msgBuf []byte
 	ans    []byte
@@ -199,13 +216,16 @@ func newWorker() *worker {
 // the request is dropped. The reply is valid until the next call with the
 // same worker. It is the server's whole logic, without the socket.
 func (s *Server) handle(w *worker, packet []byte, from netip.AddrPort) []byte {
-	key := s.key.Load()
-	if key == nil {
+	keys := s.keys.Load()
+	if keys == nil {
 		s.drop(DropNoKey, from, nil)
 		return nil
 	}
-	if w.key != key {
-		w.key, w.mac = key, NewMAC(*key)
+	if w.keys != keys {
+		w.keys, w.macs = keys, w.macs[:0]
+		for _, k := range *keys {
+			w.macs = append(w.macs, NewMAC(k))
+		}
 	}
 	env, envBuf, err := ParseEnvelope(packet, w.envBuf)
 	w.envBuf = envBuf
@@ -220,7 +240,14 @@ func (s *Server) handle(w *worker, packet []byte, from netip.AddrPort) []byte {
 		s.drop(DropEnvelope, from, err)
 		return nil
 	}
-	if !w.mac.Verify(env.Salt, env.Msg, env.HMAC) {
+	w.mac = nil
+	for _, m := range w.macs {
+		if m.Verify(env.Salt, env.Msg, env.HMAC) {
+			w.mac = m
+			break
+		}
+	}
+	if w.mac == nil {
 		s.drop(DropHMAC, from, ErrHMAC)
 		return nil
 	}

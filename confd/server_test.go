@@ -3,6 +3,7 @@ package confd
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -203,6 +204,47 @@ func TestNotServing(t *testing.T) {
 	s.SetKey(testKey)
 	if s.handle(newWorker(), sign(goodMsg, testNow.Unix()), fuzzFrom) == nil {
 		t.Error("not answered after SetKey")
+	}
+}
+
+// TestServerKeyRenewal: while the cluster key is renewed the server
+// answers requests signed with either key, each answer signed with the
+// request's key; once the old key is dropped its requests are refused.
+func TestServerKeyRenewal(t *testing.T) {
+	newKey := []byte("fedcba9876543210fedcba9876543210fedcba98\n")
+	s := testServer(t)
+	w := newWorker()
+	signWith := func(key []byte, rsalt string) []byte {
+		return AppendEnvelope(nil, NewMAC(key), []byte(strconv.FormatInt(testNow.Unix(), 10)),
+			[]byte(strings.Replace(goodMsg, "r1", rsalt, 1)))
+	}
+	answeredWith := func(reply, key []byte) bool {
+		env, _, err := ParseEnvelope(reply, nil)
+		return err == nil && NewMAC(key).Verify(env.Salt, env.Msg, env.HMAC)
+	}
+	if s.handle(w, signWith(newKey, "a"), fuzzFrom) != nil {
+		t.Fatal("a request with a key not yet accepted was answered")
+	}
+	s.SetKeys(testKey, newKey)
+	for i, key := range [][]byte{testKey, newKey} {
+		reply := s.handle(w, signWith(key, fmt.Sprint("b", i)), fuzzFrom)
+		if reply == nil || !answeredWith(reply, key) {
+			t.Fatalf("key %d: not answered, or not with the request's key", i)
+		}
+	}
+	s.SetKeys(newKey)
+	if s.handle(w, signWith(testKey, "c"), fuzzFrom) != nil {
+		t.Fatal("a request with the dropped key was answered")
+	}
+	if reply := s.handle(w, signWith(newKey, "d"), fuzzFrom); reply == nil || !answeredWith(reply, newKey) {
+		t.Fatal("the new key's request was not answered with it")
+	}
+	if d := s.Stats().Dropped[DropHMAC]; d != 2 {
+		t.Fatalf("%d requests dropped for their HMAC, want 2", d)
+	}
+	s.SetKeys()
+	if s.handle(w, signWith(newKey, "e"), fuzzFrom) != nil {
+		t.Fatal("answered without a key")
 	}
 }
 
