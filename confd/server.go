@@ -29,8 +29,7 @@ type Source interface {
 // ServerOptions configure a Server.
 type ServerOptions struct {
 	// Key is the cluster key file's contents; without one (see SetKey,
-	// and SetKeys while the key is renewed)
-	// every packet is dropped.
+	// and SetKeys while the key is renewed) every packet is dropped.
 	Key    []byte
 	Source Source
 	// Version is the PING answer (see View.Version).
