@@ -142,6 +142,11 @@ type JoinRequest struct {
 	// (renew-crypto) on when every node reports the new one.
 	TrustFP      string `json:"trust_fp,omitempty"`
 	CertIssuerFP string `json:"cert_issuer_fp,omitempty"`
+	// KeyIDs identify the cluster keys the node holds, the one it signs
+	// with first (two while cluster.key is renewed; at most
+	// MaxJoinKeyIDs): the leader moves a renewal of the key on when
+	// every node reports the new one.
+	KeyIDs []string `json:"key_ids,omitempty"`
 }
 
 // JoinResponse tells a node what the cluster expects of it.
@@ -161,6 +166,9 @@ type JoinResponse struct {
 	// first), and Cert the node certificate signed for the request's CSR.
 	CACerts string `json:"ca_certs,omitempty"`
 	Cert    string `json:"cert,omitempty"`
+	// Key is the state of a renewal of cluster.key, nil when the key was
+	// never renewed.
+	Key *KeyRenewal `json:"key,omitempty"`
 }
 
 // CAResponse is GET /2/gnt/ca: the cluster CA certificates, answered with

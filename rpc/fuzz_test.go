@@ -108,6 +108,8 @@ func FuzzJoinRequest(f *testing.F) {
 	f.Add(good, strconv.FormatInt(now-1000, 10), rpc.Sign(key, now-1000, good))
 	fps := []byte(`{"node":{"name":"node1","primary_ip":"192.0.2.1"},"trust_fp":"` + strings.Repeat("0a", 32) + `","cert_issuer_fp":"XY"}`)
 	f.Add(fps, ts, rpc.Sign(key, now, fps))
+	ids := []byte(`{"node":{"name":"node1","primary_ip":"192.0.2.1"},"key_ids":["ab","cd","ef"]}`)
+	f.Add(ids, ts, rpc.Sign(key, now, ids))
 	h := rpc.NewServer(b, rpc.ServerOptions{AuthDisabled: true, HoldTimeout: 10 * time.Millisecond}).Handler()
 	f.Fuzz(func(t *testing.T, body []byte, ts, sig string) {
 		rec := serve(h, "POST", "/2/gnt/join", body, rpc.HeaderTimestamp, ts, rpc.HeaderSignature, sig)

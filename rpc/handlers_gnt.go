@@ -135,12 +135,12 @@ func readSigned[T any](s *Server, w http.ResponseWriter, r *http.Request, what s
 		writeError(w, aerr)
 		return req, nil, false
 	}
-	key := s.b.JoinKey()
-	if key == nil {
+	keys := s.joinKeys()
+	if len(keys) == 0 {
 		writeError(w, notInitialised())
 		return req, nil, false
 	}
-	if err := Verify(key, r.Header.Get(HeaderTimestamp), r.Header.Get(HeaderSignature), body, s.b.Now()); err != nil {
+	if err := VerifyAny(keys, r.Header.Get(HeaderTimestamp), r.Header.Get(HeaderSignature), body, s.b.Now()); err != nil {
 		writeError(w, &APIError{Status: http.StatusUnauthorized, ErrorCode: CodeUnauthorized, Message: err.Error()})
 		return req, nil, false
 	}
@@ -173,6 +173,9 @@ func validateJoin(req JoinRequest) *APIError {
 		if aerr := validateFingerprint(field, fp); aerr != nil {
 			return aerr
 		}
+	}
+	if aerr := validateKeyIDs(req.KeyIDs); aerr != nil {
+		return aerr
 	}
 	for field, ip := range map[string]string{"node.primary_ip": req.Node.PrimaryIP, "node.secondary_ip": req.Node.SecondaryIP} {
 		if ip != "" && net.ParseIP(ip) == nil {

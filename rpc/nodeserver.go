@@ -35,8 +35,11 @@ type NodeServerOptions struct {
 	// Key returns the node RPC key (DeriveKey(clusterKey, NodeKeyLabel)),
 	// nil while this gntd has no cluster key (every request is then
 	// refused with no_key).
-	Key   func() []byte
-	Agent NodeAgent
+	Key func() []byte
+	// Accept, when set, returns more node RPC keys requests are accepted
+	// with (the other key while the cluster key is renewed).
+	Accept func() [][]byte
+	Agent  NodeAgent
 	// Debug accepts debug-fault requests.
 	Debug  bool
 	Logger hclog.Logger
@@ -115,7 +118,11 @@ func (s *NodeServer) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	now := s.o.Now()
 	tsHeader, sig := r.Header.Get(HeaderTimestamp), r.Header.Get(HeaderSignature)
-	if err := Verify(key, tsHeader, sig, body, now); err != nil {
+	keys := [][]byte{key}
+	if s.o.Accept != nil {
+		keys = append(keys, s.o.Accept()...)
+	}
+	if err := VerifyAny(keys, tsHeader, sig, body, now); err != nil {
 		writeNodeError(w, NewNodeError(NodeCodeUnauthorized, "%v", err))
 		return
 	}

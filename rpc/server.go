@@ -321,6 +321,8 @@ func (s *Server) routes() {
 	add(wr, "DELETE", "/2/gnt/rapi-users/{name}", s.handleRAPIUserRemove)
 	add(wr, "POST", "/2/gnt/renew-crypto", s.handleRenewCrypto(true))
 	add(read, "GET", "/2/gnt/renew-crypto", s.handleRenewCrypto(false))
+	add(wr, "POST", "/2/gnt/renew-key", s.handleRenewKey(true))
+	add(read, "GET", "/2/gnt/renew-key", s.handleRenewKey(false))
 	add(wr, "POST", "/2/gnt/client-cert", s.handleClientCert)
 
 	for path, methods := range allowed {
