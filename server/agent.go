@@ -148,7 +148,7 @@ func (s *Server) startAgent(ctx context.Context) (done <-chan struct{}, err erro
 	diag, repair := s.newCommands()
 	a := &agentAdapter{d: d, node: s.cfg.Name, diag: diag, repair: repair, reportKey: s.diagnoseKey}
 	ns := rpc.NewNodeServer(rpc.NodeServerOptions{
-		Node: s.cfg.Name, Key: s.nodeKey, Agent: a, Debug: s.cfg.Debug,
+		Node: s.cfg.Name, Key: s.nodeKey, Accept: func() [][]byte { return s.otherKeys(rpc.NodeKey) }, Agent: a, Debug: s.cfg.Debug,
 		Logger: s.log.Named("agent"),
 	})
 	mux := http.NewServeMux()

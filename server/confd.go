@@ -40,16 +40,15 @@ func (s *Server) startConfd(ctx context.Context) (done <-chan struct{}, err erro
 		defer close(ch)
 		// The key arrives with the data dir or later, when this gntd
 		// joins; confd drops everything until then.
-		var key []byte
+		// During a renewal of cluster.key it accepts both keys.
+		var key, other []byte
 		tick := time.NewTicker(time.Second)
 		defer tick.Stop()
 		sync := func() {
-			s.mu.Lock()
-			k := s.key
-			s.mu.Unlock()
-			if len(k) > 0 && !bytes.Equal(k, key) {
-				key = k
-				srv.SetKey(k)
+			k, o := s.clusterKeys()
+			if len(k) > 0 && (!bytes.Equal(k, key) || !bytes.Equal(o, other)) {
+				key, other = k, o
+				srv.SetKeys(k, o)
 			}
 		}
 		sync()

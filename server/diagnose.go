@@ -124,6 +124,9 @@ type diagnosePoller struct {
 	Client diagnoseClient
 	// Key returns the diagnose report key (nil: none yet; no round runs).
 	Key func() []byte
+	// Accept, when set, returns more report keys reports are accepted
+	// with (the other key while the cluster key is renewed).
+	Accept func() [][]byte
 	// Interval is read before each round (<= 0: DefaultDiagnoseInterval);
 	// Command is the cluster's diagnose command, "" for the built-in.
 	Interval func() time.Duration
@@ -286,6 +289,14 @@ func (p *diagnosePoller) poll(ctx context.Context, n *fsm.Node, command string, 
 	}
 	now := p.Clock()
 	rep, err := rpc.VerifyDiagnoseReport(sr, rpc.DiagnoseVerify{Key: key, Node: n.Name, Now: now, MaxAge: maxAge})
+	if err != nil && p.Accept != nil {
+		for _, k := range p.Accept() {
+			if r2, err2 := rpc.VerifyDiagnoseReport(sr, rpc.DiagnoseVerify{Key: k, Node: n.Name, Now: now, MaxAge: maxAge}); err2 == nil {
+				rep, err = r2, nil
+				break
+			}
+		}
+	}
 	var d agent.Diagnosis
 	if err == nil {
 		if d, err = agent.ParseDiagnose(rep.Data); err != nil {
@@ -361,6 +372,7 @@ func (s *Server) diagnoseService(interval func() time.Duration, command func() s
 	return leaderService{name: "diagnose", run: func(ctx context.Context, _ uint64) error {
 		return (&diagnosePoller{
 			FSM: s.fsm, Client: nodeDiagnoser{&s.nodes}, Key: s.diagnoseKey,
+			Accept:   func() [][]byte { return s.otherKeys(rpc.DiagnoseKey) },
 			Interval: interval, Command: command, State: &s.diag, Log: s.log.Named("diagnose"),
 		}).Run(ctx)
 	}}

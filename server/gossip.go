@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"sort"
 	"sync"
@@ -106,6 +107,7 @@ func (s *Server) gossipLoop(ctx context.Context) {
 		}
 		wait := time.Second // no key yet, or the port was busy
 		if g != nil {
+			s.syncGossipKeys(g)
 			if err := g.SetMeta(s.gossipMeta()); err != nil {
 				s.log.Warn("gossip meta", "error", err)
 			}
@@ -127,17 +129,41 @@ func (s *Server) gossipLoop(ctx context.Context) {
 // startGossip starts the gossip member, or returns nil while this gntd
 // has no cluster key.
 func (s *Server) startGossip() (*transport.Gossip, error) {
-	s.mu.Lock()
-	key := s.key
-	s.mu.Unlock()
-	if key == nil {
+	keys := s.gossipKeys()
+	if keys == nil {
 		return nil, nil
 	}
 	return transport.NewGossip(transport.GossipConfig{
 		Name: s.cfg.Name, BindIP: s.cfg.Bind, Port: s.cfg.GossipPort,
-		Key: rpc.DeriveKey(key, GossipKeyLabel), Meta: s.gossipMeta(),
+		Key: keys[0], Accept: keys[1:], Meta: s.gossipMeta(),
 		Timing: s.cfg.Timing().Gossip, Log: s.log.Named("gossip"),
 	})
+}
+
+// gossipKeys are the gossip keys, derived from the cluster keys: the one
+// messages are encrypted with first, then the other one accepted during a
+// renewal of cluster.key; nil without a cluster key.
+func (s *Server) gossipKeys() [][]byte {
+	return s.acceptedKeys(func(k []byte) []byte { return rpc.DeriveKey(k, GossipKeyLabel) })
+}
+
+// syncGossipKeys brings the member's keyring to the cluster keys (a
+// renewal of cluster.key moved on).
+func (s *Server) syncGossipKeys(g *transport.Gossip) {
+	want := s.gossipKeys()
+	have := g.Keys()
+	same := len(want) == len(have)
+	for i := 0; same && i < len(want); i++ {
+		same = bytes.Equal(want[i], have[i])
+	}
+	if same || len(want) == 0 {
+		return
+	}
+	if err := g.SetKeys(want[0], want[1:]...); err != nil {
+		s.log.Error("gossip keys", "error", err)
+		return
+	}
+	s.log.Info("gossip keys changed", "keys", len(want))
 }
 
 func (s *Server) gossipMeta() transport.Meta {

@@ -143,6 +143,8 @@ func (s *Server) Join(ctx context.Context, req rpc.JoinRequest) (rpc.JoinRespons
 		return resp, err
 	}
 	s.rotationJoin(ctx, req)
+	s.keyRotationJoin(ctx, req)
+	resp.Key = keyRenewalOf(s.pkiState())
 	resp.MasterCandidate = node.MasterCandidate
 	if r := s.raft(); r != nil {
 		resp.InRaft = inConfiguration(r, req.Node.Name)
@@ -175,12 +177,13 @@ func (s *Server) joinOnce(ctx context.Context) {
 	clusterUUID := s.id.ClusterUUID
 	s.mu.Unlock()
 	if key == nil {
-		if k, err := s.dir.readKey(); err == nil {
-			s.mu.Lock()
-			s.setKey(k)
-			key = s.joinKey
-			s.mu.Unlock()
-		} else {
+		s.mu.Lock()
+		if err := s.loadKeys(); err != nil {
+			s.log.Warn("reading the cluster key", "error", err)
+		}
+		key = s.joinKey
+		s.mu.Unlock()
+		if key == nil {
 			return // no cluster key yet: nothing to join with
 		}
 	}
@@ -229,6 +232,7 @@ func (s *Server) joinOnce(ctx context.Context) {
 	}
 	req := rpc.JoinRequest{Node: s.nodeSpec(), ClusterUUID: clusterUUID}
 	req.TrustFP, req.CertIssuerFP = certReportOf(s.tls.store)
+	req.KeyIDs = s.keyIDs()
 	// A node removed and added again holds a certificate the cluster
 	// refuses: its join goes without it (the signature authenticates the
 	// join) and asks for a new one.
@@ -248,6 +252,12 @@ func (s *Server) joinOnce(ctx context.Context) {
 		req.CSR = string(kp.CSR)
 	}
 	resp, err := client.Join(cctx, key, req)
+	if _, other := s.clusterKeys(); err != nil && other != nil && joinSignatureRefused(err) {
+		// Back after a renewal of cluster.key ended without this gntd:
+		// the new key it holds is the only one accepted now.
+		req.KeyIDs = []string{keyID(other), keyID(key)}
+		resp, err = client.Join(cctx, rpc.DeriveKey(other, rpc.JoinKeyLabel), req)
+	}
 	if err != nil {
 		if certRefused(err) && !s.tls.refused.Swap(true) {
 			s.log.Warn("the cluster refuses this node's certificate (was the node removed and added again?); asking for a new one", "error", err)
@@ -275,6 +285,7 @@ func (s *Server) joinOnce(ctx context.Context) {
 		s.tls.refused.Store(false)
 	}
 	s.syncCAKeyFile()
+	s.followKeyRenewal(resp.Key)
 	s.setGossipSeeds(resp.Gossip)
 	s.mu.Lock()
 	s.candidates = resp.Candidates

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"sync"
@@ -17,6 +18,7 @@ type nodeCaller struct {
 	s       *Server
 	mu      sync.Mutex
 	clients map[string]*rpc.NodeClient
+	key     []byte // the cluster key the clients sign with
 }
 
 func (n *nodeCaller) client(node *fsm.Node) (*rpc.NodeClient, error) {
@@ -28,6 +30,9 @@ func (n *nodeCaller) client(node *fsm.Node) (*rpc.NodeClient, error) {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if !bytes.Equal(key, n.key) {
+		n.clients, n.key = nil, key // the cluster key was renewed
+	}
 	id := node.Name + "@" + node.Addrs.Agent
 	c := n.clients[id]
 	if c == nil {

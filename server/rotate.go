@@ -230,9 +230,7 @@ func (s *Server) startRenewal(ctx context.Context, p *fsm.PKI, cluster string) e
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	key := s.key
-	s.mu.Unlock()
+	key := s.currentKey(p) // the renewed one right after a renewal of cluster.key
 	if key == nil {
 		return errors.New("this gntd holds no cluster key")
 	}

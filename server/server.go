@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -44,7 +43,8 @@ type Server struct {
 	applier     *applier
 	pacer       *jobs.Pacer // lets the applier wait for the executor
 	stopApplier context.CancelFunc
-	key         []byte // cluster key file contents
+	key         []byte // cluster key file contents: the key this gntd signs with
+	keyOther    []byte // the other key accepted while cluster.key is renewed (keyrenew.go)
 	joinKey     []byte
 	id          identity
 	candidates  []string // API addresses learnt from the last join answer
@@ -74,6 +74,7 @@ type Server struct {
 	// rejoinFirst: Run rejoins before it starts Raft (amnesia.go).
 	rejoinFirst bool
 	tls         tlsState     // certificates and TLS configurations (tls.go)
+	keyRot      keyRotation  // the leader's record of a renewal of cluster.key (keyrenew.go)
 	runtime     runtimeState // the nodes' instances as their agents report them (runtime.go)
 }
 
@@ -118,9 +119,7 @@ func New(cfg Config, log hclog.Logger) (*Server, error) {
 	if err := s.loadTLS(); err != nil {
 		return nil, err
 	}
-	if key, err := s.dir.readKey(); err == nil {
-		s.setKey(key)
-	} else if !errors.Is(err, os.ErrNotExist) {
+	if err := s.loadKeys(); err != nil {
 		return nil, err
 	}
 	if s.rejoinFirst, err = s.checkAmnesia(cfg.Rejoin); err != nil {
@@ -133,11 +132,7 @@ func New(cfg Config, log hclog.Logger) (*Server, error) {
 	return s, nil
 }
 
-func (s *Server) setKey(key []byte) {
-	s.key = key
-	s.joinKey = rpc.DeriveKey(key, rpc.JoinKeyLabel)
-	s.kickGossip() // the gossip key derives from it
-}
+func (s *Server) setKey(key []byte) { s.setKeys(key, nil) }
 
 // Run serves until ctx ends.
 func (s *Server) Run(ctx context.Context) error {

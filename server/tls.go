@@ -235,10 +235,9 @@ func (s *Server) clusterCA() (*pki.CA, string, error) {
 	if s.tls.ca != nil && s.tls.caSealed == p.CAKeySealed {
 		return s.tls.ca, p.CACerts, nil
 	}
-	s.mu.Lock()
-	key := s.key
-	s.mu.Unlock()
-	keyPEM, err := pki.Unseal(pki.SealKey(key), p.CAKeySealed)
+	// During a renewal of cluster.key the CA key is sealed under the old
+	// key, then under the new one: either may open it.
+	keyPEM, err := s.unsealWithKeys(pki.SealKey, p.CAKeySealed)
 	if err != nil {
 		return nil, "", fmt.Errorf("the cluster CA key: %w", err)
 	}
