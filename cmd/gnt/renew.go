@@ -25,11 +25,109 @@ const renewPoll = 300 * time.Millisecond
 func (e environment) clusterRenewCryptoCommand() *cli.Command {
 	return &cli.Command{
 		Name: "renew-crypto",
-		Usage: "renew the cluster CA and every node certificate, rolling: the new CA is trusted beside the old until every node " +
-			"holds a certificate of it, then the old is dropped. Follows the renewal to its end (--submit: only starts it), " +
-			"refreshing the CA file and the client certificate this command uses",
-		Action: e.do(e.clusterRenewCrypto),
+		Usage: "renew the cluster's credentials, rolling, without a failed request: only what is asked " +
+			"(no flag: --new-cluster-certificate). Follows each renewal to its end (--submit: only starts it)",
+		Description: "--new-cluster-certificate renews the cluster CA and every node certificate: the new CA is trusted beside the old " +
+			"until every node holds a certificate of it, then the old is dropped; the CA file and client certificate this command uses are refreshed.\n" +
+			"--new-cluster-key (alias --new-confd-hmac-key, Ganeti's name) renews cluster.key, the secret of every gntd's data dir from which " +
+			"the confd HMAC key, the join, node RPC, self-diagnose and gossip keys and the CA key's seal derive: every gntd learns the new key " +
+			"and accepts both, then signs with the new one, then drops the old one. Afterwards copy the new cluster.key (from any node's data dir) " +
+			"to confd clients (gnt confd reads ~/.config/gnt/cluster.key) and to nodes that were offline; see docs/security.md.\n" +
+			"With both flags the CA is renewed first, then the key.",
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "new-cluster-certificate", Usage: "renew the cluster CA and every node certificate (the default when no flag is given)"},
+			&cli.BoolFlag{Name: "new-cluster-key", Aliases: []string{"new-confd-hmac-key"}, Usage: "renew cluster.key (the confd HMAC key, and every key derived from it)"},
+		},
+		Action: e.do(e.clusterRenewCryptoAll),
 	}
+}
+
+// clusterRenewCryptoAll renews what the flags ask for: the CA (the
+// default), then the cluster key.
+func (e environment) clusterRenewCryptoAll(ctx context.Context, s *session, c *cli.Context, args []string) error {
+	if err := nArgs(c, args, 0, 0); err != nil {
+		return err
+	}
+	certs, key := c.Bool("new-cluster-certificate"), c.Bool("new-cluster-key")
+	if !certs && !key {
+		certs = true
+	}
+	if certs {
+		if err := e.clusterRenewCrypto(ctx, s, c, args); err != nil {
+			return err
+		}
+		if key && s.cfg.Submit {
+			fmt.Fprintf(s.stdout, "Not renewing the cluster key: with --submit the CA renewal is under way, and the key is renewed after it; run renew-crypto --new-cluster-key once it is done\n")
+			return nil
+		}
+	}
+	if key {
+		return s.renewClusterKey(ctx)
+	}
+	return nil
+}
+
+// renewClusterKey starts a renewal of cluster.key and follows it.
+func (s *session) renewClusterKey(ctx context.Context) error {
+	var st rpc.RenewKeyStatus
+	if _, err := s.api.Do(ctx, http.MethodPost, "/2/gnt/renew-key", nil, nil, &st); err != nil {
+		return err
+	}
+	if st.Started {
+		fmt.Fprintf(s.stdout, "Renewing the cluster key: every node learns the new key %s and accepts both\n", st.KeyID)
+	} else {
+		fmt.Fprintf(s.stdout, "A renewal of the cluster key is under way already (phase %s, new key %s)\n", st.Phase, st.KeyID)
+	}
+	if s.cfg.Submit {
+		fmt.Fprintf(s.stdout, "Not waiting (--submit). GET /2/gnt/renew-key says phase done at the end; then copy the new cluster.key to confd clients\n")
+		return nil
+	}
+	fctx := ctx
+	if s.follow != nil {
+		fctx = s.follow
+	}
+	phase := ""
+	for {
+		if _, err := s.api.Do(fctx, http.MethodGet, "/2/gnt/renew-key", nil, nil, &st); err != nil {
+			return err
+		}
+		if st.Phase != phase {
+			phase = st.Phase
+			fmt.Fprintf(s.stdout, "phase %s: %s\n", phase, keyWaitingFor(st))
+		}
+		if st.Phase == fsm.KeyPhaseDone || st.Phase == "" {
+			break
+		}
+		select {
+		case <-fctx.Done():
+			return fctx.Err()
+		case <-time.After(renewPoll):
+		}
+	}
+	fmt.Fprintf(s.stdout, "The cluster key is renewed (%s): every node signs with it; the old key is refused. "+
+		"Copy cluster.key from a node's data dir to confd clients and to nodes that were offline\n", st.KeyID)
+	return nil
+}
+
+// keyWaitingFor says what a phase of a key renewal waits for.
+func keyWaitingFor(st rpc.RenewKeyStatus) string {
+	var names []string
+	for _, n := range st.Nodes {
+		switch {
+		case n.Offline:
+		case st.Phase == fsm.KeyPhaseTrust && !n.HoldsNew, st.Phase == fsm.KeyPhaseUse && !n.UsesNew:
+			names = append(names, n.Name)
+		}
+	}
+	switch st.Phase {
+	case fsm.KeyPhaseTrust:
+		return "every node learns the new key (waiting for " + strings.Join(names, ", ") + ")"
+	case fsm.KeyPhaseUse:
+		return "every node signs with the new key (waiting for " + strings.Join(names, ", ") + ")"
+	case fsm.KeyPhaseDone:
+		return "the old key is dropped"
+	}
+	return "no renewal"
 }
 
 // renewFiles are the client's TLS files that a renewal refreshes.

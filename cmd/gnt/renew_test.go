@@ -180,3 +180,70 @@ func TestRenewCryptoCLI(t *testing.T) {
 		t.Error("renew-crypto with an argument is not refused")
 	}
 }
+
+// renewKeyAPI plays a leader through a renewal of cluster.key: each GET
+// of the status moves it one phase on.
+type renewKeyAPI struct {
+	mu    sync.Mutex
+	phase int // 0 trust, 1 use, 2 done
+	reqs  []string
+}
+
+func (a *renewKeyAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.reqs = append(a.reqs, r.Method+" "+r.URL.Path)
+	phases := []string{"trust", "use", "done"}
+	status := func() rpc.RenewKeyStatus {
+		return rpc.RenewKeyStatus{Phase: phases[a.phase], KeyID: "ab12",
+			Nodes: []rpc.RenewKeyNode{{Name: "n1", Reported: true, HoldsNew: a.phase > 0, UsesNew: a.phase > 1}, {Name: "n2", Offline: true}}}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	switch r.Method + " " + r.URL.Path {
+	case "POST /2/gnt/renew-key":
+		st := status()
+		st.Started = true
+		json.NewEncoder(w).Encode(st)
+	case "GET /2/gnt/renew-key":
+		if a.phase < 2 {
+			a.phase++
+		}
+		json.NewEncoder(w).Encode(status())
+	default:
+		w.WriteHeader(404)
+	}
+}
+
+// TestRenewKeyCLI: --new-cluster-key (and Ganeti's --new-confd-hmac-key)
+// renews cluster.key only, following it to its end; --submit only starts
+// it.
+func TestRenewKeyCLI(t *testing.T) {
+	env := map[string]string{"HOME": t.TempDir()}
+	for _, flag := range []string{"--new-cluster-key", "--new-confd-hmac-key"} {
+		api := &renewKeyAPI{}
+		srv := httptest.NewServer(api)
+		r := gnt(t, env, "--server", strings.TrimPrefix(srv.URL, "http://"), "cluster", "renew-crypto", flag)
+		srv.Close()
+		if r.err != nil {
+			t.Fatalf("%s: %v\n%s%s", flag, r.err, r.stdout, r.stderr)
+		}
+		for _, want := range []string{"Renewing the cluster key", "phase use: every node signs with the new key (waiting for n1)", "phase done", "The cluster key is renewed (ab12)"} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("%s: output lacks %q:\n%s", flag, want, r.stdout)
+			}
+		}
+		if got := strings.Join(api.reqs, ", "); got != "POST /2/gnt/renew-key, GET /2/gnt/renew-key, GET /2/gnt/renew-key" {
+			t.Errorf("%s: requests %s", flag, got)
+		}
+	}
+	api := &renewKeyAPI{}
+	srv := httptest.NewServer(api)
+	defer srv.Close()
+	r := gnt(t, env, "--server", strings.TrimPrefix(srv.URL, "http://"), "--submit", "cluster", "renew-crypto", "--new-cluster-key")
+	if r.err != nil || !strings.Contains(r.stdout, "Not waiting") {
+		t.Fatalf("--submit: %v\n%s%s", r.err, r.stdout, r.stderr)
+	}
+	if got := strings.Join(api.reqs, ", "); got != "POST /2/gnt/renew-key" {
+		t.Errorf("requests with --submit: %s", got)
+	}
+}
