@@ -324,8 +324,10 @@ func gossipAllAlive(c *Cluster, n int) error {
 }
 
 // TestRenewClusterKeyOfflineNode: a node marked offline is not waited
-// for; after the renewal its gntd, still holding the old key, is refused,
-// and it is back once the operator copied the new cluster.key to it.
+// for; after the renewal its gntd, holding the old key alone, is refused.
+// Holding the new key beside the old (cluster.key.new, as a node that went
+// down in the middle of the renewal, or one the operator copied the new
+// key to) it is back by itself.
 func TestRenewClusterKeyOfflineNode(t *testing.T) {
 	c := NewCluster(t, ClusterOptions{Candidates: 1, Nodes: 1})
 	node := c.Member("node21")
@@ -354,11 +356,24 @@ func TestRenewClusterKeyOfflineNode(t *testing.T) {
 		return nil
 	})
 	node.Stop()
-	// The operator copies the new key.
-	if err := os.WriteFile(filepath.Join(node.DataDir, "cluster.key"), newKey, 0o600); err != nil {
+	// A node that had learned the new key before it went down (it holds
+	// cluster.key.new beside the old key) catches up by itself: its join
+	// signed with the old key is refused, the one signed with the new key
+	// is not, and the end of the renewal replaces its cluster.key.
+	if err := os.WriteFile(filepath.Join(node.DataDir, "cluster.key.new"), newKey, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	node.Start(t)
+	c.Eventually(30*time.Second, 200*time.Millisecond, node.Name+" holds the new key alone", func() error {
+		k, err := os.ReadFile(filepath.Join(node.DataDir, "cluster.key"))
+		if err != nil || !bytes.Equal(k, newKey) {
+			return fmt.Errorf("cluster.key is not the new key (%v)", err)
+		}
+		if _, err := os.Stat(filepath.Join(node.DataDir, "cluster.key.new")); !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("cluster.key.new is still there (%v)", err)
+		}
+		return nil
+	})
 	c.WaitAgent(node, 30*time.Second)
 	c.Eventually(30*time.Second, 200*time.Millisecond, "both members alive in the gossip", func() error {
 		return gossipAllAlive(c, 2)
