@@ -70,6 +70,9 @@ type Executor struct {
 	// Debug is set on a gntd started with --debug: only then does the
 	// executor run debugging opcodes (OP_TEST_CRASH).
 	Debug bool
+	// Metrics, when set, is told how long lock acquisitions waited and
+	// how long each opcode the executor ran took.
+	Metrics Metrics
 	// Crash kills this gntd for OP_TEST_CRASH, the way its mode says; nil
 	// means for real (os.Exit, or a panic in the job's goroutine). Tests
 	// set it to stop the executor instead.
@@ -367,6 +370,9 @@ func (e *Executor) update(ctx context.Context, u fsm.JobUpdate) (fsm.Response, e
 	resp, _, err := e.Apply.Apply(ctx, u)
 	if err != nil {
 		return resp, err
+	}
+	if e.Metrics != nil && resp.Err == nil {
+		e.observeOpcode(u, resp.Job)
 	}
 	if resp.Err != nil {
 		if resp.Err.Code == fsm.CodeFenced {
@@ -694,6 +700,10 @@ func (e *Executor) prepare(ctx context.Context, job *fsm.Job, idx int, op fsm.Op
 	reqs := toRequests(decl)
 	prio := job.Ops[idx].Priority
 	waiting := job.Ops[idx].Status == fsm.StatusWaiting
+	if e.Metrics != nil {
+		began := e.Clock()
+		defer func() { e.Metrics.LockWait(lockLevel(reqs), e.Clock().Sub(began)) }()
+	}
 	for attempt := 0; ; attempt++ {
 		timeout, ok := e.Strategy.Attempt(attempt)
 		if !ok && prio > fsm.PrioHighest {

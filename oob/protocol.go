@@ -108,6 +108,24 @@ const (
 	KindNotRunnable
 )
 
+// String names the kind in metrics' labels: failed, unsupported, timeout,
+// bad_output, not_runnable.
+func (k ErrorKind) String() string {
+	switch k {
+	case KindFailed:
+		return "failed"
+	case KindUnsupported:
+		return "unsupported"
+	case KindTimeout:
+		return "timeout"
+	case KindBadOutput:
+		return "bad_output"
+	case KindNotRunnable:
+		return "not_runnable"
+	}
+	return "error"
+}
+
 // Error is a helper run that gave no result. Its message is the design's
 // (doc/design-oob.rst, "Error Handling"): "OOB program execution failed
 // (...)" for a non-zero exit, "OOB program execution timeout exceeded, OOB

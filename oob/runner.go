@@ -2,6 +2,7 @@ package oob
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -33,6 +34,9 @@ type Runner struct {
 	// Programs is the whitelist a helper must pass right before each run
 	// (the zero value: DefaultProgramsDir, owned by root).
 	Programs Whitelist
+	// Done, when set, is told the outcome of every Run: the command and
+	// "success" or the error's kind (Kind.String).
+	Done func(command, result string)
 }
 
 func (r *Runner) timeout(override time.Duration) time.Duration {
@@ -60,7 +64,10 @@ func (r *Runner) maxOutput() int {
 // Whatever the helper started in its process group is killed when it
 // exits, too: a helper must not leave work behind in it (one that starts a
 // long-lived process, like gnt-oob-fake, puts it in a session of its own).
-func (r *Runner) Run(ctx context.Context, program, command, node string, timeout time.Duration) (Result, error) {
+func (r *Runner) Run(ctx context.Context, program, command, node string, timeout time.Duration) (res Result, err error) {
+	if r.Done != nil {
+		defer func() { r.Done(command, resultLabel(err)) }()
+	}
 	if !ValidCommand(command) {
 		return Result{}, &Error{Kind: KindUnsupported, Command: command, Exit: -1, Detail: "not an OOB command"}
 	}
@@ -197,4 +204,16 @@ func readBounded(r io.Reader, limit int) (data []byte, over bool) {
 			return buf, false
 		}
 	}
+}
+
+// resultLabel is Done's result for a run that ended with err.
+func resultLabel(err error) string {
+	var e *Error
+	switch {
+	case err == nil:
+		return "success"
+	case errors.As(err, &e):
+		return e.Kind.String()
+	}
+	return "error"
 }

@@ -15,7 +15,30 @@ const Version = "0.1.0"
 // `make build`, which also works from a git worktree, where Go stamps
 // nothing), else "unknown".
 func VersionText(stamped string) string {
-	rev, modified := "", false
+	rev, modified := commitOf(stamped)
+	switch {
+	case rev == "":
+		return Version + " (commit unknown)"
+	case modified:
+		return Version + " (commit " + rev + ", with uncommitted changes)"
+	}
+	return Version + " (commit " + rev + ")"
+}
+
+// Commit is the commit VersionText names, as one word: the revision,
+// with "-dirty" when built with uncommitted changes, or "unknown".
+func Commit(stamped string) string {
+	rev, modified := commitOf(stamped)
+	switch {
+	case rev == "":
+		return "unknown"
+	case modified:
+		return rev + "-dirty"
+	}
+	return rev
+}
+
+func commitOf(stamped string) (rev string, modified bool) {
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, s := range bi.Settings {
 			switch s.Key {
@@ -31,11 +54,5 @@ func VersionText(stamped string) string {
 		modified = strings.HasSuffix(rev, "-dirty")
 		rev = strings.TrimSuffix(rev, "-dirty")
 	}
-	switch {
-	case rev == "":
-		return Version + " (commit unknown)"
-	case modified:
-		return Version + " (commit " + rev + ", with uncommitted changes)"
-	}
-	return Version + " (commit " + rev + ")"
+	return rev, modified
 }

@@ -109,7 +109,13 @@ type Config struct {
 	// JobArchiveAge is how long finished jobs stay in the active queue
 	// before the leader archives them (0 disables automatic archiving).
 	JobArchiveAge Duration `json:"job_archive_age"`
-	LogLevel      string   `json:"log_level"`
+	// LogLevel is "LEVEL[,SUBSYSTEM=LEVEL...]" (ParseLogLevels); LogJSON
+	// writes JSON lines instead of text.
+	LogLevel string `json:"log_level"`
+	LogJSON  bool   `json:"log_json"`
+	// Commit is the commit gntd was built from (set by cmd/gntd, not
+	// read from a config file), for gnt_build_info.
+	Commit string `json:"-"`
 	// Debug serves Go's profiler under /debug/pprof/ on the API port, and
 	// accepts and runs debugging opcodes (OP_TEST_CRASH).
 	Debug bool `json:"debug"`
@@ -184,6 +190,9 @@ func LoadConfigFile(path string, c *Config) error {
 
 // Validate checks the configuration and names what is wrong.
 func (c *Config) Validate() error {
+	if _, err := ParseLogLevels(c.LogLevel); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
 	if e := fsm.ValidateHostname("name", c.Name); e != nil {
 		return fmt.Errorf("--name: %s", e.Msg)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.etcd.io/bbolt"
 
 	"github.com/gnt-cluster/gnt/fsm"
@@ -25,6 +26,8 @@ import (
 type raftFSM struct {
 	fsm *fsm.FSM
 	log hclog.Logger
+	// ops times snapshots and restores (nil in some tests).
+	ops *opMetrics
 }
 
 // Apply implements raft.FSM. An entry of a type this build does not know
@@ -48,23 +51,40 @@ func (a *raftFSM) StoreConfiguration(index uint64, _ raft.Configuration) { a.fsm
 // is blocked meanwhile, so it must be quick); Persist encodes and writes it
 // while Apply goes on.
 func (a *raftFSM) Snapshot() (raft.FSMSnapshot, error) {
-	return snapshot{a.fsm.Freeze()}, nil
+	return snapshot{a.fsm.Freeze(), a.ops}, nil
 }
 
 // Restore implements raft.FSM.
 func (a *raftFSM) Restore(r io.ReadCloser) error {
 	defer r.Close()
-	return a.fsm.Restore(r)
+	start := time.Now()
+	err := a.fsm.Restore(r)
+	if err == nil && a.ops != nil {
+		a.ops.restoreDur.Observe(time.Since(start).Seconds())
+	}
+	return err
 }
 
-type snapshot struct{ z *fsm.Frozen }
+type snapshot struct {
+	z   *fsm.Frozen
+	ops *opMetrics
+}
 
 func (s snapshot) Persist(sink raft.SnapshotSink) error {
-	if _, err := s.z.WriteTo(sink); err != nil {
+	start := time.Now()
+	n, err := s.z.WriteTo(sink)
+	if err != nil {
 		sink.Cancel()
 		return err
 	}
-	return sink.Close()
+	if err := sink.Close(); err != nil {
+		return err
+	}
+	if s.ops != nil {
+		s.ops.snapshotDur.Observe(time.Since(start).Seconds())
+		s.ops.snapshotBytes.Set(float64(n))
+	}
+	return nil
 }
 
 func (s snapshot) Release() {}
@@ -96,10 +116,13 @@ func raftConfig(cfg *Config, log hclog.Logger) *raft.Config {
 		rc.TrailingLogs = cfg.TrailingLogs
 	}
 	rc.ShutdownOnRemove = false
-	rc.Logger = log.Named("raft")
-	if log.GetLevel() < hclog.Warn {
-		rc.Logger.SetLevel(hclog.Warn)
+	raftLog := log.Named("raft")
+	if log.GetLevel() < hclog.Warn && !hasLevelFor(log, "raft") {
+		// Raft's info lines are many and routine; --log-level
+		// info,raft=info asks for them.
+		raftLog.SetLevel(hclog.Warn)
 	}
+	rc.Logger = quietPeerErrors(raftLog)
 	return rc
 }
 
@@ -116,6 +139,10 @@ func boltOptions() *bbolt.Options {
 // listener (its connection caps, netlimits.go); id is this gntd's TLS
 // identity.
 func startRaft(cfg *Config, dir string, f *raftFSM, log hclog.Logger, bootstrap bool, faults *transport.Faults, wrap func(net.Listener) net.Listener, id *pki.Store) (*raftNode, error) {
+	var commits prometheus.Observer
+	if f.ops != nil {
+		commits = f.ops.storeCommit
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -179,7 +206,7 @@ func startRaft(cfg *Config, dir string, f *raftFSM, log hclog.Logger, bootstrap 
 	}
 	// Recent entries are served from memory when replicating, instead of
 	// being read back from bolt and decoded for every append.
-	logs, err := raft.NewLogCache(1024, store)
+	logs, err := raft.NewLogCache(1024, timedLogStore{store, commits})
 	if err != nil {
 		trans.Close()
 		store.Close()

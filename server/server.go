@@ -83,6 +83,8 @@ type serverMetrics struct {
 	// resume is the time from this gntd seeing itself elected to the
 	// first job a previous leader started running again.
 	resume prometheus.Gauge
+	// ops are the durations and counters of metrics.go.
+	ops *opMetrics
 }
 
 // New checks the data dir and prepares a gntd; Run starts it.
@@ -91,9 +93,8 @@ func New(cfg Config, log hclog.Logger) (*Server, error) {
 		return nil, err
 	}
 	if log == nil {
-		// Independent levels: Raft's sub-logger is set to Warn (raftConfig),
-		// and that must not silence this gntd's own Info lines.
-		log = hclog.New(&hclog.LoggerOptions{Name: cfg.Name, Level: hclog.LevelFromString(cfg.LogLevel), IndependentLevels: true})
+		levels, _ := ParseLogLevels(cfg.LogLevel) // checked by Validate
+		log = NewLogger(cfg.Name, levels, cfg.LogJSON, nil)
 	}
 	s := &Server{
 		cfg: cfg, log: log, dir: dataDir{cfg.DataDir}, fsm: fsm.New(),
@@ -106,10 +107,11 @@ func New(cfg Config, log hclog.Logger) (*Server, error) {
 		diagnoseCollector{s})
 	s.metrics.resume = prometheus.NewGauge(prometheus.GaugeOpts{Name: "gnt_leader_resume_seconds",
 		Help: "Seconds from this gntd's election to the first resumed job running, at its last leadership with started jobs."})
-	s.reg.MustRegister(s.metrics.resume)
+	s.reg.MustRegister(s.metrics.resume, stateCollector{s})
+	s.metrics.ops = newOpMetrics(s.reg)
 	s.setupConnLimits()
 	s.reg.MustRegister(connCollector{s})
-	s.rfsm = &raftFSM{fsm: s.fsm, log: log}
+	s.rfsm = &raftFSM{fsm: s.fsm, log: log, ops: s.metrics.ops}
 	s.nodes.s = s
 	id, err := s.dir.open(cfg.Name)
 	if err != nil {
@@ -141,17 +143,29 @@ func (s *Server) Run(ctx context.Context) error {
 		return fmt.Errorf("API listener: %w", err)
 	}
 	handler := s.gate(s.api.Handler())
+	// Raft's own timings (commit, dispatch, replication, FSM apply)
+	// through go-metrics, on /metrics and, with --debug, kept in memory
+	// for ten seconds on /debug/raft-metrics.
+	var inm *metrics.InmemSink
 	if s.cfg.Debug {
-		// Raft's own timings (commit, dispatch, replication, FSM apply)
-		// through go-metrics, kept in memory for ten seconds.
-		inm := metrics.NewInmemSink(10*time.Second, time.Minute)
-		cfg := metrics.DefaultConfig("gntd")
-		cfg.EnableHostname, cfg.EnableRuntimeMetrics = false, false
-		if _, err := metrics.NewGlobal(cfg, inm); err != nil {
-			s.log.Warn("raft metrics", "error", err)
-		}
+		inm = metrics.NewInmemSink(10*time.Second, time.Minute)
+	}
+	var extra metrics.MetricSink
+	if inm != nil {
+		extra = inm
+	}
+	if bridged, err := bridgeRaftMetrics(s.reg, extra); err != nil {
+		s.log.Warn("raft metrics", "error", err)
+	} else if !bridged {
+		inm = nil // another Server of this process has them
+	}
+	if s.cfg.Debug {
 		mux := http.NewServeMux()
 		mux.HandleFunc("/debug/raft-metrics", func(w http.ResponseWriter, r *http.Request) {
+			if inm == nil {
+				http.Error(w, "raft metrics are kept by another gntd of this process", http.StatusNotFound)
+				return
+			}
 			data, err := inm.DisplayMetrics(w, r)
 			if err != nil {
 				http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -350,6 +364,9 @@ func (s *Server) startRaft(bootstrap bool) error {
 	s.node = n
 	go s.watchMembership(n.raft)
 	n.raft.RegisterObserver(raft.NewObserver(make(chan raft.Observation, 16), false, func(o *raft.Observation) bool {
+		if _, ok := o.Data.(raft.LeaderObservation); ok {
+			s.metrics.ops.leaderChanges.Inc()
+		}
 		select {
 		case s.raftEvents <- struct{}{}:
 		default:

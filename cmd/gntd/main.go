@@ -70,7 +70,8 @@ func agentCommand() *cli.Command {
 			&cli.StringFlag{Name: "join", Usage: "comma-separated API addresses of candidates to register with"},
 			&cli.BoolFlag{Name: "rejoin", Usage: "this candidate lost its Raft state: have the leader remove it from the Raft group, and rejoin as a non-voter that catches up before it votes"},
 			&cli.StringFlag{Name: "profile", Value: d.Profile, Usage: "timers: lan or dev"},
-			&cli.StringFlag{Name: "log-level", Value: d.LogLevel},
+			&cli.StringFlag{Name: "log-level", Value: d.LogLevel, Usage: "LEVEL[,SUBSYSTEM=LEVEL...], e.g. info,raft=debug,api=warn (trace, debug, info, warn, error, off)"},
+			&cli.BoolFlag{Name: "log-json", Usage: "log JSON lines instead of text"},
 			&cli.BoolFlag{Name: "debug", Usage: "serve Go's profiler under /debug/pprof/ on the API port; accept and run debugging opcodes (OP_TEST_CRASH, which kills the gntd running it)"},
 			&cli.Uint64Flag{Name: "raft-snapshot-threshold", Usage: "log entries between Raft snapshots (0: 8192)"},
 			&cli.Uint64Flag{Name: "raft-trailing-logs", Usage: "log entries kept after a snapshot (0: 10240)"},
@@ -112,6 +113,9 @@ func agentCommand() *cli.Command {
 			setStr("data-dir", &cfg.DataDir)
 			setStr("profile", &cfg.Profile)
 			setStr("log-level", &cfg.LogLevel)
+			if c.IsSet("log-json") {
+				cfg.LogJSON = c.Bool("log-json")
+			}
 			if c.IsSet("debug") {
 				cfg.Debug = c.Bool("debug")
 			}
@@ -158,6 +162,7 @@ func agentCommand() *cli.Command {
 			if j := c.String("join"); j != "" {
 				cfg.Join = strings.Split(j, ",")
 			}
+			cfg.Commit = rpc.Commit(commit)
 			s, err := server.New(cfg, nil)
 			if err != nil {
 				return err
