@@ -74,6 +74,12 @@ func (s *State) applyClusterInit(c *ClusterInit) *Error {
 		Resources: c.Node.Resources, Addrs: c.Node.Addrs, Version: c.Node.Version,
 		SerialNo: 1, CTime: ts, MTime: ts,
 	}
+	if c.MaintdHarep != nil {
+		m := DefaultMaintenance()
+		on := *c.MaintdHarep
+		m.Harep = &on
+		s.commitMaint(m, c.Now)
+	}
 	s.reindex()
 	return nil
 }

@@ -112,6 +112,10 @@ type ClusterInit struct {
 	NDParams          map[string]any `json:"ndparams,omitempty"`
 	// PKI is the cluster CA the initialising gntd made (its key sealed).
 	PKI *PKI `json:"pki,omitempty"`
+	// MaintdHarep, when set, records whether maintd does harep's work
+	// (Maintenance.Harep); an init without it (logged before it
+	// existed) leaves harep on, as it was.
+	MaintdHarep *bool `json:"maintd_harep,omitempty"`
 }
 
 // JobSubmit queues a job. When every opcode only changes the configuration,
@@ -197,7 +201,11 @@ type LeaderEstablish struct {
 // diskparams and osparams, a group's diskparams, an instance's
 // hypervisor, hvparams, beparams and osparams, a NIC's vlan; an instance
 // record may not hold a global hypervisor parameter.
-const LogVersion = 11
+//
+// Version 12 adds the switch of maintd's harep work: maintd_harep of
+// OP_CLUSTER_SET_PARAMS and ClusterInit, gnt_harep of the maintenance
+// state (absent: on, as before).
+const LogVersion = 12
 
 // Job update actions.
 const (

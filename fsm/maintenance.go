@@ -176,7 +176,15 @@ type Maintenance struct {
 	LastRound float64 `json:"gnt_last_round"`
 	// Fences are harep's fencing records by node UUID.
 	Fences map[string]*Fence `json:"gnt_fences"`
+	// Harep says whether maintd does harep's work (instance autorepair
+	// by tags); nil, in a record written before the switch existed,
+	// means on, as it was then. A new cluster's is off (seed 002: "The
+	// default will be to do neither of those tasks").
+	Harep *bool `json:"gnt_harep,omitempty"`
 }
+
+// HarepOn reports whether maintd does harep's work.
+func (m *Maintenance) HarepOn() bool { return m.Harep == nil || *m.Harep }
 
 // DefaultMaintenance is the maintenance state of a new cluster.
 func DefaultMaintenance() *Maintenance {

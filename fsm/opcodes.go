@@ -694,6 +694,8 @@ type OpClusterSetParams struct {
 	MaintBalance                  *bool    `json:"maint_balance,omitempty"`
 	MaintBalanceThresh            *float64 `json:"maint_balance_thresh,omitempty"`
 	DiagnoseDataCollectorFilename *string  `json:"diagnose_data_collector_filename,omitempty"`
+	// MaintdHarep switches maintd's harep work (Maintenance.Harep).
+	MaintdHarep *bool `json:"maintd_harep,omitempty"`
 	// gnt's repair limits (RepairParams).
 	RepairDeadGrace            *float64 `json:"repair_dead_grace,omitempty"`
 	RepairBreakerShare         *float64 `json:"repair_breaker_share,omitempty"`
@@ -712,7 +714,7 @@ func (o *OpClusterSetParams) hasMaint() bool {
 	return o.MaintRoundDelay != nil || o.MaintBalance != nil || o.MaintBalanceThresh != nil ||
 		o.RepairDeadGrace != nil || o.RepairBreakerShare != nil || o.RepairBreakerNodes != nil ||
 		o.RepairBreakerOverrideUntil != nil || o.RepairMaxEvacuations != nil || o.RepairRoundJobLimit != nil ||
-		o.RepairJobDelay != nil || o.DiagnoseInterval != nil
+		o.RepairJobDelay != nil || o.DiagnoseInterval != nil || o.MaintdHarep != nil
 }
 
 func (o *OpClusterSetParams) validateMaint() *Error {

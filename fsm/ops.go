@@ -65,6 +65,11 @@ func (o *OpClusterSetParams) apply(t *txn, _ string) (any, *Error) {
 			m.Balance = *o.MaintBalance
 			ch = append(ch, [2]any{"maint_balance", m.Balance})
 		}
+		if o.MaintdHarep != nil {
+			on := *o.MaintdHarep
+			m.Harep = &on
+			ch = append(ch, [2]any{"maintd_harep", on})
+		}
 		if o.RepairBreakerOverrideUntil != nil {
 			m.Repair.BreakerOverrideUntil = *o.RepairBreakerOverrideUntil
 			ch = append(ch, [2]any{"repair_breaker_override_until", m.Repair.BreakerOverrideUntil})

@@ -15,7 +15,8 @@ import (
 )
 
 // repairCluster starts 3 candidates and 3 nodes with gnt-oob-fake as
-// every node's OOB helper and maintd on a test's time scale.
+// every node's OOB helper and maintd on a test's time scale, doing
+// harep's work (off in a new cluster).
 func repairCluster(t *testing.T, o ClusterOptions) *Cluster {
 	t.Helper()
 	o.Candidates, o.Nodes = 3, 3
@@ -27,7 +28,7 @@ func repairCluster(t *testing.T, o ClusterOptions) *Cluster {
 	}
 	fakeOOB(t, c)
 	if out, code := c.GNTExit("cluster", "modify", "--maintenance-interval", "2", "--repair-dead-grace", "3s",
-		"--repair-job-delay", "0s", "--diagnose-interval", "1s"); code != 0 {
+		"--repair-job-delay", "0s", "--diagnose-interval", "1s", "--maintd-harep", "yes"); code != 0 {
 		t.Fatalf("cluster modify: %s", out)
 	}
 	return c

@@ -274,13 +274,20 @@ func PlanRound(in RoundInput) *RoundPlan {
 	r.cleanup()
 	r.collect()
 	if len(p.Waiting) > 0 {
+		// Nothing new while they run, but every instance's state is
+		// still shown (read from the state: its tags, its jobs).
+		r.harep(r.evacuating(), fmt.Sprintf("waiting for the previous round's jobs %v", p.Waiting))
 		r.finish()
 		return p
 	}
 
 	// 4. Handle the incidents; 5. harep on the other nodes.
 	skip := r.handleIncidents()
-	r.harep(skip)
+	hold := ""
+	if !r.m.HarepOn() {
+		hold = harepOff
+	}
+	r.harep(skip, hold)
 	r.balance(skip)
 	r.finish()
 	return p
@@ -960,13 +967,33 @@ func (r *round) moved(names ...string) {
 	r.plan.Command.Evacuated = &ev
 }
 
+// evacuating returns the nodes with an active evacuation incident, by
+// UUID: harep leaves their instances alone.
+func (r *round) evacuating() map[string]bool {
+	out := map[string]bool{}
+	for _, in := range r.active() {
+		if fsm.ActionRank(in.Action) >= fsm.ActionRank(fsm.ActionEvacuate) {
+			if n := r.st.LookupNode(in.Node); n != nil {
+				out[n.UUID] = true
+			}
+		}
+	}
+	return out
+}
+
 // harep runs harep's pass on the nodes maintd is not evacuating, with
-// fencing for nodes that are down only in gossip.
-func (r *round) harep(skip map[string]bool) {
+// fencing for nodes that are down only in gossip. With hold set (harep
+// is off, or the previous round's jobs run), it only reports each
+// instance's state, saying hold for those that need a repair: no job,
+// no fencing, no tag edit.
+func (r *round) harep(skip map[string]bool, hold string) {
 	fences := map[string]FenceState{}
 	no := ""
 	if r.plan.Breaker.Open {
 		no = r.plan.Breaker.Reason
+	}
+	if hold != "" {
+		no = hold
 	}
 	hp := PlanHarep(HarepInput{
 		State: r.st, Now: r.in.Now, Skip: skip, NoNewRepairs: no,
@@ -978,6 +1005,9 @@ func (r *round) harep(skip map[string]bool) {
 			return NodeDown{Why: "node is gone"}
 		},
 		Fence: func(u string) FenceState {
+			if no != "" {
+				return FenceState{Blocked: no}
+			}
 			if f, ok := fences[u]; ok {
 				return f
 			}
@@ -987,6 +1017,11 @@ func (r *round) harep(skip map[string]bool) {
 		},
 	})
 	r.plan.Instances = hp.Instances
+	if hold != "" {
+		// Each instance's state is still shown, but harep's tags are
+		// left as they are and nothing is started.
+		return
+	}
 	r.plan.Command.Tags = append(r.plan.Command.Tags, hp.Tags...)
 	for _, rep := range hp.Repairs {
 		if rep.FenceJob < 0 {
@@ -1024,6 +1059,10 @@ func (r *round) harep(skip map[string]bool) {
 		r.note("harep: %s repair %s of %s", rep.Type, rep.ID, rep.Instance)
 	}
 }
+
+// harepOff is why instances are not repaired while maintd does not do
+// harep's work.
+const harepOff = "harep is off: maintd does not repair instances ('gnt cluster modify --maintd-harep yes' turns it on)"
 
 // withDepends makes the first opcode of a job depend on job dep (an id,
 // or negative: relative) having succeeded.

@@ -122,6 +122,8 @@ type InitRequest struct {
 	ClusterName       string `json:"cluster_name"`
 	CandidatePoolSize int    `json:"candidate_pool_size,omitempty"`
 	MaxVoters         int    `json:"max_raft_voters,omitempty"`
+	// MaintdHarep says whether maintd does harep's work (default off).
+	MaintdHarep *bool `json:"maintd_harep,omitempty"`
 }
 
 // JoinRequest is what a node's gntd sends, signed with the join key, to

@@ -267,6 +267,7 @@ type ModifyClusterRequest struct {
 	MaintRoundDelay               *int64   `json:"maint_round_delay,omitempty"`
 	MaintBalance                  *bool    `json:"maint_balance,omitempty"`
 	MaintBalanceThresh            *float64 `json:"maint_balance_thresh,omitempty"`
+	MaintdHarep                   *bool    `json:"maintd_harep,omitempty"`
 	DiagnoseDataCollectorFilename *string  `json:"diagnose_data_collector_filename,omitempty"`
 	DiagnoseInterval              *float64 `json:"maint_diagnose_interval,omitempty"`
 	RepairDeadGrace               *float64 `json:"repair_dead_grace,omitempty"`

@@ -209,9 +209,13 @@ func RunDev(ctx context.Context, o DevOptions) error {
 	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if _, err := os.Stat(filepath.Join(first.member.DataDir, raftDir)); err != nil {
-		if err := client.Init(ictx, rpc.InitRequest{ClusterName: o.ClusterName, CandidatePoolSize: o.Candidates}); err != nil {
+		// The demo shows repairs: maintd does harep's work here, which
+		// a new cluster does not do unless asked.
+		harep := true
+		if err := client.Init(ictx, rpc.InitRequest{ClusterName: o.ClusterName, CandidatePoolSize: o.Candidates, MaintdHarep: &harep}); err != nil {
 			return fmt.Errorf("dev: cluster init: %w", err)
 		}
+		out.Printf("[dev] maintd does harep's work (instance autorepair by tags) in this demo; a new cluster does not unless asked: gnt cluster modify --maintd-harep yes|no\n")
 		key, err := os.ReadFile(filepath.Join(first.member.DataDir, keyFile))
 		if err != nil {
 			return err

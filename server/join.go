@@ -73,9 +73,12 @@ func (s *Server) Init(ctx context.Context, req rpc.InitRequest) error {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	// A new cluster's maintd does not do harep's work unless asked
+	// (seed 002).
+	harep := req.MaintdHarep != nil && *req.MaintdHarep
 	cmd := fsm.ClusterInit{
 		Now: time.Now().UnixNano(), Name: req.ClusterName, UUID: uuid.NewString(), GroupUUID: uuid.NewString(),
-		Node: spec, CandidatePoolSize: req.CandidatePoolSize, MaxVoters: req.MaxVoters, PKI: ca,
+		Node: spec, CandidatePoolSize: req.CandidatePoolSize, MaxVoters: req.MaxVoters, PKI: ca, MaintdHarep: &harep,
 	}
 	resp, _, err := s.Apply(ctx, cmd)
 	if err != nil {

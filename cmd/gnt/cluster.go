@@ -28,6 +28,7 @@ func (e environment) clusterCommand() *cli.Command {
 				Flags: []cli.Flag{
 					&cli.IntFlag{Name: "candidate-pool-size", Usage: "number of master candidates to keep (default 10)"},
 					&cli.IntFlag{Name: "max-raft-voters", Usage: "most master candidates that vote in Raft (default 5)"},
+					yesNoFlag("maintd-harep", "whether maintd does harep's work, instance autorepair by tags (default no)"),
 				},
 				Action: e.do(clusterInit),
 			},
@@ -61,7 +62,8 @@ func (e environment) clusterCommand() *cli.Command {
 					&cli.StringFlag{Name: "default-iallocator", Usage: "default instance allocator `NAME`"},
 					ndparamsFlag(),
 					&cli.Int64Flag{Name: "maintenance-interval", Usage: "`SECONDS` between maintd rounds (Ganeti's maint_round_delay)"},
-					yesNoFlag("auto-balance-cluster", "whether maintd balances the cluster"),
+					yesNoFlag("auto-balance-cluster", "whether maintd balances the cluster (off in a new cluster)"),
+					yesNoFlag("maintd-harep", "whether maintd does harep's work, instance autorepair by tags (off in a new cluster)"),
 					&cli.Float64Flag{Name: "auto-balance-threshold", Usage: "least gain for a balancing move, a `FRACTION`"},
 					&cli.StringFlag{Name: "diagnose-data-collector-filename", Usage: "the self-diagnose command every node runs, a `FILE` in its node-diagnose-commands directory (\"\" = built-in Ok)"},
 					&cli.DurationFlag{Name: "diagnose-interval", Usage: "how often the leader polls every node's self-diagnose (`DURATION`)"},
@@ -126,6 +128,7 @@ func clusterInit(ctx context.Context, s *session, c *cli.Context, args []string)
 		}
 		req.MaxVoters = *v
 	}
+	req.MaintdHarep = r.yesNo("maintd-harep")
 	if r.err != nil {
 		return r.err
 	}
@@ -230,6 +233,7 @@ func clusterModify(ctx context.Context, s *session, c *cli.Context, args []strin
 
 		MaintRoundDelay:               r.int64("maintenance-interval"),
 		MaintBalance:                  r.yesNo("auto-balance-cluster"),
+		MaintdHarep:                   r.yesNo("maintd-harep"),
 		MaintBalanceThresh:            r.float("auto-balance-threshold"),
 		DiagnoseDataCollectorFilename: r.string("diagnose-data-collector-filename"),
 		DiagnoseInterval:              r.seconds("diagnose-interval"),

@@ -47,6 +47,7 @@ func TestFlagsBecomeRequests(t *testing.T) {
 			"--diagnose-data-collector-filename", "hw", "--diagnose-interval", "30s", "--repair-dead-grace", "2m", "--repair-breaker-share", "0.5",
 			"--repair-breaker-nodes", "4", "--repair-max-evacuations", "2", "--repair-round-job-limit", "9", "--repair-job-delay", "0s"},
 			`PUT /2/modify {"maint_round_delay":60,"maint_balance":true,"maint_balance_thresh":0.2,"diagnose_data_collector_filename":"hw","maint_diagnose_interval":30,"repair_dead_grace":120,"repair_breaker_share":0.5,"repair_breaker_nodes":4,"repair_max_evacuations":2,"repair_round_job_limit":9,"repair_job_delay":0}`},
+		{[]string{"cluster", "modify", "--maintd-harep", "yes"}, `PUT /2/modify {"maintd_harep":true}`},
 		{[]string{"maint", "cancel", "inc-1"}, `POST /2/gnt/maintd/incidents/inc-1/cancel`},
 		{[]string{"maint", "forget", "inc-1"}, `DELETE /2/gnt/maintd/incidents/inc-1`},
 		{[]string{"repair", "breaker", "reset"}, `PUT /2/modify {"repair_breaker_override_until":0}`},

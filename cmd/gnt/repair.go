@@ -102,9 +102,12 @@ func (e environment) repairCommand() *cli.Command {
 		Subcommands: []*cli.Command{
 			{
 				Name:      "status",
-				Usage:     "each instance's repair state and, for one not being repaired, why not",
+				Usage:     "the repair state of the instances that need attention (not healthy, or with malformed repair tags) and, for one not being repaired, why not",
 				ArgsUsage: "[INSTANCE...]",
-				Action:    e.do(repairStatus),
+				Flags: []cli.Flag{
+					&cli.BoolFlag{Name: "all", Usage: "list every instance, the healthy ones too"},
+				},
+				Action: e.do(repairStatus),
 			},
 			{
 				Name:   "plan",
@@ -172,12 +175,18 @@ func repairStatus(ctx context.Context, s *session, c *cli.Context, args []string
 	printBreaker(s.stdout, v)
 	tw := tabwriter.NewWriter(s.stdout, 0, 8, 1, ' ', 0)
 	fmt.Fprintln(tw, "Instance\tState\tAllowed\tNeeded\tRepair\tJobs\tWhy")
-	found := 0
+	found, hidden := 0, 0
 	for _, in := range v.Plan.Instances {
 		if len(want) > 0 && !want[in.Name] {
 			continue
 		}
 		found++
+		// Named instances and --all: every one; otherwise those that
+		// need attention.
+		if len(want) == 0 && !c.Bool("all") && in.State == "Healthy" && len(in.Problems) == 0 {
+			hidden++
+			continue
+		}
 		why := in.Why
 		if len(in.Problems) > 0 {
 			why = strings.TrimSpace(why + " (ignored tags: " + strings.Join(in.Problems, "; ") + ")")
@@ -187,6 +196,9 @@ func repairStatus(ctx context.Context, s *session, c *cli.Context, args []string
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if hidden > 0 {
+		fmt.Fprintf(s.stdout, "(%d healthy instance(s) not listed; --all lists them)\n", hidden)
 	}
 	if len(want) > found {
 		var missing []string
@@ -344,6 +356,8 @@ func maintStatus(ctx context.Context, s *session, c *cli.Context, args []string)
 	}
 	fmt.Fprintf(w, "maintd on %s: round %d (last %s), every %d s; jobs of the last round: %s\n",
 		dash(v.MaintdAddr), m.Round, last, m.RoundDelay, dash(joinIDs(m.Jobs)))
+	fmt.Fprintf(w, "harep (instance autorepair): %s; balancing: %s (gnt cluster modify --maintd-harep, --auto-balance-cluster)\n",
+		onOff(m.HarepOn()), onOff(m.Balance))
 	printBreaker(w, v)
 	tw := tabwriter.NewWriter(w, 0, 8, 1, ' ', 0)
 	fmt.Fprintln(tw, "Incident\tNode\tAction\tStatus\tJobs\tTag\tWhy")
