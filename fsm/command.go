@@ -47,6 +47,9 @@ const (
 
 	CmdPKIRotate    CommandType = 19 // PKIRotate (pki.go)
 	CmdPKIKeyRotate CommandType = 20 // PKIKeyRotate (pki.go)
+
+	CmdFilterPut    CommandType = 21 // FilterPut (filters.go)
+	CmdFilterRemove CommandType = 22 // FilterRemove
 )
 
 var commandNames = map[CommandType]string{
@@ -74,6 +77,9 @@ var commandNames = map[CommandType]string{
 
 	CmdPKIRotate:    "pki-rotate",
 	CmdPKIKeyRotate: "pki-key-rotate",
+
+	CmdFilterPut:    "filter-put",
+	CmdFilterRemove: "filter-remove",
 }
 
 func (t CommandType) String() string {
@@ -205,7 +211,11 @@ type LeaderEstablish struct {
 // Version 12 adds the switch of maintd's harep work: maintd_harep of
 // OP_CLUSTER_SET_PARAMS and ClusterInit, gnt_harep of the maintenance
 // state (absent: on, as before).
-const LogVersion = 12
+//
+// Version 13 adds the job filter rules (CmdFilterPut, CmdFilterRemove,
+// JobCancel.Filter); while a rule that holds jobs exists no submission
+// takes the configuration fast path.
+const LogVersion = 13
 
 // Job update actions.
 const (
@@ -252,6 +262,10 @@ type JobCancel struct {
 	Now   int64  `json:"now"`
 	JobID int64  `json:"job_id"`
 	Who   string `json:"who,omitempty"` // for the job log: the reason trail's source
+	// Filter, set by the leader's queue, is the REJECT filter rule that
+	// applies to the job (which has not started): its opcodes are
+	// canceled with a result naming the rule. Since LogVersion 13.
+	Filter string `json:"filter,omitempty"`
 }
 
 // JobArchive moves finished jobs out of the active queue into the

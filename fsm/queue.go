@@ -199,6 +199,10 @@ func (s *State) applyJobSubmit(c *JobSubmit) Response {
 	if dry > 0 && dry < len(ops) {
 		fast = false
 	}
+	// Filter rules are applied by the executor's queue.
+	if s.FiltersHold() {
+		fast = false
+	}
 	if !fast {
 		if e := s.queueFull(1); e != nil {
 			return Response{Err: e}
@@ -402,6 +406,9 @@ func (s *State) applyJobCancel(c *JobCancel) Response {
 		return Response{Err: e}
 	}
 	old := s.Jobs[c.JobID]
+	if c.Filter != "" {
+		return s.filterReject(c, old)
+	}
 	if old.CancelRequested {
 		return Response{JobID: old.ID, Job: old}
 	}
@@ -432,6 +439,30 @@ func (s *State) applyJobCancel(c *JobCancel) Response {
 	cur := job.CurrentOp()
 	job.addLog(job.Ops[cur], ts, "canceled by "+who+" before it started")
 	job.cancelFrom(cur, ts)
+	return s.storeJob(job, ts)
+}
+
+// filterReject cancels a job that has not started because the REJECT
+// rule c.Filter applies to it (the executor decided so from the rules and
+// the job); it is refused when the rule is no longer a REJECT rule, or
+// the job started meanwhile.
+func (s *State) filterReject(c *JobCancel, old *Job) Response {
+	f := s.Filters[c.Filter]
+	if f == nil || f.Action != FilterReject {
+		return Response{Err: errf(CodeState, "filter", "filter %s is no longer a REJECT rule", c.Filter)}
+	}
+	cur := old.CurrentOp()
+	if old.StartTS != nil || !old.Executor || cur < 0 || old.Ops[cur].Status != StatusQueued {
+		return Response{Err: errf(CodeState, "job_id", "job %d has started; filter rules apply to jobs that have not", old.ID)}
+	}
+	job := old.clone()
+	ts := TimestampFromNanos(c.Now)
+	job.addLog(job.Ops[cur], ts, "rejected by filter rule "+c.Filter)
+	for _, op := range job.Ops[cur:] {
+		if !Finalized(op.Status) {
+			op.Status, op.Result, op.EndTS = StatusCanceled, filterRejected(c.Filter), ts
+		}
+	}
 	return s.storeJob(job, ts)
 }
 

@@ -76,7 +76,7 @@ func (f *FSM) Freeze() *Frozen {
 	s := f.st
 	c := &State{
 		Cluster: s.Cluster, NextJobID: s.NextJobID, Epoch: s.Epoch, Maintenance: s.Maintenance, LogVersion: s.LogVersion,
-		RAPIUsers: s.RAPIUsers, PKI: s.PKI, RemovedNodes: s.RemovedNodes,
+		RAPIUsers: s.RAPIUsers, PKI: s.PKI, RemovedNodes: s.RemovedNodes, Filters: s.Filters,
 		Groups:    make(map[string]*Group, len(s.Groups)),
 		Nodes:     make(map[string]*Node, len(s.Nodes)),
 		Instances: make(map[string]*Instance, len(s.Instances)),
@@ -228,6 +228,11 @@ func writeState(w *bufio.Writer, s *State, index uint64) error {
 	}
 	for _, u := range s.SortedRAPIUsers() {
 		if err := rec("rapi_user", u); err != nil {
+			return err
+		}
+	}
+	for _, f := range s.SortedFilters() {
+		if err := rec("job_filter", f); err != nil {
 			return err
 		}
 	}
@@ -431,6 +436,24 @@ func (s *State) restoreRecord(rec snapRecord) error {
 			s.RAPIUsers = map[string]*RAPIUser{}
 		}
 		s.RAPIUsers[u.Name] = &u
+	case "job_filter":
+		var f JobFilter
+		if err := strict(&f); err != nil {
+			return err
+		}
+		if e := ValidateFilterUUID("job_filter.uuid", f.UUID); e != nil {
+			return e
+		}
+		if e := CheckFilter(f.Priority, f.Action, f.RateLimit, f.Predicates, f.ReasonTrail); e != nil {
+			return e
+		}
+		if s.Filters[f.UUID] != nil {
+			return fmt.Errorf("filter %s appears twice", f.UUID)
+		}
+		if s.Filters == nil {
+			s.Filters = map[string]*JobFilter{}
+		}
+		s.Filters[f.UUID] = &f
 	case "pki":
 		var p PKI
 		if err := strict(&p); err != nil {

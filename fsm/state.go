@@ -38,6 +38,9 @@ type State struct {
 	// node certificates issued before (removed.go). Replaced, never
 	// changed in place.
 	RemovedNodes map[string]int64 `json:"-"`
+	// Filters are the job filter rules, by UUID (filters.go). The map
+	// is replaced, never changed in place, so frozen views share it.
+	Filters map[string]*JobFilter `json:"-"`
 	// PKI is the cluster CA (pki.go); nil in clusters initialised before
 	// TLS.
 	PKI *PKI `json:"pki,omitempty"`
@@ -609,6 +612,10 @@ func (f *FSM) applyOne(t CommandType, body []byte) Response {
 		return decodeApply(body, s.applyRAPIUserRemove)
 	case CmdPKIRotate:
 		return decodeApply(body, s.applyPKIRotate)
+	case CmdFilterPut:
+		return decodeApply(body, s.applyFilterPut)
+	case CmdFilterRemove:
+		return decodeApply(body, s.applyFilterRemove)
 	case CmdPKIKeyRotate:
 		return decodeApply(body, s.applyPKIKeyRotate)
 	}

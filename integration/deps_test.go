@@ -24,7 +24,7 @@ var allowed = map[string][]string{
 	"rpc":         {"fsm", "qlang"},
 	"confd":       {"fsm"},
 	"agent":       {"fsm"},
-	"jobs":        {"fsm", "oob"},
+	"jobs":        {"fsm", "oob", "qlang"},
 	"repair":      {"fsm"},
 	"server":      {"fsm", "transport", "rpc", "confd", "jobs", "repair", "agent", "oob", "netlimit", "pki"},
 	"integration": {"fsm", "transport", "rpc", "confd", "jobs", "repair", "agent", "oob", "server", "netlimit", "pki"},

@@ -83,6 +83,9 @@ type Executor struct {
 
 	resumeOnce sync.Once
 	started    time.Time
+	// filters and rejects belong to Run's goroutine (filters.go).
+	filters filterCache
+	rejects []filterReject
 }
 
 // ErrFenced means a newer leader's executor took over.
@@ -200,9 +203,18 @@ func (e *Executor) Run(ctx context.Context) error {
 		var (
 			runnable []int64
 			at       uint64
+			hold     bool
 		)
-		if free > 0 {
-			e.FSM.Read(func(s *fsm.State, index uint64) { runnable, at = e.pick(s, free, running, &mu), index })
+		e.FSM.Read(func(s *fsm.State, index uint64) {
+			// Filter rules are looked at even with every slot taken:
+			// a REJECT does not wait for a free slot.
+			if hold = s.FiltersHold(); free > 0 || hold {
+				runnable, at = e.pick(s, free, running, &mu), index
+			}
+		})
+		if rejects := e.rejects; len(rejects) > 0 {
+			e.rejects = nil
+			e.rejectJobs(ctx, rejects)
 		}
 		mu.Lock()
 		if fenced != nil {
@@ -225,7 +237,7 @@ func (e *Executor) Run(ctx context.Context) error {
 		mu.Unlock()
 		// With every slot taken only the end of a job matters; otherwise
 		// look again when the queue changes, a job ends, or after a second.
-		if full {
+		if full && !hold {
 			changed = nil
 		}
 		tick.Reset(time.Second)
@@ -253,8 +265,14 @@ type jobTask struct {
 
 // pick chooses up to n jobs to start: started jobs first (a job another
 // executor started and this one has not resumed), then by priority, then
-// by id; jobs whose next opcode waits for a dependency are skipped.
+// by id; jobs whose next opcode waits for a dependency are skipped. While
+// filter rules can hold jobs, pickFiltered applies them (filters.go).
 func (e *Executor) pick(s *fsm.State, n int, running map[int64]bool, mu *sync.Mutex) []int64 {
+	if s.FiltersHold() {
+		out, rejects := e.pickFiltered(s, n, running, mu)
+		e.rejects = append(e.rejects, rejects...)
+		return out
+	}
 	var (
 		started []int64
 		best    pickHeap // the n best unstarted jobs so far, the worst on top

@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/gnt-cluster/gnt/fsm"
 )
@@ -159,5 +162,81 @@ func TestPickOrder(t *testing.T) {
 	all := pick(100, map[int64]bool{})
 	if slices.Contains(all, waiting) || len(all) != 7 {
 		t.Errorf("pick(100) = %v: want the 7 jobs without the waiting %d", all, waiting)
+	}
+}
+
+// TestPickFilters: with filter rules, pick passes over jobs a PAUSE rule
+// applies to, reports those a REJECT rule applies to (the FSM then
+// cancels them with a result naming the rule), runs at most n jobs under
+// a RATE_LIMIT n rule counting the started ones, lets an earlier ACCEPT
+// rule win, and ignores CONTINUE rules; removing the PAUSE rule lets its
+// jobs run.
+func TestPickFilters(t *testing.T) {
+	d, epoch := setup(t)
+	job := func(duration int, source string) int64 {
+		return submit(t, d, fmt.Sprintf(`{"OP_ID":"OP_TEST_DELAY","duration":%d,"reason":[[%q,"r",1]]}`, duration, source))
+	}
+	maintd := []int64{job(0, "gnt:daemon:maintd"), job(0, "gnt:daemon:maintd")}
+	rejected := job(7, "gnt:user")
+	limited := []int64{job(1, "gnt:user"), job(1, "gnt:user"), job(1, "gnt:user")}
+	put := func(uuid string, prio int, action string, n int, preds string) {
+		t.Helper()
+		if r, _, _ := d.Apply(context.Background(), fsm.FilterPut{Now: 5, UUID: uuid, Priority: prio, Action: action, RateLimit: n, Predicates: json.RawMessage(preds)}); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	const (
+		pause  = "00000000-0000-4000-8000-000000000001"
+		reject = "00000000-0000-4000-8000-000000000002"
+		limit  = "00000000-0000-4000-8000-000000000003"
+		accept = "00000000-0000-4000-8000-000000000004"
+		cont   = "00000000-0000-4000-8000-000000000005"
+	)
+	put(cont, 0, fsm.FilterContinue, 0, `[]`)
+	put(pause, 1, fsm.FilterPause, 0, `[["reason", ["=", "source", "gnt:daemon:maintd"]]]`)
+	put(reject, 2, fsm.FilterReject, 0, `[["opcode", ["=", "duration", 7]]]`)
+	put(limit, 3, fsm.FilterRateLimit, 2, `[["opcode", ["=", "OP_ID", "OP_TEST_DELAY"]]]`)
+	e := &Executor{FSM: d.f, Apply: d, Epoch: epoch, Concurrency: 10, Log: hclog.NewNullLogger(), Clock: time.Now}
+	var mu sync.Mutex
+	pick := func(n int, running map[int64]bool) (out []int64, rejects []filterReject) {
+		d.f.Read(func(s *fsm.State, _ uint64) { out = e.pick(s, n, running, &mu) })
+		rejects, e.rejects = e.rejects, nil
+		return out, rejects
+	}
+	got, rejects := pick(10, map[int64]bool{})
+	if !slices.Equal(got, limited[:2]) {
+		t.Errorf("pick = %v, want the first two of %v (RATE_LIMIT 2)", got, limited)
+	}
+	if len(rejects) != 1 || rejects[0] != (filterReject{job: rejected, filter: reject}) {
+		t.Errorf("rejects = %v, want job %d by %s", rejects, rejected, reject)
+	}
+	// One of the limited jobs runs: one more may start.
+	if got, _ := pick(10, map[int64]bool{limited[0]: true}); !slices.Equal(got, limited[1:2]) {
+		t.Errorf("with %d running: pick = %v", limited[0], got)
+	}
+	if got, _ := pick(10, map[int64]bool{limited[0]: true, limited[1]: true}); len(got) != 0 {
+		t.Errorf("with two running: pick = %v, want none", got)
+	}
+	// The FSM carries out the REJECT, naming the rule.
+	e.rejectJobs(context.Background(), rejects)
+	var j *fsm.Job
+	d.f.Read(func(s *fsm.State, _ uint64) { j = s.Jobs[rejected] })
+	if j.Status != fsm.StatusCanceled || !strings.Contains(string(j.Ops[0].Result), reject) {
+		t.Errorf("rejected job: %s %s", j.Status, j.Ops[0].Result)
+	}
+	// An ACCEPT rule before the others lets maintd's jobs run, limits
+	// aside; without it and without the PAUSE rule, they fall under the
+	// rate limit.
+	put(accept, 0, fsm.FilterAccept, 0, `[["reason", ["=~", "source", "^gnt:daemon:"]]]`)
+	if got, _ := pick(10, map[int64]bool{}); !slices.Equal(got, append(slices.Clone(maintd), limited[:2]...)) {
+		t.Errorf("with ACCEPT: pick = %v", got)
+	}
+	for _, u := range []string{accept, pause} {
+		if r, _, _ := d.Apply(context.Background(), fsm.FilterRemove{Now: 6, UUID: u}); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	if got, _ := pick(10, map[int64]bool{}); !slices.Equal(got, maintd) {
+		t.Errorf("without PAUSE: pick = %v, want %v", got, maintd)
 	}
 }
