@@ -264,6 +264,8 @@ var nonOpcodeRoutes = map[string]struct{}{
 	"PUT /2/instances/{name}/activate-disks": {}, "PUT /2/instances/{name}/deactivate-disks": {},
 	"PUT /2/instances/{name}/prepare-export": {},
 	"PUT /2/instances/{name}/export":         {},
+	// Filter rules honour dry-run=1 themselves (filters_test.go).
+	"POST /2/filters": {}, "PUT /2/filters/{uuid}": {}, "DELETE /2/filters/{uuid}": {},
 }
 
 // routeMatches says whether a concrete path matches a route pattern.

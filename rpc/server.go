@@ -281,7 +281,7 @@ func (s *Server) routes() {
 	add(read, "GET", "/2/instances/{name}", s.blockingRead(s.serveInstance))
 	add(read, "GET", "/2/instances/{name}/tags", s.blockingRead(s.serveTags(fsm.TagInstance, "name")))
 	// More of doc/rapi.rst's resources (handlers_more.go).
-	for _, mr := range s.moreRoutes() {
+	for _, mr := range append(s.moreRoutes(), s.filterRoutes()...) { // handlers_more.go, handlers_filters.go
 		if mr.ownDryRun {
 			s.handle(mr.acc, mr.method, mr.path, mr.h)
 			allowed[mr.path] = append(allowed[mr.path], mr.method)

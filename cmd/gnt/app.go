@@ -147,6 +147,7 @@ func newApp(env environment) *cli.App {
 			env.groupCommand(),
 			env.instanceCommand(),
 			env.jobCommand(),
+			env.filterCommand(),
 			env.debugCommand(),
 			env.confdCommand(),
 			env.repairCommand(),
