@@ -2,7 +2,10 @@ package jobs
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/gnt-cluster/gnt/fsm"
@@ -124,20 +127,144 @@ func (e *Executor) epoSteps(o *fsm.OpClusterEpo, st *fsm.OpState) ([]Step, error
 		for _, name := range p.Wait {
 			steps = append(steps, e.waitStep(node(name), wait))
 		}
+		// A node whose gntd answered is up; its agent should answer its
+		// first start soon after.
+		agentWait := min(wait, epoAgentWait)
 		for _, s := range p.Start {
-			st := startStep(e, s.Instance, true)
-			st.Name = "start " + s.Instance
-			steps = append(steps, st)
+			steps = append(steps, e.epoStartStep(s.Instance, agentWait))
 		}
 	}
 	if len(steps) > 1 {
 		steps = append(steps, Step{Name: "done", Run: func(ctx context.Context, sc *StepContext) (any, error) {
+			if p.On {
+				// The nodes that did not come back and the instances
+				// that did not start, each with its reason: EPO on
+				// tries them all, then fails naming them.
+				if failed := e.epoFailures(sc); len(failed) > 0 {
+					return nil, fmt.Errorf("EPO on: %d of %d node(s) or instance(s) failed: %s", len(failed), len(p.Wait)+len(p.Start), strings.Join(failed, "; "))
+				}
+			}
 			sc.Logf("EPO %s done", onOff(p.On))
 			return rec, nil
 		}})
 	}
 	return steps, nil
 }
+
+// epoFailure is the result of an EPO on step that failed without failing
+// the job: a node that did not come back, an instance that did not start.
+type epoFailure struct {
+	Node     string `json:"node,omitempty"`
+	Instance string `json:"instance,omitempty"`
+	Error    string `json:"error"`
+}
+
+// epoFailures reads the failures the opcode's steps recorded so far.
+func (e *Executor) epoFailures(sc *StepContext) []string {
+	var out []string
+	e.FSM.Read(func(s *fsm.State, _ uint64) {
+		for _, f := range recordedFailures(s, sc) {
+			what := "instance " + f.Instance
+			if f.Node != "" {
+				what = "node " + f.Node
+			}
+			out = append(out, what+": "+f.Error)
+		}
+	})
+	return out
+}
+
+// epoNodesNotBack are the nodes whose wait step of this opcode recorded
+// that they did not come back.
+func (e *Executor) epoNodesNotBack(sc *StepContext) map[string]bool {
+	out := map[string]bool{}
+	e.FSM.Read(func(s *fsm.State, _ uint64) {
+		for _, f := range recordedFailures(s, sc) {
+			if f.Node != "" {
+				out[f.Node] = true
+			}
+		}
+	})
+	return out
+}
+
+// recordedFailures are the epoFailures the opcode's steps recorded.
+func recordedFailures(s *fsm.State, sc *StepContext) []epoFailure {
+	j := s.Jobs[sc.Job.ID]
+	if j == nil || sc.OpIndex >= len(j.Ops) {
+		return nil
+	}
+	var out []epoFailure
+	for _, r := range j.Ops[sc.OpIndex].Steps {
+		var f epoFailure
+		if len(r.Result) > 0 && json.Unmarshal(r.Result, &f) == nil && f.Error != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// epoStartStep starts an instance after an EPO on. Its primary counts as
+// up once its agent answers the start (a signed node RPC), whatever
+// gossip says: gossip may still call a node dead that just came back.
+// While the agent cannot be reached the start is tried again, for at
+// most bound. A start that fails is recorded (epoFailure) and the EPO
+// goes on with the next instance.
+func (e *Executor) epoStartStep(name string, bound time.Duration) Step {
+	return Step{Name: "start " + name, Run: func(ctx context.Context, sc *StepContext) (any, error) {
+		err := e.epoStart(ctx, sc, name, bound)
+		if err == nil {
+			return nil, nil
+		}
+		if ctx.Err() != nil {
+			return nil, err // this executor stops: the step runs again
+		}
+		sc.Logf("could not start %s: %v", name, err)
+		return epoFailure{Instance: name, Error: err.Error()}, nil
+	}}
+}
+
+func (e *Executor) epoStart(ctx context.Context, sc *StepContext, name string, bound time.Duration) error {
+	deadline := time.Now().Add(bound)
+	back := e.epoNodesNotBack(sc)
+	for {
+		in, nodes, err := e.instanceOf(name)
+		if err != nil {
+			return err
+		}
+		if in.Forthcoming {
+			return fmt.Errorf("instance %s is forthcoming (a reservation); it does not run", in.Name)
+		}
+		node := nodes[in.PrimaryNode]
+		switch {
+		case node == nil:
+			return fmt.Errorf("its primary node no longer exists")
+		case node.Offline:
+			return fmt.Errorf("its primary node %s is offline", node.Name)
+		case back[node.Name]:
+			return fmt.Errorf("its primary node %s did not come back", node.Name)
+		}
+		_, err = e.call(ctx, sc, node, NodeCall{Op: NodeOpStart, Instance: in})
+		if err == nil {
+			sc.Logf("%s runs on %s", in.Name, node.Name)
+			return nil
+		}
+		var ne *NodeCallError
+		if !errors.As(err, &ne) || ne.Code != "transport" || ctx.Err() != nil {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the agent of its primary node %s did not answer within %v: %w", node.Name, bound, err)
+		}
+		if err := sc.Sleep(ctx, epoPollInterval); err != nil {
+			return err
+		}
+	}
+}
+
+// epoAgentWait bounds how long EPO on retries the start of an instance
+// whose primary's agent cannot be reached yet.
+const epoAgentWait = 2 * time.Minute
 
 // epoPollInterval is how often EPO on asks whether a node is back
 // (Ganeti pings every 30 seconds; a probe is cheap).
@@ -168,7 +295,11 @@ func (e *Executor) waitStep(t target, timeout time.Duration) Step {
 				return nil, nil
 			}
 			if time.Now().After(deadline) {
-				return nil, fmt.Errorf("time exceeded while waiting for node %s to become reachable again (%v): %v", t.Name, timeout, last)
+				// Recorded; the EPO goes on with the other nodes and
+				// instances, and fails at the end naming this one.
+				err := fmt.Errorf("time exceeded while waiting for node %s to become reachable again (%v): %v", t.Name, timeout, last)
+				sc.Logf("%v", err)
+				return epoFailure{Node: t.Name, Error: err.Error()}, nil
 			}
 			if err := sc.Sleep(ctx, epoPollInterval); err != nil {
 				return nil, err

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -215,5 +216,82 @@ func TestEPOWaitTimeout(t *testing.T) {
 	}
 	if took := time.Since(start); took > 10*time.Second {
 		t.Errorf("took %v", took)
+	}
+}
+
+// flakyAgents fails the first calls to some nodes as an agent that is not
+// up yet does (transport), then answers as the fake agents do.
+type flakyAgents struct {
+	*fakeNodes
+	mu      sync.Mutex
+	refuse  map[string]int // node: calls still refused
+	refused int
+}
+
+func (f *flakyAgents) Call(ctx context.Context, node *fsm.Node, c NodeCall) (NodeReply, error) {
+	f.mu.Lock()
+	if f.refuse[node.Name] > 0 {
+		f.refuse[node.Name]--
+		f.refused++
+		f.mu.Unlock()
+		return NodeReply{}, &NodeCallError{Code: "transport", Msg: "connection refused"}
+	}
+	f.mu.Unlock()
+	return f.fakeNodes.Call(ctx, node, c)
+}
+
+// TestEPOOnStartsEveryInstance: after EPO on powered the nodes on, an
+// instance starts once its primary's agent answers, even while gossip
+// still calls the node dead (its first starts are refused: retried); an
+// instance that cannot start does not stop the others; the job then fails
+// naming it with its reason.
+func TestEPOOnStartsEveryInstance(t *testing.T) {
+	b := newBMC(t)
+	d, epoch := oobCluster(t, b)
+	old := epoPollInterval
+	epoPollInterval = 10 * time.Millisecond
+	defer func() { epoPollInterval = old }()
+	for i, n := range []string{"n4", "n5"} {
+		if r, _, _ := d.Apply(context.Background(), fsm.NodeRegister{Now: int64(4 + i), Node: fsm.NodeSpec{Name: n, Addrs: fsm.Addrs{Agent: fmt.Sprintf("192.0.2.%d:1811", 4+i)}}}); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	id := submit(t, d, `{"OP_ID":"OP_TEST_DELAY","duration":0,"repeat":2}`)
+	update(t, d, fsm.JobUpdate{Epoch: epoch, JobID: id, Action: fsm.ActionStart})
+	var puts []fsm.StepChange
+	for _, x := range [][3]string{{"a-web", "i1", "n4"}, {"b-web", "i2", "n5"}, {"c-web", "i3", "n4"}} {
+		puts = append(puts, fsm.StepChange{InstancePut: &fsm.InstancePut{Instance: fsm.Instance{Name: x[0], UUID: x[1],
+			PrimaryNode: x[2], DiskTemplate: fsm.DTDiskless, AdminState: fsm.AdminUp}}})
+	}
+	update(t, d, fsm.JobUpdate{Epoch: epoch, JobID: id, Action: fsm.ActionStep, Step: 0, StepName: "create", Changes: puts})
+	update(t, d, fsm.JobUpdate{Epoch: epoch, JobID: id, Action: fsm.ActionFinish, Status: fsm.StatusSuccess})
+	for _, n := range []string{"n4", "n5"} {
+		b.set(t, n+".power", "off\n")
+		if r, _, _ := d.Apply(context.Background(), fsm.JobSubmit{Now: 9, Ops: rawOps(fmt.Sprintf(`{"OP_ID":"OP_NODE_SET_PARAMS","node_name":%q,"powered":false}`, n)), UUIDs: []string{""}}); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	agents := &flakyAgents{fakeNodes: newFakeNodes(), refuse: map[string]int{"n4": 3}}
+	agents.fail["instance-start@n5"] = &NodeCallError{Code: "failed", Msg: "hypervisor refused: out of memory"}
+	startExecutor(t, &Executor{FSM: d.f, Apply: d, OOB: b.runner(), Epoch: epoch, Sleep: noSleep, Probe: bmcProbe(b), Nodes: agents,
+		// Gossip still says n4 and n5 are dead.
+		Dead: func(n *fsm.Node) bool { return n.Name == "n4" || n.Name == "n5" }})
+	j := finished(t, d, submit(t, d, `{"OP_ID":"OP_CLUSTER_EPO","names":["n4","n5"],"on":true}`))
+	if j.Status != fsm.StatusError {
+		t.Fatalf("EPO on: %s, want error naming b-web\n%s", j.Status, jobLog(j))
+	}
+	if res := opResult(j, 0); !strings.Contains(res, "EPO on: 1 of 5 node(s) or instance(s) failed: instance b-web: instance-start on n5: hypervisor refused: out of memory") || strings.Contains(res, "a-web") || strings.Contains(res, "c-web") {
+		t.Errorf("result %s: want b-web alone with its reason", res)
+	}
+	r := agents.running()
+	sort.Strings(r)
+	if strings.Join(r, ",") != "n4/i1,n4/i3" {
+		t.Errorf("running %v: want a-web and c-web on n4, started although gossip calls n4 dead and b-web failed before c-web", r)
+	}
+	if agents.refused != 3 {
+		t.Errorf("%d refused calls, want the 3 the agent refused before it answered", agents.refused)
+	}
+	if names := stepNames(j, 0); !strings.HasSuffix(names, "start a-web,start b-web,start c-web") {
+		t.Errorf("steps %s", names)
 	}
 }
