@@ -5,6 +5,7 @@ import (
 	"crypto/sha1"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -222,6 +223,20 @@ func (e *Executor) createRecord(sc *StepContext, o *fsm.OpInstanceCreate) (any, 
 			if in.OS == "" {
 				in.OS = o.OSType
 			}
+			// A reservation may lack anything but its UUID (seed 001);
+			// creating it needs what a create needs.
+			var missing []string
+			if in.Name == "" {
+				missing = append(missing, "instance_name (name the reservation first: rename it by its UUID)")
+			}
+			if in.OS == "" && in.DiskTemplate != fsm.DTDiskless && !o.NoInstall {
+				missing = append(missing, fmt.Sprintf("os_type (disk template %s installs an OS; or pass no_install)", in.DiskTemplate))
+			}
+			if len(missing) > 0 {
+				err = &fsm.Error{Code: fsm.CodeInval, Field: strings.Fields(missing[0])[0],
+					Msg: fmt.Sprintf("reservation %s cannot be created: it lacks %s", o.InstanceName, strings.Join(missing, ", "))}
+				return
+			}
 			req.Instance = existing.UUID
 			req.Template, req.MemoryMiB, req.VCPUs, req.Disks = existing.DiskTemplate, existing.MemoryMiB, existing.VCPUs, nil
 			for _, d := range existing.Disks {
@@ -259,6 +274,9 @@ func (e *Executor) createRecord(sc *StepContext, o *fsm.OpInstanceCreate) (any, 
 	}
 	if expect == -1 {
 		sc.Logf("instance %s was recorded before the leader change", in.Name)
+		if o.Forthcoming {
+			return in.UUID, nil
+		}
 		return placementResult(in.PrimaryNode, in.SecondaryNodes), nil
 	}
 	if d := o.Common().DryRun; d != nil && *d {
@@ -303,11 +321,13 @@ func (e *Executor) createRecord(sc *StepContext, o *fsm.OpInstanceCreate) (any, 
 		in.SecondaryNodes = []string{res.Secondary}
 	}
 	put(sc, &in, expect)
-	what := "recorded"
 	if o.Forthcoming {
-		what = "reserved (forthcoming)"
+		// Seed 001: the job of a reservation answers the instance's
+		// UUID, not the nodes allocated for it.
+		sc.Logf("reserved (forthcoming) %s (uuid %s) on %v (group %s)", in.Name, in.UUID, res.NodeNames(), res.GroupName)
+		return in.UUID, nil
 	}
-	sc.Logf("%s %s on %v (group %s)", what, in.Name, res.NodeNames(), res.GroupName)
+	sc.Logf("recorded %s on %v (group %s)", in.Name, res.NodeNames(), res.GroupName)
 	return res, nil
 }
 

@@ -630,3 +630,31 @@ func TestCommitCreatesWhatTheReservationDescribes(t *testing.T) {
 		}
 	}
 }
+
+// TestReservationResultAndCommitChecks (seed 001): the job of a
+// reservation answers the instance's UUID; creating a reservation that
+// lacks an OS (a template that installs one) is refused naming what is
+// missing, and changes nothing; with the OS given it is created.
+func TestReservationResultAndCommitChecks(t *testing.T) {
+	d, epoch := instanceSetup(t, "n3")
+	nodes := newFakeNodes()
+	runExecutorWith(t, &Executor{FSM: d.f, Apply: d, Epoch: epoch, Concurrency: 4, Strategy: fastStrategy, Nodes: nodes})
+	j := runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"res1","disk_template":"plain","disks":[{"size":1024}],"beparams":{"memory":512},"forthcoming":true,"pnode":"n2"}`)
+	in := instanceState(d, "res1")
+	var uuid string
+	if err := json.Unmarshal(j.Ops[0].Result, &uuid); err != nil || in == nil || uuid != in.UUID {
+		t.Fatalf("reservation job result %s (%v), want the instance's UUID %+v", j.Ops[0].Result, err, in)
+	}
+	id := submitUUID(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"res1","commit":true}`)
+	j = waitStatus(t, d.f, id, fsm.StatusError)
+	if res := string(j.Ops[0].Result); !strings.Contains(res, "reservation res1 cannot be created: it lacks os_type (disk template plain installs an OS; or pass no_install)") {
+		t.Errorf("commit without an OS: %s", res)
+	}
+	if in := instanceState(d, "res1"); in == nil || !in.Forthcoming || len(nodes.calls) != 0 {
+		t.Fatalf("after the refused commit: %+v, node calls %v", in, nodes.calls)
+	}
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"res1","commit":true,"os_type":"debian"}`)
+	if in := instanceState(d, "res1"); in == nil || in.Forthcoming || in.OS != "debian" {
+		t.Fatalf("after the commit: %+v", in)
+	}
+}
