@@ -316,6 +316,12 @@ func (e *Executor) createRecord(sc *StepContext, o *fsm.OpInstanceCreate) (any, 
 		}
 	}
 	in.Forthcoming = o.Forthcoming
+	// A reservation's disks are forthcoming too (seed 001); created, they
+	// are real. The disks list is copied: the state's record is shared.
+	in.Disks = append([]fsm.Disk(nil), in.Disks...)
+	for k := range in.Disks {
+		in.Disks[k].Forthcoming = o.Forthcoming
+	}
 	in.PrimaryNode, in.SecondaryNodes = res.Primary, nil
 	if res.Secondary != "" {
 		in.SecondaryNodes = []string{res.Secondary}

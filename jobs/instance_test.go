@@ -645,6 +645,9 @@ func TestReservationResultAndCommitChecks(t *testing.T) {
 	if err := json.Unmarshal(j.Ops[0].Result, &uuid); err != nil || in == nil || uuid != in.UUID {
 		t.Fatalf("reservation job result %s (%v), want the instance's UUID %+v", j.Ops[0].Result, err, in)
 	}
+	if len(in.Disks) != 1 || !in.Disks[0].Forthcoming {
+		t.Errorf("a reservation's disks %+v: want them forthcoming", in.Disks)
+	}
 	id := submitUUID(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"res1","commit":true}`)
 	j = waitStatus(t, d.f, id, fsm.StatusError)
 	if res := string(j.Ops[0].Result); !strings.Contains(res, "reservation res1 cannot be created: it lacks os_type (disk template plain installs an OS; or pass no_install)") {
@@ -654,7 +657,7 @@ func TestReservationResultAndCommitChecks(t *testing.T) {
 		t.Fatalf("after the refused commit: %+v, node calls %v", in, nodes.calls)
 	}
 	runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"res1","commit":true,"os_type":"debian"}`)
-	if in := instanceState(d, "res1"); in == nil || in.Forthcoming || in.OS != "debian" {
+	if in := instanceState(d, "res1"); in == nil || in.Forthcoming || in.OS != "debian" || in.Disks[0].Forthcoming {
 		t.Fatalf("after the commit: %+v", in)
 	}
 }

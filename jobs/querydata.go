@@ -112,6 +112,9 @@ func queryData(in *fsm.Instance, run any, nodes map[string]fsm.Node, groups map[
 			"pstatus": nil, "sstatus": nil, "children": []any{}, "mode": d.Mode, "size": d.SizeMiB,
 			"spindles": nil, "name": dname, "uuid": d.UUID,
 		}
+		if d.Forthcoming {
+			disks[k]["forthcoming"] = true
+		}
 	}
 	nics := make([][]any, len(in.NICs))
 	for k, n := range in.NICs {
