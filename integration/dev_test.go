@@ -158,6 +158,17 @@ func TestDevSupervisor(t *testing.T) {
 	if count["M"] != 1 || count["C"] != 2 || count["R"] != 3 || cliRoles(t, nodes)[master] != "M" {
 		t.Errorf("node list roles %v with master %q, want one M, two C, three R:\n%s", count, master, nodes)
 	}
+	// The demo shows repairs: gntd dev turns maintd's harep work on (a new
+	// cluster has it off) and says so.
+	if !strings.Contains(out.String(), "maintd does harep's work") {
+		t.Errorf("gntd dev does not say that it turned harep on:\n%s", lastLines(out.String(), 30))
+	}
+	eventually(30*time.Second, "gnt maint status showing harep on", func() error {
+		if st, code := gnt("maint", "status"); code != 0 || !strings.Contains(st, "harep (instance autorepair): on; balancing: off") {
+			return fmt.Errorf("exit %d: %s", code, st)
+		}
+		return nil
+	})
 	if out, code := gnt("node", "add-tags", "node21", "rack:a1"); code != 0 {
 		t.Fatalf("add-tags: exit %d\n%s", code, out)
 	}

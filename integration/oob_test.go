@@ -262,11 +262,28 @@ func TestOOBBadHelperEndToEnd(t *testing.T) {
 
 // TestEPOEndToEnd: gnt cluster epo of the default group powers off the
 // plain nodes and one candidate (the master and a majority of candidates
-// stay up), then --on brings them back and waits for their gntds.
+// stay up), shutting down node21's instance first; then --on brings them
+// back, waits for their gntds and starts the instance again, at once,
+// as soon as node21's agent answers (gossip may still call it dead).
 func TestEPOEndToEnd(t *testing.T) {
 	c := NewCluster(t, ClusterOptions{Candidates: 3, Nodes: 1})
 	fakeOOB(t, c)
 	leader := c.WaitLeader(10 * time.Second)
+	c.WaitAgent(c.Member("node21"), 30*time.Second)
+	if out, err := c.GNT("instance", "add", "-t", "plain", "--disk", "1G", "--memory", "256", "--os-type", "debian", "-n", "node21", "web1"); err != nil {
+		t.Fatalf("instance add: %v\n%s", err, out)
+	}
+	running := func(want string) {
+		t.Helper()
+		c.Eventually(30*time.Second, 200*time.Millisecond, "web1 "+want, func() error {
+			s, _, err := c.instanceStatus(c.WaitLeader(10*time.Second), "web1")
+			if err == nil && s != want {
+				err = fmt.Errorf("web1 is %s", s)
+			}
+			return err
+		})
+	}
+	running(rpc.InstStatusRunning)
 	out, code := c.GNTExit("cluster", "epo", "--groups", "default", "--force")
 	if code != 0 || !strings.Contains(out, "EPO off done") {
 		t.Fatalf("epo off: exit %d\n%s", code, out)
@@ -289,9 +306,10 @@ func TestEPOEndToEnd(t *testing.T) {
 		})
 	}
 	out, code = c.GNTExit("cluster", "epo", "--on", "--groups", "default", "--force")
-	if code != 0 || !strings.Contains(out, "EPO on done") {
+	if code != 0 || !strings.Contains(out, "EPO on done") || !strings.Contains(out, "web1 runs on node21") {
 		t.Fatalf("epo on: exit %d\n%s", code, out)
 	}
+	running(rpc.InstStatusRunning)
 	for _, m := range off {
 		if !strings.Contains(out, "Node "+m.Name+" became available") {
 			t.Errorf("no wait for %s:\n%s", m.Name, out)
