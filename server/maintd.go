@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"time"
 
@@ -17,26 +16,22 @@ import (
 func (s *Server) runMaintd(ctx context.Context, epoch uint64) error {
 	svc := &repair.Service{
 		FSM: s.fsm, Apply: s, Epoch: epoch, Diagnose: s.diagnoseObservations,
-		Quorum: s.VerifyLeader, Listen: s.cfg.MaintdAddr(), Tick: s.cfg.Timing().Maintd,
+		Quorum: s.VerifyLeader, Tick: s.cfg.Timing().Maintd,
 		Log: s.log.Named("maintd"),
-		// HTTPS with the API's users and certificates: reads need read
-		// access, POST /1/cancel/ID write access.
-		TLS: s.tls.store.ServerTLS(tls.VerifyClientCertIfGiven), Authorize: s.api.Authorize,
-		OnListening: func(addr string) {
-			s.mu.Lock()
-			s.maintdAddr = addr
-			s.mu.Unlock()
-		},
-		WrapListener: s.conns.maintd.Wrap,
-		HTTPServer:   configureHTTP(s.conns.maintd, maintdWriteTimeout),
+		// Served on this gntd's maintd port (maintdport.go), HTTPS with
+		// the API's users and certificates: reads need read access, POST
+		// /1/cancel/ID write access.
+		Authorize: s.api.Authorize,
 	}
+	h := svc.Handler()
 	s.mu.Lock()
-	s.maintd, s.maintdEpoch = svc, epoch
+	s.maintd, s.maintdHandler, s.maintdEpoch = svc, h, epoch
+	s.maintdAddr = s.maintdListen
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
 		if s.maintd == svc {
-			s.maintd, s.maintdAddr = nil, ""
+			s.maintd, s.maintdHandler, s.maintdAddr = nil, nil, ""
 		}
 		s.mu.Unlock()
 	}()

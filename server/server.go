@@ -54,7 +54,12 @@ type Server struct {
 	maintd      *repair.Service
 	maintdEpoch uint64
 	maintdAddr  string
-	peerStatus  map[string]peerHealth
+	// maintdHandler is the running maintd's HTTP API; maintdListen the
+	// address of this gntd's maintd port (maintdport.go).
+	maintdHandler http.Handler
+	maintdListen  string
+	maintdLeader  leaderMaintdCache
+	peerStatus    map[string]peerHealth
 
 	raftEvents chan struct{}
 	// stopping is set when Run's context ends; lastRequest is when the
@@ -200,6 +205,14 @@ func (s *Server) Run(ctx context.Context) error {
 		return err
 	}
 	defer func() { stopAgent(); <-agentDone }()
+
+	mctx, stopMaintdPort := context.WithCancel(ctx)
+	maintdPortDone, err := s.startMaintdPort(mctx)
+	if err != nil {
+		stopMaintdPort()
+		return err
+	}
+	defer func() { stopMaintdPort(); <-maintdPortDone }()
 
 	cctx, stopConfd := context.WithCancel(ctx)
 	confdDone, err := s.startConfd(cctx)

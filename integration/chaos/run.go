@@ -24,6 +24,7 @@ import (
 	"github.com/gnt-cluster/gnt/integration"
 	"github.com/gnt-cluster/gnt/repair"
 	"github.com/gnt-cluster/gnt/rpc"
+	"github.com/gnt-cluster/gnt/server"
 )
 
 // Config shapes one run.
@@ -356,7 +357,11 @@ func (r *run) poll(ctx context.Context) <-chan struct{} {
 // MaintdProbeEvery until ctx ends, each on a new connection (a kept-alive
 // one would outlive a closed listener), and records what came.
 func (r *run) probeMaintd(ctx context.Context, m *integration.Member) {
-	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true, TLSClientConfig: r.c.AdminTLS()}}
+	// Redirects are not followed: a gntd that does not run maintd
+	// answers with one to the leader's (or refuses), marked with
+	// server.HeaderMaintdRedirect; that is not maintd answering.
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true, TLSClientConfig: r.c.AdminTLS()},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	defer hc.CloseIdleConnections()
 	u := "https://" + net.JoinHostPort(m.IP, maintdPort) + "/"
 	for ctx.Err() == nil {
@@ -365,7 +370,11 @@ func (r *run) probeMaintd(ctx context.Context, m *integration.Member) {
 		req, _ := http.NewRequestWithContext(pctx, http.MethodGet, u, nil)
 		req.Header.Set("Accept", "application/json")
 		resp, err := hc.Do(req)
-		if err == nil {
+		if err == nil && resp.Header.Get(server.HeaderMaintdRedirect) != "" {
+			io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+			resp.Body.Close()
+			p.Err = fmt.Sprintf("not maintd: %d %s", resp.StatusCode, resp.Header.Get("Location"))
+		} else if err == nil {
 			io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 			resp.Body.Close()
 			p.Answered, p.Code = true, resp.StatusCode
