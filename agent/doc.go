@@ -1,9 +1,16 @@
 // Package agent is the node agent's hypervisor layer: the Driver
 // interface through which the leader's opcodes act on the instances of one
 // node (start, stop, reboot, live migration in two halves, per-disk
-// create/remove/attach/detach/replace, OS install, status), and its two
+// create/remove/attach/detach/replace, OS install, status), and its three
 // drivers:
 //
+//   - KVM runs each instance as a qemu-system-x86_64 process, daemonized
+//     so that it outlives gntd, controlled through QMP on a unix socket
+//     (qmp.go, a small client with a fuzzed reply parser); records under
+//     <data-dir>/agent/kvm/, runtime files (pid file, QMP and serial
+//     sockets) under <data-dir>/agent/kvm/run/<uuid>/, disks as raw files
+//     under the file storage directories. KVM or TCG, probed once at start
+//     (kvm.go, kvm_qemu.go, kvm_params.go, kvm_migrate.go).
 //   - Fake keeps each instance as a JSON record under its directory
 //     (<data-dir>/agent/fake/ in gntd), written atomically, so the
 //     simulated world survives restarts; operations can be slowed down
@@ -31,7 +38,9 @@
 // calls a driver through an adapter that package server wires. It imports
 // only fsm, for the instance configuration types.
 //
-// Goroutines: Exec and Commands start one process group per script run
+// Goroutines: KVM probes the accelerator in a goroutine of its own at
+// start (bounded by its timeout); its guests are processes of their own
+// session, not children it waits for. Exec and Commands start one process group per script run
 // and wait for it (killing the group at the timeout); Fake sleeps in its
 // caller's goroutine for delays and hangs. The Diagnoser runs a collection
 // in a goroutine of its own, which callers wait for and share; it ends

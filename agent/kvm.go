@@ -1,0 +1,1134 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gnt-cluster/gnt/fsm"
+)
+
+// KVMConfig configures a KVM driver.
+type KVMConfig struct {
+	// Dir holds the records (<Dir>/<uuid>.json) and each instance's
+	// runtime files (<Dir>/run/<uuid>/: qmp.sock, serial.sock, qemu.pid).
+	Dir string
+	// Node is this node's name; Addr the address incoming migrations
+	// listen on (the node's address).
+	Node string
+	Addr string
+	// QEMU and QEMUImg are the programs (default qemu-system-x86_64 and
+	// qemu-img, looked up in PATH).
+	QEMU    string
+	QEMUImg string
+	// FileStorageDir holds the disks of template file
+	// (<dir>/<instance uuid>/<disk uuid>.img); SharedFileStorageDir those
+	// of template sharedfile, a directory every node mounts at the same
+	// place. Empty: the template is refused.
+	FileStorageDir       string
+	SharedFileStorageDir string
+	// Accel forces the accelerator (AccelKVM or AccelTCG); empty probes
+	// KVM once (ProbeTimeout, default 15 s) and falls back to TCG.
+	Accel        string
+	ProbeTimeout time.Duration
+	// Info and Warn log (nil: not logged).
+	Info, Warn func(msg string, kv ...any)
+}
+
+// KVM runs each instance as a qemu-system-x86_64 process controlled
+// through QMP. The processes are daemonized, so they outlive gntd; a
+// restarted driver finds them again from their pid files and QMP
+// sockets.
+type KVM struct {
+	cfg   KVMConfig
+	store store
+	locks locks
+
+	probeDone chan struct{}
+	accel     string // after probeDone
+	accelWhy  string
+
+	send KVMSend
+}
+
+// kvmRecord is an instance as the kvm driver stores it. Whether it runs
+// is not stored: it is its qemu process being alive.
+type kvmRecord struct {
+	Instance  fsm.Instance    `json:"instance"`
+	State     State           `json:"state"` // what was last asked: stopped, running, incoming, received
+	BootID    string          `json:"boot_id,omitempty"`
+	Disks     []DiskStatus    `json:"disks"` // created here; presence is the file's
+	OS        string          `json:"os,omitempty"`
+	DoneOps   []string        `json:"done_ops,omitempty"`
+	Migration *MigrationState `json:"migration,omitempty"`
+	LastOp    *LastOp         `json:"last_op,omitempty"`
+	RunMemory int64           `json:"run_memory,omitempty"`
+	RunVCPUs  int             `json:"run_vcpus,omitempty"`
+	Accel     string          `json:"accel,omitempty"`
+	// Incoming is the address the target of a migration listens on.
+	Incoming string `json:"incoming,omitempty"`
+}
+
+// NewKVM opens (creating) the driver's directory and starts the
+// accelerator probe, which Start waits for.
+func NewKVM(cfg KVMConfig) (*KVM, error) {
+	st, err := newStore(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Join(cfg.Dir, "run"), 0o700); err != nil {
+		return nil, err
+	}
+	if cfg.QEMU == "" {
+		cfg.QEMU = "qemu-system-x86_64"
+	}
+	if cfg.QEMUImg == "" {
+		cfg.QEMUImg = "qemu-img"
+	}
+	if cfg.ProbeTimeout <= 0 {
+		cfg.ProbeTimeout = 15 * time.Second
+	}
+	for _, d := range []string{cfg.FileStorageDir, cfg.SharedFileStorageDir} {
+		if d == "" {
+			continue
+		}
+		if !filepath.IsAbs(d) {
+			return nil, fmt.Errorf("kvm: storage directory %q is not absolute", d)
+		}
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("kvm: storage directory: %w", err)
+		}
+	}
+	switch cfg.Accel {
+	case "", AccelKVM, AccelTCG:
+	default:
+		return nil, fmt.Errorf("kvm: accelerator %q: want kvm, tcg or empty (probe)", cfg.Accel)
+	}
+	k := &KVM{cfg: cfg, store: st, probeDone: make(chan struct{})}
+	go k.probe()
+	return k, nil
+}
+
+func (k *KVM) info(msg string, kv ...any) {
+	if k.cfg.Info != nil {
+		k.cfg.Info(msg, kv...)
+	}
+}
+
+func (k *KVM) warn(msg string, kv ...any) {
+	if k.cfg.Warn != nil {
+		k.cfg.Warn(msg, kv...)
+	}
+}
+
+func (k *KVM) probe() {
+	defer close(k.probeDone)
+	if _, err := exec.LookPath(k.cfg.QEMU); err != nil {
+		k.accel, k.accelWhy = AccelTCG, fmt.Sprintf("%s not found: %v", k.cfg.QEMU, err)
+		k.warn("kvm driver: QEMU is not installed; starting guests will fail", "qemu", k.cfg.QEMU, "error", err)
+		return
+	}
+	if k.cfg.Accel != "" {
+		k.accel, k.accelWhy = k.cfg.Accel, "forced by the configuration"
+		k.info("kvm driver: accelerator set", "accel", k.accel)
+		return
+	}
+	start := time.Now()
+	ok, why := probeAccel(context.Background(), k.cfg.QEMU, probeKernel(), k.cfg.ProbeTimeout)
+	if ok {
+		k.accel, k.accelWhy = AccelKVM, why
+		k.info("kvm driver: guests run under KVM", "probe", why, "took", time.Since(start).Round(time.Millisecond))
+		return
+	}
+	k.accel, k.accelWhy = AccelTCG, why
+	k.warn("kvm driver: KVM is not usable, guests run under TCG (emulation, slow)", "probe", why, "took", time.Since(start).Round(time.Millisecond))
+}
+
+// Accel is the accelerator guests get by default here (kvm or tcg) and
+// why, waiting for the start-up probe within ctx.
+func (k *KVM) Accel(ctx context.Context) (accel, why string, err error) {
+	select {
+	case <-k.probeDone:
+		return k.accel, k.accelWhy, nil
+	case <-ctx.Done():
+		return "", "", fmt.Errorf("waiting for the KVM probe: %w", ctx.Err())
+	}
+}
+
+// Name implements Driver.
+func (k *KVM) Name() string { return "kvm" }
+
+func (k *KVM) runDir(uuid string) string  { return filepath.Join(k.cfg.Dir, "run", uuid) }
+func (k *KVM) pidFile(uuid string) string { return filepath.Join(k.runDir(uuid), "qemu.pid") }
+func (k *KVM) qmpPath(uuid string) string { return filepath.Join(k.runDir(uuid), "qmp.sock") }
+
+// SerialPath is the unix socket of the instance's serial console on
+// this node (while it runs).
+func (k *KVM) SerialPath(uuid string) string { return filepath.Join(k.runDir(uuid), "serial.sock") }
+
+// pid is the instance's live qemu, 0 when none.
+func (k *KVM) pid(uuid string) int { return qemuPID(k.pidFile(uuid), uuid) }
+
+// diskPath is where the disk's storage is for the instance's template.
+func (k *KVM) diskPath(inst fsm.Instance, disk string) (string, error) {
+	if !validID(disk) {
+		return "", invalid("disk UUID %q is not a valid identifier", disk)
+	}
+	var dir string
+	switch inst.DiskTemplate {
+	case "file":
+		dir = k.cfg.FileStorageDir
+	case "sharedfile":
+		dir = k.cfg.SharedFileStorageDir
+	case fsm.DTDiskless:
+		return "", invalid("instance %s is diskless", inst.Name)
+	default:
+		return "", fmt.Errorf("%w: disk template %q (the kvm driver has file, sharedfile and diskless)", ErrNotSupported, inst.DiskTemplate)
+	}
+	if dir == "" {
+		return "", fmt.Errorf("%w: no %s storage directory is configured on node %s", ErrNotSupported, inst.DiskTemplate, k.cfg.Node)
+	}
+	return filepath.Join(dir, inst.UUID, disk+".img"), nil
+}
+
+// diskSize is the size in MiB of the disk's file, -1 when absent.
+func diskSize(path string) (int64, error) {
+	fi, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return -1, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return fi.Size() >> 20, nil
+}
+
+// mutate runs one operation under the instance's lock: load, decide,
+// save (a nil record after the decision removes it).
+func (k *KVM) mutate(ctx context.Context, op Op, inst fsm.Instance, opID string, fn func(rec **kvmRecord) (bool, string, error)) (Result, error) {
+	if err := checkInstance(inst); err != nil {
+		return Result{}, err
+	}
+	unlock, err := k.locks.lock(ctx, inst.UUID)
+	if err != nil {
+		return Result{}, &OpError{Op: op, Err: err}
+	}
+	defer unlock()
+	var stored kvmRecord
+	var rec *kvmRecord
+	ok, err := k.store.load(inst.UUID, &stored)
+	if err != nil {
+		return Result{}, &OpError{Op: op, Err: err}
+	}
+	if ok {
+		rec = &stored
+	}
+	work := rec
+	changed, out, err := fn(&work)
+	if err != nil {
+		if rec != nil {
+			rec.LastOp = &LastOp{Op: op, OpID: opID, At: time.Now().UTC(), Error: err.Error()}
+			k.store.save(inst.UUID, rec)
+		}
+		return Result{}, err
+	}
+	if work != nil {
+		work.Instance = inst
+		if opID != "" && changed {
+			work.DoneOps = append(work.DoneOps, string(op)+":"+opID)
+			if n := len(work.DoneOps); n > maxDoneOps {
+				work.DoneOps = work.DoneOps[n-maxDoneOps:]
+			}
+		}
+		work.LastOp = &LastOp{Op: op, OpID: opID, At: time.Now().UTC(), Changed: changed}
+		if err := k.store.save(inst.UUID, work); err != nil {
+			return Result{}, &OpError{Op: op, Err: err}
+		}
+	} else if rec != nil {
+		if err := k.store.remove(inst.UUID); err != nil {
+			return Result{}, &OpError{Op: op, Err: err}
+		}
+	}
+	return Result{Changed: changed, Output: out}, nil
+}
+
+func (r *kvmRecord) done(op Op, opID string) bool {
+	return r != nil && slices.Contains(r.DoneOps, string(op)+":"+opID)
+}
+
+func (r *kvmRecord) disk(id string) *DiskStatus {
+	if r == nil {
+		return nil
+	}
+	for i := range r.Disks {
+		if r.Disks[i].UUID == id {
+			return &r.Disks[i]
+		}
+	}
+	return nil
+}
+
+// noteDisk makes the record list a disk present here.
+func (r *kvmRecord) noteDisk(id string, size int64) *DiskStatus {
+	if d := r.disk(id); d != nil {
+		d.SizeMiB = size
+		return d
+	}
+	r.Disks = append(r.Disks, DiskStatus{UUID: id, SizeMiB: size, Generation: "created"})
+	return &r.Disks[len(r.Disks)-1]
+}
+
+func newKVMRecord(inst fsm.Instance) *kvmRecord {
+	return &kvmRecord{Instance: inst, State: StateStopped, Disks: []DiskStatus{}}
+}
+
+// missingDisk names the first configured disk whose file is absent.
+func (k *KVM) missingDisk(inst fsm.Instance) (string, error) {
+	for _, d := range inst.Disks {
+		p, err := k.diskPath(inst, d.UUID)
+		if err != nil {
+			return "", err
+		}
+		sz, err := diskSize(p)
+		if err != nil {
+			return "", err
+		}
+		if sz < 0 {
+			return d.UUID, nil
+		}
+	}
+	return "", nil
+}
+
+// status builds the Status of a record from what is on this node: the
+// disks' files, whether its qemu lives, and (when it does) QMP.
+func (k *KVM) status(ctx context.Context, r *kvmRecord) Status {
+	inst := r.Instance
+	st := Status{UUID: inst.UUID, Name: inst.Name, OS: r.OS, LastOp: r.LastOp, Disks: []DiskStatus{}}
+	seen := map[string]bool{}
+	add := func(id string, attached bool, gen string) {
+		if seen[id] {
+			return
+		}
+		seen[id] = true
+		p, err := k.diskPath(inst, id)
+		if err != nil {
+			return
+		}
+		if sz, err := diskSize(p); err == nil && sz >= 0 {
+			if gen == "" {
+				gen = "created"
+			}
+			st.Disks = append(st.Disks, DiskStatus{UUID: id, SizeMiB: sz, Attached: attached, Generation: gen})
+		}
+	}
+	for _, d := range inst.Disks {
+		rd := r.disk(d.UUID)
+		if rd != nil {
+			add(d.UUID, rd.Attached, rd.Generation)
+		} else {
+			add(d.UUID, false, "")
+		}
+	}
+	for _, d := range r.Disks {
+		add(d.UUID, d.Attached, d.Generation)
+	}
+	if r.Migration != nil {
+		m := *r.Migration
+		st.Migration = &m
+	}
+	pid := k.pid(inst.UUID)
+	switch {
+	case pid == 0 && r.State == StateReceived:
+		st.State = StateStopped // the received copy died
+	case pid == 0:
+		st.State = StateStopped
+	case r.State == StateIncoming || r.State == StateReceived:
+		st.State = r.State
+		if r.State == StateIncoming && k.incomingArrived(ctx, inst.UUID) {
+			st.State = StateReceived
+		}
+		if st.State == StateReceived {
+			st.BootID = r.BootID
+		}
+	case r.State == StateStopped && r.Migration != nil && r.Migration.Phase == PhaseSent:
+		st.State = StateStopped // the sent source's qemu, on its way out
+	default:
+		st.State, st.BootID = StateRunning, r.BootID
+		st.MemoryMiB, st.VCPUs = r.RunMemory, r.RunVCPUs
+		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		if mem, cpus, err := queryRuntime(qctx, k.qmpPath(inst.UUID)); err == nil {
+			st.MemoryMiB, st.VCPUs = mem, cpus
+		}
+		cancel()
+	}
+	return st
+}
+
+// queryRuntime asks a running qemu for its memory (MiB, the balloon's
+// actual size when there is a balloon) and its vCPUs.
+func queryRuntime(ctx context.Context, qmp string) (mem int64, cpus int, err error) {
+	err = qmpDo(ctx, qmp, func(q *qmpConn) error {
+		var sum struct {
+			Base int64 `json:"base-memory"`
+		}
+		if err := q.call(ctx, "query-memory-size-summary", nil, &sum); err != nil {
+			return err
+		}
+		mem = sum.Base >> 20
+		var bal struct {
+			Actual int64 `json:"actual"`
+		}
+		if q.call(ctx, "query-balloon", nil, &bal) == nil && bal.Actual > 0 {
+			mem = bal.Actual >> 20
+		}
+		var cs []json.RawMessage
+		if err := q.call(ctx, "query-cpus-fast", nil, &cs); err != nil {
+			return err
+		}
+		cpus = len(cs)
+		return nil
+	})
+	return mem, cpus, err
+}
+
+// Status implements Driver.
+func (k *KVM) Status(ctx context.Context, inst fsm.Instance) (Status, error) {
+	if err := checkInstance(inst); err != nil {
+		return Status{}, err
+	}
+	var rec kvmRecord
+	ok, err := k.store.load(inst.UUID, &rec)
+	if err != nil {
+		return Status{}, &OpError{Op: OpStatus, Err: err}
+	}
+	if !ok {
+		return Status{}, notFound("instance %s", inst.UUID)
+	}
+	return k.status(ctx, &rec), nil
+}
+
+// List implements Driver.
+func (k *KVM) List(ctx context.Context) ([]Status, error) {
+	ids, err := k.store.uuids()
+	if err != nil {
+		return nil, &OpError{Op: OpList, Err: err}
+	}
+	out := []Status{}
+	for _, id := range ids {
+		var rec kvmRecord
+		if ok, err := k.store.load(id, &rec); err != nil {
+			return nil, &OpError{Op: OpList, Err: err}
+		} else if ok {
+			out = append(out, k.status(ctx, &rec))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].Name < out[j].Name || out[i].Name == out[j].Name && out[i].UUID < out[j].UUID
+	})
+	return out, nil
+}
+
+// qemuArgs is the command line of the instance's qemu, run in its run
+// directory.
+func (k *KVM) qemuArgs(inst fsm.Instance, p kvmParams, accel string) ([]string, error) {
+	if inst.MemoryMiB <= 0 || inst.VCPUs <= 0 {
+		return nil, invalid("instance %s has memory %d MiB and %d vCPUs; both must be positive", inst.Name, inst.MemoryMiB, inst.VCPUs)
+	}
+	if len(inst.NICs) > 0 {
+		return nil, fmt.Errorf("%w: instance %s has %d NIC(s); the kvm driver does not connect NICs yet (bridged and routed modes are to come)", ErrNotSupported, inst.Name, len(inst.NICs))
+	}
+	name := inst.Name
+	if strings.ContainsAny(name, ",=") {
+		name = inst.UUID
+	}
+	args := []string{
+		"-name", name, "-uuid", inst.UUID,
+		"-accel", accel,
+		"-m", strconv.FormatInt(inst.MemoryMiB, 10), "-smp", strconv.Itoa(inst.VCPUs),
+		"-nodefaults", "-no-user-config", "-display", "none",
+		"-daemonize", "-pidfile", "qemu.pid",
+		"-chardev", "socket,id=qmp,path=qmp.sock,server=on,wait=off", "-mon", "chardev=qmp,mode=control",
+		"-device", "virtio-balloon-pci,id=balloon0",
+	}
+	if m := p.str("machine_version"); m != "" {
+		args = append(args, "-machine", m)
+	}
+	if c := p.str("cpu_type"); c != "" {
+		args = append(args, "-cpu", c)
+	}
+	if !p.bool("acpi") {
+		args = append(args, "-no-acpi")
+	}
+	if p.str("reboot_behavior") == "exit" {
+		args = append(args, "-no-reboot")
+	}
+	if p.bool("use_localtime") {
+		args = append(args, "-rtc", "base=localtime")
+	}
+	if p.bool("serial_console") {
+		args = append(args, "-chardev", "socket,id=serial0,path=serial.sock,server=on,wait=off", "-serial", "chardev:serial0")
+	}
+	if kp := p.str("kernel_path"); kp != "" {
+		if !filepath.IsAbs(kp) {
+			return nil, invalid("kernel_path %q is not an absolute path", kp)
+		}
+		if _, err := os.Stat(kp); err != nil {
+			return nil, stateErr("kernel_path: %v on node %s", err, k.cfg.Node)
+		}
+		args = append(args, "-kernel", kp)
+		if ip := p.str("initrd_path"); ip != "" {
+			if !filepath.IsAbs(ip) {
+				return nil, invalid("initrd_path %q is not an absolute path", ip)
+			}
+			if _, err := os.Stat(ip); err != nil {
+				return nil, stateErr("initrd_path: %v on node %s", err, k.cfg.Node)
+			}
+			args = append(args, "-initrd", ip)
+		}
+		cmdline := p.str("kernel_args")
+		if r := p.str("root_path"); r != "" && len(inst.Disks) > 0 {
+			cmdline += " root=" + r
+		}
+		if p.bool("serial_console") {
+			cmdline += fmt.Sprintf(" console=ttyS0,%d", p.int("serial_speed"))
+		}
+		args = append(args, "-append", strings.TrimSpace(cmdline))
+	} else {
+		if p.str("initrd_path") != "" {
+			return nil, invalid("initrd_path is set without kernel_path")
+		}
+		boot := map[string]string{"disk": "c", "cdrom": "d", "floppy": "a", "network": "n"}[p.str("boot_order")]
+		args = append(args, "-boot", "order="+boot)
+	}
+	cache := ""
+	if c := p.str("disk_cache"); c != "default" {
+		cache = ",cache=" + c
+	}
+	for _, d := range inst.Disks {
+		path, err := k.diskPath(inst, d.UUID)
+		if err != nil {
+			return nil, err
+		}
+		if strings.Contains(path, ",") {
+			return nil, invalid("disk path %q contains a comma", path)
+		}
+		ro := ""
+		if d.Mode == "ro" {
+			ro = ",read-only=on"
+		}
+		args = append(args, "-drive", fmt.Sprintf("file=%s,format=raw,if=none,id=disk-%s%s%s", path, d.UUID, cache, ro))
+		if p.str("disk_type") == "ide" {
+			args = append(args, "-device", fmt.Sprintf("ide-hd,drive=disk-%s,id=dev-%s", d.UUID, d.UUID))
+		} else {
+			args = append(args, "-device", fmt.Sprintf("virtio-blk-pci,drive=disk-%s,id=dev-%s", d.UUID, d.UUID))
+		}
+	}
+	return args, nil
+}
+
+// accelFor is the accelerator the instance gets: its kvm_flag, or the
+// node's.
+func (k *KVM) accelFor(ctx context.Context, p kvmParams) (string, error) {
+	switch p.str("kvm_flag") {
+	case "enabled":
+		return AccelKVM, nil
+	case "disabled":
+		return AccelTCG, nil
+	}
+	a, _, err := k.Accel(ctx)
+	return a, err
+}
+
+// launch starts the instance's qemu (extra arguments appended) and
+// records it running in r.
+func (k *KVM) launch(ctx context.Context, op Op, r *kvmRecord, inst fsm.Instance, extra ...string) (string, error) {
+	p, err := instanceParams(inst)
+	if err != nil {
+		return "", err
+	}
+	accel, err := k.accelFor(ctx, p)
+	if err != nil {
+		return "", &OpError{Op: op, Err: err}
+	}
+	args, err := k.qemuArgs(inst, p, accel)
+	if err != nil {
+		return "", err
+	}
+	args = append(args, extra...)
+	dir := k.runDir(inst.UUID)
+	if err := os.RemoveAll(dir); err != nil {
+		return "", &OpError{Op: op, Err: err}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", &OpError{Op: op, Err: err}
+	}
+	out, err := runQEMU(ctx, k.cfg.QEMU, dir, args)
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", &OpError{Op: op, Err: fmt.Errorf("qemu: %w", err), Output: out}
+	}
+	if k.pid(inst.UUID) == 0 {
+		return "", &OpError{Op: op, Err: errors.New("qemu started but its process is gone"), Output: out}
+	}
+	r.Accel, r.RunMemory, r.RunVCPUs = accel, inst.MemoryMiB, inst.VCPUs
+	for _, d := range inst.Disks {
+		p, _ := k.diskPath(inst, d.UUID)
+		sz, _ := diskSize(p)
+		r.noteDisk(d.UUID, sz).Attached = true
+	}
+	return accel, nil
+}
+
+// stopQEMU ends the instance's qemu: ACPI powerdown, then SIGKILL after
+// timeout (at once with force), and removes its runtime files.
+func (k *KVM) stopQEMU(ctx context.Context, uuid string, timeout time.Duration, force bool) (string, error) {
+	pid := k.pid(uuid)
+	out := "not running"
+	if pid != 0 {
+		out = "destroyed (forced)"
+		if !force {
+			qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			err := qmpDo(qctx, k.qmpPath(uuid), func(q *qmpConn) error { return q.call(qctx, "system_powerdown", nil, nil) })
+			cancel()
+			wctx, wcancel := context.WithTimeout(ctx, timeout)
+			gone := waitGone(wctx, pid, uuid) == nil
+			wcancel()
+			switch {
+			case gone:
+				out = "shut down gracefully"
+			case err != nil:
+				out = fmt.Sprintf("ACPI powerdown failed (%v); destroyed", err)
+			default:
+				out = fmt.Sprintf("guest did not shut down within %s; destroyed", timeout)
+			}
+		}
+		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		err := killQEMU(kctx, pid, uuid)
+		cancel()
+		if err != nil {
+			return "", err
+		}
+	}
+	if err := os.RemoveAll(k.runDir(uuid)); err != nil {
+		return "", err
+	}
+	return out, nil
+}
+
+func kvmMigrating(r *kvmRecord) error {
+	if r != nil && (r.State == StateIncoming || r.State == StateReceived) {
+		id := ""
+		if r.Migration != nil {
+			id = r.Migration.ID
+		}
+		return stateErr("instance %s is %s here (migration %s); finish or abort the migration first", r.Instance.Name, r.State, id)
+	}
+	return nil
+}
+
+// Start implements Driver.
+func (k *KVM) Start(ctx context.Context, inst fsm.Instance) (Result, error) {
+	return k.mutate(ctx, OpStart, inst, "", func(rec **kvmRecord) (bool, string, error) {
+		return k.start(ctx, OpStart, rec, inst, "")
+	})
+}
+
+func (k *KVM) start(ctx context.Context, op Op, rec **kvmRecord, inst fsm.Instance, why string) (bool, string, error) {
+	r := *rec
+	if err := kvmMigrating(r); err != nil && k.pid(inst.UUID) != 0 {
+		return false, "", err
+	}
+	if r != nil && k.pid(inst.UUID) != 0 {
+		if r.State == StateRunning {
+			return false, "already running", nil
+		}
+		// A qemu started before a crash of gntd, its record not yet
+		// saved running: adopt it.
+		r.State = StateRunning
+		if r.BootID == "" {
+			r.BootID = randomID()
+		}
+		return true, "adopted the running qemu (pid " + strconv.Itoa(k.pid(inst.UUID)) + ")", nil
+	}
+	if d, err := k.missingDisk(inst); err != nil {
+		return false, "", err
+	} else if d != "" {
+		return false, "", stateErr("disk %s of instance %s is not present on this node", d, inst.Name)
+	}
+	if r == nil {
+		r = newKVMRecord(inst)
+	}
+	r.Instance, r.State, r.Migration, r.Incoming = inst, StateRunning, nil, ""
+	// The intent first: a crash while qemu starts leaves a record that
+	// the next Start or Status reconciles with the process.
+	if err := k.store.save(inst.UUID, r); err != nil {
+		return false, "", &OpError{Op: op, Err: err}
+	}
+	*rec = r
+	accel, err := k.launch(ctx, op, r, inst)
+	if err != nil {
+		r.State = StateStopped
+		return false, "", err
+	}
+	r.BootID = randomID()
+	return true, fmt.Sprintf("%sstarted under %s, pid %d, boot id %s", why, accel, k.pid(inst.UUID), r.BootID), nil
+}
+
+// Stop implements Driver.
+func (k *KVM) Stop(ctx context.Context, inst fsm.Instance, o StopOptions) (Result, error) {
+	if o.Timeout < 0 {
+		return Result{}, invalid("negative stop timeout")
+	}
+	if o.Timeout == 0 {
+		o.Timeout = DefaultShutdownTimeout
+	}
+	return k.mutate(ctx, OpStop, inst, "", func(rec **kvmRecord) (bool, string, error) {
+		r := *rec
+		if r == nil {
+			return false, "not running", nil
+		}
+		if err := kvmMigrating(r); err != nil && k.pid(inst.UUID) != 0 {
+			return false, "", err
+		}
+		running := k.pid(inst.UUID) != 0
+		out, err := k.stopQEMU(ctx, inst.UUID, o.Timeout, o.Force)
+		if err != nil {
+			return false, "", &OpError{Op: OpStop, Err: err}
+		}
+		if !running {
+			if r.State == StateRunning {
+				r.State, r.BootID = StateStopped, ""
+				return false, "not running (its qemu had exited)", nil
+			}
+			return false, "not running", nil
+		}
+		r.State, r.BootID = StateStopped, ""
+		return true, out, nil
+	})
+}
+
+// Reboot implements Driver: as Ganeti's KVM, both soft and hard reboot
+// end the qemu process and start a new one; soft shuts the guest down
+// gracefully first (ACPI, bounded by DefaultShutdownTimeout), hard and
+// full destroy it.
+func (k *KVM) Reboot(ctx context.Context, inst fsm.Instance, o RebootOptions) (Result, error) {
+	if o.OpID == "" {
+		return Result{}, invalid("reboot needs an op id")
+	}
+	switch o.Type {
+	case "":
+		o.Type = RebootHard
+	case RebootSoft, RebootHard, RebootFull:
+	default:
+		return Result{}, invalid("reboot type %q: want soft, hard or full", o.Type)
+	}
+	return k.mutate(ctx, OpReboot, inst, o.OpID, func(rec **kvmRecord) (bool, string, error) {
+		r := *rec
+		if r.done(OpReboot, o.OpID) {
+			return false, "already rebooted for " + o.OpID, nil
+		}
+		if err := kvmMigrating(r); err != nil && k.pid(inst.UUID) != 0 {
+			return false, "", err
+		}
+		why := "was not running; "
+		if r != nil && k.pid(inst.UUID) != 0 {
+			out, err := k.stopQEMU(ctx, inst.UUID, DefaultShutdownTimeout, o.Type != RebootSoft)
+			if err != nil {
+				return false, "", &OpError{Op: OpReboot, Err: err}
+			}
+			why = o.Type + " reboot: " + out + "; "
+			r.State = StateStopped
+		}
+		changed, out, err := k.start(ctx, OpReboot, rec, inst, why)
+		return changed, out, err
+	})
+}
+
+// removeDiskFile removes a disk's file and, when it was the last, the
+// instance's directory under the storage directory.
+func removeDiskFile(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	dir := filepath.Dir(path)
+	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		var pe *os.PathError
+		if errors.As(err, &pe) && strings.Contains(err.Error(), "not empty") {
+			return nil
+		}
+		return err
+	}
+	return nil
+}
+
+// Remove implements Driver: the record, the runtime files and every disk
+// file of the instance here (for sharedfile: in the shared directory).
+func (k *KVM) Remove(ctx context.Context, inst fsm.Instance) (Result, error) {
+	return k.mutate(ctx, OpRemove, inst, "", func(rec **kvmRecord) (bool, string, error) {
+		r := *rec
+		if r == nil {
+			return false, "not known on this node", nil
+		}
+		if pid := k.pid(inst.UUID); pid != 0 {
+			return false, "", stateErr("instance %s is %s here (qemu pid %d); stop it (or end its migration) first", inst.Name, r.State, pid)
+		}
+		ids := map[string]bool{}
+		for _, d := range r.Disks {
+			ids[d.UUID] = true
+		}
+		for _, d := range inst.Disks {
+			ids[d.UUID] = true
+		}
+		n := 0
+		for id := range ids {
+			p, err := k.diskPath(inst, id)
+			if err != nil {
+				continue
+			}
+			if sz, _ := diskSize(p); sz >= 0 {
+				n++
+			}
+			if err := removeDiskFile(p); err != nil {
+				return false, "", &OpError{Op: OpRemove, Err: err}
+			}
+		}
+		if err := os.RemoveAll(k.runDir(inst.UUID)); err != nil {
+			return false, "", &OpError{Op: OpRemove, Err: err}
+		}
+		*rec = nil
+		return true, fmt.Sprintf("removed, with %d disk(s)", n), nil
+	})
+}
+
+// qemuImg runs qemu-img.
+func (k *KVM) qemuImg(ctx context.Context, op Op, args ...string) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, k.cfg.QEMUImg, args...).CombinedOutput()
+	if err != nil {
+		return &OpError{Op: op, Err: fmt.Errorf("qemu-img %s: %w", args[0], err), Output: truncate(string(out), qemuOutput)}
+	}
+	return nil
+}
+
+// DiskCreate implements Driver: a raw, sparse file of the configured size.
+func (k *KVM) DiskCreate(ctx context.Context, inst fsm.Instance, disk string) (Result, error) {
+	cd, _, err := configDisk(inst, disk)
+	if err != nil {
+		return Result{}, err
+	}
+	if cd.SizeMiB <= 0 {
+		return Result{}, invalid("disk %s has size %d", disk, cd.SizeMiB)
+	}
+	path, err := k.diskPath(inst, disk)
+	if err != nil {
+		return Result{}, err
+	}
+	return k.mutate(ctx, OpDiskCreate, inst, "", func(rec **kvmRecord) (bool, string, error) {
+		r := *rec
+		if r == nil {
+			r = newKVMRecord(inst)
+		}
+		sz, err := diskSize(path)
+		if err != nil {
+			return false, "", &OpError{Op: OpDiskCreate, Err: err}
+		}
+		if sz >= 0 {
+			if sz != cd.SizeMiB {
+				return false, "", stateErr("disk %s is present with %d MiB, not the configured %d MiB", disk, sz, cd.SizeMiB)
+			}
+			r.noteDisk(disk, sz)
+			*rec = r
+			return false, "already present", nil
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return false, "", &OpError{Op: OpDiskCreate, Err: err}
+		}
+		// Created under a temporary name and renamed: a crash leaves no
+		// half-created disk that would pass as present.
+		tmp := path + ".tmp"
+		os.Remove(tmp)
+		if err := k.qemuImg(ctx, OpDiskCreate, "create", "-q", "-f", "raw", tmp, strconv.FormatInt(cd.SizeMiB, 10)+"M"); err != nil {
+			os.Remove(tmp)
+			return false, "", err
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			os.Remove(tmp)
+			return false, "", &OpError{Op: OpDiskCreate, Err: err}
+		}
+		syncDir(filepath.Dir(path))
+		r.noteDisk(disk, cd.SizeMiB).Generation = "created"
+		*rec = r
+		return true, fmt.Sprintf("created disk %s (%d MiB) at %s", disk, cd.SizeMiB, path), nil
+	})
+}
+
+// DiskRemove implements Driver.
+func (k *KVM) DiskRemove(ctx context.Context, inst fsm.Instance, disk string) (Result, error) {
+	if disk == "" {
+		return Result{}, invalid("no disk UUID given")
+	}
+	path, err := k.diskPath(inst, disk)
+	if err != nil {
+		return Result{}, err
+	}
+	return k.mutate(ctx, OpDiskRemove, inst, "", func(rec **kvmRecord) (bool, string, error) {
+		r := *rec
+		sz, err := diskSize(path)
+		if err != nil {
+			return false, "", &OpError{Op: OpDiskRemove, Err: err}
+		}
+		if sz < 0 {
+			if r != nil {
+				r.Disks = slices.DeleteFunc(r.Disks, func(x DiskStatus) bool { return x.UUID == disk })
+			}
+			return false, "not present", nil
+		}
+		if d := r.disk(disk); d != nil && d.Attached && k.pid(inst.UUID) != 0 {
+			return false, "", stateErr("disk %s is attached to instance %s, which runs here; detach it first", disk, inst.Name)
+		}
+		if err := removeDiskFile(path); err != nil {
+			return false, "", &OpError{Op: OpDiskRemove, Err: err}
+		}
+		if r != nil {
+			r.Disks = slices.DeleteFunc(r.Disks, func(x DiskStatus) bool { return x.UUID == disk })
+		}
+		return true, "removed disk " + disk, nil
+	})
+}
+
+// DiskAttach implements Driver: hot-plugged through QMP when the
+// instance runs.
+func (k *KVM) DiskAttach(ctx context.Context, inst fsm.Instance, disk string) (Result, error) {
+	if _, _, err := configDisk(inst, disk); err != nil {
+		return Result{}, err
+	}
+	path, err := k.diskPath(inst, disk)
+	if err != nil {
+		return Result{}, err
+	}
+	return k.mutate(ctx, OpDiskAttach, inst, "", func(rec **kvmRecord) (bool, string, error) {
+		r := *rec
+		sz, err := diskSize(path)
+		if err != nil {
+			return false, "", &OpError{Op: OpDiskAttach, Err: err}
+		}
+		if sz < 0 {
+			return false, "", notFound("disk %s is not present on this node", disk)
+		}
+		if r == nil {
+			r = newKVMRecord(inst)
+			*rec = r
+		}
+		d := r.noteDisk(disk, sz)
+		if d.Attached {
+			return false, "already attached", nil
+		}
+		if k.pid(inst.UUID) != 0 {
+			p, err := instanceParams(inst)
+			if err != nil {
+				return false, "", err
+			}
+			driver := "virtio-blk-pci"
+			if p.str("disk_type") == "ide" {
+				return false, "", stateErr("IDE disks cannot be hot-plugged; stop instance %s first", inst.Name)
+			}
+			err = qmpDo(ctx, k.qmpPath(inst.UUID), func(q *qmpConn) error {
+				if err := q.call(ctx, "blockdev-add", map[string]any{
+					"driver": "raw", "node-name": blockNodeName(disk),
+					"file": map[string]any{"driver": "file", "filename": path},
+				}, nil); err != nil {
+					return err
+				}
+				return q.call(ctx, "device_add", map[string]any{"driver": driver, "drive": blockNodeName(disk), "id": "dev-" + disk}, nil)
+			})
+			if err != nil {
+				return false, "", &OpError{Op: OpDiskAttach, Err: err}
+			}
+			d.Attached = true
+			return true, "hot-plugged disk " + disk, nil
+		}
+		d.Attached = true
+		return true, "attached disk " + disk, nil
+	})
+}
+
+// blockNodeName is the QMP node name of a hot-plugged disk: QEMU allows
+// 31 characters, a UUID has 36.
+func blockNodeName(disk string) string {
+	h := fnv.New64a()
+	h.Write([]byte(disk))
+	return fmt.Sprintf("gnt%016x", h.Sum64())
+}
+
+// DiskDetach implements Driver: hot-unplugged through QMP when the
+// instance runs.
+func (k *KVM) DiskDetach(ctx context.Context, inst fsm.Instance, disk string) (Result, error) {
+	if disk == "" {
+		return Result{}, invalid("no disk UUID given")
+	}
+	return k.mutate(ctx, OpDiskDetach, inst, "", func(rec **kvmRecord) (bool, string, error) {
+		r := *rec
+		d := r.disk(disk)
+		if d == nil || !d.Attached {
+			return false, "not attached", nil
+		}
+		if k.pid(inst.UUID) != 0 {
+			err := qmpDo(ctx, k.qmpPath(inst.UUID), func(q *qmpConn) error {
+				if err := q.call(ctx, "device_del", map[string]any{"id": "dev-" + disk}, nil); err != nil {
+					return err
+				}
+				// The guest acknowledges the unplug; until then the
+				// device (and its drive) stay.
+				for {
+					var devs []struct {
+						Name string `json:"name"`
+					}
+					if err := q.call(ctx, "qom-list", map[string]any{"path": "/machine/peripheral"}, &devs); err != nil {
+						return err
+					}
+					present := false
+					for _, x := range devs {
+						if x.Name == "dev-"+disk {
+							present = true
+						}
+					}
+					if !present {
+						return nil
+					}
+					if err := sleep(ctx, 100*time.Millisecond); err != nil {
+						return fmt.Errorf("the guest did not release disk %s: %w", disk, err)
+					}
+				}
+			})
+			if err != nil {
+				return false, "", &OpError{Op: OpDiskDetach, Err: err}
+			}
+			d.Attached = false
+			return true, "hot-unplugged disk " + disk, nil
+		}
+		d.Attached = false
+		return true, "detached disk " + disk, nil
+	})
+}
+
+// DiskReplace implements Driver: file disks have no peer to resync from.
+func (k *KVM) DiskReplace(ctx context.Context, inst fsm.Instance, disk, opID string) (Result, error) {
+	return Result{}, fmt.Errorf("%w: disk replace needs a replicated template (drbd); the kvm driver has file, sharedfile and diskless", ErrNotSupported)
+}
+
+// DiskGrow implements Driver: qemu-img resize, and QMP block_resize when
+// the instance runs so the guest sees the new size.
+func (k *KVM) DiskGrow(ctx context.Context, inst fsm.Instance, disk string) (Result, error) {
+	cd, _, err := configDisk(inst, disk)
+	if err != nil {
+		return Result{}, err
+	}
+	path, err := k.diskPath(inst, disk)
+	if err != nil {
+		return Result{}, err
+	}
+	return k.mutate(ctx, OpDiskGrow, inst, "", func(rec **kvmRecord) (bool, string, error) {
+		sz, err := diskSize(path)
+		switch {
+		case err != nil:
+			return false, "", &OpError{Op: OpDiskGrow, Err: err}
+		case sz < 0:
+			return false, "", notFound("disk %s is not present on this node", disk)
+		case sz == cd.SizeMiB:
+			return false, fmt.Sprintf("disk %s has %d MiB already", disk, sz), nil
+		case sz > cd.SizeMiB:
+			return false, "", stateErr("disk %s has %d MiB, more than the configured %d MiB; disks do not shrink", disk, sz, cd.SizeMiB)
+		}
+		r := *rec
+		if r == nil {
+			r = newKVMRecord(inst)
+			*rec = r
+		}
+		d := r.noteDisk(disk, sz)
+		if d.Attached && k.pid(inst.UUID) != 0 {
+			err = qmpDo(ctx, k.qmpPath(inst.UUID), func(q *qmpConn) error {
+				return q.call(ctx, "block_resize", map[string]any{"device": "disk-" + disk, "size": cd.SizeMiB << 20}, nil)
+			})
+			if err != nil {
+				// A hot-plugged disk is named by its node name.
+				err = qmpDo(ctx, k.qmpPath(inst.UUID), func(q *qmpConn) error {
+					return q.call(ctx, "block_resize", map[string]any{"node-name": blockNodeName(disk), "size": cd.SizeMiB << 20}, nil)
+				})
+			}
+			if err != nil {
+				return false, "", &OpError{Op: OpDiskGrow, Err: err}
+			}
+		} else if err := k.qemuImg(ctx, OpDiskGrow, "resize", "-q", "-f", "raw", path, strconv.FormatInt(cd.SizeMiB, 10)+"M"); err != nil {
+			return false, "", err
+		}
+		d.SizeMiB = cd.SizeMiB
+		return true, fmt.Sprintf("grew disk %s from %d to %d MiB", disk, sz, cd.SizeMiB), nil
+	})
+}
+
+// InstallOS implements Driver. The kvm driver has no OS definitions
+// runner yet: an OS whose name starts with "noop" (Ganeti's noop OS,
+// which installs nothing) is recorded as installed, for instances booting
+// from kernel_path or whose disks were filled otherwise; any other OS is
+// refused as not supported, so an install never silently does nothing.
+func (k *KVM) InstallOS(ctx context.Context, inst fsm.Instance, opID string) (Result, error) {
+	if opID == "" {
+		return Result{}, invalid("OS install needs an op id")
+	}
+	if inst.OS == "" {
+		return Result{}, invalid("instance %s has no OS to install", inst.Name)
+	}
+	if name, _, _ := strings.Cut(inst.OS, "+"); name != "noop" {
+		return Result{}, fmt.Errorf("%w: OS %q: the kvm driver runs no OS definitions yet (only noop, which installs nothing)", ErrNotSupported, inst.OS)
+	}
+	return k.mutate(ctx, OpOSInstall, inst, opID, func(rec **kvmRecord) (bool, string, error) {
+		r := *rec
+		if r.done(OpOSInstall, opID) {
+			return false, "already installed for " + opID, nil
+		}
+		if k.pid(inst.UUID) != 0 {
+			return false, "", stateErr("instance %s runs here; stop it first", inst.Name)
+		}
+		if d, err := k.missingDisk(inst); err != nil {
+			return false, "", err
+		} else if d != "" {
+			return false, "", stateErr("disk %s of instance %s is not present on this node", d, inst.Name)
+		}
+		if r == nil {
+			r = newKVMRecord(inst)
+		}
+		out := "installed " + inst.OS + " (noop: nothing written)"
+		r.OS = inst.OS
+		*rec = r
+		return true, out, nil
+	})
+}
+
+// migrationPort is the TCP port the target of migration id listens on:
+// from the instance's migration_port up, by a hash of the id, so both
+// sides know it without asking each other and two migrations to one node
+// rarely collide.
+func migrationPort(p kvmParams, id, uuid string) int {
+	h := fnv.New32a()
+	h.Write([]byte(id + "/" + uuid))
+	base := p.int("migration_port")
+	if base <= 0 || base > 65535-1000 {
+		base = 8102
+	}
+	return base + int(h.Sum32()%1000)
+}
+
+// Ensure interface.
+var _ Driver = (*KVM)(nil)

@@ -1,0 +1,423 @@
+package agent
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gnt-cluster/gnt/fsm"
+)
+
+// These tests run real guests: qemu-system-x86_64 under TCG booting the
+// host's /boot/vmlinuz-* with the test initramfs of testdata/mkguest.sh
+// (busybox-static), whose /init prints "GNT-GUEST-UP <n>" on the serial
+// console every 100 ms. They skip, saying what is missing, without QEMU.
+
+// needGuest skips the test when what a real guest needs is absent, and
+// returns the kernel and a freshly built initramfs.
+func needGuest(t *testing.T) (kernel, initrd string) {
+	t.Helper()
+	for _, p := range []string{"qemu-system-x86_64", "qemu-img", "cpio"} {
+		if _, err := exec.LookPath(p); err != nil {
+			t.Skipf("SKIP: %s is not installed (apt-get install qemu-system-x86 qemu-utils cpio busybox-static linux-image-amd64): real-guest tests of the kvm driver not run", p)
+		}
+	}
+	kernel = probeKernel()
+	if kernel == "" {
+		t.Skip("SKIP: no kernel in /boot (apt-get install linux-image-amd64): real-guest tests of the kvm driver not run")
+	}
+	dir := t.TempDir()
+	out, err := exec.Command("testdata/mkguest.sh", dir).CombinedOutput()
+	if err != nil {
+		t.Skipf("SKIP: building the test guest failed (busybox-static?): %v\n%s", err, out)
+	}
+	return kernel, filepath.Join(dir, "initramfs.cpio.gz")
+}
+
+// newTestKVM is a kvm driver on TCG in dir; every qemu it leaves is
+// killed when the test ends.
+func newTestKVM(t *testing.T, dir, shared string) *KVM {
+	t.Helper()
+	k, err := NewKVM(KVMConfig{Dir: dir, Node: "node-" + filepath.Base(dir), Addr: "127.0.0.1",
+		FileStorageDir: filepath.Join(dir, "file-storage"), SharedFileStorageDir: shared, Accel: AccelTCG})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { killAll(dir) })
+	return k
+}
+
+// killAll kills the qemus whose pid files are under dir/run.
+func killAll(dir string) {
+	pids, _ := filepath.Glob(filepath.Join(dir, "run", "*", "qemu.pid"))
+	for _, p := range pids {
+		uuid := filepath.Base(filepath.Dir(p))
+		if pid := qemuPID(p, uuid); pid != 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			killQEMU(ctx, pid, uuid)
+			cancel()
+		}
+	}
+}
+
+func guestInstance(kernel, initrd, template string, disks ...fsm.Disk) fsm.Instance {
+	return fsm.Instance{
+		Name: "guest1", UUID: "6b5a1c1e-0000-4000-8000-00000000c0de", DiskTemplate: template,
+		MemoryMiB: 128, VCPUs: 1, OS: "noop", AdminState: "up", Disks: disks, Hypervisor: "kvm",
+		HVParams: map[string]any{"kernel_path": kernel, "initrd_path": initrd, "kernel_args": "quiet", "root_path": ""},
+	}
+}
+
+// serialLines connects to the instance's serial console and sends each
+// line it prints on the returned channel until the test ends.
+func serialLines(t *testing.T, path string) <-chan string {
+	t.Helper()
+	var c net.Conn
+	var err error
+	for i := 0; i < 100; i++ {
+		if c, err = dialUnix(path); err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("serial console %s: %v", path, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	ch := make(chan string, 1024)
+	go func() {
+		defer close(ch)
+		sc := bufio.NewScanner(c)
+		for sc.Scan() {
+			select {
+			case ch <- sc.Text():
+			default:
+			}
+		}
+	}()
+	return ch
+}
+
+// dialUnix connects to a unix socket whose path may be too long for an
+// address.
+func dialUnix(path string) (net.Conn, error) {
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return net.Dial("unix", "/proc/self/fd/"+strconv.Itoa(int(d.Fd()))+"/"+filepath.Base(path))
+}
+
+// waitCount waits for a counter line of the guest above min and returns
+// its count.
+func waitCount(t *testing.T, lines <-chan string, min int, within time.Duration) int {
+	t.Helper()
+	deadline := time.After(within)
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("serial console closed before GNT-GUEST-UP above %d", min)
+			}
+			if f := strings.Fields(l); len(f) == 2 && strings.HasSuffix(f[0], "GNT-GUEST-UP") {
+				if n, err := strconv.Atoi(f[1]); err == nil && n > min {
+					return n
+				}
+			}
+		case <-deadline:
+			t.Fatalf("no GNT-GUEST-UP above %d on the serial console within %s", min, within)
+		}
+	}
+}
+
+// expect checks a call's result: no error, and changed as given.
+func expect(t *testing.T, what string, changed bool) func(Result, error) Result {
+	return func(res Result, err error) Result {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if res.Changed != changed {
+			t.Fatalf("%s: changed %v, want %v (%s)", what, res.Changed, changed, res.Output)
+		}
+		return res
+	}
+}
+
+// TestKVMLifecycle: a file-template guest with one disk boots and prints
+// on its serial console; a second driver on the same directory (a
+// restarted gntd) finds it running; stop, start, a killed qemu reported
+// stopped, disk grow, and remove leaving no file.
+func TestKVMLifecycle(t *testing.T) {
+	kernel, initrd := needGuest(t)
+	dir := t.TempDir()
+	k := newTestKVM(t, dir, "")
+	ctx := context.Background()
+	inst := guestInstance(kernel, initrd, "file", fsm.Disk{UUID: disk0, SizeMiB: 16, Mode: "rw"})
+
+	if _, err := k.Start(ctx, inst); !errors.Is(err, ErrState) {
+		t.Fatalf("start without its disk: %v, want wrong state", err)
+	}
+	expect(t, "disk create", true)(k.DiskCreate(ctx, inst, disk0))
+	expect(t, "disk create again", false)(k.DiskCreate(ctx, inst, disk0))
+	path, _ := k.diskPath(inst, disk0)
+	if fi, err := os.Stat(path); err != nil || fi.Size() != 16<<20 {
+		t.Fatalf("disk file %s: %v %v", path, fi, err)
+	}
+	start := time.Now()
+	res := expect(t, "start", true)(k.Start(ctx, inst))
+	lines := serialLines(t, k.SerialPath(inst.UUID))
+	n := waitCount(t, lines, -1, 2*time.Minute)
+	t.Logf("booted (TCG) to the marker in %s: %s", time.Since(start).Round(time.Millisecond), res.Output)
+	expect(t, "start again", false)(k.Start(ctx, inst))
+	st, err := k.Status(ctx, inst)
+	if err != nil || st.State != StateRunning || st.MemoryMiB != 128 || st.VCPUs != 1 || st.BootID == "" {
+		t.Fatalf("status %+v %v", st, err)
+	}
+	if d, ok := st.Disk(disk0); !ok || !d.Attached || d.SizeMiB != 16 {
+		t.Fatalf("disk status %+v", st.Disks)
+	}
+
+	// A restarted gntd: a new driver on the same directory.
+	k2 := newTestKVM(t, dir, "")
+	st2, err := k2.Status(ctx, inst)
+	if err != nil || st2.State != StateRunning || st2.BootID != st.BootID {
+		t.Fatalf("status after restart %+v %v, want running with boot id %s", st2, err, st.BootID)
+	}
+	waitCount(t, lines, n, time.Minute)
+
+	// Grow while it runs: QMP block_resize.
+	grown := inst
+	grown.Disks = []fsm.Disk{{UUID: disk0, SizeMiB: 32, Mode: "rw"}}
+	expect(t, "disk grow (running)", true)(k2.DiskGrow(ctx, grown, disk0))
+	expect(t, "disk grow again", false)(k2.DiskGrow(ctx, grown, disk0))
+	if fi, _ := os.Stat(path); fi.Size() != 32<<20 {
+		t.Fatalf("disk size after grow %d", fi.Size())
+	}
+	if _, err := k2.Remove(ctx, grown); !errors.Is(err, ErrState) {
+		t.Fatalf("remove while running: %v", err)
+	}
+
+	// A graceful stop: the guest's acpid powers it off (when the test
+	// guest could be built with the kernel's ACPI button module).
+	res = expect(t, "stop (graceful)", true)(k2.Stop(ctx, grown, StopOptions{Timeout: time.Minute}))
+	_, acpi := os.Stat(filepath.Join(filepath.Dir(initrd), "acpi"))
+	if acpi == nil && res.Output != "shut down gracefully" {
+		t.Fatalf("graceful stop: %s", res.Output)
+	}
+	t.Logf("stop: %s", res.Output)
+	if st, _ := k2.Status(ctx, grown); st.State != StateStopped || st.BootID != "" {
+		t.Fatalf("status after stop %+v", st)
+	}
+	expect(t, "stop again", false)(k2.Stop(ctx, grown, StopOptions{}))
+
+	// kill -9 of qemu: the instance is reported stopped.
+	expect(t, "start again", true)(k2.Start(ctx, grown))
+	pid := k2.pid(inst.UUID)
+	if pid == 0 {
+		t.Fatal("no qemu after start")
+	}
+	syscall.Kill(pid, syscall.SIGKILL)
+	waitGone(ctx, pid, inst.UUID)
+	if st, _ := k2.Status(ctx, grown); st.State != StateStopped {
+		t.Fatalf("status after kill -9 of qemu: %+v", st)
+	}
+	expect(t, "stop after kill", false)(k2.Stop(ctx, grown, StopOptions{}))
+
+	// Hard reboot of a stopped instance starts it (as Ganeti does), once per op id.
+	expect(t, "reboot", true)(k2.Reboot(ctx, grown, RebootOptions{OpID: "r1", Type: RebootHard}))
+	expect(t, "reboot again", false)(k2.Reboot(ctx, grown, RebootOptions{OpID: "r1", Type: RebootHard}))
+	expect(t, "force stop", true)(k2.Stop(ctx, grown, StopOptions{Force: true}))
+
+	expect(t, "remove", true)(k2.Remove(ctx, grown))
+	if _, err := k2.Status(ctx, grown); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("status after remove: %v", err)
+	}
+	assertNoFiles(t, filepath.Join(dir, "file-storage"))
+	assertNoFiles(t, filepath.Join(dir, "run"))
+}
+
+// assertNoFiles fails when dir holds anything.
+func assertNoFiles(t *testing.T, dir string) {
+	t.Helper()
+	var left []string
+	filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && p != dir {
+			left = append(left, p)
+		}
+		return nil
+	})
+	if len(left) > 0 {
+		t.Fatalf("files left under %s: %v", dir, left)
+	}
+}
+
+// TestKVMHotplug: a disk created while the guest runs is hot-plugged and
+// unplugged through QMP; a disk attached to the running guest cannot be
+// removed.
+func TestKVMHotplug(t *testing.T) {
+	kernel, initrd := needGuest(t)
+	dir := t.TempDir()
+	k := newTestKVM(t, dir, "")
+	ctx := context.Background()
+	inst := guestInstance(kernel, initrd, "file")
+	expect(t, "start diskless-so-far", true)(k.Start(ctx, inst))
+	waitCount(t, serialLines(t, k.SerialPath(inst.UUID)), -1, 2*time.Minute)
+	inst.Disks = []fsm.Disk{{UUID: disk1, SizeMiB: 8, Mode: "rw"}}
+	expect(t, "disk create", true)(k.DiskCreate(ctx, inst, disk1))
+	expect(t, "disk attach (hot-plug)", true)(k.DiskAttach(ctx, inst, disk1))
+	expect(t, "disk attach again", false)(k.DiskAttach(ctx, inst, disk1))
+	if _, err := k.DiskRemove(ctx, inst, disk1); !errors.Is(err, ErrState) {
+		t.Fatalf("remove of an attached disk: %v", err)
+	}
+	var devs []struct {
+		Name string `json:"name"`
+	}
+	if err := qmpDo(ctx, k.qmpPath(inst.UUID), func(q *qmpConn) error {
+		return q.call(ctx, "qom-list", map[string]any{"path": "/machine/peripheral"}, &devs)
+	}); err != nil || !strings.Contains(fmt.Sprint(devs), "dev-"+disk1) {
+		t.Fatalf("qemu's devices after hot-plug: %v %v", devs, err)
+	}
+	expect(t, "disk detach (hot-unplug)", true)(k.DiskDetach(ctx, inst, disk1))
+	expect(t, "disk remove", true)(k.DiskRemove(ctx, inst, disk1))
+	expect(t, "disk remove again", false)(k.DiskRemove(ctx, inst, disk1))
+	expect(t, "stop", true)(k.Stop(ctx, inst, StopOptions{Force: true}))
+	expect(t, "remove", true)(k.Remove(ctx, inst))
+	assertNoFiles(t, filepath.Join(dir, "file-storage"))
+}
+
+// TestKVMMigrate: two nodes sharing a sharedfile directory; the guest
+// live-migrates from one to the other through QEMU, its serial counter
+// going on at the target; one qemu before and after.
+func TestKVMMigrate(t *testing.T) {
+	kernel, initrd := needGuest(t)
+	root := t.TempDir()
+	shared := filepath.Join(root, "shared")
+	src := newTestKVM(t, filepath.Join(root, "a"), shared)
+	dst := newTestKVM(t, filepath.Join(root, "b"), shared)
+	src.SetSend(func(ctx context.Context, m Migration, h Handoff) error {
+		_, err := dst.MigrateReceive(ctx, h)
+		return err
+	})
+	ctx := context.Background()
+	inst := guestInstance(kernel, initrd, "sharedfile", fsm.Disk{UUID: disk0, SizeMiB: 8, Mode: "rw"})
+	expect(t, "disk create", true)(src.DiskCreate(ctx, inst, disk0))
+	expect(t, "start", true)(src.Start(ctx, inst))
+	n := waitCount(t, serialLines(t, src.SerialPath(inst.UUID)), -1, 2*time.Minute)
+	boot, _ := src.Status(ctx, inst)
+
+	m := Migration{ID: "mig1", PeerNode: "b", Peer: "127.0.0.1:1811"}
+	expect(t, "prepare", true)(dst.MigratePrepare(ctx, inst, Migration{ID: "mig1", PeerNode: "a"}))
+	expect(t, "prepare again", false)(dst.MigratePrepare(ctx, inst, Migration{ID: "mig1", PeerNode: "a"}))
+	res := expect(t, "send", true)(src.MigrateSend(ctx, inst, m))
+	t.Logf("send: %s", res.Output)
+	expect(t, "send again", false)(src.MigrateSend(ctx, inst, m))
+	if _, err := src.MigrateAbort(ctx, inst, m); !errors.Is(err, ErrState) {
+		t.Fatalf("abort on the source after send: %v", err)
+	}
+	expect(t, "finish", true)(dst.MigrateFinish(ctx, inst, m))
+	expect(t, "finish again", false)(dst.MigrateFinish(ctx, inst, m))
+	waitCount(t, serialLines(t, dst.SerialPath(inst.UUID)), n, time.Minute)
+	st, _ := dst.Status(ctx, inst)
+	if st.State != StateRunning || st.BootID != boot.BootID {
+		t.Fatalf("target after finish %+v, want running with boot id %s", st, boot.BootID)
+	}
+	if st, _ := src.Status(ctx, inst); st.State != StateStopped || src.pid(inst.UUID) != 0 {
+		t.Fatalf("source after migration %+v (pid %d)", st, src.pid(inst.UUID))
+	}
+	// And back, aborted after preparing: the guest stays where it runs.
+	back := Migration{ID: "mig2", PeerNode: "a", Peer: "127.0.0.1:1811"}
+	expect(t, "prepare back", true)(src.MigratePrepare(ctx, inst, back))
+	expect(t, "abort source", false)(dst.MigrateAbort(ctx, inst, back))
+	expect(t, "abort target", true)(src.MigrateAbort(ctx, inst, back))
+	if src.pid(inst.UUID) != 0 || dst.pid(inst.UUID) == 0 {
+		t.Fatalf("after the abort: source pid %d, target pid %d; want only the target", src.pid(inst.UUID), dst.pid(inst.UUID))
+	}
+}
+
+// TestKVMParams: unknown keys, values of the wrong kind and settings the
+// driver does not honour are refused, each named; good values pass.
+func TestKVMParams(t *testing.T) {
+	for _, c := range []struct {
+		hv   map[string]any
+		want string // "" = accepted
+	}{
+		{map[string]any{}, ""},
+		{map[string]any{"kernel_path": "/boot/x", "acpi": "false", "serial_speed": 115200.0, "kvm_flag": "disabled"}, ""},
+		{map[string]any{"vnc_bind_address": ""}, ""},
+		{map[string]any{"kernel_pth": "/x"}, "kernel_pth: not a parameter"},
+		{map[string]any{"acpi": "maybe"}, "acpi: want true or false"},
+		{map[string]any{"serial_speed": -1.0}, "serial_speed: want a whole number"},
+		{map[string]any{"serial_speed": 1.5}, "serial_speed: want a whole number"},
+		{map[string]any{"disk_type": "scsi"}, `disk_type: "scsi": want one of`},
+		{map[string]any{"kvm_flag": true}, "kvm_flag: want one of"},
+		{map[string]any{"vnc_bind_address": "0.0.0.0"}, "vnc_bind_address: the kvm driver does not support it yet"},
+		{map[string]any{"kernel_args": "a\nb"}, "kernel_args: contains a NUL or newline"},
+		{map[string]any{"kernel_args": strings.Repeat("x", 5000)}, "over the limit of 4096"},
+	} {
+		_, err := parseKVMParams(c.hv)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%v: %v", c.hv, err)
+		case c.want != "" && (err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%v: %v, want invalid %q", c.hv, err, c.want)
+		}
+	}
+	inst := fsm.Instance{Name: "x", UUID: "u1", Hypervisor: "fake"}
+	if _, err := instanceParams(inst); err == nil || !strings.Contains(err.Error(), "hypervisor fake") {
+		t.Errorf("instance of another hypervisor: %v", err)
+	}
+}
+
+// TestKVMRefusals: what the driver cannot do is refused before anything
+// changes, without QEMU.
+func TestKVMRefusals(t *testing.T) {
+	dir := t.TempDir()
+	k, err := NewKVM(KVMConfig{Dir: dir, Accel: AccelTCG, FileStorageDir: filepath.Join(dir, "fs")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	inst := fsm.Instance{Name: "x", UUID: "u1", DiskTemplate: "plain", Disks: []fsm.Disk{{UUID: disk0, SizeMiB: 8}}, MemoryMiB: 64, VCPUs: 1}
+	if _, err := k.DiskCreate(ctx, inst, disk0); !errors.Is(err, ErrNotSupported) {
+		t.Errorf("plain disk: %v", err)
+	}
+	inst.DiskTemplate = "sharedfile"
+	if _, err := k.DiskCreate(ctx, inst, disk0); !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), "no sharedfile storage directory") {
+		t.Errorf("sharedfile without its directory: %v", err)
+	}
+	inst.DiskTemplate = "file"
+	inst.HVParams = map[string]any{"bogus": 1.0}
+	expect(t, "disk create", true)(k.DiskCreate(ctx, inst, disk0))
+	if _, err := k.Start(ctx, inst); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "bogus") {
+		t.Errorf("start with an unknown hvparam: %v", err)
+	}
+	inst.HVParams = nil
+	inst.NICs = []fsm.NIC{{MAC: "aa:00:00:00:00:01"}}
+	if _, err := k.Start(ctx, inst); !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), "NIC") {
+		t.Errorf("start with a NIC: %v", err)
+	}
+	if st, err := k.Status(ctx, inst); err != nil || st.State != StateStopped {
+		t.Errorf("status after the refusals: %+v %v", st, err)
+	}
+	inst.OS = "debootstrap"
+	if _, err := k.InstallOS(ctx, inst, "op1"); !errors.Is(err, ErrNotSupported) {
+		t.Errorf("install of an OS: %v", err)
+	}
+	inst.OS = "noop"
+	expect(t, "install noop", true)(k.InstallOS(ctx, inst, "op1"))
+	expect(t, "install noop again", false)(k.InstallOS(ctx, inst, "op1"))
+	expect(t, "remove", true)(k.Remove(ctx, inst))
+	assertNoFiles(t, filepath.Join(dir, "fs"))
+}
