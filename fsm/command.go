@@ -215,7 +215,10 @@ type LeaderEstablish struct {
 // Version 13 adds the job filter rules (CmdFilterPut, CmdFilterRemove,
 // JobCancel.Filter); while a rule that holds jobs exists no submission
 // takes the configuration fast path.
-const LogVersion = 13
+//
+// Version 14 changes no entry's shape but a rule: instances of disk
+// templates file and sharedfile are accepted.
+const LogVersion = 14
 
 // Job update actions.
 const (

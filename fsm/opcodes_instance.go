@@ -126,7 +126,7 @@ func (o *OpInstanceCreate) Validate() *Error {
 		return errf(CodeInval, "commit", "forthcoming and commit exclude each other: reserve first, then commit")
 	}
 	switch o.Template() {
-	case DTPlain, DTDrbd:
+	case DTPlain, DTDrbd, DTFile, DTSharedFile:
 		if len(o.Disks) == 0 {
 			return errf(CodeInval, "disks", "disk template %s needs at least one disk", o.Template())
 		}
@@ -135,7 +135,7 @@ func (o *OpInstanceCreate) Validate() *Error {
 			return errf(CodeInval, "disks", "a diskless instance has no disks")
 		}
 	default:
-		return errf(CodeInval, "disk_template", "disk template %q is not plain, drbd or diskless", o.DiskTemplate)
+		return errf(CodeInval, "disk_template", "disk template %q is not plain, drbd, file, sharedfile or diskless", o.DiskTemplate)
 	}
 	if len(o.Disks) > MaxDisksPerInstance {
 		return errf(CodeInval, "disks", "an instance has at most %d disks, got %d", MaxDisksPerInstance, len(o.Disks))

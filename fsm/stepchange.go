@@ -101,6 +101,11 @@ const (
 	DTPlain    = "plain"
 	DTDrbd     = "drbd"
 	DTDiskless = "diskless"
+	// DTFile disks are files in the primary node's file storage
+	// directory; DTSharedFile disks are files in a directory every node
+	// shares (Ganeti's file and sharedfile). Both have no secondary.
+	DTFile       = "file"
+	DTSharedFile = "sharedfile"
 )
 
 // Instance admin states.
@@ -202,11 +207,11 @@ func (t *txn) checkInstanceNodes(in *Instance) *Error {
 	}
 	want := 0
 	switch in.DiskTemplate {
-	case DTPlain, DTDiskless:
+	case DTPlain, DTDiskless, DTFile, DTSharedFile:
 	case DTDrbd:
 		want = 1
 	default:
-		return errf(CodeInval, "instance.disk_template", "disk template %q is not plain, drbd or diskless", in.DiskTemplate)
+		return errf(CodeInval, "instance.disk_template", "disk template %q is not plain, drbd, file, sharedfile or diskless", in.DiskTemplate)
 	}
 	if len(in.SecondaryNodes) != want {
 		return errf(CodeInval, "instance.secondary_nodes", "disk template %s needs %d secondary node(s), got %d", in.DiskTemplate, want, len(in.SecondaryNodes))

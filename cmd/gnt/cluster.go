@@ -92,7 +92,7 @@ func (e environment) clusterCommand() *cli.Command {
 					&cli.StringFlag{Name: "memory", Value: "128", Usage: "memory per instance, e.g. 512 or 2G"},
 					&cli.StringSliceFlag{Name: "disk", Usage: "a disk of `SIZE` (repeatable)"},
 					&cli.IntFlag{Name: "vcpus", Value: 1, Usage: "vcpus per instance"},
-					&cli.StringFlag{Name: "disk-template", Aliases: []string{"t"}, Usage: "plain, drbd or diskless (default: plain with disks)"},
+					&cli.StringFlag{Name: "disk-template", Aliases: []string{"t"}, Usage: "plain, drbd, file, sharedfile or diskless (default: plain with disks)"},
 					&cli.StringFlag{Name: "group", Usage: "only this node group"},
 				},
 				Action: e.do(clusterCapacity),

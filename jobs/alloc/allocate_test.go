@@ -358,7 +358,7 @@ func TestAllocatePinned(t *testing.T) {
 		{"same name twice", Request{Template: TemplateDRBD, Nodes: []string{"a", "a"}}, fsm.CodeInval},
 		{"secondary for plain", Request{Template: TemplatePlain, Nodes: []string{"a", "b"}}, fsm.CodeInval},
 		{"no template", Request{MemoryMiB: 1}, fsm.CodeInval},
-		{"file template", Request{Template: "file"}, fsm.CodeInval},
+		{"rbd template", Request{Template: "rbd"}, fsm.CodeInval},
 		{"negative memory", Request{Template: TemplatePlain, MemoryMiB: -1}, fsm.CodeInval},
 		{"negative vcpus", Request{Template: TemplatePlain, VCPUs: -1}, fsm.CodeInval},
 		{"negative disk", Request{Template: TemplatePlain, Disks: []int64{1, -1}}, fsm.CodeInval},

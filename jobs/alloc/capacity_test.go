@@ -124,7 +124,7 @@ func TestCapacityBadSpec(t *testing.T) {
 	for _, spec := range []Request{
 		{Template: TemplatePlain},
 		{Template: TemplateDiskless, VCPUs: 0, MemoryMiB: 0},
-		{Template: "sharedfile", MemoryMiB: 1},
+		{Template: "rbd", MemoryMiB: 1},
 		{Template: TemplatePlain, MemoryMiB: 1, Group: "g3"},
 	} {
 		t.Run(fmt.Sprintf("%+v", spec), func(t *testing.T) {

@@ -11,6 +11,10 @@ const (
 	TemplatePlain    = "plain"    // local LVM disks on the primary node only
 	TemplateDRBD     = "drbd"     // disks mirrored on a primary and a secondary node
 	TemplateDiskless = "diskless" // no disks
+	// TemplateFile disks are files on the primary node; TemplateSharedFile
+	// disks files in storage every node shares, which takes no node's disk.
+	TemplateFile       = "file"
+	TemplateSharedFile = "sharedfile"
 )
 
 // DRBDMetaMiB is the DRBD metadata each drbd disk takes besides its size,
@@ -25,7 +29,7 @@ type Request struct {
 	// Name is used in messages only; it may be empty (a forthcoming
 	// instance without a name).
 	Name string `json:"name,omitempty"`
-	// Template is the disk template: plain, drbd or diskless.
+	// Template is the disk template: plain, drbd, file, sharedfile or diskless.
 	Template string `json:"disk_template"`
 	// MemoryMiB, VCPUs and Disks (sizes in MiB) are what the instance
 	// needs. A diskless instance has no disks.
@@ -85,13 +89,13 @@ func inval(field, format string, args ...any) *fsm.Error {
 func (r *Request) check() (need, *fsm.Error) {
 	var nd need
 	switch r.Template {
-	case TemplatePlain, TemplateDiskless:
+	case TemplatePlain, TemplateDiskless, TemplateFile, TemplateSharedFile:
 	case TemplateDRBD:
 		nd.drbd = true
 	case "":
 		return nd, inval("disk_template", "the disk template is missing")
 	default:
-		return nd, inval("disk_template", "disk template %q cannot be placed (plain, drbd or diskless)", r.Template)
+		return nd, inval("disk_template", "disk template %q cannot be placed (plain, drbd, file, sharedfile or diskless)", r.Template)
 	}
 	if r.MemoryMiB < 0 {
 		return nd, inval("memory", "memory must not be negative, got %d", r.MemoryMiB)
@@ -124,6 +128,9 @@ func (r *Request) check() (need, *fsm.Error) {
 
 // diskNeed is the disk an instance takes on each of its nodes.
 func diskNeed(template string, sizes []int64) int64 {
+	if template == TemplateSharedFile {
+		return 0
+	}
 	var sum int64
 	for _, s := range sizes {
 		sum += s
