@@ -151,7 +151,8 @@ func probeAccel(ctx context.Context, bin, kernel string, timeout time.Duration) 
 	cmd := exec.CommandContext(ctx, bin, "-accel", "kvm", "-m", "128", "-display", "none", "-nodefaults",
 		"-no-user-config", "-no-reboot", "-kernel", kernel, "-append", "console=ttyS0 panic=-1", "-serial", "stdio")
 	cmd.Env = []string{"PATH=/sbin:/bin:/usr/sbin:/usr/bin"}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// The probe guest dies with gntd (unlike the instances' qemus).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
 	out, err := cmd.StdoutPipe()
