@@ -265,6 +265,10 @@ type Status struct {
 	// driver knows it (0 when not running or not known).
 	MemoryMiB int64 `json:"memory,omitempty"`
 	VCPUs     int   `json:"vcpus,omitempty"`
+	// Console is the unix socket of the running instance's serial
+	// console on this node ("" when it has none: not running, or a
+	// driver without consoles).
+	Console string `json:"console,omitempty"`
 }
 
 // Disk returns the status of the disk with the given UUID, if present.

@@ -366,6 +366,9 @@ func (k *KVM) status(ctx context.Context, r *kvmRecord) Status {
 	default:
 		st.State, st.BootID = StateRunning, r.BootID
 		st.MemoryMiB, st.VCPUs = r.RunMemory, r.RunVCPUs
+		if _, err := os.Stat(k.SerialPath(inst.UUID)); err == nil {
+			st.Console = k.SerialPath(inst.UUID)
+		}
 		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		if mem, cpus, err := queryRuntime(qctx, k.qmpPath(inst.UUID)); err == nil {
 			st.MemoryMiB, st.VCPUs = mem, cpus

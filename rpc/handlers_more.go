@@ -55,8 +55,9 @@ func notImplemented(format string, args ...any) *APIError {
 // ToDict leaves them out.
 type InstanceConsole struct {
 	Instance string `json:"instance"`
-	// Kind is one of "message", "ssh", "vnc", "spice"; gnt's node agents
-	// offer no console, so it is always "message".
+	// Kind is one of "message", "ssh", "vnc", "spice"; gnt answers "ssh"
+	// for a guest whose node reports a serial console (the kvm driver),
+	// else "message".
 	Kind    string   `json:"kind"`
 	Message string   `json:"message,omitempty"`
 	Host    string   `json:"host,omitempty"`
@@ -66,12 +67,15 @@ type InstanceConsole struct {
 	Display int      `json:"display,omitempty"`
 }
 
-// serveConsole answers how to reach an instance's console. gnt's node
-// agents (agent.Driver) have no console operation, so the answer is
-// Ganeti's "message" kind saying so and naming the primary node, where
-// the hypervisor's own tools reach the console. Ganeti refuses the
-// console of an instance that is not running; so does gnt (409
-// wrong_state), of one whose administrative state is not up.
+// serveConsole answers how to reach an instance's console. When the
+// runtime view has the instance running on its primary node with a
+// serial console socket (the kvm driver), the answer is Ganeti's KVM
+// "ssh" kind: ssh as root to the primary node (its ndparams ssh_port)
+// and run socat on the socket, as Ganeti does (without its wrapper
+// script). Otherwise it is Ganeti's "message" kind naming the primary
+// node, where the hypervisor's own tools reach the console. Ganeti
+// refuses the console of an instance that is not running; so does gnt
+// (409 wrong_state), of one whose administrative state is not up.
 func (s *Server) serveConsole(w http.ResponseWriter, r *http.Request) error {
 	ref, aerr := instanceRef(r)
 	if aerr != nil {
@@ -88,8 +92,18 @@ func (s *Server) serveConsole(w http.ResponseWriter, r *http.Request) error {
 				Msg: fmt.Sprintf("instance %s is not running (administrative state %s)", i.Name, i.AdminState)})
 		}
 		node := i.PrimaryNode
+		port := 22
 		if n := st.Nodes[i.PrimaryNode]; n != nil {
 			node = n.Name
+			if p, ok := n.NDParams["ssh_port"].(float64); ok && p > 0 {
+				port = int(p)
+			}
+		}
+		if nr, ok := s.runtimeOf().fresh(i.PrimaryNode); ok {
+			if is, ok := nr.Instances[i.UUID]; ok && is.State == NodeStateRunning && is.Console != "" {
+				return InstanceConsole{Instance: i.Name, Kind: "ssh", Host: node, Port: port, User: "root",
+					Command: []string{"socat", "STDIO,raw,echo=0,escape=0x1d", "UNIX-CONNECT:" + is.Console}}, nil
+			}
 		}
 		return InstanceConsole{Instance: i.Name, Kind: "message",
 			Message: fmt.Sprintf("gnt's node agents offer no console access; instance %s runs on node %s, reach its console there with the hypervisor's tools", i.Name, node)}, nil

@@ -59,6 +59,16 @@ func TestInstanceConsole(t *testing.T) {
 			t.Errorf("console answer has key %q: %s", k, r.body)
 		}
 	}
+	// A guest whose node reports a serial console socket (the kvm driver):
+	// Ganeti's KVM answer, ssh to the node and socat on the socket.
+	e.b.SetRuntime(nodeOf(e.b, "node1").UUID, rpc.NodeRuntime{At: e.b.Now(), Driver: "kvm",
+		Instances: map[string]rpc.NodeInstanceStatus{"u1": {UUID: "u1", Name: "web1", State: rpc.NodeStateRunning, Console: "/d/serial.sock"}}})
+	var ssh rpc.InstanceConsole
+	if r := e.do("GET", "/2/instances/web1/console", ""); r.status != http.StatusOK || json.Unmarshal(r.body, &ssh) != nil ||
+		ssh.Kind != "ssh" || ssh.Host != "node1" || ssh.Port != 22 || ssh.User != "root" ||
+		strings.Join(ssh.Command, " ") != "socat STDIO,raw,echo=0,escape=0x1d UNIX-CONNECT:/d/serial.sock" {
+		t.Errorf("console of a kvm guest: %s", r)
+	}
 	for _, c := range []struct {
 		path   string
 		status int

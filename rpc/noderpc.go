@@ -213,6 +213,9 @@ type NodeInstanceStatus struct {
 	// node's driver reports it (0: not running or not reported).
 	MemoryMiB int64 `json:"memory,omitempty"`
 	VCPUs     int   `json:"vcpus,omitempty"`
+	// Console is the unix socket of the running instance's serial
+	// console on the node (the kvm driver's), "" when none.
+	Console string `json:"console,omitempty"`
 }
 
 // Instance states on a node.

@@ -21,7 +21,9 @@ import (
 // The node agent: every gntd, candidate or not, serves the node RPC on
 // Bind:AgentPort (1811) with its hypervisor driver.
 //
-// The driver is Config.Hypervisor: "fake" (records under
+// The driver is Config.Hypervisor: "kvm" (QEMU guests, records and
+// runtime files under <data-dir>/agent/kvm/, disks under FileStorageDir
+// and SharedFileStorageDir), "fake" (records under
 // <data-dir>/agent/fake/) or "exec" (scripts in HooksDir, journal under
 // <data-dir>/agent/exec/). Left empty it is fake with the dev profile
 // (gntd dev and the test harness) and exec otherwise: a production gntd
@@ -39,6 +41,7 @@ import (
 const (
 	HypervisorFake = "fake"
 	HypervisorExec = "exec"
+	HypervisorKVM  = "kvm"
 )
 
 // DefaultHooksDir is where the exec driver's scripts are looked for.
@@ -103,6 +106,22 @@ func (s *Server) newCommands() (*agent.Diagnoser, agent.Commands) {
 func (s *Server) newDriver() (agent.Driver, error) {
 	dir := filepath.Join(s.cfg.DataDir, agentDir)
 	switch s.cfg.HypervisorName() {
+	case HypervisorKVM:
+		fsDir := s.cfg.FileStorageDir
+		if fsDir == "" {
+			fsDir = filepath.Join(s.cfg.DataDir, "file-storage")
+		}
+		log := s.log.Named("kvm")
+		k, err := agent.NewKVM(agent.KVMConfig{
+			Dir: filepath.Join(dir, "kvm"), Node: s.cfg.Name, Addr: s.cfg.Bind,
+			FileStorageDir: fsDir, SharedFileStorageDir: s.cfg.SharedFileStorageDir, Accel: s.cfg.KVMAccel,
+			Info: log.Info, Warn: log.Warn,
+		})
+		if err != nil {
+			return nil, err
+		}
+		k.SetSend(s.sendHandoff)
+		return k, nil
 	case HypervisorFake:
 		return agent.NewFake(agent.FakeConfig{
 			Dir: filepath.Join(dir, "fake"), Node: s.cfg.Name, Delay: s.cfg.FakeDelay.Duration,
@@ -123,7 +142,7 @@ func (s *Server) newDriver() (agent.Driver, error) {
 	}
 }
 
-// sendHandoff carries a fake migration's handoff to the target's agent.
+// sendHandoff carries a fake or kvm migration's handoff to the target's agent.
 func (s *Server) sendHandoff(ctx context.Context, m agent.Migration, h agent.Handoff) error {
 	key := s.nodeKey()
 	if key == nil {
@@ -361,7 +380,7 @@ func durationString(d time.Duration) string {
 
 func toNodeStatus(st agent.Status) rpc.NodeInstanceStatus {
 	out := rpc.NodeInstanceStatus{UUID: st.UUID, Name: st.Name, State: string(st.State), OS: st.OS, BootID: st.BootID,
-		Disks: make([]rpc.NodeDisk, 0, len(st.Disks)), MemoryMiB: st.MemoryMiB, VCPUs: st.VCPUs}
+		Disks: make([]rpc.NodeDisk, 0, len(st.Disks)), MemoryMiB: st.MemoryMiB, VCPUs: st.VCPUs, Console: st.Console}
 	for _, d := range st.Disks {
 		out.Disks = append(out.Disks, rpc.NodeDisk{UUID: d.UUID, SizeMiB: d.SizeMiB, Attached: d.Attached, Generation: d.Generation})
 	}

@@ -134,6 +134,13 @@ type Config struct {
 	HookTimeout Duration `json:"hook_timeout"`
 	// FakeDelay is how long each operation of the fake driver takes.
 	FakeDelay Duration `json:"fake_delay"`
+	// KVMAccel forces the kvm driver's accelerator ("kvm" or "tcg"; empty:
+	// probe). FileStorageDir and SharedFileStorageDir hold its disks of
+	// templates file (default <data-dir>/file-storage) and sharedfile
+	// (empty: refused).
+	KVMAccel             string `json:"kvm_accel"`
+	FileStorageDir       string `json:"file_storage_dir"`
+	SharedFileStorageDir string `json:"shared_file_storage_dir"`
 	// DiagnoseCommandsDir and RepairCommandsDir are the whitelist
 	// directories of the self-diagnose and the repair commands (default
 	// agent.DefaultDiagnoseDir and agent.DefaultRepairDir).
@@ -222,9 +229,19 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--executor-concurrency must be positive, got %d", c.ExecutorConcurrency)
 	}
 	switch c.Hypervisor {
-	case "", HypervisorFake, HypervisorExec:
+	case "", HypervisorFake, HypervisorExec, HypervisorKVM:
 	default:
-		return fmt.Errorf("--hypervisor %q: want fake or exec", c.Hypervisor)
+		return fmt.Errorf("--hypervisor %q: want kvm, fake or exec", c.Hypervisor)
+	}
+	switch c.KVMAccel {
+	case "", "kvm", "tcg":
+	default:
+		return fmt.Errorf("--kvm-accel %q: want kvm or tcg (or nothing: probe)", c.KVMAccel)
+	}
+	for _, d := range []struct{ flag, v string }{{"--file-storage-dir", c.FileStorageDir}, {"--shared-file-storage-dir", c.SharedFileStorageDir}} {
+		if d.v != "" && (!filepath.IsAbs(d.v) || filepath.Clean(d.v) != d.v) {
+			return fmt.Errorf("%s %q: want a clean absolute path", d.flag, d.v)
+		}
 	}
 	if c.HookTimeout.Duration < 0 || c.FakeDelay.Duration < 0 {
 		return fmt.Errorf("--hook-timeout and --fake-delay must not be negative")

@@ -27,7 +27,7 @@ func (e environment) instanceOpCommands() []*cli.Command {
 			Usage:     "create an instance, placed by the allocator unless --node is given",
 			ArgsUsage: "NAME",
 			Flags: []cli.Flag{
-				&cli.StringFlag{Name: "disk-template", Aliases: []string{"t"}, Usage: "plain, drbd or diskless (default: plain with disks)"},
+				&cli.StringFlag{Name: "disk-template", Aliases: []string{"t"}, Usage: "plain, drbd, file, sharedfile or diskless (default: plain with disks)"},
 				&cli.StringSliceFlag{Name: "disk", Usage: "a disk of `SIZE` (e.g. 10G, 512M; repeatable)"},
 				&cli.StringFlag{Name: "memory", Usage: "memory, e.g. 512 (MiB) or 2G"},
 				&cli.IntFlag{Name: "vcpus", Usage: "virtual CPUs"},
@@ -56,6 +56,9 @@ func (e environment) instanceOpCommands() []*cli.Command {
 		one("shutdown", "stop an instance", []cli.Flag{
 			&cli.BoolFlag{Name: "no-remember", Usage: "do not record the instance as down"},
 		}, instanceSimple(http.MethodPut, "/shutdown", "no-remember")),
+		one("console", "attach to an instance's console (ssh to its node, socat on the serial console's socket)", []cli.Flag{
+			&cli.BoolFlag{Name: "show-cmd", Usage: "print the command instead of running it"},
+		}, instanceConsole),
 		one("reboot", "reboot an instance", []cli.Flag{
 			&cli.StringFlag{Name: "type", Usage: "soft, hard (default) or full"},
 		}, instanceReboot),

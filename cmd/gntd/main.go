@@ -80,7 +80,10 @@ func agentCommand() *cli.Command {
 			&cli.Int64Flag{Name: "memory-mib", Usage: "memory to report (0: unknown)"},
 			&cli.Int64Flag{Name: "disk-mib", Usage: "disk to report (0: unknown)"},
 			&cli.IntFlag{Name: "cpus", Usage: "CPUs to report (0: detect)"},
-			&cli.StringFlag{Name: "hypervisor", Usage: "node agent driver: fake or exec (default: fake with --profile dev, else exec)"},
+			&cli.StringFlag{Name: "hypervisor", Usage: "node agent driver: kvm, fake or exec (default: fake with --profile dev, else exec)"},
+			&cli.StringFlag{Name: "kvm-accel", Usage: "kvm driver: the guests' accelerator, kvm or tcg (default: probe KVM at start, else tcg)"},
+			&cli.StringFlag{Name: "file-storage-dir", Usage: "kvm driver: the disks of template file (default <data-dir>/file-storage)"},
+			&cli.StringFlag{Name: "shared-file-storage-dir", Usage: "kvm driver: the disks of template sharedfile, a directory every node shares (default: none, sharedfile refused)"},
 			&cli.StringFlag{Name: "hooks-dir", Usage: "the exec driver's scripts (default " + server.DefaultHooksDir + ")"},
 			&cli.DurationFlag{Name: "hook-timeout", Usage: "bound of one exec driver script run (0: 5m)"},
 			&cli.DurationFlag{Name: "fake-delay", Usage: "how long each fake driver operation takes"},
@@ -146,6 +149,9 @@ func agentCommand() *cli.Command {
 			}
 			setStr("hypervisor", &cfg.Hypervisor)
 			setStr("hooks-dir", &cfg.HooksDir)
+			setStr("kvm-accel", &cfg.KVMAccel)
+			setStr("file-storage-dir", &cfg.FileStorageDir)
+			setStr("shared-file-storage-dir", &cfg.SharedFileStorageDir)
 			if c.IsSet("hook-timeout") {
 				cfg.HookTimeout.Duration = c.Duration("hook-timeout")
 			}
