@@ -165,6 +165,17 @@ func (k *KVM) Accel(ctx context.Context) (accel, why string, err error) {
 	}
 }
 
+// Accelerator is the accelerator guests get by default here and why,
+// without waiting: "" while the probe runs.
+func (k *KVM) Accelerator() (accel, why string) {
+	select {
+	case <-k.probeDone:
+		return k.accel, k.accelWhy
+	default:
+		return "", "probing KVM"
+	}
+}
+
 // Name implements Driver.
 func (k *KVM) Name() string { return "kvm" }
 

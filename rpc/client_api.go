@@ -109,6 +109,11 @@ type NodeInfo struct {
 	// while unknown).
 	Liveness      string   `json:"gnt_liveness"`
 	LivenessSince *float64 `json:"gnt_liveness_since"`
+	// Hypervisor is the driver of the node's agent and Accel the kvm
+	// driver's accelerator and why, as the runtime view last saw them
+	// (null: not known).
+	Hypervisor *string `json:"gnt_hypervisor"`
+	Accel      *string `json:"gnt_accel"`
 	// Figures gnt does not know, always null: the memory the node's OS
 	// uses, its CPU threads for the OS, NUMA nodes and sockets, spindles.
 	MNode    *int64 `json:"mnode"`

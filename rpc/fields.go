@@ -37,8 +37,11 @@ type NodeRuntime struct {
 	At time.Time
 	// Err is set when the node's agent did not answer the last poll.
 	Err string
-	// Driver is the agent's hypervisor driver.
-	Driver string
+	// Driver is the agent's hypervisor driver; Accel and AccelNote the kvm
+	// driver's accelerator and why.
+	Driver    string
+	Accel     string
+	AccelNote string
 	// Instances are the instances the agent reports, by UUID.
 	Instances map[string]NodeInstanceStatus
 }
@@ -240,10 +243,12 @@ var NodeFieldNames = []string{
 }
 
 // GntNodeFieldNames are gnt's additions to a node object.
-var GntNodeFieldNames = []string{"group", "powered", "addrs", "version", "gnt_liveness", "gnt_liveness_since"}
+var GntNodeFieldNames = []string{"group", "powered", "addrs", "version", "gnt_liveness", "gnt_liveness_since",
+	"gnt_hypervisor", "gnt_accel"}
 
-// NodeFields builds a node object; insts is InstancesByNode of st.
-func NodeFields(st *fsm.State, n *fsm.Node, insts map[string]*NodeInstances) map[string]any {
+// NodeFields builds a node object; insts is InstancesByNode of st, rt
+// the runtime view (nil: none).
+func NodeFields(st *fsm.State, n *fsm.Node, insts map[string]*NodeInstances, rt *Runtime) map[string]any {
 	ni := insts[n.UUID]
 	if ni == nil {
 		ni = &NodeInstances{}
@@ -264,6 +269,13 @@ func NodeFields(st *fsm.State, n *fsm.Node, insts map[string]*NodeInstances) map
 		"mnode": nil, "cnos": nil, "cnodes": nil, "csockets": nil, "sptotal": nil, "spfree": nil,
 		"group": "", "mfree": nil, "dfree": nil, "powered": nil,
 		"gnt_liveness": NodeLivenessUnknown, "gnt_liveness_since": nil,
+		"gnt_hypervisor": nil, "gnt_accel": nil,
+	}
+	if nr, ok := rt.fresh(n.UUID); ok && nr.Driver != "" {
+		v["gnt_hypervisor"] = nr.Driver
+		if nr.Accel != "" {
+			v["gnt_accel"] = nr.Accel + ": " + nr.AccelNote
+		}
 	}
 	if g := st.Groups[n.Group]; g != nil {
 		v["group"] = g.Name

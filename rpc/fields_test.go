@@ -139,6 +139,15 @@ func TestFieldListInfo(t *testing.T) {
 	if _, ok := info.HVParams["fake"]; !ok {
 		t.Errorf("hvparams %v", info.HVParams)
 	}
+	// A node's driver and the kvm driver's accelerator show on the node.
+	b.SetRuntime(n1, rpc.NodeRuntime{At: b.Now(), Driver: "kvm", Accel: "tcg", AccelNote: "no /dev/kvm"})
+	if n, err := e.c.Node(ctx(t), "node1"); err != nil || n.Hypervisor == nil || *n.Hypervisor != "kvm" ||
+		n.Accel == nil || *n.Accel != "tcg: no /dev/kvm" {
+		t.Errorf("node1 %+v %v", n, err)
+	}
+	if n, err := e.c.Node(ctx(t), "node2"); err != nil || n.Hypervisor == nil || *n.Hypervisor != "exec" || n.Accel != nil {
+		t.Errorf("node2 %+v %v", n, err)
+	}
 }
 
 // TestInstanceFieldValues: the list and object fields of an instance

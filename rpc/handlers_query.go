@@ -143,6 +143,8 @@ var queryResources = prepareResources(map[string]*queryResource{
 			{"version", "Version", qlang.KindText, "gnt: version of the node's gntd"},
 			{"gnt_liveness", "Liveness", qlang.KindText, "gnt: the node's gntd as gossip sees it: alive, suspect, dead or unknown"},
 			{"gnt_liveness_since", "LivenessSince", qlang.KindTimestamp, "gnt: when the liveness last changed"},
+			{"gnt_hypervisor", "Hypervisor", qlang.KindText, "gnt: the hypervisor driver of the node's agent (null: not known)"},
+			{"gnt_accel", "Accelerator", qlang.KindText, "gnt: the kvm driver's accelerator, kvm or tcg, and why (null: another driver, or not known)"},
 			{"mnode", "MNode", qlang.KindUnit, "Amount of memory used by node (null: not known to gnt)"},
 			{"cnos", "CNOs", qlang.KindNumber, "Number of logical processors used by the node OS (null: not known to gnt)"},
 			{"cnodes", "CNodes", qlang.KindNumber, "Number of NUMA domains of node (null: not known to gnt)"},
@@ -151,11 +153,11 @@ var queryResources = prepareResources(map[string]*queryResource{
 			{"spfree", "SpFree", qlang.KindNumber, "Available spindles (null: no spindle accounting)"},
 		},
 		sample: func() map[string]any { return asJSONMap(NodeInfo{}) },
-		rows: func(st *fsm.State, _ *Runtime) []map[string]any {
+		rows: func(st *fsm.State, rt *Runtime) []map[string]any {
 			insts := InstancesByNode(st)
 			var out []map[string]any
 			for _, n := range st.SortedNodes() {
-				out = append(out, asJSONMap(NodeFields(st, n, insts)))
+				out = append(out, asJSONMap(NodeFields(st, n, insts, rt)))
 			}
 			return out
 		},

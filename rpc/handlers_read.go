@@ -131,7 +131,7 @@ func (s *Server) serveNodes(w http.ResponseWriter, r *http.Request) error {
 		}
 		return listing(bulk, st.SortedNodes(),
 			func(n *fsm.Node) any { return IDURI{ID: n.Name, URI: "/2/nodes/" + n.Name} },
-			func(n *fsm.Node) any { return NodeFields(st, n, insts) })
+			func(n *fsm.Node) any { return NodeFields(st, n, insts, s.runtimeOf()) })
 	})
 }
 
@@ -179,7 +179,7 @@ func (s *Server) serveNode(w http.ResponseWriter, r *http.Request) error {
 		if aerr != nil {
 			return nil, aerr
 		}
-		return NodeFields(st, n, InstancesByNode(st)), nil
+		return NodeFields(st, n, InstancesByNode(st), s.runtimeOf()), nil
 	})
 }
 

@@ -230,6 +230,10 @@ const (
 type NodeResult struct {
 	// Driver is the answering agent's hypervisor driver.
 	Driver string `json:"driver"`
+	// Accel is the kvm driver's accelerator for its guests (kvm or tcg;
+	// "" while it probes, or for another driver), AccelNote why.
+	Accel     string `json:"accel,omitempty"`
+	AccelNote string `json:"accel_note,omitempty"`
 	// Changed is false when the state asked for was already there.
 	Changed bool `json:"changed"`
 	// Output is what the operation printed, for the job log.

@@ -254,6 +254,9 @@ func (a *agentAdapter) commands(ctx context.Context, req rpc.NodeRequest, out rp
 // Call implements rpc.NodeAgent.
 func (a *agentAdapter) Call(ctx context.Context, req rpc.NodeRequest) (rpc.NodeResult, error) {
 	out := rpc.NodeResult{Driver: a.d.Name()}
+	if k, ok := a.d.(interface{ Accelerator() (string, string) }); ok {
+		out.Accel, out.AccelNote = k.Accelerator()
+	}
 	var inst fsm.Instance
 	if req.Instance != nil {
 		inst = *req.Instance

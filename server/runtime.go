@@ -66,19 +66,15 @@ func (s *Server) Runtime() rpc.Runtime {
 }
 
 // runtimeLister asks one node's agent for its instances.
-type runtimeLister func(ctx context.Context, n *fsm.Node) (driver string, insts []rpc.NodeInstanceStatus, err error)
+type runtimeLister func(ctx context.Context, n *fsm.Node) (rpc.NodeResult, error)
 
 // listNode is the runtimeLister of the node RPC.
-func (s *Server) listNode(ctx context.Context, n *fsm.Node) (string, []rpc.NodeInstanceStatus, error) {
+func (s *Server) listNode(ctx context.Context, n *fsm.Node) (rpc.NodeResult, error) {
 	c, err := s.nodes.client(n)
 	if err != nil {
-		return "", nil, err
+		return rpc.NodeResult{}, err
 	}
-	res, err := c.Do(ctx, rpc.NodeRequest{Op: rpc.NodeOpList})
-	if err != nil {
-		return "", nil, err
-	}
-	return res.Driver, res.Instances, nil
+	return c.Do(ctx, rpc.NodeRequest{Op: rpc.NodeOpList})
 }
 
 // runtimeLoop keeps the view until ctx ends.
@@ -165,9 +161,10 @@ func pollRuntime(ctx context.Context, f *fsm.FSM, list runtimeLister, now func()
 		go func(n *fsm.Node) {
 			defer func() { <-sem; wg.Done() }()
 			cctx, cancel := context.WithTimeout(ctx, runtimePollTimeout)
-			driver, insts, err := list(cctx, n)
+			res, err := list(cctx, n)
 			cancel()
-			nr := rpc.NodeRuntime{At: now(), Driver: driver}
+			insts := res.Instances
+			nr := rpc.NodeRuntime{At: now(), Driver: res.Driver, Accel: res.Accel, AccelNote: res.AccelNote}
 			if err != nil {
 				nr.Err = err.Error()
 				if nr.Err == "" {

@@ -22,20 +22,21 @@ func TestPollRuntime(t *testing.T) {
 	}
 	at := time.Unix(1_800_000_000, 0)
 	asked := 0
-	ok := func(ctx context.Context, n *fsm.Node) (string, []rpc.NodeInstanceStatus, error) {
+	ok := func(ctx context.Context, n *fsm.Node) (rpc.NodeResult, error) {
 		asked++
 		if n.Name != "node1" {
 			t.Errorf("asked %s", n.Name)
 		}
-		return "fake", []rpc.NodeInstanceStatus{{UUID: "i1", Name: "inst1", State: rpc.NodeStateRunning}}, nil
+		return rpc.NodeResult{Driver: "kvm", Accel: "tcg", AccelNote: "forced",
+			Instances: []rpc.NodeInstanceStatus{{UUID: "i1", Name: "inst1", State: rpc.NodeStateRunning}}}, nil
 	}
 	view := pollRuntime(context.Background(), f, ok, func() time.Time { return at })
 	nr, found := view["u1"]
-	if asked != 1 || !found || nr.Err != "" || nr.Driver != "fake" || !nr.At.Equal(at) || nr.Instances["i1"].State != rpc.NodeStateRunning {
+	if asked != 1 || !found || nr.Err != "" || nr.Driver != "kvm" || nr.Accel != "tcg" || nr.AccelNote != "forced" || !nr.At.Equal(at) || nr.Instances["i1"].State != rpc.NodeStateRunning {
 		t.Fatalf("asked %d, view %+v", asked, view)
 	}
-	failing := func(ctx context.Context, n *fsm.Node) (string, []rpc.NodeInstanceStatus, error) {
-		return "", nil, errors.New("connection refused")
+	failing := func(ctx context.Context, n *fsm.Node) (rpc.NodeResult, error) {
+		return rpc.NodeResult{}, errors.New("connection refused")
 	}
 	view = pollRuntime(context.Background(), f, failing, func() time.Time { return at })
 	if nr := view["u1"]; nr.Err != "connection refused" || nr.Instances != nil {

@@ -62,6 +62,8 @@ addrs|` + kindOther + `|Addresses|gnt: the addresses of the node's gntd services
 version|` + kindText + `|Version|gnt: software version of the node's gntd
 gnt_liveness|` + kindText + `|Liveness|gnt: the node's gntd as gossip sees it: alive, suspect, dead or unknown
 gnt_liveness_since|` + kindTime + `|LivenessSince|gnt: when the liveness last changed
+gnt_hypervisor|` + kindText + `|Hypervisor|gnt: the hypervisor driver of the node's agent (null: not known)
+gnt_accel|` + kindText + `|Accelerator|gnt: the kvm driver's accelerator, kvm or tcg, and why (null: another driver, or not known)
 `)
 
 // The fields of GET /2/instances?bulk=1 (rpc.InstanceInfo).

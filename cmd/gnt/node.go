@@ -247,6 +247,16 @@ func showNode(w io.Writer, o object) {
 	if v := str(o, "version"); v != "" {
 		fmt.Fprintf(w, "  version: %s\n", v)
 	}
+	if v := str(o, "gnt_hypervisor"); v != "" {
+		fmt.Fprintf(w, "  hypervisor: %s\n", v)
+	}
+	if v := str(o, "gnt_accel"); v != "" {
+		if strings.HasPrefix(v, "tcg") {
+			fmt.Fprintf(w, "  accelerator: %s (WARNING: emulation, guests run slowly)\n", v)
+		} else {
+			fmt.Fprintf(w, "  accelerator: %s\n", v)
+		}
+	}
 	fmt.Fprintf(w, "  serial number: %s\n", str(o, "serial_no"))
 	fmt.Fprintf(w, "  creation time: %s\n", epoch(o, "ctime"))
 	fmt.Fprintf(w, "  modification time: %s\n", epoch(o, "mtime"))
