@@ -18,7 +18,7 @@ CHAOS_TIMEOUT ?= 24h
 COMMIT  := $(shell git rev-parse --short=12 HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
 VERSION_LDFLAGS := -ldflags "-X main.commit=$(COMMIT)"
 
-.PHONY: all build demo test unit integration chaos fuzz bench bench-etcd lint fmt clean
+.PHONY: all build guest demo test unit integration chaos fuzz bench bench-etcd lint fmt clean
 
 all: build
 
@@ -28,6 +28,13 @@ build:
 	$(GO) build $(VERSION_LDFLAGS) -o $(BIN)/gnt ./cmd/gnt
 	$(GO) build -o $(BIN)/gnt-oob-fake ./cmd/gnt-oob-fake
 	$(GO) build -o $(BIN)/gnt-oob-ipmi ./cmd/gnt-oob-ipmi
+
+# The kvm driver's test guest: bin/guest/initramfs.cpio.gz, from Debian's
+# busybox-static (its /init prints "GNT-GUEST-UP <n>" on the serial console
+# every 100 ms and powers off on ACPI powerdown); boot it with
+# kernel_path=/boot/vmlinuz-* initrd_path=$(BIN)/guest/initramfs.cpio.gz.
+guest:
+	agent/testdata/mkguest.sh $(BIN)/guest
 
 # A whole cluster in the foreground: 3 candidates (127.0.0.11-13), 3 nodes
 # (127.0.0.21-23), each a separate gntd. Ctrl-C stops it.
