@@ -1,0 +1,320 @@
+package integration
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gnt-cluster/gnt/fsm"
+	"github.com/gnt-cluster/gnt/rpc"
+)
+
+// needKVMGuest skips the test, saying what is missing, when real guests
+// cannot run here; else it returns the kernel and a test initramfs
+// (agent/testdata/mkguest.sh: "GNT-GUEST-UP <n>" on the serial console
+// every 100 ms).
+func needKVMGuest(t *testing.T) (kernel, initrd string) {
+	t.Helper()
+	for _, p := range []string{"qemu-system-x86_64", "qemu-img", "cpio"} {
+		if _, err := exec.LookPath(p); err != nil {
+			t.Skipf("SKIP: %s is not installed (apt-get install qemu-system-x86 qemu-utils cpio busybox-static linux-image-amd64): kvm driver integration test not run", p)
+		}
+	}
+	ks, _ := filepath.Glob("/boot/vmlinuz-*")
+	sort.Strings(ks)
+	if len(ks) == 0 {
+		t.Skip("SKIP: no kernel in /boot (apt-get install linux-image-amd64): kvm driver integration test not run")
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("../agent/testdata/mkguest.sh", dir).CombinedOutput(); err != nil {
+		t.Skipf("SKIP: building the test guest failed (busybox-static?): %v\n%s", err, out)
+	}
+	return ks[len(ks)-1], filepath.Join(dir, "initramfs.cpio.gz")
+}
+
+// kvmRun is the run directory of an instance on a member (kvm driver).
+func kvmRun(m *Member, uuid string) string {
+	return filepath.Join(m.DataDir, "agent", "kvm", "run", uuid)
+}
+
+// qemuPID is the live qemu of the instance on m, 0 when none.
+func qemuPID(m *Member, uuid string) int {
+	data, err := os.ReadFile(filepath.Join(kvmRun(m, uuid), "qemu.pid"))
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(data)))
+	if pid <= 1 {
+		return 0
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	if i := strings.LastIndexByte(string(stat), ')'); i < 0 || i+2 >= len(stat) || stat[i+2] == 'Z' {
+		return 0
+	}
+	cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if !strings.Contains(string(cmdline), "\x00-uuid\x00"+uuid+"\x00") {
+		return 0
+	}
+	return pid
+}
+
+// killQEMUs kills every qemu of the cluster's members (t.Cleanup): the
+// guests outlive gntd by design, not the test.
+func killQEMUs(c *Cluster) {
+	for _, m := range c.Members {
+		pids, _ := filepath.Glob(filepath.Join(m.DataDir, "agent", "kvm", "run", "*", "qemu.pid"))
+		for _, p := range pids {
+			if pid := qemuPID(m, filepath.Base(filepath.Dir(p))); pid != 0 {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	}
+}
+
+// guestCounter connects to the serial console socket of the instance on
+// m and returns the first counter it prints above min.
+func guestCounter(t *testing.T, m *Member, uuid string, min int, within time.Duration) int {
+	t.Helper()
+	path := filepath.Join(kvmRun(m, uuid), "serial.sock")
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		d, err := os.Open(filepath.Dir(path))
+		if err != nil {
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		c, err := net.Dial("unix", "/proc/self/fd/"+strconv.Itoa(int(d.Fd()))+"/"+filepath.Base(path))
+		d.Close()
+		if err != nil {
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		c.SetReadDeadline(deadline)
+		sc := bufio.NewScanner(c)
+		for sc.Scan() {
+			f := strings.Fields(sc.Text())
+			if len(f) == 2 && strings.HasSuffix(f[0], "GNT-GUEST-UP") {
+				if n, err := strconv.Atoi(f[1]); err == nil && n > min {
+					c.Close()
+					return n
+				}
+			}
+		}
+		c.Close()
+	}
+	t.Fatalf("no GNT-GUEST-UP above %d on the serial console of %s on %s within %s", min, uuid, m.Name, within)
+	return 0
+}
+
+// filesUnder lists the regular files under dir.
+func filesUnder(dir string) []string {
+	var out []string
+	filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() {
+			out = append(out, p)
+		}
+		return nil
+	})
+	return out
+}
+
+// TestKVMGuests: a 3-node cluster of gntds with --hypervisor kvm (TCG on
+// two of them, the third probing KVM) runs a real guest of template
+// sharedfile: created through the API with its kernel and initramfs in
+// hvparams, it prints its marker on the serial console; stop and start
+// through the CLI; a kill -9 of its node's gntd leaves it running and the
+// restarted gntd reports it with the same boot id; it live-migrates to
+// another node and back through the node RPC (the counter goes on, one
+// qemu at a time); a kill -9 of its qemu shows ERROR_down in the API;
+// its disk grows; removing it leaves no file behind.
+func TestKVMGuests(t *testing.T) {
+	kernel, initrd := needKVMGuest(t)
+	shared := t.TempDir()
+	c := NewCluster(t, ClusterOptions{Candidates: 3,
+		ExtraArgs: []string{"--hypervisor", "kvm", "--shared-file-storage-dir", shared},
+		MemberArgs: func(name, _ string) []string {
+			if name == "node11" {
+				return nil // probes KVM
+			}
+			return []string{"--kvm-accel", "tcg"}
+		}})
+	t.Cleanup(func() { killQEMUs(c) })
+	c.WaitLeader(30 * time.Second)
+	for _, m := range c.Members {
+		c.WaitAgent(m, 60*time.Second)
+	}
+	n12, n13 := c.Member("node12"), c.Member("node13")
+	hv := map[string]any{"kernel_path": kernel, "initrd_path": initrd, "kernel_args": "quiet", "root_path": ""}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	start := time.Now()
+	id, _, err := c.Client().Submit(ctx, "POST", "/2/instances", nil, map[string]any{
+		"__version__": 1, "instance_name": "vm1", "disk_template": "sharedfile", "disks": []any{map[string]any{"size": 16}},
+		"beparams": map[string]any{"memory": 128, "vcpus": 1}, "nics": []any{}, "os_type": "noop", "pnode": "node12",
+		"hvparams": hv,
+	})
+	if err != nil {
+		t.Fatalf("instance create: %v", err)
+	}
+	if j := c.waitFinal(id, 5*time.Minute); j.Status != fsm.StatusSuccess {
+		t.Fatalf("instance create job %d: %s\n%v", id, j.Status, j.OpLog)
+	}
+	info, err := c.Client().Instance(ctx, "vm1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	uuid := info.UUID
+	n := guestCounter(t, n12, uuid, -1, 3*time.Minute)
+	t.Logf("guest start (job submitted to the marker on serial, TCG): %s", time.Since(start).Round(time.Millisecond))
+
+	if got := filesUnder(shared); len(got) != 1 {
+		t.Fatalf("shared storage after create: %v, want the one disk", got)
+	}
+
+	// Stop and start through the CLI.
+	if out, err := c.GNT("instance", "shutdown", "vm1"); err != nil {
+		t.Fatalf("shutdown: %v\n%s", err, out)
+	}
+	if pid := qemuPID(n12, uuid); pid != 0 {
+		t.Fatalf("qemu %d still runs after shutdown", pid)
+	}
+	if out, err := c.GNT("instance", "startup", "vm1"); err != nil {
+		t.Fatalf("startup: %v\n%s", err, out)
+	}
+	n = guestCounter(t, n12, uuid, -1, 3*time.Minute)
+	st, err := c.NodeClient(n12).Status(ctx, fsm.Instance{UUID: uuid})
+	if err != nil || st.State != rpc.NodeStateRunning || st.MemoryMiB != 128 || st.VCPUs != 1 {
+		t.Fatalf("status on node12: %+v %v", st, err)
+	}
+
+	// The console: ssh to the node and socat on the serial socket.
+	c.Eventually(30*time.Second, 500*time.Millisecond, "gnt instance console --show-cmd", func() error {
+		out, err := c.GNT("instance", "console", "--show-cmd", "vm1")
+		if err != nil || !strings.Contains(out, "root@node12") || !strings.Contains(out, "UNIX-CONNECT:"+filepath.Join(kvmRun(n12, uuid), "serial.sock")) {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	})
+
+	// kill -9 of the node's gntd: the guest goes on; the restarted gntd
+	// reports it running, same boot id.
+	pid := qemuPID(n12, uuid)
+	n12.Kill()
+	if qemuPID(n12, uuid) != pid {
+		t.Fatalf("qemu %d did not survive the kill of gntd", pid)
+	}
+	n = guestCounter(t, n12, uuid, n, time.Minute)
+	n12.Start(t)
+	c.WaitAgent(n12, 60*time.Second)
+	st2, err := c.NodeClient(n12).Status(ctx, fsm.Instance{UUID: uuid})
+	if err != nil || st2.State != rpc.NodeStateRunning || st2.BootID != st.BootID {
+		t.Fatalf("status after the restart of gntd: %+v %v, want running with boot id %s", st2, err, st.BootID)
+	}
+
+	// Live migration through the node RPC, to node13 and back (the jobs
+	// migrate drbd instances only, for now): the counter goes on.
+	inst := fsm.Instance{Name: "vm1", UUID: uuid, DiskTemplate: "sharedfile", MemoryMiB: 128, VCPUs: 1, OS: "noop",
+		Disks: []fsm.Disk{{UUID: info.DiskUUIDs[0], SizeMiB: 16, Mode: "rw"}}, HVParams: hv}
+	for _, hop := range []struct {
+		id       string
+		src, dst *Member
+	}{{"m1", n12, n13}, {"m2", n13, n12}} {
+		if _, err := c.NodeClient(hop.dst).MigratePrepare(ctx, inst, hop.id, hop.src.Name); err != nil {
+			t.Fatalf("migrate-prepare on %s: %v", hop.dst.Name, err)
+		}
+		res, err := c.NodeClient(hop.src).MigrateSend(ctx, inst, hop.id, hop.dst.Name, hop.dst.AgentAddr())
+		if err != nil {
+			t.Fatalf("migrate-send on %s: %v", hop.src.Name, err)
+		}
+		if _, err := c.NodeClient(hop.dst).MigrateFinish(ctx, inst, hop.id); err != nil {
+			t.Fatalf("migrate-finish on %s: %v", hop.dst.Name, err)
+		}
+		t.Logf("%s -> %s: %s", hop.src.Name, hop.dst.Name, res.Output)
+		n = guestCounter(t, hop.dst, uuid, n, time.Minute)
+		if qemuPID(hop.src, uuid) != 0 || qemuPID(hop.dst, uuid) == 0 {
+			t.Fatalf("after migrating to %s: qemu on %s %d, on %s %d; want one, on the target",
+				hop.dst.Name, hop.src.Name, qemuPID(hop.src, uuid), hop.dst.Name, qemuPID(hop.dst, uuid))
+		}
+		st3, err := c.NodeClient(hop.dst).Status(ctx, fsm.Instance{UUID: uuid})
+		if err != nil || st3.State != rpc.NodeStateRunning || st3.BootID != st.BootID {
+			t.Fatalf("status on %s after the migration: %+v %v", hop.dst.Name, st3, err)
+		}
+	}
+
+	// kill -9 of qemu: the API's runtime view says ERROR_down.
+	syscall.Kill(qemuPID(n12, uuid), syscall.SIGKILL)
+	c.Eventually(60*time.Second, 500*time.Millisecond, "vm1 ERROR_down in the API", func() error {
+		in, err := c.Client().Instance(ctx, "vm1")
+		if err != nil {
+			return err
+		}
+		if in.Status == nil || *in.Status != "ERROR_down" || in.OperState == nil || *in.OperState {
+			return fmt.Errorf("status %v, oper_state %v", deref(in.Status), in.OperState)
+		}
+		return nil
+	})
+
+	// Grow the disk (stopped), then remove: no file left.
+	if out, err := c.GNT("instance", "shutdown", "vm1"); err != nil {
+		t.Fatalf("shutdown: %v\n%s", err, out)
+	}
+	gid, _, err := c.Client().Submit(ctx, "POST", "/2/instances/vm1/disk/0/grow", nil, map[string]any{"amount": 16})
+	if err != nil {
+		t.Fatalf("grow disk: %v", err)
+	}
+	if j := c.waitFinal(gid, 2*time.Minute); j.Status != fsm.StatusSuccess {
+		t.Fatalf("grow disk job %d: %s\n%v", gid, j.Status, j.OpLog)
+	}
+	if fi, err := os.Stat(filesUnder(shared)[0]); err != nil || fi.Size() != 32<<20 {
+		t.Fatalf("disk after grow: %v %v, want 32 MiB", fi, err)
+	}
+	if out, err := c.GNT("instance", "remove", "--force", "vm1"); err != nil {
+		t.Fatalf("remove: %v\n%s", err, out)
+	}
+	if got := filesUnder(shared); len(got) != 0 {
+		t.Fatalf("shared storage after remove: %v", got)
+	}
+	for _, m := range c.Members {
+		if got := filesUnder(filepath.Join(m.DataDir, "agent", "kvm", "run")); len(got) != 0 {
+			t.Fatalf("runtime files left on %s: %v", m.Name, got)
+		}
+	}
+	if !strings.Contains(c.Member("node11").Log(), "kvm driver:") {
+		t.Errorf("node11 logged no accelerator probe result")
+	}
+	// gnt node info shows each node's driver and accelerator (node11's
+	// from its probe).
+	for _, name := range []string{"node11", "node12"} {
+		c.Eventually(60*time.Second, time.Second, "gnt node info "+name+" shows the accelerator", func() error {
+			out, err := c.GNT("node", "info", name)
+			if err != nil || !strings.Contains(out, "hypervisor: kvm") || !strings.Contains(out, "accelerator: ") {
+				return fmt.Errorf("%v: %s", err, out)
+			}
+			if name == "node12" && !strings.Contains(out, "accelerator: tcg: forced by the configuration (WARNING") {
+				return fmt.Errorf("node12: %s", out)
+			}
+			return nil
+		})
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "<nil>"
+	}
+	return *s
+}
