@@ -218,7 +218,16 @@ type LeaderEstablish struct {
 //
 // Version 14 changes no entry's shape but a rule: instances of disk
 // templates file and sharedfile are accepted.
-const LogVersion = 14
+//
+// Version 15 adds the parameter model's opcode fields: hvparams,
+// beparams, nicparams, diskparams, osparams, enabled_hypervisors and
+// default_hypervisor in OP_CLUSTER_SET_PARAMS; diskparams in OP_GROUP_ADD
+// and OP_GROUP_SET_PARAMS; a NIC's vlan and beparams auto_balance,
+// always_failover and spindle_use in OP_INSTANCE_CREATE; hvparams,
+// osparams, nics, os_name, offline, runtime_mem and disk_template (the
+// last two refused) and disk modify in OP_INSTANCE_SET_PARAMS. Their
+// parameters are checked against the tables of paramdefs.go.
+const LogVersion = 15
 
 // Job update actions.
 const (

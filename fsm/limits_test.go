@@ -106,7 +106,7 @@ func TestLimits(t *testing.T) {
 		{"group ref", `{"OP_ID":"OP_GROUP_REMOVE","group_name":"` + strings.Repeat("g", 128) + `"}`, `{"OP_ID":"OP_GROUP_REMOVE","group_name":"` + strings.Repeat("g", 129) + `"}`, "group_name", "128"},
 		{"node ref", `{"OP_ID":"OP_NODE_REMOVE","node_name":"` + strings.Repeat("n", 255) + `"}`, `{"OP_ID":"OP_NODE_REMOVE","node_name":"` + strings.Repeat("n", 256) + `"}`, "node_name", "255"},
 		{"node ref path", `{"OP_ID":"OP_NODE_REMOVE","node_name":"n1"}`, `{"OP_ID":"OP_NODE_REMOVE","node_name":"../n1"}`, "node_name", "'/'"},
-		{"hvparams keys", create(`"hvparams":` + params(64)), create(`"hvparams":` + params(65)), "hvparams", "64"},
+		{"osparams keys", create(`"osparams":` + strings.ReplaceAll(params(64), ":1", `:"v"`)), create(`"osparams":` + strings.ReplaceAll(params(65), ":1", `:"v"`)), "osparams", "64"},
 		{"osparams key", `{"OP_ID":"OP_INSTANCE_REINSTALL","instance_name":"w","osparams":{"a":1}}`, `{"OP_ID":"OP_INSTANCE_REINSTALL","instance_name":"w","osparams":{"a/b":1}}`, "osparams.a/b", "'/'"},
 		{"OOB node names", `{"OP_ID":"OP_OOB_COMMAND","command":"health","node_names":` + numberedList(10000, func(i int) string { return `"n` + strconv.Itoa(i) + `"` }) + `}`, `{"OP_ID":"OP_OOB_COMMAND","command":"health","node_names":` + numberedList(10001, func(i int) string { return `"n` + strconv.Itoa(i) + `"` }) + `}`, "node_names", "10000"},
 		{"EPO names", `{"OP_ID":"OP_CLUSTER_EPO","names":["n1"],"wait_timeout":86400}`, `{"OP_ID":"OP_CLUSTER_EPO","names":["n1"],"wait_timeout":86401}`, "wait_timeout", "86400"},

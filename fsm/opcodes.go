@@ -707,6 +707,108 @@ type OpClusterSetParams struct {
 	DiagnoseInterval           *float64 `json:"maint_diagnose_interval,omitempty"`
 	// RAPIAnonymousRead sets Cluster.RAPIAnonymousRead.
 	RAPIAnonymousRead *bool `json:"rapi_anonymous_read,omitempty"`
+	// The parameter model (params.go, Ganeti's names and shapes): a
+	// value "default" removes the cluster's setting of a key.
+	EnabledHypervisors []string                  `json:"enabled_hypervisors,omitempty"`
+	DefaultHypervisor  *string                   `json:"default_hypervisor,omitempty"`
+	HVParams           map[string]map[string]any `json:"hvparams,omitempty"`
+	BEParams           map[string]any            `json:"beparams,omitempty"`
+	NICParams          map[string]any            `json:"nicparams,omitempty"`
+	DiskParams         map[string]map[string]any `json:"diskparams,omitempty"`
+	OSParams           map[string]map[string]any `json:"osparams,omitempty"`
+}
+
+// hasParams reports whether the opcode changes the parameter model.
+func (o *OpClusterSetParams) hasParams() bool {
+	return o.EnabledHypervisors != nil || o.DefaultHypervisor != nil || o.HVParams != nil || o.BEParams != nil ||
+		o.NICParams != nil || o.DiskParams != nil || o.OSParams != nil
+}
+
+// validateParams checks the parameter model's fields on their own (the
+// state's enabled hypervisors are checked in apply).
+func (o *OpClusterSetParams) validateParams() *Error {
+	if len(o.EnabledHypervisors) > len(KnownHypervisors) {
+		return errf(CodeInval, "enabled_hypervisors", "enabled_hypervisors names %d hypervisors; gnt knows %d", len(o.EnabledHypervisors), len(KnownHypervisors))
+	}
+	seen := map[string]bool{}
+	for _, hv := range o.EnabledHypervisors {
+		if e := ValidateHypervisorName("enabled_hypervisors", hv); e != nil {
+			return e
+		}
+		if seen[hv] {
+			return errf(CodeInval, "enabled_hypervisors", "enabled_hypervisors names %s twice", hv)
+		}
+		seen[hv] = true
+	}
+	if o.DefaultHypervisor != nil && *o.DefaultHypervisor != "" {
+		if e := ValidateHypervisorName("default_hypervisor", *o.DefaultHypervisor); e != nil {
+			return e
+		}
+	}
+	if len(o.HVParams) > len(KnownHypervisors) {
+		return errf(CodeInval, "hvparams", "hvparams names %d hypervisors; gnt knows %d", len(o.HVParams), len(KnownHypervisors))
+	}
+	for _, hv := range sortedKeys(o.HVParams) {
+		if _, e := ValidateHVParams("hvparams."+hv, hv, o.HVParams[hv], false, true); e != nil {
+			return e
+		}
+	}
+	if _, e := NormalizeParams("beparams", "backend", BEParamDefs, o.BEParams, true); e != nil {
+		return e
+	}
+	if _, e := NormalizeParams("nicparams", "NIC", NICParamDefs, o.NICParams, true); e != nil {
+		return e
+	}
+	if e := validateDiskParams("diskparams", o.DiskParams); e != nil {
+		return e
+	}
+	if len(o.OSParams) > MaxParams {
+		return errf(CodeInval, "osparams", "osparams names at most %d OSes, got %d", MaxParams, len(o.OSParams))
+	}
+	for _, os := range sortedKeys(o.OSParams) {
+		if e := ValidateOSName("osparams", os); e != nil || os == "" {
+			return errf(CodeInval, "osparams", "osparams: %q is not an OS name", os)
+		}
+		if e := validateOSParams("osparams."+os, o.OSParams[os]); e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// validateDiskParams checks disk parameters per disk template.
+func validateDiskParams(field string, dp map[string]map[string]any) *Error {
+	if len(dp) > len(diskParamDefs) {
+		return errf(CodeInval, field, "%s names %d disk templates; gnt knows %d", field, len(dp), len(diskParamDefs))
+	}
+	for _, t := range sortedKeys(dp) {
+		defs, ok := diskParamDefs[t]
+		if !ok {
+			return errf(CodeInval, field+"."+t, "unknown disk template %q (known: %s)", t, strings.Join(DiskTemplates(), ", "))
+		}
+		if _, e := NormalizeParams(field+"."+t, "disk template "+t, defs, dp[t], true); e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// validateOSParams checks OS parameters: names, and string values (the
+// OS scripts receive them as OSP_* variables).
+func validateOSParams(field string, m map[string]any) *Error {
+	if e := validateParamMap(field, m); e != nil {
+		return e
+	}
+	for _, k := range sortedKeys(m) {
+		s, ok := m[k].(string)
+		if !ok {
+			return errf(CodeInval, field+"."+k, "OS parameter %s: %s is not a string", k, show(m[k]))
+		}
+		if len(s) > MaxParamValueLen || strings.ContainsAny(s, "\x00\n\r") {
+			return errf(CodeInval, field+"."+k, "OS parameter %s: a value of at most %d bytes without NUL or line breaks", k, MaxParamValueLen)
+		}
+	}
+	return nil
 }
 
 // hasMaint reports whether the opcode changes a maintenance parameter.
@@ -803,8 +905,11 @@ func (o *OpClusterSetParams) Validate() *Error {
 	if e := validateNDParams("ndparams", o.NDParams); e != nil {
 		return e
 	}
+	if e := o.validateParams(); e != nil {
+		return e
+	}
 	if o.CandidatePoolSize == nil && o.MaxVoters == nil && o.DefaultIAllocator == nil && o.NDParams == nil &&
-		!o.hasMaint() && o.DiagnoseDataCollectorFilename == nil && o.RAPIAnonymousRead == nil {
+		!o.hasMaint() && o.DiagnoseDataCollectorFilename == nil && o.RAPIAnonymousRead == nil && !o.hasParams() {
 		return errf(CodeInval, "", "please pass at least one modification")
 	}
 	return nil
@@ -819,6 +924,9 @@ type OpGroupAdd struct {
 	GroupName   string         `json:"group_name"`
 	AllocPolicy *string        `json:"alloc_policy,omitempty"`
 	NDParams    map[string]any `json:"ndparams,omitempty"`
+	// DiskParams override the cluster's disk parameters per disk
+	// template for the group's instances.
+	DiskParams map[string]map[string]any `json:"diskparams,omitempty"`
 }
 
 // Validate implements Opcode.
@@ -827,6 +935,9 @@ func (o *OpGroupAdd) Validate() *Error {
 		return e
 	}
 	if e := validateAllocPolicy(o.AllocPolicy); e != nil {
+		return e
+	}
+	if e := validateDiskParams("diskparams", o.DiskParams); e != nil {
 		return e
 	}
 	return validateNDParams("ndparams", o.NDParams)
@@ -852,6 +963,9 @@ type OpGroupSetParams struct {
 	GroupName   string         `json:"group_name"`
 	AllocPolicy *string        `json:"alloc_policy,omitempty"`
 	NDParams    map[string]any `json:"ndparams,omitempty"`
+	// DiskParams override the cluster's disk parameters per disk
+	// template for the group's instances ("default" removes a key).
+	DiskParams map[string]map[string]any `json:"diskparams,omitempty"`
 }
 
 // Validate implements Opcode.
@@ -868,7 +982,10 @@ func (o *OpGroupSetParams) Validate() *Error {
 	if e := validateNDParams("ndparams", o.NDParams); e != nil {
 		return e
 	}
-	if o.AllocPolicy == nil && o.NDParams == nil {
+	if e := validateDiskParams("diskparams", o.DiskParams); e != nil {
+		return e
+	}
+	if o.AllocPolicy == nil && o.NDParams == nil && o.DiskParams == nil {
 		return errf(CodeInval, "", "please pass at least one modification")
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"sort"
+	"strings"
 )
 
 // Instance opcodes: Ganeti's names and fields. They run on the leader's
@@ -27,16 +28,48 @@ type OpNIC struct {
 	Link string `json:"link,omitempty"`
 	Mode string `json:"mode,omitempty"`
 	Name string `json:"name,omitempty"`
+	VLAN string `json:"vlan,omitempty"`
 }
 
 // BEParams are the backend parameters gnt uses: memory (Ganeti's maxmem;
 // "memory" is accepted as the older name) and vcpus.
 type BEParams struct {
-	Memory *int64 `json:"memory,omitempty"`
-	MaxMem *int64 `json:"maxmem,omitempty"`
-	MinMem *int64 `json:"minmem,omitempty"`
-	VCPUs  *int   `json:"vcpus,omitempty"`
+	Memory         *int64 `json:"memory,omitempty"`
+	MaxMem         *int64 `json:"maxmem,omitempty"`
+	MinMem         *int64 `json:"minmem,omitempty"`
+	VCPUs          *int   `json:"vcpus,omitempty"`
+	AutoBalance    *bool  `json:"auto_balance,omitempty"`
+	AlwaysFailover *bool  `json:"always_failover,omitempty"`
+	SpindleUse     *int   `json:"spindle_use,omitempty"`
 }
+
+// Map gives the parameters given, in the instance record's form (maxmem
+// for memory; numbers as float64).
+func (b BEParams) Map() map[string]any {
+	m := map[string]any{}
+	if v := b.MemoryMiB(-1); v >= 0 {
+		m["maxmem"] = float64(v)
+	}
+	if b.MinMem != nil {
+		m["minmem"] = float64(*b.MinMem)
+	}
+	if b.VCPUs != nil {
+		m["vcpus"] = float64(*b.VCPUs)
+	}
+	if b.AutoBalance != nil {
+		m["auto_balance"] = *b.AutoBalance
+	}
+	if b.AlwaysFailover != nil {
+		m["always_failover"] = *b.AlwaysFailover
+	}
+	if b.SpindleUse != nil {
+		m["spindle_use"] = float64(*b.SpindleUse)
+	}
+	return m
+}
+
+// empty reports whether no backend parameter is given.
+func (b BEParams) empty() bool { return len(b.Map()) == 0 }
 
 // MemoryMiB returns maxmem, else memory, else def.
 func (b BEParams) MemoryMiB(def int64) int64 {
@@ -159,6 +192,9 @@ func (o *OpInstanceCreate) Validate() *Error {
 				return e
 			}
 		}
+		if e := ValidateNICParams(fmt.Sprintf("nics.%d", i), n.Mode, n.Link, n.VLAN, n.IP); e != nil {
+			return e
+		}
 		if n.IP != "" {
 			if e := validateIP("nics", n.IP, false); e != nil {
 				return errf(CodeInval, "nics", "NIC %d: %s", i, e.Msg)
@@ -182,15 +218,10 @@ func (o *OpInstanceCreate) Validate() *Error {
 	if e := validateRefName("group_name", o.GroupName, MaxGroupNameLen); e != nil {
 		return e
 	}
-	if e := validateParamMap("hvparams", o.HVParams); e != nil {
+	if e := validateInstanceHV(o.Hypervisor, o.HVParams, false); e != nil {
 		return e
 	}
-	for k := range o.HVParams {
-		if IsHVGlobal(k) {
-			return errf(CodeInval, "hvparams."+k, "hypervisor parameter %s is global: only the cluster sets it (gnt cluster modify -H)", k)
-		}
-	}
-	if e := validateParamMap("osparams", o.OSParams); e != nil {
+	if e := validateOSParams("osparams", o.OSParams); e != nil {
 		return e
 	}
 	if o.SNode != "" && o.Template() != DTDrbd {
@@ -204,6 +235,90 @@ func (o *OpInstanceCreate) Validate() *Error {
 	}
 	if o.IAllocator != "" && o.PNode != "" {
 		return errf(CodeInval, "iallocator", "give either an iallocator or nodes, not both")
+	}
+	return nil
+}
+
+// validateInstanceHV checks an instance's hypervisor and its
+// hypervisor parameters on their own: with a hypervisor named, against its
+// table; without, each key must be known to some hypervisor (checkState
+// checks them against the cluster's default hypervisor). A global
+// parameter is refused.
+func validateInstanceHV(hv string, m map[string]any, resettable bool) *Error {
+	if e := validateParamMap("hvparams", m); e != nil {
+		return e
+	}
+	if hv != "" {
+		if e := ValidateHypervisorName("hypervisor", hv); e != nil {
+			return e
+		}
+		_, e := ValidateHVParams("hvparams", hv, m, true, resettable)
+		return e
+	}
+	for _, k := range sortedKeys(m) {
+		if IsHVGlobal(k) {
+			return errf(CodeInval, "hvparams."+k, "hypervisor parameter %s is global: only the cluster sets it (gnt cluster modify -H HV:%s=...)", k, k)
+		}
+		known := false
+		for _, h := range KnownHypervisors {
+			if findDef(hvParamDefs[h], k) != nil {
+				known = true
+				if _, e := NormalizeParams("hvparams", "hypervisor "+h, hvParamDefs[h], map[string]any{k: m[k]}, resettable); e != nil {
+					return e
+				}
+				break
+			}
+		}
+		if !known {
+			return errf(CodeInval, "hvparams."+k, "unknown hypervisor parameter %q: no hypervisor has it (see docs/parameters.md)", k)
+		}
+	}
+	return nil
+}
+
+// checkState implements stateChecked: the hypervisor is enabled, its
+// parameters are the hypervisor's (the cluster's default when the
+// request names none), and a NIC that is routed (its mode, else the
+// cluster's) has an IP.
+func (o *OpInstanceCreate) checkState(s *State) *Error {
+	if s.Cluster == nil || o.Commit {
+		return nil
+	}
+	hv := InstanceHypervisor(s.Cluster, &Instance{Hypervisor: o.Hypervisor})
+	if e := checkHVEnabled(s.Cluster, hv); e != nil {
+		return e
+	}
+	if hv != "" {
+		if _, e := ValidateHVParams("hvparams", hv, o.HVParams, true, false); e != nil {
+			return e
+		}
+	}
+	for i, n := range o.NICs {
+		if e := checkNICFilled(s.Cluster, fmt.Sprintf("nics.%d", i), n.Mode, n.IP); e != nil {
+			return e
+		}
+	}
+	be := FillParams(paramDefaults(BEParamDefs), s.Cluster.BEParams, o.BEParams.Map())
+	return checkMinMax("beparams", be)
+}
+
+// checkHVEnabled refuses a hypervisor the cluster has not enabled (when it
+// names its enabled ones).
+func checkHVEnabled(c *Cluster, hv string) *Error {
+	if hv != "" && len(c.EnabledHypervisors) > 0 && !contains(c.EnabledHypervisors, hv) {
+		return errf(CodeInval, "hypervisor", "hypervisor %s is not enabled on this cluster (enabled: %s)", hv, strings.Join(c.EnabledHypervisors, ", "))
+	}
+	return nil
+}
+
+// checkNICFilled checks a NIC's mode as filled with the cluster's: a
+// routed NIC needs an IP.
+func checkNICFilled(c *Cluster, field, mode, ip string) *Error {
+	if mode == "" {
+		mode, _ = FillParams(paramDefaults(NICParamDefs), c.NICParams)["mode"].(string)
+	}
+	if mode == NICModeRouted && ip == "" {
+		return errf(CodeInval, field+".ip", "%s: a routed NIC needs an IP address", field)
 	}
 	return nil
 }
@@ -233,7 +348,15 @@ func (b BEParams) validate() *Error {
 		}
 	}
 	if b.VCPUs != nil {
-		return ValidateVCPUs("beparams.vcpus", *b.VCPUs)
+		if e := ValidateVCPUs("beparams.vcpus", *b.VCPUs); e != nil {
+			return e
+		}
+	}
+	if b.SpindleUse != nil && (*b.SpindleUse < 0 || *b.SpindleUse > 1024) {
+		return errf(CodeInval, "beparams.spindle_use", "beparams.spindle_use must be 0 to 1024, got %d", *b.SpindleUse)
+	}
+	if b.MinMem != nil && b.MemoryMiB(-1) >= 0 && *b.MinMem > b.MemoryMiB(-1) {
+		return errf(CodeInval, "beparams.minmem", "minmem %d MiB is more than maxmem %d MiB", *b.MinMem, b.MemoryMiB(-1))
 	}
 	return nil
 }
@@ -770,14 +893,55 @@ func (o *OpInstanceRename) Locks(s *State) []LockDecl {
 	return out
 }
 
-// OpInstanceSetParams changes an instance's memory and vcpus, and adds
-// disks (Ganeti's disks modifications [["add", -1, {"size": N}]]).
+// OpInstanceSetParams changes an instance's parameters: backend
+// (memory, vcpus...), hypervisor and OS parameters (a value "default"
+// removes the instance's override), its OS name, its offline state, its
+// NICs (Ganeti's [op, index, params] modifications: add, modify, remove)
+// and its disks (add; modify of name and mode).
 type OpInstanceSetParams struct {
 	OpCommon
 	OpInstanceRef
-	BEParams BEParams  `json:"beparams,omitempty"`
-	Disks    []DiskMod `json:"disks,omitempty"`
-	Force    bool      `json:"force,omitempty"`
+	BEParams BEParams       `json:"beparams,omitempty"`
+	Disks    []DiskMod      `json:"disks,omitempty"`
+	Force    bool           `json:"force,omitempty"`
+	HVParams map[string]any `json:"hvparams,omitempty"`
+	OSParams map[string]any `json:"osparams,omitempty"`
+	NICs     []NICMod       `json:"nics,omitempty"`
+	OSName   string         `json:"os_name,omitempty"`
+	Offline  *bool          `json:"offline,omitempty"`
+	// RuntimeMem is Ganeti's ballooning of a running instance; gnt's
+	// drivers do not balloon, so it is refused by name.
+	RuntimeMem *int64 `json:"runtime_mem,omitempty"`
+	// DiskTemplate is Ganeti's template conversion, refused by name.
+	DiskTemplate string `json:"disk_template,omitempty"`
+}
+
+// NICMod is one NIC modification: Ganeti's [op, index, params] triple,
+// op add (index -1: at the end), modify or remove.
+type NICMod struct {
+	Op     string
+	Index  int
+	Params OpNIC
+}
+
+// UnmarshalJSON reads the triple.
+func (d *NICMod) UnmarshalJSON(b []byte) error {
+	var raw []json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil || len(raw) != 3 {
+		return errors.New(`a NIC modification must be [op, index, params], e.g. ["modify", 0, {"link": "br1"}]`)
+	}
+	if err := json.Unmarshal(raw[0], &d.Op); err != nil {
+		return errors.New("NIC modification op must be a string")
+	}
+	if err := json.Unmarshal(raw[1], &d.Index); err != nil {
+		return errors.New("NIC modification index must be an integer")
+	}
+	return DecodeStrict(raw[2], &d.Params)
+}
+
+// MarshalJSON writes the triple.
+func (d NICMod) MarshalJSON() ([]byte, error) {
+	return json.Marshal([]any{d.Op, d.Index, d.Params})
 }
 
 // DiskMod is one disk modification: [op, index, params].
@@ -809,26 +973,94 @@ func (d DiskMod) MarshalJSON() ([]byte, error) {
 
 // Validate implements Opcode.
 func (o *OpInstanceSetParams) Validate() *Error {
-	if o.BEParams.Memory == nil && o.BEParams.MaxMem == nil && o.BEParams.VCPUs == nil && len(o.Disks) == 0 {
-		return errf(CodeInval, "", "please pass at least one modification (beparams memory/vcpus, or disks)")
+	if o.RuntimeMem != nil {
+		return errf(CodeInval, "runtime_mem", "runtime_mem (ballooning a running instance) is not supported by gnt's drivers; change beparams maxmem and reboot")
+	}
+	if o.DiskTemplate != "" {
+		return errf(CodeInval, "disk_template", "disk template conversion is not supported by gnt; create a new instance")
+	}
+	if o.BEParams.empty() && len(o.Disks) == 0 && o.HVParams == nil && o.OSParams == nil && len(o.NICs) == 0 && o.OSName == "" && o.Offline == nil {
+		return errf(CodeInval, "", "please pass at least one modification (beparams, hvparams, osparams, nics, disks, os_name or offline)")
 	}
 	if e := o.BEParams.validate(); e != nil {
 		return e
+	}
+	if e := validateInstanceHV("", o.HVParams, true); e != nil {
+		return e
+	}
+	if e := validateOSParams("osparams", o.OSParams); e != nil {
+		return e
+	}
+	if e := ValidateOSName("os_name", o.OSName); e != nil {
+		return e
+	}
+	if len(o.NICs) > MaxNICsPerInstance {
+		return errf(CodeInval, "nics", "an instance has at most %d NICs; %d modifications given", MaxNICsPerInstance, len(o.NICs))
+	}
+	for i, n := range o.NICs {
+		f := fmt.Sprintf("nics.%d", i)
+		switch n.Op {
+		case "add", "modify", "remove":
+		default:
+			return errf(CodeInval, f, "NIC modification %d: op %q is not add, modify or remove", i, n.Op)
+		}
+		if n.Index < -1 || n.Index >= MaxNICsPerInstance {
+			return errf(CodeInval, f, "NIC modification %d: index %d is not -1 or 0 to %d", i, n.Index, MaxNICsPerInstance-1)
+		}
+		p := n.Params
+		for _, x := range []struct{ name, v string }{{"name", p.Name}, {"link", p.Link}, {"mode", p.Mode}} {
+			if e := ValidateName(f+"."+x.name, x.v, MaxNameLen); e != nil {
+				return e
+			}
+		}
+		ip := p.IP
+		if n.Op == "modify" {
+			ip = "unchanged" // the NIC's own IP counts: ApplyTo checks the result
+		}
+		if e := ValidateNICParams(f, p.Mode, p.Link, p.VLAN, ip); e != nil {
+			return e
+		}
+		if p.IP != "" && p.IP != "none" {
+			if e := validateIP(f+".ip", p.IP, false); e != nil {
+				return e
+			}
+		}
+		if p.MAC != "" && p.MAC != "auto" && p.MAC != "generate" && !validMAC(p.MAC) {
+			return errf(CodeInval, f+".mac", "NIC modification %d: %q is not a MAC address", i, p.MAC)
+		}
+		if n.Op == "remove" && p != (OpNIC{}) {
+			return errf(CodeInval, f, "NIC modification %d: remove takes no parameters", i)
+		}
 	}
 	if len(o.Disks) > MaxDisksPerInstance {
 		return errf(CodeInval, "disks", "an instance has at most %d disks; %d modifications given", MaxDisksPerInstance, len(o.Disks))
 	}
 	var total int64
 	for i, d := range o.Disks {
-		if d.Op != "add" {
-			return errf(CodeInval, "disks", "disk modification %d: only \"add\" is supported, got %q", i, d.Op)
-		}
-		if e := d.Params.validate(fmt.Sprintf("disks.%d", i)); e != nil {
-			return e
-		}
-		var e *Error
-		if total, e = AddDiskMiB("disks", total, d.Params.Size); e != nil {
-			return e
+		switch d.Op {
+		case "add":
+			if e := d.Params.validate(fmt.Sprintf("disks.%d", i)); e != nil {
+				return e
+			}
+			var e *Error
+			if total, e = AddDiskMiB("disks", total, d.Params.Size); e != nil {
+				return e
+			}
+		case "modify":
+			if d.Params.Size != 0 {
+				return errf(CodeInval, fmt.Sprintf("disks.%d.size", i), "disk modification %d: a disk's size changes with grow-disk, not modify", i)
+			}
+			if d.Params.Mode != "" && d.Params.Mode != "rw" && d.Params.Mode != "ro" {
+				return errf(CodeInval, fmt.Sprintf("disks.%d.mode", i), "disk modification %d: mode %q is not rw or ro", i, d.Params.Mode)
+			}
+			if e := ValidateName(fmt.Sprintf("disks.%d.name", i), d.Params.Name, MaxNameLen); e != nil {
+				return e
+			}
+			if d.Index < 0 || d.Index >= MaxDisksPerInstance {
+				return errf(CodeInval, fmt.Sprintf("disks.%d", i), "disk modification %d: index %d is not a disk", i, d.Index)
+			}
+		default:
+			return errf(CodeInval, "disks", "disk modification %d: op %q is not add or modify (gnt does not remove disks)", i, d.Op)
 		}
 	}
 	return o.validateRef()
@@ -845,8 +1077,14 @@ type stateChecked interface {
 // added stay within MaxDisksPerInstance and MaxInstanceDiskMiB.
 func (o *OpInstanceSetParams) checkState(s *State) *Error {
 	in := s.LookupInstance(o.Ref())
-	if in == nil || len(o.Disks) == 0 {
+	if in == nil {
 		return nil // an unknown instance is the executor's to report
+	}
+	if _, _, e := o.ApplyTo(s.Cluster, in, func(int) (string, string) { return "", "" }); e != nil {
+		return e
+	}
+	if len(o.Disks) == 0 {
+		return nil
 	}
 	if n := len(in.Disks) + len(o.Disks); n > MaxDisksPerInstance {
 		return errf(CodeInval, "disks", "instance %s has %d disks; with %d more it would have %d, more than %d",

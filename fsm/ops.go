@@ -39,6 +39,11 @@ func (o *OpClusterSetParams) apply(t *txn, _ string) (any, *Error) {
 		c.RAPIAnonymousRead = *o.RAPIAnonymousRead
 		ch = append(ch, [2]any{"rapi_anonymous_read", c.RAPIAnonymousRead})
 	}
+	if o.hasParams() {
+		if e := o.applyParams(t, c, &ch); e != nil {
+			return nil, e
+		}
+	}
 	if o.DiagnoseDataCollectorFilename != nil {
 		c.DiagnoseCollectorFilename = *o.DiagnoseDataCollectorFilename
 		ch = append(ch, [2]any{"diagnose_data_collector_filename", c.DiagnoseCollectorFilename})
@@ -106,6 +111,15 @@ func (o *OpGroupAdd) apply(t *txn, uuid string) (any, *Error) {
 		NDParams: mergeParams(nil, o.NDParams), Tags: []string{}, CTime: ts,
 		DiskParams: map[string]map[string]any{},
 	}
+	for _, dt := range sortedKeys(o.DiskParams) {
+		m, e := NormalizeParams("diskparams."+dt, "disk template "+dt, diskParamDefs[dt], o.DiskParams[dt], false)
+		if e != nil {
+			return nil, e
+		}
+		if len(m) > 0 {
+			t.groups[uuid].DiskParams[dt] = m
+		}
+	}
 	return nil, nil
 }
 
@@ -123,6 +137,21 @@ func (o *OpGroupSetParams) apply(t *txn, _ string) (any, *Error) {
 	if o.NDParams != nil {
 		w.NDParams = mergeParams(w.NDParams, o.NDParams)
 		ch = append(ch, [2]any{"ndparams", w.NDParams})
+	}
+	for _, dt := range sortedKeys(o.DiskParams) {
+		m, e := NormalizeParams("diskparams."+dt, "disk template "+dt, diskParamDefs[dt], o.DiskParams[dt], true)
+		if e != nil {
+			return nil, e
+		}
+		if w.DiskParams == nil {
+			w.DiskParams = map[string]map[string]any{}
+		}
+		if w.DiskParams[dt] = MergeParams(w.DiskParams[dt], m); len(w.DiskParams[dt]) == 0 {
+			delete(w.DiskParams, dt)
+		}
+		for _, k := range sortedKeys(m) {
+			ch = append(ch, [2]any{"diskparams/" + dt + "/" + k, m[k]})
+		}
 	}
 	return ch, nil
 }

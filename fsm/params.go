@@ -70,17 +70,6 @@ func HVDefaults(hv string) map[string]any {
 	return out
 }
 
-// ParamDef describes one known parameter: its key, its kind and built-in
-// default (nil: none).
-type ParamDef struct {
-	Key     string
-	Kind    string
-	Default any
-}
-
-// hvParamDefs are the known parameters of each hypervisor.
-var hvParamDefs = map[string][]ParamDef{}
-
 // normalizeParams gives a cluster record of an older build (or a new one)
 // empty parameter maps where it has none, so every replica holds the same
 // record whether it applied the log or restored a snapshot.

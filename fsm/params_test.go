@@ -24,7 +24,7 @@ func TestFillHVParams(t *testing.T) {
 	// An instance's own hypervisor wins over the cluster's default; a
 	// global parameter of the instance never overrides the cluster's.
 	in = &Instance{Hypervisor: "fake", HVParams: map[string]any{"migration_bandwidth": 1}}
-	if got := FillHVParams(c, in); got["x"] != 1 || got["migration_bandwidth"] != nil {
+	if got := FillHVParams(c, in); got["x"] != 1 || got["migration_bandwidth"] != float64(32) || got["acpi"] != true {
 		t.Fatalf("filled %v", got)
 	}
 	if got := FillHVParams(nil, &Instance{}); len(got) != 0 {

@@ -193,11 +193,9 @@ func (e *Executor) createRecord(sc *StepContext, o *fsm.OpInstanceCreate) (any, 
 	)
 	opUUID := sc.Job.Ops[sc.OpIndex].UUID
 	e.FSM.Read(func(s *fsm.State, _ uint64) {
-		req := alloc.Request{Name: o.InstanceName, Template: o.Template(), MemoryMiB: o.BEParams.MemoryMiB(fsm.DefaultInstanceMemory),
-			VCPUs: fsm.DefaultInstanceVCPUs, Group: o.GroupName}
-		if o.BEParams.VCPUs != nil {
-			req.VCPUs = *o.BEParams.VCPUs
-		}
+		mem, vcpus := o.Resources(s.Cluster)
+		req := alloc.Request{Name: o.InstanceName, Template: o.Template(), MemoryMiB: mem,
+			VCPUs: vcpus, Group: o.GroupName}
 		for _, d := range o.Disks {
 			req.Disks = append(req.Disks, d.Size)
 		}
@@ -291,12 +289,24 @@ func (e *Executor) createRecord(sc *StepContext, o *fsm.OpInstanceCreate) (any, 
 		sc.Logf("moved reservation %s from %s to %s to make room", m.Instance, nodePair(m.OldPrimaryName, m.OldSecondaryName), nodePair(m.NewPrimaryName, m.NewSecondaryName))
 	}
 	if !o.Commit {
-		in = fsm.Instance{Name: o.InstanceName, UUID: opUUID, DiskTemplate: o.Template(), OS: o.OSType,
-			MemoryMiB: o.BEParams.MemoryMiB(fsm.DefaultInstanceMemory), VCPUs: fsm.DefaultInstanceVCPUs, AdminState: fsm.AdminDown,
-			Forthcoming: o.Forthcoming, Hypervisor: o.Hypervisor, HVParams: o.HVParams, OSParams: o.OSParams}
-		if o.BEParams.VCPUs != nil {
-			in.VCPUs = *o.BEParams.VCPUs
+		var (
+			mem   int64
+			vcpus int
+			hv    string
+			hvp   map[string]any
+			be    map[string]any
+			perr  *fsm.Error
+		)
+		e.FSM.Read(func(s *fsm.State, _ uint64) {
+			mem, vcpus = o.Resources(s.Cluster)
+			hv, hvp, be, perr = o.InstanceRecordParams(s.Cluster)
+		})
+		if perr != nil {
+			return nil, perr
 		}
+		in = fsm.Instance{Name: o.InstanceName, UUID: opUUID, DiskTemplate: o.Template(), OS: o.OSType,
+			MemoryMiB: mem, VCPUs: vcpus, AdminState: fsm.AdminDown,
+			Forthcoming: o.Forthcoming, Hypervisor: hv, HVParams: hvp, BEParams: be, OSParams: o.OSParams}
 		if in.UUID == "" {
 			in.UUID = derivedUUID(fmt.Sprintf("job%d", sc.Job.ID), fmt.Sprintf("op%d", sc.OpIndex))
 		}
@@ -312,7 +322,7 @@ func (e *Executor) createRecord(sc *StepContext, o *fsm.OpInstanceCreate) (any, 
 			if mac == "" || mac == "auto" || mac == "generate" {
 				mac = derivedMAC(in.UUID, k)
 			}
-			in.NICs = append(in.NICs, fsm.NIC{UUID: derivedUUID(in.UUID, fmt.Sprintf("nic%d", k)), Name: n.Name, MAC: mac, IP: n.IP, Link: n.Link, Mode: n.Mode})
+			in.NICs = append(in.NICs, fsm.NIC{UUID: derivedUUID(in.UUID, fmt.Sprintf("nic%d", k)), Name: n.Name, MAC: mac, IP: n.IP, Link: n.Link, Mode: n.Mode, VLAN: n.VLAN})
 		}
 	}
 	in.Forthcoming = o.Forthcoming

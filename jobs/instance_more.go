@@ -596,15 +596,16 @@ func (e *Executor) setParamsSteps(o *fsm.OpInstanceSetParams) []Step {
 				return nil, err
 			}
 			expect := in.SerialNo
-			var changes [][2]any
-			if m := o.BEParams.MemoryMiB(-1); m >= 0 && m != in.MemoryMiB {
-				in.MemoryMiB = m
-				changes = append(changes, [2]any{"be/memory", m})
+			var cluster *fsm.Cluster
+			e.FSM.Read(func(s *fsm.State, _ uint64) { cluster = s.Cluster })
+			next, changes, perr := o.ApplyTo(cluster, in, func(k int) (string, string) {
+				u := derivedUUID(in.UUID, fmt.Sprintf("nic-%s-%d", opID(sc), k))
+				return u, derivedMAC(u, 0)
+			})
+			if perr != nil {
+				return nil, perr
 			}
-			if v := o.BEParams.VCPUs; v != nil && *v != in.VCPUs {
-				in.VCPUs = *v
-				changes = append(changes, [2]any{"be/vcpus", *v})
-			}
+			in = next
 			for _, d := range o.Disks {
 				k := len(in.Disks)
 				mode := d.Params.Mode

@@ -1,0 +1,521 @@
+package fsm
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// The tables of known parameters, per component: each hypervisor's
+// (hvParamDefs), the backend's (BEParamDefs), the NICs' (NICParamDefs)
+// and each disk template's (diskParamDefs). A component validates only
+// the keys it knows; a key no table knows is refused by name, never
+// dropped. docs/parameters.md lists them with their meaning.
+
+// Parameter kinds.
+const (
+	KindString = "string" // any string of at most MaxParamValueLen bytes
+	KindPath   = "path"   // an absolute path, or empty
+	KindBool   = "bool"   // true/false (also the strings true, false, yes, no)
+	KindInt    = "int"    // an integer within Min..Max (also its decimal string)
+	KindEnum   = "enum"   // one of Enum
+)
+
+// MaxParamValueLen bounds a string parameter's value.
+const MaxParamValueLen = 1024
+
+// ParamDef describes one known parameter.
+type ParamDef struct {
+	Key  string
+	Kind string
+	// Default is the built-in default (nil: none, the parameter is unset).
+	Default any
+	// Enum are the allowed values of a KindEnum; Min and Max bound a
+	// KindInt.
+	Enum     []string
+	Min, Max int64
+	// Check, when set, checks a string value further (returns what is
+	// wrong, or "").
+	Check func(string) string
+	// Doc is a one-line description.
+	Doc string
+}
+
+func str(key, def, doc string) ParamDef { return ParamDef{Key: key, Kind: KindString, Default: def, Doc: doc} }
+func path(key, def, doc string) ParamDef {
+	return ParamDef{Key: key, Kind: KindPath, Default: def, Doc: doc}
+}
+func boolean(key string, def bool, doc string) ParamDef {
+	return ParamDef{Key: key, Kind: KindBool, Default: def, Doc: doc}
+}
+func integer(key string, def, min, max int64, doc string) ParamDef {
+	return ParamDef{Key: key, Kind: KindInt, Default: float64(def), Min: min, Max: max, Doc: doc}
+}
+func enum(key, def string, values []string, doc string) ParamDef {
+	return ParamDef{Key: key, Kind: KindEnum, Default: def, Enum: values, Doc: doc}
+}
+
+// Hypervisor names.
+const (
+	HVKVM  = "kvm"
+	HVFake = "fake"
+	HVExec = "exec"
+)
+
+// KnownHypervisors are the hypervisors gnt has drivers for.
+var KnownHypervisors = []string{HVExec, HVFake, HVKVM}
+
+func checkAddrOrIface(s string) string {
+	if s == "" || net.ParseIP(s) != nil {
+		return ""
+	}
+	if ValidateName("", s, 15) == nil && !strings.ContainsAny(s, "/ :") {
+		return "" // an interface name (Ganeti binds to its address)
+	}
+	return "is neither an IP address nor an interface name"
+}
+
+func checkCPUMask(s string) string {
+	if s == "all" {
+		return ""
+	}
+	for _, part := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ':' || r == '-' }) {
+		if _, err := strconv.ParseUint(part, 10, 16); err != nil {
+			return "is not \"all\" or a list of CPU numbers and ranges (0-3,5:all)"
+		}
+	}
+	return ""
+}
+
+func checkSecurityDomain(s string) string {
+	if s == "" {
+		return ""
+	}
+	return ValidateName("", s, 32).msgOrEmpty()
+}
+
+// hvParamDefs are the known parameters of each hypervisor: Ganeti's KVM
+// parameters (man/gnt-instance.rst), the fake driver's and the exec
+// driver's.
+var hvParamDefs = map[string][]ParamDef{
+	HVKVM: {
+		path("kvm_path", "/usr/bin/qemu-system-x86_64", "the QEMU binary"),
+		path("kernel_path", "", "kernel to boot directly (empty: boot from disk)"),
+		path("initrd_path", "", "initial ramdisk for kernel_path"),
+		str("kernel_args", "ro", "kernel command line (with kernel_path)"),
+		str("root_path", "/dev/vda1", "root device appended to kernel_args as root="),
+		boolean("acpi", true, "ACPI in the guest (graceful shutdown by ACPI powerdown)"),
+		boolean("serial_console", true, "serial console on a unix socket"),
+		integer("serial_speed", 38400, 1, 4000000, "serial console speed (console=ttyS0,speed)"),
+		{Key: "vnc_bind_address", Kind: KindString, Default: "", Check: checkAddrOrIface, Doc: "VNC listen address or interface (empty: no VNC)"},
+		boolean("vnc_tls", false, "VNC over TLS"),
+		path("vnc_x509_path", "", "directory of the VNC TLS certificates"),
+		boolean("vnc_x509_verify", false, "verify VNC clients' certificates"),
+		path("vnc_password_file", "", "file holding the VNC password"),
+		path("cdrom_image_path", "", "ISO image on the first CD-ROM"),
+		path("cdrom2_image_path", "", "ISO image on the second CD-ROM"),
+		path("floppy_image_path", "", "floppy image"),
+		enum("boot_order", "disk", []string{"floppy", "cdrom", "disk", "network"}, "boot device"),
+		enum("nic_type", "paravirtual", []string{"rtl8139", "ne2k_isa", "ne2k_pci", "i82551", "i82557b", "i82559er", "pcnet", "e1000", "paravirtual"}, "emulated NIC model (paravirtual: virtio-net)"),
+		enum("disk_type", "paravirtual", []string{"ioemu", "ide", "scsi", "sd", "mtd", "pflash", "paravirtual"}, "disk bus (paravirtual: virtio-blk)"),
+		enum("cdrom_disk_type", "", []string{"", "ioemu", "ide", "scsi", "sd", "mtd", "pflash", "paravirtual"}, "CD-ROM bus (empty: as disk_type)"),
+		enum("disk_cache", "default", []string{"default", "none", "writethrough", "writeback"}, "host cache mode of the disks"),
+		enum("disk_aio", "threads", []string{"threads", "native", "io_uring"}, "asynchronous I/O of the disks"),
+		enum("disk_discard", "ignore", []string{"ignore", "unmap"}, "discard requests of the guest"),
+		enum("scsi_controller_type", "lsi", []string{"lsi", "virtio-scsi-pci", "megasas"}, "SCSI controller (disk_type scsi)"),
+		str("usb_mouse", "", "USB pointing device (mouse or tablet; empty: none)"),
+		str("keymap", "", "VNC keyboard map (e.g. en-us)"),
+		integer("migration_port", 8102, 1, 65535, "TCP port of live migrations (global)"),
+		integer("migration_bandwidth", 32, 1, 1<<20, "live migration bandwidth in MiB/s (global)"),
+		integer("migration_downtime", 30, 1, 1<<20, "allowed live migration downtime in ms"),
+		enum("migration_mode", "live", []string{"live", "non-live"}, "default migration mode (global)"),
+		boolean("use_guest_agent", false, "QEMU guest agent channel"),
+		boolean("use_localtime", false, "guest clock in local time instead of UTC"),
+		enum("security_model", "none", []string{"none", "user", "pool"}, "user QEMU runs as: none (gntd's), user (security_domain), pool (the cluster's uid pool)"),
+		{Key: "security_domain", Kind: KindString, Default: "", Check: checkSecurityDomain, Doc: "user name for security_model=user"},
+		enum("kvm_flag", "", []string{"", "enabled", "disabled"}, "force KVM acceleration on (enabled) or off (disabled: TCG); empty probes"),
+		boolean("vhost_net", true, "vhost-net for paravirtual NICs"),
+		integer("virtio_net_queues", 1, 1, 8, "queues of a paravirtual NIC"),
+		boolean("use_chroot", false, "chroot QEMU into an empty directory"),
+		boolean("user_shutdown", false, "a shutdown from inside the guest is an admin shutdown"),
+		path("mem_path", "", "back the guest's memory with files in this hugetlbfs directory"),
+		enum("reboot_behavior", "allow", []string{"allow", "exit"}, "a reboot from inside the guest reboots it (allow) or stops it (exit)"),
+		{Key: "cpu_mask", Kind: KindString, Default: "all", Check: checkCPUMask, Doc: "host CPUs the vCPUs are pinned to"},
+		str("cpu_type", "", "CPU model passed to -cpu (empty: QEMU's default)"),
+		integer("cpu_cores", 0, 0, 1024, "cores per socket (0: QEMU's choice)"),
+		integer("cpu_threads", 0, 0, 1024, "threads per core (0: QEMU's choice)"),
+		integer("cpu_sockets", 0, 0, 1024, "sockets (0: QEMU's choice)"),
+		str("soundhw", "", "emulated sound hardware"),
+		str("usb_devices", "", "USB devices passed through (space separated)"),
+		str("vga", "", "VGA card (-vga)"),
+		str("kvm_extra", "", "extra QEMU arguments"),
+		str("machine_version", "", "machine type (-machine)"),
+		str("migration_caps", "", "QEMU migration capabilities (colon separated)"),
+		boolean("vnet_hdr", true, "IFF_VNET_HDR on tap devices"),
+	},
+	// HVFake takes the kvm table (filled in init): it simulates the same
+	// guests and records their parameters.
+	HVFake: nil,
+	// The exec driver's scripts receive the effective parameters; the
+	// table keeps Ganeti's generic boot parameters it passes on.
+	HVExec: {
+		path("kernel_path", "", "passed to the scripts"),
+		path("initrd_path", "", "passed to the scripts"),
+		str("kernel_args", "", "passed to the scripts"),
+		enum("migration_mode", "live", []string{"live", "non-live"}, "default migration mode (global)"),
+		integer("migration_port", 8102, 1, 65535, "passed to the scripts (global)"),
+		integer("migration_bandwidth", 32, 1, 1<<20, "passed to the scripts (global)"),
+	},
+}
+
+func init() { hvParamDefs[HVFake] = hvParamDefs[HVKVM] }
+
+// HVParamDefs returns the table of a hypervisor's parameters (nil for
+// a hypervisor gnt does not know).
+func HVParamDefs(hv string) []ParamDef { return hvParamDefs[hv] }
+
+// BEParamDefs are the backend parameters (Ganeti's beparams). "memory" is
+// Ganeti's older name of maxmem.
+var BEParamDefs = []ParamDef{
+	integer("maxmem", DefaultInstanceMemory, 0, MaxMemoryMiB, "memory of the instance in MiB"),
+	{Key: "memory", Kind: KindInt, Min: 0, Max: MaxMemoryMiB, Doc: "older name of maxmem"},
+	integer("minmem", DefaultInstanceMemory, 0, MaxMemoryMiB, "least memory the instance runs with (ballooning)"),
+	integer("vcpus", DefaultInstanceVCPUs, 1, MaxVCPUs, "virtual CPUs"),
+	boolean("auto_balance", true, "the instance counts in N+1 and the balancer may move it"),
+	boolean("always_failover", false, "migrations of this instance are failovers"),
+	integer("spindle_use", 1, 0, 1024, "disk spindles the instance uses"),
+}
+
+// NIC modes.
+const (
+	NICModeBridged     = "bridged"
+	NICModeRouted      = "routed"
+	NICModeOpenVSwitch = "openvswitch"
+)
+
+// NICParamDefs are the NIC parameters (Ganeti's nicparams).
+var NICParamDefs = []ParamDef{
+	enum("mode", NICModeBridged, []string{NICModeBridged, NICModeRouted, NICModeOpenVSwitch}, "how the NIC reaches the network"),
+	{Key: "link", Kind: KindString, Default: "gnt-br0", Check: checkLink, Doc: "bridge (bridged), routing table (routed) or switch (openvswitch)"},
+	{Key: "vlan", Kind: KindString, Default: "", Check: checkVLAN, Doc: "VLAN: .N (untagged), :N (trunk) or .N:M:... (openvswitch)"},
+}
+
+func checkLink(s string) string {
+	if s == "" {
+		return ""
+	}
+	return ValidateName("", s, MaxNameLen).msgOrEmpty()
+}
+
+// checkVLAN checks Ganeti's vlan syntax: "", "N", ".N", ":N", ".N:M:..."
+// or ":N:M...", each N a VLAN id 0..4095.
+func checkVLAN(s string) string {
+	if s == "" {
+		return ""
+	}
+	if len(s) > 64 {
+		return "is not a VLAN (too long)"
+	}
+	body := s
+	if s[0] == '.' || s[0] == ':' {
+		body = s[1:]
+	}
+	for _, p := range strings.Split(body, ":") {
+		n, err := strconv.ParseUint(p, 10, 16)
+		if err != nil || n > 4095 {
+			return "is not a VLAN (.N, :N or .N:M:..., N from 0 to 4095)"
+		}
+	}
+	return ""
+}
+
+// diskParamDefs are the disk parameters of each disk template.
+var diskParamDefs = map[string][]ParamDef{
+	DTPlain: {
+		integer("stripes", 1, 1, 64, "LVM stripes of a logical volume"),
+	},
+	DTDrbd: {
+		integer("resync-rate", 61440, 0, 1<<30, "DRBD resync rate in KiB/s"),
+		integer("data-stripes", 1, 1, 64, "LVM stripes of the data volume"),
+		integer("meta-stripes", 1, 1, 64, "LVM stripes of the metadata volume"),
+		str("disk-barriers", "n", "DRBD disk barriers to disable (b, f, d, n)"),
+		boolean("meta-barriers", false, "disable DRBD metadata flushes"),
+		str("default-metavg", "", "volume group of the metadata (empty: the cluster's)"),
+		str("disk-custom", "", "extra drbdsetup disk options"),
+		str("net-custom", "", "extra drbdsetup net options"),
+		enum("protocol", "C", []string{"A", "B", "C"}, "DRBD replication protocol"),
+		boolean("dynamic-resync", false, "DRBD dynamic resync speed"),
+		integer("c-plan-ahead", 20, 0, 300, "dynamic resync: plan ahead (0.1 s)"),
+		integer("c-fill-target", 0, 0, 1<<30, "dynamic resync: fill target (sectors)"),
+		integer("c-delay-target", 1, 1, 100, "dynamic resync: delay target (0.1 s)"),
+		integer("c-max-rate", 61440, 0, 1<<30, "dynamic resync: max rate in KiB/s"),
+		integer("c-min-rate", 4096, 0, 1<<30, "dynamic resync: min rate in KiB/s"),
+	},
+	DTDiskless: {},
+	"file":       {},
+	"sharedfile": {},
+}
+
+// DiskParamDefs returns the table of a disk template's parameters and
+// whether gnt knows the template.
+func DiskParamDefs(template string) ([]ParamDef, bool) {
+	d, ok := diskParamDefs[template]
+	return d, ok
+}
+
+// DiskTemplates are the disk templates the disk parameters know, sorted.
+func DiskTemplates() []string {
+	out := make([]string, 0, len(diskParamDefs))
+	for t := range diskParamDefs {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// paramDefaults gives a table's defaults (a new map).
+func paramDefaults(defs []ParamDef) map[string]any {
+	out := map[string]any{}
+	for _, d := range defs {
+		if d.Default != nil {
+			out[d.Key] = d.Default
+		}
+	}
+	return out
+}
+
+// ParamDefaults gives the built-in defaults of a table (a new map).
+func ParamDefaults(defs []ParamDef) map[string]any { return paramDefaults(defs) }
+
+func findDef(defs []ParamDef, key string) *ParamDef {
+	for k := range defs {
+		if defs[k].Key == key {
+			return &defs[k]
+		}
+	}
+	return nil
+}
+
+func defKeys(defs []ParamDef) string {
+	keys := make([]string, len(defs))
+	for k, d := range defs {
+		keys[k] = d.Key
+	}
+	sort.Strings(keys)
+	return strings.Join(keys, ", ")
+}
+
+// ParamDefault is the value that, given at a level that overrides
+// another, removes the override (Ganeti's "default").
+const ParamDefault = "default"
+
+// NormalizeParams checks a parameter map against a table and returns it
+// with its values in their stored form (bools as bool, integers as
+// float64): the error names the first bad key (field.key) and what is
+// wrong. A key the table does not know is refused; with resettable, the
+// value "default" is kept as is (it removes an override, see
+// MergeParams).
+func NormalizeParams(field, what string, defs []ParamDef, m map[string]any, resettable bool) (map[string]any, *Error) {
+	if len(m) > MaxParams {
+		return nil, errf(CodeInval, field, "%s has at most %d keys, got %d", field, MaxParams, len(m))
+	}
+	out := make(map[string]any, len(m))
+	for _, k := range sortedKeys(m) {
+		f := field + "." + k
+		d := findDef(defs, k)
+		if d == nil {
+			if len(defs) == 0 {
+				return nil, errf(CodeInval, f, "unknown %s parameter %q: %s has no parameters", what, k, what)
+			}
+			return nil, errf(CodeInval, f, "unknown %s parameter %q (known: %s)", what, k, defKeys(defs))
+		}
+		v := m[k]
+		if s, ok := v.(string); ok && resettable && s == ParamDefault {
+			out[k] = ParamDefault
+			continue
+		}
+		nv, msg := normalizeValue(d, v)
+		if msg != "" {
+			return nil, errf(CodeInval, f, "%s parameter %s: %s", what, k, msg)
+		}
+		out[k] = nv
+	}
+	return out, nil
+}
+
+func normalizeValue(d *ParamDef, v any) (any, string) {
+	switch d.Kind {
+	case KindBool:
+		switch x := v.(type) {
+		case bool:
+			return x, ""
+		case string:
+			switch strings.ToLower(x) {
+			case "true", "yes":
+				return true, ""
+			case "false", "no":
+				return false, ""
+			}
+		}
+		return nil, fmt.Sprintf("%s is not a boolean (true or false)", show(v))
+	case KindInt:
+		var n float64
+		switch x := v.(type) {
+		case float64:
+			n = x
+		case int:
+			n = float64(x)
+		case int64:
+			n = float64(x)
+		case json.Number:
+			f, err := x.Float64()
+			if err != nil {
+				return nil, fmt.Sprintf("%s is not an integer", show(v))
+			}
+			n = f
+		case string:
+			i, err := strconv.ParseInt(x, 10, 64)
+			if err != nil {
+				return nil, fmt.Sprintf("%s is not an integer", show(v))
+			}
+			n = float64(i)
+		default:
+			return nil, fmt.Sprintf("%s is not an integer", show(v))
+		}
+		if n != math.Trunc(n) || math.IsInf(n, 0) || math.IsNaN(n) {
+			return nil, fmt.Sprintf("%s is not an integer", show(v))
+		}
+		if n < float64(d.Min) || n > float64(d.Max) {
+			return nil, fmt.Sprintf("%s is outside %d..%d", show(v), d.Min, d.Max)
+		}
+		return n, ""
+	}
+	s, ok := v.(string)
+	if !ok {
+		return nil, fmt.Sprintf("%s is not a string", show(v))
+	}
+	if len(s) > MaxParamValueLen {
+		return nil, fmt.Sprintf("value of %d bytes is longer than %d", len(s), MaxParamValueLen)
+	}
+	if strings.ContainsAny(s, "\x00\n\r") {
+		return nil, "value holds a NUL or line break"
+	}
+	switch d.Kind {
+	case KindEnum:
+		for _, e := range d.Enum {
+			if s == e {
+				return s, ""
+			}
+		}
+		return nil, fmt.Sprintf("%q is not one of %s", s, strings.Join(quoteAll(d.Enum), ", "))
+	case KindPath:
+		if s != "" && (!strings.HasPrefix(s, "/") || strings.Contains(s, "/../") || strings.HasSuffix(s, "/..")) {
+			return nil, fmt.Sprintf("%q is not an absolute path", s)
+		}
+	}
+	if d.Check != nil {
+		if msg := d.Check(s); msg != "" {
+			return nil, fmt.Sprintf("%q %s", s, msg)
+		}
+	}
+	return s, ""
+}
+
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for k, s := range ss {
+		out[k] = strconv.Quote(s)
+	}
+	return out
+}
+
+func show(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil || len(b) > 64 {
+		return fmt.Sprintf("a %T", v)
+	}
+	return string(b)
+}
+
+// MergeParams overlays changes on base (a new map): a value "default"
+// removes the key.
+func MergeParams(base, changes map[string]any) map[string]any {
+	out := cloneMap(base)
+	for k, v := range changes {
+		if s, ok := v.(string); ok && s == ParamDefault {
+			delete(out, k)
+			continue
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// FillParams overlays levels of a parameter map, lowest first (a new map).
+func FillParams(levels ...map[string]any) map[string]any {
+	out := map[string]any{}
+	for _, l := range levels {
+		for k, v := range l {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// ValidateHVParams checks hypervisor parameters for hv; at instance
+// level (instance true) a global parameter is refused.
+func ValidateHVParams(field, hv string, m map[string]any, instance, resettable bool) (map[string]any, *Error) {
+	defs, ok := hvParamDefs[hv]
+	if !ok {
+		return nil, errf(CodeInval, field, "unknown hypervisor %q (known: %s)", hv, strings.Join(KnownHypervisors, ", "))
+	}
+	if instance {
+		for _, k := range sortedKeys(m) {
+			if IsHVGlobal(k) {
+				return nil, errf(CodeInval, field+"."+k, "hypervisor parameter %s is global: only the cluster sets it (gnt cluster modify -H %s:%s=...)", k, hv, k)
+			}
+		}
+	}
+	return NormalizeParams(field, "hypervisor "+hv, defs, m, resettable)
+}
+
+// ValidateHypervisorName checks a hypervisor's name against the known ones.
+func ValidateHypervisorName(field, hv string) *Error {
+	if _, ok := hvParamDefs[hv]; !ok {
+		return errf(CodeInval, field, "unknown hypervisor %q (known: %s)", hv, strings.Join(KnownHypervisors, ", "))
+	}
+	return nil
+}
+
+// ValidateNICParams checks a NIC's parameters (mode, link, vlan) as
+// filled, and that a routed NIC has an IP.
+func ValidateNICParams(field string, mode, link, vlan, ip string) *Error {
+	m := map[string]any{}
+	if mode != "" {
+		m["mode"] = mode
+	}
+	if link != "" {
+		m["link"] = link
+	}
+	if vlan != "" {
+		m["vlan"] = vlan
+	}
+	if _, e := NormalizeParams(field, "NIC", NICParamDefs, m, false); e != nil {
+		return e
+	}
+	if mode == NICModeRouted && ip == "" {
+		return errf(CodeInval, field+".ip", "%s: a routed NIC needs an IP address", field)
+	}
+	return nil
+}
+
+func (e *Error) msgOrEmpty() string {
+	if e == nil {
+		return ""
+	}
+	return e.Msg
+}

@@ -1,0 +1,133 @@
+package fsm
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// paramsFSM is a state with one node and a stopped diskless instance i1
+// (restored from a snapshot of an older build).
+func paramsFSM(t *testing.T) (*FSM, *harness) {
+	t.Helper()
+	old := `{"format":"gnt-fsm","version":2,"index":7,"log_version":9}
+{"t":"cluster","v":{"name":"c","uuid":"cu","serial_no":1,"ctime":1,"mtime":1,"candidate_pool_size":10,"max_raft_voters":5,"default_iallocator":"hail","ndparams":{},"tags":[],"master_node":"nu"}}
+{"t":"group","v":{"name":"default","uuid":"gu","alloc_policy":"preferred","ndparams":{},"tags":[],"serial_no":1,"ctime":1,"mtime":1}}
+{"t":"node","v":{"name":"n1","uuid":"nu","group":"gu","primary_ip":"192.0.2.1","secondary_ip":"192.0.2.1","master_candidate":true,"master_capable":true,"vm_capable":true,"offline":false,"drained":false,"powered":true,"ndparams":{},"tags":[],"resources":{"memory_mib":4096,"disk_mib":10000,"cpus":4},"addrs":{},"serial_no":1,"ctime":1,"mtime":1}}
+{"t":"instance","v":{"name":"i1","uuid":"iu","forthcoming":false,"primary_node":"nu","secondary_nodes":[],"disk_template":"diskless","disks":[],"nics":[{"uuid":"nic0","mac":"aa:00:00:00:00:01","mode":"bridged"}],"memory":128,"vcpus":1,"os":"","admin_state":"up","tags":[],"serial_no":1,"ctime":1,"mtime":1,"hypervisor":"kvm"}}
+{"t":"queue","v":{"next_job_id":1,"epoch":0,"finished":[]}}
+`
+	h := newHarness()
+	if err := h.f.Restore(strings.NewReader(old)); err != nil {
+		t.Fatal(err)
+	}
+	h.index = 7
+	return h.f, h
+}
+
+func submitOp(h *harness, op string) Response {
+	return h.apply(JobSubmit{Now: h.now, Ops: []json.RawMessage{json.RawMessage(op)}, UUIDs: []string{h.uuid()}}).(Response)
+}
+
+// TestParamsRefused: each bad key or value is refused, naming the field,
+// and changes nothing.
+func TestParamsRefused(t *testing.T) {
+	cm := func(body string) string { return `{"OP_ID":"OP_CLUSTER_SET_PARAMS",` + body + `}` }
+	ic := func(body string) string {
+		return `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"new1","disk_template":"diskless",` + body + `}`
+	}
+	im := func(body string) string { return `{"OP_ID":"OP_INSTANCE_SET_PARAMS","instance_name":"i1",` + body + `}` }
+	for _, c := range []struct{ name, op, field string }{
+		{"unknown hv key", cm(`"hvparams":{"kvm":{"kernel_pth":"/k"}}`), "hvparams.kvm.kernel_pth"},
+		{"unknown hypervisor", cm(`"hvparams":{"xen-pvm":{"kernel_path":"/k"}}`), "hvparams.xen-pvm"},
+		{"bad bool", cm(`"hvparams":{"kvm":{"acpi":"maybe"}}`), "hvparams.kvm.acpi"},
+		{"bad enum", cm(`"hvparams":{"kvm":{"disk_type":"floppy"}}`), "hvparams.kvm.disk_type"},
+		{"relative path", cm(`"hvparams":{"kvm":{"kernel_path":"boot/vmlinuz"}}`), "hvparams.kvm.kernel_path"},
+		{"int range", cm(`"hvparams":{"kvm":{"migration_port":70000}}`), "hvparams.kvm.migration_port"},
+		{"int fraction", cm(`"hvparams":{"kvm":{"migration_downtime":1.5}}`), "hvparams.kvm.migration_downtime"},
+		{"unknown be key", cm(`"beparams":{"memroy":512}`), "beparams.memroy"},
+		{"minmem over maxmem", cm(`"beparams":{"minmem":512,"maxmem":256}`), "beparams.minmem"},
+		{"nic mode route", cm(`"nicparams":{"mode":"route"}`), "nicparams.mode"},
+		{"nic vlan", cm(`"nicparams":{"vlan":".5000"}`), "nicparams.vlan"},
+		{"unknown nic key", cm(`"nicparams":{"bridge":"br0"}`), "nicparams.bridge"},
+		{"disk template", cm(`"diskparams":{"rbd":{"pool":"x"}}`), "diskparams.rbd"},
+		{"disk key", cm(`"diskparams":{"drbd":{"resync_rate":1}}`), "diskparams.drbd.resync_rate"},
+		{"disk value", cm(`"diskparams":{"drbd":{"protocol":"D"}}`), "diskparams.drbd.protocol"},
+		{"osparams value", cm(`"osparams":{"debootstrap":{"dist":7}}`), "osparams.debootstrap.dist"},
+		{"enabled unknown", cm(`"enabled_hypervisors":["xen-hvm"]`), "enabled_hypervisors"},
+		{"default not enabled", cm(`"enabled_hypervisors":["fake"],"default_hypervisor":"exec"`), "default_hypervisor"},
+		{"disable a used hypervisor", cm(`"enabled_hypervisors":["fake"],"default_hypervisor":"fake"`), "enabled_hypervisors"},
+		{"create global hv", ic(`"hypervisor":"kvm","hvparams":{"migration_port":1}`), "hvparams.migration_port"},
+		{"create unknown hv key", ic(`"hvparams":{"no_such":1}`), "hvparams.no_such"},
+		{"create key of another hv", ic(`"hypervisor":"exec","hvparams":{"acpi":true}`), "hvparams.acpi"},
+		{"create routed without ip", ic(`"nics":[{"mode":"routed"}]`), "nics.0.ip"},
+		{"create nic mode route", ic(`"nics":[{"mode":"route","ip":"192.0.2.9"}]`), "nics.0.mode"},
+		{"create unknown be key", ic(`"beparams":{"memory":128,"cpus":2}`), "cpus"},
+		{"create unknown hypervisor", ic(`"hypervisor":"xen-pvm"`), "hypervisor"},
+		{"modify global hv", im(`"hvparams":{"migration_bandwidth":10}`), "hvparams.migration_bandwidth"},
+		{"modify bad hv value", im(`"hvparams":{"serial_speed":"fast"}`), "hvparams.serial_speed"},
+		{"modify runtime_mem", im(`"runtime_mem":256`), "runtime_mem"},
+		{"modify disk_template", im(`"disk_template":"drbd"`), "disk_template"},
+		{"modify offline while up", im(`"offline":true`), "offline"},
+		{"modify nic to routed without ip", im(`"nics":[["modify",0,{"mode":"routed"}]]`), "nics.0.ip"},
+		{"modify missing nic", im(`"nics":[["modify",3,{"link":"br1"}]]`), "nics.0"},
+		{"modify nic op", im(`"nics":[["swap",0,{}]]`), "nics.0"},
+		{"modify unknown field", im(`"hotplug":true`), "hotplug"},
+		{"group diskparams", `{"OP_ID":"OP_GROUP_SET_PARAMS","group_name":"default","diskparams":{"plain":{"stripes":0}}}`, "diskparams.plain.stripes"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f, h := paramsFSM(t)
+			// The cluster's default hypervisor is kvm for the cases
+			// that rely on it.
+			if r := submitOp(h, cm(`"default_hypervisor":"kvm"`)); r.Err != nil {
+				t.Fatal(r.Err)
+			}
+			before := f.Hash()
+			r := submitOp(h, c.op)
+			if r.Err == nil {
+				t.Fatalf("%s accepted", c.op)
+			}
+			if r.Err.Field != c.field {
+				t.Errorf("field %q, want %q (%s)", r.Err.Field, c.field, r.Err.Msg)
+			}
+			if f.Hash() != before {
+				t.Error("a refused submission changed the state")
+			}
+		})
+	}
+}
+
+// TestClusterParamsStored: accepted cluster and group parameters are
+// stored in their normalized form, "default" removes one, and the filled
+// instance parameters follow.
+func TestClusterParamsStored(t *testing.T) {
+	f, h := paramsFSM(t)
+	for _, op := range []string{
+		`{"OP_ID":"OP_CLUSTER_SET_PARAMS","enabled_hypervisors":["kvm","fake"],"default_hypervisor":"kvm","hvparams":{"kvm":{"kernel_path":"/boot/vmlinuz","acpi":"false","migration_bandwidth":"64"}},"beparams":{"memory":256,"auto_balance":false},"nicparams":{"mode":"openvswitch","link":"sw0","vlan":".100"},"diskparams":{"drbd":{"resync-rate":1000}},"osparams":{"debootstrap":{"dist":"bookworm"}}}`,
+		`{"OP_ID":"OP_CLUSTER_SET_PARAMS","hvparams":{"kvm":{"kernel_path":"default"}}}`,
+		`{"OP_ID":"OP_GROUP_SET_PARAMS","group_name":"default","diskparams":{"plain":{"stripes":2}}}`,
+	} {
+		if r := submitOp(h, op); r.Err != nil {
+			t.Fatalf("%s: %v", op, r.Err)
+		}
+	}
+	f.Read(func(s *State, _ uint64) {
+		c := s.Cluster
+		if got := c.HVParams["kvm"]; len(got) != 2 || got["acpi"] != false || got["migration_bandwidth"] != float64(64) {
+			t.Errorf("kvm hvparams %v", got)
+		}
+		if c.BEParams["maxmem"] != float64(256) || c.BEParams["auto_balance"] != false || c.BEParams["memory"] != nil {
+			t.Errorf("beparams %v", c.BEParams)
+		}
+		if c.NICParams["mode"] != "openvswitch" || c.DiskParams["drbd"]["resync-rate"] != float64(1000) || c.OSParams["debootstrap"]["dist"] != "bookworm" {
+			t.Errorf("nic %v disk %v os %v", c.NICParams, c.DiskParams, c.OSParams)
+		}
+		if s.Groups["gu"].DiskParams["plain"]["stripes"] != float64(2) {
+			t.Errorf("group diskparams %v", s.Groups["gu"].DiskParams)
+		}
+		filled := FillHVParams(c, s.Instances["iu"])
+		if filled["acpi"] != false || filled["kernel_path"] != "" || filled["migration_bandwidth"] != float64(64) {
+			t.Errorf("filled %v", filled)
+		}
+	})
+}
