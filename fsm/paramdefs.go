@@ -45,7 +45,9 @@ type ParamDef struct {
 	Doc string
 }
 
-func str(key, def, doc string) ParamDef { return ParamDef{Key: key, Kind: KindString, Default: def, Doc: doc} }
+func str(key, def, doc string) ParamDef {
+	return ParamDef{Key: key, Kind: KindString, Default: def, Doc: doc}
+}
 func path(key, def, doc string) ParamDef {
 	return ParamDef{Key: key, Kind: KindPath, Default: def, Doc: doc}
 }
@@ -255,7 +257,7 @@ var diskParamDefs = map[string][]ParamDef{
 		integer("c-max-rate", 61440, 0, 1<<30, "dynamic resync: max rate in KiB/s"),
 		integer("c-min-rate", 4096, 0, 1<<30, "dynamic resync: min rate in KiB/s"),
 	},
-	DTDiskless: {},
+	DTDiskless:   {},
 	"file":       {},
 	"sharedfile": {},
 }

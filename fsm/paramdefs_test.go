@@ -36,7 +36,9 @@ func TestParamsRefused(t *testing.T) {
 	ic := func(body string) string {
 		return `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"new1","disk_template":"diskless",` + body + `}`
 	}
-	im := func(body string) string { return `{"OP_ID":"OP_INSTANCE_SET_PARAMS","instance_name":"i1",` + body + `}` }
+	im := func(body string) string {
+		return `{"OP_ID":"OP_INSTANCE_SET_PARAMS","instance_name":"i1",` + body + `}`
+	}
 	for _, c := range []struct{ name, op, field string }{
 		{"unknown hv key", cm(`"hvparams":{"kvm":{"kernel_pth":"/k"}}`), "hvparams.kvm.kernel_pth"},
 		{"unknown hypervisor", cm(`"hvparams":{"xen-pvm":{"kernel_path":"/k"}}`), "hvparams.xen-pvm"},
