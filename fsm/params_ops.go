@@ -292,8 +292,77 @@ func FilledBE(c *Cluster, in *Instance) map[string]any {
 		cl = c.BEParams
 	}
 	out := FillParams(paramDefaults(BEParamDefs), cl, in.BEParams)
+	_, own := in.BEParams["minmem"]
+	_, clus := cl["minmem"]
+	if !own && !clus {
+		// gnt does not balloon: without a minmem set, an instance runs
+		// with its memory.
+		out["minmem"] = float64(in.MemoryMiB)
+	}
 	out["maxmem"], out["vcpus"] = float64(in.MemoryMiB), float64(in.VCPUs)
 	out["memory"] = float64(in.MemoryMiB)
+	return out
+}
+
+// FilledNIC gives a NIC's effective mode, link and vlan: its own, else
+// the cluster's, else the built-in defaults.
+func FilledNIC(c *Cluster, n *NIC) (mode, link, vlan string) {
+	var cl map[string]any
+	if c != nil {
+		cl = c.NICParams
+	}
+	f := FillParams(paramDefaults(NICParamDefs), cl)
+	mode, _ = f["mode"].(string)
+	link, _ = f["link"].(string)
+	vlan, _ = f["vlan"].(string)
+	if n.Mode != "" {
+		mode = n.Mode
+	}
+	if n.Link != "" {
+		link = n.Link
+	}
+	if n.VLAN != "" {
+		vlan = n.VLAN
+	}
+	return mode, link, vlan
+}
+
+// FilledDiskParams gives the effective disk parameters of every disk
+// template for a group (nil: the cluster's): built-in defaults, the
+// cluster's, the group's.
+func FilledDiskParams(c *Cluster, g *Group) map[string]map[string]any {
+	out := map[string]map[string]any{}
+	for _, t := range DiskTemplates() {
+		var cl, gr map[string]any
+		if c != nil {
+			cl = c.DiskParams[t]
+		}
+		if g != nil {
+			gr = g.DiskParams[t]
+		}
+		out[t] = FillParams(paramDefaults(diskParamDefs[t]), cl, gr)
+	}
+	return out
+}
+
+// FilledOSParams gives an instance's effective OS parameters: the
+// cluster's for its OS, overlaid by its own.
+func FilledOSParams(c *Cluster, in *Instance) map[string]any {
+	var cl map[string]any
+	if c != nil {
+		cl = c.OSParams[in.OS]
+	}
+	return FillParams(cl, in.OSParams)
+}
+
+// PublicHVParams drops the global parameters from filled hypervisor
+// parameters (Ganeti's instance hvparams field shows only those an
+// instance may set).
+func PublicHVParams(m map[string]any) map[string]any {
+	out := cloneMap(m)
+	for _, g := range HVCGlobals {
+		delete(out, g)
+	}
 	return out
 }
 

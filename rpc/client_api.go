@@ -60,10 +60,16 @@ type ClusterInfo struct {
 	// master's (null while none is known).
 	EnabledHypervisors []string                  `json:"enabled_hypervisors"`
 	DefaultHypervisor  *string                   `json:"default_hypervisor"`
-	HVParams           map[string]map[string]any `json:"hvparams"` // per driver; gnt's drivers take none
-	// BEParams are the defaults of new instances, under Ganeti's
-	// "default" key.
-	BEParams map[string]map[string]any `json:"beparams"`
+	// HVParams are the cluster's hypervisor parameters per enabled
+	// hypervisor, filled with the built-in defaults.
+	HVParams map[string]map[string]any `json:"hvparams"`
+	// BEParams and NICParams are the defaults of new instances and NICs,
+	// under Ganeti's "default" key; DiskParams the disk parameters per
+	// template; OSParams the cluster's OS parameters per OS.
+	BEParams   map[string]map[string]any `json:"beparams"`
+	NICParams  map[string]map[string]any `json:"nicparams"`
+	DiskParams map[string]map[string]any `json:"diskparams"`
+	OSParams   map[string]map[string]any `json:"osparams"`
 	// Leader is the node name of the Raft leader as the answering gntd
 	// knows it (gnt).
 	Leader string `json:"leader"`
@@ -284,6 +290,14 @@ type ModifyClusterRequest struct {
 	RepairJobDelay                *float64 `json:"repair_job_delay,omitempty"`
 	// RAPIAnonymousRead lets requests without credentials read.
 	RAPIAnonymousRead *bool `json:"rapi_anonymous_read,omitempty"`
+	// The parameter model (docs/parameters.md).
+	EnabledHypervisors []string                  `json:"enabled_hypervisors,omitempty"`
+	DefaultHypervisor  *string                   `json:"default_hypervisor,omitempty"`
+	HVParams           map[string]map[string]any `json:"hvparams,omitempty"`
+	BEParams           map[string]any            `json:"beparams,omitempty"`
+	NICParams          map[string]any            `json:"nicparams,omitempty"`
+	DiskParams         map[string]map[string]any `json:"diskparams,omitempty"`
+	OSParams           map[string]map[string]any `json:"osparams,omitempty"`
 }
 
 // MasterFailoverRequest is the body of POST /2/gnt/master-failover.

@@ -399,12 +399,14 @@ func TestInstances(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ip, br := "198.51.100.7", "br0"
+	ip, br, br2 := "198.51.100.7", "br0", "gnt-br0"
 	want := rpc.InstanceInfo{Name: "inst1", UUID: "u1", AdminState: "up", OS: "debian", PNode: "node1", SNodes: []string{"node2"},
 		DiskTemplate: "drbd", DiskSizes: []int64{1024, 2048}, DiskUsage: 1024 + 2048 + 256,
 		NICIPs: []*string{&ip, nil}, NICMACs: []string{"aa:00:00:00:00:01", "aa:00:00:00:00:02"},
-		NICModes: []string{"bridged", ""}, NICLinks: []string{"br0", ""}, NICUUIDs: []string{"n1", "n2"},
-		NICNames: []*string{nil, nil}, NICNetworks: []*string{nil, nil}, NICBridges: []*string{&br, nil},
+		// The second NIC has no mode or link of its own: the cluster's
+		// defaults fill them (bridged on gnt-br0).
+		NICModes: []string{"bridged", "bridged"}, NICLinks: []string{"br0", "gnt-br0"}, NICUUIDs: []string{"n1", "n2"},
+		NICNames: []*string{nil, nil}, NICNetworks: []*string{nil, nil}, NICBridges: []*string{&br, &br2},
 		DiskUUIDs: []string{"d1", "d2"}, DiskNames: []*string{nil, nil},
 		BEParams: rpc.BEParams{Memory: 512, MaxMem: 512, MinMem: 512, VCPUs: 2},
 		Tags:     []string{"a", "b"}}

@@ -96,13 +96,21 @@ var InstanceFieldNames = []string{
 }
 
 // GntInstanceFieldNames are gnt's additions to an instance object.
-var GntInstanceFieldNames = []string{"forthcoming"}
+var GntInstanceFieldNames = []string{"forthcoming", "hypervisor", "osparams", "nic.vlans"}
 
-// instanceBEParams are an instance's backend parameters: gnt keeps
-// memory and vcpus on each instance (memory is both Ganeti's maxmem and
-// minmem; "memory" is kept for gnt's older clients).
-func instanceBEParams(i *fsm.Instance) map[string]any {
-	return map[string]any{"maxmem": i.MemoryMiB, "minmem": i.MemoryMiB, "memory": i.MemoryMiB, "vcpus": i.VCPUs}
+// instanceHypervisor is an instance's hypervisor: its own or the
+// cluster's default, else the driver its primary node's agent reported
+// (null while unknown).
+func instanceHypervisor(st *fsm.State, i *fsm.Instance, rt *Runtime) any {
+	if hv := fsm.InstanceHypervisor(st.Cluster, i); hv != "" {
+		return hv
+	}
+	if rt != nil {
+		if d := rt.Nodes[i.PrimaryNode].Driver; d != "" {
+			return d
+		}
+	}
+	return nil
 }
 
 // InstanceStatus computes Ganeti's "status" and "oper_state" of an
@@ -162,7 +170,7 @@ func InstanceFields(st *fsm.State, i *fsm.Instance, rt *Runtime) map[string]any 
 	var (
 		sizes, spindles, duuids, dnames                   = []any{}, []any{}, []any{}, []any{}
 		ips, macs, modes, nuuids, nnames, links, nets, br = []any{}, []any{}, []any{}, []any{}, []any{}, []any{}, []any{}, []any{}
-		nicparams                                         = []any{}
+		nicparams, vlans                                  = []any{}, []any{}
 		usage                                             int64
 	)
 	for _, d := range i.Disks {
@@ -178,16 +186,19 @@ func InstanceFields(st *fsm.State, i *fsm.Instance, rt *Runtime) map[string]any 
 	if i.DiskTemplate == "diskless" {
 		usage = 0
 	}
-	for _, n := range i.NICs {
+	for k := range i.NICs {
+		n := &i.NICs[k]
+		mode, link, vlan := fsm.FilledNIC(st.Cluster, n)
 		ips = append(ips, orNull(n.IP))
 		macs = append(macs, n.MAC)
-		modes = append(modes, n.Mode)
+		modes = append(modes, mode)
 		nuuids = append(nuuids, n.UUID)
 		nnames = append(nnames, orNull(n.Name))
-		links = append(links, n.Link)
+		links = append(links, link)
+		vlans = append(vlans, vlan)
 		nets = append(nets, orNull(n.Network))
-		if n.Mode == "bridged" {
-			br = append(br, n.Link)
+		if mode == fsm.NICModeBridged {
+			br = append(br, link)
 		} else {
 			br = append(br, nil)
 		}
@@ -197,6 +208,9 @@ func InstanceFields(st *fsm.State, i *fsm.Instance, rt *Runtime) map[string]any 
 		}
 		if n.Link != "" {
 			p["link"] = n.Link
+		}
+		if n.VLAN != "" {
+			p["vlan"] = n.VLAN
 		}
 		nicparams = append(nicparams, p)
 	}
@@ -220,10 +234,10 @@ func InstanceFields(st *fsm.State, i *fsm.Instance, rt *Runtime) map[string]any 
 		// gnt's drivers allocate no hypervisor network port (VNC/SPICE).
 		"network_port": nil,
 		"disk.sizes":   sizes, "disk.spindles": spindles, "disk_usage": usage, "disk.uuids": duuids, "disk.names": dnames,
-		"beparams": instanceBEParams(i), "custom_beparams": instanceBEParams(i),
-		// gnt has no hypervisor or OS parameters.
-		"hvparams": map[string]any{}, "custom_hvparams": map[string]any{}, "custom_osparams": map[string]any{},
-		"custom_nicparams": nicparams,
+		"beparams": fsm.FilledBE(st.Cluster, i), "custom_beparams": copyMap(i.BEParams),
+		"hvparams": fsm.PublicHVParams(fsm.FillHVParams(st.Cluster, i)), "custom_hvparams": copyMap(i.HVParams),
+		"osparams": fsm.FilledOSParams(st.Cluster, i), "custom_osparams": copyMap(i.OSParams),
+		"custom_nicparams": nicparams, "nic.vlans": vlans, "hypervisor": instanceHypervisor(st, i, rt),
 		"oper_state":       oper, "status": status,
 		// What the running instance has, as its primary's agent reports
 		// it; null when it does not run there or is not reported.
@@ -306,8 +320,9 @@ var GroupFieldNames = []string{
 }
 
 // GroupFields builds a node group object. gnt enforces no instance
-// policy and has no disk parameters, so ipolicy and diskparams (and
-// their custom_ forms) are empty.
+// policy, so ipolicy and custom_ipolicy are empty; diskparams are the
+// filled disk parameters of every template, custom_diskparams the
+// group's own.
 func GroupFields(st *fsm.State, g *fsm.Group) map[string]any {
 	members := []string{}
 	for _, n := range st.SortedNodes() {
@@ -322,7 +337,7 @@ func GroupFields(st *fsm.State, g *fsm.Group) map[string]any {
 		"name": g.Name, "uuid": g.UUID, "alloc_policy": g.AllocPolicy, "node_cnt": len(members), "node_list": members,
 		"ndparams": nd, "custom_ndparams": copyMap(g.NDParams),
 		"ipolicy": map[string]any{}, "custom_ipolicy": map[string]any{},
-		"diskparams": map[string]any{}, "custom_diskparams": map[string]any{},
+		"diskparams": fsm.FilledDiskParams(st.Cluster, g), "custom_diskparams": copyMap2(g.DiskParams),
 		"tags": sortedCopy(g.Tags), "serial_no": g.SerialNo, "ctime": g.CTime, "mtime": g.MTime,
 	}
 }
@@ -339,10 +354,29 @@ func clusterHypervisors(st *fsm.State, rt *Runtime) (enabled []string, def *stri
 		}
 	}
 	enabled = []string{}
+	if st.Cluster != nil && len(st.Cluster.EnabledHypervisors) > 0 {
+		// The cluster names its enabled hypervisors (Ganeti's
+		// enabled_hypervisors; the first is the default unless one is
+		// set).
+		enabled = append(enabled, st.Cluster.EnabledHypervisors...)
+		d := st.Cluster.DefaultHypervisor
+		if d == "" {
+			d = enabled[0]
+		}
+		return enabled, &d
+	}
 	for d := range seen {
 		enabled = append(enabled, d)
 	}
 	sort.Strings(enabled)
+	if st.Cluster != nil && st.Cluster.DefaultHypervisor != "" {
+		d := st.Cluster.DefaultHypervisor
+		if !seen[d] {
+			enabled = append(enabled, d)
+			sort.Strings(enabled)
+		}
+		return enabled, &d
+	}
 	if m := st.Master(); m != nil && rt != nil {
 		if d := rt.Nodes[m.UUID].Driver; d != "" {
 			return enabled, &d
@@ -359,4 +393,13 @@ func orNull(s string) any {
 		return nil
 	}
 	return s
+}
+
+// copyMap2 copies a map of parameter maps (never nil).
+func copyMap2(m map[string]map[string]any) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = copyMap(v)
+	}
+	return out
 }

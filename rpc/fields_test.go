@@ -164,7 +164,8 @@ func TestInstanceFieldValues(t *testing.T) {
 		"nic.bridges": `["br0",null]`, "nic.networks": `[null,null]`, "nic.networks.names": `[null,null]`,
 		"nic.ips": `["198.51.100.7",null]`, "nic.modes": `["bridged","routed"]`, "nic.links": `["br0","rt1"]`,
 		"custom_nicparams": `[{"link":"br0","mode":"bridged"},{"link":"rt1","mode":"routed"}]`,
-		"beparams":         `{"maxmem":512,"memory":512,"minmem":512,"vcpus":2}`, "hvparams": `{}`,
+		"beparams":         `{"always_failover":false,"auto_balance":true,"maxmem":512,"memory":512,"minmem":512,"spindle_use":1,"vcpus":2}`, "hvparams": `{}`,
+		"custom_beparams": `{}`, "custom_hvparams": `{}`, "nic.vlans": `["",""]`,
 		"network_port": `null`, "oper_ram": `null`, "oper_vcpus": `null`,
 		// No runtime view of node1 yet: unknown.
 		"status": `null`, "oper_state": `null`,

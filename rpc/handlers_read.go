@@ -59,11 +59,20 @@ func (s *Server) serveInfo(w http.ResponseWriter, r *http.Request) error {
 		info.EnabledHypervisors, info.DefaultHypervisor = clusterHypervisors(st, rt)
 		info.HVParams = map[string]map[string]any{}
 		for _, h := range info.EnabledHypervisors {
-			info.HVParams[h] = map[string]any{}
+			info.HVParams[h] = fsm.FillParams(fsm.HVDefaults(h), c.HVParams[h])
 		}
-		info.BEParams = map[string]map[string]any{"default": {
-			"maxmem": fsm.DefaultInstanceMemory, "minmem": fsm.DefaultInstanceMemory,
-			"memory": fsm.DefaultInstanceMemory, "vcpus": fsm.DefaultInstanceVCPUs}}
+		be := fsm.FillParams(fsm.ParamDefaults(fsm.BEParamDefs), c.BEParams)
+		be["memory"] = be["maxmem"]
+		if _, ok := c.BEParams["minmem"]; !ok {
+			be["minmem"] = be["maxmem"]
+		}
+		info.BEParams = map[string]map[string]any{"default": be}
+		info.NICParams = map[string]map[string]any{"default": fsm.FillParams(fsm.ParamDefaults(fsm.NICParamDefs), c.NICParams)}
+		info.DiskParams = fsm.FilledDiskParams(c, nil)
+		info.OSParams = map[string]map[string]any{}
+		for os, m := range c.OSParams {
+			info.OSParams[os] = copyMap(m)
+		}
 		return info, nil
 	})
 }
