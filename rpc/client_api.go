@@ -58,8 +58,8 @@ type ClusterInfo struct {
 	// EnabledHypervisors are the hypervisor drivers the nodes' agents
 	// reported to this gntd's runtime view; DefaultHypervisor is the
 	// master's (null while none is known).
-	EnabledHypervisors []string                  `json:"enabled_hypervisors"`
-	DefaultHypervisor  *string                   `json:"default_hypervisor"`
+	EnabledHypervisors []string `json:"enabled_hypervisors"`
+	DefaultHypervisor  *string  `json:"default_hypervisor"`
 	// HVParams are the cluster's hypervisor parameters per enabled
 	// hypervisor, filled with the built-in defaults.
 	HVParams map[string]map[string]any `json:"hvparams"`

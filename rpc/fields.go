@@ -238,7 +238,7 @@ func InstanceFields(st *fsm.State, i *fsm.Instance, rt *Runtime) map[string]any 
 		"hvparams": fsm.PublicHVParams(fsm.FillHVParams(st.Cluster, i)), "custom_hvparams": copyMap(i.HVParams),
 		"osparams": fsm.FilledOSParams(st.Cluster, i), "custom_osparams": copyMap(i.OSParams),
 		"custom_nicparams": nicparams, "nic.vlans": vlans, "hypervisor": instanceHypervisor(st, i, rt),
-		"oper_state":       oper, "status": status,
+		"oper_state": oper, "status": status,
 		// What the running instance has, as its primary's agent reports
 		// it; null when it does not run there or is not reported.
 		"oper_ram": ram, "oper_vcpus": vcpus,
