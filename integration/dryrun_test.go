@@ -64,6 +64,7 @@ func TestDryRunChangesNothing(t *testing.T) {
 		{"PUT", "/2/instances/web1/failover", "", ""},
 		{"PUT", "/2/instances/web1/migrate", "", ""},
 		{"PUT", "/2/instances/web1/modify", `{"beparams":{"memory":768}}`, ""},
+		{"PUT", "/2/instances/web1/modify", `{"hvparams":{"acpi":false},"osparams":{"dist":"x"},"nics":[["add",-1,{"mode":"bridged","link":"br1"}]],"os_name":"noop"}`, ""},
 		// The checks run: a running instance is not renamed.
 		{"PUT", "/2/instances/web1/rename", `{"new_name":"web7"}`, "instance web1 is up; shut it down before renaming it"},
 		{"PUT", "/2/instances/web1/tags?tag=t1", "", ""},
@@ -75,6 +76,8 @@ func TestDryRunChangesNothing(t *testing.T) {
 		{"PUT", "/2/tags?tag=t1", "", ""},
 		{"POST", "/2/groups", `{"group_name":"g2"}`, ""},
 		{"PUT", "/2/modify", `{"candidate_pool_size":5}`, ""},
+		{"PUT", "/2/modify", `{"hvparams":{"fake":{"acpi":false}},"beparams":{"maxmem":256},"nicparams":{"link":"br9"},"diskparams":{"drbd":{"resync-rate":100}},"enabled_hypervisors":["fake","kvm"],"default_hypervisor":"fake"}`, ""},
+		{"PUT", "/2/groups/default/modify", `{"diskparams":{"plain":{"stripes":2}}}`, ""},
 		{"POST", "/2/jobs", `{"ops":[{"OP_ID":"OP_INSTANCE_SHUTDOWN","instance_name":"web1"},{"OP_ID":"OP_INSTANCE_REMOVE","instance_name":"web1"}]}`, ""},
 	}
 	for _, rt := range routes {

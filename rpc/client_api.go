@@ -259,12 +259,16 @@ type AddGroupRequest struct {
 	Name        string         `json:"name,omitempty"`
 	AllocPolicy *string        `json:"alloc_policy,omitempty"`
 	NDParams    map[string]any `json:"ndparams,omitempty"`
+	// DiskParams override the cluster's per disk template.
+	DiskParams map[string]map[string]any `json:"diskparams,omitempty"`
 }
 
 // ModifyGroupRequest is the body of PUT /2/groups/{name}/modify.
 type ModifyGroupRequest struct {
 	AllocPolicy *string        `json:"alloc_policy,omitempty"`
 	NDParams    map[string]any `json:"ndparams,omitempty"`
+	// DiskParams override the cluster's per disk template.
+	DiskParams map[string]map[string]any `json:"diskparams,omitempty"`
 }
 
 // ModifyClusterRequest is the body of PUT /2/modify

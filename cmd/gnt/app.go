@@ -125,9 +125,12 @@ func newApp(env environment) *cli.App {
 		Usage:    "manage a gnt cluster (Ganeti's gnt-* commands under one binary)",
 		UsageText: "gnt [global options] NOUN COMMAND [options] [arguments...]\n\n" +
 			"Global options may also follow the command.",
-		Version:   rpc.VersionText(commit),
-		Writer:    env.stdout,
-		ErrWriter: env.stderr,
+		Version: rpc.VersionText(commit),
+		// A repeatable option takes one value per use, commas included
+		// (Ganeti's -H kvm:a=1,b=2, --net mode=routed,ip=...).
+		DisableSliceFlagSeparator: true,
+		Writer:                    env.stdout,
+		ErrWriter:                 env.stderr,
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "server", Usage: "comma-separated API `ADDRESSES` (host[:port]) of master candidates, tried in turn; " +
 				"default: $GNT_SERVER, else the list in the file $GNT_CONFIG or ~/.config/gnt/servers, else 127.0.0.1:5080"},

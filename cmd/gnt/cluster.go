@@ -9,10 +9,12 @@ import (
 	"net/url"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/gnt-cluster/gnt/fsm"
 	"github.com/gnt-cluster/gnt/rpc"
 )
 
@@ -74,6 +76,12 @@ func (e environment) clusterCommand() *cli.Command {
 					&cli.IntFlag{Name: "repair-round-job-limit", Usage: "most `JOBS` one maintd round submits"},
 					&cli.DurationFlag{Name: "repair-job-delay", Usage: "delay before harep's repair opcodes, as harep --job-delay (`DURATION`)"},
 					yesNoFlag("rapi-anonymous-read", "whether API requests without credentials may read"),
+					hvparamsFlag("hypervisor parameters `HV:KEY=VALUE[,...]` (repeatable; -KEY or KEY=default resets one; see docs/parameters.md)"),
+					beparamsFlag(),
+					&cli.StringFlag{Name: "nic-parameters", Aliases: []string{"N"}, Usage: "default NIC parameters `KEY=VALUE[,...]` (mode, link, vlan)"},
+					&cli.StringSliceFlag{Name: "disk-parameters", Aliases: []string{"D"}, Usage: "disk parameters `TEMPLATE:KEY=VALUE[,...]` (repeatable)"},
+					&cli.StringSliceFlag{Name: "os-parameters", Aliases: []string{"O"}, Usage: "OS parameters `OS:KEY=VALUE[,...]` (repeatable)"},
+					&cli.StringFlag{Name: "enabled-hypervisors", Usage: "hypervisors instances may use, `HV[,HV...]`; the first is the default"},
 				},
 				Action: e.do(clusterModify),
 			},
@@ -248,6 +256,9 @@ func clusterModify(ctx context.Context, s *session, c *cli.Context, args []strin
 	if r.err != nil {
 		return r.err
 	}
+	if err := readClusterParams(c, &body); err != nil {
+		return err
+	}
 	j, err := s.change(ctx, http.MethodPut, "/2/modify", nil, body)
 	if err != nil || j == nil || s.cfg.JSON() {
 		return err
@@ -383,6 +394,58 @@ func clusterCapacity(ctx context.Context, s *session, c *cli.Context, args []str
 	}
 	if res.Limit != "" {
 		fmt.Fprintf(s.stdout, "one more does not fit: %s\n", res.Limit)
+	}
+	return nil
+}
+
+// readClusterParams reads the parameter model's options of cluster
+// modify (-H, -B, -N, -D, -O, --enabled-hypervisors).
+func readClusterParams(c *cli.Context, body *rpc.ModifyClusterRequest) error {
+	var err error
+	if c.IsSet("hypervisor-parameters") {
+		if body.HVParams, err = parseHVParams(c.StringSlice("hypervisor-parameters")); err != nil {
+			return usagef(c, "-H: %v", err)
+		}
+	}
+	if c.IsSet("backend-parameters") {
+		if body.BEParams, err = typedParams(c.String("backend-parameters"), fsm.BEParamDefs); err != nil {
+			return usagef(c, "-B: %v", err)
+		}
+	}
+	if c.IsSet("nic-parameters") {
+		if body.NICParams, err = typedParams(c.String("nic-parameters"), fsm.NICParamDefs); err != nil {
+			return usagef(c, "-N: %v", err)
+		}
+	}
+	if c.IsSet("disk-parameters") {
+		if body.DiskParams, err = parseDiskParams(c.StringSlice("disk-parameters")); err != nil {
+			return usagef(c, "-D: %v", err)
+		}
+	}
+	if c.IsSet("os-parameters") {
+		body.OSParams = map[string]map[string]any{}
+		for _, o := range c.StringSlice("os-parameters") {
+			os, rest, err := identParams(o)
+			if err != nil {
+				return usagef(c, "-O: %v", err)
+			}
+			if body.OSParams[os], err = parseOSParams(rest); err != nil {
+				return usagef(c, "-O %s: %v", os, err)
+			}
+		}
+	}
+	if c.IsSet("enabled-hypervisors") {
+		hvs := []string{}
+		for _, h := range strings.Split(c.String("enabled-hypervisors"), ",") {
+			if h = strings.TrimSpace(h); h != "" {
+				hvs = append(hvs, h)
+			}
+		}
+		if len(hvs) == 0 {
+			return usagef(c, "--enabled-hypervisors: name at least one hypervisor")
+		}
+		body.EnabledHypervisors = hvs
+		body.DefaultHypervisor = &hvs[0]
 	}
 	return nil
 }

@@ -28,7 +28,7 @@ func (e environment) groupCommand() *cli.Command {
 				Name:      "add",
 				Usage:     "create a node group",
 				ArgsUsage: "NAME",
-				Flags:     []cli.Flag{allocPolicyFlag(), ndparamsFlag()},
+				Flags:     []cli.Flag{allocPolicyFlag(), ndparamsFlag(), diskparamsFlag()},
 				Action:    e.do(groupAdd),
 			},
 			{
@@ -49,7 +49,7 @@ func (e environment) groupCommand() *cli.Command {
 				Name:      "modify",
 				Usage:     "change a node group's parameters",
 				ArgsUsage: "NAME",
-				Flags:     []cli.Flag{allocPolicyFlag(), ndparamsFlag()},
+				Flags:     []cli.Flag{allocPolicyFlag(), ndparamsFlag(), diskparamsFlag()},
 				Action:    e.do(groupModify),
 			},
 			{
@@ -66,7 +66,17 @@ func (e environment) groupCommand() *cli.Command {
 func readGroupBody(c *cli.Context) (rpc.ModifyGroupRequest, error) {
 	r := flagReader{c: c}
 	b := rpc.ModifyGroupRequest{AllocPolicy: r.string("alloc-policy"), NDParams: r.ndparams("node-parameters")}
-	return b, r.err
+	if r.err != nil {
+		return b, r.err
+	}
+	if c.IsSet("disk-parameters") {
+		dp, err := parseDiskParams(c.StringSlice("disk-parameters"))
+		if err != nil {
+			return b, usagef(c, "-D: %v", err)
+		}
+		b.DiskParams = dp
+	}
+	return b, nil
 }
 
 func groupAdd(ctx context.Context, s *session, c *cli.Context, args []string) error {
@@ -77,7 +87,7 @@ func groupAdd(ctx context.Context, s *session, c *cli.Context, args []string) er
 	if err != nil {
 		return err
 	}
-	add := rpc.AddGroupRequest{GroupName: args[0], AllocPolicy: body.AllocPolicy, NDParams: body.NDParams}
+	add := rpc.AddGroupRequest{GroupName: args[0], AllocPolicy: body.AllocPolicy, NDParams: body.NDParams, DiskParams: body.DiskParams}
 	_, err = s.change(ctx, http.MethodPost, "/2/groups", nil, add)
 	return err
 }
@@ -152,4 +162,8 @@ func showGroup(w io.Writer, o object) {
 		own = map[string]any{}
 	}
 	printParams(w, "    ", nd, own)
+}
+
+func diskparamsFlag() cli.Flag {
+	return &cli.StringSliceFlag{Name: "disk-parameters", Aliases: []string{"D"}, Usage: "disk parameters `TEMPLATE:KEY=VALUE[,...]` (repeatable; -KEY resets one)"}
 }

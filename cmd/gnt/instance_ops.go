@@ -34,12 +34,15 @@ func (e environment) instanceOpCommands() []*cli.Command {
 				&cli.StringFlag{Name: "os-type", Usage: "OS to install"},
 				&cli.StringFlag{Name: "node", Aliases: []string{"n"}, Usage: "`PNODE[:SNODE]` instead of the allocator"},
 				&cli.StringFlag{Name: "group", Usage: "place within this node group"},
-				&cli.StringSliceFlag{Name: "net", Usage: "a NIC: `ip=IP,link=LINK,mac=MAC` (repeatable)"},
+				&cli.StringSliceFlag{Name: "net", Usage: "a NIC: `mode=MODE,link=LINK,vlan=VLAN,ip=IP,mac=MAC,name=NAME` (repeatable)"},
 				&cli.BoolFlag{Name: "no-start", Usage: "do not start the instance"},
 				&cli.BoolFlag{Name: "no-install", Usage: "do not install the OS"},
 				&cli.BoolFlag{Name: "forthcoming", Usage: "only reserve the resources (commit later with 'gnt instance create NAME')"},
 				&cli.BoolFlag{Name: "dry-run", Usage: "only show where the allocator would place it"},
 				&cli.BoolFlag{Name: "no-move-reservations", Usage: "do not let the allocator move forthcoming instances to make room"},
+				hvparamsFlag("hypervisor and its parameters `[HV:]KEY=VALUE[,...]` (Ganeti's -H; see docs/parameters.md)"),
+				beparamsFlag(),
+				osparamsFlag(),
 			},
 			Action: e.do(instanceAdd),
 		},
@@ -107,10 +110,18 @@ func (e environment) instanceOpCommands() []*cli.Command {
 				return err
 			}),
 		},
-		one("modify", "change an instance's memory and vcpus, or add disks", []cli.Flag{
+		one("modify", "change an instance's parameters, NICs and disks", []cli.Flag{
 			&cli.StringFlag{Name: "memory", Usage: "new memory, e.g. 1G"},
 			&cli.IntFlag{Name: "vcpus", Usage: "new number of vcpus"},
 			&cli.StringSliceFlag{Name: "add-disk", Usage: "add a disk of `SIZE` (repeatable)"},
+			&cli.StringSliceFlag{Name: "disk", Usage: "change a disk: `IDX:name=NAME,mode=ro|rw` (repeatable)"},
+			&cli.StringSliceFlag{Name: "net", Usage: "NIC changes: `add[:PARAMS]`, IDX:PARAMS, IDX:remove or remove; PARAMS mode=,link=,vlan=,ip=,mac=,name= (repeatable)"},
+			hvparamsFlag("hypervisor parameters `KEY=VALUE[,...]` (-KEY or KEY=default: back to the cluster's)"),
+			beparamsFlag(),
+			osparamsFlag(),
+			&cli.StringFlag{Name: "os-name", Usage: "change the instance's OS `NAME` (no reinstall)"},
+			&cli.BoolFlag{Name: "offline", Usage: "mark the (stopped) instance offline"},
+			&cli.BoolFlag{Name: "online", Usage: "mark an offline instance online again (stopped)"},
 		}, instanceModify),
 	}
 }
@@ -210,7 +221,35 @@ func instanceModify(ctx context.Context, s *session, c *cli.Context, args []stri
 	if err := addBEParams(c, body); err != nil {
 		return err
 	}
+	if err := addParamOptions(c, body, false); err != nil {
+		return err
+	}
+	if c.IsSet("net") {
+		nics, err := parseNICMods(c.StringSlice("net"))
+		if err != nil {
+			return usagef(c, "%v", err)
+		}
+		body["nics"] = nics
+	}
+	if o := c.String("os-name"); o != "" {
+		body["os_name"] = o
+	}
+	switch {
+	case c.Bool("offline") && c.Bool("online"):
+		return usagef(c, "--offline and --online exclude each other")
+	case c.Bool("offline"):
+		body["offline"] = true
+	case c.Bool("online"):
+		body["offline"] = false
+	}
 	var disks []any
+	if c.IsSet("disk") {
+		mods, err := parseDiskMods(c.StringSlice("disk"))
+		if err != nil {
+			return usagef(c, "%v", err)
+		}
+		disks = append(disks, mods...)
+	}
 	for _, d := range c.StringSlice("add-disk") {
 		size, err := parseSize(d)
 		if err != nil {
@@ -274,6 +313,9 @@ func instanceAdd(ctx context.Context, s *session, c *cli.Context, args []string)
 	if err := addBEParams(c, body); err != nil {
 		return err
 	}
+	if err := addParamOptions(c, body, true); err != nil {
+		return err
+	}
 	if o := c.String("os-type"); o != "" {
 		body["os_type"] = o
 	}
@@ -289,13 +331,9 @@ func instanceAdd(ctx context.Context, s *session, c *cli.Context, args []string)
 	}
 	var nics []map[string]any
 	for _, spec := range c.StringSlice("net") {
-		nic := map[string]any{}
-		for _, kv := range strings.Split(spec, ",") {
-			k, v, ok := strings.Cut(kv, "=")
-			if !ok || (k != "ip" && k != "link" && k != "mac" && k != "mode" && k != "name") {
-				return usagef(c, "--net %q: want ip=IP,link=LINK,mac=MAC", spec)
-			}
-			nic[k] = v
+		nic, err := nicParams(spec)
+		if err != nil {
+			return usagef(c, "--net %q: %v", spec, err)
 		}
 		nics = append(nics, nic)
 	}
@@ -357,6 +395,51 @@ func instanceReboot(ctx context.Context, s *session, c *cli.Context, args []stri
 }
 
 // addBEParams puts --memory and --vcpus into body's beparams.
+// addParamOptions adds -H, -B and -O to an instance request body; at
+// creation -H may name the hypervisor (HV:KEY=VALUE,...).
+func addParamOptions(c *cli.Context, body map[string]any, create bool) error {
+	if c.IsSet("hypervisor-parameters") {
+		hv, p, err := parseInstanceHV(c.StringSlice("hypervisor-parameters"), create)
+		if err != nil {
+			return usagef(c, "-H: %v", err)
+		}
+		if hv != "" {
+			body["hypervisor"] = hv
+		}
+		if len(p) > 0 {
+			body["hvparams"] = p
+		}
+	}
+	if c.IsSet("backend-parameters") {
+		p, err := typedParams(c.String("backend-parameters"), fsm.BEParamDefs)
+		if err != nil {
+			return usagef(c, "-B: %v", err)
+		}
+		be, _ := body["beparams"].(map[string]any)
+		if be == nil {
+			be = map[string]any{}
+		}
+		for k, v := range p {
+			if _, dup := be[k]; dup {
+				return usagef(c, "-B %s: also given by --%s", k, k)
+			}
+			if v == fsm.ParamDefault {
+				return usagef(c, "-B %s: an instance's backend parameters cannot be reset", k)
+			}
+			be[k] = v
+		}
+		body["beparams"] = be
+	}
+	if c.IsSet("os-parameters") {
+		p, err := parseOSParams(c.String("os-parameters"))
+		if err != nil {
+			return usagef(c, "-O: %v", err)
+		}
+		body["osparams"] = p
+	}
+	return nil
+}
+
 func addBEParams(c *cli.Context, body map[string]any) error {
 	be := map[string]any{}
 	if m := c.String("memory"); m != "" {
