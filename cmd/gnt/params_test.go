@@ -37,10 +37,14 @@ func TestParseParamOptions(t *testing.T) {
 		{"cluster -H bad int", func() (any, error) { return parseHVParams([]string{"kvm:serial_speed=fast"}) }, "error: want an integer"},
 		{"cluster -H bare non-bool", func() (any, error) { return parseHVParams([]string{"kvm:kernel_path"}) }, "error: needs a value"},
 		{"cluster -H key twice", func() (any, error) { return parseHVParams([]string{"kvm:acpi=true,acpi=false"}) }, "error: given twice"},
-		{"-D", func() (any, error) { return parseDiskParams([]string{"drbd:resync-rate=1000,protocol=B", "plain:stripes=2"}) },
+		{"-D", func() (any, error) {
+			return parseDiskParams([]string{"drbd:resync-rate=1000,protocol=B", "plain:stripes=2"})
+		},
 			`{"drbd":{"protocol":"B","resync-rate":1000},"plain":{"stripes":2}}`},
 		{"-D empty key", func() (any, error) { return parseDiskParams([]string{"drbd:=1"}) }, "error: empty parameter name"},
-		{"-B", func() (any, error) { return typedParams("maxmem=2G,minmem=512,vcpus=2,auto_balance=no,always_failover", fsm.BEParamDefs) },
+		{"-B", func() (any, error) {
+			return typedParams("maxmem=2G,minmem=512,vcpus=2,auto_balance=no,always_failover", fsm.BEParamDefs)
+		},
 			`{"always_failover":true,"auto_balance":false,"maxmem":2048,"minmem":512,"vcpus":2}`},
 		{"-B bad memory", func() (any, error) { return typedParams("maxmem=lots", fsm.BEParamDefs) }, "error: bad size"},
 		{"-N", func() (any, error) { return typedParams("mode=routed,link=100,vlan=.5", fsm.NICParamDefs) },
@@ -68,7 +72,9 @@ func TestParseParamOptions(t *testing.T) {
 		{"-O", func() (any, error) { return parseOSParams(`dist=bookworm,mirror=http://deb.debian.org/debian,-arch`) },
 			`{"arch":"default","dist":"bookworm","mirror":"http://deb.debian.org/debian"}`},
 		{"-O bare", func() (any, error) { return parseOSParams("dist") }, "error: needs a value"},
-		{"--net mods", func() (any, error) { return parseNICMods([]string{"add:mode=routed,ip=192.0.2.5", "0:link=br1", "1:remove", "remove"}) },
+		{"--net mods", func() (any, error) {
+			return parseNICMods([]string{"add:mode=routed,ip=192.0.2.5", "0:link=br1", "1:remove", "remove"})
+		},
 			`[["add",-1,{"ip":"192.0.2.5","mode":"routed"}],["modify",0,{"link":"br1"}],["remove",1,{}],["remove",-1,{}]]`},
 		{"--net bad op", func() (any, error) { return parseNICMods([]string{"swap:link=br1"}) }, "error: want add"},
 		{"--net unknown key", func() (any, error) { return parseNICMods([]string{"0:bridge=br1"}) }, "error: unknown NIC parameter"},
