@@ -225,7 +225,9 @@ type LeaderEstablish struct {
 // and OP_GROUP_SET_PARAMS; a NIC's vlan and beparams auto_balance,
 // always_failover and spindle_use in OP_INSTANCE_CREATE; hvparams,
 // osparams, nics, os_name, offline, runtime_mem and disk_template (the
-// last two refused) and disk modify in OP_INSTANCE_SET_PARAMS. Their
+// last two refused) and disk modify in OP_INSTANCE_SET_PARAMS; tags,
+// conflicts_check, opportunistic_locking, identify_defaults and
+// ignore_ipolicy in OP_INSTANCE_CREATE. Their
 // parameters are checked against the tables of paramdefs.go.
 const LogVersion = 15
 

@@ -117,6 +117,19 @@ type OpInstanceCreate struct {
 	HVParams     map[string]any `json:"hvparams,omitempty"`
 	OSParams     map[string]any `json:"osparams,omitempty"`
 	NoInstall    bool           `json:"no_install,omitempty"`
+	// Tags are the new instance's tags.
+	Tags []string `json:"tags,omitempty"`
+	// ConflictsCheck (default true) checks the NICs' IPs against the
+	// cluster's; gnt always checks, so false is refused.
+	ConflictsCheck *bool `json:"conflicts_check,omitempty"`
+	// OpportunisticLocking is accepted: gnt's placement never waits for
+	// node locks (the state refuses a placement that no longer fits).
+	OpportunisticLocking bool `json:"opportunistic_locking,omitempty"`
+	// IdentifyDefaults records as the instance's own only the hvparams
+	// and beparams that differ from the cluster's.
+	IdentifyDefaults bool `json:"identify_defaults,omitempty"`
+	// IgnoreIPolicy is accepted: gnt enforces no instance policy.
+	IgnoreIPolicy bool `json:"ignore_ipolicy,omitempty"`
 	// MoveReservations (gnt) lets the allocator move forthcoming
 	// instances (reservations, records only) to other nodes when the
 	// instance fits nowhere as things are; default true. It applies only
@@ -220,6 +233,17 @@ func (o *OpInstanceCreate) Validate() *Error {
 	}
 	if e := validateInstanceHV(o.Hypervisor, o.HVParams, false); e != nil {
 		return e
+	}
+	if len(o.Tags) > MaxTagsPerObj {
+		return errf(CodeInval, "tags", "an instance has at most %d tags, got %d", MaxTagsPerObj, len(o.Tags))
+	}
+	for _, t := range o.Tags {
+		if e := ValidateTag(t); e != nil {
+			return e
+		}
+	}
+	if o.ConflictsCheck != nil && !*o.ConflictsCheck {
+		return errf(CodeInval, "conflicts_check", "conflicts_check false is not supported: gnt always refuses an IP another NIC of the cluster has")
 	}
 	if e := validateOSParams("osparams", o.OSParams); e != nil {
 		return e

@@ -81,18 +81,6 @@ func checkAddrOrIface(s string) string {
 	return "is neither an IP address nor an interface name"
 }
 
-func checkCPUMask(s string) string {
-	if s == "all" {
-		return ""
-	}
-	for _, part := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ':' || r == '-' }) {
-		if _, err := strconv.ParseUint(part, 10, 16); err != nil {
-			return "is not \"all\" or a list of CPU numbers and ranges (0-3,5:all)"
-		}
-	}
-	return ""
-}
-
 func checkSecurityDomain(s string) string {
 	if s == "" {
 		return ""
@@ -104,74 +92,47 @@ func checkSecurityDomain(s string) string {
 // parameters (man/gnt-instance.rst), the fake driver's and the exec
 // driver's.
 var hvParamDefs = map[string][]ParamDef{
+	// The kvm driver's parameters: Ganeti's names, values and defaults
+	// (man/gnt-instance.rst "KVM"), the ones agent/kvm_params.go knows.
+	// Those marked "(not yet)" the driver accepts only at their default.
 	HVKVM: {
-		path("kvm_path", "/usr/bin/qemu-system-x86_64", "the QEMU binary"),
-		path("kernel_path", "", "kernel to boot directly (empty: boot from disk)"),
-		path("initrd_path", "", "initial ramdisk for kernel_path"),
-		str("kernel_args", "ro", "kernel command line (with kernel_path)"),
-		str("root_path", "/dev/vda1", "root device appended to kernel_args as root="),
-		boolean("acpi", true, "ACPI in the guest (graceful shutdown by ACPI powerdown)"),
-		boolean("serial_console", true, "serial console on a unix socket"),
-		integer("serial_speed", 38400, 1, 4000000, "serial console speed (console=ttyS0,speed)"),
-		{Key: "vnc_bind_address", Kind: KindString, Default: "", Check: checkAddrOrIface, Doc: "VNC listen address or interface (empty: no VNC)"},
-		boolean("vnc_tls", false, "VNC over TLS"),
-		path("vnc_x509_path", "", "directory of the VNC TLS certificates"),
-		boolean("vnc_x509_verify", false, "verify VNC clients' certificates"),
-		path("vnc_password_file", "", "file holding the VNC password"),
-		path("cdrom_image_path", "", "ISO image on the first CD-ROM"),
-		path("cdrom2_image_path", "", "ISO image on the second CD-ROM"),
-		path("floppy_image_path", "", "floppy image"),
-		enum("boot_order", "disk", []string{"floppy", "cdrom", "disk", "network"}, "boot device"),
-		enum("nic_type", "paravirtual", []string{"rtl8139", "ne2k_isa", "ne2k_pci", "i82551", "i82557b", "i82559er", "pcnet", "e1000", "paravirtual"}, "emulated NIC model (paravirtual: virtio-net)"),
-		enum("disk_type", "paravirtual", []string{"ioemu", "ide", "scsi", "sd", "mtd", "pflash", "paravirtual"}, "disk bus (paravirtual: virtio-blk)"),
-		enum("cdrom_disk_type", "", []string{"", "ioemu", "ide", "scsi", "sd", "mtd", "pflash", "paravirtual"}, "CD-ROM bus (empty: as disk_type)"),
-		enum("disk_cache", "default", []string{"default", "none", "writethrough", "writeback"}, "host cache mode of the disks"),
-		enum("disk_aio", "threads", []string{"threads", "native", "io_uring"}, "asynchronous I/O of the disks"),
-		enum("disk_discard", "ignore", []string{"ignore", "unmap"}, "discard requests of the guest"),
-		enum("scsi_controller_type", "lsi", []string{"lsi", "virtio-scsi-pci", "megasas"}, "SCSI controller (disk_type scsi)"),
-		str("usb_mouse", "", "USB pointing device (mouse or tablet; empty: none)"),
-		str("keymap", "", "VNC keyboard map (e.g. en-us)"),
-		integer("migration_port", 8102, 1, 65535, "TCP port of live migrations (global)"),
-		integer("migration_bandwidth", 32, 1, 1<<20, "live migration bandwidth in MiB/s (global)"),
-		integer("migration_downtime", 30, 1, 1<<20, "allowed live migration downtime in ms"),
-		enum("migration_mode", "live", []string{"live", "non-live"}, "default migration mode (global)"),
-		boolean("use_guest_agent", false, "QEMU guest agent channel"),
-		boolean("use_localtime", false, "guest clock in local time instead of UTC"),
-		enum("security_model", "none", []string{"none", "user", "pool"}, "user QEMU runs as: none (gntd's), user (security_domain), pool (the cluster's uid pool)"),
-		{Key: "security_domain", Kind: KindString, Default: "", Check: checkSecurityDomain, Doc: "user name for security_model=user"},
-		enum("kvm_flag", "", []string{"", "enabled", "disabled"}, "force KVM acceleration on (enabled) or off (disabled: TCG); empty probes"),
-		boolean("vhost_net", true, "vhost-net for paravirtual NICs"),
-		integer("virtio_net_queues", 1, 1, 8, "queues of a paravirtual NIC"),
-		boolean("use_chroot", false, "chroot QEMU into an empty directory"),
-		boolean("user_shutdown", false, "a shutdown from inside the guest is an admin shutdown"),
-		path("mem_path", "", "back the guest's memory with files in this hugetlbfs directory"),
-		enum("reboot_behavior", "allow", []string{"allow", "exit"}, "a reboot from inside the guest reboots it (allow) or stops it (exit)"),
-		{Key: "cpu_mask", Kind: KindString, Default: "all", Check: checkCPUMask, Doc: "host CPUs the vCPUs are pinned to"},
-		str("cpu_type", "", "CPU model passed to -cpu (empty: QEMU's default)"),
-		integer("cpu_cores", 0, 0, 1024, "cores per socket (0: QEMU's choice)"),
-		integer("cpu_threads", 0, 0, 1024, "threads per core (0: QEMU's choice)"),
-		integer("cpu_sockets", 0, 0, 1024, "sockets (0: QEMU's choice)"),
-		str("soundhw", "", "emulated sound hardware"),
-		str("usb_devices", "", "USB devices passed through (space separated)"),
-		str("vga", "", "VGA card (-vga)"),
-		str("kvm_extra", "", "extra QEMU arguments"),
-		str("machine_version", "", "machine type (-machine)"),
-		str("migration_caps", "", "QEMU migration capabilities (colon separated)"),
-		boolean("vnet_hdr", true, "IFF_VNET_HDR on tap devices"),
+		path("kernel_path", "", "kernel to boot directly (-kernel; empty: boot from the disks)"),
+		path("initrd_path", "", "initial ramdisk (-initrd), with kernel_path"),
+		str("kernel_args", "ro", "kernel command line (-append), with kernel_path"),
+		str("root_path", "/dev/vda1", "root= added to the kernel command line (empty: none)"),
+		boolean("serial_console", true, "serial console on a unix socket; console=ttyS0 on the kernel command line"),
+		integer("serial_speed", 38400, 1, 4000000, "the serial console's speed on the kernel command line"),
+		boolean("acpi", true, "ACPI (graceful shutdown needs it); false: -no-acpi"),
+		enum("boot_order", "disk", []string{"disk", "cdrom", "floppy", "network"}, "boot device without kernel_path"),
+		enum("disk_type", "paravirtual", []string{"paravirtual", "ide"}, "virtio-blk or IDE disks"),
+		enum("disk_cache", "default", []string{"default", "none", "writethrough", "writeback"}, "the drives' cache mode"),
+		enum("nic_type", "paravirtual", []string{"paravirtual", "e1000", "rtl8139", "ne2k_pci", "ne2k_isa", "i82551", "i82557b", "i82559er", "pcnet"}, "NIC model (paravirtual: virtio-net)"),
+		str("cpu_type", "", "-cpu model (empty: QEMU's default)"),
+		enum("kvm_flag", "", []string{"", "enabled", "disabled"}, "enabled: KVM, disabled: TCG, empty: what the node's probe found"),
+		enum("reboot_behavior", "reboot", []string{"reboot", "exit"}, "exit: a reboot inside the guest stops it (-no-reboot)"),
+		boolean("use_localtime", false, "the guest's clock in local time"),
+		str("machine_version", "", "-machine type (empty: QEMU's default)"),
+		integer("migration_port", 8102, 1, 65535, "first TCP port of incoming migrations on the target (global)"),
+		integer("migration_bandwidth", 32, 1, 1<<20, "MiB/s a live migration may use (global)"),
+		integer("migration_downtime", 30, 1, 1<<20, "ms of downtime a live migration may cause"),
+		{Key: "vnc_bind_address", Kind: KindString, Default: "", Check: checkAddrOrIface, Doc: "VNC listen address (not yet: needs a cluster-allocated port)"},
+		path("vnc_password_file", "", "file holding the VNC password (not yet)"),
+		boolean("vnc_tls", false, "VNC over TLS (not yet)"),
+		{Key: "spice_bind", Kind: KindString, Default: "", Check: checkAddrOrIface, Doc: "SPICE listen address (not yet)"},
+		path("cdrom_image_path", "", "ISO image on a CD-ROM (not yet)"),
+		str("kvm_extra", "", "extra QEMU arguments (not yet)"),
+		enum("security_model", "none", []string{"none", "user", "pool"}, "user QEMU runs as: none (gntd's), user (security_domain), pool (the uid pool) (not yet)"),
+		{Key: "security_domain", Kind: KindString, Default: "", Check: checkSecurityDomain, Doc: "user name for security_model=user (not yet)"},
+		path("mem_path", "", "back the guest's memory with hugetlbfs files here (not yet)"),
+		boolean("use_chroot", false, "chroot QEMU into an empty directory (not yet)"),
+		boolean("user_shutdown", false, "a shutdown inside the guest is an admin shutdown (not yet)"),
 	},
 	// HVFake takes the kvm table (filled in init): it simulates the same
 	// guests and records their parameters.
 	HVFake: nil,
-	// The exec driver's scripts receive the effective parameters; the
-	// table keeps Ganeti's generic boot parameters it passes on.
-	HVExec: {
-		path("kernel_path", "", "passed to the scripts"),
-		path("initrd_path", "", "passed to the scripts"),
-		str("kernel_args", "", "passed to the scripts"),
-		enum("migration_mode", "live", []string{"live", "non-live"}, "default migration mode (global)"),
-		integer("migration_port", 8102, 1, 65535, "passed to the scripts (global)"),
-		integer("migration_bandwidth", 32, 1, 1<<20, "passed to the scripts (global)"),
-	},
+	// The exec driver's scripts receive no hypervisor parameters, so it
+	// takes none: any is refused rather than dropped.
+	HVExec: {},
 }
 
 func init() { hvParamDefs[HVFake] = hvParamDefs[HVKVM] }

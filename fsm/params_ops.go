@@ -390,5 +390,22 @@ func (o *OpInstanceCreate) InstanceRecordParams(c *Cluster) (hv string, hvp, be 
 			return "", nil, nil, e
 		}
 	}
-	return hv, hvp, o.BEParams.Map(), nil
+	be = o.BEParams.Map()
+	if o.IdentifyDefaults && c != nil {
+		// Keep as the instance's own only what differs from the
+		// cluster's (Ganeti's identify_defaults).
+		chv := FillParams(HVDefaults(hv), c.HVParams[hv])
+		for k, v := range hvp {
+			if cv, ok := chv[k]; ok && cv == v {
+				delete(hvp, k)
+			}
+		}
+		cbe := FillParams(paramDefaults(BEParamDefs), c.BEParams)
+		for k, v := range be {
+			if cv, ok := cbe[k]; ok && cv == v {
+				delete(be, k)
+			}
+		}
+	}
+	return hv, hvp, be, nil
 }

@@ -306,7 +306,8 @@ func (e *Executor) createRecord(sc *StepContext, o *fsm.OpInstanceCreate) (any, 
 		}
 		in = fsm.Instance{Name: o.InstanceName, UUID: opUUID, DiskTemplate: o.Template(), OS: o.OSType,
 			MemoryMiB: mem, VCPUs: vcpus, AdminState: fsm.AdminDown,
-			Forthcoming: o.Forthcoming, Hypervisor: hv, HVParams: hvp, BEParams: be, OSParams: o.OSParams}
+			Forthcoming: o.Forthcoming, Hypervisor: hv, HVParams: hvp, BEParams: be, OSParams: o.OSParams,
+			Tags: append([]string{}, o.Tags...)}
 		if in.UUID == "" {
 			in.UUID = derivedUUID(fmt.Sprintf("job%d", sc.Job.ID), fmt.Sprintf("op%d", sc.OpIndex))
 		}

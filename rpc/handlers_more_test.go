@@ -398,7 +398,7 @@ func TestInstancesMultiAlloc(t *testing.T) {
 		{`{"instances":[{"disk_template":"plain","disks":[{"size":1}],"nics":[]}]}`, "instances.0.instance_name"},
 		{`{"instances":[` + inst("web9") + `,{"name":"web10","pnode":"node1","disk_template":"plain","disks":[{"size":1}],"nics":[]}]}`, "instances"},
 		{`{"instances":[` + inst("web9") + `,{"name":"web10","disk_template":"plain","disks":[{"size":-1}],"nics":[]}]}`, "instances.1.disks.0.size"},
-		{`{"instances":[` + inst("web9") + `],"opportunistic_locking":true}`, "instances.0.opportunistic_locking"},
+		{`{"instances":[` + inst("web9") + `],"opportunistic_locking":"yes"}`, "opportunistic_locking"},
 	} {
 		r := e.do("POST", "/2/instances-multi-alloc", c.body)
 		if r.status != http.StatusBadRequest || r.apiError(t).Field != c.field {
