@@ -414,6 +414,9 @@ func jsonError(err error) *Error {
 		return errf(CodeInval, "", "invalid JSON at offset %d: %v", se.Offset, err)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		if why := UnsupportedReason(f); why != "" {
+			return errf(CodeInval, f, "parameter %q is not supported: %s", f, why)
+		}
 		return errf(CodeInval, f, "unknown field %q", f)
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return errf(CodeInval, "", "empty or truncated JSON body")

@@ -1107,12 +1107,18 @@ func (o *OpInstanceSetParams) checkState(s *State) *Error {
 	if _, _, e := o.ApplyTo(s.Cluster, in, func(int) (string, string) { return "", "" }); e != nil {
 		return e
 	}
-	if len(o.Disks) == 0 {
+	added := 0
+	for _, d := range o.Disks {
+		if d.Op == "add" {
+			added++
+		}
+	}
+	if added == 0 {
 		return nil
 	}
-	if n := len(in.Disks) + len(o.Disks); n > MaxDisksPerInstance {
+	if n := len(in.Disks) + added; n > MaxDisksPerInstance {
 		return errf(CodeInval, "disks", "instance %s has %d disks; with %d more it would have %d, more than %d",
-			in.Name, len(in.Disks), len(o.Disks), n, MaxDisksPerInstance)
+			in.Name, len(in.Disks), added, n, MaxDisksPerInstance)
 	}
 	var total int64
 	for _, d := range in.Disks {

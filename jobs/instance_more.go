@@ -607,6 +607,9 @@ func (e *Executor) setParamsSteps(o *fsm.OpInstanceSetParams) []Step {
 			}
 			in = next
 			for _, d := range o.Disks {
+				if d.Op != "add" {
+					continue // a modification of name or mode: ApplyTo made it
+				}
 				k := len(in.Disks)
 				mode := d.Params.Mode
 				if mode == "" {
@@ -626,7 +629,13 @@ func (e *Executor) setParamsSteps(o *fsm.OpInstanceSetParams) []Step {
 			if err != nil {
 				return nil, err
 			}
-			if len(o.Disks) == 0 {
+			added := 0
+			for _, d := range o.Disks {
+				if d.Op == "add" {
+					added++
+				}
+			}
+			if added == 0 {
 				return nil, nil
 			}
 			for _, u := range append([]string{in.PrimaryNode}, in.SecondaryNodes...) {
@@ -634,7 +643,7 @@ func (e *Executor) setParamsSteps(o *fsm.OpInstanceSetParams) []Step {
 				if err := e.usable(node, "creating disks of "+in.Name); err != nil {
 					return nil, err
 				}
-				for _, d := range in.Disks[len(in.Disks)-len(o.Disks):] {
+				for _, d := range in.Disks[len(in.Disks)-added:] {
 					if _, err := e.call(ctx, sc, node, NodeCall{Op: NodeOpDiskCreate, Instance: in, Disk: d.UUID}); err != nil {
 						return nil, err
 					}
