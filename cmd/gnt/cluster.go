@@ -202,6 +202,33 @@ func clusterInfo(ctx context.Context, s *session, c *cli.Context, args []string)
 	fmt.Fprintf(w, "Default node parameters:\n")
 	nd, _ := o["ndparams"].(map[string]any)
 	printParams(w, "  ", nd, nil)
+	fmt.Fprintf(w, "Default hypervisor: %s\n", orNone(str(o, "default_hypervisor")))
+	fmt.Fprintf(w, "Enabled hypervisors: %s\n", orNone(strings.Join(list(o, "enabled_hypervisors"), ", ")))
+	fmt.Fprintf(w, "Hypervisor parameters:\n")
+	hv, _ := o["hvparams"].(map[string]any)
+	for _, name := range sortedKeys(hv) {
+		fmt.Fprintf(w, "  - %s:\n", name)
+		p, _ := hv[name].(map[string]any)
+		printParams(w, "      ", p, nil)
+	}
+	for _, p := range []struct{ title, field string }{{"Default instance parameters", "beparams"}, {"Default nic parameters", "nicparams"}} {
+		fmt.Fprintf(w, "%s:\n", p.title)
+		m, _ := o[p.field].(map[string]any)
+		d, _ := m["default"].(map[string]any)
+		printParams(w, "  ", d, nil)
+	}
+	for _, p := range []struct{ title, field string }{{"Disk parameters", "diskparams"}, {"OS parameters", "osparams"}} {
+		fmt.Fprintf(w, "%s:\n", p.title)
+		m, _ := o[p.field].(map[string]any)
+		if len(m) == 0 {
+			fmt.Fprintf(w, "  (none)\n")
+		}
+		for _, name := range sortedKeys(m) {
+			fmt.Fprintf(w, "  - %s:\n", name)
+			x, _ := m[name].(map[string]any)
+			printParams(w, "      ", x, nil)
+		}
+	}
 	return nil
 }
 

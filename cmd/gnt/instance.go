@@ -80,9 +80,10 @@ func showInstance(w io.Writer, o object) {
 	fmt.Fprintf(w, "    - VCPUs: %s\n", str(o, "beparams.vcpus"))
 	fmt.Fprintf(w, "    - memory: %s\n", mebibytes(o, "beparams.memory"))
 	macs, ips, modes, links := list(o, "nic.macs"), list(o, "nic.ips"), list(o, "nic.modes"), list(o, "nic.links")
+	vlans := list(o, "nic.vlans")
 	fmt.Fprintf(w, "    - NICs:\n")
 	for i, mac := range macs {
-		fmt.Fprintf(w, "      - nic/%d: MAC: %s, IP: %s, mode: %s, link: %s\n", i, mac, at(ips, i), at(modes, i), at(links, i))
+		fmt.Fprintf(w, "      - nic/%d: MAC: %s, IP: %s, mode: %s, link: %s, vlan: %s\n", i, mac, at(ips, i), at(modes, i), at(links, i), orNone(at(vlans, i)))
 	}
 	fmt.Fprintf(w, "  Disks:\n")
 	sizes, _ := lookupField(o, "disk.sizes")
@@ -91,6 +92,22 @@ func showInstance(w io.Writer, o object) {
 		fmt.Fprintf(w, "    - disk/%d: size %s\n", i, mebibytes(object{"s": sz}, "s"))
 	}
 	fmt.Fprintf(w, "  Disk usage: %s\n", mebibytes(o, "disk_usage"))
+	// Ganeti's form: each parameter, "default (value)" when it is not
+	// the instance's own.
+	for _, p := range []struct{ title, field string }{
+		{"Hypervisor", "hvparams"}, {"Back-end", "beparams"}, {"OS", "osparams"},
+	} {
+		eff, _ := o[p.field].(map[string]any)
+		own, _ := o["custom_"+p.field].(map[string]any)
+		if own == nil {
+			own = map[string]any{}
+		}
+		if p.field == "hvparams" {
+			fmt.Fprintf(w, "  Hypervisor: %s\n", orNone(str(o, "hypervisor")))
+		}
+		fmt.Fprintf(w, "  %s parameters:\n", p.title)
+		printParams(w, "    ", eff, own)
+	}
 	fmt.Fprintf(w, "  Tags: %s\n", tagList(o))
 }
 
