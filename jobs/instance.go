@@ -654,6 +654,18 @@ type migrateChoice struct {
 	Why      string `json:"why,omitempty"`
 }
 
+// alwaysFailover reports whether an instance's filled beparams say
+// always_failover.
+func (e *Executor) alwaysFailover(ref string) bool {
+	af := false
+	e.FSM.Read(func(s *fsm.State, _ uint64) {
+		if in := s.LookupInstance(ref); in != nil {
+			af, _ = fsm.FilledBE(s.Cluster, in)["always_failover"].(bool)
+		}
+	})
+	return af
+}
+
 // migrateSteps are OP_INSTANCE_MIGRATE's steps. With allow_failover (and
 // not cleanup) a first step decides, as Ganeti's TLMigrateInstance does,
 // whether the instance can be migrated or is failed over instead: when it
@@ -668,7 +680,7 @@ func (e *Executor) migrateSteps(o *fsm.OpInstanceMigrate, st *fsm.OpState) []Ste
 	if o.Cleanup {
 		return []Step{e.migrateCleanupStep(o)}
 	}
-	if !o.AllowFailover {
+	if !o.AllowFailover && !e.alwaysFailover(o.Ref()) {
 		return e.migrationSteps(o)
 	}
 	decide := Step{Name: "migrate or fail over", Run: func(ctx context.Context, sc *StepContext) (any, error) {
@@ -678,6 +690,15 @@ func (e *Executor) migrateSteps(o *fsm.OpInstanceMigrate, st *fsm.OpState) []Ste
 		}
 		if err := needDRBD(in, "migration"); err != nil {
 			return nil, err
+		}
+		if e.alwaysFailover(o.Ref()) {
+			// Ganeti's beparam always_failover: a migration of this
+			// instance is a failover.
+			sc.Logf("instance %s is configured to always fail over; failing over instead of migrating", in.Name)
+			return migrateChoice{Failover: true, Why: "always_failover"}, nil
+		}
+		if !o.AllowFailover {
+			return migrateChoice{}, nil
 		}
 		c := e.migrateOrFailover(ctx, sc, in, nodes[in.PrimaryNode])
 		if c.Failover {

@@ -661,3 +661,35 @@ func TestReservationResultAndCommitChecks(t *testing.T) {
 		t.Fatalf("after the commit: %+v", in)
 	}
 }
+
+// TestAlwaysFailover: an instance whose beparams say always_failover is
+// failed over when asked to migrate (Ganeti's behaviour): no live
+// migration call reaches the agents, and it ends on its secondary.
+func TestAlwaysFailover(t *testing.T) {
+	d, epoch := instanceSetup(t)
+	nodes := newFakeNodes()
+	runExecutorWith(t, &Executor{FSM: d.f, Apply: d, Epoch: epoch, Concurrency: 4, Strategy: fastStrategy, Nodes: nodes})
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"af1","disk_template":"drbd","disks":[{"size":1024}],"pnode":"n1","snode":"n2","beparams":{"always_failover":true}}`)
+	j := runOK(t, d, `{"OP_ID":"OP_INSTANCE_MIGRATE","instance_name":"af1"}`)
+	nodes.mu.Lock()
+	calls := append([]string(nil), nodes.calls...)
+	nodes.mu.Unlock()
+	for _, c := range calls {
+		if strings.HasPrefix(c, NodeOpMigrateSend) || strings.HasPrefix(c, NodeOpMigratePrepare) {
+			t.Fatalf("a live migration call reached the agents: %v", calls)
+		}
+	}
+	in := instanceState(d, "af1")
+	var n2 string
+	d.f.Read(func(s *fsm.State, _ uint64) { n2 = s.LookupNode("n2").UUID })
+	if in.PrimaryNode != n2 {
+		t.Fatalf("af1 is on %s after the migration, want n2; job %s", in.PrimaryNode, j.Ops[0].Result)
+	}
+	said := false
+	for _, l := range j.Ops[0].Log {
+		said = said || strings.Contains(l.Msg, "always fail over")
+	}
+	if !said {
+		t.Errorf("the job's log does not say why: %v", j.Ops[0].Log)
+	}
+}

@@ -132,6 +132,11 @@ func (r *round) balance(skip map[string]bool) {
 		if in.PrimaryNode != hi.n.UUID {
 			continue
 		}
+		if ab, _ := fsm.FilledBE(r.st.Cluster, in)["auto_balance"].(bool); !ab {
+			// Ganeti's beparam auto_balance: false keeps the instance
+			// out of balancing.
+			continue
+		}
 		if j := failed[in.UUID]; j != nil {
 			name := in.Name
 			if name == "" {

@@ -238,6 +238,9 @@ func (sc *scenario) build(t testing.TB, input string) {
 			if v := a["vcpus"]; v != "" {
 				in["vcpus"] = secsArg(t, v)
 			}
+			if a["auto_balance"] == "false" {
+				in["beparams"] = map[string]any{"auto_balance": false}
+			}
 			insts = append(insts, in)
 		case "job":
 			id, _ := strconv.ParseInt(f[1], 10, 64)
