@@ -337,7 +337,13 @@ func (s *Server) checkOrigin(r *http.Request) *APIError {
 		return nil
 	}
 	ct := r.Header.Get("Content-Type")
-	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+	mt, _, err := mime.ParseMediaType(ct)
+	// A snapshot file is not JSON; application/octet-stream needs a CORS
+	// preflight as JSON does (it is not one of the simple types).
+	if err == nil && mt == "application/octet-stream" && r.URL.Path == SnapshotPath {
+		return nil
+	}
+	if err != nil || mt != "application/json" {
 		e := s.refuse(r, failContentType, "", http.StatusUnsupportedMediaType,
 			fmt.Sprintf("a request body must have Content-Type application/json, not %.100q", ct))
 		e.ErrorCode, e.Field = CodeUnsupportedMedia, "Content-Type"

@@ -259,7 +259,7 @@ var nonOpcodeRoutes = map[string]struct{}{
 	"POST /2/gnt/master-failover": {}, "POST /2/gnt/init": {}, "POST /2/gnt/join": {}, "POST /2/gnt/forward": {},
 	"POST /2/gnt/maintd/incidents/{id}/cancel": {}, "DELETE /2/gnt/maintd/incidents/{id}": {},
 	"PUT /2/gnt/rapi-users": {}, "POST /2/gnt/rapi-users": {}, "PUT /2/gnt/rapi-users/{name}": {}, "DELETE /2/gnt/rapi-users/{name}": {},
-	"POST /2/gnt/renew-crypto": {}, "POST /2/gnt/renew-key": {}, "POST /2/gnt/client-cert": {},
+	"POST /2/gnt/renew-crypto": {}, "POST /2/gnt/renew-key": {}, "POST /2/gnt/client-cert": {}, "PUT /2/gnt/snapshot": {},
 	// Refused with 501, dry-run or not (handlers_more_test.go).
 	"PUT /2/instances/{name}/activate-disks": {}, "PUT /2/instances/{name}/deactivate-disks": {},
 	"PUT /2/instances/{name}/prepare-export": {},
