@@ -26,6 +26,7 @@ func (s *Server) monitorLeadership(ctx context.Context) {
 			<-done
 			cancel, done = nil, nil
 		}
+		s.leaderRunning.Store(false)
 	}
 	defer stop()
 	tick := time.NewTicker(50 * time.Millisecond)
@@ -39,16 +40,22 @@ func (s *Server) monitorLeadership(ctx context.Context) {
 		}
 		r := s.raft()
 		leader := r != nil && r.State() == raft.Leader
+		held := s.leaderHold.Load() > 0 // a snapshot restore (snapshot.go)
 		if done != nil {
 			select {
 			case <-done: // the loop gave up (e.g. lost leadership mid-establish)
 				cancel()
 				cancel, done = nil, nil
+				s.leaderRunning.Store(false)
 			default:
 			}
 		}
 		switch {
-		case leader && cancel == nil:
+		case leader && held && cancel != nil:
+			s.log.Info("stopping leader services for a snapshot restore")
+			stop()
+		case leader && !held && cancel == nil:
+			s.leaderRunning.Store(true)
 			lctx, c := context.WithCancel(ctx)
 			cancel, done = c, make(chan struct{})
 			go func(d chan struct{}) {

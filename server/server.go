@@ -76,6 +76,12 @@ type Server struct {
 	gossip      gossipState   // gossip.go
 	diag        diagnoseState // the leader's self-diagnose poller (diagnose.go)
 	conns       connLimiters  // the TCP servers' connection caps (netlimits.go)
+	// restoring is set while a snapshot restore runs; leaderHold, while
+	// above 0, keeps the leader services stopped, and leaderRunning says
+	// whether they run (snapshot.go, monitorLeadership).
+	restoring     atomic.Bool
+	leaderHold    atomic.Int32
+	leaderRunning atomic.Bool
 	// rejoinFirst: Run rejoins before it starts Raft (amnesia.go).
 	rejoinFirst bool
 	tls         tlsState     // certificates and TLS configurations (tls.go)
