@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
+	"unsafe"
 
 	"github.com/urfave/cli/v2"
 
@@ -46,7 +47,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Writer:    stdout,
 		ErrWriter: stderr,
 		Version:   rpc.VersionText(commit),
-		Commands:  []*cli.Command{agentCommand(), devCommand()},
+		Commands:  []*cli.Command{agentCommand(), devCommand(), recoverCommand()},
 	}
 	return app.RunContext(ctx, args)
 }
@@ -229,4 +230,58 @@ func devCommand() *cli.Command {
 			})
 		},
 	}
+}
+
+func recoverCommand() *cli.Command {
+	d := server.DefaultConfig()
+	return &cli.Command{
+		Name:  "recover",
+		Usage: "after the loss of a majority of the voters: make this stopped master candidate the only voter, keeping its state",
+		Description: "Run it on ONE surviving master candidate whose gntd is stopped, never on two: it rewrites the Raft\n" +
+			"configuration in --data-dir to this candidate alone (entries it holds that were not known to be\n" +
+			"committed become committed). Start its gntd again: it leads alone. Bring the other candidates back\n" +
+			"with an empty data dir, the cluster key and --join (docs/operations.md, \"Disaster recovery\").",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "data-dir", Value: d.DataDir, Usage: "the stopped candidate's data `DIR`"},
+			&cli.StringFlag{Name: "raft-addr", Usage: "this candidate's Raft `HOST:PORT` (default: as its Raft configuration records it)"},
+			&cli.BoolFlag{Name: "force", Aliases: []string{"f"}, Usage: "do not ask for confirmation (needed without a terminal)"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return fmt.Errorf("recover takes no arguments (got %q); the data dir is --data-dir", c.Args().Slice())
+			}
+			if !c.Bool("force") {
+				if err := confirmRecover(c.App.Writer, c.String("data-dir")); err != nil {
+					return err
+				}
+			}
+			res, err := server.Recover(c.String("data-dir"), c.String("raft-addr"), nil)
+			if err != nil {
+				return err
+			}
+			w := c.App.Writer
+			fmt.Fprintf(w, "recovered %s of cluster %s: Raft configuration was %s, now %s=Voter@%s alone\n",
+				res.Node, res.Cluster, strings.Join(res.Before, " "), res.Node, res.Address)
+			fmt.Fprintf(w, "state at index %d: %d nodes, %d instances, %d jobs, %d incidents\n",
+				res.Index, res.Counts.Nodes, res.Counts.Instances, res.Counts.Jobs, res.Counts.Incidents)
+			fmt.Fprintln(w, "next: start this gntd as before; bring the other candidates back with an empty data dir, the cluster key and --join")
+			return nil
+		},
+	}
+}
+
+// confirmRecover asks before gntd recover rewrites the Raft state; without
+// a terminal it refuses.
+func confirmRecover(w io.Writer, dir string) error {
+	var t syscall.Termios
+	if _, _, errno := syscall.Syscall(syscall.SYS_IOCTL, os.Stdin.Fd(), syscall.TCGETS, uintptr(unsafe.Pointer(&t))); errno != 0 {
+		return fmt.Errorf("refusing to recover without confirmation: stdin is not a terminal (use --force)")
+	}
+	fmt.Fprintf(w, "Make the candidate of %s the only Raft voter? Do this on ONE survivor only, with its gntd stopped. y/[n]: ", dir)
+	var answer string
+	fmt.Fscanln(os.Stdin, &answer)
+	if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
+		return fmt.Errorf("aborted")
+	}
+	return nil
 }
