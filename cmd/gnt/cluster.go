@@ -113,6 +113,7 @@ func (e environment) clusterCommand() *cli.Command {
 			e.clusterEpoCommand(),
 			e.clusterVerifyCommand(),
 			e.clusterRAPIUsersCommand(),
+			e.clusterSnapshotCommand(),
 			e.clusterRenewCryptoCommand(),
 		}, e.tagCommands("cluster", false, func(string) string { return "/2/tags" })...),
 	}
