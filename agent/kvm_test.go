@@ -3,6 +3,7 @@ package agent
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -420,4 +421,35 @@ func TestKVMRefusals(t *testing.T) {
 	expect(t, "install noop again", false)(k.InstallOS(ctx, inst, "op1"))
 	expect(t, "remove", true)(k.Remove(ctx, inst))
 	assertNoFiles(t, filepath.Join(dir, "fs"))
+}
+
+// FuzzKVMParams: no hvparams map crashes the check, and what it accepts
+// has every known key, each of its kind.
+func FuzzKVMParams(f *testing.F) {
+	for _, s := range []string{`{}`, `{"kernel_path":"/boot/x","acpi":"false","serial_speed":115200}`, `{"kvm_flag":"enabled"}`,
+		`{"bogus":1}`, `{"serial_speed":-1}`, `{"vnc_bind_address":"0.0.0.0"}`, `{"disk_type":"ide","migration_downtime":"30"}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var hv map[string]any
+		if json.Unmarshal(b, &hv) != nil {
+			return
+		}
+		p, err := parseKVMParams(hv)
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("%s: error %v is not invalid", b, err)
+			}
+			return
+		}
+		for k, def := range KVMParams {
+			v, ok := p[k]
+			if !ok {
+				t.Fatalf("%s: accepted without %s", b, k)
+			}
+			if fmt.Sprintf("%T", v) != fmt.Sprintf("%T", def.Default) {
+				t.Fatalf("%s: %s is %T, want %T", b, k, v, def.Default)
+			}
+		}
+	})
 }
