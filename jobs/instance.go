@@ -525,6 +525,36 @@ func needDRBD(in *fsm.Instance, what string) error {
 	return nil
 }
 
+// sharedFileTarget is the migration target of a sharedfile instance:
+// target_node, which must be given, usable and not its primary.
+func (e *Executor) sharedFileTarget(in *fsm.Instance, nodes map[string]*fsm.Node, targetNode string) (*fsm.Instance, *fsm.Node, *fsm.Node, error) {
+	if targetNode == "" {
+		return nil, nil, nil, &fsm.Error{Code: fsm.CodeInval, Field: "target_node",
+			Msg: fmt.Sprintf("instance %s has disk template sharedfile: give the node to migrate it to (target_node)", in.Name)}
+	}
+	var dst *fsm.Node
+	e.FSM.Read(func(s *fsm.State, _ uint64) {
+		if n := s.LookupNode(targetNode); n != nil {
+			c := *n
+			dst = &c
+		}
+	})
+	if dst == nil {
+		return nil, nil, nil, &fsm.Error{Code: fsm.CodeNoEnt, Field: "target_node", Msg: fmt.Sprintf("node %q does not exist", targetNode)}
+	}
+	src := nodes[in.PrimaryNode]
+	if src == nil || src.UUID == dst.UUID {
+		return nil, nil, nil, &fsm.Error{Code: fsm.CodeInval, Field: "target_node", Msg: fmt.Sprintf("instance %s already has %s as its primary node", in.Name, dst.Name)}
+	}
+	if err := e.usable(dst, "migrating "+in.Name); err != nil {
+		return nil, nil, nil, err
+	}
+	if err := e.usable(src, "migrating "+in.Name); err != nil {
+		return nil, nil, nil, fmt.Errorf("%v; use failover", err)
+	}
+	return in, src, dst, nil
+}
+
 // swap records the instance on its secondary: primary and secondary
 // trade places.
 func swap(sc *StepContext, in *fsm.Instance) {
@@ -789,14 +819,19 @@ func stateOrNone(s string) string {
 	return s
 }
 
-// migrationSteps live-migrate a drbd instance to its secondary.
+// migrationSteps live-migrate a drbd instance to its secondary, or a
+// sharedfile instance (its disks on every node) to target_node.
 func (e *Executor) migrationSteps(o *fsm.OpInstanceMigrate) []Step {
-	// target returns the instance, its primary and its secondary (the
-	// target), checked.
+	// target returns the instance, its primary and the target (a drbd
+	// instance's secondary, a sharedfile instance's target_node),
+	// checked.
 	target := func(sc *StepContext) (*fsm.Instance, *fsm.Node, *fsm.Node, error) {
 		in, nodes, err := e.instanceOf(o.Ref())
 		if err != nil {
 			return nil, nil, nil, err
+		}
+		if in.DiskTemplate == fsm.DTSharedFile {
+			return e.sharedFileTarget(in, nodes, o.TargetNode)
 		}
 		if err := needDRBD(in, "migration"); err != nil {
 			return nil, nil, nil, err
@@ -844,6 +879,12 @@ func (e *Executor) migrationSteps(o *fsm.OpInstanceMigrate) []Step {
 				return nil, err
 			}
 			sc.Logf("%s migrated from %s to %s", in.Name, src.Name, dst.Name)
+			if in.DiskTemplate == fsm.DTSharedFile {
+				expect := in.SerialNo
+				in.PrimaryNode = dst.UUID
+				put(sc, in, expect)
+				return nil, nil
+			}
 			swap(sc, in)
 			return nil, nil
 		}},

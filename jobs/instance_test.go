@@ -693,3 +693,33 @@ func TestAlwaysFailover(t *testing.T) {
 		t.Errorf("the job's log does not say why: %v", j.Ops[0].Log)
 	}
 }
+
+// TestSharedFileMigrate: a sharedfile instance (its disks on every node)
+// live-migrates to the node given as target_node, which becomes its
+// primary; without a target, or to its own primary, the migration is
+// refused naming target_node.
+func TestSharedFileMigrate(t *testing.T) {
+	d, epoch := instanceSetup(t, "n3")
+	nodes := newFakeNodes()
+	runExecutorWith(t, &Executor{FSM: d.f, Apply: d, Epoch: epoch, Concurrency: 4, Strategy: fastStrategy, Nodes: nodes})
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"vm1","disk_template":"sharedfile","disks":[{"size":1024}],"beparams":{"memory":512},"pnode":"n1"}`)
+	if in := instanceState(d, "vm1"); in.PrimaryNode != "n1" || len(in.SecondaryNodes) != 0 {
+		t.Fatalf("created: primary %s secondaries %v", in.PrimaryNode, in.SecondaryNodes)
+	}
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_MIGRATE","instance_name":"vm1","target_node":"n3"}`)
+	if in := instanceState(d, "vm1"); in.PrimaryNode != "n3" || len(in.SecondaryNodes) != 0 {
+		t.Fatalf("after migrating to n3: primary %s secondaries %v", in.PrimaryNode, in.SecondaryNodes)
+	}
+	if r := nodes.running(); len(r) != 1 || !strings.HasPrefix(r[0], "n3/") {
+		t.Fatalf("running after migrating: %v", r)
+	}
+	for op, want := range map[string]string{
+		`{"OP_ID":"OP_INSTANCE_MIGRATE","instance_name":"vm1"}`:                    "give the node to migrate it to (target_node)",
+		`{"OP_ID":"OP_INSTANCE_MIGRATE","instance_name":"vm1","target_node":"n3"}`: "already has n3 as its primary node",
+	} {
+		j := waitStatus(t, d.f, submitUUID(t, d, op), fsm.StatusError)
+		if !strings.Contains(string(j.Ops[0].Result), want) {
+			t.Errorf("%s: %s, want %q", op, j.Ops[0].Result, want)
+		}
+	}
+}

@@ -71,13 +71,14 @@ func (e environment) instanceOpCommands() []*cli.Command {
 		}, e.confirmed(1, ask("fail over instance %s",
 			"Failover will happen to image %s. This requires a shutdown of the instance. Continue?"),
 			instanceFields(http.MethodPut, "/failover", nil, "ignore-consistency"))),
-		one("migrate", "move a running drbd instance to its secondary node without stopping it (asks first unless --force)", []cli.Flag{
+		one("migrate", "move a running drbd instance to its secondary node (a sharedfile one to --target-node) without stopping it (asks first unless --force)", []cli.Flag{
 			&cli.BoolFlag{Name: "cleanup", Usage: "clean up after a failed migration"},
+			&cli.StringFlag{Name: "target-node", Aliases: []string{"n"}, Usage: "the `NODE` to migrate a sharedfile instance to"},
 			forceFlag(),
 		}, e.confirmed(1, ask("migrate instance %s",
 			"Instance %s will be migrated. Note that migration might impact the instance if anything goes wrong "+
 				"(e.g. due to bugs in the hypervisor). Continue?"),
-			instanceFields(http.MethodPut, "/migrate", nil, "cleanup"))),
+			instanceFields(http.MethodPut, "/migrate", map[string]string{"target-node": "target_node"}, "cleanup"))),
 		one("reinstall", "shut an instance down, install its OS again (all data on its disks is lost) and start it (asks first unless --force)", []cli.Flag{
 			&cli.StringFlag{Name: "os-type", Usage: "install this `OS` instead of the instance's own (Ganeti's -o; here -o selects list fields)"},
 			&cli.BoolFlag{Name: "no-startup", Usage: "leave the instance stopped afterwards"},
