@@ -137,8 +137,8 @@ func filesUnder(dir string) []string {
 // hvparams, it prints its marker on the serial console; stop and start
 // through the CLI; a kill -9 of its node's gntd leaves it running and the
 // restarted gntd reports it with the same boot id; it live-migrates to
-// another node and back through the node RPC (the counter goes on, one
-// qemu at a time); a kill -9 of its qemu shows ERROR_down in the API;
+// another node and back (gnt instance migrate -n: the counter goes on,
+// one qemu at a time); a kill -9 of its qemu shows ERROR_down in the API;
 // its disk grows; removing it leaves no file behind.
 func TestKVMGuests(t *testing.T) {
 	kernel, initrd := needKVMGuest(t)
@@ -225,25 +225,19 @@ func TestKVMGuests(t *testing.T) {
 		t.Fatalf("status after the restart of gntd: %+v %v, want running with boot id %s", st2, err, st.BootID)
 	}
 
-	// Live migration through the node RPC, to node13 and back (the jobs
-	// migrate drbd instances only, for now): the counter goes on.
-	inst := fsm.Instance{Name: "vm1", UUID: uuid, DiskTemplate: "sharedfile", MemoryMiB: 128, VCPUs: 1, OS: "noop",
-		Disks: []fsm.Disk{{UUID: info.DiskUUIDs[0], SizeMiB: 16, Mode: "rw"}}, HVParams: hv}
-	for _, hop := range []struct {
-		id       string
-		src, dst *Member
-	}{{"m1", n12, n13}, {"m2", n13, n12}} {
-		if _, err := c.NodeClient(hop.dst).MigratePrepare(ctx, inst, hop.id, hop.src.Name); err != nil {
-			t.Fatalf("migrate-prepare on %s: %v", hop.dst.Name, err)
-		}
-		res, err := c.NodeClient(hop.src).MigrateSend(ctx, inst, hop.id, hop.dst.Name, hop.dst.AgentAddr())
+	// Live migration, a job (gnt instance migrate -n), to node13 and
+	// back: the counter goes on, one qemu at a time, the configuration
+	// follows.
+	for _, hop := range []struct{ src, dst *Member }{{n12, n13}, {n13, n12}} {
+		out, err := c.GNT("instance", "migrate", "-f", "-n", hop.dst.Name, "vm1")
 		if err != nil {
-			t.Fatalf("migrate-send on %s: %v", hop.src.Name, err)
+			t.Fatalf("migrate to %s: %v\n%s", hop.dst.Name, err, out)
 		}
-		if _, err := c.NodeClient(hop.dst).MigrateFinish(ctx, inst, hop.id); err != nil {
-			t.Fatalf("migrate-finish on %s: %v", hop.dst.Name, err)
+		for _, l := range strings.Split(out, "\n") {
+			if strings.Contains(l, "downtime") {
+				t.Logf("%s -> %s: %s", hop.src.Name, hop.dst.Name, strings.TrimSpace(l))
+			}
 		}
-		t.Logf("%s -> %s: %s", hop.src.Name, hop.dst.Name, res.Output)
 		n = guestCounter(t, hop.dst, uuid, n, time.Minute)
 		if qemuPID(hop.src, uuid) != 0 || qemuPID(hop.dst, uuid) == 0 {
 			t.Fatalf("after migrating to %s: qemu on %s %d, on %s %d; want one, on the target",
@@ -252,6 +246,9 @@ func TestKVMGuests(t *testing.T) {
 		st3, err := c.NodeClient(hop.dst).Status(ctx, fsm.Instance{UUID: uuid})
 		if err != nil || st3.State != rpc.NodeStateRunning || st3.BootID != st.BootID {
 			t.Fatalf("status on %s after the migration: %+v %v", hop.dst.Name, st3, err)
+		}
+		if p, _, _, err := c.instanceNodes("vm1"); err != nil || p != hop.dst.Name {
+			t.Fatalf("primary after migrating to %s: %s %v", hop.dst.Name, p, err)
 		}
 	}
 
