@@ -88,9 +88,10 @@ func (e environment) filterCommand() *cli.Command {
 				Name:      "list",
 				Usage:     "list the rules (all, or those named) in the order they apply",
 				ArgsUsage: "[UUID...]",
-				Flags:     []cli.Flag{&cli.BoolFlag{Name: "no-headers", Usage: "do not print the header line"}},
+				Flags:     listFlags(),
 				Action:    e.do(filterList),
 			},
+			listFieldsCommand(filterListing),
 			{
 				Name:      "info",
 				Usage:     "show rules in detail, with their reason trails",
@@ -196,34 +197,40 @@ func actionText(a any) string {
 			return fmt.Sprintf("%v %v", x[0], x[1])
 		}
 	}
-	b, _ := json.Marshal(a)
+	return jsonText(a)
+}
+
+// filterListing is gnt filter list: Ganeti's rule fields.
+var filterListing = listing{
+	kind: "filter",
+	path: "/2/filters",
+	key:  "uuid",
+	defaults: []listColumn{
+		{title: "UUID", field: "uuid"},
+		{title: "Priority", field: "priority"},
+		{title: "Watermark", field: "watermark"},
+		{title: "Action", value: func(o object) string { return actionText(o["action"]) }},
+		{title: "Predicates", value: func(o object) string { return jsonText(o["predicates"]) }},
+	},
+	fields: fieldTable(`
+uuid|text|UUID|the rule's UUID
+priority|number|Priority|the rule's priority: rules apply from the lowest number up
+watermark|number|Watermark|the highest job id when the rule was added or last replaced
+action|other|Action|ACCEPT, PAUSE, REJECT, CONTINUE or RATE_LIMIT n
+predicates|other|Predicates|the list of [name, expression] all of which must match a job
+reason_trail|other|ReasonTrail|why the rule was added: [source, text, timestamp] entries`),
+}
+
+func jsonText(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "?"
+	}
 	return string(b)
 }
 
 func filterList(ctx context.Context, s *session, c *cli.Context, args []string) error {
-	fs, err := selectFilters(ctx, s, args)
-	if err != nil {
-		return err
-	}
-	if s.cfg.JSON() {
-		raw, err := json.Marshal(fs)
-		if err != nil {
-			return err
-		}
-		return printJSON(s.stdout, raw)
-	}
-	rows := make([]object, len(fs))
-	for i, f := range fs {
-		rows[i] = object{"uuid": f.UUID, "priority": fmt.Sprint(f.Priority), "watermark": fmt.Sprint(f.Watermark),
-			"action": actionText(f.Action), "predicates": string(f.Predicates)}
-	}
-	return printTable(s.stdout, []column{
-		{title: "UUID", value: func(o object) string { return str(o, "uuid") }},
-		{title: "Priority", value: func(o object) string { return str(o, "priority") }},
-		{title: "Watermark", value: func(o object) string { return str(o, "watermark") }},
-		{title: "Action", value: func(o object) string { return str(o, "action") }},
-		{title: "Predicates", value: func(o object) string { return str(o, "predicates") }},
-	}, rows, !c.Bool("no-headers"))
+	return s.list(ctx, filterListing, args, c)
 }
 
 func filterInfo(ctx context.Context, s *session, c *cli.Context, args []string) error {

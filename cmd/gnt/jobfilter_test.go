@@ -25,6 +25,9 @@ func TestFilterCommands(t *testing.T) {
 		{[]string{"filter", "replace", "--priority", "99", "--action", "RATE_LIMIT 10", u}, u + "\n",
 			`PUT /2/filters/` + u + ` {"action":["RATE_LIMIT",10],"priority":99}`},
 		{[]string{"filter", "delete", u}, "", `DELETE /2/filters/` + u},
+		{[]string{"filter", "list", "--no-headers", "--separator", "|", "--fields", "uuid,priority", u}, u + "|99\n", "GET /2/filters?bulk=1"},
+		{[]string{"-o", "+reason_trail", "filter", "list"}, "UUID                                 Priority Watermark Action        Predicates                                             ReasonTrail\n" +
+			u + " 99       12        RATE_LIMIT 10 [[\"opcode\",[\"=\",\"OP_ID\",\"OP_INSTANCE_REPLACE_DISKS\"]]] \n", "GET /2/filters?bulk=1"},
 		{[]string{"filter", "list", "--no-headers"}, u + " 99 12 RATE_LIMIT 10 [[\"opcode\",[\"=\",\"OP_ID\",\"OP_INSTANCE_REPLACE_DISKS\"]]]\n", "GET /2/filters?bulk=1"},
 	} {
 		n := len(f.requests())
@@ -49,5 +52,8 @@ func TestFilterCommands(t *testing.T) {
 		if r.code == 0 || !strings.Contains(r.stderr, c.err) || len(f.requests()) != n {
 			t.Errorf("%v: exit %d stderr %q, want %q and no request", c.args, r.code, r.stderr, c.err)
 		}
+	}
+	if r := gnt(t, nil, "--server", f.addr(), "filter", "list", "--fields", "colour"); r.code != 2 || !strings.Contains(r.stderr, "unknown field(s) of filters: colour (see 'gnt filter list-fields')") {
+		t.Errorf("unknown field: exit %d stderr %q", r.code, r.stderr)
 	}
 }
