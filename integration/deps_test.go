@@ -23,7 +23,7 @@ var allowed = map[string][]string{
 	"qlang":       {},
 	"rpc":         {"fsm", "qlang"},
 	"confd":       {"fsm"},
-	"agent":       {"fsm"},
+	"agent":       {"fsm", "oob"},
 	"jobs":        {"fsm", "oob", "qlang"},
 	"repair":      {"fsm"},
 	"server":      {"fsm", "transport", "rpc", "confd", "jobs", "repair", "agent", "oob", "netlimit", "pki"},

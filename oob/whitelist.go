@@ -42,6 +42,24 @@ type Whitelist struct {
 	// Owner is the uid that may own the directory and the helpers besides
 	// root: the uid the gntd runs as. Zero allows root only.
 	Owner int
+	// Kind names the files in messages ("OOB helper" when empty), and
+	// DirKind the directory ("OOB programs directory" when empty): the
+	// node agent checks OS scripts with the same rule.
+	Kind, DirKind string
+}
+
+func (w Whitelist) kind() string {
+	if w.Kind == "" {
+		return "OOB helper"
+	}
+	return w.Kind
+}
+
+func (w Whitelist) dirKind() string {
+	if w.DirKind == "" {
+		return "OOB programs directory"
+	}
+	return w.DirKind
 }
 
 // DirPath is the whitelist directory, DefaultProgramsDir when Dir is empty.
@@ -54,9 +72,9 @@ func (w Whitelist) DirPath() string {
 
 // Rule says in words what Check accepts.
 func (w Whitelist) Rule() string {
-	return fmt.Sprintf("an OOB helper must be an absolute path inside %s, to a regular file owned by %s, "+
+	return fmt.Sprintf("an %s must be an absolute path inside %s, to a regular file owned by %s, "+
 		"not writable by group or others and executable by its owner, reached through no symlink that leaves the directory",
-		w.DirPath(), w.owners())
+		w.kind(), w.DirPath(), w.owners())
 }
 
 func (w Whitelist) owners() string {
@@ -69,20 +87,25 @@ func (w Whitelist) owners() string {
 // RefusedError is a refusal of Check: the path, what is wrong with it,
 // and the rule.
 type RefusedError struct {
+	Kind string // what was refused: "OOB helper", "OS script"
 	Path string
 	Why  string
 	Rule string
 }
 
 func (e *RefusedError) Error() string {
-	return fmt.Sprintf("OOB helper %q refused: %s (%s)", e.Path, e.Why, e.Rule)
+	kind := e.Kind
+	if kind == "" {
+		kind = "OOB helper"
+	}
+	return fmt.Sprintf("%s %q refused: %s (%s)", kind, e.Path, e.Why, e.Rule)
 }
 
 // Is makes every RefusedError match ErrRefused.
 func (e *RefusedError) Is(target error) bool { return target == ErrRefused }
 
 func (w Whitelist) refuse(path, format string, args ...any) error {
-	return &RefusedError{Path: path, Why: fmt.Sprintf(format, args...), Rule: w.Rule()}
+	return &RefusedError{Kind: w.kind(), Path: path, Why: fmt.Sprintf(format, args...), Rule: w.Rule()}
 }
 
 func (w Whitelist) ownerOK(fi fs.FileInfo) (int, bool) {
@@ -126,15 +149,15 @@ func (w Whitelist) Check(path string) error {
 	case filepath.Clean(path) != path:
 		return w.refuse(path, "not a clean path (it has \".\" or \"..\" elements or a repeated or trailing \"/\")")
 	case !filepath.IsAbs(dir):
-		return w.refuse(path, "the OOB programs directory %q is not an absolute path", dir)
+		return w.refuse(path, "the %s %q is not an absolute path", w.dirKind(), dir)
 	}
 	rel, ok := inside(filepath.Clean(dir), path)
 	if !ok {
-		return w.refuse(path, "not inside the OOB programs directory %s", dir)
+		return w.refuse(path, "not inside the %s %s", w.dirKind(), dir)
 	}
 	realDir, err := filepath.EvalSymlinks(dir)
 	if err != nil {
-		return w.refuse(path, "the OOB programs directory %s: %v", dir, unwrapPath(err))
+		return w.refuse(path, "the %s %s: %v", w.dirKind(), dir, unwrapPath(err))
 	}
 	if err := w.checkDir(path, realDir); err != nil {
 		return err
@@ -157,7 +180,7 @@ func (w Whitelist) Check(path string) error {
 			}
 			trel, ok := inside(realDir, target)
 			if !ok {
-				return w.refuse(path, "the symlink %s leads to %s, outside the OOB programs directory", next, target)
+				return w.refuse(path, "the symlink %s leads to %s, outside the %s", next, target, w.dirKind())
 			}
 			// The directories from the real directory to the target.
 			d := realDir
