@@ -4,12 +4,17 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"sync"
 	"time"
 
+	"github.com/gnt-cluster/gnt/agent/osdef"
 	"github.com/gnt-cluster/gnt/fsm"
 )
 
@@ -29,6 +34,17 @@ type FakeConfig struct {
 	// gntd sends it through the node RPC, a test can call the target
 	// Fake's MigrateReceive. Without it MigrateSend is not supported.
 	Send func(ctx context.Context, m Migration, h Handoff) error
+	// DiskDir, when set, gives every disk a sparse file of its size,
+	// <DiskDir>/<instance UUID>/<disk UUID>.img, created, grown and
+	// removed with the disk, so that an OS definition's create script
+	// writes to something real (see OS).
+	DiskDir string
+	// OS, when set, makes InstallOS run the create script of the
+	// instance's OS definition (osdef.Config.Install), with the disk
+	// files of DiskDir as DISK_<n>_PATH; its output goes to the job log
+	// and its failure fails the install. Without it InstallOS only
+	// records the OS.
+	OS *osdef.Config
 	// Now and NewID replace the clock and the random boot ids in tests.
 	Now   func() time.Time
 	NewID func() string
@@ -535,6 +551,11 @@ func (f *Fake) Remove(ctx context.Context, inst fsm.Instance) (Result, error) {
 		if r.State != StateStopped {
 			return false, "", stateErr("instance %s is %s here; stop it (or end its migration) first", inst.Name, r.State)
 		}
+		for _, d := range r.Disks {
+			if err := f.removeDiskFile(inst.UUID, d.UUID); err != nil {
+				return false, "", err
+			}
+		}
 		*rec = nil
 		return true, fmt.Sprintf("removed, with %d disk(s)", len(r.Disks)), nil
 	})
@@ -560,6 +581,9 @@ func (f *Fake) DiskCreate(ctx context.Context, inst fsm.Instance, disk string) (
 		if r == nil {
 			r = newRecord(inst)
 		}
+		if err := f.sizeDiskFile(inst.UUID, disk, cd.SizeMiB); err != nil {
+			return false, "", err
+		}
 		r.Disks = append(r.Disks, DiskStatus{UUID: disk, SizeMiB: cd.SizeMiB, Generation: "created"})
 		*rec = r
 		return true, fmt.Sprintf("created disk %s (%d MiB)", disk, cd.SizeMiB), nil
@@ -580,6 +604,9 @@ func (f *Fake) DiskRemove(ctx context.Context, inst fsm.Instance, disk string) (
 		}
 		if d.Attached && r.State != StateStopped {
 			return false, "", stateErr("disk %s is attached to instance %s, which is %s here; detach it first", disk, inst.Name, r.State)
+		}
+		if err := f.removeDiskFile(inst.UUID, disk); err != nil {
+			return false, "", err
 		}
 		r.Disks = slices.DeleteFunc(r.Disks, func(x DiskStatus) bool { return x.UUID == disk })
 		return true, "removed disk " + disk, nil
@@ -663,6 +690,9 @@ func (f *Fake) DiskGrow(ctx context.Context, inst fsm.Instance, disk string) (Re
 			return false, "", stateErr("disk %s has %d MiB, more than the configured %d MiB; disks do not shrink", disk, d.SizeMiB, cd.SizeMiB)
 		}
 		old := d.SizeMiB
+		if err := f.sizeDiskFile(inst.UUID, disk, cd.SizeMiB); err != nil {
+			return false, "", err
+		}
 		d.SizeMiB = cd.SizeMiB
 		return true, fmt.Sprintf("grew disk %s from %d to %d MiB", disk, old, cd.SizeMiB), nil
 	})
@@ -693,6 +723,13 @@ func (f *Fake) InstallOS(ctx context.Context, inst fsm.Instance, opID string) (R
 		out := "installed " + inst.OS
 		if r.OS != "" {
 			out = fmt.Sprintf("reinstalled %s (was %s)", inst.OS, r.OS)
+		}
+		if f.cfg.OS != nil {
+			script, err := f.runCreate(ctx, inst, r)
+			if err != nil {
+				return false, "", err
+			}
+			out = script + out
 		}
 		r.OS = inst.OS
 		*rec = r
@@ -880,3 +917,71 @@ type Receiver interface {
 }
 
 var _ Receiver = (*Fake)(nil)
+
+// diskFile is the file of a disk under DiskDir ("" without DiskDir).
+func (f *Fake) diskFile(inst, disk string) string {
+	if f.cfg.DiskDir == "" {
+		return ""
+	}
+	return filepath.Join(f.cfg.DiskDir, inst, disk+".img")
+}
+
+// sizeDiskFile creates the disk's file (sparse) or grows it to sizeMiB.
+func (f *Fake) sizeDiskFile(inst, disk string, sizeMiB int64) error {
+	p := f.diskFile(inst, disk)
+	if p == "" {
+		return nil
+	}
+	if !validID(disk) {
+		return invalid("disk UUID %q is not a valid identifier", disk)
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return fmt.Errorf("fake disk file: %w", err)
+	}
+	fh, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("fake disk file: %w", err)
+	}
+	defer fh.Close()
+	fi, err := fh.Stat()
+	if err != nil {
+		return fmt.Errorf("fake disk file: %w", err)
+	}
+	if size := sizeMiB << 20; fi.Size() < size {
+		if err := fh.Truncate(size); err != nil {
+			return fmt.Errorf("fake disk file %s to %d MiB: %w", p, sizeMiB, err)
+		}
+	}
+	return nil
+}
+
+// removeDiskFile removes the disk's file, and the instance's directory
+// when it is left empty.
+func (f *Fake) removeDiskFile(inst, disk string) error {
+	p := f.diskFile(inst, disk)
+	if p == "" || !validID(disk) {
+		return nil
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("fake disk file: %w", err)
+	}
+	os.Remove(filepath.Dir(p)) // only when empty
+	return nil
+}
+
+// runCreate runs the OS definition's create script on the instance's
+// disk files (created first if missing: a record from before DiskDir).
+func (f *Fake) runCreate(ctx context.Context, inst fsm.Instance, r *fakeRecord) (string, error) {
+	paths := make([]string, len(inst.Disks))
+	for i, d := range inst.Disks {
+		if err := f.sizeDiskFile(inst.UUID, d.UUID, d.SizeMiB); err != nil {
+			return "", err
+		}
+		paths[i] = f.diskFile(inst.UUID, d.UUID)
+	}
+	out, err := f.cfg.OS.Install(ctx, osdef.Input{Instance: inst, Hypervisor: f.Name(), DiskPaths: paths, Reinstall: r.OS != ""})
+	if err != nil {
+		return "", &OpError{Op: OpOSInstall, Output: out, Err: err}
+	}
+	return out, nil
+}

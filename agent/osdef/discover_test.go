@@ -339,3 +339,71 @@ func TestRunBounds(t *testing.T) {
 		t.Errorf("Run of an unchecked OS: %v", err)
 	}
 }
+
+// TestBuiltin installs the shipped gnt-image and runs it: the marker and
+// the environment are on the disk, the disk keeps its size, verify checks
+// the label.
+func TestBuiltin(t *testing.T) {
+	a := searchDir(t)
+	if err := InstallBuiltin(a, ""); err != nil {
+		t.Fatal(err)
+	}
+	c := testConfig(a)
+	o, err := c.Lookup("gnt-image+default")
+	if err != nil || o.Version != 20 || !slices.Equal(o.Names(), []string{"gnt-image+default"}) || len(o.Parameters) != 1 {
+		t.Fatalf("gnt-image: %+v, %v", o, err)
+	}
+	disk := filepath.Join(t.TempDir(), "disk0")
+	if err := os.WriteFile(disk, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(disk, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	inst := testInstance("")
+	inst.OS = "gnt-image+default"
+	in := Input{Instance: inst, Hypervisor: "kvm", DiskPaths: []string{disk}, OSParams: map[string]string{"label": "hello world"}}
+	out, err := c.Install(context.Background(), in)
+	if err != nil || !strings.Contains(out, "wrote the marker of web1 (gnt-image+default) on "+disk) {
+		t.Fatalf("create: %q, %v", out, err)
+	}
+	b, _ := os.ReadFile(disk)
+	if len(b) != 1<<20 {
+		t.Errorf("the disk is %d bytes now", len(b))
+	}
+	marker := string(b[:bytesIndex(b, 0)])
+	for _, want := range []string{"GNT-IMAGE 1\ninstance=web1\nos=gnt-image+default\nvariant=default\nreinstall=0\nlabel=hello world\n", "DISK_0_PATH=" + disk + "\n", "HYPERVISOR=kvm\n", "--- end ---\n"} {
+		if !strings.Contains(marker, want) {
+			t.Errorf("marker lacks %q:\n%s", want, marker)
+		}
+	}
+	in.Instance.Name, in.Reinstall = "web2", true
+	if _, err := c.Install(context.Background(), in); err != nil {
+		t.Fatal(err)
+	}
+	b, _ = os.ReadFile(disk)
+	if m := string(b[:bytesIndex(b, 0)]); !strings.Contains(m, "instance=web2\n") || !strings.Contains(m, "reinstall=1\n") || strings.Contains(m, "web1") {
+		t.Errorf("marker after the reinstall:\n%s", m)
+	}
+	if _, err := c.Verify(context.Background(), in); err != nil {
+		t.Errorf("verify: %v", err)
+	}
+	in.OSParams["label"] = "bad;label"
+	if out, err := c.Verify(context.Background(), in); err == nil || !strings.Contains(out, "label 'bad;label' has characters other than") {
+		t.Errorf("verify of a bad label: %q, %v", out, err)
+	}
+	// No disk: nothing written, no failure.
+	in.Instance.Disks, in.DiskPaths = nil, nil
+	if out, err := c.Install(context.Background(), in); err != nil || !strings.Contains(out, "has no disk; nothing to write") {
+		t.Errorf("diskless: %q, %v", out, err)
+	}
+}
+
+func bytesIndex(b []byte, c byte) int {
+	for i, x := range b {
+		if x == c {
+			return i
+		}
+	}
+	return len(b)
+}
