@@ -26,6 +26,9 @@ import (
 const (
 	OpDiagnose      Op = "diagnose"
 	OpRepairCommand Op = "repair-command"
+	// OpOSList reports the OS definitions of the node's search path
+	// (package osdef).
+	OpOSList Op = "os-list"
 )
 
 // Default whitelist directories.

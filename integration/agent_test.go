@@ -41,7 +41,7 @@ func TestNodeAgentLifecycle(t *testing.T) {
 	inst := fsm.Instance{
 		Name: "web1.example.com", UUID: "5f0c6d2e-8a41-4b7e-9c3d-2a1b0e9f8d7c", DiskTemplate: "drbd",
 		PrimaryNode: uuidOf("node21"), SecondaryNodes: []string{uuidOf("node22")},
-		OS: "debootstrap+default", MemoryMiB: 512, VCPUs: 1, AdminState: "up",
+		OS: "gnt-image+default", MemoryMiB: 512, VCPUs: 1, AdminState: "up",
 		Disks: []fsm.Disk{
 			{UUID: "8c1d9e2f-0000-4000-8000-000000000001", SizeMiB: 10240, Mode: "rw"},
 			{UUID: "8c1d9e2f-0000-4000-8000-000000000002", SizeMiB: 1024, Mode: "rw"},
@@ -78,7 +78,7 @@ func TestNodeAgentLifecycle(t *testing.T) {
 		}
 	}
 	r := twice("os-install", func() (rpc.NodeResult, error) { return a21.InstallOS(ctx, inst, "job-1-op-0-install") })
-	if !strings.Contains(r.Output, "installed debootstrap+default") {
+	if !strings.Contains(r.Output, "gnt-image: wrote the marker of web1.example.com (gnt-image+default)") {
 		t.Fatalf("os-install output: %q", r.Output)
 	}
 	twice("instance-start", func() (rpc.NodeResult, error) { return a21.Start(ctx, inst) })

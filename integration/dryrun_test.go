@@ -68,7 +68,7 @@ func TestDryRunChangesNothing(t *testing.T) {
 		// The checks run: a running instance is not renamed.
 		{"PUT", "/2/instances/web1/rename", `{"new_name":"web7"}`, "instance web1 is up; shut it down before renaming it"},
 		{"PUT", "/2/instances/web1/tags?tag=t1", "", ""},
-		{"POST", "/2/instances", `{"__version__":1,"name":"web2","disk_template":"plain","disks":[{"size":512}],"beparams":{"memory":256},"nics":[],"pnode":"node21"}`, ""},
+		{"POST", "/2/instances", `{"__version__":1,"name":"web2","disk_template":"plain","disks":[{"size":512}],"beparams":{"memory":256},"nics":[],"os":"debian","pnode":"node21"}`, ""},
 		{"POST", "/2/nodes/node22/evacuate", "", ""},
 		{"POST", "/2/nodes/node21/migrate", "", ""},
 		{"PUT", "/2/nodes/node22/role", `"drained"`, ""},

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gnt-cluster/gnt/agent/osdef"
 	"github.com/gnt-cluster/gnt/rpc"
 )
 
@@ -112,6 +113,7 @@ func NewCluster(t testing.TB, o ClusterOptions) *Cluster {
 	if err := os.Mkdir(c.OOBProgramsDir(), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	c.installOSes(t)
 	extra := func(name string) []string {
 		if o.MemberArgs == nil {
 			return o.ExtraArgs
@@ -186,7 +188,8 @@ func (c *Cluster) newMember(name, ip string, candidate bool, extra []string) *Me
 	}
 	dir := filepath.Join(c.Dir, name)
 	args := []string{filepath.Join(c.Bin, "gntd"), "agent", "--name", name, "--bind", ip, "--data-dir", dir,
-		"--profile", "dev", "--log-level", "info", "--oob-programs-dir", c.OOBProgramsDir()}
+		"--profile", "dev", "--log-level", "info", "--oob-programs-dir", c.OOBProgramsDir(),
+		"--os-search-path", strings.Join(c.OSSearchPath(), ":")}
 	if len(joins) > 0 {
 		args = append(args, "--join", strings.Join(joins, ","))
 	}
@@ -286,6 +289,28 @@ func (m *Member) Log() string { return m.log.String() }
 // OOBProgramsDir is every member's OOB programs directory (gntd
 // --oob-programs-dir): a test's OOB helpers go there.
 func (c *Cluster) OOBProgramsDir() string { return filepath.Join(c.Dir, "oob-programs") }
+
+// OSDir is the cluster's own directory of OS definitions, first in every
+// member's OS search path: the shipped gnt-image, and "debian", a copy of
+// it without variants, for the tests that create instances with
+// --os-type debian (the Ganeti habit).
+func (c *Cluster) OSDir() string { return filepath.Join(c.Dir, "os") }
+
+// OSSearchPath is every member's --os-search-path: OSDir, then Debian's
+// /usr/share/ganeti/os (ganeti-os-noop).
+func (c *Cluster) OSSearchPath() []string { return []string{c.OSDir(), "/usr/share/ganeti/os"} }
+
+func (c *Cluster) installOSes(t testing.TB) {
+	t.Helper()
+	for _, name := range []string{osdef.BuiltinName, "debian"} {
+		if err := osdef.InstallBuiltin(c.OSDir(), name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Remove(filepath.Join(c.OSDir(), "debian", osdef.FileVariants)); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // Followers returns the candidates other than leader, in name order.
 func (c *Cluster) Followers(leader *Member) []*Member {

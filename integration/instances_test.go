@@ -51,7 +51,7 @@ func TestInstanceLifecycleOnAgents(t *testing.T) {
 		c.WaitAgent(m, 30*time.Second)
 	}
 	// A dry run asks the allocator; the instance goes on the plain nodes.
-	if out, err := c.GNT("instance", "add", "-t", "drbd", "--disk", "1G", "--memory", "512", "--dry-run", "web0"); err != nil || !strings.Contains(out, "would go to") {
+	if out, err := c.GNT("instance", "add", "-t", "drbd", "--disk", "1G", "--memory", "512", "--os-type", "debian", "--dry-run", "web0"); err != nil || !strings.Contains(out, "would go to") {
 		t.Fatalf("instance add --dry-run: %v\n%s", err, out)
 	}
 	if out, err := c.GNT("instance", "add", "-t", "drbd", "--disk", "1G", "--memory", "512", "--os-type", "debian", "-n", "node21:node22", "web1"); err != nil {

@@ -121,7 +121,7 @@ func (c *NodeClient) Do(ctx context.Context, req NodeRequest) (NodeResult, error
 	req.Node, req.Nonce = c.Node, NewNonce()
 	timeout := c.OpTimeout
 	switch req.Op {
-	case NodeOpStatus, NodeOpList, NodeOpDebugFault, NodeOpDiagnose:
+	case NodeOpStatus, NodeOpList, NodeOpDebugFault, NodeOpDiagnose, NodeOpOSList:
 		timeout = c.QueryTimeout
 	case NodeOpStop:
 		timeout += time.Duration(req.Timeout * float64(time.Second))
@@ -297,6 +297,18 @@ func (c *NodeClient) Diagnose(ctx context.Context, command string) (SignedDiagno
 		return SignedDiagnoseReport{}, &NodeTransportError{Node: c.Node, Addr: c.Addr, Op: NodeOpDiagnose, Err: fmt.Errorf("answer without a report")}
 	}
 	return *res.Report, nil
+}
+
+// OSList asks the node for the OS definitions in its search path.
+func (c *NodeClient) OSList(ctx context.Context) (NodeOSReport, error) {
+	res, err := c.Do(ctx, NodeRequest{Op: NodeOpOSList})
+	if err != nil {
+		return NodeOSReport{}, err
+	}
+	if res.OS == nil {
+		return NodeOSReport{}, &NodeTransportError{Node: c.Node, Addr: c.Addr, Op: NodeOpOSList, Err: fmt.Errorf("answer without an OS report")}
+	}
+	return *res.OS, nil
 }
 
 // RepairCommand runs the whitelisted repair command on the node with

@@ -68,6 +68,7 @@ const (
 	NodeOpDebugFault     = "debug-fault"
 	NodeOpDiagnose       = "diagnose"
 	NodeOpRepairCommand  = "repair-command"
+	NodeOpOSList         = "os-list"
 )
 
 // nodeOpFields says, per operation, which fields a request needs (and so
@@ -95,6 +96,7 @@ var nodeOpFields = map[string]string{
 	NodeOpDebugFault:     "f",
 	NodeOpDiagnose:       "c",
 	NodeOpRepairCommand:  "cn",
+	NodeOpOSList:         "",
 }
 
 // NodeOps lists the node RPC's operations.
@@ -245,6 +247,34 @@ type NodeResult struct {
 	Faults []NodeFault `json:"faults,omitempty"`
 	// Report answers diagnose: the node's signed self-diagnose report.
 	Report *SignedDiagnoseReport `json:"report,omitempty"`
+	// OS answers os-list: the OS definitions in the node's search path.
+	OS *NodeOSReport `json:"os,omitempty"`
+}
+
+// NodeOSReport is what a node finds in its OS search path (the agent's
+// osdef.Report): every OS definition, valid or not with the reason, and
+// the search-path directories it could not read.
+type NodeOSReport struct {
+	SearchPath []string `json:"search_path"`
+	OSes       []NodeOS `json:"oses"`
+	Errors     []string `json:"errors,omitempty"`
+}
+
+// NodeOS is one OS definition on a node.
+type NodeOS struct {
+	Name        string        `json:"name"`
+	Path        string        `json:"path"`
+	Valid       bool          `json:"valid"`
+	Error       string        `json:"error,omitempty"`
+	APIVersions []int         `json:"api_versions"`
+	Variants    []string      `json:"variants"`
+	Parameters  []NodeOSParam `json:"parameters"`
+}
+
+// NodeOSParam is one parameter an OS declares (parameters.list).
+type NodeOSParam struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
 }
 
 // Node RPC error codes.

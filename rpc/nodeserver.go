@@ -164,7 +164,7 @@ func (s *NodeServer) serve(w http.ResponseWriter, r *http.Request) {
 		writeNodeError(w, ne)
 		return
 	}
-	if req.Op != NodeOpStatus && req.Op != NodeOpList && req.Op != NodeOpDiagnose {
+	if req.Op != NodeOpStatus && req.Op != NodeOpList && req.Op != NodeOpDiagnose && req.Op != NodeOpOSList {
 		s.o.Logger.Info("node rpc", "op", req.Op, "instance", uuid, "changed", res.Changed, "took", time.Since(start))
 	}
 	body, err = json.Marshal(res)

@@ -311,6 +311,8 @@ func (s *Server) routes() {
 	add(wr, "POST", forwardPath, s.handleForward)
 	add(read, "GET", "/2/gnt/status", s.handleStatus)
 	add(read, "GET", "/2/gnt/oob-check", s.handleOOBCheck)
+	add(read, "GET", "/2/os", s.handleOS) // handlers_os.go
+	add(read, "GET", "/2/gnt/os", s.handleOSDiagnose)
 	add(read, "GET", "/2/gnt/repair", s.handleRepair)
 	add(wr, "POST", "/2/gnt/maintd/incidents/{id}/cancel", s.handleIncident(fsm.IncidentActionCancel))
 	add(wr, "DELETE", "/2/gnt/maintd/incidents/{id}", s.handleIncident(fsm.IncidentActionForget))
@@ -1053,7 +1055,11 @@ func (s *Server) prepareOps(r *http.Request, body []byte, build opsBuilder, now 
 		if err != nil {
 			return nil, opError(len(ops), i, fsm.AsError(err))
 		}
-		if aerr := s.vetOOBProgram(op); aerr != nil {
+		aerr := s.vetOOBProgram(op)
+		if aerr == nil {
+			aerr = s.vetOS(r.Context(), op)
+		}
+		if aerr != nil {
 			if len(ops) > 1 {
 				aerr.Message = fmt.Sprintf("opcode %d: %s", i, aerr.Message)
 				aerr.Explain = aerr.Message

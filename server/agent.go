@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gnt-cluster/gnt/agent"
+	"github.com/gnt-cluster/gnt/agent/osdef"
 	"github.com/gnt-cluster/gnt/fsm"
 	"github.com/gnt-cluster/gnt/rpc"
 )
@@ -43,6 +44,10 @@ const (
 	HypervisorExec = "exec"
 	HypervisorKVM  = "kvm"
 )
+
+// DefaultOSSearchPath is where a node finds OS definitions unless
+// configured otherwise (Config.OSSearchPath).
+var DefaultOSSearchPath = osdef.DefaultSearchPath
 
 // DefaultHooksDir is where the exec driver's scripts are looked for.
 const DefaultHooksDir = "/etc/gnt/hypervisor"
@@ -123,9 +128,11 @@ func (s *Server) newDriver() (agent.Driver, error) {
 		k.SetSend(s.sendHandoff)
 		return k, nil
 	case HypervisorFake:
+		osCfg := s.osConfig()
 		return agent.NewFake(agent.FakeConfig{
 			Dir: filepath.Join(dir, "fake"), Node: s.cfg.Name, Delay: s.cfg.FakeDelay.Duration,
-			Send: s.sendHandoff,
+			Send:    s.sendHandoff,
+			DiskDir: filepath.Join(dir, "fake-disks"), OS: &osCfg,
 		})
 	default:
 		hooks := s.cfg.HooksDir
@@ -165,7 +172,8 @@ func (s *Server) startAgent(ctx context.Context) (done <-chan struct{}, err erro
 		return nil, fmt.Errorf("node agent listener: %w", err)
 	}
 	diag, repair := s.newCommands()
-	a := &agentAdapter{d: d, node: s.cfg.Name, diag: diag, repair: repair, reportKey: s.diagnoseKey}
+	s.installDevOS()
+	a := &agentAdapter{d: d, node: s.cfg.Name, diag: diag, repair: repair, reportKey: s.diagnoseKey, os: s.osConfig()}
 	ns := rpc.NewNodeServer(rpc.NodeServerOptions{
 		Node: s.cfg.Name, Key: s.nodeKey, Accept: func() [][]byte { return s.otherKeys(rpc.NodeKey) }, Agent: a, Debug: s.cfg.Debug,
 		Logger: s.log.Named("agent"),
@@ -198,6 +206,8 @@ type agentAdapter struct {
 	diag      *agent.Diagnoser
 	repair    agent.Commands
 	reportKey func() []byte
+	// os is where the node's OS definitions are (os-list).
+	os osdef.Config
 	// repairMu runs one repair command at a time on this node (Ganeti's
 	// restricted commands take a lock file).
 	repairMu sync.Mutex
@@ -269,6 +279,10 @@ func (a *agentAdapter) Call(ctx context.Context, req rpc.NodeRequest) (rpc.NodeR
 	switch req.Op {
 	case rpc.NodeOpDiagnose, rpc.NodeOpRepairCommand:
 		return a.commands(ctx, req, out)
+	case rpc.NodeOpOSList:
+		rep := osReport(a.os.Discover())
+		out.OS = &rep
+		return out, nil
 	case rpc.NodeOpStatus:
 		st, err := a.d.Status(ctx, inst)
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,8 +80,14 @@ func TestAgentOverRPC(t *testing.T) {
 	ctx := context.Background()
 	_, c1 := agentOnly(t, "node21", Config{})
 	_, c2 := agentOnly(t, "node22", Config{Debug: true})
-	inst := fsm.Instance{Name: "web1", UUID: "0b8f5a44-1d2e-4c3b-9a8f-7e6d5c4b3a21", OS: "debian", MemoryMiB: 256,
+	inst := fsm.Instance{Name: "web1", UUID: "0b8f5a44-1d2e-4c3b-9a8f-7e6d5c4b3a21", OS: "gnt-image+default", MemoryMiB: 256,
 		Disks: []fsm.Disk{{UUID: "disk-a", SizeMiB: 1024, Mode: "rw"}}}
+	// The dev profile's search path starts with <data-dir>/os, where the
+	// agent installed the shipped gnt-image.
+	rep, err := c1.OSList(ctx)
+	if err != nil || len(rep.OSes) == 0 || rep.OSes[0].Name != "gnt-image" || !rep.OSes[0].Valid || len(rep.SearchPath) != 4 {
+		t.Fatalf("os-list: %+v, %v", rep, err)
+	}
 
 	if _, err := c1.Start(ctx, inst); !errors.Is(err, rpc.ErrNodeState) {
 		t.Fatalf("start without disks: %v", err)
@@ -93,8 +100,13 @@ func TestAgentOverRPC(t *testing.T) {
 			t.Fatalf("disk-create on %s: %+v %v", c.Node, r, err)
 		}
 	}
-	if _, err := c1.InstallOS(ctx, inst, "job-1"); err != nil {
-		t.Fatal(err)
+	if r, err := c1.InstallOS(ctx, inst, "job-1"); err != nil || !strings.Contains(r.Output, "gnt-image: wrote the marker of web1 (gnt-image+default)") {
+		t.Fatalf("os-install: %+v, %v", r, err)
+	}
+	bad := inst
+	bad.OS = "nosuch"
+	if _, err := c1.InstallOS(ctx, bad, "job-1b"); err == nil || !strings.Contains(err.Error(), "unknown OS: no OS nosuch in the search path") {
+		t.Fatalf("os-install of an unknown OS: %v", err)
 	}
 	if _, err := c1.Start(ctx, inst); err != nil {
 		t.Fatal(err)
@@ -103,7 +115,7 @@ func TestAgentOverRPC(t *testing.T) {
 		t.Fatalf("second start: %+v %v", r, err)
 	}
 	st, err := c1.Status(ctx, inst)
-	if err != nil || st.State != rpc.NodeStateRunning || st.OS != "debian" || len(st.Disks) != 1 || !st.Disks[0].Attached {
+	if err != nil || st.State != rpc.NodeStateRunning || st.OS != "gnt-image+default" || len(st.Disks) != 1 || !st.Disks[0].Attached {
 		t.Fatalf("status: %+v %v", st, err)
 	}
 	boot := st.BootID
@@ -187,7 +199,7 @@ func TestHypervisorChoice(t *testing.T) {
 // its name, plus debug-fault and the operator commands (diagnose,
 // repair-command), and nothing else.
 func TestAgentOpsAreNodeOps(t *testing.T) {
-	want := map[string]bool{rpc.NodeOpDebugFault: true, string(agent.OpDiagnose): true, string(agent.OpRepairCommand): true}
+	want := map[string]bool{rpc.NodeOpDebugFault: true, string(agent.OpDiagnose): true, string(agent.OpRepairCommand): true, string(agent.OpOSList): true}
 	for _, op := range agent.Ops {
 		want[string(op)] = true
 	}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/gnt-cluster/gnt/agent/osdef"
 	"github.com/gnt-cluster/gnt/fsm"
 	"github.com/gnt-cluster/gnt/jobs"
 	"github.com/gnt-cluster/gnt/netlimit"
@@ -149,6 +150,10 @@ type Config struct {
 	// DiagnoseMinInterval is the shortest time between two runs of the
 	// self-diagnose command (0: agent.DefaultDiagnoseMinInterval).
 	DiagnoseMinInterval Duration `json:"diagnose_min_interval"`
+	// OSSearchPath lists the directories of OS definitions (default
+	// osdef.DefaultSearchPath; in the dev profile <data-dir>/os, holding
+	// the shipped gnt-image, comes first).
+	OSSearchPath []string `json:"os_search_path"`
 	// OOBProgramsDir is the whitelist directory of the OOB helpers
 	// (default oob.DefaultProgramsDir): an oob_program outside it is
 	// refused when it is set through this gntd and before this gntd, as
@@ -254,6 +259,9 @@ func (c *Config) Validate() error {
 	}
 	if c.OOBProgramsDir != "" && (!filepath.IsAbs(c.OOBProgramsDir) || filepath.Clean(c.OOBProgramsDir) != c.OOBProgramsDir) {
 		return fmt.Errorf("--oob-programs-dir %q: want a clean absolute path", c.OOBProgramsDir)
+	}
+	if err := osdef.CheckSearchPath(c.OSSearchPath); err != nil {
+		return fmt.Errorf("--os-search-path: %v", err)
 	}
 	if c.MaxConns < -1 || c.MaxConnsPerIP < -1 {
 		return fmt.Errorf("--max-conns (%d) and --max-conns-per-ip (%d) must be positive, 0 for the default or -1 for no cap", c.MaxConns, c.MaxConnsPerIP)

@@ -87,6 +87,7 @@ type Server struct {
 	tls         tlsState     // certificates and TLS configurations (tls.go)
 	keyRot      keyRotation  // the leader's record of a renewal of cluster.key (keyrenew.go)
 	runtime     runtimeState // the nodes' instances as their agents report them (runtime.go)
+	osView      osViewState  // the nodes' OS definitions as their agents report them (osview.go)
 }
 
 // serverMetrics are the server's own Prometheus metrics.
@@ -241,8 +242,9 @@ func (s *Server) Run(ctx context.Context) error {
 		"candidate", s.raftNode() != nil, "cluster", s.id.ClusterName)
 
 	var wg sync.WaitGroup
-	wg.Add(4)
+	wg.Add(5)
 	go func() { defer wg.Done(); s.runtimeLoop(ctx) }()
+	go func() { defer wg.Done(); s.osLoop(ctx) }()
 	go func() { defer wg.Done(); s.monitorLeadership(ctx) }()
 	go func() { defer wg.Done(); s.joinLoop(ctx) }()
 	go func() { defer wg.Done(); s.gossipLoop(ctx) }()

@@ -155,6 +155,7 @@ func newApp(env environment) *cli.App {
 			env.confdCommand(),
 			env.repairCommand(),
 			env.maintCommand(),
+			env.osCommand(),
 			{
 				Name:  "version",
 				Usage: "print the client's version and the commit it was built from (as --version does)",

@@ -91,6 +91,7 @@ func agentCommand() *cli.Command {
 			&cli.StringFlag{Name: "diagnose-commands-dir", Usage: "whitelist of self-diagnose commands (default " + server.DefaultDiagnoseCommandsDir + ")"},
 			&cli.StringFlag{Name: "repair-commands-dir", Usage: "whitelist of repair commands (default " + server.DefaultRepairCommandsDir + ")"},
 			&cli.DurationFlag{Name: "diagnose-min-interval", Usage: "shortest time between two runs of the self-diagnose command (0: 10s)"},
+			&cli.StringFlag{Name: "os-search-path", Usage: "colon-separated directories of Ganeti OS definitions (default " + strings.Join(server.DefaultOSSearchPath, ":") + "; with --profile dev, <data-dir>/os holding the shipped gnt-image comes first)"},
 			&cli.StringFlag{Name: "oob-programs-dir", Usage: "whitelist of OOB helpers: an oob_program must be in it (default " + server.DefaultOOBProgramsDir + ")"},
 			&cli.IntFlag{Name: "max-conns", Value: d.MaxConns, Usage: "connections each TCP server (API, node RPC, maintd) keeps open at once; more are closed on accept (-1: no cap)"},
 			&cli.IntFlag{Name: "max-conns-per-ip", Value: d.MaxConnsPerIP, Usage: "connections each TCP server keeps open at once from one client address (-1: no cap)"},
@@ -162,6 +163,9 @@ func agentCommand() *cli.Command {
 			setStr("diagnose-commands-dir", &cfg.DiagnoseCommandsDir)
 			setStr("repair-commands-dir", &cfg.RepairCommandsDir)
 			setStr("oob-programs-dir", &cfg.OOBProgramsDir)
+			if p := c.String("os-search-path"); c.IsSet("os-search-path") {
+				cfg.OSSearchPath = strings.Split(p, ":")
+			}
 			if c.IsSet("diagnose-min-interval") {
 				cfg.DiagnoseMinInterval.Duration = c.Duration("diagnose-min-interval")
 			}
