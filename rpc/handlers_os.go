@@ -239,7 +239,8 @@ func (s *Server) handleOSDiagnose(w http.ResponseWriter, r *http.Request) {
 }
 
 // vetOS refuses (400, naming it) an instance creation whose OS is missing
-// (mandatory for an instance with disks that is not forthcoming) or not
+// (mandatory for an instance with disks that is not forthcoming and is
+// installed) or not
 // valid, with its variant, on the instance's nodes: the nodes named, or
 // with the allocator every node of the group (all groups when none is
 // named) that reported. A reinstall with a new OS is checked on the
@@ -261,10 +262,10 @@ func (s *Server) vetOS(ctx context.Context, op fsm.Opcode) *APIError {
 			return nil // the reservation's OS, checked when it was made
 		}
 		if o.OSType == "" {
-			if o.Forthcoming || o.Template() == fsm.DTDiskless {
+			if o.Forthcoming || o.NoInstall || o.Template() == fsm.DTDiskless {
 				return nil
 			}
-			return badRequest("os_type", "os_type is mandatory for a %s instance (gnt os list shows the valid ones)", o.Template())
+			return badRequest("os_type", "os_type is mandatory for a %s instance that is installed (gnt os list shows the valid ones; no_install skips the installation)", o.Template())
 		}
 		osName, groupRef = o.OSType, o.GroupName
 		for _, n := range []string{o.PNode, o.SNode} {
