@@ -256,6 +256,19 @@ func TestEnv(t *testing.T) {
 			}
 		}
 	}
+	// Without filled-in parameters, the instance's own.
+	own := testInstance("")
+	own.HVParams = map[string]any{"kernel_path": "/boot/vmlinuz", "acpi": true}
+	own.BEParams = map[string]any{"auto_balance": false, "minmem": 256.0}
+	own.OSParams = map[string]any{"dhcp": "yes", "size": 8.0, "x": nil}
+	got := Env(20, Input{Instance: own})
+	for k, v := range map[string]string{"INSTANCE_HV_kernel_path": "/boot/vmlinuz", "INSTANCE_HV_acpi": "True",
+		"INSTANCE_BE_auto_balance": "False", "INSTANCE_BE_minmem": "256", "INSTANCE_BE_maxmem": "512", "INSTANCE_BE_vcpus": "2",
+		"OSP_DHCP": "yes", "OSP_SIZE": "8", "OSP_X": ""} {
+		if got[k] != v {
+			t.Errorf("own parameters: %s=%q, want %q", k, got[k], v)
+		}
+	}
 	// A disk without a path gets no DISK_n_PATH.
 	if got := Env(20, Input{Instance: testInstance("")}); got["DISK_0_PATH"] != "" || got["DISK_0_BACKEND_TYPE"] != "" || got["DISK_COUNT"] != "2" {
 		t.Errorf("no paths: %v", got)

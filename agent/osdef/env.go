@@ -1,6 +1,7 @@
 package osdef
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strconv"
@@ -21,8 +22,10 @@ type Input struct {
 	// path for that disk.
 	DiskPaths []string
 	// HVParams, BEParams and OSParams are the instance's parameters in
-	// effect (INSTANCE_HV_<key>, INSTANCE_BE_<key>, OSP_<KEY>). BEParams
-	// nil gives maxmem, minmem and vcpus from Instance.
+	// effect (INSTANCE_HV_<key>, INSTANCE_BE_<key>, OSP_<KEY>), for a
+	// caller that filled them in. Nil takes the instance's own
+	// (Instance.HVParams, ...; BEParams with maxmem, minmem and vcpus
+	// from Instance.MemoryMiB and VCPUs).
 	HVParams, BEParams, OSParams map[string]string
 	// Reinstall sets INSTANCE_REINSTALL=1 for create.
 	Reinstall bool
@@ -56,15 +59,21 @@ func Env(version int, in Input) map[string]string {
 	if version >= 15 && variant != "" {
 		env["OS_VARIANT"] = variant
 	}
-	for k, v := range in.HVParams {
+	hv := in.HVParams
+	if hv == nil {
+		hv = ParamStrings(inst.HVParams)
+	}
+	for k, v := range hv {
 		env["INSTANCE_HV_"+k] = v
 	}
 	be := in.BEParams
 	if be == nil {
-		be = map[string]string{
-			"maxmem": strconv.FormatInt(inst.MemoryMiB, 10),
-			"minmem": strconv.FormatInt(inst.MemoryMiB, 10),
-			"vcpus":  strconv.Itoa(inst.VCPUs),
+		be = ParamStrings(inst.BEParams)
+		be["maxmem"] = strconv.FormatInt(inst.MemoryMiB, 10)
+		be["minmem"] = strconv.FormatInt(inst.MemoryMiB, 10)
+		be["vcpus"] = strconv.Itoa(inst.VCPUs)
+		if inst.BEParams["minmem"] != nil {
+			be["minmem"] = ParamStrings(inst.BEParams)["minmem"]
 		}
 	}
 	for k, v := range be {
@@ -111,8 +120,12 @@ func Env(version int, in Input) map[string]string {
 			set("BRIDGE", n.Link)
 		}
 	}
+	osp := in.OSParams
+	if osp == nil {
+		osp = ParamStrings(inst.OSParams)
+	}
 	if version >= 20 {
-		for k, v := range in.OSParams {
+		for k, v := range osp {
 			env["OSP_"+strings.ToUpper(k)] = v
 		}
 	}
@@ -126,5 +139,35 @@ func EnvList(env map[string]string) []string {
 		out = append(out, k+"="+v)
 	}
 	sort.Strings(out)
+	return out
+}
+
+// ParamStrings gives parameter values as the OS scripts see them, as
+// Ganeti prints them: strings as they are, whole numbers without a
+// fraction, booleans True and False, null as an empty string, anything
+// else as JSON.
+func ParamStrings(m map[string]any) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		switch x := v.(type) {
+		case string:
+			out[k] = x
+		case bool:
+			out[k] = map[bool]string{true: "True", false: "False"}[x]
+		case float64:
+			out[k] = strconv.FormatFloat(x, 'f', -1, 64)
+		case int:
+			out[k] = strconv.Itoa(x)
+		case int64:
+			out[k] = strconv.FormatInt(x, 10)
+		case json.Number:
+			out[k] = x.String()
+		case nil:
+			out[k] = ""
+		default:
+			b, _ := json.Marshal(x)
+			out[k] = string(b)
+		}
+	}
 	return out
 }
