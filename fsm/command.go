@@ -229,7 +229,11 @@ type LeaderEstablish struct {
 // conflicts_check, opportunistic_locking, identify_defaults and
 // ignore_ipolicy in OP_INSTANCE_CREATE. Their
 // parameters are checked against the tables of paramdefs.go.
-const LogVersion = 15
+//
+// Version 16 changes no entry's shape but rules: a forthcoming instance
+// may be unnamed (OP_INSTANCE_CREATE without instance_name, an instance
+// record with an empty name), which a replica of version 15 refuses.
+const LogVersion = 16
 
 // Job update actions.
 const (

@@ -20,7 +20,9 @@ type instIPIndex map[string]map[string]string
 
 func (s *State) indexInstance(u string, i *Instance) {
 	s.useInstance(u, i, 1)
-	s.instByName[i.Name] = u
+	if i.Name != "" { // an unnamed reservation is found by UUID only
+		s.instByName[i.Name] = u
+	}
 	for _, n := range i.NICs {
 		if n.IP == "" {
 			continue
@@ -36,7 +38,7 @@ func (s *State) indexInstance(u string, i *Instance) {
 
 func (s *State) unindexInstance(u string, i *Instance) {
 	s.useInstance(u, i, -1)
-	if s.instByName[i.Name] == i.UUID {
+	if i.Name != "" && s.instByName[i.Name] == i.UUID {
 		delete(s.instByName, i.Name)
 	}
 	for _, n := range i.NICs {

@@ -157,8 +157,8 @@ func (o *OpInstanceCreate) Template() string {
 
 // Validate implements Opcode.
 func (o *OpInstanceCreate) Validate() *Error {
-	if o.InstanceName == "" && !(o.Forthcoming && o.InstanceUUID != "") {
-		return errf(CodeInval, "instance_name", "instance_name must not be empty")
+	if o.InstanceName == "" && !o.Forthcoming {
+		return errf(CodeInval, "instance_name", "instance_name must not be empty (only a forthcoming instance, a reservation, may be unnamed)")
 	}
 	if o.InstanceName != "" {
 		if e := ValidateHostname("instance_name", o.InstanceName); e != nil {
@@ -398,7 +398,12 @@ func (o *OpInstanceCreate) Summary() string { return "INSTANCE_CREATE(" + o.Inst
 // record that does not fit its nodes (see InstancePut), so concurrent
 // creations never overcommit a node.
 func (o *OpInstanceCreate) Locks(s *State) []LockDecl {
-	out := []LockDecl{bgl(false), {Level: LockInstance, Names: []string{o.InstanceName}, Exclusive: true}}
+	out := []LockDecl{bgl(false)}
+	if o.InstanceName != "" {
+		// An unnamed reservation gets a new UUID nobody else can name
+		// yet: there is nothing to lock.
+		out = append(out, LockDecl{Level: LockInstance, Names: []string{o.InstanceName}, Exclusive: true})
+	}
 	var nodes []string
 	for _, n := range []string{o.PNode, o.SNode} {
 		if n != "" {
@@ -465,7 +470,9 @@ func instanceLocks(s *State, ref string, extraNodes ...string) []LockDecl {
 	name := ref
 	var nodes []string
 	if i := s.LookupInstance(ref); i != nil {
-		name = i.Name
+		if i.Name != "" { // an unnamed reservation is locked by its UUID
+			name = i.Name
+		}
 		for _, u := range append([]string{i.PrimaryNode}, i.SecondaryNodes...) {
 			if u != "" {
 				nodes = append(nodes, s.NodeName(u))

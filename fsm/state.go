@@ -299,11 +299,11 @@ func (s *State) Role(n *Node) string {
 func (s *State) NodeInstances(nodeUUID string) (primary, secondary []string) {
 	add := func(i *Instance) {
 		if i.PrimaryNode == nodeUUID {
-			primary = append(primary, i.Name)
+			primary = append(primary, i.Ref())
 		}
 		for _, sn := range i.SecondaryNodes {
 			if sn == nodeUUID {
-				secondary = append(secondary, i.Name)
+				secondary = append(secondary, i.Ref())
 			}
 		}
 	}
@@ -311,6 +311,16 @@ func (s *State) NodeInstances(nodeUUID string) (primary, secondary []string) {
 	sort.Strings(primary)
 	sort.Strings(secondary)
 	return primary, secondary
+}
+
+// Ref is how the instance is named in lists and references: its name, or
+// for an unnamed reservation (seed 001) its UUID, as htools names it.
+// LookupInstance finds it by either.
+func (i *Instance) Ref() string {
+	if i.Name == "" {
+		return i.UUID
+	}
+	return i.Name
 }
 
 // NodeName returns the name of the node with the UUID, or the UUID.

@@ -143,8 +143,12 @@ func (p *InstancePut) apply(t *txn) *Error {
 	if in.UUID == "" {
 		return errf(CodeInval, "instance.uuid", "instance record without a UUID")
 	}
-	if e := ValidateHostname("instance.name", in.Name); e != nil {
-		return e
+	// A reservation may be unnamed (seed 001: only its UUID is
+	// mandatory); it is named later by a rename through its UUID.
+	if in.Name != "" || !in.Forthcoming {
+		if e := ValidateHostname("instance.name", in.Name); e != nil {
+			return e
+		}
 	}
 	if e := in.ValidateBounds(); e != nil {
 		return e
@@ -156,7 +160,7 @@ func (p *InstancePut) apply(t *txn) *Error {
 	if old != nil && old.SerialNo != p.ExpectSerial {
 		return errf(CodeState, "instance.serial_no", "instance %s changed since the step read it (serial_no %d, expected %d)", in.Name, old.SerialNo, p.ExpectSerial)
 	}
-	if other := t.lookupInstance(in.Name); other != nil && other.UUID != in.UUID {
+	if other := t.lookupInstance(in.Name); in.Name != "" && other != nil && other.UUID != in.UUID {
 		return errf(CodeExists, "instance.name", "instance name %s is already used by instance %s", in.Name, other.UUID)
 	}
 	if e := t.checkInstanceNodes(&in); e != nil {

@@ -141,6 +141,9 @@ func (t *txn) allGroups() []*Group {
 }
 
 func (t *txn) lookupInstance(ref string) *Instance {
+	if ref == "" {
+		return nil // unnamed reservations are found by UUID only
+	}
 	for u, i := range t.insts {
 		if i != nil && (i.Name == ref || u == ref) {
 			return i

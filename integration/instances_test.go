@@ -321,3 +321,51 @@ func TestCreateMovesReservation(t *testing.T) {
 		t.Errorf("capacity: %v %q; want 7", err, out)
 	}
 }
+
+// TestUnnamedReservation (seed 001): through the gnt binary against real
+// gntds, a reservation is made without a name (the job answers its UUID,
+// which the log names); a plain reservation without an OS cannot be
+// created, the error naming os_type; the unnamed one is named by a rename
+// through its UUID and created, and runs.
+func TestUnnamedReservation(t *testing.T) {
+	c := NewCluster(t, ClusterOptions{Candidates: 3, Nodes: 1})
+	c.WaitLeader(10 * time.Second)
+	c.WaitAgent(c.Member("node21"), 30*time.Second)
+	out, err := c.GNT("instance", "add", "--forthcoming", "-t", "diskless", "--memory", "256", "-n", "node21")
+	if err != nil {
+		t.Fatalf("unnamed reservation: %v\n%s", err, out)
+	}
+	i := strings.Index(out, "(uuid ")
+	if i < 0 || len(out) < i+6+36 {
+		t.Fatalf("the reservation's log does not name its UUID:\n%s", out)
+	}
+	uuid := out[i+6 : i+6+36]
+	if out, err := c.GNT("instance", "add", "--forthcoming", "-t", "plain", "--disk", "1G", "--memory", "256", "-n", "node21", "res-noos"); err != nil {
+		t.Fatalf("reservation: %v\n%s", err, out)
+	}
+	if out, err := c.GNT("instance", "create", "res-noos"); err == nil || !strings.Contains(out, "it lacks os_type") {
+		t.Errorf("creating a plain reservation without an OS: %v\n%s", err, out)
+	}
+	if out, err := c.GNT("instance", "create", uuid); err == nil || !strings.Contains(out, "it lacks instance_name") {
+		t.Errorf("creating an unnamed reservation: %v\n%s", err, out)
+	}
+	if out, err := c.GNT("instance", "rename", uuid, "web9"); err != nil {
+		t.Fatalf("rename %s: %v\n%s", uuid, err, out)
+	}
+	if out, err := c.GNT("instance", "create", "web9"); err != nil {
+		t.Fatalf("create web9: %v\n%s", err, out)
+	}
+	c.Eventually(30*time.Second, 200*time.Millisecond, "web9 running", func() error {
+		s, _, err := c.instanceStatus(c.WaitLeader(10*time.Second), "web9")
+		if err == nil && s != rpc.InstStatusRunning {
+			err = fmt.Errorf("web9 is %s", s)
+		}
+		return err
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	in, err := c.Client().Instance(ctx, "web9")
+	if err != nil || in.UUID != uuid {
+		t.Fatalf("web9: %+v %v; want the reservation's UUID %s", in, err, uuid)
+	}
+}

@@ -204,7 +204,13 @@ func (e *Executor) createRecord(sc *StepContext, o *fsm.OpInstanceCreate) (any, 
 				req.Nodes = append(req.Nodes, n)
 			}
 		}
-		existing := s.LookupInstance(o.InstanceName)
+		ref := o.InstanceName
+		if ref == "" {
+			// An unnamed reservation: its UUID is this opcode's (a
+			// record of it is this step's, before a leader change).
+			ref = opUUID
+		}
+		existing := s.LookupInstance(ref)
 		switch {
 		case o.Commit:
 			if existing == nil || !existing.Forthcoming {
@@ -341,7 +347,11 @@ func (e *Executor) createRecord(sc *StepContext, o *fsm.OpInstanceCreate) (any, 
 	if o.Forthcoming {
 		// Seed 001: the job of a reservation answers the instance's
 		// UUID, not the nodes allocated for it.
-		sc.Logf("reserved (forthcoming) %s (uuid %s) on %v (group %s)", in.Name, in.UUID, res.NodeNames(), res.GroupName)
+		name := in.Name
+		if name == "" {
+			name = "an unnamed instance"
+		}
+		sc.Logf("reserved (forthcoming) %s (uuid %s) on %v (group %s)", name, in.UUID, res.NodeNames(), res.GroupName)
 		return in.UUID, nil
 	}
 	sc.Logf("recorded %s on %v (group %s)", in.Name, res.NodeNames(), res.GroupName)

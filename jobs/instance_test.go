@@ -723,3 +723,46 @@ func TestSharedFileMigrate(t *testing.T) {
 		}
 	}
 }
+
+// TestUnnamedReservations (seed 001): reservations may be unnamed — two
+// of them, each answering its UUID, found by it; one is named by a rename
+// through its UUID and then created; an unnamed one cannot be created
+// (it lacks its name, and says so); a real instance still needs a name.
+func TestUnnamedReservations(t *testing.T) {
+	d, epoch := instanceSetup(t, "n3")
+	nodes := newFakeNodes()
+	runExecutorWith(t, &Executor{FSM: d.f, Apply: d, Epoch: epoch, Concurrency: 4, Strategy: fastStrategy, Nodes: nodes})
+	var uuids []string
+	for i := 0; i < 2; i++ {
+		j := runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","disk_template":"diskless","beparams":{"memory":256},"forthcoming":true}`)
+		var u string
+		if err := json.Unmarshal(j.Ops[0].Result, &u); err != nil {
+			t.Fatalf("result %s: %v", j.Ops[0].Result, err)
+		}
+		if in := instanceState(d, u); in == nil || in.Name != "" || !in.Forthcoming {
+			t.Fatalf("reservation %s: %+v", u, in)
+		}
+		uuids = append(uuids, u)
+	}
+	if uuids[0] == uuids[1] {
+		t.Fatalf("two reservations with one UUID %s", uuids[0])
+	}
+	id := submitUUID(t, d, fmt.Sprintf(`{"OP_ID":"OP_INSTANCE_CREATE","instance_name":%q,"commit":true}`, uuids[1]))
+	if j := waitStatus(t, d.f, id, fsm.StatusError); !strings.Contains(string(j.Ops[0].Result), "it lacks instance_name") {
+		t.Errorf("commit of an unnamed reservation: %s", j.Ops[0].Result)
+	}
+	runOK(t, d, fmt.Sprintf(`{"OP_ID":"OP_INSTANCE_RENAME","instance_uuid":%q,"new_name":"web7"}`, uuids[0]))
+	if in := instanceState(d, "web7"); in == nil || in.UUID != uuids[0] || !in.Forthcoming {
+		t.Fatalf("after the rename: %+v", in)
+	}
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"web7","commit":true}`)
+	if in := instanceState(d, "web7"); in == nil || in.Forthcoming {
+		t.Fatalf("after the commit: %+v", in)
+	}
+	if in := instanceState(d, uuids[1]); in == nil || in.Name != "" || !in.Forthcoming {
+		t.Fatalf("the other reservation: %+v", in)
+	}
+	if _, err := fsm.ParseOpcode([]byte(`{"OP_ID":"OP_INSTANCE_CREATE","disk_template":"diskless"}`)); err == nil || !strings.Contains(err.Error(), "only a forthcoming instance") {
+		t.Errorf("an unnamed real instance: %v", err)
+	}
+}

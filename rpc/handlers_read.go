@@ -119,12 +119,12 @@ func InstancesByNode(st *fsm.State) map[string]*NodeInstances {
 	}
 	for _, i := range st.SortedInstances() {
 		p := get(i.PrimaryNode)
-		p.primary = append(p.primary, i.Name)
+		p.primary = append(p.primary, i.Ref())
 		m, d := fsm.InstanceUsage(i, i.PrimaryNode)
 		p.mem, p.disk = p.mem+m, p.disk+d
 		for _, sn := range i.SecondaryNodes {
 			s := get(sn)
-			s.secondary = append(s.secondary, i.Name)
+			s.secondary = append(s.secondary, i.Ref())
 			_, d := fsm.InstanceUsage(i, sn)
 			s.disk += d
 		}
@@ -238,7 +238,7 @@ func (s *Server) serveInstances(w http.ResponseWriter, r *http.Request) error {
 	rt := s.runtimeOf()
 	return serveList(s, w, r, func(st *fsm.State, bulk bool) []any {
 		return listing(bulk, st.SortedInstances(),
-			func(i *fsm.Instance) any { return IDURI{ID: i.Name, URI: "/2/instances/" + i.Name} },
+			func(i *fsm.Instance) any { return IDURI{ID: i.Ref(), URI: "/2/instances/" + i.Ref()} },
 			func(i *fsm.Instance) any { return InstanceFields(st, i, rt) })
 	})
 }

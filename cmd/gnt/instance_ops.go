@@ -24,7 +24,7 @@ func (e environment) instanceOpCommands() []*cli.Command {
 	return []*cli.Command{
 		{
 			Name:      "add",
-			Usage:     "create an instance, placed by the allocator unless --node is given",
+			Usage:     "create an instance, placed by the allocator unless --node is given (a --forthcoming one may be unnamed: the job answers its UUID; name it later with 'gnt instance rename UUID NAME')",
 			ArgsUsage: "NAME",
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "disk-template", Aliases: []string{"t"}, Usage: "plain, drbd, file, sharedfile or diskless (default: plain with disks)"},
@@ -293,10 +293,17 @@ func parseSize(s string) (int64, error) {
 }
 
 func instanceAdd(ctx context.Context, s *session, c *cli.Context, args []string) error {
-	if err := nArgs(c, args, 1, 1); err != nil {
+	least := 1
+	if c.Bool("forthcoming") {
+		least = 0 // a reservation may be unnamed (seed 001)
+	}
+	if err := nArgs(c, args, least, 1); err != nil {
 		return err
 	}
-	body := map[string]any{"__version__": 1, "instance_name": args[0]}
+	body := map[string]any{"__version__": 1}
+	if len(args) == 1 {
+		body["instance_name"] = args[0]
+	}
 	if t := c.String("disk-template"); t != "" {
 		body["disk_template"] = t
 	}
