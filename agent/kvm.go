@@ -683,19 +683,19 @@ func (k *KVM) start(ctx context.Context, op Op, rec **kvmRecord, inst fsm.Instan
 	if r == nil {
 		r = newKVMRecord(inst)
 	}
-	r.Instance, r.State, r.Migration, r.Incoming = inst, StateRunning, nil, ""
-	// The intent first: a crash while qemu starts leaves a record that
-	// the next Start or Status reconciles with the process.
+	r.Instance, r.State, r.Migration, r.Incoming, r.BootID = inst, StateRunning, nil, "", randomID()
+	// The intent first, with the new boot id: a crash while qemu starts
+	// leaves a record that the next Start or Status reconciles with the
+	// process.
 	if err := k.store.save(inst.UUID, r); err != nil {
 		return false, "", &OpError{Op: op, Err: err}
 	}
 	*rec = r
 	accel, err := k.launch(ctx, op, r, inst)
 	if err != nil {
-		r.State = StateStopped
+		r.State, r.BootID = StateStopped, ""
 		return false, "", err
 	}
-	r.BootID = randomID()
 	return true, fmt.Sprintf("%sstarted under %s, pid %d, boot id %s", why, accel, k.pid(inst.UUID), r.BootID), nil
 }
 
