@@ -138,7 +138,8 @@ func filesUnder(dir string) []string {
 // through the CLI; a kill -9 of its node's gntd leaves it running and the
 // restarted gntd reports it with the same boot id; it live-migrates to
 // another node and back (gnt instance migrate -n: the counter goes on,
-// one qemu at a time); a kill -9 of its qemu shows ERROR_down in the API;
+// one qemu at a time) and fails over (gnt instance failover -n); a kill
+// -9 of its qemu shows ERROR_down in the API;
 // its disk grows; removing it leaves no file behind.
 func TestKVMGuests(t *testing.T) {
 	kernel, initrd := needKVMGuest(t)
@@ -252,8 +253,17 @@ func TestKVMGuests(t *testing.T) {
 		}
 	}
 
+	// Failover to node13: stopped on node12, started there.
+	if out, err := c.GNT("instance", "failover", "-f", "-n", "node13", "vm1"); err != nil {
+		t.Fatalf("failover: %v\n%s", err, out)
+	}
+	guestCounter(t, n13, uuid, -1, 3*time.Minute)
+	if qemuPID(n12, uuid) != 0 {
+		t.Fatalf("qemu still runs on node12 after the failover")
+	}
+
 	// kill -9 of qemu: the API's runtime view says ERROR_down.
-	syscall.Kill(qemuPID(n12, uuid), syscall.SIGKILL)
+	syscall.Kill(qemuPID(n13, uuid), syscall.SIGKILL)
 	c.Eventually(60*time.Second, 500*time.Millisecond, "vm1 ERROR_down in the API", func() error {
 		in, err := c.Client().Instance(ctx, "vm1")
 		if err != nil {

@@ -535,12 +535,46 @@ func needDRBD(in *fsm.Instance, what string) error {
 	return nil
 }
 
+// failoverTarget is where a failover takes the instance: a drbd
+// instance's secondary (target_node, if given, must name it), a
+// sharedfile instance's target_node (required, not its primary).
+func (e *Executor) failoverTarget(in *fsm.Instance, nodes map[string]*fsm.Node, targetNode string) (*fsm.Node, error) {
+	if in.DiskTemplate == fsm.DTSharedFile {
+		_, _, dst, err := e.sharedFileNodes(in, nodes, targetNode, "fail it over")
+		return dst, err
+	}
+	if err := needDRBD(in, "failover"); err != nil {
+		return nil, err
+	}
+	target := nodes[in.SecondaryNodes[0]]
+	if targetNode != "" && target != nil && target.Name != targetNode {
+		return nil, &fsm.Error{Code: fsm.CodeInval, Field: "target_node", Msg: fmt.Sprintf("a drbd instance fails over to its secondary %s, not %s", target.Name, targetNode)}
+	}
+	return target, nil
+}
+
 // sharedFileTarget is the migration target of a sharedfile instance:
 // target_node, which must be given, usable and not its primary.
 func (e *Executor) sharedFileTarget(in *fsm.Instance, nodes map[string]*fsm.Node, targetNode string) (*fsm.Instance, *fsm.Node, *fsm.Node, error) {
+	in, src, dst, err := e.sharedFileNodes(in, nodes, targetNode, "migrate it")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := e.usable(dst, "migrating "+in.Name); err != nil {
+		return nil, nil, nil, err
+	}
+	if err := e.usable(src, "migrating "+in.Name); err != nil {
+		return nil, nil, nil, fmt.Errorf("%v; use failover", err)
+	}
+	return in, src, dst, nil
+}
+
+// sharedFileNodes looks up a sharedfile instance's primary and
+// target_node, which must be given and differ.
+func (e *Executor) sharedFileNodes(in *fsm.Instance, nodes map[string]*fsm.Node, targetNode, what string) (*fsm.Instance, *fsm.Node, *fsm.Node, error) {
 	if targetNode == "" {
 		return nil, nil, nil, &fsm.Error{Code: fsm.CodeInval, Field: "target_node",
-			Msg: fmt.Sprintf("instance %s has disk template sharedfile: give the node to migrate it to (target_node)", in.Name)}
+			Msg: fmt.Sprintf("instance %s has disk template sharedfile: give the node to %s to (target_node)", in.Name, what)}
 	}
 	var dst *fsm.Node
 	e.FSM.Read(func(s *fsm.State, _ uint64) {
@@ -553,14 +587,8 @@ func (e *Executor) sharedFileTarget(in *fsm.Instance, nodes map[string]*fsm.Node
 		return nil, nil, nil, &fsm.Error{Code: fsm.CodeNoEnt, Field: "target_node", Msg: fmt.Sprintf("node %q does not exist", targetNode)}
 	}
 	src := nodes[in.PrimaryNode]
-	if src == nil || src.UUID == dst.UUID {
+	if src != nil && src.UUID == dst.UUID {
 		return nil, nil, nil, &fsm.Error{Code: fsm.CodeInval, Field: "target_node", Msg: fmt.Sprintf("instance %s already has %s as its primary node", in.Name, dst.Name)}
-	}
-	if err := e.usable(dst, "migrating "+in.Name); err != nil {
-		return nil, nil, nil, err
-	}
-	if err := e.usable(src, "migrating "+in.Name); err != nil {
-		return nil, nil, nil, fmt.Errorf("%v; use failover", err)
 	}
 	return in, src, dst, nil
 }
@@ -589,12 +617,9 @@ func (e *Executor) failoverSteps(o *fsm.OpInstanceFailover) []Step {
 			if err != nil {
 				return nil, err
 			}
-			if err := needDRBD(in, "failover"); err != nil {
+			target, err := e.failoverTarget(in, nodes, o.TargetNode)
+			if err != nil {
 				return nil, err
-			}
-			target := nodes[in.SecondaryNodes[0]]
-			if o.TargetNode != "" && target != nil && target.Name != o.TargetNode {
-				return nil, &fsm.Error{Code: fsm.CodeInval, Field: "target_node", Msg: fmt.Sprintf("a drbd instance fails over to its secondary %s, not %s", target.Name, o.TargetNode)}
 			}
 			if err := e.usable(target, "failing over "+in.Name); err != nil {
 				return nil, err
@@ -609,10 +634,17 @@ func (e *Executor) failoverSteps(o *fsm.OpInstanceFailover) []Step {
 			if err != nil {
 				return nil, err
 			}
-			if err := needDRBD(in, "failover"); err != nil {
+			target, err := e.failoverTarget(in, nodes, o.TargetNode)
+			if err != nil {
 				return nil, err
 			}
-			sc.Logf("%s: primary %s -> %s", in.Name, nodeName(nodes, in.PrimaryNode), nodeName(nodes, in.SecondaryNodes[0]))
+			sc.Logf("%s: primary %s -> %s", in.Name, nodeName(nodes, in.PrimaryNode), target.Name)
+			if in.DiskTemplate == fsm.DTSharedFile {
+				expect := in.SerialNo
+				in.PrimaryNode = target.UUID
+				put(sc, in, expect)
+				return nil, nil
+			}
 			swap(sc, in)
 			return nil, nil
 		}},

@@ -695,8 +695,8 @@ func TestAlwaysFailover(t *testing.T) {
 }
 
 // TestSharedFileMigrate: a sharedfile instance (its disks on every node)
-// live-migrates to the node given as target_node, which becomes its
-// primary; without a target, or to its own primary, the migration is
+// live-migrates, or fails over, to the node given as target_node, which
+// becomes its primary; without a target, or to its own primary, it is
 // refused naming target_node.
 func TestSharedFileMigrate(t *testing.T) {
 	d, epoch := instanceSetup(t, "n3")
@@ -713,7 +713,17 @@ func TestSharedFileMigrate(t *testing.T) {
 	if r := nodes.running(); len(r) != 1 || !strings.HasPrefix(r[0], "n3/") {
 		t.Fatalf("running after migrating: %v", r)
 	}
+	// Failover: stopped on n3, started on n2, which becomes its primary.
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_FAILOVER","instance_name":"vm1","target_node":"n2"}`)
+	if in := instanceState(d, "vm1"); in.PrimaryNode != "n2" || len(in.SecondaryNodes) != 0 {
+		t.Fatalf("after failing over to n2: primary %s secondaries %v", in.PrimaryNode, in.SecondaryNodes)
+	}
+	if r := nodes.running(); len(r) != 1 || !strings.HasPrefix(r[0], "n2/") {
+		t.Fatalf("running after the failover: %v", r)
+	}
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_MIGRATE","instance_name":"vm1","target_node":"n3"}`)
 	for op, want := range map[string]string{
+		`{"OP_ID":"OP_INSTANCE_FAILOVER","instance_name":"vm1"}`:                   "give the node to fail it over to (target_node)",
 		`{"OP_ID":"OP_INSTANCE_MIGRATE","instance_name":"vm1"}`:                    "give the node to migrate it to (target_node)",
 		`{"OP_ID":"OP_INSTANCE_MIGRATE","instance_name":"vm1","target_node":"n3"}`: "already has n3 as its primary node",
 	} {
