@@ -39,8 +39,9 @@
 // only fsm, for the instance configuration types.
 //
 // Goroutines: KVM probes the accelerator in a goroutine of its own at
-// start (bounded by its timeout); its guests are processes of their own
-// session, not children it waits for. Exec and Commands start one process group per script run
+// start (bounded by its timeout), and List asks its running guests through
+// QMP in up to eight goroutines it waits for; its guests are processes of
+// their own session, not children it waits for. Exec and Commands start one process group per script run
 // and wait for it (killing the group at the timeout); Fake sleeps in its
 // caller's goroutine for delays and hangs. The Diagnoser runs a collection
 // in a goroutine of its own, which callers wait for and share; it ends

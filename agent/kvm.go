@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gnt-cluster/gnt/fsm"
@@ -438,15 +439,29 @@ func (k *KVM) List(ctx context.Context) ([]Status, error) {
 	if err != nil {
 		return nil, &OpError{Op: OpList, Err: err}
 	}
-	out := []Status{}
+	var recs []*kvmRecord
 	for _, id := range ids {
 		var rec kvmRecord
 		if ok, err := k.store.load(id, &rec); err != nil {
 			return nil, &OpError{Op: OpList, Err: err}
 		} else if ok {
-			out = append(out, k.status(ctx, &rec))
+			recs = append(recs, &rec)
 		}
 	}
+	// Each running guest is asked through QMP (bounded by 2 s): eight
+	// at a time, so that a few unresponsive ones do not add up.
+	out := make([]Status, len(recs))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for i, r := range recs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			out[i] = k.status(ctx, r)
+		}()
+	}
+	wg.Wait()
 	sort.Slice(out, func(i, j int) bool {
 		return out[i].Name < out[j].Name || out[i].Name == out[j].Name && out[i].UUID < out[j].UUID
 	})
