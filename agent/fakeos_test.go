@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gnt-cluster/gnt/agent/osdef"
+	"github.com/gnt-cluster/gnt/fsm"
 )
 
 // TestFakeInstallOS: with DiskDir and OS the fake's disks are sparse
@@ -66,5 +67,36 @@ func TestFakeInstallOS(t *testing.T) {
 	must(t, "remove")(f.Remove(ctx, inst))
 	if _, err := os.Stat(filepath.Join(diskDir, inst.UUID)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the instance's disk dir after Remove: %v", err)
+	}
+}
+
+// TestKVMInstallOS: with an OS configuration the kvm driver runs the OS
+// definition's create script on its disk files (no QEMU needed).
+func TestKVMInstallOS(t *testing.T) {
+	dir := t.TempDir()
+	osDir := filepath.Join(t.TempDir(), "os")
+	if err := osdef.InstallBuiltin(osDir, ""); err != nil {
+		t.Fatal(err)
+	}
+	k, err := NewKVM(KVMConfig{Dir: dir, Accel: AccelTCG, FileStorageDir: filepath.Join(dir, "fs"),
+		OS: &osdef.Config{SearchPath: []string{osDir, "/usr/share/ganeti/os"}, Owner: os.Geteuid()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	inst := fsm.Instance{Name: "vm1", UUID: "u1", DiskTemplate: "file", OS: "gnt-image+default", Disks: []fsm.Disk{{UUID: disk0, SizeMiB: 8}}, MemoryMiB: 64, VCPUs: 1}
+	must(t, "disk create")(k.DiskCreate(ctx, inst, disk0))
+	res, err := k.InstallOS(ctx, inst, "op1")
+	if err != nil || !strings.Contains(res.Output, "gnt-image: wrote the marker of vm1") {
+		t.Fatalf("InstallOS = %+v, %v", res, err)
+	}
+	p, _ := k.diskPath(inst, disk0)
+	b, _ := os.ReadFile(p)
+	if !bytes.HasPrefix(b, []byte("GNT-IMAGE 1\ninstance=vm1\n")) || !bytes.Contains(b, []byte("HYPERVISOR=kvm\n")) || len(b) != 8<<20 {
+		t.Errorf("disk file: %d bytes, starting %q", len(b), b[:min(len(b), 80)])
+	}
+	inst.OS = "nosuch"
+	if _, err := k.InstallOS(ctx, inst, "op2"); !errors.Is(err, osdef.ErrUnknown) {
+		t.Errorf("install of an unknown OS: %v", err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gnt-cluster/gnt/agent/osdef"
 	"github.com/gnt-cluster/gnt/fsm"
 )
 
@@ -44,6 +45,11 @@ type KVMConfig struct {
 	ProbeTimeout time.Duration
 	// Info and Warn log (nil: not logged).
 	Info, Warn func(msg string, kv ...any)
+	// OS, when set, makes InstallOS run the instance's OS definition's
+	// create script (osdef.Config.Install) on the disks' files as
+	// DISK_<n>_PATH. Without it only noop (which installs nothing) is
+	// accepted.
+	OS *osdef.Config
 }
 
 // KVM runs each instance as a qemu-system-x86_64 process controlled
@@ -1107,11 +1113,12 @@ func (k *KVM) DiskGrow(ctx context.Context, inst fsm.Instance, disk string) (Res
 	})
 }
 
-// InstallOS implements Driver. The kvm driver has no OS definitions
-// runner yet: an OS whose name starts with "noop" (Ganeti's noop OS,
-// which installs nothing) is recorded as installed, for instances booting
-// from kernel_path or whose disks were filled otherwise; any other OS is
-// refused as not supported, so an install never silently does nothing.
+// InstallOS implements Driver. With KVMConfig.OS it runs the OS
+// definition's create script on the instance's disk files (package
+// osdef), the script's output going to the job log. Without it, an OS
+// whose name is "noop" (Ganeti's noop OS, which installs nothing) is
+// recorded as installed, and any other OS is refused as not supported, so
+// an install never silently does nothing.
 func (k *KVM) InstallOS(ctx context.Context, inst fsm.Instance, opID string) (Result, error) {
 	if opID == "" {
 		return Result{}, invalid("OS install needs an op id")
@@ -1119,7 +1126,7 @@ func (k *KVM) InstallOS(ctx context.Context, inst fsm.Instance, opID string) (Re
 	if inst.OS == "" {
 		return Result{}, invalid("instance %s has no OS to install", inst.Name)
 	}
-	if name, _, _ := strings.Cut(inst.OS, "+"); name != "noop" {
+	if name, _, _ := strings.Cut(inst.OS, "+"); name != "noop" && k.cfg.OS == nil {
 		return Result{}, fmt.Errorf("%w: OS %q: the kvm driver runs no OS definitions yet (only noop, which installs nothing)", ErrNotSupported, inst.OS)
 	}
 	return k.mutate(ctx, OpOSInstall, inst, opID, func(rec **kvmRecord) (bool, string, error) {
@@ -1139,6 +1146,21 @@ func (k *KVM) InstallOS(ctx context.Context, inst fsm.Instance, opID string) (Re
 			r = newKVMRecord(inst)
 		}
 		out := "installed " + inst.OS + " (noop: nothing written)"
+		if k.cfg.OS != nil {
+			paths := make([]string, len(inst.Disks))
+			for i, d := range inst.Disks {
+				p, err := k.diskPath(inst, d.UUID)
+				if err != nil {
+					return false, "", err
+				}
+				paths[i] = p
+			}
+			script, err := k.cfg.OS.Install(ctx, osdef.Input{Instance: inst, Hypervisor: k.Name(), DiskPaths: paths, Reinstall: r.OS != ""})
+			if err != nil {
+				return false, "", &OpError{Op: OpOSInstall, Output: script, Err: err}
+			}
+			out = script + "installed " + inst.OS
+		}
 		r.OS = inst.OS
 		*rec = r
 		return true, out, nil

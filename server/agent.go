@@ -110,6 +110,7 @@ func (s *Server) newCommands() (*agent.Diagnoser, agent.Commands) {
 // newDriver builds the configured hypervisor driver.
 func (s *Server) newDriver() (agent.Driver, error) {
 	dir := filepath.Join(s.cfg.DataDir, agentDir)
+	osCfg := s.osConfig()
 	switch s.cfg.HypervisorName() {
 	case HypervisorKVM:
 		fsDir := s.cfg.FileStorageDir
@@ -120,7 +121,7 @@ func (s *Server) newDriver() (agent.Driver, error) {
 		k, err := agent.NewKVM(agent.KVMConfig{
 			Dir: filepath.Join(dir, "kvm"), Node: s.cfg.Name, Addr: s.cfg.Bind,
 			FileStorageDir: fsDir, SharedFileStorageDir: s.cfg.SharedFileStorageDir, Accel: s.cfg.KVMAccel,
-			Info: log.Info, Warn: log.Warn,
+			Info: log.Info, Warn: log.Warn, OS: &osCfg,
 		})
 		if err != nil {
 			return nil, err
@@ -128,7 +129,6 @@ func (s *Server) newDriver() (agent.Driver, error) {
 		k.SetSend(s.sendHandoff)
 		return k, nil
 	case HypervisorFake:
-		osCfg := s.osConfig()
 		return agent.NewFake(agent.FakeConfig{
 			Dir: filepath.Join(dir, "fake"), Node: s.cfg.Name, Delay: s.cfg.FakeDelay.Duration,
 			Send:    s.sendHandoff,
