@@ -838,7 +838,12 @@ func (o *OpInstanceReplaceDisks) Validate() *Error {
 			return errf(CodeInval, "remote_node", "give either remote_node or iallocator, not both")
 		}
 	case ReplaceAuto:
-		return errf(CodeInval, "mode", "replace_auto needs disk health gnt does not collect; name the side to replace")
+		if o.RemoteNode != "" || o.IAllocator != "" {
+			return errf(CodeInval, "remote_node", "remote_node and iallocator go with replace_new_secondary only")
+		}
+		if len(o.Disks) > 0 {
+			return errf(CodeInval, "disks", "replace_auto chooses the disks itself (those missing on a node); disks cannot be given")
+		}
 	default:
 		return errf(CodeInval, "mode", "replace-disks mode %q is not replace_on_primary, replace_on_secondary or replace_new_secondary", o.Mode)
 	}

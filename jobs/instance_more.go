@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -391,7 +392,8 @@ func downWord(e *Executor, n *fsm.Node) string {
 }
 
 // replaceDisksStep is replace_on_primary and replace_on_secondary: the
-// disks are recreated on that side and resynchronised from the other.
+// disks are recreated on that side and resynchronised from the other;
+// replace_auto first finds the side whose disks are faulty.
 func (e *Executor) replaceDisksStep(o *fsm.OpInstanceReplaceDisks) Step {
 	return Step{Name: o.Mode, Run: func(ctx context.Context, sc *StepContext) (any, error) {
 		in, nodes, err := e.instanceOf(o.Ref())
@@ -406,8 +408,13 @@ func (e *Executor) replaceDisksStep(o *fsm.OpInstanceReplaceDisks) Step {
 			return nil, err
 		}
 		node := nodes[in.PrimaryNode]
-		if o.Mode == fsm.ReplaceOnSecondary {
+		switch o.Mode {
+		case fsm.ReplaceOnSecondary:
 			node = nodes[in.SecondaryNodes[0]]
+		case fsm.ReplaceAuto:
+			if node, disks, err = e.faultySide(ctx, sc, in, nodes); err != nil || node == nil {
+				return nil, err
+			}
 		}
 		if err := e.usable(node, "replacing disks of "+in.Name); err != nil {
 			return nil, err
@@ -420,6 +427,65 @@ func (e *Executor) replaceDisksStep(o *fsm.OpInstanceReplaceDisks) Step {
 		sc.Logf("replaced %d disk(s) of %s on %s", len(disks), in.Name, node.Name)
 		return nil, nil
 	}}
+}
+
+// faultySide is replace_auto's choice, as Ganeti's: the side (primary or
+// secondary) with faulty disks and those disks, where faulty means that
+// the node's agent does not have the disk. Faulty disks on both sides
+// cannot be replaced automatically; none faulty needs nothing (node nil).
+func (e *Executor) faultySide(ctx context.Context, sc *StepContext, in *fsm.Instance, nodes map[string]*fsm.Node) (*fsm.Node, []fsm.Disk, error) {
+	sides := []string{in.PrimaryNode, in.SecondaryNodes[0]}
+	var faulty [2][]fsm.Disk
+	for k, u := range sides {
+		node := nodes[u]
+		if err := e.usable(node, "checking the disks of "+in.Name); err != nil {
+			return nil, nil, fmt.Errorf("cannot check the disks of %s on %s: %w", in.Name, nodeName(nodes, u), err)
+		}
+		r, err := e.call(ctx, sc, node, NodeCall{Op: NodeOpStatus, Instance: in})
+		var ne *NodeCallError
+		if err != nil && !(errors.As(err, &ne) && ne.Code == "not_found") {
+			return nil, nil, fmt.Errorf("cannot check the disks of %s on %s: %w", in.Name, node.Name, err)
+		}
+		if sc.dryRun {
+			continue // no agent is asked in a dry run: nothing is known faulty
+		}
+		present := make(map[string]bool, len(r.Disks))
+		for _, d := range r.Disks {
+			present[d] = true
+		}
+		for _, d := range in.Disks {
+			if !present[d.UUID] {
+				faulty[k] = append(faulty[k], d)
+			}
+		}
+	}
+	p, s := nodeName(nodes, sides[0]), nodeName(nodes, sides[1])
+	switch {
+	case len(faulty[0]) > 0 && len(faulty[1]) > 0:
+		return nil, nil, fmt.Errorf("disks of %s are faulty on both the primary (%s) and the secondary (%s) node; cannot replace them automatically (use replace_on_primary or replace_on_secondary, or recreate the disks)", in.Name, p, s)
+	case len(faulty[0]) > 0:
+		sc.Logf("faulty disks on the primary %s: %s; replacing them there", p, diskIndexes(in, faulty[0]))
+		return nodes[sides[0]], faulty[0], nil
+	case len(faulty[1]) > 0:
+		sc.Logf("faulty disks on the secondary %s: %s; replacing them there", s, diskIndexes(in, faulty[1]))
+		return nodes[sides[1]], faulty[1], nil
+	}
+	sc.Logf("no disks of %s need replacement (every disk is present on %s and %s)", in.Name, p, s)
+	return nil, nil, nil
+}
+
+// diskIndexes names disks by their index in the instance, as Ganeti's
+// messages do ("0, 2").
+func diskIndexes(in *fsm.Instance, ds []fsm.Disk) string {
+	var out []string
+	for _, d := range ds {
+		for i, x := range in.Disks {
+			if x.UUID == d.UUID {
+				out = append(out, strconv.Itoa(i))
+			}
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 func diskSizes(in *fsm.Instance) []int64 {

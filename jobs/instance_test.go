@@ -48,11 +48,17 @@ func (f *fakeNodes) Call(_ context.Context, node *fsm.Node, c NodeCall) (NodeRep
 	changed := true
 	switch c.Op {
 	case NodeOpStatus:
+		var disks []string
+		for d, ok := range f.disks[key] {
+			if ok {
+				disks = append(disks, d)
+			}
+		}
 		switch {
 		case f.run[key]:
-			return NodeReply{State: "running"}, nil
+			return NodeReply{State: "running", Disks: disks}, nil
 		case f.disks[key] != nil || f.os[key] != "":
-			return NodeReply{State: "stopped"}, nil
+			return NodeReply{State: "stopped", Disks: disks}, nil
 		}
 		return NodeReply{}, &NodeCallError{Code: "not_found", Msg: "no such instance"}
 	case NodeOpDiskCreate:
@@ -61,6 +67,13 @@ func (f *fakeNodes) Call(_ context.Context, node *fsm.Node, c NodeCall) (NodeRep
 		}
 		changed = !f.disks[key][c.Disk]
 		f.disks[key][c.Disk] = true
+	case NodeOpDiskReplace:
+		if !f.disks[key][c.Disk] {
+			if f.disks[key] == nil {
+				f.disks[key] = map[string]bool{}
+			}
+			f.disks[key][c.Disk] = true
+		}
 	case NodeOpOSInstall:
 		changed = f.os[key] != c.OpID
 		f.os[key] = c.OpID
@@ -774,5 +787,52 @@ func TestUnnamedReservations(t *testing.T) {
 	}
 	if _, err := fsm.ParseOpcode([]byte(`{"OP_ID":"OP_INSTANCE_CREATE","disk_template":"diskless"}`)); err == nil || !strings.Contains(err.Error(), "only a forthcoming instance") {
 		t.Errorf("an unnamed real instance: %v", err)
+	}
+}
+
+// TestReplaceDisksAuto: replace_auto replaces the disks missing on one
+// side there; with none missing it does nothing and succeeds; with disks
+// missing on both sides it fails saying so, as Ganeti's.
+func TestReplaceDisksAuto(t *testing.T) {
+	d, nodes, _ := downCluster(t)
+	in := instanceState(d, "web1")
+	disk := in.Disks[0].UUID
+	replaces := func() []string {
+		nodes.mu.Lock()
+		defer nodes.mu.Unlock()
+		var out []string
+		for _, c := range nodes.calls {
+			if strings.HasPrefix(c, NodeOpDiskReplace+"@") {
+				out = append(out, c)
+			}
+		}
+		nodes.calls = nil
+		return out
+	}
+	op := `{"OP_ID":"OP_INSTANCE_REPLACE_DISKS","instance_name":"web1","mode":"replace_auto"}`
+
+	j := runOK(t, d, op)
+	if r := replaces(); len(r) != 0 || !strings.Contains(jobLog(j), "no disks of web1 need replacement") {
+		t.Errorf("nothing missing: replaced %v\n%s", r, jobLog(j))
+	}
+
+	nodes.mu.Lock()
+	delete(nodes.disks["n3/"+in.UUID], disk)
+	nodes.mu.Unlock()
+	j = runOK(t, d, op)
+	if r := replaces(); !slices.Equal(r, []string{NodeOpDiskReplace + "@n3"}) || !strings.Contains(jobLog(j), "faulty disks on the secondary n3: 0") {
+		t.Errorf("missing on the secondary: replaced %v\n%s", r, jobLog(j))
+	}
+
+	nodes.mu.Lock()
+	delete(nodes.disks["n3/"+in.UUID], disk)
+	delete(nodes.disks["n2/"+in.UUID], disk)
+	nodes.mu.Unlock()
+	res, _ := failed(t, d, op)
+	if !strings.Contains(res, "faulty on both the primary (n2) and the secondary (n3)") {
+		t.Errorf("missing on both sides: %s", res)
+	}
+	if r := replaces(); len(r) != 0 {
+		t.Errorf("missing on both sides: replaced %v", r)
 	}
 }

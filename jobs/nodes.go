@@ -62,6 +62,9 @@ type NodeReply struct {
 	// State (status) is stopped, running, incoming or received, or ""
 	// when the node has no record of the instance.
 	State string
+	// Disks (status) are the UUIDs of the instance's disks present on
+	// the node.
+	Disks []string
 }
 
 // NodeCallError is an operation an agent refused or failed.

@@ -178,7 +178,7 @@ func TestBadInput(t *testing.T) {
 		{"instance startup bad flag", "PUT", "/2/instances/web1/startup?force=maybe", ``, 400, wrong, "force"},
 		{"instance migrate bad mode", "PUT", "/2/instances/web1/migrate", `{"mode":"teleport"}`, 400, wrong, "mode"},
 		{"replace-disks bad mode", "POST", "/2/instances/web1/replace-disks?mode=replace_all", ``, 400, wrong, "mode"},
-		{"replace-disks auto", "POST", "/2/instances/web1/replace-disks", `{"mode":"replace_auto"}`, 400, wrong, "mode"},
+		{"replace-disks auto with disks", "POST", "/2/instances/web1/replace-disks", `{"mode":"replace_auto","disks":[0]}`, 400, wrong, "disks"},
 		{"rename bad new name", "PUT", "/2/instances/web1/rename", `{"new_name":"bad name"}`, 400, wrong, "new_name"},
 		{"modify nothing", "PUT", "/2/instances/web1/modify", `{}`, 400, wrong, ""},
 		{"modify remove disk", "PUT", "/2/instances/web1/modify", `{"disks":[["remove",0,{}]]}`, 400, wrong, "disks"},

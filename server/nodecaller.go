@@ -64,6 +64,9 @@ func (n *nodeCaller) Call(ctx context.Context, node *fsm.Node, c jobs.NodeCall) 
 	out := jobs.NodeReply{Changed: res.Changed, Output: res.Output}
 	if res.Status != nil {
 		out.State = res.Status.State
+		for _, d := range res.Status.Disks {
+			out.Disks = append(out.Disks, d.UUID)
+		}
 	}
 	return out, nil
 }
