@@ -44,14 +44,18 @@ type BEParams struct {
 }
 
 // Map gives the parameters given, in the instance record's form (maxmem
-// for memory; numbers as float64).
+// for memory; numbers as float64). Ganeti's older "memory" is both maxmem
+// and minmem where those are not given (its UpgradeBeParams).
 func (b BEParams) Map() map[string]any {
 	m := map[string]any{}
 	if v := b.MemoryMiB(-1); v >= 0 {
 		m["maxmem"] = float64(v)
 	}
-	if b.MinMem != nil {
+	switch {
+	case b.MinMem != nil:
 		m["minmem"] = float64(*b.MinMem)
+	case b.Memory != nil:
+		m["minmem"] = float64(*b.Memory)
 	}
 	if b.VCPUs != nil {
 		m["vcpus"] = float64(*b.VCPUs)

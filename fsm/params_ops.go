@@ -99,13 +99,16 @@ func (o *OpClusterSetParams) applyParams(t *txn, c *Cluster, ch *changes) *Error
 	return nil
 }
 
-// canonicalBE stores Ganeti's older "memory" as maxmem.
+// canonicalBE stores Ganeti's older "memory" as maxmem and minmem, each
+// where not given (Ganeti's UpgradeBeParams).
 func canonicalBE(m map[string]any) map[string]any {
 	if v, ok := m["memory"]; ok {
 		out := cloneMap(m)
 		delete(out, "memory")
-		if _, has := out["maxmem"]; !has {
-			out["maxmem"] = v
+		for _, k := range []string{"maxmem", "minmem"} {
+			if _, has := out[k]; !has {
+				out[k] = v
+			}
 		}
 		return out
 	}

@@ -77,3 +77,24 @@ func TestParamsUpgrade(t *testing.T) {
 		t.Fatal("a restored upgraded state snapshots differently")
 	}
 }
+
+// TestOlderMemoryIsMinAndMax: Ganeti's older beparam "memory" sets maxmem
+// and minmem where they are not given (its UpgradeBeParams), so a memory
+// below the cluster's default minmem is not refused as minmem > maxmem.
+func TestOlderMemoryIsMinAndMax(t *testing.T) {
+	mem := int64(64)
+	if m := (BEParams{Memory: &mem}).Map(); m["maxmem"] != float64(64) || m["minmem"] != float64(64) {
+		t.Errorf("memory 64: %v", m)
+	}
+	min := int64(32)
+	if m := (BEParams{Memory: &mem, MinMem: &min}).Map(); m["maxmem"] != float64(64) || m["minmem"] != float64(32) {
+		t.Errorf("memory 64, minmem 32: %v", m)
+	}
+	got := canonicalBE(map[string]any{"memory": float64(64), "minmem": float64(16)})
+	if !reflect.DeepEqual(got, map[string]any{"maxmem": float64(64), "minmem": float64(16)}) {
+		t.Errorf("canonicalBE: %v", got)
+	}
+	if e := checkMinMax("beparams", canonicalBE(map[string]any{"memory": float64(64)})); e != nil {
+		t.Errorf("memory 64 alone: %v", e)
+	}
+}
