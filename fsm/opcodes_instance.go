@@ -175,6 +175,11 @@ func (o *OpInstanceCreate) Validate() *Error {
 	if o.Forthcoming && o.Commit {
 		return errf(CodeInval, "commit", "forthcoming and commit exclude each other: reserve first, then commit")
 	}
+	if o.InstanceUUID != "" {
+		// Not one of Ganeti's creation parameters; accepted, it would be
+		// dropped.
+		return errf(CodeInval, "instance_uuid", "instance_uuid is not a parameter of instance creation: the cluster draws a new instance's UUID, and a reservation is committed by its name (name an unnamed one first: rename UUID NAME)")
+	}
 	switch o.Template() {
 	case DTPlain, DTDrbd, DTFile, DTSharedFile:
 		if len(o.Disks) == 0 {

@@ -66,6 +66,7 @@ func TestParamsRefused(t *testing.T) {
 		{"create nic mode route", ic(`"nics":[{"mode":"route","ip":"192.0.2.9"}]`), "nics.0.mode"},
 		{"create unknown be key", ic(`"beparams":{"memory":128,"cpus":2}`), "cpus"},
 		{"create unknown hypervisor", ic(`"hypervisor":"xen-pvm"`), "hypervisor"},
+		{"create instance_uuid", ic(`"instance_uuid":"0b6ad5a3-5a8a-4f0e-9b7e-8c3f2c1d4e5f"`), "instance_uuid"},
 		{"modify global hv", im(`"hvparams":{"migration_bandwidth":10}`), "hvparams.migration_bandwidth"},
 		{"modify bad hv value", im(`"hvparams":{"serial_speed":"fast"}`), "hvparams.serial_speed"},
 		{"modify runtime_mem", im(`"runtime_mem":256`), "runtime_mem"},
