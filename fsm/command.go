@@ -233,7 +233,12 @@ type LeaderEstablish struct {
 // Version 16 changes no entry's shape but rules: a forthcoming instance
 // may be unnamed (OP_INSTANCE_CREATE without instance_name, an instance
 // record with an empty name), which a replica of version 15 refuses.
-const LogVersion = 16
+//
+// Version 17 adds networks: the opcodes OP_NETWORK_ADD, _REMOVE,
+// _SET_PARAMS, _CONNECT and _DISCONNECT, the tag kind network, a NIC's
+// network and ip=pool (resolved in InstancePut), and the network record
+// of snapshots.
+const LogVersion = 17
 
 // Job update actions.
 const (

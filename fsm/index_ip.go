@@ -27,6 +27,14 @@ func (s *State) indexInstance(u string, i *Instance) {
 		if n.IP == "" {
 			continue
 		}
+		if n.Network != "" {
+			m := s.netIPs[n.Network]
+			if m == nil {
+				m = map[string]string{}
+				s.netIPs[n.Network] = m
+			}
+			m[n.IP] = u
+		}
 		m := s.instByIP[n.Link]
 		if m == nil {
 			m = map[string]string{}
@@ -42,6 +50,12 @@ func (s *State) unindexInstance(u string, i *Instance) {
 		delete(s.instByName, i.Name)
 	}
 	for _, n := range i.NICs {
+		if nm := s.netIPs[n.Network]; n.Network != "" && n.IP != "" && nm != nil && nm[n.IP] == i.UUID {
+			delete(nm, n.IP)
+			if len(nm) == 0 {
+				delete(s.netIPs, n.Network)
+			}
+		}
 		m := s.instByIP[n.Link]
 		if n.IP == "" || m == nil || m[n.IP] != i.UUID {
 			continue

@@ -99,6 +99,8 @@ func tagLocks(s *State, kind, name string) []LockDecl {
 			name = i.Name
 		}
 		return []LockDecl{bgl(false), {Level: LockInstance, Names: []string{name}, Exclusive: true}}
+	case TagNetwork:
+		return []LockDecl{bgl(false), {Level: LockNetwork, Names: []string{networkLockName(s, name)}, Exclusive: true}}
 	}
 	return []LockDecl{bgl(false)}
 }

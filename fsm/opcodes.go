@@ -279,6 +279,11 @@ var opcodeTypes = map[string]func() Opcode{
 	"OP_INSTANCE_QUERY_DATA":     func() Opcode { return &OpInstanceQueryData{} },
 	"OP_INSTANCE_MULTI_ALLOC":    func() Opcode { return &OpInstanceMultiAlloc{} },
 	"OP_INSTANCE_GROW_DISK":      func() Opcode { return &OpInstanceGrowDisk{} },
+	"OP_NETWORK_ADD":             func() Opcode { return &OpNetworkAdd{} },
+	"OP_NETWORK_REMOVE":          func() Opcode { return &OpNetworkRemove{} },
+	"OP_NETWORK_SET_PARAMS":      func() Opcode { return &OpNetworkSetParams{} },
+	"OP_NETWORK_CONNECT":         func() Opcode { return &OpNetworkConnect{} },
+	"OP_NETWORK_DISCONNECT":      func() Opcode { return &OpNetworkDisconnect{} },
 }
 
 // OpcodeIDs lists the opcodes this build knows.
@@ -1147,6 +1152,7 @@ const (
 	TagNodeGroup = "nodegroup"
 	TagNode      = "node"
 	TagInstance  = "instance"
+	TagNetwork   = "network"
 )
 
 // OpTagsSet adds tags to an object.
@@ -1168,12 +1174,12 @@ type OpTagsDel struct {
 func validateTagOp(kind, name string, tags []string) *Error {
 	switch kind {
 	case TagCluster:
-	case TagNodeGroup, TagNode, TagInstance:
+	case TagNodeGroup, TagNode, TagInstance, TagNetwork:
 		if name == "" {
 			return errf(CodeInval, "name", "tag kind %q needs an object name", kind)
 		}
 	default:
-		return errf(CodeInval, "kind", "unknown tag kind %q (cluster, nodegroup, node, instance)", kind)
+		return errf(CodeInval, "kind", "unknown tag kind %q (cluster, nodegroup, node, instance, network)", kind)
 	}
 	if e := validateRefName("name", name, MaxHostnameLen); e != nil {
 		return e

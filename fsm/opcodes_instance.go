@@ -29,6 +29,11 @@ type OpNIC struct {
 	Mode string `json:"mode,omitempty"`
 	Name string `json:"name,omitempty"`
 	VLAN string `json:"vlan,omitempty"`
+	// Network names the network (by name or UUID) the NIC is on: its
+	// mode and link then come from the network's connection to the
+	// primary node's group, and ip may be "pool" (the lowest free
+	// address of the network).
+	Network string `json:"network,omitempty"`
 }
 
 // BEParams are the backend parameters gnt uses: memory (Ganeti's maxmem;
@@ -209,7 +214,7 @@ func (o *OpInstanceCreate) Validate() *Error {
 		return errf(CodeInval, "nics", "an instance has at most %d NICs, got %d", MaxNICsPerInstance, len(o.NICs))
 	}
 	for i, n := range o.NICs {
-		for _, f := range []struct{ name, v string }{{"name", n.Name}, {"link", n.Link}, {"mode", n.Mode}} {
+		for _, f := range []struct{ name, v string }{{"name", n.Name}, {"link", n.Link}, {"mode", n.Mode}, {"network", n.Network}} {
 			if e := ValidateName(fmt.Sprintf("nics.%d.%s", i, f.name), f.v, MaxNameLen); e != nil {
 				return e
 			}
@@ -217,7 +222,10 @@ func (o *OpInstanceCreate) Validate() *Error {
 		if e := ValidateNICParams(fmt.Sprintf("nics.%d", i), n.Mode, n.Link, n.VLAN, n.IP); e != nil {
 			return e
 		}
-		if n.IP != "" {
+		if e := n.validateNetwork(i); e != nil {
+			return e
+		}
+		if n.IP != "" && n.IP != IPPool {
 			if e := validateIP("nics", n.IP, false); e != nil {
 				return errf(CodeInval, "nics", "NIC %d: %s", i, e.Msg)
 			}
@@ -352,6 +360,22 @@ func checkNICFilled(c *Cluster, field, mode, ip string) *Error {
 	}
 	if mode == NICModeRouted && ip == "" {
 		return errf(CodeInval, field+".ip", "%s: a routed NIC needs an IP address", field)
+	}
+	return nil
+}
+
+// validateNetwork checks a NIC's network against its other parameters:
+// a NIC on a network takes its mode and link from the network's
+// connection (Ganeti refuses both given), and ip=pool needs a network.
+func (n OpNIC) validateNetwork(i int) *Error {
+	if strings.EqualFold(n.Network, ValueNone) {
+		return errf(CodeInval, fmt.Sprintf("nics.%d.network", i), "NIC %d: network %q: leave network out for a NIC on no network", i, n.Network)
+	}
+	if n.Network != "" && (n.Mode != "" || n.Link != "" || n.VLAN != "") {
+		return errf(CodeInval, fmt.Sprintf("nics.%d.network", i), "NIC %d: if network is given, no mode, link or vlan is allowed to be passed (they come from the network's connection to the node group)", i)
+	}
+	if n.IP == IPPool && n.Network == "" {
+		return errf(CodeInval, fmt.Sprintf("nics.%d.ip", i), "NIC %d: ip=pool needs a network to take the address from", i)
 	}
 	return nil
 }

@@ -170,6 +170,9 @@ func (o *OpGroupRemove) apply(t *txn, _ string) (any, *Error) {
 	if len(members) > 0 {
 		return nil, errf(CodeState, "group_name", "group %q not empty, has the following node(s): %s", g.Name, strings.Join(members, ", "))
 	}
+	if nets := t.groupNetworks(g.UUID); len(nets) > 0 {
+		return nil, errf(CodeState, "group_name", "group %q is connected to network(s) %s; disconnect them first", g.Name, strings.Join(nets, ", "))
+	}
 	if len(t.allGroups()) == 1 {
 		return nil, errf(CodeState, "group_name", "group %q is the only group, cannot be removed", g.Name)
 	}
@@ -455,6 +458,12 @@ func (t *txn) tagList(kind, name string) (*[]string, *Error) {
 			return nil, errf(CodeNoEnt, "name", "instance %q does not exist", name)
 		}
 		return &t.instanceRW(i.UUID).Tags, nil
+	case TagNetwork:
+		n := t.lookupNetwork(name)
+		if n == nil {
+			return nil, errf(CodeNoEnt, "name", "network %q does not exist", name)
+		}
+		return &t.networkRW(n.UUID).Tags, nil
 	}
 	return nil, errf(CodeInval, "kind", "unknown tag kind %q", kind)
 }

@@ -80,6 +80,7 @@ func (f *FSM) Freeze() *Frozen {
 		Groups:    make(map[string]*Group, len(s.Groups)),
 		Nodes:     make(map[string]*Node, len(s.Nodes)),
 		Instances: make(map[string]*Instance, len(s.Instances)),
+		Networks:  make(map[string]*Network, len(s.Networks)),
 		Jobs:      make(map[int64]*Job, len(s.Jobs)),
 		Finished:  append([]int64(nil), s.Finished...),
 		// The archive goes by its ordered list alone (writeState reads
@@ -95,6 +96,9 @@ func (f *FSM) Freeze() *Frozen {
 	}
 	for k, v := range s.Instances {
 		c.Instances[k] = v
+	}
+	for k, v := range s.Networks {
+		c.Networks[k] = v
 	}
 	for k, v := range s.Jobs {
 		c.Jobs[k] = v
@@ -198,6 +202,11 @@ func writeState(w *bufio.Writer, s *State, index uint64) error {
 	}
 	for _, i := range s.SortedInstances() {
 		if err := rec("instance", i); err != nil {
+			return err
+		}
+	}
+	for _, n := range s.SortedNetworks() {
+		if err := rec("network", n); err != nil {
 			return err
 		}
 	}
@@ -390,6 +399,18 @@ func (s *State) restoreRecord(rec snapRecord) error {
 		}
 		i.normalizeParams()
 		s.Instances[i.UUID] = &i
+	case "network":
+		var n Network
+		if err := strict(&n); err != nil {
+			return err
+		}
+		if err := n.check(); err != nil {
+			return err
+		}
+		if s.Networks == nil {
+			s.Networks = map[string]*Network{}
+		}
+		s.Networks[n.UUID] = &n
 	case "job":
 		var j Job
 		if err := strict(&j); err != nil {

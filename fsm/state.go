@@ -14,6 +14,8 @@ type State struct {
 	Groups    map[string]*Group    `json:"groups"`    // by UUID
 	Nodes     map[string]*Node     `json:"nodes"`     // by UUID
 	Instances map[string]*Instance `json:"instances"` // by UUID
+	// Networks are the network objects, by UUID (network.go).
+	Networks map[string]*Network `json:"networks"`
 	Jobs      map[int64]*Job       `json:"jobs"`
 	NextJobID int64                `json:"next_job_id"`
 	// Epoch is the executor epoch of the current leader; job updates
@@ -50,6 +52,10 @@ type State struct {
 	groupByName map[string]string
 	instByName  map[string]string
 	instByIP    instIPIndex // see index_ip.go
+	netByName   map[string]string
+	// netIPs maps network UUID -> IP -> instance UUID: the addresses
+	// the instances' NICs take from each network's pool.
+	netIPs map[string]map[string]string
 	usage       usageIndex  // see index_usage.go
 	pending     int
 	// execPending holds the unfinished jobs that need the executor, so the
@@ -83,6 +89,7 @@ func newState() *State {
 		Groups:    map[string]*Group{},
 		Nodes:     map[string]*Node{},
 		Instances: map[string]*Instance{},
+		Networks:  map[string]*Network{},
 		Jobs:      map[int64]*Job{},
 		Archived:  map[int64]*ArchivedJob{},
 		NextJobID: 1,
@@ -98,7 +105,16 @@ func (s *State) reindex() {
 	s.groupByName = map[string]string{}
 	s.instByName = map[string]string{}
 	s.instByIP = instIPIndex{}
+	s.netByName = map[string]string{}
+	s.netIPs = map[string]map[string]string{}
 	s.usage = usageIndex{}
+	if s.Networks == nil {
+		s.Networks = map[string]*Network{}
+	}
+	for u, n := range s.Networks {
+		s.netByName[n.Name] = u
+		sort.Strings(n.Tags)
+	}
 	for u, n := range s.Nodes {
 		s.indexNode(u, n)
 	}

@@ -166,6 +166,9 @@ func (p *InstancePut) apply(t *txn) *Error {
 	if e := t.checkInstanceNodes(&in); e != nil {
 		return e
 	}
+	if e := t.resolveNICNetworks(&in); e != nil {
+		return e
+	}
 	if e := t.checkInstanceNICs(&in); e != nil {
 		return e
 	}

@@ -13,6 +13,7 @@ type txn struct {
 	groups  map[string]*Group    // nil value = deleted
 	nodes   map[string]*Node     // nil value = deleted
 	insts   map[string]*Instance // nil value = deleted
+	nets    map[string]*Network  // nil value = deleted
 	maint   *Maintenance
 	logs    []string
 	// job is the job whose update the transaction applies (0 for other
@@ -21,7 +22,7 @@ type txn struct {
 }
 
 func (s *State) begin(now int64) *txn {
-	return &txn{st: s, now: now, groups: map[string]*Group{}, nodes: map[string]*Node{}, insts: map[string]*Instance{}}
+	return &txn{st: s, now: now, groups: map[string]*Group{}, nodes: map[string]*Node{}, insts: map[string]*Instance{}, nets: map[string]*Network{}}
 }
 
 func (t *txn) logf(msg string) { t.logs = append(t.logs, msg) }
@@ -223,7 +224,7 @@ func (t *txn) maintRW() *Maintenance {
 }
 
 func (t *txn) dirty() bool {
-	return t.cluster != nil || t.maint != nil || len(t.groups) > 0 || len(t.nodes) > 0 || len(t.insts) > 0
+	return t.cluster != nil || t.maint != nil || len(t.groups) > 0 || len(t.nodes) > 0 || len(t.insts) > 0 || len(t.nets) > 0
 }
 
 // commit writes the staged changes into the state.
@@ -275,6 +276,19 @@ func (t *txn) commit() {
 		s.Instances[u] = i
 		s.indexInstance(u, i)
 	}
+	for u, n := range t.nets {
+		if old := s.Networks[u]; old != nil {
+			delete(s.netByName, old.Name)
+		}
+		if n == nil {
+			delete(s.Networks, u)
+			continue
+		}
+		n.SerialNo++
+		n.MTime = ts
+		s.Networks[u] = n
+		s.netByName[n.Name] = u
+	}
 	if t.maint != nil {
 		s.commitMaint(t.maint, t.now)
 	}
@@ -285,4 +299,76 @@ func (t *txn) commit() {
 	c.SerialNo++
 	c.MTime = ts
 	s.Cluster = c
+}
+
+// network returns the staged view of a network by UUID.
+func (t *txn) network(uuid string) *Network {
+	if n, ok := t.nets[uuid]; ok {
+		return n
+	}
+	return t.st.Networks[uuid]
+}
+
+func (t *txn) networkRW(uuid string) *Network {
+	if n, ok := t.nets[uuid]; ok {
+		return n
+	}
+	n := t.st.Networks[uuid]
+	if n == nil {
+		return nil
+	}
+	c := n.clone()
+	t.nets[uuid] = c
+	return c
+}
+
+// lookupNetwork finds a network by name or UUID, seeing staged changes.
+func (t *txn) lookupNetwork(ref string) *Network {
+	for u, n := range t.nets {
+		if n != nil && (n.Name == ref || u == ref) {
+			return n
+		}
+	}
+	n := t.st.LookupNetwork(ref)
+	if n == nil {
+		return nil
+	}
+	if s, ok := t.nets[n.UUID]; ok {
+		return s
+	}
+	return n
+}
+
+// allNetworks returns the staged view of every network, ordered by name.
+func (t *txn) allNetworks() []*Network {
+	var out []*Network
+	for u, n := range t.st.Networks {
+		if _, staged := t.nets[u]; !staged {
+			out = append(out, n)
+		}
+	}
+	for _, n := range t.nets {
+		if n != nil {
+			out = append(out, n)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// allInstances returns the staged view of every instance, ordered by name.
+func (t *txn) allInstances() []*Instance {
+	out := make([]*Instance, 0, len(t.st.Instances)+len(t.insts))
+	for u, i := range t.st.Instances {
+		if _, staged := t.insts[u]; !staged {
+			out = append(out, i)
+		}
+	}
+	for _, i := range t.insts {
+		if i != nil {
+			out = append(out, i)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
 }

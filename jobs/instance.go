@@ -329,7 +329,7 @@ func (e *Executor) createRecord(sc *StepContext, o *fsm.OpInstanceCreate) (any, 
 			if mac == "" || mac == "auto" || mac == "generate" {
 				mac = derivedMAC(in.UUID, k)
 			}
-			in.NICs = append(in.NICs, fsm.NIC{UUID: derivedUUID(in.UUID, fmt.Sprintf("nic%d", k)), Name: n.Name, MAC: mac, IP: n.IP, Link: n.Link, Mode: n.Mode, VLAN: n.VLAN})
+			in.NICs = append(in.NICs, fsm.NIC{UUID: derivedUUID(in.UUID, fmt.Sprintf("nic%d", k)), Name: n.Name, MAC: mac, IP: n.IP, Link: n.Link, Mode: n.Mode, VLAN: n.VLAN, Network: n.Network})
 		}
 	}
 	in.Forthcoming = o.Forthcoming

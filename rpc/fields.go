@@ -171,6 +171,7 @@ func InstanceFields(st *fsm.State, i *fsm.Instance, rt *Runtime) map[string]any 
 		sizes, spindles, duuids, dnames                   = []any{}, []any{}, []any{}, []any{}
 		ips, macs, modes, nuuids, nnames, links, nets, br = []any{}, []any{}, []any{}, []any{}, []any{}, []any{}, []any{}, []any{}
 		nicparams, vlans                                  = []any{}, []any{}
+		netNames                                          = []any{}
 		usage                                             int64
 	)
 	for _, d := range i.Disks {
@@ -197,6 +198,11 @@ func InstanceFields(st *fsm.State, i *fsm.Instance, rt *Runtime) map[string]any 
 		links = append(links, link)
 		vlans = append(vlans, vlan)
 		nets = append(nets, orNull(n.Network))
+		if nw := st.Networks[n.Network]; nw != nil {
+			netNames = append(netNames, nw.Name)
+		} else {
+			netNames = append(netNames, orNull(n.Network))
+		}
 		if mode == fsm.NICModeBridged {
 			br = append(br, link)
 		} else {
@@ -229,7 +235,7 @@ func InstanceFields(st *fsm.State, i *fsm.Instance, rt *Runtime) map[string]any 
 		"name": i.Name, "admin_state": i.AdminState, "os": i.OS, "pnode": st.NodeName(i.PrimaryNode),
 		"snodes": snodes, "disk_template": i.DiskTemplate,
 		"nic.ips": ips, "nic.macs": macs, "nic.modes": modes, "nic.uuids": nuuids, "nic.names": nnames,
-		"nic.links": links, "nic.networks": nets, "nic.networks.names": append([]any{}, nets...),
+		"nic.links": links, "nic.networks": nets, "nic.networks.names": netNames,
 		"nic.bridges": br,
 		// gnt's drivers allocate no hypervisor network port (VNC/SPICE).
 		"network_port": nil,
