@@ -15,9 +15,9 @@ type State struct {
 	Nodes     map[string]*Node     `json:"nodes"`     // by UUID
 	Instances map[string]*Instance `json:"instances"` // by UUID
 	// Networks are the network objects, by UUID (network.go).
-	Networks map[string]*Network `json:"networks"`
-	Jobs      map[int64]*Job       `json:"jobs"`
-	NextJobID int64                `json:"next_job_id"`
+	Networks  map[string]*Network `json:"networks"`
+	Jobs      map[int64]*Job      `json:"jobs"`
+	NextJobID int64               `json:"next_job_id"`
 	// Epoch is the executor epoch of the current leader; job updates
 	// carrying another epoch are refused.
 	Epoch uint64 `json:"epoch"`
@@ -55,9 +55,9 @@ type State struct {
 	netByName   map[string]string
 	// netIPs maps network UUID -> IP -> instance UUID: the addresses
 	// the instances' NICs take from each network's pool.
-	netIPs map[string]map[string]string
-	usage       usageIndex  // see index_usage.go
-	pending     int
+	netIPs  map[string]map[string]string
+	usage   usageIndex // see index_usage.go
+	pending int
 	// execPending holds the unfinished jobs that need the executor, so the
 	// leader finds its work without scanning the retained history.
 	execPending map[int64]struct{}
