@@ -57,6 +57,13 @@ var jobRoutes = []jobRoute{
 	{"POST", "/2/instances/{name}/disk/{disk}/grow", buildGrowDisk}, // handlers_more.go
 	{"PUT", "/2/instances/{name}/tags", buildTags("OP_TAGS_SET", fsm.TagInstance, "name")},
 	{"DELETE", "/2/instances/{name}/tags", buildTags("OP_TAGS_DEL", fsm.TagInstance, "name")},
+	{"POST", "/2/networks", buildNetworkAdd}, // handlers_network.go
+	{"DELETE", "/2/networks/{name}", buildNetworkRemove},
+	{"PUT", "/2/networks/{name}/modify", networkOp("OP_NETWORK_SET_PARAMS")},
+	{"PUT", "/2/networks/{name}/connect", networkOp("OP_NETWORK_CONNECT")},
+	{"PUT", "/2/networks/{name}/disconnect", networkOp("OP_NETWORK_DISCONNECT")},
+	{"PUT", "/2/networks/{name}/tags", buildTags("OP_TAGS_SET", fsm.TagNetwork, "name")},
+	{"DELETE", "/2/networks/{name}/tags", buildTags("OP_TAGS_DEL", fsm.TagNetwork, "name")},
 	{"POST", "/2/jobs", buildJobOps},
 }
 

@@ -177,10 +177,12 @@ type InstanceInfo struct {
 	NICUUIDs     []string  `json:"nic.uuids"`
 	NICNames     []*string `json:"nic.names"`
 	NICNetworks  []*string `json:"nic.networks"`
-	NICBridges   []*string `json:"nic.bridges"`
-	DiskUUIDs    []string  `json:"disk.uuids"`
-	DiskNames    []*string `json:"disk.names"`
-	BEParams     BEParams  `json:"beparams"`
+	// NICNetworksNames are the names of the NICs' networks.
+	NICNetworksNames []*string `json:"nic.networks.names"`
+	NICBridges       []*string `json:"nic.bridges"`
+	DiskUUIDs        []string  `json:"disk.uuids"`
+	DiskNames        []*string `json:"disk.names"`
+	BEParams         BEParams  `json:"beparams"`
 	// Status is Ganeti's instance status (InstStatus*), OperState
 	// whether it runs; null when gnt cannot know (docs/api.md).
 	Status    *string `json:"status"`

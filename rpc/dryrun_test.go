@@ -44,7 +44,7 @@ func configState(t *testing.T, b *rpctest.Backend) string {
 	b.FSM().Read(func(st *fsm.State, _ uint64) {
 		var err error
 		out, err = json.Marshal(map[string]any{
-			"cluster": st.Cluster, "groups": st.Groups, "nodes": st.Nodes, "instances": st.Instances,
+			"cluster": st.Cluster, "groups": st.Groups, "nodes": st.Nodes, "instances": st.Instances, "networks": st.Networks,
 			"maintenance": st.Maintenance, "pki": st.PKI, "rapi_users": st.RAPIUsers,
 		})
 		if err != nil {
@@ -90,6 +90,16 @@ func TestDryRunEveryRoute(t *testing.T) {
 	}
 	if r := e.do("POST", "/2/groups?wait=10s", `{"group_name":"g2"}`); r.status != http.StatusOK {
 		t.Fatalf("setup group: %s", r)
+	}
+	// Networks: lan connected and tagged, spare neither.
+	for _, c := range []struct{ method, path, body string }{
+		{"POST", "/2/networks", `{"network_name":"lan","network":"10.9.0.0/24","tags":["old"]}`},
+		{"POST", "/2/networks", `{"network_name":"spare","network":"10.7.0.0/24"}`},
+		{"PUT", "/2/networks/lan/connect", `{"group_name":"default","network_mode":"bridged","network_link":"br0"}`},
+	} {
+		if r := e.do(c.method, c.path+"?wait=10s", c.body); r.status != http.StatusOK {
+			t.Fatalf("setup %s: %s", c.path, r)
+		}
 	}
 
 	nodes := &recordingNodes{}
@@ -143,6 +153,13 @@ func TestDryRunEveryRoute(t *testing.T) {
 		{"POST", "/2/instances/inst1/disk/0/grow", `{"amount":1024}`, ""},
 		{"PUT", "/2/instances/inst1/tags?tag=new", "", ""},
 		{"DELETE", "/2/instances/inst1/tags?tag=old", "", ""},
+		{"POST", "/2/networks", `{"network_name":"n9","network":"10.8.0.0/24"}`, ""},
+		{"DELETE", "/2/networks/spare", "", ""},
+		{"PUT", "/2/networks/lan/modify", `{"add_reserved_ips":["10.9.0.9"]}`, ""},
+		{"PUT", "/2/networks/spare/connect", `{"group_name":"default","network_mode":"bridged","network_link":"br0"}`, ""},
+		{"PUT", "/2/networks/lan/disconnect", `{"group_name":"default"}`, ""},
+		{"PUT", "/2/networks/lan/tags?tag=new", "", ""},
+		{"DELETE", "/2/networks/lan/tags?tag=old", "", ""},
 		{"POST", "/2/jobs", `{"ops":[{"OP_ID":"OP_INSTANCE_REMOVE","instance_name":"inst2"},{"OP_ID":"OP_TAGS_SET","kind":"cluster","tags":["x"]}]}`, ""},
 	}
 	// Every opcode route of the server is walked.

@@ -254,6 +254,37 @@ var queryResources = prepareResources(map[string]*queryResource{
 			return out
 		},
 	},
+	"network": {
+		docs: []fieldDoc{
+			{"name", "Network", qlang.KindText, "Name"},
+			{"uuid", "UUID", qlang.KindText, "Network UUID"},
+			{"network", "Subnet", qlang.KindText, "IPv4 subnet"},
+			{"gateway", "Gateway", qlang.KindOther, "IPv4 gateway"},
+			{"network6", "IPv6Subnet", qlang.KindOther, "IPv6 subnet"},
+			{"gateway6", "IPv6Gateway", qlang.KindOther, "IPv6 gateway"},
+			{"mac_prefix", "MacPrefix", qlang.KindOther, "MAC address prefix"},
+			{"free_count", "FreeCount", qlang.KindNumber, "Number of available addresses"},
+			{"reserved_count", "ReservedCount", qlang.KindNumber, "Number of reserved addresses"},
+			{"map", "Map", qlang.KindText, "Actual mapping"},
+			{"external_reservations", "ExternalReservations", qlang.KindText, "External reservations"},
+			{"group_list", "GroupList", qlang.KindOther, "List of nodegroups (group name, NIC mode, NIC link, NIC vlan)"},
+			{"group_cnt", "NodeGroups", qlang.KindNumber, "Number of nodegroups"},
+			{"inst_list", "InstanceList", qlang.KindOther, "List of instances"},
+			{"inst_cnt", "Instances", qlang.KindNumber, "Number of instances"},
+			{"tags", "Tags", qlang.KindOther, "Tags"},
+			{"serial_no", "SerialNo", qlang.KindNumber, "Network object serial number, incremented on each modification"},
+			{"ctime", "CTime", qlang.KindTimestamp, "Creation timestamp"},
+			{"mtime", "MTime", qlang.KindTimestamp, "Modification timestamp"},
+		},
+		sample: func() map[string]any { return asJSONMap(NetworkInfo{}) },
+		rows: func(st *fsm.State, _ *Runtime) []map[string]any {
+			var out []map[string]any
+			for _, n := range st.SortedNetworks() {
+				out = append(out, asJSONMap(NetworkFields(st, n)))
+			}
+			return out
+		},
+	},
 	"job": {
 		docs: []fieldDoc{
 			{"id", "ID", qlang.KindNumber, "Job ID"},

@@ -271,6 +271,9 @@ func (s *Server) serveTags(kind, param string) func(w http.ResponseWriter, r *ht
 			if kind == fsm.TagNodeGroup {
 				validate = fsm.ValidateGroupName
 			}
+			if kind == fsm.TagNetwork {
+				validate = fsm.ValidateNetworkName
+			}
 			var aerr *APIError
 			if ref, aerr = pathRef(r, "name", validate); aerr != nil {
 				writeError(w, aerr)
@@ -300,6 +303,12 @@ func (s *Server) serveTags(kind, param string) func(w http.ResponseWriter, r *ht
 					return nil, unknownEntity("name", "instance %q does not exist", ref)
 				}
 				tags = i.Tags
+			case fsm.TagNetwork:
+				n := st.LookupNetwork(ref)
+				if n == nil {
+					return nil, unknownEntity("name", "network %q does not exist", ref)
+				}
+				tags = n.Tags
 			}
 			return sortedCopy(tags), nil
 		})

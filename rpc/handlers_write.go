@@ -35,6 +35,9 @@ func buildTags(opID, kind, param string) opsBuilder {
 			if kind == fsm.TagNodeGroup {
 				validate = fsm.ValidateGroupName
 			}
+			if kind == fsm.TagNetwork {
+				validate = fsm.ValidateNetworkName
+			}
 			name, aerr := pathRef(r, "name", validate)
 			if aerr != nil {
 				return nil, aerr

@@ -192,7 +192,7 @@ func TestQueryBad(t *testing.T) {
 		field, msg         string
 	}{
 		{"GET", "/2/query/instance", "", 400, "fields", "missing 'fields' query argument"},
-		{"GET", "/2/query/widget?fields=name", "", 404, "resource", `unknown query resource "widget" (known: group, instance, job, node)`},
+		{"GET", "/2/query/widget?fields=name", "", 404, "resource", `unknown query resource "widget" (known: group, instance, job, network, node)`},
 		{"GET", "/2/query/widget/fields", "", 404, "resource", `unknown query resource "widget"`},
 		{"GET", "/2/query/instance?fields=name&filter=" + url.QueryEscape(`name == `), "", 400, "filter", "at position 9: expected a quoted string, an integer, true or false after \"==\", found end of filter"},
 		{"GET", "/2/query/instance?fields=name&filter=" + url.QueryEscape(`bogus == 1`), "", 400, "filter", `unknown field "bogus"`},

@@ -277,6 +277,10 @@ func (s *Server) routes() {
 	add(read, "GET", "/2/groups/{name}", s.blockingRead(s.serveGroup))
 	add(read, "GET", "/2/groups/{name}/tags", s.blockingRead(s.serveTags(fsm.TagNodeGroup, "name")))
 
+	add(read, "GET", "/2/networks", s.blockingRead(s.serveNetworks))
+	add(read, "GET", "/2/networks/{name}", s.blockingRead(s.serveNetwork))
+	add(read, "GET", "/2/networks/{name}/tags", s.blockingRead(s.serveTags(fsm.TagNetwork, "name")))
+
 	add(read, "GET", "/2/instances", s.blockingRead(s.serveInstances))
 	add(read, "GET", "/2/instances/{name}", s.blockingRead(s.serveInstance))
 	add(read, "GET", "/2/instances/{name}/tags", s.blockingRead(s.serveTags(fsm.TagInstance, "name")))

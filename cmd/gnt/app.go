@@ -148,6 +148,7 @@ func newApp(env environment) *cli.App {
 			env.clusterCommand(),
 			env.nodeCommand(),
 			env.groupCommand(),
+			env.networkCommand(),
 			env.instanceCommand(),
 			env.jobCommand(),
 			env.filterCommand(),

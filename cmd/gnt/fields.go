@@ -81,6 +81,8 @@ nic.ips|` + kindOther + `|NIC_IPs|List containing each network interface's IP ad
 nic.macs|` + kindOther + `|NIC_MACs|List containing each network interface's MAC address
 nic.modes|` + kindOther + `|NIC_modes|List containing each network interface's mode
 nic.links|` + kindOther + `|NIC_links|List containing each network interface's link
+nic.networks|` + kindOther + `|NIC_networks|List containing each network interface's network (UUID)
+nic.networks.names|` + kindOther + `|NIC_networks_names|List containing each network interface's network name
 beparams|` + kindOther + `|BackendParameters|Backend parameters (merged)
 beparams.memory|` + kindSize + `|ConfigMemory|The memory size
 beparams.vcpus|` + kindNumber + `|ConfigVCPUs|The number of virtual CPUs

@@ -34,7 +34,7 @@ func (e environment) instanceOpCommands() []*cli.Command {
 				&cli.StringFlag{Name: "os-type", Usage: "OS to install"},
 				&cli.StringFlag{Name: "node", Aliases: []string{"n"}, Usage: "`PNODE[:SNODE]` instead of the allocator"},
 				&cli.StringFlag{Name: "group", Usage: "place within this node group"},
-				&cli.StringSliceFlag{Name: "net", Usage: "a NIC: `mode=MODE,link=LINK,vlan=VLAN,ip=IP,mac=MAC,name=NAME` (repeatable)"},
+				&cli.StringSliceFlag{Name: "net", Usage: "a NIC: `mode=MODE,link=LINK,vlan=VLAN,ip=IP,mac=MAC,name=NAME`, or network=NETWORK[,ip=pool|IP] (mode and link from the network's connection; pool: its lowest free address) (repeatable)"},
 				&cli.BoolFlag{Name: "no-start", Usage: "do not start the instance"},
 				&cli.BoolFlag{Name: "no-install", Usage: "do not install the OS"},
 				&cli.BoolFlag{Name: "forthcoming", Usage: "only reserve the resources (commit later with 'gnt instance create NAME')"},

@@ -126,6 +126,7 @@ func TestFieldsAreServed(t *testing.T) {
 		{"node", served(rpc.NodeInfo{}), nodeFields},
 		{"instance", served(rpc.InstanceInfo{}), instanceFieldDefs},
 		{"group", served(rpc.GroupInfo{}), groupFields},
+		{"network", served(rpc.NetworkInfo{}), networkFields},
 		{"job", jobs, jobFieldDefs},
 	} {
 		for _, d := range tc.defs {

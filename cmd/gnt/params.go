@@ -305,7 +305,7 @@ func nicParams(s string) (map[string]any, error) {
 		switch it.key {
 		case "mode", "link", "vlan", "ip", "mac", "name", "network":
 		default:
-			return nil, fmt.Errorf("unknown NIC parameter %q (mode, link, vlan, ip, mac, name)", it.key)
+			return nil, fmt.Errorf("unknown NIC parameter %q (mode, link, vlan, ip, mac, name, network)", it.key)
 		}
 		if it.bare || it.no || it.reset {
 			return nil, fmt.Errorf("NIC parameter %q needs a value (KEY=VALUE)", it.key)
