@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
@@ -17,7 +18,7 @@ func (c *Cluster) configView(t *testing.T) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var parts []string
-	for _, p := range []string{"/2/instances", "/2/nodes", "/2/groups", "/2/tags", "/2/info"} {
+	for _, p := range []string{"/2/instances", "/2/nodes", "/2/groups", "/2/networks", "/2/tags", "/2/info"} {
 		var out json.RawMessage
 		q := url.Values{"consistent": {"1"}}
 		if p != "/2/tags" && p != "/2/info" {
@@ -70,8 +71,45 @@ func TestDryRunChangesNothing(t *testing.T) {
 	if running := c.runningOn(t, in.UUID, nodes); len(running) != 1 || running[0] != in.PNode {
 		t.Fatalf("web1 runs on %v, its primary is %s", running, in.PNode)
 	}
+	// Networks, made with the CLI: lan connected to the default group,
+	// spare not.
+	for _, args := range [][]string{
+		{"network", "add", "-N", "10.80.0.0/24", "-g", "10.80.0.1", "lan"},
+		{"network", "connect", "-N", "mode=bridged,link=br0", "lan", "default"},
+		{"network", "add", "-N", "10.81.0.0/24", "--add-reserved-ips", "10.81.0.7,10.81.0.8", "spare"},
+	} {
+		if out, err := c.GNT(args...); err != nil {
+			t.Fatalf("gnt %v: %v\n%s", args, err, out)
+		}
+	}
+	// The runtime fields (oper_state, status) are part of the view: wait
+	// until every candidate's runtime view has seen web1 running, so that
+	// a poll landing between two views does not look like a change.
+	for _, m := range c.Candidates() {
+		c.Eventually(30*time.Second, 100*time.Millisecond, "web1 seen running by "+m.Name, func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			var st struct {
+				Status *string `json:"status"`
+			}
+			if _, err := c.ClientFor(m).Do(ctx, "GET", "/2/instances/web1", nil, nil, &st); err != nil {
+				return err
+			}
+			if st.Status == nil || *st.Status != "running" {
+				return fmt.Errorf("status %v", st.Status)
+			}
+			return nil
+		})
+	}
 	before := c.configView(t)
 	routes := []struct{ method, path, body, fails string }{
+		{"POST", "/2/networks", `{"network_name":"n2","network":"10.70.0.0/24"}`, ""},
+		{"PUT", "/2/networks/lan/modify", `{"add_reserved_ips":["10.80.0.9"]}`, ""},
+		{"PUT", "/2/networks/spare/connect", `{"group_name":"default","network_mode":"routed","network_link":"rt"}`, ""},
+		{"PUT", "/2/networks/lan/disconnect", `{"group_name":"default"}`, ""},
+		{"DELETE", "/2/networks/spare", "", ""},
+		{"PUT", "/2/networks/lan/tags?tag=t1", "", ""},
+		{"POST", "/2/instances", `{"__version__":1,"name":"web3","disk_template":"plain","disks":[{"size":512}],"beparams":{"memory":256},"nics":[{"network":"lan","ip":"pool"}],"pnode":"node21"}`, ""},
 		{"DELETE", "/2/instances/web1", "", ""},
 		{"PUT", "/2/instances/web1/shutdown", "", ""},
 		{"POST", "/2/instances/web1/reboot", "", ""},
