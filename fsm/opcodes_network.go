@@ -614,7 +614,7 @@ func (t *txn) resolveNICNetworks(in *Instance) *Error {
 				}
 				return errf(CodeState, field+".network", "NIC %d: network %s is not connected to node group %s of the primary node", k, n.Name, gname)
 			}
-			nic.Mode, nic.Link = np.Mode, np.Link
+			nic.Mode, nic.Link, nic.VLAN = np.Mode, np.Link, np.VLAN
 		}
 		p := n.Pool()
 		taken := func(i int, ip string) bool {

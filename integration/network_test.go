@@ -55,13 +55,13 @@ def refused(name, call):
         print(name, "refused job")
 
 base = subnet.rsplit(".", 1)[0]
-print("create", ok(c.CreateNetwork(net, subnet + "/28", gateway=base + ".1", add_reserved_ips=base + ".2", tags="nfdhcpd")))
+print("create", ok(c.CreateNetwork(net, subnet + "/28", gateway=base + ".1", add_reserved_ips=base + ".2", tags="nfdhcpd", mac_prefix="ac:de:48")))
 print("connect", ok(c.ConnectNetwork(net, "default", "bridged", "br0")))
 print("networks", net in c.GetNetworks())
 print("instance", ok(c.CreateInstance("create", inst, "plain", [{"size": 512}], [{"network": net, "ip": "pool"}],
       os="debian", pnode="node21", beparams={"memory": 128}, start=False)))
 i = c.GetInstance(inst)
-print("nic", i["nic.ips"], i["nic.networks.names"], i["nic.modes"], i["nic.links"])
+print("nic", i["nic.ips"], i["nic.networks.names"], i["nic.modes"], i["nic.links"], i["nic.macs"][0][:8])
 n = c.GetNetwork(net)
 print("network", n["network"], n["gateway"], n["free_count"], n["reserved_count"], n["map"], n["inst_list"], n["group_list"], n["tags"])
 print("reserved", n["external_reservations"])
@@ -87,7 +87,7 @@ print("gone", net in c.GetNetworks())
 		t.Helper()
 		for _, want := range []string{
 			"create True", "connect True", "networks True", "instance True",
-			"nic ['" + base + ".3'] ['" + net + "'] ['bridged'] ['br0']",
+			"nic ['" + base + ".3'] ['" + net + "'] ['bridged'] ['br0'] ac:de:48",
 			"network " + base + ".0/28 " + base + ".1 11 5 XXXX...........X ['web-" + net + "'] [['default', 'bridged', 'br0', '']] ['nfdhcpd']",
 			"reserved " + base + ".0, " + base + ".1, " + base + ".2, " + base + ".15",
 			"delete refused", "disconnect refused",

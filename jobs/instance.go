@@ -328,6 +328,15 @@ func (e *Executor) createRecord(sc *StepContext, o *fsm.OpInstanceCreate) (any, 
 			mac := n.MAC
 			if mac == "" || mac == "auto" || mac == "generate" {
 				mac = derivedMAC(in.UUID, k)
+				if n.Network != "" {
+					// A network's MAC prefix replaces Ganeti's default
+					// aa:00:00 for its NICs.
+					e.FSM.Read(func(s *fsm.State, _ uint64) {
+						if nw := s.LookupNetwork(n.Network); nw != nil && nw.MACPrefix != "" {
+							mac = nw.MACPrefix + mac[8:]
+						}
+					})
+				}
 			}
 			in.NICs = append(in.NICs, fsm.NIC{UUID: derivedUUID(in.UUID, fmt.Sprintf("nic%d", k)), Name: n.Name, MAC: mac, IP: n.IP, Link: n.Link, Mode: n.Mode, VLAN: n.VLAN, Network: n.Network})
 		}
