@@ -406,7 +406,7 @@ func TestInstances(t *testing.T) {
 		// The second NIC has no mode or link of its own: the cluster's
 		// defaults fill them (bridged on gnt-br0).
 		NICModes: []string{"bridged", "bridged"}, NICLinks: []string{"br0", "gnt-br0"}, NICUUIDs: []string{"n1", "n2"},
-		NICNames: []*string{nil, nil}, NICNetworks: []*string{nil, nil}, NICBridges: []*string{&br, &br2},
+		NICNames: []*string{nil, nil}, NICNetworks: []*string{nil, nil}, NICNetworksNames: []*string{nil, nil}, NICBridges: []*string{&br, &br2},
 		DiskUUIDs: []string{"d1", "d2"}, DiskNames: []*string{nil, nil},
 		BEParams: rpc.BEParams{Memory: 512, MaxMem: 512, MinMem: 512, VCPUs: 2},
 		Tags:     []string{"a", "b"}}
