@@ -236,7 +236,8 @@ type LeaderEstablish struct {
 //
 // Version 17 adds networks: the opcodes OP_NETWORK_ADD, _REMOVE,
 // _SET_PARAMS, _CONNECT and _DISCONNECT, the tag kind network, a NIC's
-// network and ip=pool (resolved in InstancePut), and the network record
+// network and ip=pool (resolved in InstancePut; in OP_INSTANCE_CREATE and
+// the NIC modifications of OP_INSTANCE_SET_PARAMS), and the network record
 // of snapshots.
 const LogVersion = 17
 

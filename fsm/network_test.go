@@ -44,6 +44,9 @@ func TestNetworkOpcodesBadInput(t *testing.T) {
 		{`{"OP_ID":"OP_NETWORK_DISCONNECT","network_name":"n"}`, "group_name"},
 		{`{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"i","nics":[{"ip":"pool"}]}`, "nics.0.ip"},
 		{`{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"i","nics":[{"network":"n","link":"br0"}]}`, "nics.0.network"},
+		{`{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"i","nics":[{"network":"none"}]}`, "nics.0.network"},
+		{`{"OP_ID":"OP_INSTANCE_SET_PARAMS","instance_name":"i","nics":[["add",-1,{"network":"n","mode":"routed"}]]}`, "nics.0.network"},
+		{`{"OP_ID":"OP_INSTANCE_SET_PARAMS","instance_name":"i","nics":[["add",-1,{"ip":"pool"}]]}`, "nics.0.ip"},
 	} {
 		_, err := ParseOpcode([]byte(c.in))
 		if err == nil {

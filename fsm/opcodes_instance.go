@@ -1077,10 +1077,16 @@ func (o *OpInstanceSetParams) Validate() *Error {
 			return errf(CodeInval, f, "NIC modification %d: index %d is not -1 or 0 to %d", i, n.Index, MaxNICsPerInstance-1)
 		}
 		p := n.Params
-		for _, x := range []struct{ name, v string }{{"name", p.Name}, {"link", p.Link}, {"mode", p.Mode}} {
+		for _, x := range []struct{ name, v string }{{"name", p.Name}, {"link", p.Link}, {"mode", p.Mode}, {"network", p.Network}} {
 			if e := ValidateName(f+"."+x.name, x.v, MaxNameLen); e != nil {
 				return e
 			}
+		}
+		if p.Network != "" && (p.Mode != "" || p.Link != "" || p.VLAN != "") {
+			return errf(CodeInval, f+".network", "NIC modification %d: if network is given, no mode, link or vlan is allowed to be passed (they come from the network's connection to the node group)", i)
+		}
+		if p.IP == IPPool && p.Network == "" && n.Op == "add" {
+			return errf(CodeInval, f+".ip", "NIC modification %d: ip=pool needs a network to take the address from", i)
 		}
 		ip := p.IP
 		if n.Op == "modify" {
@@ -1089,7 +1095,7 @@ func (o *OpInstanceSetParams) Validate() *Error {
 		if e := ValidateNICParams(f, p.Mode, p.Link, p.VLAN, ip); e != nil {
 			return e
 		}
-		if p.IP != "" && p.IP != "none" {
+		if p.IP != "" && p.IP != "none" && p.IP != IPPool {
 			if e := validateIP(f+".ip", p.IP, false); e != nil {
 				return e
 			}

@@ -221,7 +221,7 @@ func (o *OpInstanceSetParams) ApplyTo(c *Cluster, in *Instance, ids SetParamsIDs
 			if ip == "none" {
 				ip = ""
 			}
-			out.NICs = append(out.NICs, NIC{UUID: uuid, Name: p.Name, MAC: mac, IP: ip, Mode: p.Mode, Link: p.Link, VLAN: p.VLAN})
+			out.NICs = append(out.NICs, NIC{UUID: uuid, Name: p.Name, MAC: mac, IP: ip, Mode: p.Mode, Link: p.Link, VLAN: p.VLAN, Network: p.Network})
 			ch = append(ch, [2]any{"nic." + itoa(len(out.NICs)-1), "add:mac=" + mac})
 		case "modify", "remove":
 			idx := m.Index
@@ -245,6 +245,17 @@ func (o *OpInstanceSetParams) ApplyTo(c *Cluster, in *Instance, ids SetParamsIDs
 					*dst = v
 					ch = append(ch, [2]any{"nic." + name + "/" + itoa(idx), v})
 				}
+			}
+			// A NIC put on a network takes mode, link and vlan from the
+			// network's connection (resolveNICNetworks); one taken off
+			// keeps them.
+			if p.Network != "" {
+				net := p.Network
+				if strings.EqualFold(net, ValueNone) {
+					net = ""
+				}
+				n.Network = net
+				ch = append(ch, [2]any{"nic.network/" + itoa(idx), p.Network})
 			}
 			set("mode", &n.Mode, p.Mode)
 			set("link", &n.Link, p.Link)

@@ -65,6 +65,8 @@ print("nic", i["nic.ips"], i["nic.networks.names"], i["nic.modes"], i["nic.links
 n = c.GetNetwork(net)
 print("network", n["network"], n["gateway"], n["free_count"], n["reserved_count"], n["map"], n["inst_list"], n["group_list"], n["tags"])
 print("reserved", n["external_reservations"])
+print("nic-add", ok(c.ModifyInstance(inst, nics=[["add", -1, {"network": net, "ip": "pool"}]])), c.GetInstance(inst)["nic.ips"])
+refused("nic-taken", lambda: c.ModifyInstance(inst, nics=[["modify", 1, {"ip": base + ".3"}]]))
 refused("delete", lambda: c.DeleteNetwork(net))
 refused("disconnect", lambda: c.DisconnectNetwork(net, "default"))
 print("still", c.GetNetwork(net)["inst_list"], c.GetNetwork(net)["group_list"])
@@ -90,9 +92,9 @@ print("gone", net in c.GetNetworks())
 			"nic ['" + base + ".3'] ['" + net + "'] ['bridged'] ['br0'] ac:de:48",
 			"network " + base + ".0/28 " + base + ".1 11 5 XXXX...........X ['web-" + net + "'] [['default', 'bridged', 'br0', '']] ['nfdhcpd']",
 			"reserved " + base + ".0, " + base + ".1, " + base + ".2, " + base + ".15",
-			"delete refused", "disconnect refused",
+			"nic-add True ['" + base + ".3', '" + base + ".4']", "nic-taken refused", "delete refused", "disconnect refused",
 			"still ['web-" + net + "'] [['default', 'bridged', 'br0', '']]",
-			"bulk 1", "tags True ['extra', 'nfdhcpd']", "modify True aa:bb:cc 10",
+			"bulk 1", "tags True ['extra', 'nfdhcpd']", "modify True aa:bb:cc 9",
 			"cleanup True True True", "gone False",
 		} {
 			if !strings.Contains(out, want) {
