@@ -109,7 +109,7 @@ func TestDryRunChangesNothing(t *testing.T) {
 		{"PUT", "/2/networks/lan/disconnect", `{"group_name":"default"}`, ""},
 		{"DELETE", "/2/networks/spare", "", ""},
 		{"PUT", "/2/networks/lan/tags?tag=t1", "", ""},
-		{"POST", "/2/instances", `{"__version__":1,"name":"web3","disk_template":"plain","disks":[{"size":512}],"beparams":{"memory":256},"nics":[{"network":"lan","ip":"pool"}],"pnode":"node21"}`, ""},
+		{"POST", "/2/instances", `{"__version__":1,"name":"web3","disk_template":"plain","disks":[{"size":512}],"beparams":{"memory":256},"nics":[{"network":"lan","ip":"pool"}],"os":"debian","pnode":"node21"}`, ""},
 		{"DELETE", "/2/instances/web1", "", ""},
 		{"PUT", "/2/instances/web1/shutdown", "", ""},
 		{"POST", "/2/instances/web1/reboot", "", ""},
