@@ -26,8 +26,9 @@ type fakeNodes struct {
 	// fails as the node RPC does when it cannot reach a node.
 	down map[string]bool
 	// started holds the hypervisor parameters each start call carried
-	// (node/instance -> hvparams).
-	started map[string]map[string]any
+	// (node/instance -> hvparams), startedWith the whole instance.
+	started     map[string]map[string]any
+	startedWith map[string]fsm.Instance
 }
 
 func newFakeNodes() *fakeNodes {
@@ -82,6 +83,10 @@ func (f *fakeNodes) Call(_ context.Context, node *fsm.Node, c NodeCall) (NodeRep
 			f.started = map[string]map[string]any{}
 		}
 		f.started[key] = c.Instance.HVParams
+		if f.startedWith == nil {
+			f.startedWith = map[string]fsm.Instance{}
+		}
+		f.startedWith[key] = *c.Instance
 		changed = !f.run[key]
 		f.run[key] = true
 	case NodeOpStop:
@@ -223,7 +228,9 @@ func TestAgentGetsFilledHVParams(t *testing.T) {
 	d, epoch := instanceSetup(t)
 	nodes := newFakeNodes()
 	runExecutorWith(t, &Executor{FSM: d.f, Apply: d, Epoch: epoch, Concurrency: 4, Strategy: fastStrategy, Nodes: nodes})
-	runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"hv1","disk_template":"diskless","pnode":"n1","hypervisor":"fake","hvparams":{"kernel_path":"/k"}}`)
+	runOK(t, d, `{"OP_ID":"OP_CLUSTER_SET_PARAMS","nicparams":{"link":"br5"},"osparams":{"debian":{"dist":"d"}},"beparams":{"auto_balance":false}}`)
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"hv1","disk_template":"diskless","pnode":"n1","hypervisor":"fake","hvparams":{"kernel_path":"/k"},
+		"os_type":"debian","osparams":{"mirror":"m"},"nics":[{"mode":"bridged"},{"link":"br6","vlan":".4"}]}`)
 	in := instanceState(d, "hv1")
 	if in == nil || in.Hypervisor != "fake" || in.HVParams["kernel_path"] != "/k" {
 		t.Fatalf("hv1 = %+v", in)
@@ -231,8 +238,20 @@ func TestAgentGetsFilledHVParams(t *testing.T) {
 	nodes.mu.Lock()
 	got := nodes.started["n1/"+in.UUID]
 	nodes.mu.Unlock()
-	if got["kernel_path"] != "/k" {
+	if got["kernel_path"] != "/k" || got["acpi"] != true {
 		t.Fatalf("start carried hvparams %v", got)
+	}
+	nodes.mu.Lock()
+	sent := nodes.startedWith["n1/"+in.UUID]
+	nodes.mu.Unlock()
+	if sent.OSParams["dist"] != "d" || sent.OSParams["mirror"] != "m" || sent.BEParams["auto_balance"] != false {
+		t.Errorf("start carried osparams %v beparams %v", sent.OSParams, sent.BEParams)
+	}
+	if len(sent.NICs) != 2 || sent.NICs[0].Link != "br5" || sent.NICs[1].Mode != fsm.NICModeBridged || sent.NICs[1].Link != "br6" || sent.NICs[1].VLAN != ".4" {
+		t.Errorf("start carried NICs %+v", sent.NICs)
+	}
+	if st := instanceState(d, "hv1"); st.NICs[0].Link != "" || len(st.OSParams) != 1 {
+		t.Errorf("filling changed the record: %+v", st)
 	}
 	r, _, _ := d.Apply(context.Background(), fsm.JobSubmit{Now: 9, UUIDs: []string{"u"},
 		Ops: []json.RawMessage{json.RawMessage(`{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"hv2","disk_template":"diskless","hvparams":{"migration_port":1}}`)}})

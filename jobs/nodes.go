@@ -89,15 +89,24 @@ type NodeCaller interface {
 	Call(ctx context.Context, node *fsm.Node, c NodeCall) (NodeReply, error)
 }
 
-// filled returns a copy of an instance whose HVParams are its effective
-// hypervisor parameters (fsm.FillHVParams with the cluster's) and whose
-// Hypervisor is named: what the agents' drivers read. Every agent call
+// filled returns a copy of an instance with its effective parameters:
+// HVParams (fsm.FillHVParams with the cluster's), BEParams, OSParams (the
+// cluster's for its OS under its own) and each NIC's mode, link and vlan
+// (the cluster's nicparams where the NIC has none), its Hypervisor
+// named: what the agents' drivers and OS scripts read. Every agent call
 // about an instance goes through call, so this is the one place.
 func (e *Executor) filled(in *fsm.Instance) *fsm.Instance {
 	x := *in
 	e.FSM.Read(func(s *fsm.State, _ uint64) {
 		x.Hypervisor = fsm.InstanceHypervisor(s.Cluster, in)
 		x.HVParams = fsm.FillHVParams(s.Cluster, in)
+		x.BEParams = fsm.FilledBE(s.Cluster, in)
+		x.OSParams = fsm.FilledOSParams(s.Cluster, in)
+		x.NICs = make([]fsm.NIC, len(in.NICs))
+		for k, n := range in.NICs {
+			n.Mode, n.Link, n.VLAN = fsm.FilledNIC(s.Cluster, &n)
+			x.NICs[k] = n
+		}
 	})
 	return &x
 }
