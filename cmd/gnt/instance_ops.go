@@ -31,7 +31,7 @@ func (e environment) instanceOpCommands() []*cli.Command {
 				&cli.StringSliceFlag{Name: "disk", Usage: "a disk of `SIZE` (e.g. 10G, 512M; repeatable)"},
 				&cli.StringFlag{Name: "memory", Usage: "memory, e.g. 512 (MiB) or 2G"},
 				&cli.IntFlag{Name: "vcpus", Usage: "virtual CPUs"},
-				&cli.StringFlag{Name: "os-type", Usage: "OS to install"},
+				&cli.StringFlag{Name: "os-type", Usage: "`OS` to install, os+variant (see gnt os list; mandatory for an instance with disks unless --forthcoming or --no-install)"},
 				&cli.StringFlag{Name: "node", Aliases: []string{"n"}, Usage: "`PNODE[:SNODE]` instead of the allocator"},
 				&cli.StringFlag{Name: "group", Usage: "place within this node group"},
 				&cli.StringSliceFlag{Name: "net", Usage: "a NIC: `mode=MODE,link=LINK,vlan=VLAN,ip=IP,mac=MAC,name=NAME`, or network=NETWORK[,ip=pool|IP] (mode and link from the network's connection; pool: its lowest free address) (repeatable)"},
