@@ -30,7 +30,9 @@ from ganeti.rapi import client as rc
 host, port, ca, user, pw = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
 c = rc.GanetiRapiClient(host, port=port, username=user, password=pw, curl_config_fn=rc.GenericCurlConfig(cafile=ca))
 def delay(seconds):
-    return c._SendRequest("POST", "/2/jobs", None, {"ops": [{"OP_ID": "OP_TEST_DELAY", "duration": seconds, "no_locks": True}]})
+    # Two repeats without locks: jobs that would run side by side, each
+    # recording its start (a single delay without locks records none).
+    return c._SendRequest("POST", "/2/jobs", None, {"ops": [{"OP_ID": "OP_TEST_DELAY", "duration": seconds, "repeat": 2, "no_locks": True}]})
 def wait(jid):
     return c.WaitForJobCompletion(jid, period=0.1, retries=600)
 
@@ -53,7 +55,7 @@ c.DeleteFilter(reject)
 
 limit = c.AddFilter(1, [["opcode", ["=", "OP_ID", "OP_TEST_DELAY"]]], ["RATE_LIMIT", 1])
 print("bulk", [x["action"] for x in c.GetFilters(bulk=True)])
-jobs = [delay(0.5) for _ in range(3)]
+jobs = [delay(0.25) for _ in range(3)]
 print("limited", all(wait(j) for j in jobs))
 st = [c.GetJobStatus(j) for j in jobs]
 print("sequential", all(tuple(st[k+1]["start_ts"]) >= tuple(st[k]["end_ts"]) for k in range(2)))

@@ -240,3 +240,55 @@ func TestPickFilters(t *testing.T) {
 		t.Errorf("without PAUSE: pick = %v, want %v", got, maintd)
 	}
 }
+
+// TestExecutorFilters: the running executor keeps a job a PAUSE rule
+// applies to queued while a later job runs to its end, and runs it once
+// the rule is removed; with its only slot taken by a long job, it still
+// cancels at once a job a REJECT rule applies to.
+func TestExecutorFilters(t *testing.T) {
+	d, epoch := setup(t)
+	runExecutor(t, d, epoch, 1)
+	put := func(c fsm.Command) {
+		t.Helper()
+		if r, _, _ := d.Apply(context.Background(), c); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	const rule = "00000000-0000-4000-8000-0000000000aa"
+	tags := `{"OP_ID":"OP_TAGS_SET","kind":"cluster","tags":["t"]}`
+	put(fsm.FilterPut{Now: 1, UUID: rule, Action: fsm.FilterPause, Predicates: json.RawMessage(`[["opcode", ["=", "OP_ID", "OP_TAGS_SET"]]]`)})
+	held := submit(t, d, tags)
+	if j := finished(t, d, submit(t, d, `{"OP_ID":"OP_TEST_DELAY","duration":0}`)); j.Status != fsm.StatusSuccess {
+		t.Fatalf("the other job: %s", j.Status)
+	}
+	if j := readJobCopy(d, held); j.Status != fsm.StatusQueued {
+		t.Fatalf("held job %d is %s, want queued under the PAUSE rule", held, j.Status)
+	}
+	put(fsm.FilterRemove{Now: 2, UUID: rule})
+	if j := finished(t, d, held); j.Status != fsm.StatusSuccess {
+		t.Fatalf("held job after the rule's removal: %s %s", j.Status, j.Ops[0].Result)
+	}
+
+	// The only slot is taken; a REJECT does not wait for it.
+	// (Two repeats: a single delay without locks records no start.)
+	blocker := submit(t, d, `{"OP_ID":"OP_TEST_DELAY","duration":8,"repeat":3,"no_locks":true}`)
+	deadline := time.Now().Add(20 * time.Second)
+	for readJobCopy(d, blocker).Status != fsm.StatusRunning {
+		if time.Now().After(deadline) {
+			t.Fatalf("the blocker never ran: %+v", readJobCopy(d, blocker))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	put(fsm.FilterPut{Now: 3, UUID: rule, Action: fsm.FilterReject, Predicates: json.RawMessage(`[["opcode", ["=", "OP_ID", "OP_TAGS_SET"]]]`)})
+	j := finished(t, d, submit(t, d, tags))
+	if j.Status != fsm.StatusCanceled || !strings.Contains(string(j.Ops[0].Result), rule) {
+		t.Fatalf("rejected job: %s %s", j.Status, j.Ops[0].Result)
+	}
+	if b := readJobCopy(d, blocker); b.Status != fsm.StatusRunning {
+		t.Fatalf("the blocker is %s: the REJECT should not have waited for its slot", b.Status)
+	}
+	if r, _, _ := d.Apply(context.Background(), fsm.JobCancel{Now: 4, JobID: blocker}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	finished(t, d, blocker)
+}
