@@ -21,15 +21,16 @@ var allowed = map[string][]string{
 	"netlimit":    {},
 	"pki":         {},
 	"qlang":       {},
-	"rpc":         {"fsm", "qlang"},
+	"buildinfo":   {},
+	"rpc":         {"fsm", "qlang", "buildinfo"},
 	"confd":       {"fsm"},
 	"agent":       {"fsm", "oob"},
 	"jobs":        {"fsm", "oob", "qlang"},
 	"repair":      {"fsm"},
 	"server":      {"fsm", "transport", "rpc", "confd", "jobs", "repair", "agent", "oob", "netlimit", "pki"},
 	"integration": {"fsm", "transport", "rpc", "confd", "jobs", "repair", "agent", "oob", "server", "netlimit", "pki"},
-	"cmd/gntd":    {"server", "rpc", "confd", "fsm"},
-	"cmd/gnt":     {"rpc", "confd", "fsm", "pki", "qlang"},
+	"cmd/gntd":    {"server", "rpc", "confd", "fsm", "buildinfo"},
+	"cmd/gnt":     {"rpc", "confd", "fsm", "pki", "qlang", "buildinfo"},
 }
 
 type goPackage struct {

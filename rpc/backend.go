@@ -89,8 +89,10 @@ type Peer struct {
 
 // Status is a gntd's own view of itself and of the Raft group.
 type Status struct {
-	Name         string  `json:"name"`
-	Version      string  `json:"version"`
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	// Build is the gntd's version, commit and build date.
+	Build        string  `json:"build,omitempty"`
 	Candidate    bool    `json:"candidate"` // runs a Raft server
 	RaftState    string  `json:"raft_state"`
 	Term         uint64  `json:"term"`

@@ -50,11 +50,14 @@ type ClusterInfo struct {
 	NDParams          map[string]any `json:"ndparams"`
 	Tags              []string       `json:"tags"`
 	SoftwareVersion   string         `json:"software_version"`
-	ProtocolVersion   int            `json:"protocol_version"`
-	Architecture      [2]string      `json:"architecture"`
-	OSAPIVersion      int            `json:"os_api_version"`
-	ExportVersion     int            `json:"export_version"`
-	ConfigVersion     int            `json:"config_version"`
+	// GntVersion is the answering gntd's build: version, commit and
+	// build date (a gnt extension).
+	GntVersion      string    `json:"gnt_version,omitempty"`
+	ProtocolVersion int       `json:"protocol_version"`
+	Architecture    [2]string `json:"architecture"`
+	OSAPIVersion    int       `json:"os_api_version"`
+	ExportVersion   int       `json:"export_version"`
+	ConfigVersion   int       `json:"config_version"`
 	// EnabledHypervisors are the hypervisor drivers the nodes' agents
 	// reported to this gntd's runtime view; DefaultHypervisor is the
 	// master's (null while none is known).

@@ -48,7 +48,7 @@ func (s *Server) serveInfo(w http.ResponseWriter, r *http.Request) error {
 			Name: c.Name, UUID: c.UUID, SerialNo: c.SerialNo, CTime: c.CTime, MTime: c.MTime,
 			CandidatePoolSize: c.CandidatePoolSize, MaxVoters: c.MaxVoters,
 			DefaultIAllocator: c.DefaultIAllocator, NDParams: copyMap(c.NDParams), Tags: sortedCopy(c.Tags),
-			SoftwareVersion: status.Version, ProtocolVersion: ProtocolVersion,
+			SoftwareVersion: status.Version, GntVersion: status.Build, ProtocolVersion: ProtocolVersion,
 			Architecture: [2]string{runtime.GOOS, runtime.GOARCH}, OSAPIVersion: OSAPIVersion,
 			ExportVersion: ExportVersion, ConfigVersion: fsm.SnapshotVersion, Leader: status.Leader,
 			RAPIAnonymousRead: c.RAPIAnonymousRead,

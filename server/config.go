@@ -117,6 +117,9 @@ type Config struct {
 	// Commit is the commit gntd was built from (set by cmd/gntd, not
 	// read from a config file), for gnt_build_info.
 	Commit string `json:"-"`
+	// Build is gntd's version with its commit and build date (set by
+	// cmd/gntd), for /2/info and /2/gnt/status.
+	Build string `json:"-"`
 	// Debug serves Go's profiler under /debug/pprof/ on the API port, and
 	// accepts and runs debugging opcodes (OP_TEST_CRASH).
 	Debug bool `json:"debug"`

@@ -545,7 +545,7 @@ func (s *Server) JoinKey() []byte {
 
 // Status implements rpc.Backend.
 func (s *Server) Status() rpc.Status {
-	st := rpc.Status{Name: s.cfg.Name, Version: Version, RaftState: "none"}
+	st := rpc.Status{Name: s.cfg.Name, Version: Version, Build: s.cfg.Build, RaftState: "none"}
 	s.mu.Lock()
 	st.ClusterUUID = s.id.ClusterUUID
 	st.Established = s.established

@@ -30,9 +30,19 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/gnt-cluster/gnt/buildinfo"
 )
 
+// commit and buildDate are set by `make build` with -ldflags -X (see
+// buildinfo.Text).
+var commit, buildDate string
+
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == "--version" {
+		fmt.Println("gnt-oob-ipmi version " + buildinfo.Text(commit, buildDate))
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args, os.Stdout, os.Getenv)
 	stop()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/gnt-cluster/gnt/buildinfo"
 	"github.com/gnt-cluster/gnt/rpc"
 )
 
@@ -117,6 +118,10 @@ func report(w io.Writer, err error) {
 // -ldflags -X main.commit=... (see rpc.VersionText).
 var commit string
 
+// buildDate is when gnt was built, set by `make build` with -ldflags -X
+// main.buildDate=... (see buildinfo.Text).
+var buildDate string
+
 // newApp builds the whole command tree; nothing of it outlives the run.
 func newApp(env environment) *cli.App {
 	app := &cli.App{
@@ -125,7 +130,10 @@ func newApp(env environment) *cli.App {
 		Usage:    "manage a gnt cluster (Ganeti's gnt-* commands under one binary)",
 		UsageText: "gnt [global options] NOUN COMMAND [options] [arguments...]\n\n" +
 			"Global options may also follow the command.",
-		Version: rpc.VersionText(commit),
+		Version: buildinfo.Text(commit, buildDate),
+		// `gnt ... --generate-bash-completion` lists what may follow
+		// (dist/bash-completion, installed by make install).
+		EnableBashCompletion: true,
 		// A repeatable option takes one value per use, commas included
 		// (Ganeti's -H kvm:a=1,b=2, --net mode=routed,ip=...).
 		DisableSliceFlagSeparator: true,

@@ -17,6 +17,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/gnt-cluster/gnt/buildinfo"
 	"github.com/gnt-cluster/gnt/rpc"
 	"github.com/gnt-cluster/gnt/server"
 )
@@ -40,14 +41,20 @@ func main() {
 // -ldflags -X main.commit=... (see rpc.VersionText).
 var commit string
 
+// buildDate is when gntd was built, set by `make build` with -ldflags -X
+// main.buildDate=... (see buildinfo.Text).
+var buildDate string
+
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	app := &cli.App{
 		Name:      "gntd",
 		Usage:     "the gnt cluster daemon",
 		Writer:    stdout,
 		ErrWriter: stderr,
-		Version:   rpc.VersionText(commit),
-		Commands:  []*cli.Command{agentCommand(), devCommand(), recoverCommand()},
+		Version:   buildinfo.Text(commit, buildDate),
+		// `gntd ... --generate-bash-completion` (dist/bash-completion).
+		EnableBashCompletion: true,
+		Commands:             []*cli.Command{agentCommand(), devCommand(), recoverCommand()},
 	}
 	return app.RunContext(ctx, args)
 }
@@ -174,6 +181,7 @@ func agentCommand() *cli.Command {
 				cfg.Join = strings.Split(j, ",")
 			}
 			cfg.Commit = rpc.Commit(commit)
+			cfg.Build = buildinfo.Text(commit, buildDate)
 			s, err := server.New(cfg, nil)
 			if err != nil {
 				return err
