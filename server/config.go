@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gnt-cluster/gnt/agent/osdef"
@@ -191,15 +192,49 @@ func DefaultConfig() Config {
 }
 
 // LoadConfigFile merges a JSON config file into c (fields absent from the
-// file keep their values). Unknown fields are refused.
+// file keep their values). Unknown fields are refused (ParseConfig).
 func LoadConfigFile(path string, c *Config) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("config file: %w", err)
 	}
-	if err := fsm.DecodeStrict(data, c); err != nil {
+	if err := ParseConfig(data, c); err != nil {
 		return fmt.Errorf("config file %s: %w", path, err)
 	}
+	return nil
+}
+
+// MaxConfigBytes bounds a config file.
+const MaxConfigBytes = 1 << 20
+
+// ParseConfig merges a JSON config document into c; on an error c is
+// unchanged. Keys of the top-level object that start with "//" are
+// comments (JSON has none): their values are ignored, whatever they are.
+// Any other unknown key is refused, naming it.
+func ParseConfig(data []byte, c *Config) error {
+	if len(data) > MaxConfigBytes {
+		return fmt.Errorf("%d bytes: larger than the limit of %d", len(data), MaxConfigBytes)
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(data, &top); err == nil {
+		stripped := false
+		for k := range top {
+			if strings.HasPrefix(k, "//") {
+				delete(top, k)
+				stripped = true
+			}
+		}
+		if stripped {
+			if data, err = json.Marshal(top); err != nil {
+				return err
+			}
+		}
+	}
+	next := *c
+	if err := fsm.DecodeStrict(data, &next); err != nil {
+		return err
+	}
+	*c = next
 	return nil
 }
 
