@@ -16,9 +16,18 @@ CHAOS_TIMEOUT ?= 24h
 # The commit `gnt --version` and `gntd --version` show; Go stamps nothing in
 # a git worktree or with -buildvcs=false.
 COMMIT  := $(shell git rev-parse --short=12 HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
-VERSION_LDFLAGS := -ldflags "-X main.commit=$(COMMIT)"
+BUILD_DATE := $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+VERSION_LDFLAGS := -ldflags "-X main.commit=$(COMMIT) -X main.buildDate=$(BUILD_DATE)"
 
-.PHONY: all build guest demo test unit integration chaos fuzz bench bench-etcd lint fmt clean
+# make install (PREFIX, DESTDIR as usual; docs/install.md).
+PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
+SYSCONFDIR ?= /etc
+UNITDIR    ?= $(PREFIX)/lib/systemd/system
+COMPDIR    ?= $(PREFIX)/share/bash-completion/completions
+DOCDIR     ?= $(PREFIX)/share/doc/gnt
+
+.PHONY: all build guest demo test unit integration chaos fuzz bench bench-etcd lint fmt clean install
 
 all: build
 
@@ -26,8 +35,25 @@ build:
 	@mkdir -p $(BIN)
 	$(GO) build $(VERSION_LDFLAGS) -o $(BIN)/gntd ./cmd/gntd
 	$(GO) build $(VERSION_LDFLAGS) -o $(BIN)/gnt ./cmd/gnt
-	$(GO) build -o $(BIN)/gnt-oob-fake ./cmd/gnt-oob-fake
-	$(GO) build -o $(BIN)/gnt-oob-ipmi ./cmd/gnt-oob-ipmi
+	$(GO) build $(VERSION_LDFLAGS) -o $(BIN)/gnt-oob-fake ./cmd/gnt-oob-fake
+	$(GO) build $(VERSION_LDFLAGS) -o $(BIN)/gnt-oob-ipmi ./cmd/gnt-oob-ipmi
+
+# gntd, gnt and gnt-oob-fake in BINDIR; the IPMI OOB helper in the
+# helpers' whitelist directory, where gntd accepts it; the whitelist
+# directories of hooks and commands; the systemd unit; the example config
+# (kept when one is there); bash completion; the docs.
+install: build
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(COMPDIR) $(DESTDIR)$(DOCDIR)
+	install -d -m 0755 $(DESTDIR)$(SYSCONFDIR)/gnt $(DESTDIR)$(SYSCONFDIR)/gnt/oob-programs $(DESTDIR)$(SYSCONFDIR)/gnt/hypervisor \
+		$(DESTDIR)$(SYSCONFDIR)/gnt/node-diagnose-commands $(DESTDIR)$(SYSCONFDIR)/gnt/node-repair-commands
+	install -m 0755 $(BIN)/gntd $(BIN)/gnt $(BIN)/gnt-oob-fake $(DESTDIR)$(BINDIR)/
+	install -m 0755 $(BIN)/gnt-oob-ipmi $(DESTDIR)$(SYSCONFDIR)/gnt/oob-programs/
+	test -e $(DESTDIR)$(SYSCONFDIR)/gnt/gntd.json || install -m 0644 dist/gntd.json $(DESTDIR)$(SYSCONFDIR)/gnt/gntd.json
+	sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' dist/gntd.service.in > $(DESTDIR)$(UNITDIR)/gntd.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/gntd.service
+	install -m 0644 dist/bash-completion $(DESTDIR)$(COMPDIR)/gnt
+	install -m 0644 dist/bash-completion $(DESTDIR)$(COMPDIR)/gntd
+	install -m 0644 README.md docs/*.md $(DESTDIR)$(DOCDIR)/
 
 # The kvm driver's test guest: bin/guest/initramfs.cpio.gz, from Debian's
 # busybox-static (its /init prints "GNT-GUEST-UP <n>" on the serial console

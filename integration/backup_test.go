@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -271,6 +272,15 @@ func mustTags(t *testing.T, m *Member) []string {
 func TestRecoverMajorityLoss(t *testing.T) {
 	c := NewCluster(t, ClusterOptions{Candidates: 3})
 	leader := c.WaitLeader(10 * time.Second)
+	// /2/info names the gntd's build as its --version does.
+	version, err := exec.Command(filepath.Join(c.Bin, "gntd"), "--version").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, ierr := c.Client().Info(context.Background())
+	if want := strings.TrimPrefix(strings.TrimSpace(string(version)), "gntd version "); ierr != nil || info.GntVersion != want {
+		t.Errorf("/2/info gnt_version %q (%v), want %q", info.GntVersion, ierr, want)
+	}
 	var acked []string
 	for i := 0; i < 5; i++ {
 		tag := fmt.Sprintf("acked-%d", i)
