@@ -79,24 +79,54 @@ const (
 	MaxParams = 64
 )
 
-// KnownIAllocators are the instance allocators gnt has: its built-in hail.
+// KnownIAllocators are the instance allocators every gntd has: its
+// built-in hail. External allocators are programs of each gntd's
+// iallocators directory, which the leader checks at submission.
 var KnownIAllocators = []string{"hail"}
 
-// ValidateIAllocator checks an iallocator name: empty (the default) or
-// one gnt has.
-func ValidateIAllocator(field, name string) *Error {
-	if name == "" {
-		return nil
+// MaxIAllocatorList bounds the allocators of one iallocator list.
+const MaxIAllocatorList = 16
+
+// ValidateIAllocator checks an iallocator list's syntax: empty (the
+// default) or "name[,name...]", at most MaxIAllocatorList names, each a
+// plain file name (printable ASCII without spaces or "/", not "." or
+// "..", at most MaxNameLen bytes), none twice. Whether each names an
+// allocator is the submitting leader's check (its iallocators
+// directory), not the state's.
+func ValidateIAllocator(field, list string) *Error {
+	_, e := ParseIAllocatorList(field, list)
+	return e
+}
+
+// ParseIAllocatorList is ValidateIAllocator returning the names.
+func ParseIAllocatorList(field, list string) ([]string, *Error) {
+	if list == "" {
+		return nil, nil
 	}
-	for _, k := range KnownIAllocators {
-		if name == k {
-			return nil
+	parts := strings.Split(list, ",")
+	if len(parts) > MaxIAllocatorList {
+		return nil, errf(CodeInval, field, "%s lists %d allocators; at most %d", field, len(parts), MaxIAllocatorList)
+	}
+	seen := map[string]bool{}
+	for i, p := range parts {
+		switch {
+		case p == "":
+			return nil, errf(CodeInval, field, "%s: allocator %d of the list is empty (write name[,name...])", field, i+1)
+		case len(p) > MaxNameLen:
+			return nil, errf(CodeInval, field, "%s: allocator %d of the list is %d bytes long; at most %d", field, i+1, len(p), MaxNameLen)
+		case p == "." || p == "..":
+			return nil, errf(CodeInval, field, "%s: %q is not an allocator name", field, p)
+		case seen[p]:
+			return nil, errf(CodeInval, field, "%s: allocator %q listed twice", field, p)
 		}
+		for _, c := range []byte(p) {
+			if c <= ' ' || c >= 0x7f || c == '/' {
+				return nil, errf(CodeInval, field, "%s: allocator name %q has the character %q: a name is a file name of the iallocators directory (printable ASCII, no spaces or \"/\")", field, p, c)
+			}
+		}
+		seen[p] = true
 	}
-	if e := ValidateName(field, name, MaxNameLen); e != nil {
-		return e
-	}
-	return errf(CodeInval, field, "%s %q is not a known allocator (known: %s)", field, name, strings.Join(KnownIAllocators, ", "))
+	return parts, nil
 }
 
 // ValidateName checks a name that is a name: valid UTF-8, at most max

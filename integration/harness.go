@@ -110,6 +110,9 @@ func NewCluster(t testing.TB, o ClusterOptions) *Cluster {
 	// offset of its pid (tests of several binaries run at once) and wrap.
 	s := 10 + (subnet.Add(1)+int32(os.Getpid()%100)*2)%240
 	c := &Cluster{t: t, Bin: bin, Dir: t.TempDir(), Name: "test.example.com"}
+	if err := os.Mkdir(c.IAllocatorsDir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.Mkdir(c.OOBProgramsDir(), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +191,7 @@ func (c *Cluster) newMember(name, ip string, candidate bool, extra []string) *Me
 	}
 	dir := filepath.Join(c.Dir, name)
 	args := []string{filepath.Join(c.Bin, "gntd"), "agent", "--name", name, "--bind", ip, "--data-dir", dir,
-		"--profile", "dev", "--log-level", "info", "--oob-programs-dir", c.OOBProgramsDir(),
+		"--profile", "dev", "--log-level", "info", "--oob-programs-dir", c.OOBProgramsDir(), "--iallocators-dir", c.IAllocatorsDir(),
 		"--os-search-path", strings.Join(c.OSSearchPath(), ":")}
 	if len(joins) > 0 {
 		args = append(args, "--join", strings.Join(joins, ","))
@@ -311,6 +314,10 @@ func (c *Cluster) installOSes(t testing.TB) {
 		t.Fatal(err)
 	}
 }
+
+// IAllocatorsDir is every member's iallocators directory (gntd
+// --iallocators-dir): a test's external allocators go there.
+func (c *Cluster) IAllocatorsDir() string { return filepath.Join(c.Dir, "iallocators") }
 
 // Followers returns the candidates other than leader, in name order.
 func (c *Cluster) Followers(leader *Member) []*Member {

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/gnt-cluster/gnt/fsm"
+	"github.com/gnt-cluster/gnt/jobs/iallocator"
 	"github.com/gnt-cluster/gnt/jobs/locking"
 	"github.com/gnt-cluster/gnt/oob"
 )
@@ -54,6 +55,9 @@ type Executor struct {
 	// Steps gives an opcode's steps; nil means this gntd's opcodes. Tests
 	// set it to run opcodes with steps of their own.
 	Steps func(fsm.Opcode) ([]Step, error)
+	// IAllocators runs the external allocators of this gntd; nil runs the
+	// built-in only (a list naming another allocator fails for it).
+	IAllocators *iallocator.Runner
 	// OOB runs out-of-band helpers (OP_OOB_COMMAND, OP_CLUSTER_EPO); nil
 	// means an oob.Runner with the design's bounds.
 	OOB *oob.Runner

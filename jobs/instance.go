@@ -102,7 +102,7 @@ func AllocOptions(s *fsm.State, dead func(*fsm.Node) bool) alloc.Options {
 
 func (e *Executor) createSteps(o *fsm.OpInstanceCreate) []Step {
 	steps := []Step{{Name: "allocate and record", Retry: true, Run: func(ctx context.Context, sc *StepContext) (any, error) {
-		return e.createRecord(sc, o)
+		return e.createRecord(ctx, sc, o)
 	}}}
 	if o.Common().DryRun != nil && *o.Common().DryRun || o.Forthcoming {
 		return steps
@@ -183,7 +183,12 @@ func (e *Executor) createSteps(o *fsm.OpInstanceCreate) []Step {
 // moved reservation changed, was committed or got locked meanwhile (the
 // step then plans again). With dry_run it only answers where the
 // instance would go and which reservations would move.
-func (e *Executor) createRecord(sc *StepContext, o *fsm.OpInstanceCreate) (any, error) {
+//
+// Without nodes, the allocators of the opcode's iallocator (or the
+// cluster's default list) are tried in order (allocateWith): the
+// built-in as above, an external one asked over Ganeti's protocol, its
+// choice then checked as given nodes are.
+func (e *Executor) createRecord(ctx context.Context, sc *StepContext, o *fsm.OpInstanceCreate) (any, error) {
 	var (
 		res    alloc.RoomPlan
 		err    error
@@ -192,17 +197,57 @@ func (e *Executor) createRecord(sc *StepContext, o *fsm.OpInstanceCreate) (any, 
 		moves  []fsm.ReservationMove
 	)
 	opUUID := sc.Job.Ops[sc.OpIndex].UUID
+	var baseReq alloc.Request
 	e.FSM.Read(func(s *fsm.State, _ uint64) {
 		mem, vcpus := o.Resources(s.Cluster)
-		req := alloc.Request{Name: o.InstanceName, Template: o.Template(), MemoryMiB: mem,
+		baseReq = alloc.Request{Name: o.InstanceName, Template: o.Template(), MemoryMiB: mem,
 			VCPUs: vcpus, Group: o.GroupName}
-		for _, d := range o.Disks {
-			req.Disks = append(req.Disks, d.Size)
+	})
+	for _, d := range o.Disks {
+		baseReq.Disks = append(baseReq.Disks, d.Size)
+	}
+	plan := func(fixed []string) error {
+		res, err, in, expect, moves = alloc.RoomPlan{}, nil, fsm.Instance{}, 0, nil
+		e.FSM.Read(func(s *fsm.State, _ uint64) {
+			e.createPlan(s, o, opUUID, baseReq, fixed, &res, &err, &in, &expect, &moves)
+		})
+		return err
+	}
+	recorded := false
+	e.FSM.Read(func(s *fsm.State, _ uint64) {
+		ref := o.InstanceName
+		if ref == "" {
+			ref = opUUID
 		}
+		ex := s.LookupInstance(ref)
+		recorded = ex != nil && ex.UUID == opUUID
+	})
+	if o.PNode != "" || o.Commit || recorded {
+		plan(nil)
+	} else {
+		_, err = allocateWith(e, ctx, sc, o.IAllocator, baseReq, o.OSType, o.Hypervisor,
+			func() (struct{}, error) { return struct{}{}, plan(nil) },
+			func(nodes []string) (struct{}, error) { return struct{}{}, plan(nodes) })
+	}
+	return e.createFinish(sc, o, opUUID, res, err, in, expect, moves)
+}
+
+// createPlan is createRecord's decision on the state s: fixed, when
+// set, are the nodes an external allocator chose.
+func (e *Executor) createPlan(s *fsm.State, o *fsm.OpInstanceCreate, opUUID string, baseReq alloc.Request, fixed []string,
+	res *alloc.RoomPlan, errp *error, in *fsm.Instance, expect *int64, moves *[]fsm.ReservationMove) {
+	var err error
+	defer func() { *errp = err }()
+	{
+		req := baseReq
+		req.Disks = append([]int64(nil), baseReq.Disks...)
 		for _, n := range []string{o.PNode, o.SNode} {
 			if n != "" {
 				req.Nodes = append(req.Nodes, n)
 			}
+		}
+		if fixed != nil {
+			req.Nodes = fixed
 		}
 		ref := o.InstanceName
 		if ref == "" {
@@ -223,7 +268,7 @@ func (e *Executor) createRecord(sc *StepContext, o *fsm.OpInstanceCreate) (any, 
 			}
 			// The reservation's own resources are left out of the
 			// accounting: committing needs no more than it holds.
-			in, expect = *existing, existing.SerialNo
+			*in, *expect = *existing, existing.SerialNo
 			if in.OS == "" {
 				in.OS = o.OSType
 			}
@@ -254,14 +299,14 @@ func (e *Executor) createRecord(sc *StepContext, o *fsm.OpInstanceCreate) (any, 
 			return
 		case existing != nil:
 			// Recorded by this step before a leader change: done.
-			in, expect = *existing, -1
+			*in, *expect = *existing, -1
 			return
 		}
 		if len(req.Nodes) > 0 || o.Commit || !o.MovesReservations() {
 			res.Result, err = alloc.Allocate(s, req, e.allocOptions(s))
 			return
 		}
-		if res, err = alloc.MakeRoom(s, req, e.allocOptions(s)); err != nil {
+		if *res, err = alloc.MakeRoom(s, req, e.allocOptions(s)); err != nil {
 			return
 		}
 		for _, m := range res.Moves {
@@ -270,9 +315,14 @@ func (e *Executor) createRecord(sc *StepContext, o *fsm.OpInstanceCreate) (any, 
 			if m.NewSecondary != "" {
 				mv.SecondaryNodes = []string{m.NewSecondary}
 			}
-			moves = append(moves, mv)
+			*moves = append(*moves, mv)
 		}
-	})
+	}
+}
+
+// createFinish records what createPlan decided (or answers the dry run).
+func (e *Executor) createFinish(sc *StepContext, o *fsm.OpInstanceCreate, opUUID string, res alloc.RoomPlan, err error,
+	in fsm.Instance, expect int64, moves []fsm.ReservationMove) (any, error) {
 	if err != nil {
 		return nil, err
 	}

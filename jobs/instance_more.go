@@ -11,6 +11,7 @@ import (
 
 	"github.com/gnt-cluster/gnt/fsm"
 	"github.com/gnt-cluster/gnt/jobs/alloc"
+	"github.com/gnt-cluster/gnt/jobs/iallocator"
 )
 
 // mustBeDown refuses an operation on an instance that should be running.
@@ -291,43 +292,76 @@ func (e *Executor) chooseSecondary(ctx context.Context, sc *StepContext, o *fsm.
 	}
 	c := secondaryChoice{Old: in.SecondaryNodes[0], OldName: nodeName(nodes, in.SecondaryNodes[0])}
 	var node *fsm.Node
-	exclude := []string{c.Old}
-	for attempt := 0; ; attempt++ {
-		e.FSM.Read(func(s *fsm.State, _ uint64) {
-			if o.RemoteNode != "" {
-				if node = s.LookupNode(o.RemoteNode); node == nil {
-					err = &fsm.Error{Code: fsm.CodeNoEnt, Field: "remote_node", Msg: fmt.Sprintf("node %s does not exist", o.RemoteNode)}
+	// pick is the built-in's choice, or with fixed the check of an
+	// external allocator's (as a given node is checked: it must fit).
+	pick := func(fixed string) (*fsm.Node, error) {
+		var node *fsm.Node
+		var err error
+		exclude := []string{c.Old}
+		for attempt := 0; ; attempt++ {
+			e.FSM.Read(func(s *fsm.State, _ uint64) {
+				if o.RemoteNode != "" {
+					if node = s.LookupNode(o.RemoteNode); node == nil {
+						err = &fsm.Error{Code: fsm.CodeNoEnt, Field: "remote_node", Msg: fmt.Sprintf("node %s does not exist", o.RemoteNode)}
+					}
+					return
 				}
-				return
+				req := alloc.Request{Name: in.Name, Instance: in.UUID, Template: fsm.DTDrbd, MemoryMiB: in.MemoryMiB,
+					VCPUs: in.VCPUs, Disks: diskSizes(in), Nodes: []string{in.PrimaryNode}, Exclude: exclude}
+				if fixed != "" {
+					req.Nodes, req.Exclude = []string{in.PrimaryNode, fixed}, nil
+				}
+				var res alloc.Result
+				res, err = alloc.Allocate(s, req, e.allocOptions(s))
+				if err == nil {
+					node = s.Nodes[res.Secondary]
+				}
+			})
+			// The allocator's choice must answer: a node whose death gossip
+			// has not reported yet (a new leader records no liveness for a
+			// grace period) would fail the opcode at its first disk. A few
+			// unanswering nodes are skipped; then the choice stands.
+			if err != nil || o.RemoteNode != "" || fixed != "" || e.Probe == nil || attempt >= maxProbeSkips {
+				return node, err
 			}
-			var res alloc.Result
-			res, err = alloc.Allocate(s, alloc.Request{Name: in.Name, Instance: in.UUID, Template: fsm.DTDrbd, MemoryMiB: in.MemoryMiB,
-				VCPUs: in.VCPUs, Disks: diskSizes(in), Nodes: []string{in.PrimaryNode}, Exclude: exclude}, e.allocOptions(s))
-			if err == nil {
-				node = s.Nodes[res.Secondary]
+			pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+			perr := e.Probe.Alive(pctx, node)
+			cancel()
+			if perr == nil {
+				return node, nil
 			}
-		})
-		// The allocator's choice must answer: a node whose death gossip
-		// has not reported yet (a new leader records no liveness for a
-		// grace period) would fail the opcode at its first disk. A few
-		// unanswering nodes are skipped; then the choice stands.
-		if err != nil || o.RemoteNode != "" || e.Probe == nil || attempt >= maxProbeSkips {
-			break
+			sc.Logf("Node %s does not answer (%v): not choosing it as the new secondary", node.Name, perr)
+			exclude = append(exclude, node.UUID)
 		}
-		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
-		perr := e.Probe.Alive(pctx, node)
-		cancel()
-		if perr == nil {
-			break
-		}
-		sc.Logf("Node %s does not answer (%v): not choosing it as the new secondary", node.Name, perr)
-		exclude = append(exclude, node.UUID)
 	}
-	if err != nil {
-		if o.RemoteNode == "" {
-			return nil, fmt.Errorf("cannot choose a new secondary with the allocator (%s): %w", allocatorName(o.IAllocator), err)
+	if o.RemoteNode != "" {
+		if node, err = pick(""); err != nil {
+			return nil, err
 		}
-		return nil, err
+	} else {
+		names, err := e.allocators(o.IAllocator)
+		if err != nil {
+			return nil, err
+		}
+		node, _, err = iallocator.Try(names, func(name string) (*fsm.Node, error) {
+			if name == iallocator.Builtin {
+				return pick("")
+			}
+			ans, err := e.runExternal(ctx, name, func(s *fsm.State) map[string]any {
+				return iallocator.RelocateRequest(s, in, []string{c.OldName})
+			})
+			if err != nil {
+				return nil, err
+			}
+			n, err := pick(ans.Nodes[0])
+			if err != nil {
+				return nil, fmt.Errorf("its choice %s is refused: %w", ans.Nodes[0], err)
+			}
+			return n, nil
+		}, sc.Logf)
+		if err != nil {
+			return nil, fmt.Errorf("cannot choose a new secondary with the allocator (%s): %w", strings.Join(names, ","), err)
+		}
 	}
 	switch node.UUID {
 	case in.PrimaryNode:
@@ -348,11 +382,11 @@ func (e *Executor) chooseSecondary(ctx context.Context, sc *StepContext, o *fsm.
 	return c, nil
 }
 
-// allocatorName is the iallocator named in an opcode: gnt has one, the
-// built-in hail.
+// allocatorName is the iallocator list named in an opcode, for
+// messages: "" is the cluster's default list.
 func allocatorName(s string) string {
 	if s == "" {
-		return "hail"
+		return "the cluster's default"
 	}
 	return s
 }
@@ -500,8 +534,8 @@ func (e *Executor) recreateDisksSteps(o *fsm.OpInstanceRecreateDisks) []Step {
 	return []Step{
 		// The placement is decided and recorded in one step, so a leader
 		// that resumes the opcode creates the disks where it was put.
-		{Name: "record the nodes", Retry: true, Run: func(_ context.Context, sc *StepContext) (any, error) {
-			return e.recreateNodes(sc, o)
+		{Name: "record the nodes", Retry: true, Run: func(ctx context.Context, sc *StepContext) (any, error) {
+			return e.recreateNodes(ctx, sc, o)
 		}},
 		{Name: "create the disks", Run: func(ctx context.Context, sc *StepContext) (any, error) {
 			in, nodes, err := e.instanceOf(o.Ref())
@@ -545,7 +579,7 @@ type recreateResult struct {
 // instance must not run, except when its nodes are replaced and its
 // primary is offline: an offline node runs nothing, so an instance marked
 // up whose primary is offline runs nowhere (harep's reinstall repair).
-func (e *Executor) recreateNodes(sc *StepContext, o *fsm.OpInstanceRecreateDisks) (any, error) {
+func (e *Executor) recreateNodes(ctx context.Context, sc *StepContext, o *fsm.OpInstanceRecreateDisks) (any, error) {
 	in, nodes, err := e.instanceOf(o.Ref())
 	if err != nil {
 		return nil, err
@@ -581,6 +615,29 @@ func (e *Executor) recreateNodes(sc *StepContext, o *fsm.OpInstanceRecreateDisks
 		return recreateResult{Primary: in.PrimaryNode, Secondaries: in.SecondaryNodes}, nil
 	}
 	var uuids, names []string
+	if len(o.Nodes) == 0 {
+		req := alloc.Request{Name: in.Name, Instance: in.UUID, Template: in.DiskTemplate, MemoryMiB: in.MemoryMiB,
+			VCPUs: in.VCPUs, Disks: diskSizes(in)}
+		place := func(fixed []string) (alloc.Result, error) {
+			var res alloc.Result
+			var err error
+			e.FSM.Read(func(s *fsm.State, _ uint64) {
+				r := req
+				if p := s.Nodes[in.PrimaryNode]; p != nil {
+					r.Group = p.Group // Ganeti locks the primary's group and places there
+				}
+				r.Nodes = fixed
+				res, err = alloc.Allocate(s, r, e.allocOptions(s))
+			})
+			return res, err
+		}
+		res, err := allocateWith(e, ctx, sc, o.IAllocator, req, in.OS, in.Hypervisor,
+			func() (alloc.Result, error) { return place(nil) }, place)
+		if err != nil {
+			return nil, fmt.Errorf("cannot compute nodes using iallocator '%s': %w", allocatorName(o.IAllocator), err)
+		}
+		uuids, names = res.Nodes(), res.NodeNames()
+	}
 	e.FSM.Read(func(s *fsm.State, _ uint64) {
 		if len(o.Nodes) > 0 {
 			if want := 1 + len(in.SecondaryNodes); len(o.Nodes) != want {
@@ -598,19 +655,7 @@ func (e *Executor) recreateNodes(sc *StepContext, o *fsm.OpInstanceRecreateDisks
 				}
 				uuids, names = append(uuids, nd.UUID), append(names, nd.Name)
 			}
-			return
 		}
-		req := alloc.Request{Name: in.Name, Instance: in.UUID, Template: in.DiskTemplate, MemoryMiB: in.MemoryMiB,
-			VCPUs: in.VCPUs, Disks: diskSizes(in)}
-		if p := s.Nodes[in.PrimaryNode]; p != nil {
-			req.Group = p.Group // Ganeti locks the primary's group and places there
-		}
-		var res alloc.Result
-		if res, err = alloc.Allocate(s, req, e.allocOptions(s)); err != nil {
-			err = fmt.Errorf("cannot compute nodes using iallocator '%s': %w", allocatorName(o.IAllocator), err)
-			return
-		}
-		uuids, names = res.Nodes(), res.NodeNames()
 	})
 	if err != nil {
 		return nil, err

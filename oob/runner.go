@@ -81,14 +81,50 @@ func (r *Runner) Run(ctx context.Context, program, command, node string, timeout
 	return Interpret(command, o)
 }
 
-// run starts the helper in a process group of its own and collects its
+// run runs the helper with Bounded, its failures as *Error.
+func (r *Runner) run(ctx context.Context, program, command, node string, timeout time.Duration) (Outcome, error) {
+	o, err := Bounded(ctx, r.Env, timeout, r.maxOutput(), program, command, node)
+	var ee *ExecError
+	switch {
+	case errors.As(err, &ee) && ee.Start:
+		return o, &Error{Kind: KindNotRunnable, Command: command, Exit: -1, Detail: ee.Error()}
+	case errors.As(err, &ee):
+		return o, &Error{Kind: KindFailed, Command: command, Exit: -1, Detail: ee.Err.Error()}
+	}
+	return o, err
+}
+
+// ExecError is a failure of Bounded to start or to wait for a program.
+type ExecError struct {
+	Program string
+	Start   bool // the program could not be started
+	Err     error
+}
+
+func (e *ExecError) Error() string {
+	if e.Start {
+		return fmt.Sprintf("cannot run %s: %v", e.Program, e.Err)
+	}
+	return e.Err.Error()
+}
+
+// Bounded starts a program in a process group of its own and collects its
 // outcome. stdout and stderr are pipes this function reads itself (not
 // through os/exec's copying goroutines), so the helper's exit is seen at
 // once even when something it started still holds the pipes; that
 // something is then killed with the group, and the reads are given a short
 // grace before they are cut.
-func (r *Runner) run(ctx context.Context, program, command, node string, timeout time.Duration) (Outcome, error) {
-	limit := r.maxOutput()
+//
+// It runs argv (argv[0] the program) with
+// env (nil: the gntd's environment with LC_ALL=C), for at most timeout,
+// keeping at most limit bytes of stdout and of stderr: a program that
+// writes more on stdout, or is still running at the bound, is killed with
+// its process group (Outcome.Flooded, Outcome.TimedOut). It is the OOB
+// runner's way of running a helper, also used for other helper programs
+// (external allocators). The error is an *ExecError, or ctx's error when
+// ctx ended first (the program is then killed).
+func Bounded(ctx context.Context, env []string, timeout time.Duration, limit int, argv ...string) (Outcome, error) {
+	program := argv[0]
 	o := Outcome{Timeout: timeout, Limit: limit}
 	outR, outW, err := os.Pipe()
 	if err != nil {
@@ -100,10 +136,10 @@ func (r *Runner) run(ctx context.Context, program, command, node string, timeout
 		outW.Close()
 		return o, err
 	}
-	cmd := exec.Command(program, command, node)
+	cmd := exec.Command(program, argv[1:]...)
 	cmd.Stdout, cmd.Stderr = outW, errW
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Env = r.Env
+	cmd.Env = env
 	if cmd.Env == nil {
 		cmd.Env = append(os.Environ(), "LC_ALL=C")
 	}
@@ -113,7 +149,7 @@ func (r *Runner) run(ctx context.Context, program, command, node string, timeout
 	if startErr != nil {
 		outR.Close()
 		errR.Close()
-		return o, &Error{Kind: KindNotRunnable, Command: command, Exit: -1, Detail: fmt.Sprintf("cannot run %s: %v", program, startErr)}
+		return o, &ExecError{Program: program, Start: true, Err: startErr}
 	}
 	pgid := cmd.Process.Pid
 	killGroup := func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) }
@@ -181,7 +217,7 @@ func (r *Runner) run(ctx context.Context, program, command, node string, timeout
 			o.Signal = ws.Signal().String()
 		}
 	} else if werr != nil {
-		return o, &Error{Kind: KindFailed, Command: command, Exit: -1, Detail: werr.Error()}
+		return o, &ExecError{Program: program, Err: werr}
 	}
 	return o, nil
 }

@@ -225,7 +225,7 @@ func TestBadInput(t *testing.T) {
 		{"limit: reinstall OS path", "POST", "/2/instances/web1/reinstall", `{"os_type":"../../bin/sh"}`, 400, wrong, "os_type"},
 		{"limit: cluster pool 2^63-1", "PUT", "/2/modify", `{"candidate_pool_size":9223372036854775807}`, 400, wrong, "candidate_pool_size"},
 		{"limit: cluster pool 65", "PUT", "/2/modify", `{"candidate_pool_size":65}`, 400, wrong, "candidate_pool_size"},
-		{"limit: cluster unknown allocator", "PUT", "/2/modify", `{"default_iallocator":"anything"}`, 400, wrong, "default_iallocator"},
+		{"limit: cluster bad allocator list", "PUT", "/2/modify", `{"default_iallocator":"hail,,anything"}`, 400, wrong, "default_iallocator"},
 		{"limit: cluster allocator invalid UTF-8", "PUT", "/2/modify", "{\"default_iallocator\":\"\xc3\"}", 400, wrong, "default_iallocator"},
 		{"limit: cluster duplicate key", "PUT", "/2/modify", `{"candidate_pool_size":3,"candidate_pool_size":9223372036854775807}`, 400, wrong, "candidate_pool_size"},
 		{"limit: job duplicate key", "POST", "/2/jobs", `{"ops":[{"OP_ID":"OP_TEST_DELAY","duration":0,"repeat":1,"repeat":2000000000}]}`, 400, wrong, "ops.0.repeat"},

@@ -131,11 +131,16 @@ func checkJob(r *http.Request, body []byte, build opsBuilder) *APIError {
 var clientChecks = &Server{b: noServerChecks{}}
 
 // noServerChecks is the backend of clientChecks: it answers only the
-// OOB helper check, which it passes; prepareOps calls nothing else.
+// OOB helper and iallocator checks, which it passes; prepareOps calls
+// nothing else.
 type noServerChecks struct{ Backend }
 
 // CheckOOBProgram implements oobChecker: a client cannot tell.
 func (noServerChecks) CheckOOBProgram(string) error { return nil }
+
+// CheckIAllocator implements iallocChecker: a client cannot tell either
+// (the list's syntax is checked all the same).
+func (noServerChecks) CheckIAllocator(string) error { return nil }
 
 // checkSubmitJobs is what handleSubmitJobs checks of a body before it
 // submits it, without the state.

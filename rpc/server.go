@@ -1019,7 +1019,8 @@ func checkToken(r *http.Request) *APIError {
 }
 
 // prepareOps builds the opcodes of a request, adds the reason trail and
-// dry_run, and validates each with fsm.ParseOpcode and vetOOBProgram.
+// dry_run, and validates each with fsm.ParseOpcode, vetOOBProgram, vetOS and
+// vetIAllocator.
 func (s *Server) prepareOps(r *http.Request, body []byte, build opsBuilder, now time.Time) ([]json.RawMessage, *APIError) {
 	q := r.URL.Query()
 	dryRun, aerr := queryFlag(q, "dry-run")
@@ -1062,6 +1063,9 @@ func (s *Server) prepareOps(r *http.Request, body []byte, build opsBuilder, now 
 		aerr := s.vetOOBProgram(op)
 		if aerr == nil {
 			aerr = s.vetOS(r.Context(), op)
+		}
+		if aerr == nil {
+			aerr = s.vetIAllocator(raw)
 		}
 		if aerr != nil {
 			if len(ops) > 1 {

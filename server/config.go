@@ -163,6 +163,12 @@ type Config struct {
 	// refused when it is set through this gntd and before this gntd, as
 	// leader, runs it.
 	OOBProgramsDir string `json:"oob_programs_dir"`
+	// IAllocatorsDir is the directory of the external allocators this
+	// gntd may run as leader (default iallocator.DefaultDir), whitelisted
+	// as the OOB helpers are; IAllocatorTimeout bounds one run (0:
+	// iallocator.DefaultTimeout).
+	IAllocatorsDir    string   `json:"iallocators_dir"`
+	IAllocatorTimeout Duration `json:"iallocator_timeout"`
 	// MaxConns and MaxConnsPerIP cap the connections each TCP server of
 	// this gntd (API, node RPC, maintd) keeps open at once, overall and
 	// from one client address (0: netlimit.DefaultMaxConns and
@@ -300,6 +306,12 @@ func (c *Config) Validate() error {
 	}
 	if err := osdef.CheckSearchPath(c.OSSearchPath); err != nil {
 		return fmt.Errorf("--os-search-path: %v", err)
+	}
+	if c.IAllocatorsDir != "" && (!filepath.IsAbs(c.IAllocatorsDir) || filepath.Clean(c.IAllocatorsDir) != c.IAllocatorsDir) {
+		return fmt.Errorf("--iallocators-dir %q: want a clean absolute path", c.IAllocatorsDir)
+	}
+	if c.IAllocatorTimeout.Duration < 0 || c.IAllocatorTimeout.Duration > time.Hour {
+		return fmt.Errorf("--iallocator-timeout must be 0 (60s) to 1h, got %s", c.IAllocatorTimeout.Duration)
 	}
 	if c.MaxConns < -1 || c.MaxConnsPerIP < -1 {
 		return fmt.Errorf("--max-conns (%d) and --max-conns-per-ip (%d) must be positive, 0 for the default or -1 for no cap", c.MaxConns, c.MaxConnsPerIP)

@@ -110,6 +110,17 @@ func RunDev(ctx context.Context, o DevOptions) error {
 	if err := os.Chmod(oobDir, 0o755); err != nil {
 		return err
 	}
+	// Every member's iallocators directory (iallocator.go).
+	iaDir, err := filepath.Abs(filepath.Join(o.DataDir, "iallocators"))
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(iaDir, 0o755); err != nil {
+		return err
+	}
+	if err := os.Chmod(iaDir, 0o755); err != nil {
+		return err
+	}
 	oobFake := newDevOOB(o, out)
 	var (
 		mu       sync.Mutex
@@ -161,7 +172,7 @@ func RunDev(ctx context.Context, o DevOptions) error {
 		args := []string{o.Binary, "agent", "--name", sp.name, "--bind", sp.ip, "--data-dir", dir,
 			"--join", strings.Join(joins, ","), "--profile", "dev", "--hypervisor", "fake",
 			"--diagnose-commands-dir", diag, "--repair-commands-dir", rep, "--diagnose-min-interval", "1s",
-			"--oob-programs-dir", oobDir}
+			"--oob-programs-dir", oobDir, "--iallocators-dir", iaDir}
 		cmd := exec.Command(args[0], args[1:]...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 		stdout, _ := cmd.StdoutPipe()

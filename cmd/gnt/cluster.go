@@ -61,7 +61,7 @@ func (e environment) clusterCommand() *cli.Command {
 				Flags: []cli.Flag{
 					&cli.IntFlag{Name: "candidate-pool-size", Usage: "number of master candidates to keep"},
 					&cli.IntFlag{Name: "max-raft-voters", Usage: "most master candidates that vote in Raft"},
-					&cli.StringFlag{Name: "default-iallocator", Usage: "default instance allocator `NAME`"},
+					&cli.StringFlag{Name: "default-iallocator", Usage: "allocators tried in order when an opcode names none, `NAME[,NAME...]`: hail (built-in) or programs of each gntd's iallocators directory (docs/allocators.md)"},
 					ndparamsFlag(),
 					&cli.Int64Flag{Name: "maintenance-interval", Usage: "`SECONDS` between maintd rounds (Ganeti's maint_round_delay)"},
 					yesNoFlag("auto-balance-cluster", "whether maintd balances the cluster (off in a new cluster)"),

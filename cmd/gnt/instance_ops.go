@@ -33,6 +33,7 @@ func (e environment) instanceOpCommands() []*cli.Command {
 				&cli.IntFlag{Name: "vcpus", Usage: "virtual CPUs"},
 				&cli.StringFlag{Name: "os-type", Usage: "`OS` to install, os+variant (see gnt os list; mandatory for an instance with disks unless --forthcoming or --no-install)"},
 				&cli.StringFlag{Name: "node", Aliases: []string{"n"}, Usage: "`PNODE[:SNODE]` instead of the allocator"},
+				&cli.StringFlag{Name: "iallocator", Aliases: []string{"I"}, Usage: "allocators to try in order, `NAME[,NAME...]`: hail (built-in) or programs of the iallocators directory (default: the cluster's default list)"},
 				&cli.StringFlag{Name: "group", Usage: "place within this node group"},
 				&cli.StringSliceFlag{Name: "net", Usage: "a NIC: `mode=MODE,link=LINK,vlan=VLAN,ip=IP,mac=MAC,name=NAME`, or network=NETWORK[,ip=pool|IP] (mode and link from the network's connection; pool: its lowest free address) (repeatable)"},
 				&cli.BoolFlag{Name: "no-start", Usage: "do not start the instance"},
@@ -98,9 +99,11 @@ func (e environment) instanceOpCommands() []*cli.Command {
 			&cli.BoolFlag{Name: "on-secondary", Aliases: []string{"s"}, Usage: "replace the disks on the secondary"},
 			&cli.StringFlag{Name: "new-secondary", Aliases: []string{"n"}, Usage: "move the secondary to `NODE`"},
 			&cli.BoolFlag{Name: "auto-secondary", Aliases: []string{"I"}, Usage: "move the secondary to a node the allocator picks"},
+			&cli.StringFlag{Name: "iallocator", Usage: "move the secondary to a node these allocators pick, tried in order: `NAME[,NAME...]`"},
 		}, instanceReplaceDisks),
 		one("recreate-disks", "create a stopped instance's missing disks again (empty)", []cli.Flag{
 			&cli.StringFlag{Name: "node", Aliases: []string{"n"}, Usage: "on new nodes `PNODE[:SNODE]`"},
+			&cli.StringFlag{Name: "iallocator", Aliases: []string{"I"}, Usage: "on new nodes these allocators pick, tried in order: `NAME[,NAME...]`"},
 		}, instanceRecreateDisks),
 		{
 			Name: "rename", Usage: "rename a stopped instance", ArgsUsage: "NAME NEW_NAME",
@@ -191,8 +194,15 @@ func instanceReplaceDisks(ctx context.Context, s *session, c *cli.Context, args 
 		body["mode"], body["remote_node"] = "replace_new_secondary", ns
 		n++
 	}
+	if ia := c.String("iallocator"); ia != "" {
+		if c.Bool("auto-secondary") {
+			n-- // --iallocator names the allocators of --auto-secondary
+		}
+		body["mode"], body["iallocator"] = "replace_new_secondary", ia
+		n++
+	}
 	if n != 1 {
-		return usagef(c, "give exactly one of --on-primary, --on-secondary, --new-secondary NODE, --auto-secondary")
+		return usagef(c, "give exactly one of --on-primary, --on-secondary, --new-secondary NODE, --auto-secondary, --iallocator NAMES")
 	}
 	_, err := s.change(ctx, http.MethodPost, instancePath(args[0])+"/replace-disks", nil, body)
 	return err
@@ -210,6 +220,9 @@ func instanceRecreateDisks(ctx context.Context, s *session, c *cli.Context, args
 			nodes = append(nodes, sn)
 		}
 		body["nodes"] = nodes
+	}
+	if ia := c.String("iallocator"); ia != "" {
+		body["iallocator"] = ia
 	}
 	_, err := s.change(ctx, http.MethodPost, instancePath(args[0])+"/recreate-disks", nil, body)
 	return err
@@ -337,6 +350,9 @@ func instanceAdd(ctx context.Context, s *session, c *cli.Context, args []string)
 	}
 	if g := c.String("group"); g != "" {
 		body["group_name"] = g
+	}
+	if ia := c.String("iallocator"); ia != "" {
+		body["iallocator"] = ia
 	}
 	var nics []map[string]any
 	for _, spec := range c.StringSlice("net") {

@@ -40,7 +40,7 @@ func TestLimitsBeforeSending(t *testing.T) {
 		{"vcpus", []string{"instance", "add", "--submit", "web1", "--vcpus", "1024"}, []string{"instance", "add", "web1", "--vcpus", "1025"}, "1024"},
 		{"OS name", []string{"instance", "add", "--submit", "web1", "--os-type", "debootstrap+default"}, []string{"instance", "add", "web1", "--os-type", "../../bin/sh"}, "os_type"},
 		{"pool size", []string{"cluster", "modify", "--submit", "--candidate-pool-size", "64"}, []string{"cluster", "modify", "--candidate-pool-size", "9223372036854775807"}, "candidate_pool_size must be 1 to 64"},
-		{"allocator", []string{"cluster", "modify", "--submit", "--default-iallocator", "hail"}, []string{"cluster", "modify", "--default-iallocator", "mine"}, "not a known allocator"},
+		{"allocator", []string{"cluster", "modify", "--submit", "--default-iallocator", "hail"}, []string{"cluster", "modify", "--default-iallocator", "hail,../x"}, "is a file name of the iallocators directory"},
 		{"tag length", []string{"cluster", "add-tags", "--submit", strings.Repeat("t", 128)}, []string{"cluster", "add-tags", strings.Repeat("t", 129)}, "128"},
 		{"instance name", []string{"instance", "startup", "--submit", name(61)}, []string{"instance", "startup", name(62)}, "at most 255"},
 	} {

@@ -100,6 +100,8 @@ func agentCommand() *cli.Command {
 			&cli.DurationFlag{Name: "diagnose-min-interval", Usage: "shortest time between two runs of the self-diagnose command (0: 10s)"},
 			&cli.StringFlag{Name: "os-search-path", Usage: "colon-separated directories of Ganeti OS definitions (default " + strings.Join(server.DefaultOSSearchPath, ":") + "; with --profile dev, <data-dir>/os holding the shipped gnt-image comes first)"},
 			&cli.StringFlag{Name: "oob-programs-dir", Usage: "whitelist of OOB helpers: an oob_program must be in it (default " + server.DefaultOOBProgramsDir + ")"},
+			&cli.StringFlag{Name: "iallocators-dir", Usage: "directory of the external allocators (Ganeti's iallocator protocol) this gntd may run as leader (default " + server.DefaultIAllocatorsDir + ")"},
+			&cli.DurationFlag{Name: "iallocator-timeout", Usage: "bound of one external allocator run (0: 60s)"},
 			&cli.IntFlag{Name: "max-conns", Value: d.MaxConns, Usage: "connections each TCP server (API, node RPC, maintd) keeps open at once; more are closed on accept (-1: no cap)"},
 			&cli.IntFlag{Name: "max-conns-per-ip", Value: d.MaxConnsPerIP, Usage: "connections each TCP server keeps open at once from one client address (-1: no cap)"},
 		},
@@ -172,6 +174,10 @@ func agentCommand() *cli.Command {
 			setStr("oob-programs-dir", &cfg.OOBProgramsDir)
 			if p := c.String("os-search-path"); c.IsSet("os-search-path") {
 				cfg.OSSearchPath = strings.Split(p, ":")
+			}
+			setStr("iallocators-dir", &cfg.IAllocatorsDir)
+			if c.IsSet("iallocator-timeout") {
+				cfg.IAllocatorTimeout.Duration = c.Duration("iallocator-timeout")
 			}
 			if c.IsSet("diagnose-min-interval") {
 				cfg.DiagnoseMinInterval.Duration = c.Duration("diagnose-min-interval")

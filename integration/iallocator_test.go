@@ -1,0 +1,180 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// pickLast is an external allocator speaking Ganeti's iallocator
+// protocol: it reads the input file named by its only argument, keeps a
+// copy of it next to itself, and places an allocate or relocate request
+// on the usable nodes whose names sort last (the built-in, with equal
+// nodes, picks those that sort first).
+const pickLast = `#!/usr/bin/python3
+import json, os, sys
+if len(sys.argv) != 2:
+    sys.stderr.write("want the input file as the only argument\n")
+    sys.exit(2)
+data = json.load(open(sys.argv[1]))
+json.dump(data, open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "last-input.json.out"), "w"))
+req = data["request"]
+if req["type"] not in ("allocate", "relocate"):
+    print(json.dumps({"success": False, "info": "mode %s not supported" % req["type"], "result": []}))
+    sys.exit(0)
+usable = sorted(n for n, v in data["nodes"].items()
+                if not v["offline"] and not v["drained"] and v.get("vm_capable", True)
+                and n not in req.get("relocate_from", []))
+want = req["required_nodes"]
+if len(usable) < want:
+    print(json.dumps({"success": False, "info": "only %d usable nodes" % len(usable), "result": []}))
+else:
+    print(json.dumps({"success": True, "info": "picked the last", "result": usable[-want:][::-1]}))
+`
+
+// TestExternalIAllocators runs external allocators from the iallocators
+// directory of real gntds: the list of the cluster's default_iallocator
+// is checked at submission (a missing or group-writable program is
+// refused, naming why), then tried in order for a placement: one that
+// does not answer within --iallocator-timeout and one that prints
+// garbage are refused with their reasons in the job's log and the next
+// is tried, until the python allocator answers; -I hail is the built-in;
+// a list that all fails names each reason; a reservation is recorded
+// where the external allocator put it.
+func TestExternalIAllocators(t *testing.T) {
+	c := NewCluster(t, ClusterOptions{Candidates: 1, Nodes: 2, ExtraArgs: []string{"--iallocator-timeout", "2s"}})
+	c.WaitLeader(10 * time.Second)
+	for _, n := range []string{"node21", "node22"} {
+		c.WaitAgent(c.Member(n), 30*time.Second)
+	}
+	dir := c.IAllocatorsDir()
+	write := func(name, body string, mode os.FileMode) {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("last", pickLast, 0o755)
+	write("slow", "#!/bin/sh\nexec sleep 600\n", 0o755)
+	write("garbage", "#!/bin/sh\necho 'Traceback (most recent call last): oops'\n", 0o755)
+	write("writable", "#!/bin/sh\n", 0o775)
+
+	// Submission checks every name of the list.
+	for _, tc := range []struct{ list, want string }{
+		{"hail,missing", `"missing" is not an allocator this gntd can run`},
+		{"writable", "writable by group or others"},
+		{"hail,../bin/sh", "is a file name of the iallocators directory"},
+	} {
+		out, code := c.GNTExit("cluster", "modify", "--default-iallocator", tc.list)
+		if code == 0 || !strings.Contains(out, tc.want) {
+			t.Errorf("--default-iallocator %s: exit %d, want %q in:\n%s", tc.list, code, tc.want, out)
+		}
+	}
+	if out, err := c.GNT("cluster", "modify", "--default-iallocator", "slow,garbage,last"); err != nil {
+		t.Fatalf("cluster modify: %v\n%s", err, out)
+	}
+	if out, _ := c.GNT("cluster", "info"); !strings.Contains(out, "slow,garbage,last") {
+		t.Errorf("cluster info does not show the list:\n%s", out)
+	}
+
+	add := func(args ...string) (string, int) {
+		return c.GNTExit(append([]string{"instance", "add", "-t", "plain", "--disk", "1G", "--memory", "128", "--os-type", "noop"}, args...)...)
+	}
+	// The default list: slow times out, garbage is refused, last answers.
+	out, code := add("--dry-run", "web1")
+	if code != 0 {
+		t.Fatalf("dry run with the default list: exit %d\n%s", code, out)
+	}
+	for _, want := range []string{
+		"iallocator slow failed: no answer within 2s", "trying garbage next",
+		"iallocator garbage failed: the answer is not a JSON object", "trying last next",
+		"placed by iallocator last", "would go to [node22]",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dry run output lacks %q:\n%s", want, out)
+		}
+	}
+	// What the python allocator was given: Ganeti's input message.
+	raw, err := os.ReadFile(filepath.Join(dir, "last-input.json.out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in struct {
+		Version int                       `json:"version"`
+		Nodes   map[string]map[string]any `json:"nodes"`
+		Request map[string]any            `json:"request"`
+	}
+	if err := json.Unmarshal(raw, &in); err != nil {
+		t.Fatal(err)
+	}
+	if in.Version != 2 || in.Request["type"] != "allocate" || in.Request["name"] != "web1" || in.Request["required_nodes"] != float64(1) ||
+		len(in.Nodes) != 3 || in.Nodes["node21"] == nil || in.Nodes["node22"] == nil || in.Nodes["node21"]["total_memory"] == nil {
+		t.Errorf("input message: %s", raw)
+	}
+
+	// -I hail: the built-in, which picks node11 of three empty nodes.
+	out, code = add("--dry-run", "-I", "hail", "web1")
+	if code != 0 || !strings.Contains(out, "would go to [node11]") {
+		t.Errorf("dry run with hail: exit %d, want node11:\n%s", code, out)
+	}
+	// A list that all fails: the job fails naming each allocator.
+	out, code = add("--dry-run", "-I", "garbage,slow", "web1")
+	if code == 0 || !strings.Contains(out, "every iallocator of the list failed (garbage: the answer is not a JSON object") ||
+		!strings.Contains(out, "slow: no answer within 2s") {
+		t.Errorf("dry run with garbage,slow: exit %d\n%s", code, out)
+	}
+	// A real record (a reservation: no disks are made) where the
+	// external allocator put it.
+	if out, code = add("--forthcoming", "-I", "last", "res1"); code != 0 {
+		t.Fatalf("forthcoming with last: exit %d\n%s", code, out)
+	}
+	ctx0, cancel0 := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel0()
+	if res1, err := c.Client().Instance(ctx0, "res1"); err != nil || res1.PNode != "node22" {
+		t.Errorf("res1: %+v %v, want its primary node22", res1, err)
+	}
+	// Relocation (replace-disks with a new secondary): the request names
+	// the old secondary in relocate_from, and the answer is checked.
+	if out, err := c.GNT("instance", "add", "-t", "drbd", "--disk", "1G", "--memory", "128", "--os-type", "noop", "-n", "node11:node21", "db1"); err != nil {
+		t.Fatalf("instance add db1: %v\n%s", err, out)
+	}
+	if out, err := c.GNT("instance", "replace-disks", "--iallocator", "garbage,last", "db1"); err != nil {
+		t.Fatalf("replace-disks: %v\n%s", err, out)
+	}
+	if raw, err = os.ReadFile(filepath.Join(dir, "last-input.json.out")); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &in); err != nil {
+		t.Fatal(err)
+	}
+	if in.Request["type"] != "relocate" || in.Request["name"] != "db1" || strings.Join(toStrings(in.Request["relocate_from"]), ",") != "node21" {
+		t.Errorf("relocate request: %v", in.Request)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	db1, err := c.Client().Instance(ctx, "db1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(db1.SNodes, ",") != "node22" {
+		t.Errorf("db1's secondaries are %v, want node22 (the choice of last)", db1.SNodes)
+	}
+}
+
+func toStrings(v any) []string {
+	l, _ := v.([]any)
+	out := make([]string, 0, len(l))
+	for _, x := range l {
+		s, _ := x.(string)
+		out = append(out, s)
+	}
+	return out
+}
