@@ -134,7 +134,8 @@ func filesUnder(dir string) []string {
 // TestKVMGuests: a 3-node cluster of gntds with --hypervisor kvm (TCG on
 // two of them, the third probing KVM) runs a real guest of template
 // sharedfile: created through the API with its kernel and initramfs in
-// hvparams, it prints its marker on the serial console; stop and start
+// hvparams and OS gnt-image (its create script marks the disk file), it
+// prints its marker on the serial console; stop and start
 // through the CLI; a kill -9 of its node's gntd leaves it running and the
 // restarted gntd reports it with the same boot id; it live-migrates to
 // another node and back (gnt instance migrate -n: the counter goes on,
@@ -165,7 +166,7 @@ func TestKVMGuests(t *testing.T) {
 	start := time.Now()
 	id, _, err := c.Client().Submit(ctx, "POST", "/2/instances", nil, map[string]any{
 		"__version__": 1, "instance_name": "vm1", "disk_template": "sharedfile", "disks": []any{map[string]any{"size": 16}},
-		"beparams": map[string]any{"memory": 128, "vcpus": 1}, "nics": []any{}, "os_type": "noop", "pnode": "node12",
+		"beparams": map[string]any{"memory": 128, "vcpus": 1}, "nics": []any{}, "os_type": "gnt-image+default", "pnode": "node12",
 		"hvparams": hv,
 	})
 	if err != nil {
@@ -184,6 +185,8 @@ func TestKVMGuests(t *testing.T) {
 
 	if got := filesUnder(shared); len(got) != 1 {
 		t.Fatalf("shared storage after create: %v, want the one disk", got)
+	} else if b, err := os.ReadFile(got[0]); err != nil || !strings.HasPrefix(string(b), "GNT-IMAGE 1\ninstance=vm1\n") {
+		t.Fatalf("the OS definition gnt-image wrote no marker on the disk: %.60q %v", b, err)
 	}
 
 	// Stop and start through the CLI.
