@@ -208,6 +208,7 @@ func (r *round) failedBalances() map[string]*fsm.Job {
 		if r.now-j.EndTS.UnixNano() >= int64(balanceRetry) {
 			continue
 		}
+		r.wakeAt(j.EndTS.UnixNano() + int64(balanceRetry))
 		op, err := j.Ops[0].Opcode()
 		if err != nil {
 			continue

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gnt-cluster/gnt/fsm"
 )
@@ -82,5 +83,37 @@ func BenchmarkPlanRound(b *testing.B) {
 	b.StopTimer()
 	if b.N > 0 {
 		b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/round")
+	}
+}
+
+// BenchmarkServiceIdleTick is one tick of the leader's maintd on the big
+// state when nothing changed since the last plan: "replan" plans anyway
+// (every tick did before planning was skipped on unchanged inputs),
+// "unchanged" is the tick now. The idle leader's maintd CPU is the tick's
+// cost times the ticks per second (2 with the LAN timing's 0.5 s).
+func BenchmarkServiceIdleTick(b *testing.B) {
+	sc, obs := bigScenario(b)
+	sc.f.Read(func(_ *fsm.State, index uint64) { sc.idx = max(sc.idx, index) })
+	now := at(3600)
+	svc := &Service{FSM: sc.f, Apply: fsmApplier{sc}, Epoch: 1, Clock: func() time.Time { return now },
+		Diagnose: func() map[string]Observation { return obs }}
+	// Settle: the first ticks record the round and its jobs.
+	for k := 0; k < 10; k++ {
+		if err := svc.step(b.Context()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, mode := range []string{"replan", "unchanged"} {
+		b.Run(mode, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				if mode == "replan" {
+					svc.replanNext()
+				}
+				if err := svc.step(b.Context()); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/tick")
+		})
 	}
 }

@@ -116,6 +116,7 @@ func PlanHarep(in HarepInput) HarepPlan {
 			plan.Repairs = append(plan.Repairs, *rep)
 		}
 	}
+	plan.Wake = p.wake
 	return plan
 }
 
@@ -133,6 +134,16 @@ type planner struct {
 	// tmpl are the pass's opcodes with the instance name left out
 	// (opTemplates).
 	tmpl map[string]opTemplate
+	// wake is the earliest time (Unix seconds) at which a tag read by
+	// the pass changes what it decides (HarepPlan.Wake).
+	wake int64
+}
+
+// noteWake keeps the earliest future wake time of the pass.
+func (p *planner) noteWake(o objectTags) {
+	if o.wake > p.now && (p.wake == 0 || o.wake < p.wake) {
+		p.wake = o.wake
+	}
 }
 
 // nodeInfo is what a pass needs of a node, looked up once.
@@ -155,9 +166,11 @@ func newPlanner(in HarepInput) *planner {
 		return p
 	}
 	p.cluster = readObject(p.s.Cluster.Tags, p.now, "the cluster")
+	p.noteWake(p.cluster)
 	problems := map[string][]string{}
 	for u, g := range p.s.Groups {
 		o := readObject(g.Tags, p.now, "node group "+g.Name)
+		p.noteWake(o)
 		p.groups[u] = &o
 		problems[u] = slices.Clip(append(slices.Clip(p.cluster.problems), o.problems...))
 	}
@@ -199,6 +212,9 @@ type objectTags struct {
 	pol      *policy  // nil: the object has no say
 	expired  []string // expired suspensions, to remove
 	problems []string // malformed tags
+	// wake is when the earliest suspension still in force ends (Unix
+	// seconds; 0: none): the plan changes then.
+	wake int64
 }
 
 func (o objectTags) edit(kind, name string) *fsm.TagEdit {
@@ -247,6 +263,9 @@ func readTags(tags []string, now int64, from string) (objectTags, []*record) {
 				o.expired = append(o.expired, text)
 			case susp == nil || !susp.forever && t.Until > susp.until:
 				susp = &policy{suspended: true, until: t.Until, from: from}
+			}
+			if t.Until > now && (o.wake == 0 || t.Until < o.wake) {
+				o.wake = t.Until
 			}
 		}
 	}
@@ -631,6 +650,7 @@ func (p *planner) readInstance(inst *fsm.Instance) (own objectTags, recs []*reco
 	for _, t := range inst.Tags {
 		if strings.HasPrefix(t, AutorepairPrefix) {
 			own, recs = readTags(inst.Tags, p.now, "the instance")
+			p.noteWake(own)
 			return own, recs, true
 		}
 	}

@@ -304,3 +304,71 @@ func TestNextStep(t *testing.T) {
 		}
 	}
 }
+
+// TestServicePlansOnlyOnChange: a tick whose inputs (the state's index,
+// the self-diagnose results, quorum) are those of the last plan plans
+// nothing until the plan's wake time (here a dead node's grace period
+// running out) or IdleReplan; a change of any input plans at once.
+func TestServicePlansOnlyOnChange(t *testing.T) {
+	sc := &scenario{}
+	sc.build(t, `
+cluster tags=ganeti:watcher:autorepair:failover oob=/usr/bin/oob
+node node21 dead=100
+node node22
+node node23
+instance web1 drbd node21 node22
+`)
+	sc.f.Read(func(_ *fsm.State, index uint64) { sc.idx = max(sc.idx, index) }) // records go after the built state
+	now := at(155)
+	obs := map[string]Observation{}
+	svc := &Service{FSM: sc.f, Apply: fsmApplier{sc}, Epoch: 1, Clock: func() time.Time { return now },
+		Diagnose: func() map[string]Observation { return obs }}
+	step := func() bool {
+		t.Helper()
+		before, _, _, _ := svc.Last()
+		if err := svc.step(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		after, _, _, _ := svc.Last()
+		return after != before // each plan is a new one
+	}
+	planned := func(what string, want bool) {
+		t.Helper()
+		if got := step(); got != want {
+			t.Errorf("%s: planned %v, want %v", what, got, want)
+		}
+	}
+	// settle ticks until a tick plans nothing (each record changes the
+	// state, which the next tick plans from), and says how many planned.
+	settle := func(what string) int {
+		t.Helper()
+		for k := 0; k < 10; k++ {
+			if !step() {
+				return k
+			}
+		}
+		t.Fatalf("%s: still planning after 10 ticks", what)
+		return 0
+	}
+	planned("the first tick", true)
+	settle("the first tick")
+	now = at(156)
+	planned("nothing changed", false)
+	now = at(159)
+	planned("nothing changed, before the grace runs out", false)
+	now = at(160) // node21 died at 100; the grace is 60 s
+	planned("the grace ran out", true)
+	if last, _, _, _ := svc.Last(); !last.Urgent {
+		t.Errorf("the plan when the grace ran out is not urgent: %v", last.Notes)
+	}
+	if n := settle("after the grace"); n == 0 {
+		t.Error("the round recorded when the grace ran out changed nothing: no tick planned after it")
+	}
+	now = now.Add(time.Second)
+	planned("nothing changed after the round", false)
+	obs = map[string]Observation{"node22": {Node: "node22", Time: now, Status: fsm.ActionOk, Original: json.RawMessage(`{"status":"Ok"}`)}}
+	planned("a new self-diagnose result", true)
+	settle("the new result")
+	now = now.Add(IdleReplan)
+	planned("IdleReplan later", true)
+}

@@ -89,6 +89,11 @@ type RoundPlan struct {
 	Instances []InstanceStatus `json:"instances"`
 	// Notes explain the round's decisions in order.
 	Notes []string `json:"notes"`
+	// Wake is the earliest time after the plan's Now at which the same
+	// state gives another plan (a grace period or round delay running
+	// out, a suspension or breaker override ending; Unix nanoseconds; 0:
+	// none): the Service plans again then, or when the state changes.
+	Wake int64 `json:"-"`
 	// Refused, set by the Service, says why the state refused the last
 	// round it tried to record, and since when (empty once one is
 	// recorded). The planner keeps any one node's bad input out of the
@@ -155,6 +160,7 @@ func jobFinal(st *fsm.State, id int64) bool {
 // recorded once).
 func (r *round) holdWhy() postponed {
 	next := time.Unix(0, int64(r.m.LastRound*1e9)).Add(time.Duration(r.m.RoundDelay) * time.Second)
+	r.wakeAt(next.UnixNano())
 	return postponed(fmt.Sprintf("jobs wait for the next round, due at %s (maint_round_delay %d s)", next.UTC().Format(time.RFC3339), r.m.RoundDelay))
 }
 
@@ -333,6 +339,27 @@ func (r *round) finish() {
 	c.Now = r.now
 }
 
+// summaryNames is how many names a summary line gives before "and N
+// more" (the full list is in the plan's fields, e.g. Breaker.Unhealthy).
+const summaryNames = 5
+
+// FirstNames joins the first n names, and says how many more there are:
+// "a, b, c and 990 more".
+func FirstNames(names []string, n int) string {
+	if len(names) <= n {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:n], ", "), len(names)-n)
+}
+
+// wakeAt notes a time (Unix nanoseconds) at which the plan may change;
+// RoundPlan.Wake is the earliest one after now.
+func (r *round) wakeAt(t int64) {
+	if t > r.now && (r.plan.Wake == 0 || t < r.plan.Wake) {
+		r.plan.Wake = t
+	}
+}
+
 // down says whether and why a node counts as down for harep: offline,
 // drained, or dead in gossip for longer than the grace period.
 func (r *round) down(n *fsm.Node) NodeDown {
@@ -343,6 +370,7 @@ func (r *round) down(n *fsm.Node) NodeDown {
 		return NodeDown{Why: "drained"}
 	case n.Liveness == fsm.LivenessDead:
 		grace := time.Duration(r.m.Repair.DeadGrace * float64(time.Second))
+		r.wakeAt(n.LivenessSince + int64(grace))
 		if d := time.Duration(r.now - n.LivenessSince); d >= grace {
 			return NodeDown{Why: "dead for " + d.Round(time.Second).String(), Dead: true, DeadSince: n.LivenessSince}
 		}
@@ -375,13 +403,14 @@ func (r *round) breaker() Breaker {
 	}
 	if len(b.Unhealthy) > b.Limit {
 		if rp.BreakerOverridden(r.now) {
+			r.wakeAt(rp.BreakerOverrideUntil * int64(time.Second))
 			b.Overridden = true
 			b.Reason = fmt.Sprintf("%d of %d nodes unhealthy (limit %d), but an operator overrode the breaker until %s",
 				len(b.Unhealthy), b.Nodes, b.Limit, time.Unix(rp.BreakerOverrideUntil, 0).UTC().Format(time.RFC3339))
 		} else {
 			b.Open = true
 			b.Reason = fmt.Sprintf("circuit breaker open: %d of %d nodes unhealthy (%s), more than %d; no automatic evacuation, fencing or failover until fewer are, or an operator overrides it ('gnt repair breaker override')",
-				len(b.Unhealthy), b.Nodes, strings.Join(b.Unhealthy, ", "), b.Limit)
+				len(b.Unhealthy), b.Nodes, FirstNames(b.Unhealthy, summaryNames), b.Limit)
 		}
 	}
 	return b
@@ -1017,6 +1046,9 @@ func (r *round) harep(skip map[string]bool, hold string) {
 		},
 	})
 	r.plan.Instances = hp.Instances
+	if hp.Wake > 0 {
+		r.wakeAt(hp.Wake * int64(time.Second))
+	}
 	if hold != "" {
 		// Each instance's state is still shown, but harep's tags are
 		// left as they are and nothing is started.

@@ -727,3 +727,19 @@ func TestNodeWithoutTagRoomIsHeld(t *testing.T) {
 		}
 	})
 }
+
+func TestFirstNames(t *testing.T) {
+	for _, c := range []struct {
+		in   []string
+		want string
+	}{
+		{nil, ""},
+		{[]string{"a"}, "a"},
+		{[]string{"a", "b", "c", "d", "e"}, "a, b, c, d, e"},
+		{[]string{"a", "b", "c", "d", "e", "f", "g"}, "a, b, c, d, e and 2 more"},
+	} {
+		if got := FirstNames(c.in, 5); got != c.want {
+			t.Errorf("FirstNames(%v) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}

@@ -5,8 +5,10 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"net"
 	"net/http"
+	"sort"
 	"sync"
 	"time"
 
@@ -80,6 +82,42 @@ type Service struct {
 	refused    string
 	refusedAt  time.Time
 	refusedLog time.Time
+	// inputs are what the last plan was computed from; a tick whose
+	// inputs are the same, before the plan's wake time, plans nothing.
+	inputs planInputs
+}
+
+// planInputs identify a plan's inputs besides the clock: the state (its
+// applied index), the self-diagnose results, quorum; and until when the
+// clock does not matter (RoundPlan.Wake, bounded by IdleReplan).
+type planInputs struct {
+	valid    bool
+	index    uint64
+	diagnose uint64
+	noQuorum string
+	until    time.Time
+}
+
+// IdleReplan bounds how long the Service goes without planning while
+// nothing it reads changes: a safety net for a time-dependent decision
+// the planner's wake time might not cover.
+const IdleReplan = 10 * time.Second
+
+// diagnoseSum is a fingerprint of the self-diagnose results.
+func diagnoseSum(obs map[string]Observation) uint64 {
+	names := make([]string, 0, len(obs))
+	for n := range obs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	h := fnv.New64a()
+	for _, n := range names {
+		o := obs[n]
+		fmt.Fprintf(h, "%s\x00%d\x00%s\x00%s\x00", n, o.Time.UnixNano(), o.Status, o.Command)
+		h.Write(o.Original)
+		h.Write([]byte{0})
+	}
+	return h.Sum64()
 }
 
 // refusedLogEvery is how often the same refusal of a round is logged.
@@ -136,7 +174,7 @@ func (s *Service) Run(ctx context.Context) error {
 
 // Plan computes what a round would do now, without recording anything.
 func (s *Service) Plan(ctx context.Context) *RoundPlan {
-	p, _ := s.plan(ctx, s.clock())
+	p, _, _ := s.plan(ctx, s.clock(), false)
 	return p
 }
 
@@ -144,7 +182,11 @@ func (s *Service) Plan(ctx context.Context) *RoundPlan {
 // to record now: the same plan when its jobs are due, otherwise the
 // round's bookkeeping alone (RoundInput.HoldJobs), so that an incident is
 // in the state, with its id, from the round that first sees it.
-func (s *Service) plan(ctx context.Context, now time.Time) (p, record *RoundPlan) {
+//
+// With skipSame set (the ticks of Run), nothing is planned when the inputs
+// are those of the last plan and its wake time has not come: same is
+// true and p, record nil.
+func (s *Service) plan(ctx context.Context, now time.Time, skipSame bool) (p, record *RoundPlan, same bool) {
 	in := RoundInput{Now: now}
 	if s.Diagnose != nil {
 		in.Diagnose = s.Diagnose()
@@ -156,31 +198,72 @@ func (s *Service) plan(ctx context.Context, now time.Time) (p, record *RoundPlan
 		}
 		c()
 	}
-	s.FSM.Read(func(st *fsm.State, _ uint64) {
+	var inputs planInputs
+	if skipSame {
+		inputs = planInputs{valid: true, diagnose: diagnoseSum(in.Diagnose), noQuorum: in.NoQuorum}
+	}
+	s.FSM.Read(func(st *fsm.State, index uint64) {
+		if skipSame {
+			inputs.index = index
+			s.mu.Lock()
+			last := s.inputs
+			s.mu.Unlock()
+			if last.valid && last.index == index && last.diagnose == inputs.diagnose && last.noQuorum == inputs.noQuorum && now.Before(last.until) {
+				same = true
+				return
+			}
+		}
 		if !st.Initialized() {
 			p = &RoundPlan{Notes: []string{"cluster not initialised"}}
 			return
 		}
 		in.State = st
 		p, record = PlanRound(in), nil
+		wake := p.Wake
 		if Due(st, p, now) {
 			record = p
 		} else {
 			in.HoldJobs = true
 			record = PlanRound(in)
+			if w := record.Wake; w > 0 && (wake == 0 || w < wake) {
+				wake = w
+			}
+		}
+		inputs.until = now.Add(IdleReplan)
+		if wake > 0 && time.Unix(0, wake).Before(inputs.until) {
+			inputs.until = time.Unix(0, wake)
 		}
 	})
+	if same {
+		return nil, nil, true
+	}
+	if skipSame {
+		s.mu.Lock()
+		s.inputs = inputs
+		s.mu.Unlock()
+	}
 	s.mu.Lock()
 	if s.refused != "" {
 		p.Refused = fmt.Sprintf("since %s: %s", s.refusedAt.UTC().Format(time.RFC3339), s.refused)
 	}
 	s.mu.Unlock()
-	return p, record
+	return p, record, false
+}
+
+// replanNext makes the next tick plan whatever its inputs (the last
+// record was not taken).
+func (s *Service) replanNext() {
+	s.mu.Lock()
+	s.inputs = planInputs{}
+	s.mu.Unlock()
 }
 
 func (s *Service) step(ctx context.Context) error {
 	now := s.clock()
-	p, rec := s.plan(ctx, now)
+	p, rec, same := s.plan(ctx, now, true)
+	if same {
+		return nil // nothing it reads changed since the last plan
+	}
 	s.mu.Lock()
 	s.last, s.lastAt = p, now
 	s.mu.Unlock()
@@ -191,6 +274,9 @@ func (s *Service) step(ctx context.Context) error {
 	cmd := p.Command
 	cmd.Epoch = s.Epoch
 	resp, _, err := s.Apply.Apply(ctx, cmd)
+	if err != nil || resp.Err != nil {
+		s.replanNext()
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log().Warn("recording a repair round", "error", err)

@@ -140,4 +140,8 @@ type HarepPlan struct {
 	Tags []fsm.TagEdit
 	// Repairs are the repairs to start.
 	Repairs []NewRepair
+	// Wake is when (Unix seconds) a suspension tag read by the pass
+	// ends, the earliest; 0 when none: planning again before then, on
+	// the same state, gives the same plan.
+	Wake int64
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gnt-cluster/gnt/agent"
 	"github.com/gnt-cluster/gnt/fsm"
+	"github.com/gnt-cluster/gnt/repair"
 	"github.com/gnt-cluster/gnt/rpc"
 )
 
@@ -22,7 +23,9 @@ import (
 // candidates hold no configuration), verifies the report (signature, node,
 // age) and keeps the latest verified result per node in memory, for
 // maintd. Rejected reports are counted by reason and logged, at most once
-// per node and reason per diagnoseLogEvery. Results are observations, not
+// per reason per diagnoseLogEvery, whichever nodes they come from (the
+// next line says how many occurrences on which nodes were not logged: a
+// thousand nodes failing alike make one line, not a thousand). Results are observations, not
 // state: they are dropped when a leadership's poller starts and stops, and
 // rebuilt by polling.
 
@@ -33,8 +36,7 @@ const (
 	// diagnosePollTimeout bounds one poll: the node's command may take
 	// agent.DefaultDiagnoseTimeout.
 	diagnosePollTimeout = agent.DefaultDiagnoseTimeout + 15*time.Second
-	// diagnoseLogEvery is how often the same problem with the same node
-	// is logged.
+	// diagnoseLogEvery is how often the same problem is logged.
 	diagnoseLogEvery = 5 * time.Minute
 )
 
@@ -71,7 +73,9 @@ type diagnoseState struct {
 	polls    map[string]uint64 // by outcome
 	rejected map[string]uint64 // by rpc.ReportRejectReason
 	logged   map[string]time.Time
-	skipped  map[string]int // occurrences not logged since the last log, by key
+	skipped  map[string]int // occurrences not logged since the last log, by kind
+	// skippedNodes are the nodes of those occurrences, by kind.
+	skippedNodes map[string]map[string]bool
 }
 
 func (d *diagnoseState) resetResults() {
@@ -340,29 +344,47 @@ func (p *diagnosePoller) count(outcome, reason string) {
 	}
 }
 
-// logLimited logs a warning at most once per node and kind per
-// diagnoseLogEvery, saying how many were not logged since.
+// logLimited logs a warning at most once per kind per diagnoseLogEvery,
+// saying how many were not logged since and on which nodes.
 func (p *diagnosePoller) logLimited(node, kind, msg string, args ...any) {
 	s := p.State
-	key := node + "/" + kind
 	now := time.Now()
 	s.mu.Lock()
 	if s.logged == nil {
-		s.logged, s.skipped = map[string]time.Time{}, map[string]int{}
+		s.logged, s.skipped, s.skippedNodes = map[string]time.Time{}, map[string]int{}, map[string]map[string]bool{}
 	}
-	if last, ok := s.logged[key]; ok && now.Sub(last) < diagnoseLogEvery {
-		s.skipped[key]++
+	if last, ok := s.logged[kind]; ok && now.Sub(last) < diagnoseLogEvery {
+		s.skipped[kind]++
+		if node != "" {
+			if s.skippedNodes[kind] == nil {
+				s.skippedNodes[kind] = map[string]bool{}
+			}
+			if len(s.skippedNodes[kind]) < maxSkippedNodes {
+				s.skippedNodes[kind][node] = true
+			}
+		}
 		s.mu.Unlock()
 		return
 	}
-	skipped := s.skipped[key]
-	s.logged[key], s.skipped[key] = now, 0
+	skipped, nodes := s.skipped[kind], s.skippedNodes[kind]
+	s.logged[kind], s.skipped[kind], s.skippedNodes[kind] = now, 0, nil
 	s.mu.Unlock()
 	if skipped > 0 {
+		names := make([]string, 0, len(nodes))
+		for n := range nodes {
+			names = append(names, n)
+		}
+		sort.Strings(names)
 		args = append(args, "not_logged_since", skipped)
+		if len(names) > 0 {
+			args = append(args, "on_nodes", repair.FirstNames(names, 5))
+		}
 	}
 	p.Log.Warn(msg, args...)
 }
+
+// maxSkippedNodes bounds the node names kept for one kind's next line.
+const maxSkippedNodes = 4096
 
 // diagnoseService is the self-diagnose poller as a leader service.
 // interval and command are read before each round: the cluster's
