@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -96,5 +99,72 @@ func TestParametersRoundTrip(t *testing.T) {
 	}
 	if after := c.configView(t); after != before {
 		t.Error("refused parameters changed the configuration")
+	}
+}
+
+// TestParametersGanetiClient: Ganeti's own RAPI client (lib/rapi/client.py)
+// sets the parameter model as its users' scripts do (ModifyCluster,
+// CreateInstance, ModifyInstance with hvparams, beparams, osparams,
+// nicparams and NIC modifications) and reads them back; a parameter gnt
+// does not take raises GanetiApiError 400, not another exception.
+func TestParametersGanetiClient(t *testing.T) {
+	py := "/usr/bin/python3"
+	if _, err := os.Stat(py); err != nil {
+		py = "python3"
+	}
+	if out, err := exec.Command(py, "-c", "import pycurl, ganeti.rapi.client").CombinedOutput(); err != nil {
+		t.Skipf("Ganeti's RAPI client is not installed (apt-get install python3-ganeti-rapi python3-pycurl): %v %s", err, out)
+	}
+	c := NewCluster(t, ClusterOptions{Candidates: 1, Nodes: 1})
+	leader := c.WaitLeader(10 * time.Second)
+	c.WaitAgent(c.Member("node21"), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	addUser(ctx, t, c, "ops", "ops-secret", true)
+	ca := filepath.Join(c.Dir, ".config", "gnt", "ca.pem")
+	script := `
+import sys
+from ganeti.rapi import client as rc
+host, port, ca, user, pw = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+c = rc.GanetiRapiClient(host, port=port, username=user, password=pw, curl_config_fn=rc.GenericCurlConfig(cafile=ca))
+
+def ok(jid):
+    if not c.WaitForJobCompletion(jid, period=0.1, retries=300):
+        print("job", jid, "failed", c.GetJobStatus(jid)["opresult"])
+        sys.exit(1)
+
+ok(c.ModifyCluster(hvparams={"fake": {"kernel_args": "console=ttyS0"}}, beparams={"vcpus": 2}, nicparams={"link": "br7"},
+                   enabled_hypervisors=["fake", "kvm"]))
+info = c.GetInfo()
+print("cluster", info["default_hypervisor"], info["hvparams"]["fake"]["kernel_args"], info["beparams"]["default"]["vcpus"], info["nicparams"]["default"]["link"])
+ok(c.CreateInstance("create", "pw3", "diskless", [], [{"mode": "routed", "ip": "192.0.2.33"}], pnode="node21",
+                    hypervisor="fake", hvparams={"kernel_path": "/boot/k"}, beparams={"maxmem": 256}, osparams={"dist": "d"},
+                    tags=["web"], conflicts_check=True, no_install=True, start=False))
+i = c.GetInstance("pw3")
+print("created", i["hypervisor"], i["custom_hvparams"]["kernel_path"], i["hvparams"]["kernel_args"], i["beparams"]["vcpus"], i["beparams"]["maxmem"], i["nic.modes"], i["nic.links"], i["custom_osparams"], i["tags"])
+ok(c.ModifyInstance("pw3", hvparams={"acpi": False}, nics=[("modify", 0, {"ip": "192.0.2.34"}), ("add", -1, {"link": "br9"})], osparams={"dist": "default"}))
+i = c.GetInstance("pw3")
+print("modified", i["custom_hvparams"]["acpi"], i["nic.ips"], i["nic.links"], i["custom_osparams"])
+for name, call in [("hotplug", lambda: c.ModifyInstance("pw3", hotplug=True)),
+                   ("global", lambda: c.ModifyInstance("pw3", hvparams={"migration_port": 1})),
+                   ("vg_name", lambda: c.ModifyCluster(vg_name="xenvg"))]:
+    try:
+        call()
+        print(name, "accepted")
+    except rc.GanetiApiError as e:
+        print(name, "refused", e.code)
+`
+	out, err := exec.CommandContext(ctx, py, "-c", script, leader.IP, "5080", ca, "ops", "ops-secret").CombinedOutput()
+	if err != nil {
+		t.Fatalf("Ganeti's client: %v\n%s", err, out)
+	}
+	t.Logf("Ganeti's client:\n%s", out)
+	for _, want := range []string{"cluster fake console=ttyS0 2 br7",
+		"created fake /boot/k console=ttyS0 2 256 ['routed'] ['br7'] {'dist': 'd'} ['web']",
+		"modified False ['192.0.2.34', None] ['br7', 'br9'] {}",
+		"hotplug refused 400", "global refused 400", "vg_name refused 400"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("Ganeti's client output lacks %q", want)
+		}
 	}
 }
