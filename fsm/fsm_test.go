@@ -1314,3 +1314,45 @@ func TestRestoreOlderSnapshot(t *testing.T) {
 		t.Fatalf("a replica at index %d restoring a snapshot at %d: index %d", base+2, base+5, behind.Index())
 	}
 }
+
+// TestNodeFlagLocks: node flag changes, power commands and EPO lock as
+// narrowly as Ganeti's: the node alone, every node only when auto_promote
+// may promote another in the node's place; OP_OOB_COMMAND the nodes it
+// names; OP_CLUSTER_EPO the BGL shared. So power-status of one node and
+// the offline-then-power-off of another do not conflict.
+func TestNodeFlagLocks(t *testing.T) {
+	st := &State{Nodes: map[string]*Node{"u4": {Name: "n4", UUID: "u4"}, "u5": {Name: "n5", UUID: "u5"}}}
+	yes, no := true, false
+	n4 := []LockDecl{bgl(false), {Level: LockNode, Names: []string{"n4"}, Exclusive: true}}
+	all := []LockDecl{bgl(false), {Level: LockNode, Exclusive: true}}
+	for _, c := range []struct {
+		name string
+		op   Opcode
+		want []LockDecl
+	}{
+		{"offline", &OpNodeSetParams{NodeName: "n4", Offline: &yes}, n4},
+		{"offline by uuid", &OpNodeSetParams{NodeUUID: "u4", Offline: &yes}, n4},
+		{"drained", &OpNodeSetParams{NodeName: "n4", Drained: &yes}, n4},
+		{"demote", &OpNodeSetParams{NodeName: "n4", MasterCandidate: &no}, n4},
+		{"promote", &OpNodeSetParams{NodeName: "n4", MasterCandidate: &yes}, n4},
+		{"back online", &OpNodeSetParams{NodeName: "n4", Offline: &no, AutoPromote: true}, n4},
+		{"not master capable", &OpNodeSetParams{NodeName: "n4", MasterCapable: &no}, n4},
+		{"offline with auto_promote", &OpNodeSetParams{NodeName: "n4", Offline: &yes, AutoPromote: true}, all},
+		{"drained with auto_promote", &OpNodeSetParams{NodeName: "n4", Drained: &yes, AutoPromote: true}, all},
+		{"demote with auto_promote", &OpNodeSetParams{NodeName: "n4", MasterCandidate: &no, AutoPromote: true}, all},
+		{"power-off", &OpOobCommand{Command: "power-off", NodeNames: []string{"n4"}}, n4},
+		{"epo", &OpClusterEpo{All: true}, []LockDecl{bgl(false)}},
+	} {
+		if got := c.op.Locks(st); fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("%s: locks %v, want %v", c.name, got, c.want)
+		}
+	}
+	status := (&OpOobCommand{Command: "power-status", NodeNames: []string{"n5"}}).Locks(st)
+	off := (&OpNodeSetParams{NodeName: "n4", Offline: &yes}).Locks(st)
+	if LocksConflict(status, off) {
+		t.Errorf("power-status of n5 %v conflicts with offline of n4 %v", status, off)
+	}
+	if !LocksConflict(status, (&OpNodeSetParams{NodeName: "n4", Offline: &yes, AutoPromote: true}).Locks(st)) {
+		t.Errorf("offline with auto_promote does not wait for n5's lock")
+	}
+}

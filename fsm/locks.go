@@ -78,11 +78,27 @@ func (o *OpNodeAdd) Locks(*State) []LockDecl { return []LockDecl{bgl(true)} }
 // Locks implements Opcode: the node exclusively; a change of role flags
 // can promote or demote other nodes (the candidate pool), so it takes the
 // whole node level.
+//
+// As Ganeti's LUNodeSetParams: the node, exclusively; every node only
+// when the change may demote the node from the candidate pool and
+// auto_promote lets it promote another in its place (any node may be
+// the one promoted). A flag change without auto_promote touches this
+// node only: whether the pool stays large enough is decided when the
+// change is applied, in log order, so two such changes of different
+// nodes need not wait for each other. (A node leaving drained or
+// offline may promote itself; that is this node too.)
 func (o *OpNodeSetParams) Locks(s *State) []LockDecl {
-	if o.MasterCandidate != nil || o.Offline != nil || o.Drained != nil || o.MasterCapable != nil {
+	if o.AutoPromote && o.mightDemote() {
 		return []LockDecl{bgl(false), {Level: LockNode, Exclusive: true}}
 	}
 	return []LockDecl{bgl(false), {Level: LockNode, Names: []string{nodeLockName(s, o.nodeRef())}, Exclusive: true}}
+}
+
+// mightDemote is Ganeti's might_demote: the change may take the node out
+// of the candidate pool.
+func (o *OpNodeSetParams) mightDemote() bool {
+	f := func(p *bool, v bool) bool { return p != nil && *p == v }
+	return f(o.MasterCandidate, false) || f(o.Offline, true) || f(o.Drained, true) || f(o.MasterCapable, false)
 }
 
 // Locks implements Opcode.

@@ -565,3 +565,40 @@ func TestProgramMatchesFSM(t *testing.T) {
 		})
 	}
 }
+
+// TestOOBPowerStatusDoesNotBlockPowerOff: a power-status of n5 whose
+// helper blocks until the test releases it holds n5's lock only, so gnt
+// node power off's job for n4 (offline, then power-off) runs and finishes
+// meanwhile; the status then finishes when released. Before node flag
+// changes locked only their node, the power-off waited for every node.
+func TestOOBPowerStatusDoesNotBlockPowerOff(t *testing.T) {
+	b := newBMC(t)
+	d, epoch := oobCluster(t, b)
+	b.set(t, "n5.power-status.sh", `touch $D/n5.status.started
+while [ ! -f $D/release ]; do sleep 0.02; done
+`)
+	startExecutor(t, &Executor{FSM: d.f, Apply: d, OOB: b.runner(), Epoch: epoch, Sleep: noSleep})
+	status := submit(t, d, `{"OP_ID":"OP_OOB_COMMAND","command":"power-status","node_names":["n5"]}`)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(b.dir, "n5.status.started")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the power-status helper of n5 did not start")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	off := finished(t, d, submit(t, d, `{"OP_ID":"OP_NODE_SET_PARAMS","node_name":"n4","offline":true}`,
+		`{"OP_ID":"OP_OOB_COMMAND","command":"power-off","node_names":["n4"]}`))
+	if off.Status != fsm.StatusSuccess || b.power("n4") != "off" {
+		t.Fatalf("power off of n4: %s %s\n%s", off.Status, opResult(off, 1), jobLog(off))
+	}
+	if j := readJobCopy(d, status); fsm.Finalized(j.Status) {
+		t.Fatalf("the power-status of n5 ended (%s) before it was released", j.Status)
+	}
+	b.set(t, "release", "")
+	if j := finished(t, d, status); j.Status != fsm.StatusSuccess {
+		t.Fatalf("power-status of n5: %s %s", j.Status, opResult(j, 0))
+	}
+}
