@@ -350,3 +350,23 @@ func FuzzParseIPList(f *testing.F) {
 		}
 	})
 }
+
+// TestNetworkSnapshotCheck: a restored network connected to a group the
+// snapshot does not hold is refused.
+func TestNetworkSnapshotCheck(t *testing.T) {
+	s := netWorld()
+	if e := netApply(t, s, "net-1", &OpNetworkAdd{NetworkName: "lan", Network: "10.0.0.0/29"}); e != nil {
+		t.Fatal(e)
+	}
+	if err := s.check(); err != nil {
+		t.Fatalf("a good state: %v", err)
+	}
+	s.Networks["net-1"].Groups["nosuch"] = NetParams{Mode: NICModeRouted, Link: "rt"}
+	if err := s.check(); err == nil || !strings.Contains(err.Error(), "nosuch") {
+		t.Errorf("a network of an unknown group: %v", err)
+	}
+	bad := &Network{Name: "x", UUID: "x", Network: "10.0.0.0/29", ExtReservations: make([]byte, 2)}
+	if err := bad.check(); err == nil || !strings.Contains(err.Error(), "bitmap") {
+		t.Errorf("a bitmap of the wrong size: %v", err)
+	}
+}

@@ -519,6 +519,13 @@ func (s *State) check() error {
 			return fmt.Errorf("archived job id %d outside 1..%d", id, s.NextJobID-1)
 		}
 	}
+	for _, n := range s.Networks {
+		for g := range n.Groups {
+			if s.Groups[g] == nil {
+				return fmt.Errorf("network %s is connected to unknown group %q", n.Name, g)
+			}
+		}
+	}
 	if s.Cluster == nil && (len(s.Nodes) > 0 || len(s.Groups) > 0) {
 		return fmt.Errorf("nodes or groups without a cluster")
 	}

@@ -166,6 +166,14 @@ func TestDryRunChangesNothing(t *testing.T) {
 			t.Fatalf("%s %s?dry-run=1 changed the configuration\nbefore:\n%s\nafter:\n%s", rt.method, rt.path, before, after)
 		}
 	}
+	// The CLI shows the networks as the dry runs left them.
+	out, err := c.GNT("network", "list", "--no-headers", "--separator=|", "-o", "name,network,free_count,group_list,external_reservations")
+	if err != nil || strings.TrimSpace(out) != "lan|10.80.0.0/24|253|default,bridged,br0,|10.80.0.0, 10.80.0.1, 10.80.0.255\nspare|10.81.0.0/24|252||10.81.0.0, 10.81.0.7, 10.81.0.8, 10.81.0.255" {
+		t.Errorf("gnt network list: %v\n%s", err, out)
+	}
+	if out, err := c.GNT("network", "info", "lan"); err != nil || !strings.Contains(out, "default (mode:bridged link:br0)") || !strings.Contains(out, "Free: 253 (98.83%)") {
+		t.Errorf("gnt network info: %v\n%s", err, out)
+	}
 	if running := c.runningOn(t, in.UUID, nodes); len(running) != 1 || running[0] != in.PNode {
 		t.Fatalf("after the dry runs web1 runs on %v, its primary is %s", running, in.PNode)
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -176,22 +177,23 @@ func networkRemove(ctx context.Context, s *session, c *cli.Context, args []strin
 	return err
 }
 
-// parseNICParams reads --nic-parameters mode=M,link=L[,vlan=V].
-func parseNICParams(c *cli.Context, spec string) (map[string]any, error) {
+// parseNICParams reads --nic-parameters mode=M[,link=L][,vlan=V] into
+// the fields of OP_NETWORK_CONNECT.
+func parseNICParams(spec string) (map[string]any, error) {
 	out := map[string]any{}
 	for _, kv := range strings.Split(spec, ",") {
 		k, v, ok := strings.Cut(kv, "=")
 		field := map[string]string{"mode": "network_mode", "link": "network_link", "vlan": "network_vlan"}[k]
 		if !ok || field == "" {
-			return nil, usagef(c, "--nic-parameters %q: want mode=MODE,link=LINK[,vlan=VLAN]", spec)
+			return nil, fmt.Errorf("--nic-parameters %q: want mode=MODE,link=LINK[,vlan=VLAN], not %q", spec, kv)
 		}
 		if _, dup := out[field]; dup {
-			return nil, usagef(c, "--nic-parameters %q names %s twice", spec, k)
+			return nil, fmt.Errorf("--nic-parameters %q names %s twice", spec, k)
 		}
 		out[field] = v
 	}
 	if _, ok := out["network_mode"]; !ok {
-		return nil, usagef(c, "--nic-parameters %q: mode is required (bridged, routed or openvswitch)", spec)
+		return nil, fmt.Errorf("--nic-parameters %q: mode is required (bridged, routed or openvswitch)", spec)
 	}
 	if _, ok := out["network_link"]; !ok {
 		out["network_link"] = ""
@@ -240,9 +242,9 @@ func networkConnect(ctx context.Context, s *session, c *cli.Context, args []stri
 	if !c.IsSet("nic-parameters") {
 		return usagef(c, "--nic-parameters (-N) is required: mode=MODE,link=LINK")
 	}
-	params, err := parseNICParams(c, c.String("nic-parameters"))
+	params, err := parseNICParams(c.String("nic-parameters"))
 	if err != nil {
-		return err
+		return usagef(c, "%v", err)
 	}
 	groups, err := networkGroups(ctx, s, args[0], args[1:], false)
 	if err != nil {
@@ -388,9 +390,9 @@ func showNetwork(w io.Writer, o object) {
 
 func percent(o object) string {
 	size := len(str(o, "map"))
-	if size == 0 {
-		return "0.00%"
+	free, err := strconv.Atoi(str(o, "free_count"))
+	if size == 0 || err != nil {
+		return "?"
 	}
-	free, _ := o["free_count"].(float64)
-	return fmt.Sprintf("%.2f%%", 100*free/float64(size))
+	return fmt.Sprintf("%.2f%%", 100*float64(free)/float64(size))
 }
