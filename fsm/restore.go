@@ -19,9 +19,10 @@ import (
 //   - the removals of nodes the running cluster made (their certificates,
 //     of the running CA, stay refused), unless the saved state has a node
 //     of that name;
-//   - the addresses of the current Raft members, as the running state
-//     records them (the candidate-pool keeper reconciles the Raft
-//     configuration with them).
+//   - the addresses and primary and secondary IPs of the current Raft
+//     members, as the running state records them: they describe the
+//     machines that run now (restoring on new hardware), and the
+//     candidate-pool keeper reconciles the Raft configuration with them.
 //
 // The Raft configuration itself is not part of the state: Raft keeps the
 // running one (raft.Restore). Every member of it must be a master
@@ -82,14 +83,34 @@ func PrepareRestore(saved *State, running *State, members []string) (*RestoreIma
 			saved.RemovedNodes[name] = at
 		}
 	}
+	kept := map[string]bool{}
 	for _, m := range members {
 		cur, n := running.LookupNode(m), saved.LookupNode(m)
-		if cur == nil || n == nil || n.Addrs == cur.Addrs {
+		if cur == nil || n == nil {
+			continue
+		}
+		kept[n.UUID] = true
+		if n.Addrs == cur.Addrs && n.PrimaryIP == cur.PrimaryIP && n.SecondaryIP == cur.SecondaryIP {
 			continue
 		}
 		cp := *n
-		cp.Addrs = cur.Addrs
+		cp.Addrs, cp.PrimaryIP, cp.SecondaryIP = cur.Addrs, cur.PrimaryIP, cur.SecondaryIP
 		saved.Nodes[cp.UUID] = &cp
+	}
+	// A kept IP must not be another saved node's.
+	owner := map[string]*Node{}
+	for u, n := range saved.Nodes {
+		if !kept[u] {
+			owner[n.PrimaryIP], owner[n.SecondaryIP] = n, n
+		}
+	}
+	for u, n := range saved.Nodes {
+		for _, ip := range []string{n.PrimaryIP, n.SecondaryIP} {
+			if o := owner[ip]; kept[u] && ip != "" && o != nil {
+				return nil, fmt.Errorf("node %s of this cluster has the IP %s, which node %s of the snapshot has too: "+
+					"restore on machines with the snapshot's addresses, or remove %s from the snapshot's cluster first", n.Name, ip, o.Name, o.Name)
+			}
+		}
 	}
 	saved.reindex()
 	return &RestoreImage{z: &Frozen{st: saved}}, nil

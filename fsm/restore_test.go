@@ -37,7 +37,8 @@ func TestPrepareRestore(t *testing.T) {
 	run.PKI = &PKI{CACerts: "running-ca", CAKeySealed: "k", Serial: 3}
 	run.RemovedNodes = map[string]int64{"gone": 5, "n1": 7}
 	n1 := *run.LookupNode("n1")
-	n1.Addrs = Addrs{API: "10.0.0.1:5080", Raft: "10.0.0.1:1817"}
+	n1.Addrs = Addrs{API: "10.0.0.9:5080", Raft: "10.0.0.9:1817"}
+	n1.PrimaryIP = "10.0.0.9"
 	run.Nodes[n1.UUID] = &n1
 
 	im, err := PrepareRestore(decodedCopy(t, saved), run, []string{"n1"})
@@ -60,8 +61,8 @@ func TestPrepareRestore(t *testing.T) {
 	if _, ok := st.RemovedNodes["n1"]; ok {
 		t.Errorf("n1 is a node of the saved state but stays removed: %v", st.RemovedNodes)
 	}
-	if got := st.LookupNode("n1").Addrs; got != n1.Addrs {
-		t.Errorf("n1's addresses %+v, want the running %+v", got, n1.Addrs)
+	if got := st.LookupNode("n1"); got.Addrs != n1.Addrs || got.PrimaryIP != "10.0.0.9" || st.NodeByIP("10.0.0.9") == nil {
+		t.Errorf("n1's addresses %+v %s, want the running %+v %s", got.Addrs, got.PrimaryIP, n1.Addrs, n1.PrimaryIP)
 	}
 	// The image is what a replica restores, at the index it is labelled.
 	var buf bytes.Buffer
@@ -90,6 +91,15 @@ func TestPrepareRestore(t *testing.T) {
 				t.Fatalf("error %v, want one saying %q", err, tc.want)
 			}
 		})
+	}
+	// The running n1's IP is another node's in the snapshot.
+	clash := decodedCopy(t, saved)
+	n2 := *clash.LookupNode("n1")
+	n2.Name, n2.UUID, n2.PrimaryIP, n2.MasterCandidate = "n2", "u-n2", "10.0.0.9", false
+	clash.Nodes[n2.UUID] = &n2
+	clash.reindex()
+	if _, err := PrepareRestore(clash, run, []string{"n1"}); err == nil || !strings.Contains(err.Error(), "which node n2 of the snapshot has too") {
+		t.Errorf("an IP clash: %v", err)
 	}
 	if _, err := PrepareRestore(decodedCopy(t, saved), newState(), []string{"n1"}); err == nil || !strings.Contains(err.Error(), "not initialised") {
 		t.Fatalf("into an uninitialised state: %v", err)

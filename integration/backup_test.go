@@ -392,3 +392,86 @@ func TestRecoverMajorityLoss(t *testing.T) {
 		}
 	}
 }
+
+// TestSnapshotRestoreIntoFreshCluster: a snapshot of one cluster restored
+// into another, freshly initialised on a host of the same node name but
+// with other addresses, another cluster key and another CA: the fresh
+// cluster takes the saved configuration (tags, nodes, instances, jobs)
+// and keeps its own identity, CA and its member's addresses, so it goes
+// on working: a write, and a new node joins with a certificate of its CA.
+func TestSnapshotRestoreIntoFreshCluster(t *testing.T) {
+	a := NewCluster(t, ClusterOptions{Candidates: 1, Nodes: 1})
+	a.WaitLeader(10 * time.Second)
+	for _, m := range a.Members {
+		a.WaitAgent(m, 30*time.Second)
+	}
+	for _, args := range [][]string{
+		{"cluster", "add-tags", "from-a"},
+		{"instance", "add", "-t", "plain", "--disk", "1G", "--memory", "128", "--os-type", "debian", "-n", "node21", "web1"},
+	} {
+		if out, err := a.GNT(args...); err != nil {
+			t.Fatalf("gnt %v: %v\n%s", args, err, out)
+		}
+	}
+	saved := filepath.Join(a.Dir, "a.snap")
+	if out, err := a.GNT("cluster", "snapshot", "save", saved); err != nil {
+		t.Fatalf("save: %v\n%s", err, out)
+	}
+	_, savedState := readSnapshotFile(t, saved)
+	for _, m := range a.Members {
+		m.Kill()
+	}
+
+	b := NewCluster(t, ClusterOptions{Candidates: 1})
+	bLeader := b.WaitLeader(10 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	before, err := b.Client().Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before.UUID == savedState.Cluster.UUID {
+		t.Fatal("the two clusters have the same UUID")
+	}
+	out, err := b.GNT("cluster", "snapshot", "restore", "-f", saved)
+	if err != nil {
+		t.Fatalf("restore into the fresh cluster: %v\n%s", err, out)
+	}
+	t.Logf("%s", out)
+	after, err := b.Client().Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.UUID != before.UUID || !slices.Contains(after.Tags, "from-a") {
+		t.Errorf("after the restore: uuid %s (was %s), tags %v: want its own uuid and the saved tags", after.UUID, before.UUID, after.Tags)
+	}
+	var inst map[string]any
+	if _, err := b.Client().Do(ctx, "GET", "/2/instances/web1", nil, nil, &inst); err != nil {
+		t.Errorf("the saved instance web1: %v", err)
+	}
+	var node map[string]any
+	if _, err := b.Client().Do(ctx, "GET", "/2/nodes/node11", nil, nil, &node); err != nil || node["pip"] != bLeader.IP {
+		t.Errorf("node11 after the restore: %v, primary ip %v, want this cluster's %s", err, node["pip"], bLeader.IP)
+	}
+	b.addTag(t, "after-restore")
+
+	// A new node joins the restored cluster: its CA is still this one's.
+	s := strings.Split(bLeader.IP, ".")
+	m := b.newMember("node22", fmt.Sprintf("127.%s.0.22", s[1]), false, nil)
+	b.Members = append(b.Members, m)
+	key, err := os.ReadFile(filepath.Join(bLeader.DataDir, "cluster.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(m.DataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(m.DataDir, "cluster.key"), key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := b.GNT("node", "add", "--primary-ip", m.IP, m.Name); err != nil {
+		t.Fatalf("node add %s: %v\n%s", m.Name, err, out)
+	}
+	m.Start(t)
+	b.WaitAgent(m, 60*time.Second)
+}

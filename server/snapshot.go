@@ -173,7 +173,7 @@ func (s *Server) RestoreSnapshot(ctx context.Context, h rpc.SnapshotHeader, body
 	}
 	out.Index = metaIndex + 1
 	out.Counts = im.State().CountObjects()
-	out.Kept = []string{"cluster name and UUID", "cluster CA (pki)", "Raft configuration", "addresses of the Raft members", "node removals of this cluster"}
+	out.Kept = []string{"cluster name and UUID", "cluster CA (pki)", "Raft configuration", "addresses and IPs of the Raft members", "node removals of this cluster"}
 	s.log.Warn("cluster state restored from a snapshot", "saved_from", h.ClusterName, "saved_index", h.Index, "saved_at", h.Created,
 		"index", out.Index, "bytes", size, "took", time.Since(start))
 	return out, nil
