@@ -14,7 +14,8 @@ import (
 // protocol: it reads the input file named by its only argument, keeps a
 // copy of it next to itself, and places an allocate or relocate request
 // on the usable nodes whose names sort last (the built-in, with equal
-// nodes, picks those that sort first).
+// nodes, picks those that sort first); a secondary-only node-evacuate
+// gets the last usable node of each instance's group as new secondary.
 const pickLast = `#!/usr/bin/python3
 import json, os, sys
 if len(sys.argv) != 2:
@@ -23,6 +24,22 @@ if len(sys.argv) != 2:
 data = json.load(open(sys.argv[1]))
 json.dump(data, open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "last-input.json.out"), "w"))
 req = data["request"]
+def usable(exclude):
+    return sorted(n for n, v in data["nodes"].items()
+                  if not v["offline"] and not v["drained"] and v.get("vm_capable", True) and n not in exclude)
+if req["type"] == "node-evacuate" and req["evac_mode"] == "secondary-only":
+    moved, failed, jobs = [], [], []
+    for name in req["instances"]:
+        nodes = data["instances"][name]["nodes"]
+        group = data["nodes"][nodes[0]]["group"]
+        new = [n for n in usable(nodes) if data["nodes"][n]["group"] == group]
+        if len(nodes) != 2 or not new:
+            failed.append([name, "no new secondary"])
+            continue
+        moved.append([name, data["nodegroups"][group]["name"], [nodes[0], new[-1]]])
+        jobs.append([{"OP_ID": "OP_INSTANCE_REPLACE_DISKS", "instance_name": name, "mode": "replace_new_secondary", "remote_node": new[-1]}])
+    print(json.dumps({"success": True, "info": "", "result": [moved, failed, jobs]}))
+    sys.exit(0)
 if req["type"] not in ("allocate", "relocate"):
     print(json.dumps({"success": False, "info": "mode %s not supported" % req["type"], "result": []}))
     sys.exit(0)
@@ -166,6 +183,27 @@ func TestExternalIAllocators(t *testing.T) {
 	}
 	if strings.Join(db1.SNodes, ",") != "node22" {
 		t.Errorf("db1's secondaries are %v, want node22 (the choice of last)", db1.SNodes)
+	}
+	// Evacuation (node-evacuate, secondary-only): the answer's moves are
+	// run by the job; db1's secondary node22 goes to node21.
+	if out, err := c.GNT("node", "evacuate", "-s", "-I", "garbage,last", "--force", "node22"); err != nil {
+		t.Fatalf("node evacuate: %v\n%s", err, out)
+	}
+	if raw, err = os.ReadFile(filepath.Join(dir, "last-input.json.out")); err != nil {
+		t.Fatal(err)
+	}
+	in.Request = nil
+	if err := json.Unmarshal(raw, &in); err != nil {
+		t.Fatal(err)
+	}
+	if in.Request["type"] != "node-evacuate" || in.Request["evac_mode"] != "secondary-only" || strings.Join(toStrings(in.Request["instances"]), ",") != "db1" {
+		t.Errorf("evacuate request: %v", in.Request)
+	}
+	if db1, err = c.Client().Instance(ctx, "db1"); err != nil {
+		t.Fatal(err)
+	}
+	if db1.PNode != "node11" || strings.Join(db1.SNodes, ",") != "node21" {
+		t.Errorf("db1 on %s:%v after the evacuation of node22, want node11:node21", db1.PNode, db1.SNodes)
 	}
 }
 

@@ -39,14 +39,10 @@ func (e *Executor) planned(st *fsm.OpState, plan Step, move func(alloc.Move) Ste
 }
 
 func (e *Executor) evacuateSteps(o *fsm.OpNodeEvacuate, st *fsm.OpState) []Step {
-	plan := Step{Name: "plan", Run: func(_ context.Context, sc *StepContext) (any, error) {
-		var (
-			p   alloc.Plan
-			err error
-		)
-		e.FSM.Read(func(s *fsm.State, _ uint64) {
-			p, err = alloc.EvacuatePlan(s, o.NodeName, alloc.EvacMode(o.EvacMode()), e.allocOptions(s))
-		})
+	plan := Step{Name: "plan", Run: func(ctx context.Context, sc *StepContext) (any, error) {
+		// The allocators of iallocator (or the cluster's default list)
+		// in order (iallocate.go).
+		p, err := e.evacuatePlanWith(ctx, sc, o.IAllocator, o.NodeName, alloc.EvacMode(o.EvacMode()))
 		if err != nil {
 			return nil, err
 		}

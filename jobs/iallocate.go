@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"sort"
 	"strings"
 
 	"github.com/gnt-cluster/gnt/fsm"
@@ -84,4 +86,133 @@ func allocateWith[T any](e *Executor, ctx context.Context, sc *StepContext, list
 		sc.Logf("placed by iallocator %s", name)
 	}
 	return v, err
+}
+
+// evacInstances names the instances an evacuation of node n in mode
+// moves, sorted (a nameless reservation by its UUID, as in the input).
+func evacInstances(s *fsm.State, n *fsm.Node, mode alloc.EvacMode) []string {
+	var out []string
+	for u, i := range s.Instances {
+		pri := i.PrimaryNode == n.UUID
+		sec := slices.Contains(i.SecondaryNodes, n.UUID)
+		if (pri && mode != alloc.EvacSecondary) || (sec && mode != alloc.EvacPrimary) {
+			name := i.Name
+			if name == "" {
+				name = u
+			}
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// evacuationPlan turns an external allocator's node-evacuate answer into
+// the moves gnt runs itself (its jobs are validated but not run: each
+// instance's new nodes say which move it is). An instance moves within
+// its group: to its secondary (failover), to a new secondary
+// (replace_secondary), to its secondary and a new secondary
+// (failover_replace) or to two new nodes (relocate); a plain or diskless
+// instance is re-created only when it is forthcoming (a real one's data
+// would be lost, which the built-in refuses too). Instances the answer
+// could not move fail the plan, naming each with the allocator's reason.
+func evacuationPlan(s *fsm.State, node string, mode alloc.EvacMode, ans *iallocator.Answer) (alloc.Plan, error) {
+	n := s.LookupNode(node)
+	if n == nil {
+		return alloc.Plan{}, &fsm.Error{Code: fsm.CodeNoEnt, Field: "node_name", Msg: fmt.Sprintf("node %s does not exist", node)}
+	}
+	p := alloc.Plan{Node: n.UUID, NodeName: n.Name, Mode: mode}
+	var failed []string
+	for _, f := range ans.NotMoved {
+		reason := f.Reason
+		if reason == "" {
+			reason = "no reason given"
+		}
+		failed = append(failed, fmt.Sprintf("%s: %s", f.Name, reason))
+	}
+	for _, mv := range ans.Moved {
+		in := s.LookupInstance(mv.Name)
+		if in == nil {
+			return alloc.Plan{}, fmt.Errorf("the answer moves instance %s, which does not exist", mv.Name)
+		}
+		var uuids []string
+		for _, nn := range mv.Nodes {
+			nd := s.LookupNode(nn)
+			if nd == nil {
+				return alloc.Plan{}, fmt.Errorf("the answer moves %s to node %s, which does not exist", mv.Name, nn)
+			}
+			if cur := s.Nodes[in.PrimaryNode]; cur != nil && nd.Group != cur.Group {
+				return alloc.Plan{}, fmt.Errorf("the answer moves %s to node %s, outside its group", mv.Name, nn)
+			}
+			if nd.UUID == n.UUID {
+				return alloc.Plan{}, fmt.Errorf("the answer leaves %s on %s, the node being evacuated", mv.Name, n.Name)
+			}
+			uuids = append(uuids, nd.UUID)
+		}
+		m := alloc.Move{Instance: mv.Name, InstanceUUID: in.UUID, Forthcoming: in.Forthcoming,
+			OldPrimary: in.PrimaryNode, OldPrimaryName: s.NodeName(in.PrimaryNode), NewPrimary: uuids[0], NewPrimaryName: s.NodeName(uuids[0])}
+		if len(in.SecondaryNodes) > 0 {
+			m.OldSecondary, m.OldSecondaryName = in.SecondaryNodes[0], s.NodeName(in.SecondaryNodes[0])
+		}
+		if len(uuids) > 1 {
+			m.NewSecondary, m.NewSecondaryName = uuids[1], s.NodeName(uuids[1])
+		}
+		switch {
+		case in.DiskTemplate != fsm.DTDrbd:
+			if !in.Forthcoming {
+				failed = append(failed, fmt.Sprintf("%s: a %s instance would be re-created empty on %s (its data lost); move it yourself", mv.Name, in.DiskTemplate, m.NewPrimaryName))
+				continue
+			}
+			m.Kind = alloc.MoveRecreate
+		case len(uuids) != 2:
+			return alloc.Plan{}, fmt.Errorf("the answer gives drbd instance %s %d node(s)", mv.Name, len(uuids))
+		case m.NewPrimary == m.OldPrimary && m.NewSecondary == m.OldSecondary:
+			return alloc.Plan{}, fmt.Errorf("the answer leaves %s where it is", mv.Name)
+		case m.NewPrimary == m.OldSecondary && m.NewSecondary == m.OldPrimary:
+			m.Kind = alloc.MoveFailover
+		case m.NewPrimary == m.OldPrimary:
+			m.Kind = alloc.MoveReplaceSecondary
+		case m.NewPrimary == m.OldSecondary:
+			m.Kind = alloc.MoveFailoverReplace
+		default:
+			m.Kind = alloc.MoveRelocate
+		}
+		p.Moves = append(p.Moves, m)
+	}
+	if len(failed) > 0 {
+		return p, &fsm.Error{Code: fsm.CodeNoRes, Msg: fmt.Sprintf("cannot evacuate %s: %s", n.Name, strings.Join(failed, "; "))}
+	}
+	return p, nil
+}
+
+// evacuatePlanWith is the plan of an evacuation by the allocators of
+// list, tried in order (the built-in: alloc.EvacuatePlan).
+func (e *Executor) evacuatePlanWith(ctx context.Context, sc *StepContext, list, node string, mode alloc.EvacMode) (alloc.Plan, error) {
+	names, err := e.allocators(list)
+	if err != nil {
+		return alloc.Plan{}, err
+	}
+	p, _, err := iallocator.Try(names, func(name string) (alloc.Plan, error) {
+		var (
+			p   alloc.Plan
+			err error
+		)
+		if name == iallocator.Builtin {
+			e.FSM.Read(func(s *fsm.State, _ uint64) { p, err = alloc.EvacuatePlan(s, node, mode, e.allocOptions(s)) })
+			return p, err
+		}
+		ans, err := e.runExternal(ctx, name, func(s *fsm.State) map[string]any {
+			var insts []string
+			if n := s.LookupNode(node); n != nil {
+				insts = evacInstances(s, n, mode)
+			}
+			return iallocator.NodeEvacuateRequest(insts, string(mode))
+		})
+		if err != nil {
+			return p, err
+		}
+		e.FSM.Read(func(s *fsm.State, _ uint64) { p, err = evacuationPlan(s, node, mode, ans) })
+		return p, err
+	}, sc.Logf)
+	return p, err
 }

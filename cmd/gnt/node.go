@@ -87,6 +87,7 @@ func (e environment) nodeCommand() *cli.Command {
 				Flags: []cli.Flag{
 					&cli.BoolFlag{Name: "primary-only", Aliases: []string{"p"}, Usage: "only the instances the node runs (to their secondaries)"},
 					&cli.BoolFlag{Name: "secondary-only", Aliases: []string{"s"}, Usage: "only the instances the node backs (new secondaries)"},
+					&cli.StringFlag{Name: "iallocator", Aliases: []string{"I"}, Usage: "allocators planning the moves, tried in order: `NAME[,NAME...]` (default: the cluster's default list)"},
 					forceFlag(),
 				},
 				Action: e.do(e.confirmed(1, evacuateQuestion, nodeEvacuate)),
@@ -364,7 +365,11 @@ func nodeEvacuate(ctx context.Context, s *session, c *cli.Context, args []string
 	case c.Bool("secondary-only"):
 		mode = "secondary-only"
 	}
-	_, err := s.change(ctx, http.MethodPost, nodePath(args[0])+"/evacuate", nil, map[string]any{"mode": mode})
+	body := map[string]any{"mode": mode}
+	if ia := c.String("iallocator"); ia != "" {
+		body["iallocator"] = ia
+	}
+	_, err := s.change(ctx, http.MethodPost, nodePath(args[0])+"/evacuate", nil, body)
 	return err
 }
 
