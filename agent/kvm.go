@@ -151,7 +151,7 @@ func (k *KVM) probe() {
 		return
 	}
 	start := time.Now()
-	ok, why := probeAccel(context.Background(), k.cfg.QEMU, probeKernel(), k.cfg.ProbeTimeout)
+	ok, why := probeAccel(context.Background(), k.cfg.QEMU, "/dev/kvm", probeKernel(), k.cfg.ProbeTimeout)
 	if ok {
 		k.accel, k.accelWhy = AccelKVM, why
 		k.info("kvm driver: guests run under KVM", "probe", why, "took", time.Since(start).Round(time.Millisecond))

@@ -137,10 +137,11 @@ func probeKernel() string {
 // kernel's first line ("Linux version"). /dev/kvm can exist and guests
 // still hang (nested virtualisation without support, a broken module):
 // only a guest that prints proves it. The probe guest is killed at once.
-func probeAccel(ctx context.Context, bin, kernel string, timeout time.Duration) (ok bool, why string) {
-	f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0)
+// dev is the KVM device (/dev/kvm).
+func probeAccel(ctx context.Context, bin, dev, kernel string, timeout time.Duration) (ok bool, why string) {
+	f, err := os.OpenFile(dev, os.O_RDWR, 0)
 	if err != nil {
-		return false, fmt.Sprintf("/dev/kvm: %v", err)
+		return false, fmt.Sprintf("%s: %v", dev, err)
 	}
 	f.Close()
 	if kernel == "" {

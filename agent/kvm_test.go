@@ -453,3 +453,62 @@ func FuzzKVMParams(f *testing.F) {
 		}
 	})
 }
+
+// TestProbeAccel: the accelerator probe says KVM only when the probe guest
+// prints the kernel's first line in time; a guest that prints nothing
+// (KVM guests hang), one that fails, a missing device and a missing
+// kernel each say TCG, with why. The "qemu" here are shell scripts.
+func TestProbeAccel(t *testing.T) {
+	dir := t.TempDir()
+	script := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	dev := filepath.Join(dir, "kvm")
+	if err := os.WriteFile(dev, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, c := range []struct {
+		name, qemu, dev, kernel string
+		ok                      bool
+		why                     string
+	}{
+		{"boots", script("boots", `echo "[    0.000000] Linux version 6.1.0"; sleep 30`), dev, "/k", true, "booted under KVM"},
+		{"hangs", script("hangs", `sleep 30`), dev, "/k", false, "printed nothing under KVM within 1s"},
+		{"fails", script("fails", `echo "qemu: could not access KVM kernel module" >&2; exit 1`), dev, "/k", false, "could not access KVM kernel module"},
+		{"no device", script("nodev", `exit 0`), filepath.Join(dir, "nosuch"), "/k", false, "no such file"},
+		{"no kernel", script("nokernel", `exit 0`), dev, "", false, "no kernel in /boot"},
+	} {
+		ok, why := probeAccel(ctx, c.qemu, c.dev, c.kernel, time.Second)
+		if ok != c.ok || !strings.Contains(why, c.why) {
+			t.Errorf("%s: %v %q, want %v with %q", c.name, ok, why, c.ok, c.why)
+		}
+		if left := processesRunning(c.qemu); len(left) > 0 {
+			t.Errorf("%s: the probe guest was left running: pids %v", c.name, left)
+		}
+	}
+}
+
+// processesRunning lists the live processes whose command line names
+// path.
+func processesRunning(path string) []string {
+	var out []string
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, f := range cmdlines {
+		b, err := os.ReadFile(f)
+		if err != nil || !strings.Contains(string(b), path) {
+			continue
+		}
+		pid := filepath.Base(filepath.Dir(f))
+		if stat, err := os.ReadFile("/proc/" + pid + "/stat"); err == nil {
+			if i := strings.LastIndexByte(string(stat), ')'); i > 0 && i+2 < len(stat) && stat[i+2] != 'Z' {
+				out = append(out, pid)
+			}
+		}
+	}
+	return out
+}
