@@ -77,6 +77,19 @@ func TestBadInput(t *testing.T) {
 		// DELETE /2/nodes/{n}
 		{"node remove invalid name", "DELETE", "/2/nodes/bad!name", ``, 400, wrong, "node_name"},
 
+		// /2/networks
+		{"network add both names", "POST", "/2/networks", `{"name":"n","network_name":"n","network":"10.0.0.0/24"}`, 400, wrong, "name"},
+		{"network add unknown field", "POST", "/2/networks", `{"network_name":"n","network":"10.0.0.0/24","bogus":1}`, 400, wrong, "bogus"},
+		{"network add wrong type", "POST", "/2/networks", `{"network_name":"n","network":["10.0.0.0/24"]}`, 400, wrong, "network"},
+		{"network add reserved not a list", "POST", "/2/networks", `{"network_name":"n","network":"10.0.0.0/24","add_reserved_ips":"10.0.0.5"}`, 400, wrong, "add_reserved_ips"},
+		{"network add too big", "POST", "/2/networks", `{"network_name":"n","network":"10.0.0.0/12"}`, 400, wrong, "network"},
+		{"network add bad json", "POST", "/2/networks", `{"network_name":`, 400, wrong, ""},
+		{"network add too large", "POST", "/2/networks", big, 413, rpc.CodeTooLarge, ""},
+		{"network modify nothing", "PUT", "/2/networks/lan/modify", `{}`, 400, wrong, ""},
+		{"network connect no group", "PUT", "/2/networks/lan/connect", `{"network_mode":"routed","network_link":"rt"}`, 400, wrong, "group_name"},
+		{"network invalid path name", "DELETE", "/2/networks/bad!name", ``, 400, wrong, "network_name"},
+		{"network tags bad tag", "PUT", "/2/networks/lan/tags?tag=a%20b", ``, 400, wrong, "tags"},
+
 		// POST /2/groups
 		{"group add both names", "POST", "/2/groups", `{"name":"g1","group_name":"g1"}`, 400, wrong, "name"},
 		{"group add bad policy", "POST", "/2/groups", `{"group_name":"g1","alloc_policy":"sometimes"}`, 400, wrong, "alloc_policy"},
