@@ -68,8 +68,9 @@ func TestFilterRoutes(t *testing.T) {
 	if r.status != http.StatusOK || strings.TrimSpace(string(r.body)) != `"`+other+`"` {
 		t.Fatalf("PUT new: %s", r)
 	}
-	r = e.do("PUT", "/2/filters/"+other, `{"action":"REJECT"}`)
-	if r.status != http.StatusOK {
+	// doc/rapi.rst: PUT takes the uuid as a body parameter too.
+	r = e.do("PUT", "/2/filters/"+other, `{"action":"REJECT","uuid":"`+other+`"}`)
+	if r.status != http.StatusOK || strings.TrimSpace(string(r.body)) != `"`+other+`"` {
 		t.Fatalf("PUT replace: %s", r)
 	}
 	if r = e.do("GET", "/2/filters/"+other, ""); !strings.Contains(string(r.body), `"action":"REJECT"`) || !strings.Contains(string(r.body), `"predicates":[]`) {
@@ -113,6 +114,9 @@ func TestFilterBadInput(t *testing.T) {
 		{"POST", "/2/filters", `[1]`, "", "JSON object"},
 		{"PUT", "/2/filters/not-a-uuid", `{}`, "uuid", "36 characters"},
 		{"PUT", u, `{"action":"PAUSE","action":"REJECT"}`, "action", ""},
+		{"PUT", u, `{"uuid":"b296f0c9-4809-46a8-b928-5ccf7720fa8c"}`, "uuid", "differs from the path's"},
+		{"PUT", u, `{"uuid":7}`, "uuid", "differs from the path's"},
+		{"POST", "/2/filters", `{"uuid":"b296f0c9-4809-46a8-b928-5ccf7720fa8c"}`, "uuid", "PUT /2/filters/[filter_uuid] only"},
 		{"POST", "/2/filters?dry-run=1", `{"action":"DROP"}`, "action", `unknown action "DROP"`},
 		{"GET", "/2/filters?bulk=maybe", "", "bulk", "1 or 0"},
 	} {

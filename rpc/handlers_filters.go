@@ -99,6 +99,29 @@ type filterRequest struct {
 	Predicates json.RawMessage `json:"predicates"`
 	Action     json.RawMessage `json:"action"`
 	Reason     json.RawMessage `json:"reason"`
+	// UUID is PUT's body parameter naming the filter (doc/rapi.rst); it
+	// must be the path's. POST draws the uuid and refuses one.
+	UUID json.RawMessage `json:"uuid"`
+}
+
+// checkBodyUUID checks the body parameter uuid of a filter rule: on PUT
+// (path is the path's uuid) it may repeat the path's; POST (path "")
+// takes none.
+func checkBodyUUID(body []byte, path string) *APIError {
+	var req struct {
+		UUID json.RawMessage `json:"uuid"`
+	}
+	if json.Unmarshal(body, &req) != nil || len(req.UUID) == 0 || string(req.UUID) == "null" {
+		return nil // no uuid; parseFilterRule reports a malformed body
+	}
+	if path == "" {
+		return badRequest("uuid", "uuid is a body parameter of PUT /2/filters/[filter_uuid] only; POST /2/filters draws the filter's uuid")
+	}
+	var u string
+	if err := json.Unmarshal(req.UUID, &u); err != nil || u != path {
+		return badRequest("uuid", "the body's uuid %.60s differs from the path's %s", req.UUID, path)
+	}
+	return nil
 }
 
 // parseFilterRule checks the body of a filter rule as Ganeti's RAPI and
@@ -202,6 +225,10 @@ func (s *Server) handleFilterPut(replace bool) http.HandlerFunc {
 			return parseFilterRule(id, body, s.b.Now().UnixNano())
 		}
 		if _, aerr := check(uuid); aerr != nil {
+			writeError(w, aerr)
+			return
+		}
+		if aerr := checkBodyUUID(body, uuid); aerr != nil {
 			writeError(w, aerr)
 			return
 		}
