@@ -280,7 +280,7 @@ var nonOpcodeRoutes = map[string]struct{}{
 	// Refused with 501, dry-run or not (handlers_more_test.go).
 	"PUT /2/instances/{name}/activate-disks": {}, "PUT /2/instances/{name}/deactivate-disks": {},
 	"PUT /2/instances/{name}/prepare-export": {},
-	"PUT /2/instances/{name}/export":         {},
+	"PUT /2/instances/{name}/export":         {}, "DELETE /2/instances/{name}/export": {},
 	// Filter rules honour dry-run=1 themselves (filters_test.go).
 	"POST /2/filters": {}, "PUT /2/filters/{uuid}": {}, "DELETE /2/filters/{uuid}": {},
 }

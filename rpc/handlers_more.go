@@ -41,6 +41,8 @@ func (s *Server) moreRoutes() []moreRoute {
 		{AccessWrite, "PUT", "/2/instances/{name}/deactivate-disks", refuseActivateDisks(false), true},
 		{AccessWrite, "PUT", "/2/instances/{name}/prepare-export", refuseExport("prepare-export"), true},
 		{AccessWrite, "PUT", "/2/instances/{name}/export", refuseExport("export"), true},
+		// Ganeti's DELETE removes an export: gnt has none to remove.
+		{AccessWrite, "DELETE", "/2/instances/{name}/export", refuseExport("removing an export"), true},
 	}
 }
 
@@ -170,7 +172,7 @@ func buildGrowDisk(r *http.Request, body []byte) ([]any, *APIError) {
 }
 
 // refuseExport answers PUT /2/instances/{name}/prepare-export and
-// export with 501: moving instances between clusters is out of gnt's
+// export, and DELETE export, with 501: moving instances between clusters is out of gnt's
 // scope (docs/api.md).
 func refuseExport(what string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {

@@ -105,6 +105,9 @@ func TestUnsupportedInstanceOps(t *testing.T) {
 		{"PUT", "/2/instances/web1/prepare-export?mode=remote", "", 501, ""},
 		{"PUT", "/2/instances/web1/export", `{"mode":"local","destination":"node1"}`, 501, ""},
 		{"PUT", "/2/instances/bad%20name/export", "", 400, "instance_name"},
+		{"DELETE", "/2/instances/web1/export", "", 501, ""},
+		{"DELETE", "/2/instances/web1/export?dry-run=1", "", 501, ""},
+		{"DELETE", "/2/instances/bad%20name/export", "", 400, "instance_name"},
 	} {
 		r := e.do(c.method, c.path, c.body)
 		if r.status != c.status {
