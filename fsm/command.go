@@ -239,7 +239,12 @@ type LeaderEstablish struct {
 // network and ip=pool (resolved in InstancePut; in OP_INSTANCE_CREATE and
 // the NIC modifications of OP_INSTANCE_SET_PARAMS), and the network record
 // of snapshots.
-const LogVersion = 17
+//
+// Version 18 changes no entry's shape but a rule: iallocator and
+// default_iallocator take a list of allocators, "name[,name...]", of any
+// plain file names (the leader checks at submission which it can run),
+// where a replica of version 17 accepts only "hail".
+const LogVersion = 18
 
 // Job update actions.
 const (
