@@ -590,6 +590,15 @@ func (t *txn) resolveNICNetworks(in *Instance) *Error {
 	if nd := t.node(in.PrimaryNode); nd != nil {
 		grp = nd.Group
 	}
+	needed := false
+	for _, nic := range in.NICs {
+		if nic.Network != "" || nic.IP == IPPool {
+			needed = true
+		}
+	}
+	if !needed {
+		return nil
+	}
 	in.NICs = append([]NIC(nil), in.NICs...)
 	for k := range in.NICs {
 		nic := &in.NICs[k]
@@ -633,6 +642,9 @@ func (t *txn) resolveNICNetworks(in *Instance) *Error {
 		case IPPool:
 			nic.IP = ""
 			for i := 0; i < p.Size; i++ {
+				if n.ExtReserved(i) {
+					continue // the common case of a crowded pool, without formatting the address
+				}
 				if ip := p.Addr(i); !taken(i, ip) {
 					nic.IP = ip
 					break
