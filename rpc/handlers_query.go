@@ -285,6 +285,26 @@ var queryResources = prepareResources(map[string]*queryResource{
 			return out
 		},
 	},
+	// Job filter rules (/2/filters), a resource of Ganeti's
+	// QR_VIA_RAPI, in the order they apply.
+	"filter": {
+		docs: []fieldDoc{
+			{"uuid", "UUID", qlang.KindText, "Filter rule UUID"},
+			{"watermark", "Watermark", qlang.KindNumber, "Highest job ID at the rule's last change; the jobid predicate's watermark"},
+			{"priority", "Priority", qlang.KindNumber, "Filter rule priority; lower applies first"},
+			{"predicates", "Predicates", qlang.KindOther, "List of predicates, each [name, query-language expression]"},
+			{"action", "Action", qlang.KindOther, "Action of the rule: ACCEPT, PAUSE, REJECT, CONTINUE or [RATE_LIMIT, n]"},
+			{"reason_trail", "ReasonTrail", qlang.KindOther, "Reason trail of the rule, as [[source, reason, timestamp], ...]"},
+		},
+		sample: func() map[string]any { return asJSONMap(FilterRule{Predicates: json.RawMessage("[]")}) },
+		rows: func(st *fsm.State, _ *Runtime) []map[string]any {
+			var out []map[string]any
+			for _, f := range st.SortedFilters() {
+				out = append(out, asJSONMap(filterRule(f)))
+			}
+			return out
+		},
+	},
 	"job": {
 		docs: []fieldDoc{
 			{"id", "ID", qlang.KindNumber, "Job ID"},

@@ -192,7 +192,7 @@ func TestQueryBad(t *testing.T) {
 		field, msg         string
 	}{
 		{"GET", "/2/query/instance", "", 400, "fields", "missing 'fields' query argument"},
-		{"GET", "/2/query/widget?fields=name", "", 404, "resource", `unknown query resource "widget" (known: group, instance, job, network, node)`},
+		{"GET", "/2/query/widget?fields=name", "", 404, "resource", `unknown query resource "widget" (known: filter, group, instance, job, network, node)`},
 		{"GET", "/2/query/widget/fields", "", 404, "resource", `unknown query resource "widget"`},
 		{"GET", "/2/query/instance?fields=name&filter=" + url.QueryEscape(`name == `), "", 400, "filter", "at position 9: expected a quoted string, an integer, true or false after \"==\", found end of filter"},
 		{"GET", "/2/query/instance?fields=name&filter=" + url.QueryEscape(`bogus == 1`), "", 400, "filter", `unknown field "bogus"`},
@@ -254,5 +254,43 @@ func TestQueryLimitsDocumented(t *testing.T) {
 				t.Errorf("docs/api.md row %q says %q, not %s", row, cell, w)
 			}
 		}
+	}
+}
+
+// TestQueryFilterRules: /2/query/filter, a resource of Ganeti's
+// QR_VIA_RAPI, answers the rules of /2/filters with their fields, and
+// takes a filter on them.
+func TestQueryFilterRules(t *testing.T) {
+	e := queryEnv(t)
+	for _, body := range []string{
+		`{"priority": 5, "action": "PAUSE", "predicates": [["opcode", ["=", "OP_ID", "OP_INSTANCE_CREATE"]]]}`,
+		`{"priority": 9, "action": ["RATE_LIMIT", 2]}`,
+	} {
+		if r := e.do("POST", "/2/filters", body); r.status != http.StatusOK {
+			t.Fatalf("POST /2/filters: %s", r)
+		}
+	}
+	r := e.do("GET", "/2/query/filter?fields=priority,action,predicates,uuid,watermark,reason_trail", "")
+	res := decode[rpc.QueryResult](t, r)
+	if len(res.Fields) != 6 || len(res.Data) != 2 {
+		t.Fatalf("GET /2/query/filter: %s", r)
+	}
+	for _, row := range res.Data {
+		for i, v := range row {
+			if v[0] != float64(rpc.QueryNormal) {
+				t.Errorf("field %s of a rule: status %v", res.Fields[i].Name, v[0])
+			}
+		}
+	}
+	if res.Data[0][0][1] != 5.0 || res.Data[0][1][1] != "PAUSE" || !reflect.DeepEqual(res.Data[1][1][1], []any{"RATE_LIMIT", 2.0}) {
+		t.Errorf("rules in order of priority: %s", r)
+	}
+	r = e.do("PUT", "/2/query/filter", `{"fields": ["priority"], "qfilter": [">", "priority", 6]}`)
+	if got := decode[rpc.QueryResult](t, r).Data; !reflect.DeepEqual(got, [][][2]any{{{0.0, 9.0}}}) {
+		t.Errorf("PUT with a filter: %s", r)
+	}
+	defs := decode[rpc.QueryFieldsResult](t, e.do("GET", "/2/query/filter/fields", "")).Fields
+	if len(defs) != 6 {
+		t.Errorf("field definitions: %+v", defs)
 	}
 }
