@@ -115,6 +115,9 @@ type Config struct {
 	// writes JSON lines instead of text.
 	LogLevel string `json:"log_level"`
 	LogJSON  bool   `json:"log_json"`
+	// MemoryLimit is gntd's soft memory limit (ParseSize's form; "0":
+	// none); GOMEMLIMIT in the environment wins. See MemorySettings.
+	MemoryLimit string `json:"memory_limit"`
 	// Commit is the commit gntd was built from (set by cmd/gntd, not
 	// read from a config file), for gnt_build_info.
 	Commit string `json:"-"`
@@ -191,7 +194,7 @@ func DefaultConfig() Config {
 	return Config{
 		DataDir: "/var/lib/gnt", APIPort: DefaultAPIPort, RaftPort: DefaultRaftPort,
 		AgentPort: DefaultAgentPort, GossipPort: DefaultGossipPort, ConfdPort: DefaultConfdPort,
-		MaintdPort: DefaultMaintdPort, Profile: "lan", ExecutorConcurrency: jobs.DefaultConcurrency, LogLevel: "info",
+		MaintdPort: DefaultMaintdPort, Profile: "lan", ExecutorConcurrency: jobs.DefaultConcurrency, LogLevel: "info", MemoryLimit: DefaultMemoryLimit,
 		MaxConns: netlimit.DefaultMaxConns, MaxConnsPerIP: netlimit.DefaultMaxConnsPerIP,
 		JobArchiveAge: Duration{jobs.DefaultArchiveAge},
 	}
@@ -248,6 +251,11 @@ func ParseConfig(data []byte, c *Config) error {
 func (c *Config) Validate() error {
 	if _, err := ParseLogLevels(c.LogLevel); err != nil {
 		return fmt.Errorf("--log-level: %w", err)
+	}
+	if c.MemoryLimit != "" {
+		if _, err := ParseSize(c.MemoryLimit); err != nil {
+			return fmt.Errorf("--memory-limit: %w", err)
+		}
 	}
 	if e := fsm.ValidateHostname("name", c.Name); e != nil {
 		return fmt.Errorf("--name: %s", e.Msg)

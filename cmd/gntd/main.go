@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"syscall"
 	"unsafe"
@@ -23,12 +22,6 @@ import (
 )
 
 func main() {
-	// gntd keeps little live heap and allocates much short-lived JSON: a
-	// higher GC target trades a few MiB for a good share of CPU on busy
-	// leaders. GOGC in the environment still wins.
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(400)
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args, os.Stdout, os.Stderr); err != nil {
@@ -80,6 +73,7 @@ func agentCommand() *cli.Command {
 			&cli.StringFlag{Name: "profile", Value: d.Profile, Usage: "timers: lan or dev"},
 			&cli.StringFlag{Name: "log-level", Value: d.LogLevel, Usage: "LEVEL[,SUBSYSTEM=LEVEL...], e.g. info,raft=debug,api=warn (trace, debug, info, warn, error, off)"},
 			&cli.BoolFlag{Name: "log-json", Usage: "log JSON lines instead of text"},
+			&cli.StringFlag{Name: "memory-limit", Value: d.MemoryLimit, Usage: "soft memory limit (e.g. 200MiB, 1GiB; 0: none); the garbage collector works harder near it; GOMEMLIMIT in the environment wins"},
 			&cli.BoolFlag{Name: "debug", Usage: "serve Go's profiler under /debug/pprof/ on the API port; accept and run debugging opcodes (OP_TEST_CRASH, which kills the gntd running it)"},
 			&cli.Uint64Flag{Name: "raft-snapshot-threshold", Usage: "log entries between Raft snapshots (0: 8192)"},
 			&cli.Uint64Flag{Name: "raft-trailing-logs", Usage: "log entries kept after a snapshot (0: 10240)"},
@@ -130,6 +124,7 @@ func agentCommand() *cli.Command {
 			if c.IsSet("log-json") {
 				cfg.LogJSON = c.Bool("log-json")
 			}
+			setStr("memory-limit", &cfg.MemoryLimit)
 			if c.IsSet("debug") {
 				cfg.Debug = c.Bool("debug")
 			}
@@ -188,10 +183,15 @@ func agentCommand() *cli.Command {
 			}
 			cfg.Commit = rpc.Commit(commit)
 			cfg.Build = buildinfo.Text(commit, buildDate)
+			memory, err := server.MemorySettings(cfg.MemoryLimit)
+			if err != nil {
+				return err
+			}
 			s, err := server.New(cfg, nil)
 			if err != nil {
 				return err
 			}
+			s.Log().Info("memory", "settings", memory)
 			return s.Run(c.Context)
 		},
 	}
