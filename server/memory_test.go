@@ -12,13 +12,13 @@ func TestParseSize(t *testing.T) {
 		}
 	}
 	for in, msg := range map[string]string{
-		"":                     "empty",
-		"MiB":                  "does not start with a number",
-		"-1MiB":                "does not start with a number",
-		"1.5GiB":               `unit ".5GiB"`,
-		"10MB":                 `unit "MB"`,
-		"99999999999999999TiB": "more than",
-		"99999999999999999999": "value out of range",
+		"":                      "empty",
+		"MiB":                   "does not start with a number",
+		"-1MiB":                 "does not start with a number",
+		"1.5GiB":                `unit ".5GiB"`,
+		"10MB":                  `unit "MB"`,
+		"99999999999999999TiB":  "more than",
+		"99999999999999999999":  "value out of range",
 		strings.Repeat("9", 40): "more than 32 characters",
 	} {
 		if _, err := ParseSize(in); err == nil || !strings.Contains(err.Error(), msg) {
