@@ -816,3 +816,51 @@ func TestReinstallJobAsGaneti(t *testing.T) {
 		t.Errorf("p1 running on %v", r)
 	}
 }
+
+// TestSharedFileFailoverIAllocator: harep's failover of a sharedfile
+// instance whose primary is fenced (offline) names no target_node but an
+// iallocator: the first step chooses a node in the primary's group (never
+// the primary) and records it, the instance is started there and becomes
+// its primary, and the offline node is never called. A drbd instance
+// with an iallocator fails over to its secondary.
+func TestSharedFileFailoverIAllocator(t *testing.T) {
+	d, nodes, _ := downCluster(t, "n4")
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"vm1","disk_template":"sharedfile","disks":[{"size":1024}],"beparams":{"memory":512},"os_type":"debian","pnode":"n2"}`)
+	nodes.mu.Lock()
+	nodes.calls = nil
+	nodes.mu.Unlock()
+	nodes.setDown("n2", true)
+	setNode(t, d, "n2", `"offline":true`)
+	j := runOK(t, d, `{"OP_ID":"OP_INSTANCE_FAILOVER","instance_name":"vm1","shutdown_timeout":120,"iallocator":"hail"}`)
+	var c failoverChoice
+	if len(j.Ops[0].Steps) == 0 || json.Unmarshal(j.Ops[0].Steps[0].Result, &c) != nil || c.Target == "" {
+		t.Fatalf("no recorded choice: %+v\n%s", j.Ops[0].Steps, jobLog(j))
+	}
+	in := instanceState(d, "vm1")
+	if in.PrimaryNode != c.Target || c.Target == nodeUUID(d, "n2") || len(in.SecondaryNodes) != 0 || in.AdminState != fsm.AdminUp {
+		t.Fatalf("after failover: primary %s, chosen %s (%s)", in.PrimaryNode, c.Target, c.TargetName)
+	}
+	if r := nodes.runningOn(in); len(r) != 1 || r[0] != c.TargetName {
+		t.Errorf("running on %v, want %s", r, c.TargetName)
+	}
+	if c := nodes.callsTo("n2"); len(c) != 0 {
+		t.Errorf("calls to the offline node: %v", c)
+	}
+	log := jobLog(j)
+	for _, want := range []string{"Selected node " + c.TargetName + " to fail vm1 over to via iallocator hail", "error details: Node is marked offline"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %q:\n%s", want, log)
+		}
+	}
+	// Without a target or an iallocator the failover is refused, naming both.
+	if res, _ := failed(t, d, `{"OP_ID":"OP_INSTANCE_FAILOVER","instance_name":"vm1"}`); !strings.Contains(res, "give the node to fail it over to (target_node) or an iallocator to choose it") {
+		t.Errorf("no target: %s", res)
+	}
+	// drbd: the secondary, whatever the allocator would say.
+	setNode(t, d, "n2", `"offline":false`)
+	nodes.setDown("n2", false)
+	j = runOK(t, d, `{"OP_ID":"OP_INSTANCE_FAILOVER","instance_name":"web1","iallocator":"hail"}`)
+	if in := instanceState(d, "web1"); in.PrimaryNode != nodeUUID(d, "n3") || !strings.Contains(jobLog(j), "web1 fails over to its secondary n3") {
+		t.Errorf("drbd failover with an iallocator: primary %s\n%s", in.PrimaryNode, jobLog(j))
+	}
+}

@@ -596,9 +596,14 @@ func needDRBD(in *fsm.Instance, what string) error {
 
 // failoverTarget is where a failover takes the instance: a drbd
 // instance's secondary (target_node, if given, must name it), a
-// sharedfile instance's target_node (required, not its primary).
+// sharedfile instance's target_node (required, not its primary; an
+// iallocator's choice is made before, see failoverStepsFor).
 func (e *Executor) failoverTarget(in *fsm.Instance, nodes map[string]*fsm.Node, targetNode string) (*fsm.Node, error) {
 	if in.DiskTemplate == fsm.DTSharedFile {
+		if targetNode == "" {
+			return nil, &fsm.Error{Code: fsm.CodeInval, Field: "target_node",
+				Msg: fmt.Sprintf("instance %s has disk template sharedfile: give the node to fail it over to (target_node) or an iallocator to choose it", in.Name)}
+		}
 		_, _, dst, err := e.sharedFileNodes(in, nodes, targetNode, "fail it over")
 		return dst, err
 	}
@@ -667,6 +672,97 @@ func notDrained(n *fsm.Node) error {
 		return &fsm.Error{Code: fsm.CodeState, Field: "instance_name", Msg: fmt.Sprintf("Can't use drained node %s", n.Name)}
 	}
 	return nil
+}
+
+// failoverChoice is the target node the first step of a failover with
+// an iallocator and no target_node chose and recorded.
+type failoverChoice struct {
+	Target     string `json:"target"` // node UUID
+	TargetName string `json:"target_name"`
+}
+
+// failoverStepsFor are OP_INSTANCE_FAILOVER's steps. With an iallocator
+// and no target_node (harep's failover of a sharedfile instance, as
+// Ganeti's: shared storage fails over to the node an allocator picks) a
+// first step chooses the target and records it, so a leader that resumes
+// the opcode fails over to the same node; a drbd instance's choice is
+// its secondary.
+func (e *Executor) failoverStepsFor(o *fsm.OpInstanceFailover, st *fsm.OpState) []Step {
+	if o.TargetNode != "" || o.IAllocator == "" {
+		return e.failoverSteps(o)
+	}
+	choose := Step{Name: "choose the target node", Run: func(ctx context.Context, sc *StepContext) (any, error) {
+		return e.chooseFailoverTarget(ctx, sc, o)
+	}}
+	var c failoverChoice
+	if ok, err := recordedPlan(st, &c); err != nil || !ok {
+		return []Step{choose, {Name: "fail over to the node chosen", Run: func(context.Context, *StepContext) (any, error) {
+			return nil, fmt.Errorf("the target node was not recorded")
+		}}}
+	}
+	fo := *o
+	fo.TargetNode = c.TargetName
+	var renamed string
+	e.FSM.Read(func(s *fsm.State, _ uint64) {
+		if n := s.Nodes[c.Target]; n != nil && n.Name != c.TargetName {
+			renamed = n.Name
+		}
+	})
+	if renamed != "" {
+		fo.TargetNode = renamed
+	}
+	return append([]Step{choose}, e.failoverSteps(&fo)...)
+}
+
+// chooseFailoverTarget is the node a failover with an iallocator takes
+// the instance to: a drbd instance's secondary, else the node the
+// allocators of o.IAllocator place it on in its primary's group, never
+// its primary.
+func (e *Executor) chooseFailoverTarget(ctx context.Context, sc *StepContext, o *fsm.OpInstanceFailover) (failoverChoice, error) {
+	in, nodes, err := e.instanceOf(o.Ref())
+	if err != nil {
+		return failoverChoice{}, err
+	}
+	if in.DiskTemplate != fsm.DTSharedFile {
+		target, err := e.failoverTarget(in, nodes, "")
+		if err != nil {
+			return failoverChoice{}, err
+		}
+		sc.Logf("%s fails over to its secondary %s (iallocator %s not asked)", in.Name, target.Name, o.IAllocator)
+		return failoverChoice{Target: target.UUID, TargetName: target.Name}, nil
+	}
+	req := alloc.Request{Name: in.Name, Instance: in.UUID, Template: in.DiskTemplate, MemoryMiB: in.MemoryMiB,
+		VCPUs: in.VCPUs, Disks: diskSizes(in), Exclude: []string{in.PrimaryNode}}
+	place := func(fixed []string) (alloc.Result, error) {
+		var res alloc.Result
+		var err error
+		e.FSM.Read(func(s *fsm.State, _ uint64) {
+			r := req
+			if p := s.Nodes[in.PrimaryNode]; p != nil {
+				r.Group = p.Group // Ganeti fails over within the primary's group
+			}
+			if len(fixed) > 0 {
+				if len(fixed) != 1 {
+					err = fmt.Errorf("it names %d nodes; a sharedfile instance has one", len(fixed))
+					return
+				}
+				if n := s.LookupNode(fixed[0]); n != nil && n.UUID == in.PrimaryNode {
+					err = fmt.Errorf("%s is the instance's primary node", n.Name)
+					return
+				}
+			}
+			r.Nodes = fixed
+			res, err = alloc.Allocate(s, r, e.allocOptions(s))
+		})
+		return res, err
+	}
+	res, err := allocateWith(e, ctx, sc, o.IAllocator, req, in.OS, in.Hypervisor,
+		func() (alloc.Result, error) { return place(nil) }, place)
+	if err != nil {
+		return failoverChoice{}, fmt.Errorf("cannot choose a node to fail %s over to using iallocator '%s': %w", in.Name, o.IAllocator, err)
+	}
+	sc.Logf("Selected node %s to fail %s over to via iallocator %s", res.PrimaryName, in.Name, o.IAllocator)
+	return failoverChoice{Target: res.Primary, TargetName: res.PrimaryName}, nil
 }
 
 func (e *Executor) failoverSteps(o *fsm.OpInstanceFailover) []Step {

@@ -144,7 +144,7 @@ func (e *Executor) stepsFor(op fsm.Opcode, st *fsm.OpState) ([]Step, error) {
 		if e.forthcoming(o.Ref()) {
 			return []Step{e.reservationMoveStep(o.Ref(), o.TargetNode)}, nil
 		}
-		return e.failoverSteps(o), nil
+		return e.failoverStepsFor(o, st), nil
 	case *fsm.OpInstanceMigrate:
 		if e.forthcoming(o.Ref()) && !o.Cleanup {
 			return []Step{e.reservationMoveStep(o.Ref(), o.TargetNode)}, nil

@@ -417,6 +417,12 @@ func (p *planner) detect(inst *fsm.Instance, pn, sn *nodeInfo) need {
 		if pok {
 			n.typ, n.why = TypeReinstall, pwhy()
 		}
+	case fsm.DTSharedFile:
+		// Its disks are on every node: it fails over to a node the
+		// allocator chooses (Ganeti's harep: failover with hail).
+		if pok {
+			n.typ, n.why = TypeFailover, pwhy()
+		}
 	}
 	if n.typ == "" {
 		n.dead = ""
@@ -812,6 +818,10 @@ type opTemplate struct {
 	head, tail []byte
 }
 
+// failoverIAlloc is the key of the template of a failover whose target
+// hail chooses (its OP_ID is OP_INSTANCE_FAILOVER).
+const failoverIAlloc = "OP_INSTANCE_FAILOVER+hail"
+
 // opTemplates encodes each opcode harep may submit once per pass (they
 // differ only in the instance's name): encoding them for every repair
 // took a sizeable share of a pass over a large cluster.
@@ -835,6 +845,8 @@ func (p *planner) opTemplates() map[string]opTemplate {
 	for id, op := range map[string]any{
 		"OP_TEST_DELAY":        &fsm.OpTestDelay{OpCommon: common("OP_TEST_DELAY"), Duration: delay, OnMaster: &onMaster},
 		"OP_INSTANCE_FAILOVER": &fsm.OpInstanceFailover{OpCommon: common("OP_INSTANCE_FAILOVER"), OpInstanceRef: ref, ShutdownTimeout: &timeout},
+		// A sharedfile instance has no secondary: hail chooses the node.
+		failoverIAlloc: &fsm.OpInstanceFailover{OpCommon: common("OP_INSTANCE_FAILOVER"), OpInstanceRef: ref, ShutdownTimeout: &timeout, IAllocator: "hail"},
 		"OP_INSTANCE_REPLACE_DISKS": &fsm.OpInstanceReplaceDisks{OpCommon: common("OP_INSTANCE_REPLACE_DISKS"), OpInstanceRef: ref,
 			Mode: fsm.ReplaceNewSecondary, IAllocator: "hail"},
 		"OP_INSTANCE_RECREATE_DISKS": &fsm.OpInstanceRecreateDisks{OpCommon: common("OP_INSTANCE_RECREATE_DISKS"), OpInstanceRef: ref, IAllocator: "hail"},
@@ -860,7 +872,11 @@ func (p *planner) ops(inst *fsm.Instance, typ string) []json.RawMessage {
 	}
 	switch typ {
 	case TypeFailover:
-		ids = append(ids, "OP_INSTANCE_FAILOVER")
+		if inst.DiskTemplate == fsm.DTSharedFile {
+			ids = append(ids, failoverIAlloc)
+		} else {
+			ids = append(ids, "OP_INSTANCE_FAILOVER")
+		}
 	case TypeFixStorage:
 		ids = append(ids, "OP_INSTANCE_REPLACE_DISKS")
 	case TypeReinstall:
