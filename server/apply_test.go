@@ -57,13 +57,27 @@ func TestApplierBatchesAndAnswersEach(t *testing.T) {
 	a := newApplier(func() *raft.Raft { return r }, reg)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go a.run(ctx)
-
+	initCtx, stopInit := context.WithCancel(ctx)
+	initDone := make(chan struct{})
+	go func() { defer close(initDone); a.run(initCtx) }()
 	resp, _, err := a.Apply(ctx, fsm.ClusterInit{Now: 1, Name: "c", UUID: "u", GroupUUID: "g", Node: fsm.NodeSpec{Name: "n1", UUID: "n1", PrimaryIP: "192.0.2.1"}})
 	if err != nil || resp.Err != nil {
 		t.Fatalf("init: %v %v", err, resp.Err)
 	}
+	// The applier stops, the commands below queue up, and it starts
+	// again once all are queued: what it packs does not depend on how
+	// the scheduler interleaves the callers (on a loaded machine they
+	// came one by one, and nothing was there to batch).
+	stopInit()
+	<-initDone
 	const n = 200
+	go func() {
+		deadline := time.Now().Add(10 * time.Second)
+		for len(a.reqs) < n && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		a.run(ctx)
+	}()
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	for i := 0; i < n; i++ {
