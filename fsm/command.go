@@ -244,7 +244,11 @@ type LeaderEstablish struct {
 // default_iallocator take a list of allocators, "name[,name...]", of any
 // plain file names (the leader checks at submission which it can run),
 // where a replica of version 17 accepts only "hail".
-const LogVersion = 18
+//
+// Version 19 adds the storage-unit opcodes OP_NODE_QUERY_STORAGE,
+// OP_NODE_MODIFY_STORAGE and OP_REPAIR_NODE_STORAGE (jobs that act on the
+// nodes' agents; no configuration change).
+const LogVersion = 19
 
 // Job update actions.
 const (

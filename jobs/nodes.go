@@ -27,6 +27,9 @@ const (
 	NodeOpMigrateFinish  = "migrate-finish"
 	NodeOpMigrateAbort   = "migrate-abort"
 	NodeOpRepairCommand  = "repair-command"
+	NodeOpStorageList    = "storage-list"
+	NodeOpStorageModify  = "storage-modify"
+	NodeOpStorageRepair  = "storage-repair"
 )
 
 // NodeCall is one request to a node's agent. Every operation but
@@ -51,6 +54,10 @@ type NodeCall struct {
 	// stdin (repair-command).
 	Command string
 	Input   string
+	// StorageName and Allocatable name a storage unit and its new
+	// allocatable flag (storage-modify, storage-repair).
+	StorageName string
+	Allocatable *bool
 }
 
 // NodeReply is an agent's answer.
@@ -65,6 +72,17 @@ type NodeReply struct {
 	// Disks (status) are the UUIDs of the instance's disks present on
 	// the node.
 	Disks []string
+	// Storage (storage-list) are the node's storage units, StorageErrors
+	// the listings that failed on it.
+	Storage       []StorageUnit
+	StorageErrors []string
+}
+
+// StorageUnit is a storage unit a node reports; sizes in MiB.
+type StorageUnit struct {
+	Type, Name       string
+	Size, Used, Free int64
+	Allocatable      bool
 }
 
 // NodeCallError is an operation an agent refused or failed.

@@ -176,6 +176,12 @@ func (e *Executor) stepsFor(op fsm.Opcode, st *fsm.OpState) ([]Step, error) {
 		return e.epoSteps(o, st)
 	case *fsm.OpRepairCommand:
 		return e.repairSteps(o), nil
+	case *fsm.OpNodeQueryStorage:
+		return e.queryStorageSteps(o), nil
+	case *fsm.OpNodeModifyStorage:
+		return e.modifyStorageSteps(o), nil
+	case *fsm.OpRepairNodeStorage:
+		return e.repairStorageSteps(o), nil
 	}
 	return nil, fmt.Errorf("opcode %s has no executor in this gntd", op.Common().OpID)
 }

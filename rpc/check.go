@@ -31,6 +31,11 @@ var jobRoutes = []jobRoute{
 	{"POST", "/2/nodes/{name}/migrate", nodeOp("OP_NODE_MIGRATE")},
 	{"PUT", "/2/nodes/{name}/role", buildNodeRole},
 	{"POST", "/2/nodes/{name}/powercycle", buildNodePowercycle},
+	// Storage units (handlers_storage.go): the listing is a job and
+	// needs write access, as in Ganeti.
+	{"GET", "/2/nodes/{name}/storage", buildNodeStorage},
+	{"PUT", "/2/nodes/{name}/storage/modify", buildNodeStorageModify},
+	{"PUT", "/2/nodes/{name}/storage/repair", buildNodeStorageRepair},
 	{"PUT", "/2/nodes/{name}/tags", buildTags("OP_TAGS_SET", fsm.TagNode, "name")},
 	{"DELETE", "/2/nodes/{name}/tags", buildTags("OP_TAGS_DEL", fsm.TagNode, "name")},
 	{"POST", "/2/groups", buildGroupAdd},

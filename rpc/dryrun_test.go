@@ -126,6 +126,8 @@ func TestDryRunEveryRoute(t *testing.T) {
 		{"POST", "/2/nodes/node2/evacuate", "", ""},
 		{"POST", "/2/nodes/node1/migrate", "", ""},
 		{"POST", "/2/nodes/node3/powercycle", "", "any"},
+		{"PUT", "/2/nodes/node2/storage/modify?storage_type=lvm-pv&name=/dev/sdb&allocatable=0", "", ""},
+		{"PUT", "/2/nodes/node2/storage/repair?storage_type=lvm-vg&name=xenvg", "", ""},
 		{"PUT", "/2/nodes/node2/tags?tag=new", "", ""},
 		{"DELETE", "/2/nodes/node2/tags?tag=old", "", ""},
 		{"POST", "/2/groups", `{"group_name":"g9"}`, ""},

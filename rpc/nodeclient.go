@@ -121,7 +121,7 @@ func (c *NodeClient) Do(ctx context.Context, req NodeRequest) (NodeResult, error
 	req.Node, req.Nonce = c.Node, NewNonce()
 	timeout := c.OpTimeout
 	switch req.Op {
-	case NodeOpStatus, NodeOpList, NodeOpDebugFault, NodeOpDiagnose, NodeOpOSList:
+	case NodeOpStatus, NodeOpList, NodeOpDebugFault, NodeOpDiagnose, NodeOpOSList, NodeOpStorageList:
 		timeout = c.QueryTimeout
 	case NodeOpStop:
 		timeout += time.Duration(req.Timeout * float64(time.Second))

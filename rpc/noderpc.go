@@ -69,11 +69,20 @@ const (
 	NodeOpDiagnose       = "diagnose"
 	NodeOpRepairCommand  = "repair-command"
 	NodeOpOSList         = "os-list"
+	// NodeOpStorageList reports the node's storage units (file, lvm-vg,
+	// lvm-pv); NodeOpStorageRepair runs vgreduce --removemissing on the
+	// volume group named by storage_name (Ganeti's repair-storage).
+	// NodeOpStorageModify sets the allocatable flag (pvchange -x) of the
+	// physical volume named by storage_name.
+	NodeOpStorageList   = "storage-list"
+	NodeOpStorageModify = "storage-modify"
+	NodeOpStorageRepair = "storage-repair"
 )
 
 // nodeOpFields says, per operation, which fields a request needs (and so
 // may carry): i instance, d disk, o op_id, s stop options, r reboot type,
-// m migration, p peer, h handoff, f fault, c command, n input.
+// m migration, p peer, h handoff, f fault, c command, n input, v
+// storage_name, a allocatable.
 var nodeOpFields = map[string]string{
 	NodeOpStatus:         "i",
 	NodeOpList:           "",
@@ -97,6 +106,9 @@ var nodeOpFields = map[string]string{
 	NodeOpDiagnose:       "c",
 	NodeOpRepairCommand:  "cn",
 	NodeOpOSList:         "",
+	NodeOpStorageList:    "",
+	NodeOpStorageModify:  "va",
+	NodeOpStorageRepair:  "v",
 }
 
 // NodeOps lists the node RPC's operations.
@@ -147,6 +159,11 @@ type NodeRequest struct {
 	Command string `json:"command,omitempty"`
 	// Input is what the repair command gets on stdin (repair-command).
 	Input string `json:"input,omitempty"`
+	// StorageName is the volume group storage-repair repairs, or the
+	// physical volume storage-modify changes.
+	StorageName string `json:"storage_name,omitempty"`
+	// Allocatable is what storage-modify sets.
+	Allocatable *bool `json:"allocatable,omitempty"`
 }
 
 // NodeHandoff is a migration's handoff (the agent's Handoff).
@@ -249,6 +266,25 @@ type NodeResult struct {
 	Report *SignedDiagnoseReport `json:"report,omitempty"`
 	// OS answers os-list: the OS definitions in the node's search path.
 	OS *NodeOSReport `json:"os,omitempty"`
+	// Storage answers storage-list: the node's storage units.
+	Storage *NodeStorageReport `json:"storage,omitempty"`
+}
+
+// NodeStorageReport is a node's storage units (the agent's
+// StorageReport), and the listings that failed.
+type NodeStorageReport struct {
+	Units  []NodeStorageUnit `json:"units"`
+	Errors []string          `json:"errors,omitempty"`
+}
+
+// NodeStorageUnit is one storage unit; sizes in MiB.
+type NodeStorageUnit struct {
+	Type        string `json:"type"`
+	Name        string `json:"name"`
+	Size        int64  `json:"size"`
+	Used        int64  `json:"used"`
+	Free        int64  `json:"free"`
+	Allocatable bool   `json:"allocatable"`
 }
 
 // NodeOSReport is what a node finds in its OS search path (the agent's
@@ -446,6 +482,8 @@ func DecodeNodeRequest(body []byte) (NodeRequest, error) {
 		{'f', "fault", req.Fault != nil},
 		{'c', "command", req.Command != ""},
 		{'n', "input", req.Input != ""},
+		{'v', "storage_name", req.StorageName != ""},
+		{'a', "allocatable", req.Allocatable != nil},
 	}
 	for _, g := range given {
 		if g.isSet && !has(g.flag) {
@@ -490,6 +528,12 @@ func DecodeNodeRequest(body []byte) (NodeRequest, error) {
 		if h == nil || h.Migration == "" || h.BootID == "" || h.Instance.UUID == "" {
 			return bad("handoff", "%s needs a handoff with a migration id, a boot id and the instance", req.Op)
 		}
+	}
+	if has('v') && (req.StorageName == "" || len(req.StorageName) > 128) {
+		return bad("storage_name", "%s needs a storage_name of 1 to 128 characters", req.Op)
+	}
+	if has('a') && req.Allocatable == nil {
+		return bad("allocatable", "%s needs allocatable", req.Op)
 	}
 	if req.Op == NodeOpRepairCommand && req.Command == "" {
 		return bad("command", "%s needs the command to run", req.Op)

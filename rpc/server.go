@@ -230,8 +230,8 @@ func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
 //
 // The access levels follow Ganeti's: reads need read access, changes
 // write access, and so do the reads Ganeti guards with write because they
-// hold a server-side wait (/2/jobs/{id}/wait; Ganeti's node storage
-// listing, which gnt does not have). Only /version, the signed join and
+// hold a server-side wait or submit a job (/2/jobs/{id}/wait; Ganeti's
+// node storage listing, GET /2/nodes/{name}/storage). Only /version, the signed join and
 // the init of a gntd without a cluster need nothing.
 func (s *Server) routes() {
 	allowed := map[string][]string{}

@@ -107,16 +107,22 @@ func (s *Server) newCommands() (*agent.Diagnoser, agent.Commands) {
 	return diag, agent.Commands{Dir: rdir, Owner: s.cfg.commandOwner, Timeout: agent.DefaultRepairTimeout}
 }
 
+// fileStorageDir is the node's file storage directory (default
+// <data-dir>/file-storage).
+func (s *Server) fileStorageDir() string {
+	if s.cfg.FileStorageDir != "" {
+		return s.cfg.FileStorageDir
+	}
+	return filepath.Join(s.cfg.DataDir, "file-storage")
+}
+
 // newDriver builds the configured hypervisor driver.
 func (s *Server) newDriver() (agent.Driver, error) {
 	dir := filepath.Join(s.cfg.DataDir, agentDir)
 	osCfg := s.osConfig()
 	switch s.cfg.HypervisorName() {
 	case HypervisorKVM:
-		fsDir := s.cfg.FileStorageDir
-		if fsDir == "" {
-			fsDir = filepath.Join(s.cfg.DataDir, "file-storage")
-		}
+		fsDir := s.fileStorageDir()
 		log := s.log.Named("kvm")
 		k, err := agent.NewKVM(agent.KVMConfig{
 			Dir: filepath.Join(dir, "kvm"), Node: s.cfg.Name, Addr: s.cfg.Bind,
@@ -173,7 +179,8 @@ func (s *Server) startAgent(ctx context.Context) (done <-chan struct{}, err erro
 	}
 	diag, repair := s.newCommands()
 	s.installDevOS()
-	a := &agentAdapter{d: d, node: s.cfg.Name, diag: diag, repair: repair, reportKey: s.diagnoseKey, os: s.osConfig()}
+	a := &agentAdapter{d: d, node: s.cfg.Name, diag: diag, repair: repair, reportKey: s.diagnoseKey, os: s.osConfig(),
+		storage: agent.Storage{FileDirs: []string{s.fileStorageDir(), s.cfg.SharedFileStorageDir}}}
 	ns := rpc.NewNodeServer(rpc.NodeServerOptions{
 		Node: s.cfg.Name, Key: s.nodeKey, Accept: func() [][]byte { return s.otherKeys(rpc.NodeKey) }, Agent: a, Debug: s.cfg.Debug,
 		Logger: s.log.Named("agent"),
@@ -208,6 +215,9 @@ type agentAdapter struct {
 	reportKey func() []byte
 	// os is where the node's OS definitions are (os-list).
 	os osdef.Config
+	// storage lists the node's storage units (storage-list) and repairs
+	// volume groups (storage-repair).
+	storage agent.Storage
 	// repairMu runs one repair command at a time on this node (Ganeti's
 	// restricted commands take a lock file).
 	repairMu sync.Mutex
@@ -282,6 +292,42 @@ func (a *agentAdapter) Call(ctx context.Context, req rpc.NodeRequest) (rpc.NodeR
 	case rpc.NodeOpOSList:
 		rep := osReport(a.os.Discover())
 		out.OS = &rep
+		return out, nil
+	case rpc.NodeOpStorageList:
+		rep, err := a.storage.List(ctx, "")
+		if err != nil {
+			return out, rpc.NewNodeError(rpc.NodeCodeFailed, "storage units: %v", err)
+		}
+		ns := rpc.NodeStorageReport{Units: make([]rpc.NodeStorageUnit, 0, len(rep.Units)), Errors: rep.Errors}
+		for _, u := range rep.Units {
+			ns.Units = append(ns.Units, rpc.NodeStorageUnit{Type: u.Type, Name: u.Name, Size: u.SizeMiB, Used: u.UsedMiB, Free: u.FreeMiB, Allocatable: u.Allocatable})
+		}
+		out.Storage = &ns
+		return out, nil
+	case rpc.NodeOpStorageModify:
+		o, err := a.storage.ModifyPV(ctx, req.StorageName, *req.Allocatable)
+		switch {
+		case errors.Is(err, agent.ErrNoLVM):
+			return out, rpc.NewNodeError(rpc.NodeCodeNotFound, "storage-modify: no physical volume %s on %s: %v", req.StorageName, a.node, err)
+		case errors.Is(err, agent.ErrNoSuchUnit):
+			return out, rpc.NewNodeError(rpc.NodeCodeNotFound, "storage-modify on %s: %v", a.node, err)
+		case err != nil:
+			return out, rpc.NewNodeError(rpc.NodeCodeFailed, "storage-modify: %v", err)
+		}
+		out.Changed, out.Output = true, o
+		return out, nil
+	case rpc.NodeOpStorageRepair:
+		if err := agent.CheckVGName(req.StorageName); err != nil {
+			return out, rpc.NewNodeError(rpc.NodeCodeBadRequest, "storage-repair: %v", err)
+		}
+		o, err := a.storage.RepairVG(ctx, req.StorageName)
+		if errors.Is(err, agent.ErrNoLVM) {
+			return out, rpc.NewNodeError(rpc.NodeCodeNotSupported, "storage-repair: %v on %s", err, a.node)
+		}
+		if err != nil {
+			return out, rpc.NewNodeError(rpc.NodeCodeFailed, "storage-repair: %v", err)
+		}
+		out.Changed, out.Output = true, o
 		return out, nil
 	case rpc.NodeOpStatus:
 		st, err := a.d.Status(ctx, inst)

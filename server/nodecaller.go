@@ -53,7 +53,8 @@ func (n *nodeCaller) Call(ctx context.Context, node *fsm.Node, c jobs.NodeCall) 
 	}
 	res, err := cl.Do(ctx, rpc.NodeRequest{Op: c.Op, Instance: c.Instance, Disk: c.Disk, OpID: c.OpID,
 		Timeout: c.Timeout.Seconds(), Force: c.Force, RebootType: c.RebootType,
-		Migration: c.Migration, PeerNode: c.PeerNode, Peer: c.Peer, Command: c.Command, Input: c.Input})
+		Migration: c.Migration, PeerNode: c.PeerNode, Peer: c.Peer, Command: c.Command, Input: c.Input,
+		StorageName: c.StorageName, Allocatable: c.Allocatable})
 	if err != nil {
 		var ne *rpc.NodeError
 		if errors.As(err, &ne) {
@@ -62,6 +63,12 @@ func (n *nodeCaller) Call(ctx context.Context, node *fsm.Node, c jobs.NodeCall) 
 		return jobs.NodeReply{}, &jobs.NodeCallError{Code: "transport", Msg: err.Error()}
 	}
 	out := jobs.NodeReply{Changed: res.Changed, Output: res.Output}
+	if res.Storage != nil {
+		out.StorageErrors = res.Storage.Errors
+		for _, u := range res.Storage.Units {
+			out.Storage = append(out.Storage, jobs.StorageUnit{Type: u.Type, Name: u.Name, Size: u.Size, Used: u.Used, Free: u.Free, Allocatable: u.Allocatable})
+		}
+	}
 	if res.Status != nil {
 		out.State = res.Status.State
 		for _, d := range res.Status.Disks {
