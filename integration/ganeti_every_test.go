@@ -20,13 +20,18 @@ var mayRefuse = map[string]string{
 	// Until the node agents activate disks apart from the instance.
 	"ActivateInstanceDisks":   "501 activate-disks is not supported",
 	"DeactivateInstanceDisks": "501 deactivate-disks is not supported",
-	// Until networks, storage units and OS definitions are served.
+	// Until networks and OS definitions are served.
 	"CreateNetwork": "404", "GetNetworks": "404", "GetNetwork": "404", "ModifyNetwork": "404",
 	"ConnectNetwork": "404", "DisconnectNetwork": "404", "DeleteNetwork": "404",
 	"GetNetworkTags": "404", "AddNetworkTags": "404", "DeleteNetworkTags": "404",
-	"GetNodeStorageUnits": "404", "ModifyNodeStorageUnits": "404", "RepairNodeStorageUnits": "404",
 	"GetOperatingSystems": "404",
 }
+
+// mayFailJob are the client's methods whose job is meant to fail in
+// TestGanetiClientEveryMethod: the script names a physical volume and a
+// volume group the nodes do not have (TestNodeStorageAsGaneti checks the
+// messages).
+var mayFailJob = map[string]bool{"ModifyNodeStorageUnits": true, "RepairNodeStorageUnits": true}
 
 // TestGanetiClientEveryMethod runs every public method of Ganeti's own
 // RAPI client (lib/rapi/client.py, Debian's python3-ganeti-rapi) against a
@@ -71,7 +76,7 @@ func TestGanetiClientEveryMethod(t *testing.T) {
 			switch f[0] {
 			case "OK":
 				ok = append(ok, f[1])
-				if strings.Contains(line, "'error')") || strings.Contains(line, "'canceled')") {
+				if (strings.Contains(line, "'error')") && !mayFailJob[f[1]]) || strings.Contains(line, "'canceled')") {
 					failedJobs = append(failedJobs, line)
 				}
 			case "APIERR":

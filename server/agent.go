@@ -308,9 +308,9 @@ func (a *agentAdapter) Call(ctx context.Context, req rpc.NodeRequest) (rpc.NodeR
 		o, err := a.storage.ModifyPV(ctx, req.StorageName, *req.Allocatable)
 		switch {
 		case errors.Is(err, agent.ErrNoLVM):
-			return out, rpc.NewNodeError(rpc.NodeCodeNotFound, "storage-modify: no physical volume %s on %s: %v", req.StorageName, a.node, err)
+			return out, rpc.NewNodeError(rpc.NodeCodeNotFound, "no physical volume %s on %s: %v", req.StorageName, a.node, err)
 		case errors.Is(err, agent.ErrNoSuchUnit):
-			return out, rpc.NewNodeError(rpc.NodeCodeNotFound, "storage-modify on %s: %v", a.node, err)
+			return out, rpc.NewNodeError(rpc.NodeCodeNotFound, "on %s: %v", a.node, err)
 		case err != nil:
 			return out, rpc.NewNodeError(rpc.NodeCodeFailed, "storage-modify: %v", err)
 		}

@@ -1,0 +1,92 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// storageScript is run with Ganeti's client against one member: it lists
+// node21's file storage units through a job, modifies a physical volume
+// the node does not have, and asks for an unknown storage type and field.
+const storageScript = `
+import json, sys
+from ganeti.rapi import client as rc
+c = rc.GanetiRapiClient(sys.argv[1], port=int(sys.argv[2]), username=sys.argv[4], password=sys.argv[5],
+                        curl_config_fn=rc.GenericCurlConfig(cafile=sys.argv[3]))
+def job(jid):
+    c.WaitForJobCompletion(jid, period=0.05, retries=400)
+    st = c.GetJobStatus(jid)
+    return st["status"], st["opresult"]
+print("LIST", json.dumps(job(c.GetNodeStorageUnits("node21", "file", "name,size,used,free"))))
+print("MODIFY", json.dumps(job(c.ModifyNodeStorageUnits("node21", "lvm-pv", "/dev/gnt-no-such-pv", allocatable=False))))
+print("REPAIR-FILE", end=" ")
+try:
+    c.RepairNodeStorageUnits("node21", "file", "/srv")
+    print("accepted")
+except rc.GanetiApiError as e:
+    print(e.code, e)
+for t, f in (("tape", "name"), ("rados", "name"), ("file", "name,colour")):
+    try:
+        c.GetNodeStorageUnits("node21", t, f)
+        print("BAD", t, f, "accepted")
+    except rc.GanetiApiError as e:
+        print("BAD", t, f, e.code, e)
+`
+
+// TestNodeStorageAsGaneti: Ganeti's client lists a node's file storage
+// unit (its data dir's file-storage directory, measured by the node's
+// agent) through a job whose result is the rows, through the leader and a
+// follower; modifying a physical volume the node does not have fails the
+// job naming it; repairing a file unit, an unknown storage type and an
+// unknown field are refused with 400 naming them.
+func TestNodeStorageAsGaneti(t *testing.T) {
+	py := ganetiPython(t)
+	c := NewCluster(t, ClusterOptions{Candidates: 3, Nodes: 1})
+	leader := c.WaitLeader(10 * time.Second)
+	node := c.Member("node21")
+	c.WaitAgent(node, 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	addUser(ctx, t, c, "ops", "ops-secret", true)
+	dir := filepath.Join(node.DataDir, "file-storage")
+	for _, m := range []*Member{leader, c.Followers(leader)[0]} {
+		out := runGanetiClient(ctx, t, c, py, m, storageScript)
+		t.Logf("through %s:\n%s", m.Name, out)
+		lines := map[string]string{}
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			k, rest, _ := strings.Cut(l, " ")
+			if k == "BAD" {
+				k, rest, _ = strings.Cut(l, ":")
+			}
+			lines[k] += rest
+		}
+		if l := lines["LIST"]; !strings.HasPrefix(l, `["success", [[["`+dir+`", `) {
+			t.Errorf("through %s: list-storage: %s, want a successful job with the row of %s\n%s", m.Name, l, dir, out)
+		} else {
+			var size, used, free int64
+			if _, err := fmt.Sscanf(strings.TrimPrefix(l, `["success", [[["`+dir+`", `), "%d, %d, %d]]]]", &size, &used, &free); err != nil || size <= 0 || free > size || used > size {
+				t.Errorf("through %s: sizes of %s: %v", m.Name, l, err)
+			}
+		}
+		if l := lines["MODIFY"]; !strings.HasPrefix(l, `["error"`) || !strings.Contains(l, "/dev/gnt-no-such-pv") {
+			t.Errorf("through %s: modify-storage of a missing PV: %s, want a failed job naming it", m.Name, l)
+		}
+		if l := lines["REPAIR-FILE"]; !strings.HasPrefix(l, "400") || !strings.Contains(l, "only lvm-vg") {
+			t.Errorf("through %s: repair-storage of a file unit: %s, want 400", m.Name, l)
+		}
+		for _, want := range []string{`BAD tape name 400`, `BAD rados name 400`, `BAD file name,colour 400`} {
+			if !strings.Contains(out, want) {
+				t.Errorf("through %s: want %q in\n%s", m.Name, want, out)
+			}
+		}
+		for _, want := range []string{`unknown storage type "tape"`, `storage type "rados" is not supported`, `unknown storage field "colour"`} {
+			if !strings.Contains(out, want) {
+				t.Errorf("through %s: want %q in\n%s", m.Name, want, out)
+			}
+		}
+	}
+}
