@@ -155,7 +155,10 @@ func TestCheckVGName(t *testing.T) {
 			t.Errorf("%q accepted", bad)
 		}
 	}
-	s := Storage{Run: func(context.Context, string, ...string) ([]byte, error) { t.Fatal("ran with a bad name"); return nil, nil }}
+	s := Storage{Run: func(context.Context, string, ...string) ([]byte, error) {
+		t.Fatal("ran with a bad name")
+		return nil, nil
+	}}
 	if _, err := s.RepairVG(context.Background(), "--all"); err == nil {
 		t.Error("RepairVG accepted --all")
 	}
