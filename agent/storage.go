@@ -38,11 +38,12 @@ const (
 	StorageLVMVG = "lvm-vg"
 )
 
-// OpStorageList reports the node's storage units; OpStorageRepair runs
-// vgreduce --removemissing on a volume group. Neither is a driver
-// operation.
+// OpStorageList reports the node's storage units; OpStorageModify sets a
+// physical volume's allocatable flag; OpStorageRepair runs vgreduce
+// --removemissing on a volume group. None is a driver operation.
 const (
 	OpStorageList   Op = "storage-list"
+	OpStorageModify Op = "storage-modify"
 	OpStorageRepair Op = "storage-repair"
 )
 

@@ -197,9 +197,11 @@ func TestHypervisorChoice(t *testing.T) {
 
 // TestAgentOpsAreNodeOps: the node RPC offers every agent operation under
 // its name, plus debug-fault and the operator commands (diagnose,
-// repair-command), and nothing else.
+// repair-command), the OS list and the storage operations, and nothing
+// else.
 func TestAgentOpsAreNodeOps(t *testing.T) {
-	want := map[string]bool{rpc.NodeOpDebugFault: true, string(agent.OpDiagnose): true, string(agent.OpRepairCommand): true, string(agent.OpOSList): true}
+	want := map[string]bool{rpc.NodeOpDebugFault: true, string(agent.OpDiagnose): true, string(agent.OpRepairCommand): true, string(agent.OpOSList): true,
+		string(agent.OpStorageList): true, string(agent.OpStorageModify): true, string(agent.OpStorageRepair): true}
 	for _, op := range agent.Ops {
 		want[string(op)] = true
 	}
