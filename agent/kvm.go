@@ -50,6 +50,9 @@ type KVMConfig struct {
 	// DISK_<n>_PATH. Without it only noop (which installs nothing) is
 	// accepted.
 	OS *osdef.Config
+	// NetNS, when set, is the network namespace (ip netns) the guests'
+	// qemu processes and their taps live in; empty: the node's own.
+	NetNS string
 }
 
 // KVM runs each instance as a qemu-system-x86_64 process controlled
@@ -480,8 +483,9 @@ func (k *KVM) qemuArgs(inst fsm.Instance, p kvmParams, accel string) ([]string, 
 	if inst.MemoryMiB <= 0 || inst.VCPUs <= 0 {
 		return nil, invalid("instance %s has memory %d MiB and %d vCPUs; both must be positive", inst.Name, inst.MemoryMiB, inst.VCPUs)
 	}
-	if len(inst.NICs) > 0 {
-		return nil, fmt.Errorf("%w: instance %s has %d NIC(s); the kvm driver does not connect NICs yet (bridged and routed modes are to come)", ErrNotSupported, inst.Name, len(inst.NICs))
+	nics, err := planNICs(inst)
+	if err != nil {
+		return nil, err
 	}
 	name := inst.Name
 	if strings.ContainsAny(name, ",=") {
@@ -569,7 +573,11 @@ func (k *KVM) qemuArgs(inst fsm.Instance, p kvmParams, accel string) ([]string, 
 			args = append(args, "-device", fmt.Sprintf("virtio-blk-pci,drive=disk-%s,id=dev-%s", d.UUID, d.UUID))
 		}
 	}
-	return args, nil
+	na, err := nicArgs(nics, p.str("nic_type"))
+	if err != nil {
+		return nil, err
+	}
+	return append(args, na...), nil
 }
 
 // accelFor is the accelerator the instance gets: its kvm_flag, or the
@@ -608,9 +616,24 @@ func (k *KVM) launch(ctx context.Context, op Op, r *kvmRecord, inst fsm.Instance
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", &OpError{Op: op, Err: err}
 	}
-	out, err := runQEMU(ctx, k.cfg.QEMU, dir, args)
+	nics, err := planNICs(inst)
+	if err != nil {
+		return "", err
+	}
+	if err := k.setupNICs(ctx, inst, nics); err != nil {
+		os.RemoveAll(dir)
+		return "", &OpError{Op: op, Err: err}
+	}
+	bin := k.cfg.QEMU
+	if k.cfg.NetNS != "" {
+		bin, args = "ip", append([]string{"netns", "exec", k.cfg.NetNS, k.cfg.QEMU}, args...)
+	}
+	out, err := runQEMU(ctx, bin, dir, args)
 	if err != nil {
 		os.RemoveAll(dir)
+		if len(nics) > 0 {
+			k.removeTaps(context.WithoutCancel(ctx), inst.UUID, 0)
+		}
 		return "", &OpError{Op: op, Err: fmt.Errorf("qemu: %w", err), Output: out}
 	}
 	if k.pid(inst.UUID) == 0 {
@@ -654,6 +677,9 @@ func (k *KVM) stopQEMU(ctx context.Context, uuid string, timeout time.Duration, 
 		if err != nil {
 			return "", err
 		}
+	}
+	if err := k.dropTaps(ctx, uuid); err != nil {
+		return "", err
 	}
 	if err := os.RemoveAll(k.runDir(uuid)); err != nil {
 		return "", err
@@ -837,6 +863,9 @@ func (k *KVM) Remove(ctx context.Context, inst fsm.Instance) (Result, error) {
 			if err := removeDiskFile(p); err != nil {
 				return false, "", &OpError{Op: OpRemove, Err: err}
 			}
+		}
+		if err := k.dropTaps(ctx, inst.UUID); err != nil {
+			return false, "", &OpError{Op: OpRemove, Err: err}
 		}
 		if err := os.RemoveAll(k.runDir(inst.UUID)); err != nil {
 			return false, "", &OpError{Op: OpRemove, Err: err}

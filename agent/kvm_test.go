@@ -405,10 +405,11 @@ func TestKVMRefusals(t *testing.T) {
 		t.Errorf("start with an unknown hvparam: %v", err)
 	}
 	inst.HVParams = nil
-	inst.NICs = []fsm.NIC{{MAC: "aa:00:00:00:00:01"}}
-	if _, err := k.Start(ctx, inst); !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), "NIC") {
-		t.Errorf("start with a NIC: %v", err)
+	inst.NICs = []fsm.NIC{{MAC: "aa:00:00:00:00:01", Mode: fsm.NICModeOpenVSwitch, Link: "ovs0"}}
+	if _, err := k.Start(ctx, inst); !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), "openvswitch") {
+		t.Errorf("start with an openvswitch NIC: %v", err)
 	}
+	inst.NICs = nil
 	if st, err := k.Status(ctx, inst); err != nil || st.State != StateStopped {
 		t.Errorf("status after the refusals: %+v %v", st, err)
 	}

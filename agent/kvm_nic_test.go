@@ -1,0 +1,313 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gnt-cluster/gnt/fsm"
+)
+
+func TestTapName(t *testing.T) {
+	uuid := "6b5a1c1e-0000-4000-8000-00000000c0de"
+	if got := tapName(uuid, 0); got != "gt6b5a1c1e0n0" {
+		t.Errorf("tapName = %q", got)
+	}
+	if n := tapName(uuid, 999); len(n) > maxIfName {
+		t.Errorf("tapName of NIC 999 = %q, longer than %d", n, maxIfName)
+	}
+}
+
+func TestPlanNICsRefusals(t *testing.T) {
+	good := fsm.NIC{MAC: "aa:00:00:00:00:01", Mode: fsm.NICModeBridged, Link: "br0"}
+	cases := []struct {
+		name string
+		nic  func(n *fsm.NIC)
+		err  error
+		want string
+	}{
+		{"bad mac", func(n *fsm.NIC) { n.MAC = "aa:00:00:00:01" }, ErrInvalid, `MAC "aa:00:00:00:01"`},
+		{"long mac", func(n *fsm.NIC) { n.MAC = "aa:00:00:00:00:01:02:03" }, ErrInvalid, "6-byte"},
+		{"bridged without link", func(n *fsm.NIC) { n.Link = "" }, ErrInvalid, "bridged without a link"},
+		{"default mode without link", func(n *fsm.NIC) { n.Mode, n.Link = "", "" }, ErrInvalid, "bridged without a link"},
+		{"link too long", func(n *fsm.NIC) { n.Link = "bridge-name-too-long" }, ErrInvalid, "at most 15"},
+		{"link with slash", func(n *fsm.NIC) { n.Link = "br/0" }, ErrInvalid, "not a bridge name"},
+		{"routed without ip", func(n *fsm.NIC) { n.Mode = fsm.NICModeRouted }, ErrInvalid, "routed NICs need one"},
+		{"routed bad ip", func(n *fsm.NIC) { n.Mode, n.IP = fsm.NICModeRouted, "10.0.0.300" }, ErrInvalid, `"10.0.0.300"`},
+		{"routed bad table", func(n *fsm.NIC) { n.Mode, n.IP, n.Link = fsm.NICModeRouted, "10.0.0.3", "main table" }, ErrInvalid, "not a routing table"},
+		{"openvswitch", func(n *fsm.NIC) { n.Mode = fsm.NICModeOpenVSwitch }, ErrNotSupported, "openvswitch"},
+		{"vlan", func(n *fsm.NIC) { n.VLAN = ".100" }, ErrNotSupported, `vlan ".100"`},
+		{"unknown mode", func(n *fsm.NIC) { n.Mode = "route" }, ErrInvalid, `unknown mode "route"`},
+	}
+	for _, c := range cases {
+		n := good
+		c.nic(&n)
+		inst := fsm.Instance{Name: "i1", UUID: "6b5a1c1e-0000-4000-8000-00000000c0de", NICs: []fsm.NIC{good, n}}
+		_, err := planNICs(inst)
+		if !errors.Is(err, c.err) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "NIC 1 of instance i1") {
+			t.Errorf("%s: %v, want %v containing %q", c.name, err, c.err, c.want)
+		}
+	}
+}
+
+func TestNICQemuArgs(t *testing.T) {
+	inst := fsm.Instance{Name: "i1", UUID: "6b5a1c1e-0000-4000-8000-00000000c0de", NICs: []fsm.NIC{
+		{MAC: "AA:00:00:00:00:01", Link: "br0"},
+		{MAC: "aa:00:00:00:00:02", Mode: fsm.NICModeRouted, IP: "192.0.2.7"},
+	}}
+	nics, err := planNICs(inst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nics[0].Mode != fsm.NICModeBridged || nics[1].IP != "192.0.2.7/32" {
+		t.Errorf("plan: %+v", nics)
+	}
+	for typ, model := range map[string]string{"paravirtual": "virtio-net-pci", "e1000": "e1000", "rtl8139": "rtl8139"} {
+		args, err := nicArgs(nics, typ)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{
+			"-netdev", "tap,id=net0,ifname=gt6b5a1c1e0n0,script=no,downscript=no",
+			"-device", model + ",netdev=net0,mac=aa:00:00:00:00:01,id=nic0",
+			"-netdev", "tap,id=net1,ifname=gt6b5a1c1e0n1,script=no,downscript=no",
+			"-device", model + ",netdev=net1,mac=aa:00:00:00:00:02,id=nic1",
+		}
+		if !slices.Equal(args, want) {
+			t.Errorf("nic_type %s: %q\nwant %q", typ, args, want)
+		}
+	}
+	if _, err := nicArgs(nics, "virtio"); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `nic_type "virtio"`) {
+		t.Errorf("unknown nic_type: %v", err)
+	}
+	// Through the driver's command line, with the instance's nic_type.
+	k := &KVM{cfg: KVMConfig{Node: "n1"}}
+	inst.MemoryMiB, inst.VCPUs = 128, 1
+	inst.HVParams = map[string]any{"nic_type": "e1000"}
+	p, err := instanceParams(inst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args, err := k.qemuArgs(inst, p, AccelTCG)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(args, "e1000,netdev=net1,mac=aa:00:00:00:00:02,id=nic1") {
+		t.Errorf("qemu args without the second NIC: %q", args)
+	}
+}
+
+func FuzzPlanNICs(f *testing.F) {
+	f.Add("aa:00:00:00:00:01", "bridged", "br0", "", "")
+	f.Add("aa:00:00:00:00:01", "routed", "", "192.0.2.1", "")
+	f.Add("zz", "openvswitch", "", "::1", ".100")
+	f.Fuzz(func(t *testing.T, mac, mode, link, ip, vlan string) {
+		inst := fsm.Instance{Name: "i", UUID: "6b5a1c1e-0000-4000-8000-00000000c0de",
+			NICs: []fsm.NIC{{MAC: mac, Mode: mode, Link: link, IP: ip, VLAN: vlan}}}
+		nics, err := planNICs(inst)
+		if err != nil {
+			return
+		}
+		args, err := nicArgs(nics, "paravirtual")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, a := range args {
+			if commas := map[int]int{1: 4, 3: 3}[i%4]; i%2 == 1 && strings.Count(a, ",") != commas {
+				t.Fatalf("argument %q has a comma of the NIC's own", a)
+			}
+		}
+		if n := nics[0]; len(n.Tap) > maxIfName || len(n.Link) > maxIfName || strings.ContainsAny(n.Link, " /") {
+			t.Fatalf("accepted %+v", n)
+		}
+	})
+}
+
+// testNetNS creates a network namespace for the test, removed when it
+// ends, with a bridge br0 (up) and a veth pair in it; it skips when it cannot.
+func testNetNS(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP: not root: the NIC tests create a network namespace, taps and a bridge")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("SKIP: no ip command (apt-get install iproute2): NIC tests not run")
+	}
+	ns := fmt.Sprintf("gnt-nics-%d", os.Getpid())
+	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+		t.Skipf("SKIP: cannot create a network namespace: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+	for _, c := range [][]string{{"link", "add", "br0", "type", "bridge"}, {"link", "set", "br0", "up"}, {"link", "add", "veth0", "type", "veth", "peer", "name", "veth1"}} {
+		if out, err := exec.Command("ip", append([]string{"-n", ns}, c...)...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v in %s: %v: %s", c, ns, err, out)
+		}
+	}
+	return ns
+}
+
+// nsOut runs ip in ns and returns its output.
+func nsOut(t *testing.T, ns string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("ip", append([]string{"-n", ns}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ip %v: %v: %s", args, err, out)
+	}
+	return string(out)
+}
+
+// nsTaps is the names of the taps in ns.
+func nsTaps(t *testing.T, ns string) []string {
+	t.Helper()
+	var out []string
+	for _, l := range strings.Split(nsOut(t, ns, "-o", "link", "show", "type", "tun"), "\n") {
+		if f := strings.Fields(l); len(f) > 1 {
+			out = append(out, strings.SplitN(strings.TrimSuffix(f[1], ":"), "@", 2)[0])
+		}
+	}
+	return out
+}
+
+func TestNICPlumbingInNetNS(t *testing.T) {
+	ns := testNetNS(t)
+	ctx := context.Background()
+	k := &KVM{cfg: KVMConfig{Node: "n1", NetNS: ns}}
+	inst := fsm.Instance{Name: "i1", UUID: "6b5a1c1e-0000-4000-8000-00000000c0de", NICs: []fsm.NIC{
+		{MAC: "aa:00:00:00:00:01", Link: "br0"},
+		{MAC: "aa:00:00:00:00:02", Mode: fsm.NICModeRouted, IP: "192.0.2.7", Link: "100"},
+		{MAC: "aa:00:00:00:00:03", Link: "nobr"},
+	}}
+	// A missing bridge, and a link that is no bridge: refused, nothing made.
+	for link, want := range map[string]string{"nobr": `bridge "nobr" (its link) does not exist on node n1`, "veth0": `link "veth0" on node n1 is a "veth" interface, not a bridge`} {
+		inst.NICs[2].Link = link
+		nics, err := planNICs(inst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := k.setupNICs(ctx, inst, nics); !errors.Is(err, ErrState) || !strings.Contains(err.Error(), want) {
+			t.Errorf("link %s: %v, want %q", link, err, want)
+		}
+		if taps := nsTaps(t, ns); len(taps) != 0 {
+			t.Errorf("link %s: taps left behind: %v", link, taps)
+		}
+	}
+	inst.NICs = inst.NICs[:2]
+	nics, err := planNICs(inst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Twice: the retry reuses the taps.
+	for i := 0; i < 2; i++ {
+		if err := k.setupNICs(ctx, inst, nics); err != nil {
+			t.Fatalf("setup %d: %v", i, err)
+		}
+		if taps := nsTaps(t, ns); !slices.Equal(taps, []string{"gt6b5a1c1e0n0", "gt6b5a1c1e0n1"}) {
+			t.Errorf("setup %d: taps %v", i, taps)
+		}
+	}
+	if out := nsOut(t, ns, "-o", "link", "show", "master", "br0"); !strings.Contains(out, "gt6b5a1c1e0n0") || strings.Contains(out, "gt6b5a1c1e0n1") {
+		t.Errorf("ports of br0: %s", out)
+	}
+	if out := nsOut(t, ns, "route", "show", "table", "100", "192.0.2.7"); !strings.Contains(out, "dev gt6b5a1c1e0n1") {
+		t.Errorf("route to 192.0.2.7 in table 100: %q", out)
+	}
+	// One NIC fewer: its tap goes at the next setup.
+	inst.NICs = inst.NICs[:1]
+	if err := k.setupNICs(ctx, inst, nics[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if taps := nsTaps(t, ns); !slices.Equal(taps, []string{"gt6b5a1c1e0n0"}) {
+		t.Errorf("after removing NIC 1: taps %v", taps)
+	}
+	if out := nsOut(t, ns, "route", "show", "table", "100", "192.0.2.7"); out != "" {
+		t.Errorf("route left: %q", out)
+	}
+	if err := k.removeTaps(ctx, inst.UUID, 0); err != nil {
+		t.Fatal(err)
+	}
+	if taps := nsTaps(t, ns); len(taps) != 0 {
+		t.Errorf("taps left: %v", taps)
+	}
+}
+
+// TestKVMGuestNICs boots a real guest with a bridged and a routed NIC in
+// a network namespace: the taps are there while it runs (one each,
+// after a restart of the driver and a retried start) and gone after stop.
+func TestKVMGuestNICs(t *testing.T) {
+	kernel, initrd := needGuest(t)
+	ns := testNetNS(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	newK := func() *KVM {
+		k, err := NewKVM(KVMConfig{Dir: dir, Node: "n1", Addr: "127.0.0.1", Accel: AccelTCG, NetNS: ns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	k := newK()
+	t.Cleanup(func() { killAll(dir) })
+	inst := guestInstance(kernel, initrd, "diskless")
+	inst.HVParams["serial_console"] = true
+	inst.NICs = []fsm.NIC{
+		{MAC: "aa:00:00:00:00:01", Mode: fsm.NICModeBridged, Link: "nobr"},
+		{MAC: "aa:00:00:00:00:02", Mode: fsm.NICModeRouted, IP: "192.0.2.7"},
+	}
+	if _, err := k.Start(ctx, inst); !errors.Is(err, ErrState) || !strings.Contains(err.Error(), `bridge "nobr"`) {
+		t.Fatalf("start on a missing bridge: %v", err)
+	}
+	if st, err := k.Status(ctx, inst); err != nil || st.State != StateStopped || len(nsTaps(t, ns)) != 0 {
+		t.Fatalf("after the refusal: %+v %v, taps %v", st, err, nsTaps(t, ns))
+	}
+	inst.NICs[0].Link = "br0"
+	expect(t, "start", true)(k.Start(ctx, inst))
+	waitCount(t, serialLines(t, k.SerialPath(inst.UUID)), 0, 60e9)
+	check := func(when string) {
+		t.Helper()
+		if taps := nsTaps(t, ns); !slices.Equal(taps, []string{"gt6b5a1c1e0n0", "gt6b5a1c1e0n1"}) {
+			t.Errorf("%s: taps %v", when, taps)
+		}
+		if out := nsOut(t, ns, "-o", "link", "show", "master", "br0"); !strings.Contains(out, "gt6b5a1c1e0n0") {
+			t.Errorf("%s: ports of br0: %s", when, out)
+		}
+		if out := nsOut(t, ns, "route", "show", "192.0.2.7"); !strings.Contains(out, "dev gt6b5a1c1e0n1") {
+			t.Errorf("%s: route to 192.0.2.7: %q", when, out)
+		}
+	}
+	check("running")
+	cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", k.pid(inst.UUID)))
+	if !strings.Contains(string(cmdline), "virtio-net-pci,netdev=net0,mac=aa:00:00:00:00:01,id=nic0") {
+		t.Errorf("qemu command line: %q", cmdline)
+	}
+	// A restarted agent finds the guest; a retried start changes nothing.
+	k = newK()
+	if st, err := k.Status(ctx, inst); err != nil || st.State != StateRunning {
+		t.Fatalf("status after restart: %+v %v", st, err)
+	}
+	expect(t, "retried start", false)(k.Start(ctx, inst))
+	check("after a restart and a retried start")
+	expect(t, "stop", true)(k.Stop(ctx, inst, StopOptions{Force: true}))
+	if taps := nsTaps(t, ns); len(taps) != 0 {
+		t.Errorf("taps after stop: %v", taps)
+	}
+	if out := nsOut(t, ns, "route", "show", "192.0.2.7"); out != "" {
+		t.Errorf("route after stop: %q", out)
+	}
+	// A qemu killed from outside leaves its taps: the next start reuses
+	// them, and remove deletes them.
+	expect(t, "start again", true)(k.Start(ctx, inst))
+	killAll(dir)
+	check("qemu killed")
+	expect(t, "start after the kill", true)(k.Start(ctx, inst))
+	check("started after the kill")
+	killAll(dir)
+	expect(t, "remove", true)(k.Remove(ctx, inst))
+	if taps := nsTaps(t, ns); len(taps) != 0 {
+		t.Errorf("taps after remove: %v", taps)
+	}
+}
