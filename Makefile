@@ -111,7 +111,9 @@ fuzz:
 # loopback beside a raw UDP echo server; gossip: a stopped member to dead with
 # 6-100 in-process members (stock settings beside, and under CPU load), and
 # kill -9 of a node to dead in the state of a real 6-node cluster; the CPU
-# an idle 6-member cluster uses, per member.
+# an idle 6-member cluster uses, per member; 1,000 nodes and 20,000
+# instances built through the API (TestBenchScale): each candidate's RSS,
+# the snapshot size, a follower's restart and snapshot catch-up times.
 # GNT_BENCH_PROFILE=DIR (and GNT_BENCH_TRACE=1) keeps the gntds' and the load
 # generator's CPU profiles, Raft timings (and execution traces) of the job
 # benchmarks; GNT_BENCH_TARGETS=leader GNT_BENCH_CLIENTS=64 GNT_BENCH_GEN=lean
