@@ -42,7 +42,8 @@ for t, f in (("tape", "name"), ("rados", "name"), ("file", "name,colour")):
 // agent) through a job whose result is the rows, through the leader and a
 // follower; modifying a physical volume the node does not have fails the
 // job naming it; repairing a file unit, an unknown storage type and an
-// unknown field are refused with 400 naming them.
+// unknown field are refused with 400 naming them. gnt node list-storage,
+// modify-storage and repair-storage do the same.
 func TestNodeStorageAsGaneti(t *testing.T) {
 	py := ganetiPython(t)
 	c := NewCluster(t, ClusterOptions{Candidates: 3, Nodes: 1})
@@ -88,5 +89,28 @@ func TestNodeStorageAsGaneti(t *testing.T) {
 				t.Errorf("through %s: want %q in\n%s", m.Name, want, out)
 			}
 		}
+	}
+
+	out, err := c.GNT("node", "list-storage", "--no-headers", "--separator", "|", "-t", "file", "node21")
+	if f := strings.Split(strings.TrimSpace(string(out)), "|"); err != nil || len(f) != 7 || f[0] != "node21" || f[1] != "file" || f[2] != dir || f[6] != "Y" {
+		t.Errorf("gnt node list-storage: %v\n%s", err, out)
+	}
+	out, err = c.GNT("node", "list-storage", "--fields", "name,free")
+	if err != nil || !strings.Contains(string(out), "Name") || !strings.Contains(string(out), dir) {
+		t.Errorf("gnt node list-storage of every node: %v\n%s", err, out)
+	}
+	for _, bad := range [][]string{
+		{"node", "list-storage", "-t", "tape"},
+		{"node", "list-storage", "--fields", "name,colour"},
+		{"node", "modify-storage", "node21", "lvm-pv", "/dev/gnt-no-such-pv"},
+		{"node", "repair-storage", "node21", "file", "/srv"},
+	} {
+		if out, err := c.GNT(bad...); err == nil {
+			t.Errorf("gnt %s: accepted\n%s", strings.Join(bad, " "), out)
+		}
+	}
+	out, err = c.GNT("node", "modify-storage", "--allocatable", "no", "node21", "lvm-pv", "/dev/gnt-no-such-pv")
+	if err == nil || !strings.Contains(string(out), "no physical volume /dev/gnt-no-such-pv on node21") {
+		t.Errorf("gnt node modify-storage of a missing PV: %v\n%s", err, out)
 	}
 }

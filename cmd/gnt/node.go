@@ -110,7 +110,7 @@ func (e environment) nodeCommand() *cli.Command {
 			},
 			e.nodePowerCommand(),
 			e.nodeHealthCommand(),
-		}, e.tagCommands("node", true, func(n string) string { return nodePath(n) + "/tags" })...),
+		}, append(e.storageCommands(), e.tagCommands("node", true, func(n string) string { return nodePath(n) + "/tags" })...)...),
 	}
 }
 
