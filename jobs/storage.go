@@ -61,7 +61,9 @@ func StorageRow(node string, u StorageUnit, fields []string) []any {
 // node (all nodes when none is named, in name order) for its units, the
 // result the rows of the units of the storage type (and name) asked for,
 // by node and name. An offline node is skipped, as in Ganeti, and the job
-// log says so; a listing that failed on a node is logged as a warning.
+// log says so; so is a node that does not answer when several nodes (or
+// all) are asked, while a single named node that does not answer fails
+// the job; a listing that failed on a node is logged as a warning.
 func (e *Executor) queryStorageSteps(o *fsm.OpNodeQueryStorage) []Step {
 	return []Step{{
 		Name: fmt.Sprintf("query %s storage units", o.StorageType),
@@ -95,8 +97,14 @@ func (e *Executor) queryStorageSteps(o *fsm.OpNodeQueryStorage) []Step {
 					continue
 				}
 				r, err := e.call(ctx, sc, n, NodeCall{Op: NodeOpStorageList})
-				if err != nil {
+				if err != nil && len(o.Nodes) == 1 {
 					return nil, err
+				}
+				if err != nil {
+					// Of several nodes, one that cannot answer is
+					// left out with a warning, as in Ganeti.
+					sc.Logf("warning: the storage units of %s are not listed: %v", n.Name, err)
+					continue
 				}
 				for _, msg := range r.StorageErrors {
 					sc.Logf("warning: on %s: %s", n.Name, msg)

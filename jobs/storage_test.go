@@ -16,12 +16,16 @@ import (
 type storageAgents struct {
 	mu    sync.Mutex
 	calls []NodeCall
+	down  string // a node that does not answer
 }
 
 func (a *storageAgents) Call(_ context.Context, node *fsm.Node, c NodeCall) (NodeReply, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.calls = append(a.calls, c)
+	if node.Name == a.down {
+		return NodeReply{}, &NodeCallError{Code: "transport", Msg: "connection refused"}
+	}
 	switch c.Op {
 	case NodeOpStorageList:
 		r := NodeReply{Storage: []StorageUnit{
@@ -92,6 +96,21 @@ func TestStorageOpcodes(t *testing.T) {
 	if !strings.Contains(string(j.Ops[0].Result), "no such node: n9") {
 		t.Errorf("missing node: %s", j.Ops[0].Result)
 	}
+
+	agents.mu.Lock()
+	agents.down = "n1"
+	agents.mu.Unlock()
+	got, j = rows(`{"OP_ID":"OP_NODE_QUERY_STORAGE","nodes":["n1","n2"],"storage_type":"lvm-vg","output_fields":["node"]}`)
+	if b, _ := json.Marshal(got); string(b) != `[["n2"]]` || !strings.Contains(logText(j), "warning: the storage units of n1 are not listed") {
+		t.Errorf("n1 down, of n1 and n2: %s, log %q", b, logText(j))
+	}
+	j = waitStatus(t, d.f, submit(t, d, `{"OP_ID":"OP_NODE_QUERY_STORAGE","nodes":["n1"],"storage_type":"lvm-vg","output_fields":["node"]}`), fsm.StatusError)
+	if !strings.Contains(string(j.Ops[0].Result), "connection refused") {
+		t.Errorf("n1 down, asked alone: %s", j.Ops[0].Result)
+	}
+	agents.mu.Lock()
+	agents.down = ""
+	agents.mu.Unlock()
 
 	waitStatus(t, d.f, submit(t, d, `{"OP_ID":"OP_NODE_MODIFY_STORAGE","node_name":"n2","storage_type":"lvm-pv","name":"/dev/sdb","changes":{"allocatable":true}}`), fsm.StatusSuccess)
 	waitStatus(t, d.f, submit(t, d, `{"OP_ID":"OP_REPAIR_NODE_STORAGE","node_name":"n2","storage_type":"lvm-vg","name":"xenvg"}`), fsm.StatusSuccess)
