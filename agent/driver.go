@@ -235,6 +235,9 @@ type DiskStatus struct {
 	// Generation names the storage's incarnation: the op id of the last
 	// replace, or "created".
 	Generation string `json:"generation,omitempty"`
+	// Path is the disk's file or device on this node, where the driver
+	// has one (activate-disks answers it).
+	Path string `json:"path,omitempty"`
 }
 
 // LastOp is the last operation that reached a driver for an instance.

@@ -401,7 +401,11 @@ func (f *Fake) Status(ctx context.Context, inst fsm.Instance) (Status, error) {
 	if !ok {
 		return Status{}, notFound("instance %s", inst.UUID)
 	}
-	return rec.status(), nil
+	st := rec.status()
+	for i := range st.Disks {
+		st.Disks[i].Path = f.diskFile(inst.UUID, st.Disks[i].UUID)
+	}
+	return st, nil
 }
 
 // List implements Driver.

@@ -350,7 +350,7 @@ func (k *KVM) status(ctx context.Context, r *kvmRecord) Status {
 			if gen == "" {
 				gen = "created"
 			}
-			st.Disks = append(st.Disks, DiskStatus{UUID: id, SizeMiB: sz, Attached: attached, Generation: gen})
+			st.Disks = append(st.Disks, DiskStatus{UUID: id, SizeMiB: sz, Attached: attached, Generation: gen, Path: p})
 		}
 	}
 	for _, d := range inst.Disks {

@@ -248,7 +248,10 @@ type LeaderEstablish struct {
 // Version 19 adds the storage-unit opcodes OP_NODE_QUERY_STORAGE,
 // OP_NODE_MODIFY_STORAGE and OP_REPAIR_NODE_STORAGE (jobs that act on the
 // nodes' agents; no configuration change).
-const LogVersion = 19
+//
+// Version 20 adds the opcodes OP_INSTANCE_ACTIVATE_DISKS and
+// OP_INSTANCE_DEACTIVATE_DISKS.
+const LogVersion = 20
 
 // Job update actions.
 const (

@@ -512,6 +512,8 @@ func FuzzParseOpcode(f *testing.F) {
 		`{"OP_ID":"OP_INSTANCE_QUERY_DATA","instances":["web1"],"static":true}`,
 		`{"OP_ID":"OP_INSTANCE_MULTI_ALLOC","instance_names":["web1","web2"]}`,
 		`{"OP_ID":"OP_INSTANCE_GROW_DISK","instance_name":"web1","disk":0,"amount":1024,"wait_for_sync":true}`,
+		`{"OP_ID":"OP_INSTANCE_ACTIVATE_DISKS","instance_name":"web1","ignore_size":true}`,
+		`{"OP_ID":"OP_INSTANCE_DEACTIVATE_DISKS","instance_name":"web1","force":true}`,
 	} {
 		f.Add([]byte(s))
 	}

@@ -320,3 +320,50 @@ func (o *OpInstanceGrowDisk) Summary() string { return "INSTANCE_GROW_DISK(" + o
 
 // Locks implements Opcode.
 func (o *OpInstanceGrowDisk) Locks(s *State) []LockDecl { return instanceLocks(s, o.Ref()) }
+
+// OpInstanceActivateDisks makes an instance's disks available on its
+// nodes (Ganeti's LUInstanceActivateDisks): each disk is checked present
+// on every node of the instance and attached to it on the primary; the
+// result is Ganeti's list of [node, disk name, path] on the primary.
+// ignore_size and wait_for_sync are accepted: gnt's agents keep the
+// configured size and answer once a disk is there. The job engine runs
+// it.
+type OpInstanceActivateDisks struct {
+	OpCommon
+	OpInstanceRef
+	IgnoreSize  bool  `json:"ignore_size,omitempty"`
+	WaitForSync *bool `json:"wait_for_sync,omitempty"`
+}
+
+// Validate implements Opcode.
+func (o *OpInstanceActivateDisks) Validate() *Error { return o.validateRef() }
+
+// Summary implements Opcode.
+func (o *OpInstanceActivateDisks) Summary() string {
+	return "INSTANCE_ACTIVATE_DISKS(" + o.Ref() + ")"
+}
+
+// Locks implements Opcode.
+func (o *OpInstanceActivateDisks) Locks(s *State) []LockDecl { return instanceLocks(s, o.Ref()) }
+
+// OpInstanceDeactivateDisks detaches a stopped instance's disks on its
+// primary (Ganeti's LUInstanceDeactivateDisks); the storage stays. A
+// running instance's disks are not deactivated, force or not: the guest
+// uses them (Ganeti refuses too unless forced, and forcing pulls them
+// from under a running guest, which gnt does not do).
+type OpInstanceDeactivateDisks struct {
+	OpCommon
+	OpInstanceRef
+	Force bool `json:"force,omitempty"`
+}
+
+// Validate implements Opcode.
+func (o *OpInstanceDeactivateDisks) Validate() *Error { return o.validateRef() }
+
+// Summary implements Opcode.
+func (o *OpInstanceDeactivateDisks) Summary() string {
+	return "INSTANCE_DEACTIVATE_DISKS(" + o.Ref() + ")"
+}
+
+// Locks implements Opcode.
+func (o *OpInstanceDeactivateDisks) Locks(s *State) []LockDecl { return instanceLocks(s, o.Ref()) }

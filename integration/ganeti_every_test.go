@@ -17,9 +17,6 @@ var mayRefuse = map[string]string{
 	// Not served, by design (docs/api.md): 501.
 	"PrepareExport":  "501 prepare-export is not supported",
 	"ExportInstance": "501 export is not supported",
-	// Until the node agents activate disks apart from the instance.
-	"ActivateInstanceDisks":   "501 activate-disks is not supported",
-	"DeactivateInstanceDisks": "501 deactivate-disks is not supported",
 	// Until networks and OS definitions are served.
 	"CreateNetwork": "404", "GetNetworks": "404", "GetNetwork": "404", "ModifyNetwork": "404",
 	"ConnectNetwork": "404", "DisconnectNetwork": "404", "DeleteNetwork": "404",

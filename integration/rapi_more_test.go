@@ -63,9 +63,9 @@ ma = result(c.InstancesMultiAlloc([
     {"name": "web3", "disk_template": "plain", "disks": [{"size": 512}], "nics": [], "os": "debian", "beparams": {"memory": 128}}]))
 print("multi-alloc", ma["allocatable"], ma["failed"], all(c.WaitForJobCompletion(j, period=0.1, retries=300) for ok, j in ma["jobs"]))
 print("created", sorted(c.GetInstances()))
-for name, call in [("activate", lambda: c.ActivateInstanceDisks("web1")),
-                   ("deactivate", lambda: c.DeactivateInstanceDisks("web1")),
-                   ("grow0", lambda: c.GrowInstanceDisk("web1", 0, 0)),
+print("activate", result(c.ActivateInstanceDisks("web1")))
+print("deactivate", result(c.DeactivateInstanceDisks("web1")))
+for name, call in [("grow0", lambda: c.GrowInstanceDisk("web1", 0, 0)),
                    ("prepare-export", lambda: c.PrepareExport("web1", "remote")),
                    ("export", lambda: c.ExportInstance("web1", "local", "node21"))]:
     try:
@@ -80,7 +80,7 @@ for name, call in [("activate", lambda: c.ActivateInstanceDisks("web1")),
 	}
 	t.Logf("Ganeti's client:\n%s", out)
 	for _, want := range []string{"info up up node21 1024", "static None", "console message web1", "renamed g3",
-		"assigned None True", "redist True", "multi-alloc ['web2', 'web3'] [] True", "created ['web1', 'web2', 'web3']", "activate refused 501", "deactivate refused 501", "grown [2048] 2048",
+		"assigned None True", "redist True", "multi-alloc ['web2', 'web3'] [] True", "created ['web1', 'web2', 'web3']", "activate [['node21', 'disk/0', '/", "shut it down before deactivating its disks", "deactivate None", "grown [2048] 2048",
 		"grow0 refused 400", "prepare-export refused 501", "export refused 501"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("Ganeti's client output lacks %q", want)

@@ -50,16 +50,18 @@ func (f *fakeNodes) Call(_ context.Context, node *fsm.Node, c NodeCall) (NodeRep
 	switch c.Op {
 	case NodeOpStatus:
 		var disks []string
+		paths := map[string]string{}
 		for d, ok := range f.disks[key] {
 			if ok {
 				disks = append(disks, d)
+				paths[d] = "/disks/" + node.Name + "/" + d
 			}
 		}
 		switch {
 		case f.run[key]:
-			return NodeReply{State: "running", Disks: disks}, nil
+			return NodeReply{State: "running", Disks: disks, DiskPaths: paths}, nil
 		case f.disks[key] != nil || f.os[key] != "":
-			return NodeReply{State: "stopped", Disks: disks}, nil
+			return NodeReply{State: "stopped", Disks: disks, DiskPaths: paths}, nil
 		}
 		return NodeReply{}, &NodeCallError{Code: "not_found", Msg: "no such instance"}
 	case NodeOpDiskCreate:
@@ -68,6 +70,11 @@ func (f *fakeNodes) Call(_ context.Context, node *fsm.Node, c NodeCall) (NodeRep
 		}
 		changed = !f.disks[key][c.Disk]
 		f.disks[key][c.Disk] = true
+	case NodeOpDiskAttach:
+		if !f.disks[key][c.Disk] {
+			return NodeReply{}, &NodeCallError{Code: "not_found", Msg: "no disk " + c.Disk}
+		}
+	case NodeOpDiskDetach:
 	case NodeOpDiskReplace:
 		if !f.disks[key][c.Disk] {
 			if f.disks[key] == nil {
@@ -853,5 +860,42 @@ func TestReplaceDisksAuto(t *testing.T) {
 	}
 	if r := replaces(); len(r) != 0 {
 		t.Errorf("missing on both sides: replaced %v", r)
+	}
+}
+
+// TestActivateDeactivateDisks: activation checks every disk on both
+// nodes, attaches them on the primary and answers Ganeti's [node, disk,
+// path] rows; a disk missing on a node fails it naming the node and what
+// to do; deactivation refuses a running instance and detaches a stopped
+// one's disks.
+func TestActivateDeactivateDisks(t *testing.T) {
+	d, nodes, _ := downCluster(t)
+	in := instanceState(d, "web1")
+	disk := in.Disks[0].UUID
+	j := runOK(t, d, `{"OP_ID":"OP_INSTANCE_ACTIVATE_DISKS","instance_name":"web1"}`)
+	var rows [][]string
+	if err := json.Unmarshal(j.Ops[0].Result, &rows); err != nil || len(rows) != 1 ||
+		rows[0][0] != "n2" || rows[0][1] != "disk/0" || rows[0][2] != "/disks/n2/"+disk {
+		t.Errorf("activate: %s (%v)", j.Ops[0].Result, err)
+	}
+	res, _ := failed(t, d, `{"OP_ID":"OP_INSTANCE_DEACTIVATE_DISKS","instance_name":"web1","force":true}`)
+	if !strings.Contains(res, "shut it down before deactivating its disks") {
+		t.Errorf("deactivate of a running instance: %s", res)
+	}
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_SHUTDOWN","instance_name":"web1"}`)
+	nodes.mu.Lock()
+	nodes.calls = nil
+	nodes.mu.Unlock()
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_DEACTIVATE_DISKS","instance_name":"web1"}`)
+	nodes.mu.Lock()
+	calls := append([]string(nil), nodes.calls...)
+	delete(nodes.disks["n3/"+in.UUID], disk)
+	nodes.mu.Unlock()
+	if !slices.Contains(calls, NodeOpDiskDetach+"@n2") {
+		t.Errorf("deactivate: calls %v, want a disk-detach on n2", calls)
+	}
+	res, _ = failed(t, d, `{"OP_ID":"OP_INSTANCE_ACTIVATE_DISKS","instance_name":"web1"}`)
+	if !strings.Contains(res, "disk 0 of web1 is missing on node n3") {
+		t.Errorf("activate with a disk missing: %s", res)
 	}
 }

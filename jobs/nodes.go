@@ -19,6 +19,7 @@ const (
 	NodeOpDiskCreate     = "disk-create"
 	NodeOpDiskRemove     = "disk-remove"
 	NodeOpDiskAttach     = "disk-attach"
+	NodeOpDiskDetach     = "disk-detach"
 	NodeOpDiskReplace    = "disk-replace"
 	NodeOpDiskGrow       = "disk-grow"
 	NodeOpOSInstall      = "os-install"
@@ -70,8 +71,10 @@ type NodeReply struct {
 	// when the node has no record of the instance.
 	State string
 	// Disks (status) are the UUIDs of the instance's disks present on
-	// the node.
-	Disks []string
+	// the node; DiskPaths their files or devices there, by UUID, where
+	// the driver has them.
+	Disks     []string
+	DiskPaths map[string]string
 	// Storage (storage-list) are the node's storage units, StorageErrors
 	// the listings that failed on it.
 	Storage       []StorageUnit

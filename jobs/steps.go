@@ -166,6 +166,10 @@ func (e *Executor) stepsFor(op fsm.Opcode, st *fsm.OpState) ([]Step, error) {
 		return e.multiAllocSteps(o), nil
 	case *fsm.OpInstanceGrowDisk:
 		return e.growDiskSteps(o), nil
+	case *fsm.OpInstanceActivateDisks:
+		return []Step{e.activateDisksStep(o)}, nil
+	case *fsm.OpInstanceDeactivateDisks:
+		return []Step{e.deactivateDisksStep(o)}, nil
 	case *fsm.OpNodeEvacuate:
 		return e.evacuateSteps(o, st), nil
 	case *fsm.OpNodeMigrate:

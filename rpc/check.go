@@ -60,6 +60,8 @@ var jobRoutes = []jobRoute{
 	{"PUT", "/2/instances/{name}/rename", instanceOp("OP_INSTANCE_RENAME")},
 	{"PUT", "/2/instances/{name}/modify", instanceOp("OP_INSTANCE_SET_PARAMS")},
 	{"POST", "/2/instances/{name}/disk/{disk}/grow", buildGrowDisk}, // handlers_more.go
+	{"PUT", "/2/instances/{name}/activate-disks", instanceOp("OP_INSTANCE_ACTIVATE_DISKS", "ignore_size")},
+	{"PUT", "/2/instances/{name}/deactivate-disks", instanceOp("OP_INSTANCE_DEACTIVATE_DISKS", "force")},
 	{"PUT", "/2/instances/{name}/tags", buildTags("OP_TAGS_SET", fsm.TagInstance, "name")},
 	{"DELETE", "/2/instances/{name}/tags", buildTags("OP_TAGS_DEL", fsm.TagInstance, "name")},
 	{"POST", "/2/networks", buildNetworkAdd}, // handlers_network.go

@@ -153,6 +153,8 @@ func TestDryRunEveryRoute(t *testing.T) {
 		{"PUT", "/2/instances/inst2/rename", `{"new_name":"inst7"}`, ""},
 		{"PUT", "/2/instances/inst1/modify", `{"beparams":{"memory":1024}}`, ""},
 		{"POST", "/2/instances/inst1/disk/0/grow", `{"amount":1024}`, ""},
+		{"PUT", "/2/instances/inst1/activate-disks?ignore_size=1", "", ""},
+		{"PUT", "/2/instances/inst2/deactivate-disks", "", ""},
 		{"PUT", "/2/instances/inst1/tags?tag=new", "", ""},
 		{"DELETE", "/2/instances/inst1/tags?tag=old", "", ""},
 		{"POST", "/2/networks", `{"network_name":"n9","network":"10.8.0.0/24"}`, ""},
@@ -280,7 +282,6 @@ var nonOpcodeRoutes = map[string]struct{}{
 	"PUT /2/gnt/rapi-users": {}, "POST /2/gnt/rapi-users": {}, "PUT /2/gnt/rapi-users/{name}": {}, "DELETE /2/gnt/rapi-users/{name}": {},
 	"POST /2/gnt/renew-crypto": {}, "POST /2/gnt/renew-key": {}, "POST /2/gnt/client-cert": {}, "PUT /2/gnt/snapshot": {},
 	// Refused with 501, dry-run or not (handlers_more_test.go).
-	"PUT /2/instances/{name}/activate-disks": {}, "PUT /2/instances/{name}/deactivate-disks": {},
 	"PUT /2/instances/{name}/prepare-export": {},
 	"PUT /2/instances/{name}/export":         {}, "DELETE /2/instances/{name}/export": {},
 	// Filter rules honour dry-run=1 themselves (filters_test.go).

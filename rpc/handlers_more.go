@@ -37,8 +37,6 @@ func (s *Server) moreRoutes() []moreRoute {
 		{AccessRead, "GET", "/2/instances/{name}/info", s.jobHandler(buildInstanceInfo), false},
 		// A job set; it honours ?dry-run=1 itself (prepareOps).
 		{AccessWrite, "POST", "/2/instances-multi-alloc", s.handleMultiAlloc, true},
-		{AccessWrite, "PUT", "/2/instances/{name}/activate-disks", refuseActivateDisks(true), true},
-		{AccessWrite, "PUT", "/2/instances/{name}/deactivate-disks", refuseActivateDisks(false), true},
 		{AccessWrite, "PUT", "/2/instances/{name}/prepare-export", refuseExport("prepare-export"), true},
 		{AccessWrite, "PUT", "/2/instances/{name}/export", refuseExport("export"), true},
 		// Ganeti's DELETE removes an export: gnt has none to remove.
@@ -110,31 +108,6 @@ func (s *Server) serveConsole(w http.ResponseWriter, r *http.Request) error {
 		return InstanceConsole{Instance: i.Name, Kind: "message",
 			Message: fmt.Sprintf("gnt's node agents offer no console access; instance %s runs on node %s, reach its console there with the hypervisor's tools", i.Name, node)}, nil
 	})
-}
-
-// refuseActivateDisks answers PUT /2/instances/{name}/activate-disks and
-// deactivate-disks: the input is checked (the instance's name; the
-// query's ignore_size or force flag), then the request is refused with
-// 501, since gnt's node agents have no disk activation operation
-// (agent.Driver and the node RPC have create, remove, attach, detach,
-// replace and grow of disks; a disk of gnt is active whenever its
-// instance's storage exists).
-func refuseActivateDisks(activate bool) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if _, aerr := instanceRef(r); aerr != nil {
-			writeError(w, aerr)
-			return
-		}
-		flag, what := "force", "deactivate-disks"
-		if activate {
-			flag, what = "ignore_size", "activate-disks"
-		}
-		if _, aerr := queryFlag(r.URL.Query(), flag); aerr != nil {
-			writeError(w, aerr)
-			return
-		}
-		writeError(w, notImplemented("%s is not supported: gnt's node agents have no disk activation operation (their disk operations are create, remove, attach, detach, replace and grow), so an instance's disks cannot be activated or deactivated apart from the instance", what))
-	}
 }
 
 // GrowDiskRequest is the body of POST

@@ -85,9 +85,10 @@ func TestInstanceConsole(t *testing.T) {
 	}
 }
 
-// TestUnsupportedInstanceOps: activate-disks, deactivate-disks and
-// export check their input (400 naming the field), then answer 501
-// in Ganeti's error form, and change nothing, with dry-run=1 or not.
+// TestUnsupportedInstanceOps: export checks its input (400 naming the
+// field), then answers 501 in Ganeti's error form, and changes nothing,
+// with dry-run=1 or not; activate-disks and deactivate-disks check their
+// flags (400) before they submit their job.
 func TestUnsupportedInstanceOps(t *testing.T) {
 	e := moreEnv(t)
 	before := configState(t, e.b)
@@ -96,10 +97,7 @@ func TestUnsupportedInstanceOps(t *testing.T) {
 		status             int
 		field              string
 	}{
-		{"PUT", "/2/instances/web1/activate-disks", "", 501, ""},
-		{"PUT", "/2/instances/web1/activate-disks?ignore_size=1&dry-run=1", "", 501, ""},
 		{"PUT", "/2/instances/web1/activate-disks?ignore_size=maybe", "", 400, "ignore_size"},
-		{"PUT", "/2/instances/web1/deactivate-disks?force=1", "", 501, ""},
 		{"PUT", "/2/instances/web1/deactivate-disks?force=2", "", 400, "force"},
 		{"PUT", "/2/instances/bad%20name/deactivate-disks", "", 400, "instance_name"},
 		{"PUT", "/2/instances/web1/prepare-export?mode=remote", "", 501, ""},

@@ -196,6 +196,9 @@ type NodeDisk struct {
 	SizeMiB    int64  `json:"size"`
 	Attached   bool   `json:"attached"`
 	Generation string `json:"generation,omitempty"`
+	// Path is the disk's file or device on the node, when its driver
+	// has one.
+	Path string `json:"path,omitempty"`
 }
 
 // NodeMigration is a migration as one of its nodes records it.

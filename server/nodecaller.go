@@ -73,6 +73,12 @@ func (n *nodeCaller) Call(ctx context.Context, node *fsm.Node, c jobs.NodeCall) 
 		out.State = res.Status.State
 		for _, d := range res.Status.Disks {
 			out.Disks = append(out.Disks, d.UUID)
+			if d.Path != "" {
+				if out.DiskPaths == nil {
+					out.DiskPaths = map[string]string{}
+				}
+				out.DiskPaths[d.UUID] = d.Path
+			}
 		}
 	}
 	return out, nil
