@@ -196,7 +196,7 @@ func TestKVMLifecycle(t *testing.T) {
 	if err != nil || st2.State != StateRunning || st2.BootID != st.BootID {
 		t.Fatalf("status after restart %+v %v, want running with boot id %s", st2, err, st.BootID)
 	}
-	waitCount(t, lines, n, time.Minute)
+	waitCount(t, lines, n, 3*time.Minute) // a loaded machine slows a TCG guest down many times
 
 	// Grow while it runs: QMP block_resize.
 	grown := inst
@@ -329,7 +329,7 @@ func TestKVMMigrate(t *testing.T) {
 	}
 	expect(t, "finish", true)(dst.MigrateFinish(ctx, inst, m))
 	expect(t, "finish again", false)(dst.MigrateFinish(ctx, inst, m))
-	waitCount(t, serialLines(t, dst.SerialPath(inst.UUID)), n, time.Minute)
+	waitCount(t, serialLines(t, dst.SerialPath(inst.UUID)), n, 3*time.Minute) // a loaded machine slows a TCG guest down many times
 	st, _ := dst.Status(ctx, inst)
 	if st.State != StateRunning || st.BootID != boot.BootID {
 		t.Fatalf("target after finish %+v, want running with boot id %s", st, boot.BootID)
