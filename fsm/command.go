@@ -251,7 +251,9 @@ type LeaderEstablish struct {
 //
 // Version 20 adds the opcodes OP_INSTANCE_ACTIVATE_DISKS and
 // OP_INSTANCE_DEACTIVATE_DISKS.
-const LogVersion = 20
+//
+// Version 21 adds the opcode OP_NETWORK_RENAME.
+const LogVersion = 21
 
 // Job update actions.
 const (

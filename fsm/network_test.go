@@ -42,6 +42,9 @@ func TestNetworkOpcodesBadInput(t *testing.T) {
 		{`{"OP_ID":"OP_NETWORK_CONNECT","network_name":"n","network_mode":"routed","network_link":"rt"}`, "group_name"},
 		{`{"OP_ID":"OP_NETWORK_CONNECT","network_name":"n","group_name":"g","network_mode":"routed","network_link":"rt","network_vlan":"5"}`, "network_vlan"},
 		{`{"OP_ID":"OP_NETWORK_DISCONNECT","network_name":"n"}`, "group_name"},
+		{`{"OP_ID":"OP_NETWORK_RENAME","network_name":"n"}`, "new_name"},
+		{`{"OP_ID":"OP_NETWORK_RENAME","network_name":"n","new_name":"a b"}`, "new_name"},
+		{`{"OP_ID":"OP_NETWORK_RENAME","new_name":"m"}`, "network_name"},
 		{`{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"i","nics":[{"ip":"pool"}]}`, "nics.0.ip"},
 		{`{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"i","nics":[{"network":"n","link":"br0"}]}`, "nics.0.network"},
 		{`{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"i","nics":[{"network":"none"}]}`, "nics.0.network"},
@@ -216,7 +219,22 @@ func TestNetworkPool(t *testing.T) {
 	if e := netApply(t, s, "", &OpNetworkDisconnect{NetworkName: "lan", GroupName: "default"}); e != nil {
 		t.Fatal(e)
 	}
-	if e := netApply(t, s, "", &OpNetworkRemove{NetworkName: "lan"}); e != nil {
+	if e := netApply(t, s, "", &OpNetworkRename{NetworkName: "lan", NewName: "lan"}); e == nil || e.Code != CodeInval {
+		t.Errorf("renaming to the same name: %v", e)
+	}
+	if e := netApply(t, s, "net-9", &OpNetworkAdd{NetworkName: "other", Network: "10.9.0.0/30"}); e != nil {
+		t.Fatal(e)
+	}
+	if e := netApply(t, s, "", &OpNetworkRename{NetworkName: "lan", NewName: "other"}); e == nil || e.Code != CodeExists {
+		t.Errorf("renaming onto another network: %v", e)
+	}
+	if e := netApply(t, s, "", &OpNetworkRename{NetworkName: "lan", NewName: "wan"}); e != nil || s.LookupNetwork("lan") != nil || s.LookupNetwork("wan").UUID != "net-1" {
+		t.Fatalf("rename: %v", e)
+	}
+	if e := netApply(t, s, "", &OpNetworkRemove{NetworkName: "wan"}); e != nil {
+		t.Fatal(e)
+	}
+	if e := netApply(t, s, "", &OpNetworkRemove{NetworkName: "other"}); e != nil {
 		t.Fatal(e)
 	}
 	if len(s.Networks) != 0 || s.LookupNetwork("lan") != nil {

@@ -287,6 +287,7 @@ var opcodeTypes = map[string]func() Opcode{
 	"OP_NETWORK_SET_PARAMS":        func() Opcode { return &OpNetworkSetParams{} },
 	"OP_NETWORK_CONNECT":           func() Opcode { return &OpNetworkConnect{} },
 	"OP_NETWORK_DISCONNECT":        func() Opcode { return &OpNetworkDisconnect{} },
+	"OP_NETWORK_RENAME":            func() Opcode { return &OpNetworkRename{} },
 	"OP_INSTANCE_ACTIVATE_DISKS":   func() Opcode { return &OpInstanceActivateDisks{} },
 	"OP_INSTANCE_DEACTIVATE_DISKS": func() Opcode { return &OpInstanceDeactivateDisks{} },
 }

@@ -679,3 +679,46 @@ func (t *txn) groupNetworks(groupUUID string) []string {
 	}
 	return out
 }
+
+// OpNetworkRename renames a network. Its result is the new name, as
+// Ganeti's.
+type OpNetworkRename struct {
+	OpCommon
+	NetworkName string `json:"network_name"`
+	NewName     string `json:"new_name"`
+}
+
+// Validate implements Opcode.
+func (o *OpNetworkRename) Validate() *Error {
+	if e := validateNetworkRef(o.NetworkName); e != nil {
+		return e
+	}
+	return ValidateNetworkName("new_name", o.NewName)
+}
+
+// Summary implements Opcode.
+func (o *OpNetworkRename) Summary() string { return "NETWORK_RENAME(" + o.NetworkName + ")" }
+
+// Locks implements Opcode: the network, and the new name so that no
+// network of that name is added meanwhile.
+func (o *OpNetworkRename) Locks(s *State) []LockDecl {
+	return []LockDecl{bgl(false), {Level: LockNetwork, Names: []string{networkLockName(s, o.NetworkName), o.NewName}, Exclusive: true}}
+}
+
+func (o *OpNetworkRename) apply(t *txn, _ string) (any, *Error) {
+	if e := o.Validate(); e != nil {
+		return nil, e
+	}
+	n := t.lookupNetwork(o.NetworkName)
+	if n == nil {
+		return nil, errf(CodeNoEnt, "network_name", "network %q does not exist", o.NetworkName)
+	}
+	if n.Name == o.NewName {
+		return nil, errf(CodeInval, "new_name", "network %q already has that name", n.Name)
+	}
+	if other := t.lookupNetwork(o.NewName); other != nil {
+		return nil, errf(CodeExists, "new_name", "network %q already exists (UUID %s)", o.NewName, other.UUID)
+	}
+	t.networkRW(n.UUID).Name = o.NewName
+	return o.NewName, nil
+}

@@ -73,6 +73,11 @@ print("still", c.GetNetwork(net)["inst_list"], c.GetNetwork(net)["group_list"])
 print("bulk", [x["name"] for x in c.GetNetworks(bulk=True)].count(net))
 print("tags", ok(c.AddNetworkTags(net, ["extra"])), c.GetNetworkTags(net))
 print("modify", ok(c.ModifyNetwork(net, add_reserved_ips=[base + ".9"], mac_prefix="aa:bb:cc")), c.GetNetwork(net)["mac_prefix"], c.GetNetwork(net)["free_count"])
+# This client has no RenameNetwork (Ganeti added it later): its own
+# request path sends what the newer one does.
+jid = c._SendRequest("PUT", "/2/networks/%s/rename" % net, None, {"new_name": net + "x"})
+print("rename", ok(jid), c.GetJobStatus(jid)["opresult"], net + "x" in c.GetNetworks(), c.GetInstance(inst)["nic.networks.names"][0])
+net = net + "x"
 print("cleanup", ok(c.DeleteInstance(inst)), ok(c.DisconnectNetwork(net, "default")), ok(c.DeleteNetwork(net)))
 print("gone", net in c.GetNetworks())
 `
@@ -95,6 +100,7 @@ print("gone", net in c.GetNetworks())
 			"nic-add True ['" + base + ".3', '" + base + ".4']", "nic-taken refused", "delete refused", "disconnect refused",
 			"still ['web-" + net + "'] [['default', 'bridged', 'br0', '']]",
 			"bulk 1", "tags True ['extra', 'nfdhcpd']", "modify True aa:bb:cc 9",
+			"rename True ['" + net + "x'] True " + net + "x",
 			"cleanup True True True", "gone False",
 		} {
 			if !strings.Contains(out, want) {

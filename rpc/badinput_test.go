@@ -88,6 +88,8 @@ func TestBadInput(t *testing.T) {
 		{"network modify nothing", "PUT", "/2/networks/lan/modify", `{}`, 400, wrong, ""},
 		{"network connect no group", "PUT", "/2/networks/lan/connect", `{"network_mode":"routed","network_link":"rt"}`, 400, wrong, "group_name"},
 		{"network invalid path name", "DELETE", "/2/networks/bad!name", ``, 400, wrong, "network_name"},
+		{"network rename no new name", "PUT", "/2/networks/lan/rename", `{}`, 400, wrong, "new_name"},
+		{"network rename bad new name", "PUT", "/2/networks/lan/rename", `{"new_name":"a b"}`, 400, wrong, "new_name"},
 		{"network tags bad tag", "PUT", "/2/networks/lan/tags?tag=a%20b", ``, 400, wrong, "tags"},
 
 		// POST /2/groups

@@ -69,6 +69,7 @@ var jobRoutes = []jobRoute{
 	{"PUT", "/2/networks/{name}/modify", networkOp("OP_NETWORK_SET_PARAMS")},
 	{"PUT", "/2/networks/{name}/connect", networkOp("OP_NETWORK_CONNECT")},
 	{"PUT", "/2/networks/{name}/disconnect", networkOp("OP_NETWORK_DISCONNECT")},
+	{"PUT", "/2/networks/{name}/rename", buildNetworkRename},
 	{"PUT", "/2/networks/{name}/tags", buildTags("OP_TAGS_SET", fsm.TagNetwork, "name")},
 	{"DELETE", "/2/networks/{name}/tags", buildTags("OP_TAGS_DEL", fsm.TagNetwork, "name")},
 	{"POST", "/2/jobs", buildJobOps},

@@ -162,6 +162,7 @@ func TestDryRunEveryRoute(t *testing.T) {
 		{"PUT", "/2/networks/lan/modify", `{"add_reserved_ips":["10.9.0.9"]}`, ""},
 		{"PUT", "/2/networks/spare/connect", `{"group_name":"default","network_mode":"bridged","network_link":"br0"}`, ""},
 		{"PUT", "/2/networks/lan/disconnect", `{"group_name":"default"}`, ""},
+		{"PUT", "/2/networks/lan/rename", `{"new_name":"lan9"}`, ""},
 		{"PUT", "/2/networks/lan/tags?tag=new", "", ""},
 		{"DELETE", "/2/networks/lan/tags?tag=old", "", ""},
 		{"POST", "/2/jobs", `{"ops":[{"OP_ID":"OP_INSTANCE_REMOVE","instance_name":"inst2"},{"OP_ID":"OP_TAGS_SET","kind":"cluster","tags":["x"]}]}`, ""},

@@ -145,3 +145,24 @@ func buildNetworkRemove(r *http.Request, _ []byte) ([]any, *APIError) {
 	}
 	return single("OP_NETWORK_REMOVE", map[string]any{"network_name": name}), nil
 }
+
+// RenameNetworkRequest is the body of PUT /2/networks/{name}/rename.
+type RenameNetworkRequest struct {
+	NewName string `json:"new_name"`
+}
+
+// buildNetworkRename: PUT /2/networks/{name}/rename {"new_name"}.
+func buildNetworkRename(r *http.Request, body []byte) ([]any, *APIError) {
+	name, aerr := networkRef(r)
+	if aerr != nil {
+		return nil, aerr
+	}
+	var req RenameNetworkRequest
+	if aerr := decodeBody(body, &req); aerr != nil {
+		return nil, aerr
+	}
+	if req.NewName == "" {
+		return nil, badRequest("new_name", "new_name is required")
+	}
+	return single("OP_NETWORK_RENAME", map[string]any{"network_name": name, "new_name": req.NewName}), nil
+}

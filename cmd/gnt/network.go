@@ -56,6 +56,12 @@ func (e environment) networkCommand() *cli.Command {
 				Action: e.do(networkModify),
 			},
 			{
+				Name:      "rename",
+				Usage:     "rename a network",
+				ArgsUsage: "NAME NEW-NAME",
+				Action:    e.do(networkRename),
+			},
+			{
 				Name:      "remove",
 				Usage:     "remove a network that no group is connected to",
 				ArgsUsage: "NAME",
@@ -167,6 +173,14 @@ func networkModify(ctx context.Context, s *session, c *cli.Context, args []strin
 	}
 	printChanges(s.stdout, "network "+args[0], j.result(0))
 	return nil
+}
+
+func networkRename(ctx context.Context, s *session, c *cli.Context, args []string) error {
+	if err := nArgs(c, args, 2, 2); err != nil {
+		return err
+	}
+	_, err := s.change(ctx, http.MethodPut, networkPath(args[0])+"/rename", nil, map[string]any{"new_name": args[1]})
+	return err
 }
 
 func networkRemove(ctx context.Context, s *session, c *cli.Context, args []string) error {
