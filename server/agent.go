@@ -127,7 +127,8 @@ func (s *Server) newDriver() (agent.Driver, error) {
 		k, err := agent.NewKVM(agent.KVMConfig{
 			Dir: filepath.Join(dir, "kvm"), Node: s.cfg.Name, Addr: s.cfg.Bind,
 			FileStorageDir: fsDir, SharedFileStorageDir: s.cfg.SharedFileStorageDir, Accel: s.cfg.KVMAccel,
-			Info: log.Info, Warn: log.Warn, OS: &osCfg,
+			NetNS: s.cfg.KVMNetNS,
+			Info:  log.Info, Warn: log.Warn, OS: &osCfg,
 		})
 		if err != nil {
 			return nil, err

@@ -146,7 +146,10 @@ type Config struct {
 	// probe). FileStorageDir and SharedFileStorageDir hold its disks of
 	// templates file (default <data-dir>/file-storage) and sharedfile
 	// (empty: refused).
-	KVMAccel             string `json:"kvm_accel"`
+	KVMAccel string `json:"kvm_accel"`
+	// KVMNetNS, when set, is the network namespace (ip netns) the kvm
+	// driver runs the guests and their taps in; empty: the node's own.
+	KVMNetNS             string `json:"kvm_netns"`
 	FileStorageDir       string `json:"file_storage_dir"`
 	SharedFileStorageDir string `json:"shared_file_storage_dir"`
 	// DiagnoseCommandsDir and RepairCommandsDir are the whitelist
@@ -294,6 +297,9 @@ func (c *Config) Validate() error {
 	case "", "kvm", "tcg":
 	default:
 		return fmt.Errorf("--kvm-accel %q: want kvm or tcg (or nothing: probe)", c.KVMAccel)
+	}
+	if c.KVMNetNS != "" && (len(c.KVMNetNS) > 255 || strings.ContainsAny(c.KVMNetNS, "/ \t\n") || c.KVMNetNS == "." || c.KVMNetNS == "..") {
+		return fmt.Errorf("--kvm-netns %q: want the name of a network namespace (ip netns list; at most 255 characters, no slash or space)", c.KVMNetNS)
 	}
 	for _, d := range []struct{ flag, v string }{{"--file-storage-dir", c.FileStorageDir}, {"--shared-file-storage-dir", c.SharedFileStorageDir}} {
 		if d.v != "" && (!filepath.IsAbs(d.v) || filepath.Clean(d.v) != d.v) {

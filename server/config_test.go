@@ -76,3 +76,19 @@ func FuzzParseConfig(f *testing.F) {
 		}
 	})
 }
+
+// TestKVMNetNSValidated: --kvm-netns takes a namespace's name only.
+func TestKVMNetNSValidated(t *testing.T) {
+	for _, ns := range []string{"../etc", "a b", ".", "..", strings.Repeat("n", 256)} {
+		c := DefaultConfig()
+		c.Name, c.Bind, c.KVMNetNS = "n1", "127.0.0.1", ns
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--kvm-netns") {
+			t.Errorf("--kvm-netns %.20q: %v, want an error naming the flag", ns, err)
+		}
+	}
+	c := DefaultConfig()
+	c.Name, c.Bind, c.KVMNetNS = "n1", "127.0.0.1", "gnt-test"
+	if err := c.Validate(); err != nil {
+		t.Errorf("--kvm-netns gnt-test: %v", err)
+	}
+}

@@ -84,6 +84,7 @@ func agentCommand() *cli.Command {
 			&cli.IntFlag{Name: "cpus", Usage: "CPUs to report (0: detect)"},
 			&cli.StringFlag{Name: "hypervisor", Usage: "node agent driver: kvm, fake or exec (default: fake with --profile dev, else exec)"},
 			&cli.StringFlag{Name: "kvm-accel", Usage: "kvm driver: the guests' accelerator, kvm or tcg (default: probe KVM at start, else tcg)"},
+			&cli.StringFlag{Name: "kvm-netns", Usage: "kvm driver: run the guests' qemu and their NICs' taps in this network namespace (ip netns; default: the node's own)"},
 			&cli.StringFlag{Name: "file-storage-dir", Usage: "kvm driver: the disks of template file (default <data-dir>/file-storage)"},
 			&cli.StringFlag{Name: "shared-file-storage-dir", Usage: "kvm driver: the disks of template sharedfile, a directory every node shares (default: none, sharedfile refused)"},
 			&cli.StringFlag{Name: "hooks-dir", Usage: "the exec driver's scripts (default " + server.DefaultHooksDir + ")"},
@@ -156,6 +157,7 @@ func agentCommand() *cli.Command {
 			setStr("hypervisor", &cfg.Hypervisor)
 			setStr("hooks-dir", &cfg.HooksDir)
 			setStr("kvm-accel", &cfg.KVMAccel)
+			setStr("kvm-netns", &cfg.KVMNetNS)
 			setStr("file-storage-dir", &cfg.FileStorageDir)
 			setStr("shared-file-storage-dir", &cfg.SharedFileStorageDir)
 			if c.IsSet("hook-timeout") {

@@ -1,0 +1,107 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gnt-cluster/gnt/fsm"
+)
+
+// TestKVMBridgedNIC: a gntd with the kvm driver and --kvm-netns, in a
+// network namespace the test creates with a bridge br0, runs a guest
+// created through the API with a NIC on br0: its tap is a port of the
+// bridge while it runs and is gone after shutdown and remove; a NIC on a
+// bridge the node lacks fails the start naming the bridge, with no tap.
+func TestKVMBridgedNIC(t *testing.T) {
+	kernel, initrd := needKVMGuest(t)
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP: not root: the NIC test creates a network namespace and a bridge")
+	}
+	ns := fmt.Sprintf("gnt-inics-%d", os.Getpid())
+	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+		t.Skipf("SKIP: cannot create a network namespace (ip netns add): %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+	ip := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command("ip", append([]string{"-n", ns}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("ip %v in %s: %v: %s", args, ns, err, out)
+		}
+		return string(out)
+	}
+	ip("link", "add", "br0", "type", "bridge")
+	ip("link", "set", "br0", "up")
+
+	c := NewCluster(t, ClusterOptions{Candidates: 1,
+		ExtraArgs: []string{"--hypervisor", "kvm", "--kvm-accel", "tcg", "--kvm-netns", ns}})
+	t.Cleanup(func() { killQEMUs(c) })
+	c.WaitLeader(30 * time.Second)
+	m := c.Members[0]
+	c.WaitAgent(m, 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	create := func(name, link string) (string, string) {
+		t.Helper()
+		id, _, err := c.Client().Submit(ctx, "POST", "/2/instances", nil, map[string]any{
+			"__version__": 1, "instance_name": name, "disk_template": "diskless", "disks": []any{},
+			"beparams": map[string]any{"memory": 128, "vcpus": 1}, "os_type": "noop", "pnode": m.Name,
+			"nics":     []any{map[string]any{"link": link, "mode": "bridged"}},
+			"hvparams": map[string]any{"kernel_path": kernel, "initrd_path": initrd, "kernel_args": "quiet", "root_path": ""},
+		})
+		if err != nil {
+			t.Fatalf("instance create %s: %v", name, err)
+		}
+		j := c.waitFinal(id, 3*time.Minute)
+		return j.Status, fmt.Sprintf("%v %s", j.OpLog, j.OpResult)
+	}
+	if st, log := create("vm1", "br0"); st != fsm.StatusSuccess {
+		t.Fatalf("instance create vm1: %s\n%s", st, log)
+	}
+	info, err := c.Client().Instance(ctx, "vm1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tap := "gt" + strings.ReplaceAll(info.UUID, "-", "")[:9] + "n0"
+	guestCounter(t, m, info.UUID, -1, 3*time.Minute)
+	if out := ip("-o", "link", "show", "master", "br0"); !strings.Contains(out, tap) {
+		t.Fatalf("ports of br0 in %s: %q, want the tap %s", ns, out, tap)
+	}
+	if len(info.NICMACs) != 1 {
+		t.Fatalf("nic.macs of vm1: %v, want one", info.NICMACs)
+	}
+	if cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", qemuPID(m, info.UUID))); !strings.Contains(string(cmd), "ifname="+tap+",") || !strings.Contains(string(cmd), "mac="+info.NICMACs[0]) {
+		t.Errorf("qemu command line without the tap %s and MAC %v: %q", tap, info.NICMACs, cmd)
+	}
+
+	if st, log := create("vm2", "nobr"); st == fsm.StatusSuccess || !strings.Contains(log, `bridge \"nobr\" (its link) does not exist on node `+m.Name) {
+		t.Errorf("create on a missing bridge: %s, want an error naming the bridge\n%s", st, log)
+	}
+	if out := ip("-o", "link", "show", "type", "tun"); strings.Count(out, "\n") != 1 {
+		t.Errorf("taps after the refused start: %q, want vm1's only", out)
+	}
+
+	if out, err := c.GNT("instance", "shutdown", "vm1"); err != nil {
+		t.Fatalf("shutdown: %v\n%s", err, out)
+	}
+	if out := ip("-o", "link", "show", "type", "tun"); out != "" {
+		t.Errorf("taps after shutdown: %q", out)
+	}
+	if out, err := c.GNT("instance", "startup", "vm1"); err != nil {
+		t.Fatalf("startup: %v\n%s", err, out)
+	}
+	if out := ip("-o", "link", "show", "master", "br0"); !strings.Contains(out, tap) {
+		t.Fatalf("ports of br0 after startup: %q", out)
+	}
+	if out, err := c.GNT("instance", "remove", "-f", "vm1"); err != nil {
+		t.Fatalf("remove: %v\n%s", err, out)
+	}
+	if out := ip("-o", "link", "show", "type", "tun"); out != "" {
+		t.Errorf("taps after remove: %q", out)
+	}
+}
