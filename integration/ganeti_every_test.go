@@ -17,11 +17,6 @@ var mayRefuse = map[string]string{
 	// Not served, by design (docs/api.md): 501.
 	"PrepareExport":  "501 prepare-export is not supported",
 	"ExportInstance": "501 export is not supported",
-	// Until networks and OS definitions are served.
-	"CreateNetwork": "404", "GetNetworks": "404", "GetNetwork": "404", "ModifyNetwork": "404",
-	"ConnectNetwork": "404", "DisconnectNetwork": "404", "DeleteNetwork": "404",
-	"GetNetworkTags": "404", "AddNetworkTags": "404", "DeleteNetworkTags": "404",
-	"GetOperatingSystems": "404",
 }
 
 // mayFailJob are the client's methods whose job is meant to fail in
