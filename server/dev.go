@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -45,7 +46,41 @@ type DevOptions struct {
 	// OOBHelper is gnt-oob-fake, every node's OOB helper; empty means the
 	// one beside Binary (none there: no OOB).
 	OOBHelper string
-	Out       io.Writer
+	// Hypervisor is every member's driver: fake (the default) or kvm
+	// (real QEMU guests; see devKVM).
+	Hypervisor string
+	// GuestDir holds the kvm guest's initramfs.cpio.gz (`make guest`);
+	// empty means guest/ beside Binary.
+	GuestDir string
+	Out      io.Writer
+}
+
+// devKVMSetup is what a kvm dev cluster needs from this machine: QEMU,
+// a kernel (the newest /boot/vmlinuz-*) and the guest's initramfs of
+// `make guest`. Each missing piece is named with what installs it.
+func devKVMSetup(o DevOptions) (kernel, initrd string, err error) {
+	for _, p := range []string{"qemu-system-x86_64", "qemu-img"} {
+		if _, err := exec.LookPath(p); err != nil {
+			return "", "", fmt.Errorf("dev --hypervisor kvm: %s is not installed (apt-get install qemu-system-x86 qemu-utils)", p)
+		}
+	}
+	ks, _ := filepath.Glob("/boot/vmlinuz-*")
+	if len(ks) == 0 {
+		return "", "", errors.New("dev --hypervisor kvm: no kernel in /boot to boot the guests with (apt-get install linux-image-amd64)")
+	}
+	sort.Strings(ks)
+	dir := o.GuestDir
+	if dir == "" {
+		dir = filepath.Join(filepath.Dir(o.Binary), "guest")
+	}
+	initrd, err = filepath.Abs(filepath.Join(dir, "initramfs.cpio.gz"))
+	if err != nil {
+		return "", "", err
+	}
+	if _, err := os.Stat(initrd); err != nil {
+		return "", "", fmt.Errorf("dev --hypervisor kvm: the guest's initramfs %s is missing: build it with `make guest` (needs busybox-static and cpio) or give --guest-dir", initrd)
+	}
+	return ks[len(ks)-1], initrd, nil
 }
 
 // devMaintParams are the maintd and repair settings of a dev cluster.
@@ -87,6 +122,18 @@ func RunDev(ctx context.Context, o DevOptions) error {
 	if o.ClusterName == "" {
 		o.ClusterName = "gnt-dev"
 	}
+	var kernel, initrd string
+	switch o.Hypervisor {
+	case "", "fake":
+		o.Hypervisor = "fake"
+	case "kvm":
+		var err error
+		if kernel, initrd, err = devKVMSetup(o); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("dev: --hypervisor %q: fake or kvm", o.Hypervisor)
+	}
 	if o.DataDir == "" {
 		d, err := os.MkdirTemp("", "gnt-dev-")
 		if err != nil {
@@ -120,6 +167,16 @@ func RunDev(ctx context.Context, o DevOptions) error {
 	}
 	if err := os.Chmod(iaDir, 0o755); err != nil {
 		return err
+	}
+	// A kvm cluster's sharedfile disks: one directory every member uses.
+	shared, err := filepath.Abs(filepath.Join(o.DataDir, "shared-file-storage"))
+	if err != nil {
+		return err
+	}
+	if o.Hypervisor == "kvm" {
+		if err := os.MkdirAll(shared, 0o700); err != nil {
+			return err
+		}
 	}
 	oobFake := newDevOOB(o, out)
 	var (
@@ -170,9 +227,12 @@ func RunDev(ctx context.Context, o DevOptions) error {
 			}
 		}
 		args := []string{o.Binary, "agent", "--name", sp.name, "--bind", sp.ip, "--data-dir", dir,
-			"--join", strings.Join(joins, ","), "--profile", "dev", "--hypervisor", "fake",
+			"--join", strings.Join(joins, ","), "--profile", "dev", "--hypervisor", o.Hypervisor,
 			"--diagnose-commands-dir", diag, "--repair-commands-dir", rep, "--diagnose-min-interval", "1s",
 			"--oob-programs-dir", oobDir, "--iallocators-dir", iaDir}
+		if o.Hypervisor == "kvm" {
+			args = append(args, "--shared-file-storage-dir", shared)
+		}
 		cmd := exec.Command(args[0], args[1:]...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 		stdout, _ := cmd.StdoutPipe()
@@ -254,7 +314,19 @@ func RunDev(ctx context.Context, o DevOptions) error {
 		}
 		// Repair on a demo's time scale: rounds every few seconds, a dead
 		// node repaired after 5 s, no minute-long harep delay.
-		id, meta, err := client.ModifyCluster(ictx, devMaintParams, "gntd dev: maintd timers")
+		params := devMaintParams
+		if o.Hypervisor == "kvm" {
+			// Every kvm instance boots the test guest unless it says
+			// otherwise. The default hypervisor is named: the cluster's
+			// hvparams fill an instance's only under its hypervisor's name
+			// (an instance that names none would get none of them).
+			params = map[string]any{"default_hypervisor": "kvm", "hvparams": map[string]any{"kvm": map[string]any{
+				"kernel_path": kernel, "initrd_path": initrd, "kernel_args": "quiet", "root_path": ""}}}
+			for k, v := range devMaintParams {
+				params[k] = v
+			}
+		}
+		id, meta, err := client.ModifyCluster(ictx, params, "gntd dev: maintd timers")
 		if err != nil {
 			return fmt.Errorf("dev: maintd timers: %w", err)
 		}
@@ -322,6 +394,10 @@ func RunDev(ctx context.Context, o DevOptions) error {
 	out.Printf("[dev]   API (RAPI): %s\n", strings.Join(servers, " "))
 	for _, m := range info.Members {
 		out.Printf("[dev]   %-7s %-9s pid %-7d %s\n", m.Name, m.Role, m.PID, m.Addrs.(map[string]string)["api"])
+	}
+	if o.Hypervisor == "kvm" {
+		out.Printf("[dev] kvm: guests boot %s with %s; sharedfile disks in %s\n", kernel, initrd, shared)
+		out.Printf("[dev] try: gnt instance add -t sharedfile --disk 16M --memory 128 --os-type gnt-image+default -n node12 vm1 (more in docs/tour.md)\n")
 	}
 	out.Printf("[dev] try: gnt cluster info; gnt node list   (Ctrl-C stops everything)\n\n")
 	<-ctx.Done()

@@ -66,14 +66,15 @@ func (e environment) instanceOpCommands() []*cli.Command {
 		one("reboot", "reboot an instance", []cli.Flag{
 			&cli.StringFlag{Name: "type", Usage: "soft, hard (default) or full"},
 		}, instanceReboot),
-		one("failover", "move a drbd instance to its secondary node (a sharedfile one to --target-node), stopping it meanwhile (asks first unless --force)", []cli.Flag{
+		one("failover", "move a drbd instance to its secondary node (a sharedfile one to --target-node, or where --iallocator puts it), stopping it meanwhile (asks first unless --force)", []cli.Flag{
 			&cli.BoolFlag{Name: "ignore-consistency", Usage: "fail over even when the primary cannot be reached"},
 			&cli.StringFlag{Name: "target-node", Aliases: []string{"n"}, Usage: "the `NODE` to fail a sharedfile instance over to"},
+			&cli.StringFlag{Name: "iallocator", Aliases: []string{"I"}, Usage: "instead of --target-node: the allocator (hail) that chooses the node, in the primary's group"},
 			forceFlag(),
 		}, e.confirmed(1, ask("fail over instance %s",
 			"Failover will happen to image %s. This requires a shutdown of the instance. Continue?"),
-			instanceFields(http.MethodPut, "/failover", map[string]string{"target-node": "target_node"}, "ignore-consistency"))),
-		one("migrate", "move a running drbd instance to its secondary node (a sharedfile one to --target-node) without stopping it (asks first unless --force)", []cli.Flag{
+			instanceFields(http.MethodPut, "/failover", map[string]string{"target-node": "target_node", "iallocator": "iallocator"}, "ignore-consistency"))),
+		one("migrate", "move a running drbd instance to its secondary node (a sharedfile one to --target-node, or where --iallocator puts it) without stopping it (asks first unless --force)", []cli.Flag{
 			&cli.BoolFlag{Name: "cleanup", Usage: "clean up after a failed migration"},
 			&cli.StringFlag{Name: "target-node", Aliases: []string{"n"}, Usage: "the `NODE` to migrate a sharedfile instance to"},
 			forceFlag(),

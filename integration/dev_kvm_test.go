@@ -1,0 +1,131 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestDevKVM runs `gntd dev --hypervisor kvm` as docs/tour.md does: the
+// six members run the kvm driver with one shared file storage dir, and
+// the cluster's kvm hvparams boot the test guest (`make guest`; here
+// built into a temp dir given as --guest-dir), so a sharedfile instance
+// created through gnt with no hvparams of its own prints its marker on
+// its serial console. Without QEMU, a kernel or busybox-static it skips
+// saying what to install.
+func TestDevKVM(t *testing.T) {
+	_, initrd := needKVMGuest(t)
+	bin := Binaries(t)
+	for _, ip := range []string{"127.0.0.11", "127.0.0.12", "127.0.0.13", "127.0.0.21", "127.0.0.22", "127.0.0.23"} {
+		ln, err := net.Listen("tcp", ip+":5080")
+		if err != nil {
+			t.Skipf("the demo's address %s:5080 is in use (is a `make demo` running?): %v", ip, err)
+		}
+		ln.Close()
+	}
+	home, dir := t.TempDir(), filepath.Join(t.TempDir(), "dev")
+	out := &lockedBuffer{}
+	sup := exec.Command(filepath.Join(bin, "gntd"), "dev", "--data-dir", dir, "--hypervisor", "kvm", "--guest-dir", filepath.Dir(initrd))
+	sup.Env = append(os.Environ(), "HOME="+home, "GNT_SERVER=")
+	sup.Stdout, sup.Stderr = out, out
+	if err := sup.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- sup.Wait() }()
+	t.Cleanup(func() {
+		sup.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(60 * time.Second):
+			sup.Process.Kill()
+			<-exited
+		}
+		// The guests outlive gntd by design, not the test.
+		pids, _ := filepath.Glob(filepath.Join(dir, "*", "agent", "kvm", "run", "*", "qemu.pid"))
+		for _, p := range pids {
+			b, _ := os.ReadFile(p)
+			pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+			if cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); pid > 1 && err == nil && strings.Contains(string(cmdline), "qemu") {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		if t.Failed() {
+			t.Logf("gntd dev's output, last lines:\n%s", lastLines(out.String(), 80))
+		}
+	})
+	gnt := func(timeout time.Duration, args ...string) (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, filepath.Join(bin, "gnt"), args...)
+		cmd.Env = append(os.Environ(), "HOME="+home, "GNT_SERVER=")
+		b, err := cmd.CombinedOutput()
+		return string(b), err
+	}
+
+	deadline := time.Now().Add(3 * time.Minute)
+	var members []devMember
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, "dev.json")); err == nil {
+			var info struct {
+				Members []devMember `json:"members"`
+			}
+			if json.Unmarshal(b, &info) == nil {
+				members = info.Members
+				break
+			}
+		}
+		select {
+		case err := <-exited:
+			exited <- err
+			t.Fatalf("gntd dev --hypervisor kvm exited before the cluster was up: %v", err)
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no dev.json within 3m")
+		}
+	}
+	shared := filepath.Join(dir, "shared-file-storage")
+	for _, m := range members {
+		c := strings.Join(m.Command, " ")
+		if !strings.Contains(c, "--hypervisor kvm") || !strings.Contains(c, "--shared-file-storage-dir "+shared) {
+			t.Errorf("%s runs %s, want the kvm driver and the shared dir %s", m.Name, c, shared)
+		}
+	}
+	if !strings.Contains(out.String(), "[dev] kvm: guests boot /boot/vmlinuz-") {
+		t.Errorf("gntd dev does not say what the guests boot:\n%s", lastLines(out.String(), 20))
+	}
+
+	// The tour's instance: no hvparams, the cluster's boot the guest.
+	if o, err := gnt(8*time.Minute, "instance", "add", "-t", "sharedfile", "--disk", "16M", "--memory", "128",
+		"--os-type", "gnt-image+default", "-n", "node12", "vm1"); err != nil {
+		t.Fatalf("gnt instance add: %v\n%s", err, o)
+	}
+	var uuid string
+	for _, m := range members {
+		if m.Name != "node12" {
+			continue
+		}
+		socks, _ := filepath.Glob(filepath.Join(m.DataDir, "agent", "kvm", "run", "*", "serial.sock"))
+		if len(socks) != 1 {
+			t.Fatalf("serial consoles on node12: %v, want vm1's", socks)
+		}
+		uuid = filepath.Base(filepath.Dir(socks[0]))
+		guestCounter(t, &Member{Name: m.Name, DataDir: m.DataDir}, uuid, -1, 3*time.Minute)
+	}
+	if uuid == "" {
+		t.Fatalf("no node12 in dev.json: %+v", members)
+	}
+	if files := filesUnder(shared); len(files) != 1 {
+		t.Errorf("shared storage: %v, want vm1's disk", files)
+	}
+}
