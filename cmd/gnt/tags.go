@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 )
@@ -65,7 +66,7 @@ func (e environment) tagCommands(kind string, named bool, path func(name string)
 		{
 			Name:      "list-tags",
 			Usage:     "list the tags of the " + kind,
-			ArgsUsage: nameUsage,
+			ArgsUsage: strings.TrimSpace(nameUsage),
 			Action: e.do(func(ctx context.Context, s *session, c *cli.Context, args []string) error {
 				name, _, err := split(c, args, false)
 				if err != nil {
