@@ -20,7 +20,8 @@ import (
 // the cluster's kvm hvparams boot the test guest (`make guest`; here
 // built into a temp dir given as --guest-dir), so a sharedfile instance
 // created through gnt with no hvparams of its own prints its marker on
-// its serial console. Without QEMU, a kernel or busybox-static it skips
+// its serial console, and again on the node hail chooses for a failover
+// (gnt instance failover -I hail). Without QEMU, a kernel or busybox-static it skips
 // saying what to install.
 func TestDevKVM(t *testing.T) {
 	_, initrd := needKVMGuest(t)
@@ -127,5 +128,25 @@ func TestDevKVM(t *testing.T) {
 	}
 	if files := filesUnder(shared); len(files) != 1 {
 		t.Errorf("shared storage: %v, want vm1's disk", files)
+	}
+
+	// The tour's failover with an allocator: hail chooses another node,
+	// where the guest boots again.
+	if o, err := gnt(5*time.Minute, "instance", "failover", "-f", "-I", "hail", "vm1"); err != nil {
+		t.Fatalf("gnt instance failover -I hail: %v\n%s", err, o)
+	}
+	moved := false
+	for _, m := range members {
+		if _, err := os.Stat(filepath.Join(m.DataDir, "agent", "kvm", "run", uuid, "qemu.pid")); err != nil {
+			continue
+		}
+		if m.Name == "node12" {
+			t.Fatalf("vm1 still has a qemu on node12 after the failover")
+		}
+		guestCounter(t, &Member{Name: m.Name, DataDir: m.DataDir}, uuid, -1, 3*time.Minute)
+		moved = true
+	}
+	if !moved {
+		t.Fatalf("vm1 runs nowhere after the failover")
 	}
 }
