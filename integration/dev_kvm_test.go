@@ -21,7 +21,9 @@ import (
 // built into a temp dir given as --guest-dir), so a sharedfile instance
 // created through gnt with no hvparams of its own prints its marker on
 // its serial console, and again on the node hail chooses for a failover
-// (gnt instance failover -I hail). Without QEMU, a kernel or busybox-static it skips
+// (gnt instance failover -I hail); with the failover autorepair tag,
+// that node killed (gntd and qemu) and marked offline, harep brings it
+// up on another node. Without QEMU, a kernel or busybox-static it skips
 // saying what to install.
 func TestDevKVM(t *testing.T) {
 	_, initrd := needKVMGuest(t)
@@ -135,7 +137,7 @@ func TestDevKVM(t *testing.T) {
 	if o, err := gnt(5*time.Minute, "instance", "failover", "-f", "-I", "hail", "vm1"); err != nil {
 		t.Fatalf("gnt instance failover -I hail: %v\n%s", err, o)
 	}
-	moved := false
+	moved, dead := false, devMember{}
 	for _, m := range members {
 		if _, err := os.Stat(filepath.Join(m.DataDir, "agent", "kvm", "run", uuid, "qemu.pid")); err != nil {
 			continue
@@ -144,9 +146,38 @@ func TestDevKVM(t *testing.T) {
 			t.Fatalf("vm1 still has a qemu on node12 after the failover")
 		}
 		guestCounter(t, &Member{Name: m.Name, DataDir: m.DataDir}, uuid, -1, 3*time.Minute)
-		moved = true
+		moved, dead = true, m
 	}
 	if !moved {
 		t.Fatalf("vm1 runs nowhere after the failover")
 	}
+
+	// harep: with the failover autorepair tag, its node dead (gntd and
+	// qemu killed) and marked offline, vm1 comes up on another node.
+	if o, err := gnt(time.Minute, "instance", "add-tags", "vm1", "ganeti:watcher:autorepair:failover"); err != nil {
+		t.Fatalf("add-tags: %v\n%s", err, o)
+	}
+	qemu, _ := os.ReadFile(filepath.Join(dead.DataDir, "agent", "kvm", "run", uuid, "qemu.pid"))
+	syscall.Kill(dead.PID, syscall.SIGKILL)
+	if pid, _ := strconv.Atoi(strings.TrimSpace(string(qemu))); pid > 1 {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	if o, err := gnt(time.Minute, "node", "modify", "--auto-promote", "--offline", "yes", dead.Name); err != nil {
+		t.Fatalf("marking %s offline: %v\n%s", dead.Name, err, o)
+	}
+	deadline = time.Now().Add(3 * time.Minute)
+	for time.Now().Before(deadline) {
+		for _, m := range members {
+			if m.Name == dead.Name {
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(m.DataDir, "agent", "kvm", "run", uuid, "qemu.pid")); err == nil {
+				guestCounter(t, &Member{Name: m.Name, DataDir: m.DataDir}, uuid, -1, 3*time.Minute)
+				return
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	o, _ := gnt(time.Minute, "instance", "list-tags", "vm1")
+	t.Fatalf("harep did not bring vm1 up on another node than %s within 3m; tags:\n%s", dead.Name, o)
 }
