@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -24,6 +25,7 @@ type devMember struct {
 	Role      string            `json:"role"`
 	Addresses map[string]string `json:"addresses"`
 	PID       int               `json:"pid"`
+	PIDFile   string            `json:"pid_file"`
 	DataDir   string            `json:"data_dir"`
 	Command   []string          `json:"command"`
 }
@@ -133,6 +135,14 @@ func TestDevSupervisor(t *testing.T) {
 			t.Errorf("%s: pid %d is not a separate running process", m.Name, m.PID)
 		}
 		pids[m.PID] = true
+		// The pid file (kept by gnt-oob-fake across power cycles, so
+		// there only with the helper) says the same pid while dev's
+		// member runs.
+		if m.PIDFile != "" {
+			if b, err := os.ReadFile(m.PIDFile); err != nil || strings.TrimSpace(string(b)) != strconv.Itoa(m.PID) {
+				t.Errorf("%s: pid_file %q holds %q (%v), want %d", m.Name, m.PIDFile, b, err, m.PID)
+			}
+		}
 		if len(m.Command) < 2 || m.Command[1] != "agent" || m.Addresses["api"] == "" || m.DataDir == "" {
 			t.Errorf("%s: dev.json entry %+v", m.Name, m)
 		}
@@ -201,6 +211,11 @@ func TestDevSupervisor(t *testing.T) {
 	// gnt-oob-fake (when it is beside gntd, as make builds it) is every
 	// node's helper, from the OOB programs directory dev gives its members.
 	if _, err := os.Stat(filepath.Join(bin, "gnt-oob-fake")); err == nil {
+		for _, m := range members {
+			if m.PIDFile == "" {
+				t.Errorf("%s: no pid_file in dev.json although gnt-oob-fake is there", m.Name)
+			}
+		}
 		eventually(30*time.Second, "gnt node power status through gnt-oob-fake", func() error {
 			out, code := gnt("node", "power", "status")
 			if code != 0 || !strings.Contains(out, "node21 on") {

@@ -93,7 +93,11 @@ type DevMember struct {
 	Name    string   `json:"name"`
 	Role    string   `json:"role"` // candidate or node
 	Addrs   any      `json:"addresses"`
+	// PID is the pid dev started the member with; PIDFile (with the OOB
+	// helper) holds the member's pid as it is now: gnt-oob-fake rewrites
+	// it when a power-on starts the gntd again.
 	PID     int      `json:"pid"`
+	PIDFile string   `json:"pid_file,omitempty"`
 	DataDir string   `json:"data_dir"`
 	Command []string `json:"command"`
 }
@@ -360,7 +364,11 @@ func RunDev(ctx context.Context, o DevOptions) error {
 	mu.Lock()
 	info := DevInfo{Cluster: o.ClusterName, DataDir: o.DataDir, Servers: servers, Supervisor: os.Getpid()}
 	for _, c := range children {
-		info.Members = append(info.Members, c.member)
+		m := c.member
+		if oobFake != nil {
+			m.PIDFile = oobFake.pidFile(m.Name)
+		}
+		info.Members = append(info.Members, m)
 	}
 	mu.Unlock()
 	sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
