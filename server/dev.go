@@ -90,9 +90,9 @@ var devMaintParams = map[string]any{
 
 // DevMember describes one child gntd in dev.json.
 type DevMember struct {
-	Name    string   `json:"name"`
-	Role    string   `json:"role"` // candidate or node
-	Addrs   any      `json:"addresses"`
+	Name  string `json:"name"`
+	Role  string `json:"role"` // candidate or node
+	Addrs any    `json:"addresses"`
 	// PID is the pid dev started the member with; PIDFile (with the OOB
 	// helper) holds the member's pid as it is now: gnt-oob-fake rewrites
 	// it when a power-on starts the gntd again.
