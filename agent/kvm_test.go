@@ -315,7 +315,8 @@ func TestKVMMigrate(t *testing.T) {
 	inst := guestInstance(kernel, initrd, "sharedfile", fsm.Disk{UUID: disk0, SizeMiB: 8, Mode: "rw"})
 	expect(t, "disk create", true)(src.DiskCreate(ctx, inst, disk0))
 	expect(t, "start", true)(src.Start(ctx, inst))
-	n := waitCount(t, serialLines(t, src.SerialPath(inst.UUID)), -1, 2*time.Minute)
+	// A guest whose init has run for a few seconds (see TestKVMGuests).
+	n := waitCount(t, serialLines(t, src.SerialPath(inst.UUID)), 30, 3*time.Minute)
 	boot, _ := src.Status(ctx, inst)
 
 	m := Migration{ID: "mig1", PeerNode: "b", Peer: "127.0.0.1:1811"}
