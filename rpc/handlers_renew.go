@@ -92,43 +92,46 @@ func (s *Server) handleRenewCrypto(start bool) http.HandlerFunc {
 		if cr == nil {
 			return
 		}
-		var body []byte
-		if start {
-			var aerr *APIError
-			if body, aerr = s.readBody(r); aerr != nil {
+		serveRenewal(s, w, r, start, cr.RenewCrypto, cr.RenewCryptoStatus)
+	}
+}
+
+// serveRenewal answers a renewal route on the leader: a POST (start) may
+// carry an empty JSON object or no body at all and starts the renewal (or
+// reports the one under way); a GET reports it.
+func serveRenewal[T any](s *Server, w http.ResponseWriter, r *http.Request, start bool, startFn, statusFn func(context.Context) (T, error)) {
+	var body []byte
+	if start {
+		var aerr *APIError
+		if body, aerr = s.readBody(r); aerr != nil {
+			writeError(w, aerr)
+			return
+		}
+		if len(body) > 0 {
+			var empty struct{}
+			if aerr := decodeBody(body, &empty); aerr != nil {
 				writeError(w, aerr)
 				return
 			}
-			if len(body) > 0 {
-				var empty struct{}
-				if aerr := decodeBody(body, &empty); aerr != nil {
-					writeError(w, aerr)
-					return
-				}
-			}
 		}
-		s.onLeader(w, r, body, func() error {
-			var (
-				st  RenewCryptoStatus
-				err error
-			)
-			if start {
-				st, err = cr.RenewCrypto(r.Context())
-			} else {
-				st, err = cr.RenewCryptoStatus(r.Context())
-			}
-			if errors.Is(err, ErrNotLeader) {
-				return ErrNotLeader
-			}
-			if err != nil {
-				writeError(w, asAPIError(err))
-				return nil
-			}
-			setIndex(w, s.index())
-			writeJSON(w, st)
-			return nil
-		})
 	}
+	s.onLeader(w, r, body, func() error {
+		report := statusFn
+		if start {
+			report = startFn
+		}
+		st, err := report(r.Context())
+		if errors.Is(err, ErrNotLeader) {
+			return ErrNotLeader
+		}
+		if err != nil {
+			writeError(w, asAPIError(err))
+			return nil
+		}
+		setIndex(w, s.index())
+		writeJSON(w, st)
+		return nil
+	})
 }
 
 // handleClientCert is POST /2/gnt/client-cert.

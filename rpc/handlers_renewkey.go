@@ -133,41 +133,6 @@ func (s *Server) handleRenewKey(start bool) http.HandlerFunc {
 			writeError(w, &APIError{Status: http.StatusNotImplemented, ErrorCode: CodeNotImplemented, Message: "this server cannot renew the cluster key"})
 			return
 		}
-		var body []byte
-		if start {
-			var aerr *APIError
-			if body, aerr = s.readBody(r); aerr != nil {
-				writeError(w, aerr)
-				return
-			}
-			if len(body) > 0 {
-				var empty struct{}
-				if aerr := decodeBody(body, &empty); aerr != nil {
-					writeError(w, aerr)
-					return
-				}
-			}
-		}
-		s.onLeader(w, r, body, func() error {
-			var (
-				st  RenewKeyStatus
-				err error
-			)
-			if start {
-				st, err = kr.RenewKey(r.Context())
-			} else {
-				st, err = kr.RenewKeyStatus(r.Context())
-			}
-			if errors.Is(err, ErrNotLeader) {
-				return ErrNotLeader
-			}
-			if err != nil {
-				writeError(w, asAPIError(err))
-				return nil
-			}
-			setIndex(w, s.index())
-			writeJSON(w, st)
-			return nil
-		})
+		serveRenewal(s, w, r, start, kr.RenewKey, kr.RenewKeyStatus)
 	}
 }
