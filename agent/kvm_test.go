@@ -358,15 +358,18 @@ func TestKVMParams(t *testing.T) {
 		{map[string]any{}, ""},
 		{map[string]any{"kernel_path": "/boot/x", "acpi": "false", "serial_speed": 115200.0, "kvm_flag": "disabled"}, ""},
 		{map[string]any{"vnc_bind_address": ""}, ""},
-		{map[string]any{"kernel_pth": "/x"}, "kernel_pth: not a parameter"},
-		{map[string]any{"acpi": "maybe"}, "acpi: want true or false"},
-		{map[string]any{"serial_speed": -1.0}, "serial_speed: want a whole number"},
-		{map[string]any{"serial_speed": 1.5}, "serial_speed: want a whole number"},
-		{map[string]any{"disk_type": "scsi"}, `disk_type: "scsi": want one of`},
-		{map[string]any{"kvm_flag": true}, "kvm_flag: want one of"},
-		{map[string]any{"vnc_bind_address": "0.0.0.0"}, "vnc_bind_address: the kvm driver does not support it yet"},
-		{map[string]any{"kernel_args": "a\nb"}, "kernel_args: contains a NUL or newline"},
-		{map[string]any{"kernel_args": strings.Repeat("x", 5000)}, "over the limit of 4096"},
+		{map[string]any{"security_model": "none"}, ""},
+		{map[string]any{"kernel_pth": "/x"}, `unknown hypervisor kvm parameter "kernel_pth"`},
+		{map[string]any{"acpi": "maybe"}, "acpi: \"maybe\" is not a boolean"},
+		{map[string]any{"serial_speed": -1.0}, "serial_speed: -1 is outside 1..4000000"},
+		{map[string]any{"serial_speed": 1.5}, "serial_speed: 1.5 is not an integer"},
+		{map[string]any{"disk_type": "scsi"}, `disk_type: "scsi" is not one of`},
+		{map[string]any{"kvm_flag": true}, "kvm_flag: true is not a string"},
+		{map[string]any{"kernel_path": "boot/x"}, `kernel_path: "boot/x" is not an absolute path`},
+		{map[string]any{"vnc_bind_address": "0.0.0.0"}, "vnc_bind_address: the kvm driver does not support it yet; only its default (empty)"},
+		{map[string]any{"vnc_tls": true}, "vnc_tls: the kvm driver does not support it yet; only its default false"},
+		{map[string]any{"kernel_args": "a\nb"}, "kernel_args: value holds a NUL or line break"},
+		{map[string]any{"kernel_args": strings.Repeat("x", 5000)}, "longer than 1024"},
 	} {
 		_, err := parseKVMParams(c.hv)
 		switch {
@@ -444,13 +447,16 @@ func FuzzKVMParams(f *testing.F) {
 			}
 			return
 		}
-		for k, def := range KVMParams {
-			v, ok := p[k]
+		for _, def := range fsm.HVParamDefs(fsm.HVKVM) {
+			v, ok := p[def.Key]
 			if !ok {
-				t.Fatalf("%s: accepted without %s", b, k)
+				t.Fatalf("%s: accepted without %s", b, def.Key)
 			}
 			if fmt.Sprintf("%T", v) != fmt.Sprintf("%T", def.Default) {
-				t.Fatalf("%s: %s is %T, want %T", b, k, v, def.Default)
+				t.Fatalf("%s: %s is %T, want %T", b, def.Key, v, def.Default)
+			}
+			if kvmNotYet[def.Key] && v != def.Default {
+				t.Fatalf("%s: %s accepted as %v, not its default", b, def.Key, v)
 			}
 		}
 	})
@@ -513,4 +519,79 @@ func processesRunning(path string) []string {
 		}
 	}
 	return out
+}
+
+// TestKVMParamsEachActs: every key of fsm's kvm table that the driver
+// does not refuse changes the qemu command line (for a guest booted from
+// a kernel or from its disks), or is one the driver acts on elsewhere
+// (kvmActsElsewhere); a key added to fsm's table that the driver forgot
+// fails here rather than being silently dropped.
+func TestKVMParamsEachActs(t *testing.T) {
+	dir := t.TempDir()
+	kernel, other := filepath.Join(dir, "vmlinuz"), filepath.Join(dir, "other")
+	for _, f := range []string{kernel, other} {
+		if err := os.WriteFile(f, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Where the keys not on the command line act.
+	kvmActsElsewhere := map[string]string{
+		"kvm_flag": "accelFor", "migration_port": "migrationPort",
+		"migration_bandwidth": "MigrateSend", "migration_downtime": "MigrateSend",
+	}
+	k := &KVM{cfg: KVMConfig{Node: "n1", FileStorageDir: dir}}
+	inst := fsm.Instance{Name: "i1", UUID: "u1", MemoryMiB: 64, VCPUs: 1, DiskTemplate: "file", Disks: []fsm.Disk{{UUID: disk0, SizeMiB: 8}},
+		NICs: []fsm.NIC{{MAC: "aa:00:00:00:00:01", Link: "br0"}}}
+	// args is the command line, or the refusal of the parameters.
+	args := func(hv map[string]any) string {
+		inst.HVParams = hv
+		p, err := instanceParams(inst)
+		if err != nil {
+			t.Fatalf("%v: %v", hv, err)
+		}
+		a, err := k.qemuArgs(inst, p, AccelTCG)
+		if err != nil {
+			return "refused: " + err.Error()
+		}
+		return strings.Join(a, " ")
+	}
+	for _, d := range fsm.HVParamDefs(fsm.HVKVM) {
+		if kvmNotYet[d.Key] {
+			continue
+		}
+		var alt any
+		switch d.Kind {
+		case fsm.KindBool:
+			alt = !d.Default.(bool)
+		case fsm.KindInt:
+			alt = d.Default.(float64) + 1
+		case fsm.KindEnum:
+			for _, e := range d.Enum {
+				if e != d.Default {
+					alt = e
+					break
+				}
+			}
+		default:
+			alt = other
+		}
+		acted := false
+		for _, base := range []map[string]any{{}, {"kernel_path": kernel, "initrd_path": kernel}} {
+			changed := map[string]any{d.Key: alt}
+			for bk, bv := range base {
+				if bk != d.Key {
+					changed[bk] = bv
+				}
+			}
+			if a := args(changed); a != args(base) && (!strings.HasPrefix(a, "refused: ") || strings.Contains(a, d.Key)) {
+				acted = true
+			}
+		}
+		if !acted && kvmActsElsewhere[d.Key] == "" {
+			t.Errorf("hvparam %s=%v does not change the qemu command line and is not listed as acting elsewhere", d.Key, alt)
+		}
+		if acted && kvmActsElsewhere[d.Key] != "" {
+			t.Errorf("hvparam %s changes the command line; drop it from kvmActsElsewhere", d.Key)
+		}
+	}
 }
