@@ -115,12 +115,19 @@ func serveRenewal[T any](s *Server, w http.ResponseWriter, r *http.Request, star
 			}
 		}
 	}
+	report := statusFn
+	if start {
+		report = startFn
+	}
+	answerOnLeader(s, w, r, body, report)
+}
+
+// answerOnLeader runs fn on the leader (forwarding the request with body
+// when this node is not) and answers with what fn returns as JSON, with
+// the index this node has applied.
+func answerOnLeader[T any](s *Server, w http.ResponseWriter, r *http.Request, body []byte, fn func(context.Context) (T, error)) {
 	s.onLeader(w, r, body, func() error {
-		report := statusFn
-		if start {
-			report = startFn
-		}
-		st, err := report(r.Context())
+		v, err := fn(r.Context())
 		if errors.Is(err, ErrNotLeader) {
 			return ErrNotLeader
 		}
@@ -129,7 +136,7 @@ func serveRenewal[T any](s *Server, w http.ResponseWriter, r *http.Request, star
 			return nil
 		}
 		setIndex(w, s.index())
-		writeJSON(w, st)
+		writeJSON(w, v)
 		return nil
 	})
 }

@@ -10,19 +10,7 @@ import (
 // handleRepair: GET /2/gnt/repair, the leader's maintd view (what the next
 // round would do and why, the incidents, the circuit breaker).
 func (s *Server) handleRepair(w http.ResponseWriter, r *http.Request) {
-	s.onLeader(w, r, nil, func() error {
-		v, err := s.b.Repair(r.Context())
-		if errors.Is(err, ErrNotLeader) {
-			return ErrNotLeader
-		}
-		if err != nil {
-			writeError(w, asAPIError(err))
-			return nil
-		}
-		setIndex(w, s.index())
-		writeJSON(w, v)
-		return nil
-	})
+	answerOnLeader(s, w, r, nil, s.b.Repair)
 }
 
 // handleIncident: POST /2/gnt/maintd/incidents/{id}/cancel and DELETE
