@@ -47,7 +47,8 @@ type Cluster struct {
 	// EnabledHypervisors are the hypervisors instances may use (Ganeti's
 	// enabled_hypervisors); empty means any driver a node runs.
 	// DefaultHypervisor is the one a new instance gets when it names none
-	// (empty: the node's driver). See params.go.
+	// (empty: the first enabled one, else the node's driver). See
+	// params.go.
 	EnabledHypervisors []string `json:"enabled_hypervisors"`
 	DefaultHypervisor  string   `json:"default_hypervisor"`
 	// HVParams are the cluster's hypervisor parameters per hypervisor,

@@ -23,13 +23,21 @@ func IsHVGlobal(key string) bool {
 }
 
 // InstanceHypervisor is the hypervisor an instance runs under: its own,
-// else the cluster's default; empty means the driver of the node it runs on.
+// else the cluster's default, else the cluster's first enabled hypervisor
+// (Ganeti's default hypervisor is its first enabled one); empty means the
+// driver of the node it runs on.
 func InstanceHypervisor(c *Cluster, in *Instance) string {
 	if in.Hypervisor != "" {
 		return in.Hypervisor
 	}
-	if c != nil {
+	if c == nil {
+		return ""
+	}
+	if c.DefaultHypervisor != "" {
 		return c.DefaultHypervisor
+	}
+	if len(c.EnabledHypervisors) > 0 {
+		return c.EnabledHypervisors[0]
 	}
 	return ""
 }

@@ -27,6 +27,22 @@ func TestFillHVParams(t *testing.T) {
 	if got := FillHVParams(c, in); got["x"] != 1 || got["migration_bandwidth"] != float64(32) || got["acpi"] != true {
 		t.Fatalf("filled %v", got)
 	}
+	// Without a default hypervisor, an instance naming none gets the
+	// cluster's first enabled one, with its parameters (Ganeti's default
+	// hypervisor is its first enabled one).
+	c2 := &Cluster{EnabledHypervisors: []string{"kvm", "fake"}, HVParams: map[string]map[string]any{
+		"kvm": {"kernel_path": "/boot/vmlinuz"}, "fake": {"kernel_path": "/fake"}}}
+	if hv := InstanceHypervisor(c2, &Instance{}); hv != "kvm" {
+		t.Fatalf("hypervisor without a default: %q, want the first enabled, kvm", hv)
+	}
+	if got := FillHVParams(c2, &Instance{}); got["kernel_path"] != "/boot/vmlinuz" || got["acpi"] != true {
+		t.Fatalf("filled without a default hypervisor: %v", got)
+	}
+	// Neither a default nor enabled ones: the node's driver decides, and
+	// nothing of the cluster's is filled in.
+	if got := FillHVParams(&Cluster{HVParams: c2.HVParams}, &Instance{}); len(got) != 0 {
+		t.Fatalf("no hypervisor known: %v", got)
+	}
 	if got := FillHVParams(nil, &Instance{}); len(got) != 0 {
 		t.Fatalf("no cluster: %v", got)
 	}
