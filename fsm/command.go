@@ -253,7 +253,10 @@ type LeaderEstablish struct {
 // OP_INSTANCE_DEACTIVATE_DISKS.
 //
 // Version 21 adds the opcode OP_NETWORK_RENAME.
-const LogVersion = 21
+//
+// Version 22 adds maintd's gnt_balance_max_moves (OP_CLUSTER_SET_PARAMS
+// maint_balance_max_moves): how many balancing moves one round makes.
+const LogVersion = 22
 
 // Job update actions.
 const (

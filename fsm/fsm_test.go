@@ -282,8 +282,8 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		var b strings.Builder
 		h.f.Read(func(s *State, _ uint64) {
 			m := s.Maint()
-			fmt.Fprintf(&b, "round-delay=%d balance=%v thresh=%g jobs=%v round=%d serial=%d cluster-serial=%d diagnose=%q\n",
-				m.RoundDelay, m.Balance, m.BalanceThreshold, m.Jobs, m.Round, m.SerialNo, s.Cluster.SerialNo, s.Cluster.DiagnoseCollectorFilename)
+			fmt.Fprintf(&b, "round-delay=%d balance=%v thresh=%g max-moves=%d jobs=%v round=%d serial=%d cluster-serial=%d diagnose=%q\n",
+				m.RoundDelay, m.Balance, m.BalanceThreshold, m.MaxMoves(), m.Jobs, m.Round, m.SerialNo, s.Cluster.SerialNo, s.Cluster.DiagnoseCollectorFilename)
 			rj, _ := json.Marshal(m.Repair)
 			fmt.Fprintf(&b, "repair %s\n", rj)
 			for _, in := range m.Incidents {

@@ -228,3 +228,21 @@ func (n *nodeUse) peer(pri string, mem int64, count int) {
 		n.peers = slices.Delete(n.peers, k, k+1)
 	}
 }
+
+// LoadTerm is one node's term of the load score shared by the allocator
+// and maintd's balancer: u_mem² + u_disk² + u_cpu², where u is the node's
+// used/total of that resource (0 for a resource the node has none of).
+// For a fixed total load the sum of the terms over a group's nodes is
+// smallest when utilisation is even, and it grows fastest on nodes that
+// are already full.
+func LoadTerm(memUsed, memTotal, diskUsed, diskTotal, cpuUsed, cpuTotal int64) float64 {
+	return sqShare(memUsed, memTotal) + sqShare(diskUsed, diskTotal) + sqShare(cpuUsed, cpuTotal)
+}
+
+func sqShare(used, total int64) float64 {
+	if total <= 0 {
+		return 0
+	}
+	u := float64(used) / float64(total)
+	return u * u
+}

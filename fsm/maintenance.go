@@ -74,6 +74,8 @@ const (
 const (
 	DefaultRoundDelay       = 300 // seconds, Ganeti's maintdDefaultRoundDelay
 	DefaultBalanceThreshold = 0.1
+	DefaultBalanceMaxMoves  = 5
+	MaxBalanceMaxMoves      = 1000
 	DefaultDeadGrace        = 60.0 // seconds
 	DefaultBreakerShare     = 0.3
 	DefaultBreakerNodes     = 10
@@ -181,6 +183,18 @@ type Maintenance struct {
 	// means on, as it was then. A new cluster's is off (seed 002: "The
 	// default will be to do neither of those tasks").
 	Harep *bool `json:"gnt_harep,omitempty"`
+	// BalanceMaxMoves is how many balancing moves one round makes at
+	// most (no two touching the same node); 0, in a record written
+	// before it existed, means DefaultBalanceMaxMoves.
+	BalanceMaxMoves int `json:"gnt_balance_max_moves,omitempty"`
+}
+
+// MaxMoves is how many balancing moves one round makes at most.
+func (m *Maintenance) MaxMoves() int {
+	if m.BalanceMaxMoves <= 0 {
+		return DefaultBalanceMaxMoves
+	}
+	return m.BalanceMaxMoves
 }
 
 // HarepOn reports whether maintd does harep's work.

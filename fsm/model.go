@@ -222,7 +222,7 @@ func cloneStrings(s []string) []string {
 	if s == nil {
 		return []string{}
 	}
-	return append([]string(nil), s...)
+	return append([]string{}, s...)
 }
 
 func (c *Cluster) clone() *Cluster {

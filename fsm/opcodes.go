@@ -704,10 +704,12 @@ type OpClusterSetParams struct {
 	DefaultIAllocator *string        `json:"default_iallocator,omitempty"`
 	NDParams          map[string]any `json:"ndparams,omitempty"`
 	// maintd (Ganeti's names).
-	MaintRoundDelay               *int64   `json:"maint_round_delay,omitempty"`
-	MaintBalance                  *bool    `json:"maint_balance,omitempty"`
-	MaintBalanceThresh            *float64 `json:"maint_balance_thresh,omitempty"`
-	DiagnoseDataCollectorFilename *string  `json:"diagnose_data_collector_filename,omitempty"`
+	MaintRoundDelay    *int64   `json:"maint_round_delay,omitempty"`
+	MaintBalance       *bool    `json:"maint_balance,omitempty"`
+	MaintBalanceThresh *float64 `json:"maint_balance_thresh,omitempty"`
+	// MaintBalanceMaxMoves is gnt's: Maintenance.BalanceMaxMoves.
+	MaintBalanceMaxMoves          *int    `json:"maint_balance_max_moves,omitempty"`
+	DiagnoseDataCollectorFilename *string `json:"diagnose_data_collector_filename,omitempty"`
 	// MaintdHarep switches maintd's harep work (Maintenance.Harep).
 	MaintdHarep *bool `json:"maintd_harep,omitempty"`
 	// gnt's repair limits (RepairParams).
@@ -827,7 +829,7 @@ func validateOSParams(field string, m map[string]any) *Error {
 
 // hasMaint reports whether the opcode changes a maintenance parameter.
 func (o *OpClusterSetParams) hasMaint() bool {
-	return o.MaintRoundDelay != nil || o.MaintBalance != nil || o.MaintBalanceThresh != nil ||
+	return o.MaintRoundDelay != nil || o.MaintBalance != nil || o.MaintBalanceThresh != nil || o.MaintBalanceMaxMoves != nil ||
 		o.RepairDeadGrace != nil || o.RepairBreakerShare != nil || o.RepairBreakerNodes != nil ||
 		o.RepairBreakerOverrideUntil != nil || o.RepairMaxEvacuations != nil || o.RepairRoundJobLimit != nil ||
 		o.RepairJobDelay != nil || o.DiagnoseInterval != nil || o.MaintdHarep != nil
@@ -872,6 +874,9 @@ func (o *OpClusterSetParams) validateMaint() *Error {
 		if c.v != nil && (*c.v < 0 || *c.v > 100000) {
 			return errf(CodeInval, c.f, "%s must be between 0 and 100000, got %d", c.f, *c.v)
 		}
+	}
+	if v := o.MaintBalanceMaxMoves; v != nil && (*v < 1 || *v > MaxBalanceMaxMoves) {
+		return errf(CodeInval, "maint_balance_max_moves", "maint_balance_max_moves must be between 1 and %d, got %d", MaxBalanceMaxMoves, *v)
 	}
 	if o.RepairRoundJobLimit != nil && *o.RepairRoundJobLimit < 1 {
 		return errf(CodeInval, "repair_round_job_limit", "repair_round_job_limit must be at least 1, got %d", *o.RepairRoundJobLimit)

@@ -80,6 +80,7 @@ func (o *OpClusterSetParams) apply(t *txn, _ string) (any, *Error) {
 			ch = append(ch, [2]any{"repair_breaker_override_until", m.Repair.BreakerOverrideUntil})
 		}
 		setF("maint_balance_thresh", &m.BalanceThreshold, o.MaintBalanceThresh)
+		setI("maint_balance_max_moves", &m.BalanceMaxMoves, o.MaintBalanceMaxMoves)
 		setF("repair_dead_grace", &m.Repair.DeadGrace, o.RepairDeadGrace)
 		setF("repair_breaker_share", &m.Repair.BreakerShare, o.RepairBreakerShare)
 		setI("repair_breaker_nodes", &m.Repair.BreakerNodes, o.RepairBreakerNodes)

@@ -235,6 +235,9 @@ func (sc *scenario) build(t testing.TB, input string) {
 			if m := a["mem"]; m != "" {
 				in["memory"] = secsArg(t, m)
 			}
+			if d := a["disk"]; d != "" && f[2] != "diskless" {
+				in["disks"] = []any{map[string]any{"uuid": "disk-" + f[1], "size": secsArg(t, d), "mode": "rw"}}
+			}
 			if v := a["vcpus"]; v != "" {
 				in["vcpus"] = secsArg(t, v)
 			}

@@ -287,6 +287,7 @@ type ModifyClusterRequest struct {
 	MaintRoundDelay               *int64   `json:"maint_round_delay,omitempty"`
 	MaintBalance                  *bool    `json:"maint_balance,omitempty"`
 	MaintBalanceThresh            *float64 `json:"maint_balance_thresh,omitempty"`
+	MaintBalanceMaxMoves          *int     `json:"maint_balance_max_moves,omitempty"`
 	MaintdHarep                   *bool    `json:"maintd_harep,omitempty"`
 	DiagnoseDataCollectorFilename *string  `json:"diagnose_data_collector_filename,omitempty"`
 	DiagnoseInterval              *float64 `json:"maint_diagnose_interval,omitempty"`

@@ -47,7 +47,7 @@ func (n *row) freeCPU() int64  { return n.cpuCap - n.cpuUsed }
 
 // contrib is the node's term of its group's score: u_mem²+u_disk²+u_cpu².
 func (n *row) contrib() float64 {
-	return sq(ratio(n.memUsed, n.memTotal)) + sq(ratio(n.diskUsed, n.diskTotal)) + sq(ratio(n.cpuUsed, n.cpuCap))
+	return fsm.LoadTerm(n.memUsed, n.memTotal, n.diskUsed, n.diskTotal, n.cpuUsed, n.cpuCap)
 }
 
 func ratio(used, total int64) float64 {
@@ -57,7 +57,6 @@ func ratio(used, total int64) float64 {
 	return float64(used) / float64(total)
 }
 
-func sq(x float64) float64 { return x * x }
 
 // grow is how much a resource's u² grows when use goes up by add.
 func grow(used, add, total int64) float64 {
