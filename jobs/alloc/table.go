@@ -57,7 +57,6 @@ func ratio(used, total int64) float64 {
 	return float64(used) / float64(total)
 }
 
-
 // grow is how much a resource's u² grows when use goes up by add.
 func grow(used, add, total int64) float64 {
 	if total <= 0 || add == 0 {
