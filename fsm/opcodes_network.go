@@ -433,13 +433,7 @@ type OpNetworkConnect struct {
 
 // Validate implements Opcode.
 func (o *OpNetworkConnect) Validate() *Error {
-	if e := validateNetworkRef(o.NetworkName); e != nil {
-		return e
-	}
-	if o.GroupName == "" {
-		return errf(CodeInval, "group_name", "group_name must not be empty")
-	}
-	if e := validateRefName("group_name", o.GroupName, MaxGroupNameLen); e != nil {
+	if e := validateNetGroupRef(o.NetworkName, o.GroupName); e != nil {
 		return e
 	}
 	return validateNetParams(o.NetworkMode, o.NetworkLink, o.NetworkVLAN)
@@ -450,22 +444,13 @@ func (o *OpNetworkConnect) Summary() string { return "NETWORK_CONNECT(" + o.Netw
 
 // Locks implements Opcode.
 func (o *OpNetworkConnect) Locks(s *State) []LockDecl {
-	return []LockDecl{bgl(false), {Level: LockInstance},
-		{Level: LockNodeGroup, Names: []string{groupLockName(s, o.GroupName)}, Exclusive: true},
-		{Level: LockNetwork, Names: []string{networkLockName(s, o.NetworkName)}, Exclusive: true}}
+	return netGroupLocks(s, o.NetworkName, o.GroupName)
 }
 
 func (o *OpNetworkConnect) apply(t *txn, _ string) (any, *Error) {
-	if e := o.Validate(); e != nil {
+	cur, g, e := t.netAndGroup(o, o.NetworkName, o.GroupName)
+	if e != nil {
 		return nil, e
-	}
-	cur := t.lookupNetwork(o.NetworkName)
-	if cur == nil {
-		return nil, errf(CodeNoEnt, "network_name", "network %q does not exist", o.NetworkName)
-	}
-	g := t.lookupGroup(o.GroupName)
-	if g == nil {
-		return nil, errf(CodeNoEnt, "group_name", "node group %q does not exist", o.GroupName)
 	}
 	want := NetParams{Mode: o.NetworkMode, Link: o.NetworkLink, VLAN: o.NetworkVLAN}
 	if have, ok := cur.Groups[g.UUID]; ok {
@@ -507,13 +492,7 @@ type OpNetworkDisconnect struct {
 
 // Validate implements Opcode.
 func (o *OpNetworkDisconnect) Validate() *Error {
-	if e := validateNetworkRef(o.NetworkName); e != nil {
-		return e
-	}
-	if o.GroupName == "" {
-		return errf(CodeInval, "group_name", "group_name must not be empty")
-	}
-	return validateRefName("group_name", o.GroupName, MaxGroupNameLen)
+	return validateNetGroupRef(o.NetworkName, o.GroupName)
 }
 
 // Summary implements Opcode.
@@ -521,22 +500,13 @@ func (o *OpNetworkDisconnect) Summary() string { return "NETWORK_DISCONNECT(" + 
 
 // Locks implements Opcode.
 func (o *OpNetworkDisconnect) Locks(s *State) []LockDecl {
-	return []LockDecl{bgl(false), {Level: LockInstance},
-		{Level: LockNodeGroup, Names: []string{groupLockName(s, o.GroupName)}, Exclusive: true},
-		{Level: LockNetwork, Names: []string{networkLockName(s, o.NetworkName)}, Exclusive: true}}
+	return netGroupLocks(s, o.NetworkName, o.GroupName)
 }
 
 func (o *OpNetworkDisconnect) apply(t *txn, _ string) (any, *Error) {
-	if e := o.Validate(); e != nil {
+	cur, g, e := t.netAndGroup(o, o.NetworkName, o.GroupName)
+	if e != nil {
 		return nil, e
-	}
-	cur := t.lookupNetwork(o.NetworkName)
-	if cur == nil {
-		return nil, errf(CodeNoEnt, "network_name", "network %q does not exist", o.NetworkName)
-	}
-	g := t.lookupGroup(o.GroupName)
-	if g == nil {
-		return nil, errf(CodeNoEnt, "group_name", "node group %q does not exist", o.GroupName)
 	}
 	if _, ok := cur.Groups[g.UUID]; !ok {
 		t.logf(fmt.Sprintf("Network '%s' is not mapped to group '%s'", cur.Name, g.Name))
@@ -547,6 +517,43 @@ func (o *OpNetworkDisconnect) apply(t *txn, _ string) (any, *Error) {
 	}
 	delete(t.networkRW(cur.UUID).Groups, g.UUID)
 	return nil, nil
+}
+
+// validateNetGroupRef checks the network and node group a connect or
+// disconnect names.
+func validateNetGroupRef(network, group string) *Error {
+	if e := validateNetworkRef(network); e != nil {
+		return e
+	}
+	if group == "" {
+		return errf(CodeInval, "group_name", "group_name must not be empty")
+	}
+	return validateRefName("group_name", group, MaxGroupNameLen)
+}
+
+// netGroupLocks are the locks of a connect or disconnect: the node group
+// and the network, exclusively.
+func netGroupLocks(s *State, network, group string) []LockDecl {
+	return []LockDecl{bgl(false), {Level: LockInstance},
+		{Level: LockNodeGroup, Names: []string{groupLockName(s, group)}, Exclusive: true},
+		{Level: LockNetwork, Names: []string{networkLockName(s, network)}, Exclusive: true}}
+}
+
+// netAndGroup validates a connect or disconnect and looks up (staged
+// view) the network and node group it names.
+func (t *txn) netAndGroup(o Opcode, network, group string) (*Network, *Group, *Error) {
+	if e := o.Validate(); e != nil {
+		return nil, nil, e
+	}
+	cur := t.lookupNetwork(network)
+	if cur == nil {
+		return nil, nil, errf(CodeNoEnt, "network_name", "network %q does not exist", network)
+	}
+	g := t.lookupGroup(group)
+	if g == nil {
+		return nil, nil, errf(CodeNoEnt, "group_name", "node group %q does not exist", group)
+	}
+	return cur, g, nil
 }
 
 // netIPOwner returns the instance (staged view) other than skip with a
