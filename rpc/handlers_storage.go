@@ -36,19 +36,26 @@ func storageType(q url.Values) (string, *APIError) {
 	return t, nil
 }
 
+// storageRequest reads what every storage route names, in this order: the
+// node, storage_type and the required query parameter param.
+func storageRequest(r *http.Request, param string) (node, storageT, value string, q url.Values, aerr *APIError) {
+	if node, aerr = nodeRef(r); aerr != nil {
+		return "", "", "", nil, aerr
+	}
+	q = r.URL.Query()
+	if storageT, aerr = storageType(q); aerr != nil {
+		return "", "", "", nil, aerr
+	}
+	if value, aerr = storageQuery(q, param); aerr != nil {
+		return "", "", "", nil, aerr
+	}
+	return node, storageT, value, q, nil
+}
+
 // buildNodeStorage: GET /2/nodes/[n]/storage?storage_type=T&output_fields=a,b
 // (OP_NODE_QUERY_STORAGE); the job's result is the rows.
 func buildNodeStorage(r *http.Request, _ []byte) ([]any, *APIError) {
-	name, aerr := nodeRef(r)
-	if aerr != nil {
-		return nil, aerr
-	}
-	q := r.URL.Query()
-	t, aerr := storageType(q)
-	if aerr != nil {
-		return nil, aerr
-	}
-	of, aerr := storageQuery(q, "output_fields")
+	name, t, of, _, aerr := storageRequest(r, "output_fields")
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -62,16 +69,7 @@ func buildNodeStorage(r *http.Request, _ []byte) ([]any, *APIError) {
 // buildNodeStorageModify: PUT /2/nodes/[n]/storage/modify?storage_type=lvm-pv&name=X&allocatable=0|1
 // (OP_NODE_MODIFY_STORAGE).
 func buildNodeStorageModify(r *http.Request, _ []byte) ([]any, *APIError) {
-	name, aerr := nodeRef(r)
-	if aerr != nil {
-		return nil, aerr
-	}
-	q := r.URL.Query()
-	t, aerr := storageType(q)
-	if aerr != nil {
-		return nil, aerr
-	}
-	unit, aerr := storageQuery(q, "name")
+	name, t, unit, q, aerr := storageRequest(r, "name")
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -89,16 +87,7 @@ func buildNodeStorageModify(r *http.Request, _ []byte) ([]any, *APIError) {
 // buildNodeStorageRepair: PUT /2/nodes/[n]/storage/repair?storage_type=lvm-vg&name=X
 // (OP_REPAIR_NODE_STORAGE).
 func buildNodeStorageRepair(r *http.Request, _ []byte) ([]any, *APIError) {
-	name, aerr := nodeRef(r)
-	if aerr != nil {
-		return nil, aerr
-	}
-	q := r.URL.Query()
-	t, aerr := storageType(q)
-	if aerr != nil {
-		return nil, aerr
-	}
-	unit, aerr := storageQuery(q, "name")
+	name, t, unit, q, aerr := storageRequest(r, "name")
 	if aerr != nil {
 		return nil, aerr
 	}
