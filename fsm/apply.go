@@ -3,6 +3,7 @@ package fsm
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 )
 
 func (s *State) applyClusterInit(c *ClusterInit) *Error {
@@ -28,6 +29,9 @@ func (s *State) applyClusterInit(c *ClusterInit) *Error {
 		return e
 	}
 	if e := validatePKI(c.PKI); e != nil {
+		return e
+	}
+	if e := CheckUIDPool("uid_pool", c.UIDPool); e != nil {
 		return e
 	}
 	pool, voters := c.CandidatePoolSize, c.MaxVoters
@@ -59,6 +63,10 @@ func (s *State) applyClusterInit(c *ClusterInit) *Error {
 		Name: c.Name, UUID: c.UUID, SerialNo: 1, CTime: ts, MTime: ts,
 		CandidatePoolSize: pool, MaxVoters: voters, DefaultIAllocator: "hail",
 		NDParams: nd, Tags: []string{}, MasterNode: c.Node.UUID,
+	}
+	if len(c.UIDPool) > 0 {
+		s.Cluster.UIDPool = slices.Clone(c.UIDPool)
+		slices.SortFunc(s.Cluster.UIDPool, cmpUIDRange)
 	}
 	s.Cluster.normalizeParams()
 	s.Groups[c.GroupUUID] = &Group{

@@ -122,6 +122,8 @@ type ClusterInit struct {
 	// (Maintenance.Harep); an init without it (logged before it
 	// existed) leaves harep on, as it was.
 	MaintdHarep *bool `json:"maintd_harep,omitempty"`
+	// UIDPool is the cluster's initial user-id pool (empty: none).
+	UIDPool []UIDRange `json:"uid_pool,omitempty"`
 }
 
 // JobSubmit queues a job. When every opcode only changes the configuration,
@@ -256,7 +258,11 @@ type LeaderEstablish struct {
 //
 // Version 22 adds maintd's gnt_balance_max_moves (OP_CLUSTER_SET_PARAMS
 // maint_balance_max_moves): how many balancing moves one round makes.
-const LogVersion = 22
+//
+// Version 23 adds the user-id pool: the cluster's uid_pool (ClusterInit's
+// uid_pool, and uid_pool, add_uids and remove_uids of
+// OP_CLUSTER_SET_PARAMS, which a replica of version 22 refuses).
+const LogVersion = 23
 
 // Job update actions.
 const (

@@ -1,6 +1,9 @@
 package fsm
 
-import "sort"
+import (
+	"slices"
+	"sort"
+)
 
 // Defaults of the cluster configuration (Ganeti's where Ganeti has one).
 const (
@@ -61,6 +64,9 @@ type Cluster struct {
 	NICParams  map[string]any            `json:"nicparams"`
 	DiskParams map[string]map[string]any `json:"diskparams"`
 	OSParams   map[string]map[string]any `json:"osparams"`
+	// UIDPool is the user-id pool (uidpool.go): sorted ranges, empty
+	// when the feature is off. Since LogVersion 23.
+	UIDPool []UIDRange `json:"uid_pool,omitempty"`
 }
 
 // Group is a node group.
@@ -235,6 +241,7 @@ func (c *Cluster) clone() *Cluster {
 	x.NICParams = cloneMap(c.NICParams)
 	x.DiskParams = cloneMap2(c.DiskParams)
 	x.OSParams = cloneMap2(c.OSParams)
+	x.UIDPool = slices.Clone(c.UIDPool)
 	return &x
 }
 

@@ -732,6 +732,35 @@ type OpClusterSetParams struct {
 	NICParams          map[string]any            `json:"nicparams,omitempty"`
 	DiskParams         map[string]map[string]any `json:"diskparams,omitempty"`
 	OSParams           map[string]map[string]any `json:"osparams,omitempty"`
+	// The user-id pool (uidpool.go), Ganeti's lists of [lo, hi] pairs:
+	// UIDPool replaces it ([] empties it), then AddUIDs adds ranges and
+	// RemoveUIDs removes ranges, as Ganeti applies them.
+	UIDPool    *[][]int64 `json:"uid_pool,omitempty"`
+	AddUIDs    *[][]int64 `json:"add_uids,omitempty"`
+	RemoveUIDs *[][]int64 `json:"remove_uids,omitempty"`
+}
+
+// hasUIDPool reports whether the opcode changes the uid pool.
+func (o *OpClusterSetParams) hasUIDPool() bool {
+	return o.UIDPool != nil || o.AddUIDs != nil || o.RemoveUIDs != nil
+}
+
+// uidPoolFields are the opcode's uid pool fields, checked on their own:
+// each a valid pool definition.
+func (o *OpClusterSetParams) uidPoolFields() (set, add, rm []UIDRange, e *Error) {
+	for _, f := range []struct {
+		name string
+		v    *[][]int64
+		dst  *[]UIDRange
+	}{{"uid_pool", o.UIDPool, &set}, {"add_uids", o.AddUIDs, &add}, {"remove_uids", o.RemoveUIDs, &rm}} {
+		if f.v == nil {
+			continue
+		}
+		if *f.dst, e = UIDRangesFromJSON(f.name, *f.v); e != nil {
+			return nil, nil, nil, e
+		}
+	}
+	return set, add, rm, nil
 }
 
 // hasParams reports whether the opcode changes the parameter model.
@@ -927,8 +956,11 @@ func (o *OpClusterSetParams) Validate() *Error {
 	if e := o.validateParams(); e != nil {
 		return e
 	}
+	if _, _, _, e := o.uidPoolFields(); e != nil {
+		return e
+	}
 	if o.CandidatePoolSize == nil && o.MaxVoters == nil && o.DefaultIAllocator == nil && o.NDParams == nil &&
-		!o.hasMaint() && o.DiagnoseDataCollectorFilename == nil && o.RAPIAnonymousRead == nil && !o.hasParams() {
+		!o.hasMaint() && o.DiagnoseDataCollectorFilename == nil && o.RAPIAnonymousRead == nil && !o.hasParams() && !o.hasUIDPool() {
 		return errf(CodeInval, "", "please pass at least one modification")
 	}
 	return nil

@@ -44,6 +44,11 @@ func (o *OpClusterSetParams) apply(t *txn, _ string) (any, *Error) {
 			return nil, e
 		}
 	}
+	if o.hasUIDPool() {
+		if e := o.applyUIDPool(c, &ch); e != nil {
+			return nil, e
+		}
+	}
 	if o.DiagnoseDataCollectorFilename != nil {
 		c.DiagnoseCollectorFilename = *o.DiagnoseDataCollectorFilename
 		ch = append(ch, [2]any{"diagnose_data_collector_filename", c.DiagnoseCollectorFilename})
@@ -509,4 +514,35 @@ func (o *OpTagsDel) apply(t *txn, _ string) (any, *Error) {
 		return nil, errf(CodeNoEnt, "tags", "tag(s) %s not found", strings.Join(missing, ", "))
 	}
 	return nil, nil
+}
+
+// applyUIDPool sets, then adds to, then removes from the uid pool, as
+// Ganeti's LUClusterSetParams does; any error leaves the pool as it was.
+// Removing uids a running guest uses is allowed (as in Ganeti): the guest
+// keeps its uid until it stops, and the uid is not handed out again.
+func (o *OpClusterSetParams) applyUIDPool(c *Cluster, ch *changes) *Error {
+	set, add, rm, e := o.uidPoolFields()
+	if e != nil {
+		return e
+	}
+	pool := c.UIDPool
+	if o.UIDPool != nil {
+		pool = set
+	}
+	if o.AddUIDs != nil {
+		if pool, e = AddUIDs("add_uids", pool, add); e != nil {
+			return e
+		}
+	}
+	if o.RemoveUIDs != nil {
+		if pool, e = RemoveUIDs("remove_uids", pool, rm); e != nil {
+			return e
+		}
+	}
+	if len(pool) == 0 {
+		pool = nil
+	}
+	c.UIDPool = pool
+	*ch = append(*ch, [2]any{"uid_pool", FormatUIDPool(pool)})
+	return nil
 }

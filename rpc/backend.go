@@ -126,6 +126,9 @@ type InitRequest struct {
 	MaxVoters         int    `json:"max_raft_voters,omitempty"`
 	// MaintdHarep says whether maintd does harep's work (default off).
 	MaintdHarep *bool `json:"maintd_harep,omitempty"`
+	// UIDPool is the cluster's user-id pool, Ganeti's lists of [lo, hi]
+	// pairs (absent: none).
+	UIDPool [][]int64 `json:"uid_pool,omitempty"`
 }
 
 // JoinRequest is what a node's gntd sends, signed with the join key, to

@@ -114,6 +114,13 @@ func TestBadInput(t *testing.T) {
 		{"cluster modify nothing", "PUT", "/2/modify", `{}`, 400, wrong, ""},
 		{"cluster modify unknown field", "PUT", "/2/modify", `{"bogus":1}`, 400, wrong, "bogus"},
 		{"cluster modify float", "PUT", "/2/modify", `{"candidate_pool_size":1.5}`, 400, wrong, "candidate_pool_size"},
+		{"uid pool with root", "PUT", "/2/modify", `{"uid_pool":[[0,10]]}`, 400, wrong, "uid_pool"},
+		{"uid pool reversed", "PUT", "/2/modify", `{"uid_pool":[[20,10]]}`, 400, wrong, "uid_pool"},
+		{"uid pool overlap", "PUT", "/2/modify", `{"add_uids":[[1000,1010],[1005,1006]]}`, 400, wrong, "add_uids"},
+		{"uid pool too large", "PUT", "/2/modify", `{"uid_pool":[[1,100000]]}`, 400, wrong, "uid_pool"},
+		{"uid pool not pairs", "PUT", "/2/modify", `{"remove_uids":[[1000,1001,1002]]}`, 400, wrong, "remove_uids.0"},
+		{"uid pool a string", "PUT", "/2/modify", `{"uid_pool":"1000-1009"}`, 400, wrong, "uid_pool"},
+		{"uid pool above uid_t", "PUT", "/2/modify", `{"uid_pool":[[4294967295,4294967295]]}`, 400, wrong, "uid_pool"},
 
 		// tags
 		{"tags no tag", "PUT", "/2/tags", ``, 400, wrong, "tags"},

@@ -79,6 +79,9 @@ type ClusterInfo struct {
 	// RAPIAnonymousRead says whether requests without credentials may
 	// read (gnt).
 	RAPIAnonymousRead bool `json:"rapi_anonymous_read"`
+	// UIDPool is the user-id pool, Ganeti's list of [lo, hi] pairs ([]
+	// when off).
+	UIDPool [][]int64 `json:"uid_pool"`
 }
 
 // NodeInfo is a node object (GET /2/nodes/{name}, ?bulk=1 listings).
@@ -308,6 +311,12 @@ type ModifyClusterRequest struct {
 	NICParams          map[string]any            `json:"nicparams,omitempty"`
 	DiskParams         map[string]map[string]any `json:"diskparams,omitempty"`
 	OSParams           map[string]map[string]any `json:"osparams,omitempty"`
+	// The user-id pool, Ganeti's lists of [lo, hi] pairs: UIDPool
+	// replaces it ([] empties it), AddUIDs and RemoveUIDs add and remove
+	// ranges (fsm.OpClusterSetParams).
+	UIDPool    *[][]int64 `json:"uid_pool,omitempty"`
+	AddUIDs    *[][]int64 `json:"add_uids,omitempty"`
+	RemoveUIDs *[][]int64 `json:"remove_uids,omitempty"`
 }
 
 // MasterFailoverRequest is the body of POST /2/gnt/master-failover.

@@ -76,6 +76,9 @@ func validateInit(req InitRequest) *APIError {
 	if req.MaxVoters < 0 || req.MaxVoters > fsm.MaxRaftVoters || (req.MaxVoters != 0 && req.MaxVoters%2 == 0) {
 		return badRequest("max_raft_voters", "max_raft_voters must be 1, 3, 5, 7 or 9, got %d", req.MaxVoters)
 	}
+	if _, e := fsm.UIDRangesFromJSON("uid_pool", req.UIDPool); e != nil {
+		return FromFSM(e)
+	}
 	return nil
 }
 

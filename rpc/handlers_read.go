@@ -51,7 +51,7 @@ func (s *Server) serveInfo(w http.ResponseWriter, r *http.Request) error {
 			SoftwareVersion: status.Version, GntVersion: status.Build, ProtocolVersion: ProtocolVersion,
 			Architecture: [2]string{runtime.GOOS, runtime.GOARCH}, OSAPIVersion: OSAPIVersion,
 			ExportVersion: ExportVersion, ConfigVersion: fsm.SnapshotVersion, Leader: status.Leader,
-			RAPIAnonymousRead: c.RAPIAnonymousRead,
+			RAPIAnonymousRead: c.RAPIAnonymousRead, UIDPool: fsm.UIDRangesJSON(c.UIDPool),
 		}
 		if m := st.Master(); m != nil {
 			info.Master = m.Name

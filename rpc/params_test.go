@@ -27,7 +27,7 @@ var ganetiRefused = map[string][]string{
 	"POST /2/instances/web2/replace-disks": {"remote_node_uuid", "ignore_ipolicy"},
 	"POST /2/nodes/node1/evacuate":         {"remote_node_uuid", "ignore_soft_errors"},
 	"PUT /2/modify": {"force", "hv_state", "disk_state", "vg_name", "os_hvp", "osparams_private_cluster",
-		"max_running_jobs", "max_tracked_jobs", "uid_pool", "add_uids", "remove_uids", "maintain_node_health",
+		"max_running_jobs", "max_tracked_jobs", "maintain_node_health",
 		"prealloc_wipe_disks", "ipolicy", "drbd_helper", "default_iallocator_params", "mac_prefix", "master_netdev",
 		"master_netmask", "reserved_lvs", "hidden_os", "blacklisted_os", "use_external_mip_script",
 		"enabled_disk_templates", "modify_etc_hosts", "file_storage_dir", "shared_file_storage_dir",
@@ -47,7 +47,7 @@ func refusedValue(p string) any {
 	case "hv_state", "disk_state", "os_hvp", "osparams_private", "osparams_secret", "osparams_private_cluster",
 		"ext_params", "ipolicy", "default_iallocator_params", "enabled_data_collectors":
 		return map[string]any{}
-	case "uid_pool", "add_uids", "remove_uids", "reserved_lvs", "hidden_os", "blacklisted_os", "enabled_disk_templates", "compression_tools":
+	case "reserved_lvs", "hidden_os", "blacklisted_os", "enabled_disk_templates", "compression_tools":
 		return []any{}
 	case "force_variant", "compress", "instance_communication", "maintain_node_health", "prealloc_wipe_disks",
 		"use_external_mip_script", "modify_etc_hosts", "enabled_user_shutdown", "ignore_ipolicy", "wait_for_sync",
@@ -140,6 +140,21 @@ func TestGanetiParametersHonoured(t *testing.T) {
 	same("diskparams.drbd.resync-rate", info["diskparams"].(map[string]any)["drbd"].(map[string]any)["resync-rate"], `2000`)
 	same("osparams", info["osparams"], `{"debian":{"dist":"bookworm"}}`)
 	same("candidate_pool_size", info["candidate_pool_size"], `7`)
+	same("uid_pool (none yet)", info["uid_pool"], `[]`)
+	for _, c := range []struct{ body, want string }{
+		{`{"uid_pool":[[1020,1020],[1000,1009]]}`, `[[1000,1009],[1020,1020]]`},
+		{`{"add_uids":[[2000,2004]],"remove_uids":[[1020,1020]]}`, `[[1000,1009],[2000,2004]]`},
+	} {
+		if j := jobResult(t, e, "PUT", "/2/modify", c.body); j.Status != fsm.StatusSuccess {
+			t.Fatalf("%s: %s %s", c.body, j.Status, j.Ops[0].Result)
+		}
+		same("uid_pool after "+c.body, get("/2/info")["uid_pool"], c.want)
+	}
+	if r := e.do("PUT", "/2/modify", `{"remove_uids":[[1000,1004]]}`); r.status != http.StatusBadRequest ||
+		!strings.Contains(string(r.body), "1000-1004 is not a range of the uid pool (1000-1009, 2000-2004)") {
+		t.Errorf("removing part of a range: %s", r)
+	}
+	same("uid_pool after a refused removal", get("/2/info")["uid_pool"], `[[1000,1009],[2000,2004]]`)
 
 	// Instance create.
 	j = jobResult(t, e, "POST", "/2/instances", `{"__version__":1,"instance_name":"pw1","disk_template":"diskless","pnode":"node1",

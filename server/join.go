@@ -43,6 +43,10 @@ func (s *Server) Init(ctx context.Context, req rpc.InitRequest) error {
 	if e := fsm.ValidateHostname("cluster_name", req.ClusterName); e != nil {
 		return e
 	}
+	uidPool, e := fsm.UIDRangesFromJSON("uid_pool", req.UIDPool)
+	if e != nil {
+		return e
+	}
 	s.mu.Lock()
 	busy := s.node != nil || s.id.ClusterUUID != "" || s.key != nil
 	s.mu.Unlock()
@@ -78,7 +82,7 @@ func (s *Server) Init(ctx context.Context, req rpc.InitRequest) error {
 	harep := req.MaintdHarep != nil && *req.MaintdHarep
 	cmd := fsm.ClusterInit{
 		Now: time.Now().UnixNano(), Name: req.ClusterName, UUID: uuid.NewString(), GroupUUID: uuid.NewString(),
-		Node: spec, CandidatePoolSize: req.CandidatePoolSize, MaxVoters: req.MaxVoters, PKI: ca, MaintdHarep: &harep,
+		Node: spec, CandidatePoolSize: req.CandidatePoolSize, MaxVoters: req.MaxVoters, PKI: ca, MaintdHarep: &harep, UIDPool: uidPool,
 	}
 	resp, _, err := s.Apply(ctx, cmd)
 	if err != nil {

@@ -31,6 +31,7 @@ func (e environment) clusterCommand() *cli.Command {
 					&cli.IntFlag{Name: "candidate-pool-size", Usage: "number of master candidates to keep (default 10)"},
 					&cli.IntFlag{Name: "max-raft-voters", Usage: "most master candidates that vote in Raft (default 5)"},
 					yesNoFlag("maintd-harep", "whether maintd does harep's work, instance autorepair by tags (default no)"),
+					uidPoolFlag("uid-pool", "the user-id pool, `UIDS`: uids and ranges, e.g. 1000-1009,1020, for guests of security_model=pool (default: empty, off)"),
 				},
 				Action: e.do(clusterInit),
 			},
@@ -83,6 +84,9 @@ func (e environment) clusterCommand() *cli.Command {
 					&cli.StringSliceFlag{Name: "disk-parameters", Aliases: []string{"D"}, Usage: "disk parameters `TEMPLATE:KEY=VALUE[,...]` (repeatable)"},
 					&cli.StringSliceFlag{Name: "os-parameters", Aliases: []string{"O"}, Usage: "OS parameters `OS:KEY=VALUE[,...]` (repeatable)"},
 					&cli.StringFlag{Name: "enabled-hypervisors", Usage: "hypervisors instances may use, `HV[,HV...]`; the first is the default"},
+					uidPoolFlag("uid-pool", "replace the user-id pool with `UIDS`, e.g. 1000-1009,1020 (\"\": empty it, which turns the pool off)"),
+					uidPoolFlag("add-uids", "add `UIDS` (uids and ranges) to the user-id pool"),
+					uidPoolFlag("remove-uids", "remove `UIDS` from the user-id pool: whole ranges as gnt cluster info lists them"),
 				},
 				Action: e.do(clusterModify),
 			},
@@ -141,6 +145,11 @@ func clusterInit(ctx context.Context, s *session, c *cli.Context, args []string)
 	req.MaintdHarep = r.yesNo("maintd-harep")
 	if r.err != nil {
 		return r.err
+	}
+	if p, err := uidPoolOption(c, "uid-pool"); err != nil {
+		return err
+	} else if p != nil {
+		req.UIDPool = *p
 	}
 	// Only the first address: init is for one particular, uninitialised gntd.
 	// The gntd has no cluster CA yet: its certificate is a throw-away one
@@ -201,6 +210,7 @@ func clusterInfo(ctx context.Context, s *session, c *cli.Context, args []string)
 	fmt.Fprintf(w, "  - maximum Raft voters: %s\n", str(o, "max_raft_voters"))
 	fmt.Fprintf(w, "  - default instance allocator: %s\n", orNone(str(o, "default_iallocator")))
 	fmt.Fprintf(w, "  - anonymous RAPI reads: %s\n", str(o, "rapi_anonymous_read"))
+	fmt.Fprintf(w, "  - uid pool: %s\n", formatUIDPoolJSON(o["uid_pool"]))
 	fmt.Fprintf(w, "Default node parameters:\n")
 	nd, _ := o["ndparams"].(map[string]any)
 	printParams(w, "  ", nd, nil)
@@ -477,5 +487,63 @@ func readClusterParams(c *cli.Context, body *rpc.ModifyClusterRequest) error {
 		body.EnabledHypervisors = hvs
 		body.DefaultHypervisor = &hvs[0]
 	}
+	for _, f := range []struct {
+		name string
+		dst  **[][]int64
+	}{{"uid-pool", &body.UIDPool}, {"add-uids", &body.AddUIDs}, {"remove-uids", &body.RemoveUIDs}} {
+		if *f.dst, err = uidPoolOption(c, f.name); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// uidPoolFlag is a user-id pool option: uids and ranges, Ganeti's syntax.
+func uidPoolFlag(name, usage string) cli.Flag {
+	return &cli.StringFlag{Name: name, Usage: usage}
+}
+
+// uidPoolOption reads a user-id pool option into Ganeti's list of [lo,
+// hi] pairs; nil when the option is not given.
+func uidPoolOption(c *cli.Context, name string) (*[][]int64, error) {
+	if !c.IsSet(name) {
+		return nil, nil
+	}
+	pool, e := fsm.ParseUIDPool(name, c.String(name))
+	if e != nil {
+		return nil, usagef(c, "--%s: %s", name, strings.TrimPrefix(e.Msg, name+": "))
+	}
+	out := fsm.UIDRangesJSON(pool)
+	return &out, nil
+}
+
+func jsonInt(v any) (int64, error) {
+	n, ok := v.(json.Number)
+	if !ok {
+		return 0, fmt.Errorf("not a number: %v", v)
+	}
+	return n.Int64()
+}
+
+// formatUIDPoolJSON shows the API's uid_pool as gnt cluster info prints
+// it (the form --uid-pool takes), "(empty)" when off.
+func formatUIDPoolJSON(v any) string {
+	l, _ := v.([]any)
+	var pool []fsm.UIDRange
+	for _, x := range l {
+		p, _ := x.([]any)
+		if len(p) != 2 {
+			return fmt.Sprintf("(unreadable: %v)", v)
+		}
+		lo, err1 := jsonInt(p[0])
+		hi, err2 := jsonInt(p[1])
+		if err1 != nil || err2 != nil {
+			return fmt.Sprintf("(unreadable: %v)", v)
+		}
+		pool = append(pool, fsm.UIDRange{lo, hi})
+	}
+	if len(pool) == 0 {
+		return "(empty)"
+	}
+	return fsm.FormatUIDPool(pool)
 }

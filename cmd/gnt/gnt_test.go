@@ -48,6 +48,10 @@ func TestFlagsBecomeRequests(t *testing.T) {
 			"--repair-breaker-nodes", "4", "--repair-max-evacuations", "2", "--repair-round-job-limit", "9", "--repair-job-delay", "0s"},
 			`PUT /2/modify {"maint_round_delay":60,"maint_balance":true,"maint_balance_thresh":0.2,"diagnose_data_collector_filename":"hw","maint_diagnose_interval":30,"repair_dead_grace":120,"repair_breaker_share":0.5,"repair_breaker_nodes":4,"repair_max_evacuations":2,"repair_round_job_limit":9,"repair_job_delay":0}`},
 		{[]string{"cluster", "modify", "--maintd-harep", "yes"}, `PUT /2/modify {"maintd_harep":true}`},
+		{[]string{"cluster", "modify", "--uid-pool", "1020, 1000-1009", "--add-uids", "2000-2001", "--remove-uids", "1020"},
+			`PUT /2/modify {"uid_pool":[[1000,1009],[1020,1020]],"add_uids":[[2000,2001]],"remove_uids":[[1020,1020]]}`},
+		{[]string{"cluster", "modify", "--uid-pool", ""}, `PUT /2/modify {"uid_pool":[]}`},
+		{[]string{"cluster", "init", "c1", "--uid-pool", "1000-1001"}, `POST /2/gnt/init {"cluster_name":"c1","uid_pool":[[1000,1001]]}`},
 		{[]string{"cluster", "modify", "-H", "kvm:kernel_path=/boot/vmlinuz,acpi=no", "-H", "fake:-acpi", "-B", "maxmem=1G,auto_balance=no", "-N", "mode=routed,link=100",
 			"-D", "drbd:resync-rate=1000", "-O", "debootstrap:dist=bookworm", "--enabled-hypervisors", "kvm,fake"},
 			`PUT /2/modify {"enabled_hypervisors":["kvm","fake"],"default_hypervisor":"kvm","hvparams":{"fake":{"acpi":"default"},"kvm":{"acpi":false,"kernel_path":"/boot/vmlinuz"}},"beparams":{"auto_balance":false,"maxmem":1024},"nicparams":{"link":"100","mode":"routed"},"diskparams":{"drbd":{"resync-rate":1000}},"osparams":{"debootstrap":{"dist":"bookworm"}}}`},
@@ -63,6 +67,7 @@ func TestFlagsBecomeRequests(t *testing.T) {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			f := newFake(t)
 			f.on("POST", "/2/gnt/master-failover", 200, `{"master": "n2"}`)
+			f.on("POST", "/2/gnt/init", 200, `{"cluster_name": "c1", "cluster_uuid": "u"}`)
 			f.on("POST", "/2/gnt/maintd/incidents/inc-1/cancel", 200, `{"incident": "inc-1", "action": "cancel"}`)
 			f.on("DELETE", "/2/gnt/maintd/incidents/inc-1", 200, `{"incident": "inc-1", "action": "forget"}`)
 			r := gnt(t, nil, append([]string{"--server", f.addr(), "--timeout", "5s"}, tc.args...)...)
@@ -200,6 +205,8 @@ func TestUsageErrors(t *testing.T) {
 		{"-o", "yaml", "node", "list"},
 		{"node", "list", "--fields", "name,nonsense"},
 		{"cluster", "init", "c1", "--candidate-pool-size", "0"},
+		{"cluster", "init", "c1", "--uid-pool", "1000-900"},
+		{"cluster", "modify", "--uid-pool", "1-70000"},
 		{"node"},
 	} {
 		r := gnt(t, nil, append([]string{"--server", f.addr()}, args...)...)
