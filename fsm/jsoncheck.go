@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
-	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -273,49 +272,21 @@ func (c *jsonChecker) str() ([]byte, bool) {
 				out = append(out, c.b[start:c.i]...)
 				escaped = true
 			}
-			if c.i+1 >= len(c.b) {
+			at := c.i
+			var (
+				hi    rune
+				fault jsonEscFault
+			)
+			out, c.i, hi, fault = appendJSONEscape(out, c.b, c.i)
+			switch fault {
+			case escSyntax:
 				c.bad = true
 				return nil, false
-			}
-			e := c.b[c.i+1]
-			c.i += 2
-			switch e {
-			case '"', '\\', '/':
-				out = append(out, e)
-			case 'b':
-				out = append(out, '\b')
-			case 'f':
-				out = append(out, '\f')
-			case 'n':
-				out = append(out, '\n')
-			case 'r':
-				out = append(out, '\r')
-			case 't':
-				out = append(out, '\t')
-			case 'u':
-				rn, ok := c.hex4()
-				if !ok {
-					return nil, false
-				}
-				if utf16.IsSurrogate(rn) {
-					at := c.i - 6
-					if rn >= 0xdc00 || c.i+1 >= len(c.b) || c.b[c.i] != '\\' || c.b[c.i+1] != 'u' {
-						c.fail(c.where(nil), "JSON string at offset %d has half a UTF-16 surrogate pair (\\u%04x)", at, rn)
-						return nil, false
-					}
-					c.i += 2
-					lo, ok := c.hex4()
-					if !ok {
-						return nil, false
-					}
-					if rn = utf16.DecodeRune(rn, lo); rn == utf8.RuneError {
-						c.fail(c.where(nil), "JSON string at offset %d has half a UTF-16 surrogate pair", at)
-						return nil, false
-					}
-				}
-				out = utf8.AppendRune(out, rn)
-			default:
-				c.bad = true
+			case escHalfSurrogate:
+				c.fail(c.where(nil), "JSON string at offset %d has half a UTF-16 surrogate pair (\\u%04x)", at, hi)
+				return nil, false
+			case escBadPair:
+				c.fail(c.where(nil), "JSON string at offset %d has half a UTF-16 surrogate pair", at)
 				return nil, false
 			}
 		case ch < 0x20:
@@ -340,28 +311,4 @@ func (c *jsonChecker) str() ([]byte, bool) {
 	}
 	c.bad = true
 	return nil, false
-}
-
-func (c *jsonChecker) hex4() (rune, bool) {
-	if c.i+4 > len(c.b) {
-		c.bad = true
-		return 0, false
-	}
-	var v rune
-	for _, ch := range c.b[c.i : c.i+4] {
-		v <<= 4
-		switch {
-		case ch >= '0' && ch <= '9':
-			v |= rune(ch - '0')
-		case ch >= 'a' && ch <= 'f':
-			v |= rune(ch - 'a' + 10)
-		case ch >= 'A' && ch <= 'F':
-			v |= rune(ch - 'A' + 10)
-		default:
-			c.bad = true
-			return 0, false
-		}
-	}
-	c.i += 4
-	return v, true
 }

@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -117,47 +116,8 @@ func (r *JSONReader) strEscaped(buf *[]byte, start int) ([]byte, bool) {
 			}
 			return out[first:], true
 		case c == '\\':
-			if r.i+1 >= len(r.b) {
-				return nil, false
-			}
-			e := r.b[r.i+1]
-			r.i += 2
-			switch e {
-			case '"', '\\', '/':
-				out = append(out, e)
-			case 'b':
-				out = append(out, '\b')
-			case 'f':
-				out = append(out, '\f')
-			case 'n':
-				out = append(out, '\n')
-			case 'r':
-				out = append(out, '\r')
-			case 't':
-				out = append(out, '\t')
-			case 'u':
-				rn, ok := r.hex4()
-				if !ok {
-					return nil, false
-				}
-				if utf16.IsSurrogate(rn) {
-					// Only a high surrogate followed by a low one is a
-					// character; a lone half is refused.
-					if rn >= 0xdc00 || r.i+1 >= len(r.b) || r.b[r.i] != '\\' || r.b[r.i+1] != 'u' {
-						return nil, false
-					}
-					r.i += 2
-					lo, ok := r.hex4()
-					if !ok {
-						return nil, false
-					}
-					rn = utf16.DecodeRune(rn, lo)
-					if rn == utf8.RuneError {
-						return nil, false
-					}
-				}
-				out = utf8.AppendRune(out, rn)
-			default:
+			var fault jsonEscFault
+			if out, r.i, _, fault = appendJSONEscape(out, r.b, r.i); fault != escOK {
 				return nil, false
 			}
 		case c < 0x20:
@@ -175,28 +135,6 @@ func (r *JSONReader) strEscaped(buf *[]byte, start int) ([]byte, bool) {
 		}
 	}
 	return nil, false
-}
-
-func (r *JSONReader) hex4() (rune, bool) {
-	if r.i+4 > len(r.b) {
-		return 0, false
-	}
-	var v rune
-	for _, c := range r.b[r.i : r.i+4] {
-		v <<= 4
-		switch {
-		case c >= '0' && c <= '9':
-			v |= rune(c - '0')
-		case c >= 'a' && c <= 'f':
-			v |= rune(c - 'a' + 10)
-		case c >= 'A' && c <= 'F':
-			v |= rune(c - 'A' + 10)
-		default:
-			return 0, false
-		}
-	}
-	r.i += 4
-	return v, true
 }
 
 // Int reads a JSON number that is an integer literal (no fraction, no
