@@ -79,7 +79,7 @@ func (s *State) applyClusterInit(c *ClusterInit) *Error {
 		PrimaryIP: c.Node.PrimaryIP, SecondaryIP: sip,
 		MasterCandidate: true, MasterCapable: true, VMCapable: true, Powered: true,
 		NDParams: map[string]any{}, Tags: []string{},
-		Resources: c.Node.Resources, Addrs: c.Node.Addrs, Version: c.Node.Version,
+		Resources: c.Node.Resources, Addrs: c.Node.Addrs, Version: c.Node.Version, Hypervisor: c.Node.Hypervisor,
 		SerialNo: 1, CTime: ts, MTime: ts,
 	}
 	if c.MaintdHarep != nil {
@@ -118,7 +118,7 @@ func (s *State) applyNodeRegister(c *NodeRegister) *Error {
 	if n == nil {
 		return errf(CodeNoEnt, "name", "node %q is not in the cluster configuration; add it with 'gnt node add'", c.Node.Name)
 	}
-	if n.Addrs == c.Node.Addrs && n.Resources == c.Node.Resources && n.Version == c.Node.Version {
+	if n.Addrs == c.Node.Addrs && n.Resources == c.Node.Resources && n.Version == c.Node.Version && n.Hypervisor == c.Node.Hypervisor {
 		return nil
 	}
 	if e := c.Node.Validate("node"); e != nil {
@@ -126,7 +126,7 @@ func (s *State) applyNodeRegister(c *NodeRegister) *Error {
 	}
 	t := s.begin(c.Now)
 	w := t.nodeRW(n.UUID)
-	w.Addrs, w.Resources, w.Version = c.Node.Addrs, c.Node.Resources, c.Node.Version
+	w.Addrs, w.Resources, w.Version, w.Hypervisor = c.Node.Addrs, c.Node.Resources, c.Node.Version, c.Node.Hypervisor
 	t.commit()
 	return nil
 }

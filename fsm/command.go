@@ -103,6 +103,8 @@ type NodeSpec struct {
 	Addrs       Addrs     `json:"addrs"`
 	Resources   Resources `json:"resources"`
 	Version     string    `json:"version,omitempty"`
+	// Hypervisor is the node agent's driver (Node.Hypervisor).
+	Hypervisor string `json:"hypervisor,omitempty"`
 }
 
 // ClusterInit creates the cluster with its first node, which becomes the
@@ -262,7 +264,10 @@ type LeaderEstablish struct {
 // Version 23 adds the user-id pool: the cluster's uid_pool (ClusterInit's
 // uid_pool, and uid_pool, add_uids and remove_uids of
 // OP_CLUSTER_SET_PARAMS, which a replica of version 22 refuses).
-const LogVersion = 23
+//
+// Version 24 adds the driver a node's gntd runs: hypervisor of the node
+// record and of NodeRegister's and ClusterInit's node.
+const LogVersion = 24
 
 // Job update actions.
 const (

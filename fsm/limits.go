@@ -335,6 +335,11 @@ func (n NodeSpec) Validate(field string) *Error {
 	if e := ValidateName(field+".uuid", n.UUID, MaxHostnameLen); e != nil {
 		return e
 	}
+	if n.Hypervisor != "" {
+		if e := ValidateHypervisorName(field+".hypervisor", n.Hypervisor); e != nil {
+			return e
+		}
+	}
 	return n.Resources.Validate(field + ".resources")
 }
 

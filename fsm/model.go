@@ -118,9 +118,14 @@ type Node struct {
 	Resources       Resources      `json:"resources"`
 	Addrs           Addrs          `json:"addrs"`
 	Version         string         `json:"version,omitempty"`
-	SerialNo        int64          `json:"serial_no"`
-	CTime           float64        `json:"ctime"`
-	MTime           float64        `json:"mtime"`
+	// Hypervisor is the driver the node's gntd runs (gntd --hypervisor:
+	// kvm, fake or exec), as it registers; empty when not known (a node
+	// of an older build that has not registered since). Each node runs
+	// one driver: an instance of another hypervisor is not placed there.
+	Hypervisor string  `json:"hypervisor,omitempty"`
+	SerialNo   int64   `json:"serial_no"`
+	CTime      float64 `json:"ctime"`
+	MTime      float64 `json:"mtime"`
 	// Liveness is the node's gntd as gossip sees it (LivenessAlive,
 	// LivenessSuspect, LivenessDead; empty until observed), since
 	// LivenessSince (Unix ns). NodeLiveness sets it; see liveness.go.

@@ -319,7 +319,7 @@ func validateInstanceHV(hv string, m map[string]any, resettable bool) *Error {
 
 // checkState implements stateChecked: the hypervisor is enabled, its
 // parameters are the hypervisor's (the cluster's default when the
-// request names none), and a NIC that is routed (its mode, else the
+// request names none), the nodes it names run that hypervisor, and a NIC that is routed (its mode, else the
 // cluster's) has an IP.
 func (o *OpInstanceCreate) checkState(s *State) *Error {
 	if s.Cluster == nil || o.Commit {
@@ -331,6 +331,14 @@ func (o *OpInstanceCreate) checkState(s *State) *Error {
 	}
 	if hv != "" {
 		if _, e := ValidateHVParams("hvparams", hv, o.HVParams, true, false); e != nil {
+			return e
+		}
+	}
+	for _, f := range []struct{ field, ref string }{{"pnode", o.PNode}, {"snode", o.SNode}} {
+		if f.ref == "" {
+			continue
+		}
+		if e := CheckNodeHypervisor(f.field, s.LookupNode(f.ref), o.InstanceName, hv); e != nil {
 			return e
 		}
 	}

@@ -42,6 +42,23 @@ func InstanceHypervisor(c *Cluster, in *Instance) string {
 	return ""
 }
 
+// CheckNodeHypervisor refuses to place an instance of hypervisor hv on
+// node n when n's gntd runs another driver (each node runs one: gntd
+// --hypervisor). An instance without a hypervisor (it takes the node's
+// driver) and a node whose driver is not known yet pass.
+func CheckNodeHypervisor(field string, n *Node, inst, hv string) *Error {
+	if n == nil || hv == "" || n.Hypervisor == "" || n.Hypervisor == hv {
+		return nil
+	}
+	if inst == "" {
+		inst = "the instance"
+	} else {
+		inst = "instance " + inst
+	}
+	return errf(CodeInval, field, "%s runs under hypervisor %s, but node %s runs the %s driver (gntd --hypervisor %s); choose a node running %s, or give the instance hypervisor %s",
+		inst, hv, n.Name, n.Hypervisor, n.Hypervisor, hv, n.Hypervisor)
+}
+
 // FillHVParams gives an instance's effective hypervisor parameters: the
 // built-in defaults of its hypervisor, overlaid by the cluster's
 // parameters of that hypervisor, overlaid by the instance's own (which

@@ -114,3 +114,51 @@ func TestOlderMemoryIsMinAndMax(t *testing.T) {
 		t.Errorf("memory 64 alone: %v", e)
 	}
 }
+
+// TestNodeHypervisorMismatch: a node registers the driver its gntd runs;
+// an instance of another hypervisor is refused on it at submission (pnode)
+// and when a step would put it there, naming both; the same hypervisor,
+// and an instance naming none (the node's driver), pass. A bad driver name
+// in a registration is refused.
+func TestNodeHypervisorMismatch(t *testing.T) {
+	f, h := paramsFSM(t)
+	reg := func(hv string) *Error {
+		return h.apply(NodeRegister{Now: h.now, Node: NodeSpec{Name: "n1", Hypervisor: hv,
+			Resources: Resources{MemoryMiB: 4096, DiskMiB: 10000, CPUs: 4}}}).(Response).Err
+	}
+	if e := reg("xen"); e == nil || e.Field != "node.hypervisor" {
+		t.Fatalf("registering driver xen: %v", e)
+	}
+	if e := reg("fake"); e != nil {
+		t.Fatal(e)
+	}
+	var n1 *Node
+	f.Read(func(s *State, _ uint64) { n1 = s.LookupNode("n1") })
+	if n1.Hypervisor != "fake" {
+		t.Fatalf("node after registering: hypervisor %q", n1.Hypervisor)
+	}
+	create := func(hv string) string {
+		return `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"new1","disk_template":"diskless","pnode":"n1"` + hv + `}`
+	}
+	before := f.Hash()
+	r := submitOp(h, create(`,"hypervisor":"kvm"`))
+	if r.Err == nil || r.Err.Field != "pnode" || !strings.Contains(r.Err.Msg, "instance new1 runs under hypervisor kvm, but node n1 runs the fake driver") {
+		t.Fatalf("kvm instance on a fake node: %v", r.Err)
+	}
+	if f.Hash() != before {
+		t.Fatal("the refused submission changed the state")
+	}
+	for _, hv := range []string{`,"hypervisor":"fake"`, ``} {
+		if r := submitOp(h, create(hv)); r.Err != nil {
+			t.Errorf("create%s on the fake node: %v", hv, r.Err)
+		}
+	}
+	// The kvm instance i1 already on n1 cannot be written back there
+	// (InstancePut checks its nodes as any placement).
+	var i1 Instance
+	f.Read(func(s *State, _ uint64) { i1 = *s.LookupInstance("i1") })
+	e := f.st.begin(h.now).checkInstanceNodes(&i1)
+	if e == nil || !strings.Contains(e.Msg, "node n1 runs the fake driver") {
+		t.Fatalf("put of the kvm instance on the fake node: %v", e)
+	}
+}

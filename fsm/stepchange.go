@@ -231,6 +231,15 @@ func (t *txn) checkInstanceNodes(in *Instance) *Error {
 			return errf(CodeNoEnt, "instance.secondary_nodes", "secondary node %q does not exist", s)
 		}
 	}
+	hv := InstanceHypervisor(t.clusterRO(), in)
+	if e := CheckNodeHypervisor("instance.primary_node", t.node(in.PrimaryNode), in.Name, hv); e != nil {
+		return e
+	}
+	for _, s := range in.SecondaryNodes {
+		if e := CheckNodeHypervisor("instance.secondary_nodes", t.node(s), in.Name, hv); e != nil {
+			return e
+		}
+	}
 	return nil
 }
 

@@ -201,7 +201,7 @@ func (e *Executor) createRecord(ctx context.Context, sc *StepContext, o *fsm.OpI
 	e.FSM.Read(func(s *fsm.State, _ uint64) {
 		mem, vcpus := o.Resources(s.Cluster)
 		baseReq = alloc.Request{Name: o.InstanceName, Template: o.Template(), MemoryMiB: mem,
-			VCPUs: vcpus, Group: o.GroupName}
+			VCPUs: vcpus, Group: o.GroupName, Hypervisor: fsm.InstanceHypervisor(s.Cluster, &fsm.Instance{Hypervisor: o.Hypervisor})}
 	})
 	for _, d := range o.Disks {
 		baseReq.Disks = append(baseReq.Disks, d.Size)
@@ -641,14 +641,19 @@ func (e *Executor) sharedFileNodes(in *fsm.Instance, nodes map[string]*fsm.Node,
 			Msg: fmt.Sprintf("instance %s has disk template sharedfile: give the node to %s to (target_node)", in.Name, what)}
 	}
 	var dst *fsm.Node
+	var hverr *fsm.Error
 	e.FSM.Read(func(s *fsm.State, _ uint64) {
 		if n := s.LookupNode(targetNode); n != nil {
 			c := *n
 			dst = &c
+			hverr = fsm.CheckNodeHypervisor("target_node", dst, in.Name, fsm.InstanceHypervisor(s.Cluster, in))
 		}
 	})
 	if dst == nil {
 		return nil, nil, nil, &fsm.Error{Code: fsm.CodeNoEnt, Field: "target_node", Msg: fmt.Sprintf("node %q does not exist", targetNode)}
+	}
+	if hverr != nil {
+		return nil, nil, nil, hverr
 	}
 	src := nodes[in.PrimaryNode]
 	if src != nil && src.UUID == dst.UUID {
@@ -732,7 +737,7 @@ func (e *Executor) chooseFailoverTarget(ctx context.Context, sc *StepContext, o 
 		return failoverChoice{Target: target.UUID, TargetName: target.Name}, nil
 	}
 	req := alloc.Request{Name: in.Name, Instance: in.UUID, Template: in.DiskTemplate, MemoryMiB: in.MemoryMiB,
-		VCPUs: in.VCPUs, Disks: diskSizes(in), Exclude: []string{in.PrimaryNode}}
+		VCPUs: in.VCPUs, Disks: diskSizes(in), Exclude: []string{in.PrimaryNode}, Hypervisor: in.Hypervisor}
 	place := func(fixed []string) (alloc.Result, error) {
 		var res alloc.Result
 		var err error

@@ -307,7 +307,7 @@ func (e *Executor) chooseSecondary(ctx context.Context, sc *StepContext, o *fsm.
 					return
 				}
 				req := alloc.Request{Name: in.Name, Instance: in.UUID, Template: fsm.DTDrbd, MemoryMiB: in.MemoryMiB,
-					VCPUs: in.VCPUs, Disks: diskSizes(in), Nodes: []string{in.PrimaryNode}, Exclude: exclude}
+					VCPUs: in.VCPUs, Disks: diskSizes(in), Nodes: []string{in.PrimaryNode}, Exclude: exclude, Hypervisor: fsm.InstanceHypervisor(s.Cluster, in)}
 				if fixed != "" {
 					req.Nodes, req.Exclude = []string{in.PrimaryNode, fixed}, nil
 				}
@@ -617,7 +617,7 @@ func (e *Executor) recreateNodes(ctx context.Context, sc *StepContext, o *fsm.Op
 	var uuids, names []string
 	if len(o.Nodes) == 0 {
 		req := alloc.Request{Name: in.Name, Instance: in.UUID, Template: in.DiskTemplate, MemoryMiB: in.MemoryMiB,
-			VCPUs: in.VCPUs, Disks: diskSizes(in)}
+			VCPUs: in.VCPUs, Disks: diskSizes(in), Hypervisor: in.Hypervisor}
 		place := func(fixed []string) (alloc.Result, error) {
 			var res alloc.Result
 			var err error

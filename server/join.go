@@ -34,7 +34,8 @@ func (s *Server) nodeSpec() fsm.NodeSpec {
 			res.DiskMiB = int64(st.Blocks) * st.Bsize >> 20
 		}
 	}
-	return fsm.NodeSpec{Name: s.cfg.Name, PrimaryIP: s.cfg.Bind, Addrs: s.cfg.Addrs(), Resources: res, Version: Version}
+	return fsm.NodeSpec{Name: s.cfg.Name, PrimaryIP: s.cfg.Bind, Addrs: s.cfg.Addrs(), Resources: res, Version: Version,
+		Hypervisor: s.cfg.HypervisorName()}
 }
 
 // Init implements rpc.Backend: create the cluster key, bootstrap a

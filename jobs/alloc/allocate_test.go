@@ -61,6 +61,18 @@ func TestAllocatePlacement(t *testing.T) {
 			req:  plain(1*gib, 1*gib, 1), pri: "e",
 		},
 		{
+			name: "nodes running another hypervisor take nothing; unknown drivers stay usable",
+			c: newCluster().node("a", "g", 64*gib, 900*gib, 64, runs("fake")).node("b", "g", 8*gib, 100*gib, 8, runs("kvm")).
+				node("c", "g", 4*gib, 100*gib, 8),
+			req: func() Request { r := plain(1*gib, 1*gib, 1); r.Hypervisor = "kvm"; return r }(), pri: "b",
+		},
+		{
+			name:    "no node runs the hypervisor",
+			c:       newCluster().node("a", "g", 64*gib, 900*gib, 64, runs("fake")),
+			req:     Request{Name: "web1", Template: TemplatePlain, MemoryMiB: 1024, Disks: []int64{1024}, VCPUs: 1, Hypervisor: "kvm"},
+			errCode: fsm.CodeNoRes, errHas: []string{"a is running another hypervisor"},
+		},
+		{
 			name: "dead by name",
 			c:    newCluster().node("a", "g", 64*gib, 900*gib, 64).node("b", "g", 8*gib, 100*gib, 8),
 			opts: Options{Dead: map[string]bool{"a": true}},

@@ -54,6 +54,7 @@ func Capacity(st *fsm.State, spec Request, opts Options) (CapacityResult, error)
 		return CapacityResult{}, ferr
 	}
 	t := buildTable(st, opts, skip, "")
+	t.markHypervisor(st, spec.Hypervisor)
 	sc, ferr := t.scopeOf(&spec)
 	if ferr != nil {
 		return CapacityResult{}, ferr

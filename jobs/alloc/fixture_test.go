@@ -44,11 +44,12 @@ func (c *cluster) node(name, group string, mem, disk int64, cpus int, mods ...fu
 	return c
 }
 
-func offline(n *fsm.Node)         { n.Offline = true }
-func drained(n *fsm.Node)         { n.Drained = true }
-func notVM(n *fsm.Node)           { n.VMCapable = false }
-func forthcoming(i *fsm.Instance) { i.Forthcoming = true }
-func down(i *fsm.Instance)        { i.AdminState = "down" }
+func offline(n *fsm.Node)            { n.Offline = true }
+func drained(n *fsm.Node)            { n.Drained = true }
+func notVM(n *fsm.Node)              { n.VMCapable = false }
+func runs(hv string) func(*fsm.Node) { return func(n *fsm.Node) { n.Hypervisor = hv } }
+func forthcoming(i *fsm.Instance)    { i.Forthcoming = true }
+func down(i *fsm.Instance)           { i.AdminState = "down" }
 
 // inst adds an instance; sec is "" for plain and diskless; disk 0 means
 // no disks.

@@ -50,6 +50,9 @@ type Request struct {
 	// Nodes set to it and its nodes; changing an instance's memory is the
 	// same with the new size.
 	Instance string `json:"instance,omitempty"`
+	// Hypervisor, when set, leaves out the nodes whose gntd runs another
+	// driver (fsm.Node.Hypervisor).
+	Hypervisor string `json:"hypervisor,omitempty"`
 }
 
 // Options carry what the allocator needs beyond the state.

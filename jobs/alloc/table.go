@@ -17,9 +17,10 @@ const (
 	badNotVM      = "not vm_capable"
 	badEvacuating = "being evacuated"
 	badExcluded   = "excluded"
+	badHypervisor = "running another hypervisor"
 )
 
-var badOrder = []string{badOffline, badDead, badDrained, badNotVM, badEvacuating, badExcluded}
+var badOrder = []string{badOffline, badDead, badDrained, badNotVM, badEvacuating, badHypervisor, badExcluded}
 
 // row is one node of the resource table.
 type row struct {
@@ -119,6 +120,21 @@ type inst struct {
 	disk        int64 // on each node
 	pri         int32 // row, or -1
 	secs        []int32
+}
+
+// markHypervisor makes the usable nodes whose gntd runs another driver
+// than hv take nothing (each node runs one; a node whose driver is not
+// known yet stays usable, and so does every node when hv is empty).
+func (t *table) markHypervisor(st *fsm.State, hv string) {
+	if hv == "" {
+		return
+	}
+	for k := range t.rows {
+		r := &t.rows[k]
+		if n := st.Nodes[r.uuid]; r.bad == "" && n != nil && n.Hypervisor != "" && n.Hypervisor != hv {
+			r.bad = badHypervisor
+		}
+	}
 }
 
 // buildTable counts every instance of st but skip (a UUID) into a fresh
