@@ -109,9 +109,41 @@ func instanceRow(v map[string]any) map[string]any {
 	return asJSONMap(m)
 }
 
+// objectDocs are the fields of every configuration object: tags, serial
+// number and timestamps; what names the object.
+func objectDocs(what string) []fieldDoc {
+	return []fieldDoc{
+		{"tags", "Tags", qlang.KindOther, "Tags"},
+		{"serial_no", "SerialNo", qlang.KindNumber, what + " object serial number, incremented on each modification"},
+		{"ctime", "CTime", qlang.KindTimestamp, "Creation timestamp"},
+		{"mtime", "MTime", qlang.KindTimestamp, "Modification timestamp"},
+	}
+}
+
+// concatDocs joins parts of a field table in order.
+func concatDocs(parts ...[]fieldDoc) []fieldDoc {
+	var out []fieldDoc
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+// rowsOf builds the rows of a resource whose items list gives (in order)
+// and whose object of an item row gives.
+func rowsOf[T, V any](list func(*fsm.State) []T, row func(*fsm.State, T) V) func(*fsm.State, *Runtime) []map[string]any {
+	return func(st *fsm.State, _ *Runtime) []map[string]any {
+		var out []map[string]any
+		for _, x := range list(st) {
+			out = append(out, asJSONMap(row(st, x)))
+		}
+		return out
+	}
+}
+
 var queryResources = prepareResources(map[string]*queryResource{
 	"node": {
-		docs: []fieldDoc{
+		docs: concatDocs([]fieldDoc{
 			{"name", "Node", qlang.KindText, "Node name"},
 			{"uuid", "UUID", qlang.KindText, "Node UUID"},
 			{"group", "Group", qlang.KindText, "Node group"},
@@ -135,10 +167,7 @@ var queryResources = prepareResources(map[string]*queryResource{
 			{"pinst_list", "PriInstances", qlang.KindOther, "List of instances with this node as primary"},
 			{"sinst_list", "SecInstances", qlang.KindOther, "List of instances with this node as secondary"},
 			{"ndparams", "NodeParameters", qlang.KindOther, "Node parameters"},
-			{"tags", "Tags", qlang.KindOther, "Tags"},
-			{"serial_no", "SerialNo", qlang.KindNumber, "Node object serial number, incremented on each modification"},
-			{"ctime", "CTime", qlang.KindTimestamp, "Creation timestamp"},
-			{"mtime", "MTime", qlang.KindTimestamp, "Modification timestamp"},
+		}, objectDocs("Node"), []fieldDoc{
 			{"addrs", "Addresses", qlang.KindOther, "gnt: the node's service addresses"},
 			{"version", "Version", qlang.KindText, "gnt: version of the node's gntd"},
 			{"gnt_liveness", "Liveness", qlang.KindText, "gnt: the node's gntd as gossip sees it: alive, suspect, dead or unknown"},
@@ -151,7 +180,7 @@ var queryResources = prepareResources(map[string]*queryResource{
 			{"csockets", "CSockets", qlang.KindNumber, "Number of physical CPU sockets (null: not known to gnt)"},
 			{"sptotal", "SpTotal", qlang.KindNumber, "Total number of spindles (null: no spindle accounting)"},
 			{"spfree", "SpFree", qlang.KindNumber, "Available spindles (null: no spindle accounting)"},
-		},
+		}),
 		sample: func() map[string]any { return asJSONMap(NodeInfo{}) },
 		rows: func(st *fsm.State, rt *Runtime) []map[string]any {
 			insts := InstancesByNode(st)
@@ -166,7 +195,7 @@ var queryResources = prepareResources(map[string]*queryResource{
 		runtime: []string{"mtotal", "mfree", "dtotal", "dfree", "ctotal", "mnode", "cnos", "cnodes", "csockets", "sptotal", "spfree"},
 	},
 	"instance": {
-		docs: []fieldDoc{
+		docs: concatDocs([]fieldDoc{
 			{"name", "Instance", qlang.KindText, "Instance name"},
 			{"uuid", "UUID", qlang.KindText, "Instance UUID"},
 			{"admin_state", "InstanceState", qlang.KindText, "Desired state of instance: up, down or offline"},
@@ -212,11 +241,7 @@ var queryResources = prepareResources(map[string]*queryResource{
 			{"be/always_failover", "Always_failover", qlang.KindBool, "Whether migrations of the instance are failovers"},
 			{"be/spindle_use", "Spindle_use", qlang.KindNumber, "Disk spindles the instance uses"},
 			{"forthcoming", "Forthcoming", qlang.KindBool, "Whether the instance is only reserved (forthcoming)"},
-			{"tags", "Tags", qlang.KindOther, "Tags"},
-			{"serial_no", "SerialNo", qlang.KindNumber, "Instance object serial number, incremented on each modification"},
-			{"ctime", "CTime", qlang.KindTimestamp, "Creation timestamp"},
-			{"mtime", "MTime", qlang.KindTimestamp, "Modification timestamp"},
-		},
+		}, objectDocs("Instance")),
 		sample: func() map[string]any { return instanceRow(InstanceFields(&fsm.State{}, &fsm.Instance{}, nil)) },
 		rows: func(st *fsm.State, rt *Runtime) []map[string]any {
 			var out []map[string]any
@@ -228,7 +253,7 @@ var queryResources = prepareResources(map[string]*queryResource{
 		runtime: []string{"oper_state", "oper_ram", "oper_vcpus", "status"},
 	},
 	"group": {
-		docs: []fieldDoc{
+		docs: concatDocs([]fieldDoc{
 			{"name", "Group", qlang.KindText, "Group name"},
 			{"uuid", "UUID", qlang.KindText, "Group UUID"},
 			{"alloc_policy", "AllocPolicy", qlang.KindText, "Allocation policy for group"},
@@ -240,22 +265,12 @@ var queryResources = prepareResources(map[string]*queryResource{
 			{"custom_ipolicy", "CustomInstancePolicy", qlang.KindOther, "Custom instance policy limitations"},
 			{"diskparams", "DiskParameters", qlang.KindOther, "Disk parameters (merged; gnt has none)"},
 			{"custom_diskparams", "CustomDiskParameters", qlang.KindOther, "Custom disk parameters"},
-			{"tags", "Tags", qlang.KindOther, "Tags"},
-			{"serial_no", "SerialNo", qlang.KindNumber, "Group object serial number, incremented on each modification"},
-			{"ctime", "CTime", qlang.KindTimestamp, "Creation timestamp"},
-			{"mtime", "MTime", qlang.KindTimestamp, "Modification timestamp"},
-		},
+		}, objectDocs("Group")),
 		sample: func() map[string]any { return asJSONMap(GroupInfo{}) },
-		rows: func(st *fsm.State, _ *Runtime) []map[string]any {
-			var out []map[string]any
-			for _, g := range st.SortedGroups() {
-				out = append(out, asJSONMap(GroupFields(st, g)))
-			}
-			return out
-		},
+		rows:   rowsOf((*fsm.State).SortedGroups, GroupFields),
 	},
 	"network": {
-		docs: []fieldDoc{
+		docs: concatDocs([]fieldDoc{
 			{"name", "Network", qlang.KindText, "Name"},
 			{"uuid", "UUID", qlang.KindText, "Network UUID"},
 			{"network", "Subnet", qlang.KindText, "IPv4 subnet"},
@@ -271,19 +286,9 @@ var queryResources = prepareResources(map[string]*queryResource{
 			{"group_cnt", "NodeGroups", qlang.KindNumber, "Number of nodegroups"},
 			{"inst_list", "InstanceList", qlang.KindOther, "List of instances"},
 			{"inst_cnt", "Instances", qlang.KindNumber, "Number of instances"},
-			{"tags", "Tags", qlang.KindOther, "Tags"},
-			{"serial_no", "SerialNo", qlang.KindNumber, "Network object serial number, incremented on each modification"},
-			{"ctime", "CTime", qlang.KindTimestamp, "Creation timestamp"},
-			{"mtime", "MTime", qlang.KindTimestamp, "Modification timestamp"},
-		},
+		}, objectDocs("Network")),
 		sample: func() map[string]any { return asJSONMap(NetworkInfo{}) },
-		rows: func(st *fsm.State, _ *Runtime) []map[string]any {
-			var out []map[string]any
-			for _, n := range st.SortedNetworks() {
-				out = append(out, asJSONMap(NetworkFields(st, n)))
-			}
-			return out
-		},
+		rows:   rowsOf((*fsm.State).SortedNetworks, NetworkFields),
 	},
 	// Job filter rules (/2/filters), a resource of Ganeti's
 	// QR_VIA_RAPI, in the order they apply.
@@ -297,13 +302,7 @@ var queryResources = prepareResources(map[string]*queryResource{
 			{"reason_trail", "ReasonTrail", qlang.KindOther, "Reason trail of the rule, as [[source, reason, timestamp], ...]"},
 		},
 		sample: func() map[string]any { return asJSONMap(FilterRule{Predicates: json.RawMessage("[]")}) },
-		rows: func(st *fsm.State, _ *Runtime) []map[string]any {
-			var out []map[string]any
-			for _, f := range st.SortedFilters() {
-				out = append(out, asJSONMap(filterRule(f)))
-			}
-			return out
-		},
+		rows:   rowsOf((*fsm.State).SortedFilters, func(_ *fsm.State, f *fsm.JobFilter) FilterRule { return filterRule(f) }),
 	},
 	"job": {
 		docs: []fieldDoc{
@@ -340,14 +339,10 @@ var queryResources = prepareResources(map[string]*queryResource{
 			m["gnt_archived"], m["gnt_cancel_requested"] = false, false
 			return m
 		},
-		rows: func(st *fsm.State, _ *Runtime) []map[string]any {
-			var out []map[string]any
-			for _, id := range st.SortedJobIDs() {
-				j, _ := lookupJob(st, id)
-				out = append(out, asJSONMap(jobObject(j, allJobFields)))
-			}
-			return out
-		},
+		rows: rowsOf((*fsm.State).SortedJobIDs, func(st *fsm.State, id int64) map[string]any {
+			j, _ := lookupJob(st, id)
+			return jobObject(j, allJobFields)
+		}),
 	},
 })
 
