@@ -372,33 +372,10 @@ func (r keyReport) uses(id string) bool { return len(r.ids) > 0 && r.ids[0] == i
 // given the new key's ID and the reports of members; "" means it stays.
 // Offline nodes are not waited for, as in a renewal of the CA.
 func nextKeyPhase(phase, id string, members []rotationMember, reports map[string]keyReport) string {
-	var want func(keyReport) bool
-	switch phase {
-	case fsm.KeyPhaseTrust:
-		want = func(r keyReport) bool { return r.holds(id) }
-	case fsm.KeyPhaseUse:
-		want = func(r keyReport) bool { return r.uses(id) }
-	default:
-		return ""
-	}
-	waited := 0
-	for _, m := range members {
-		if m.offline {
-			continue
-		}
-		waited++
-		rep, ok := reports[m.name]
-		if !ok || !want(rep) {
-			return ""
-		}
-	}
-	if waited == 0 {
-		return ""
-	}
-	if phase == fsm.KeyPhaseTrust {
-		return fsm.KeyPhaseUse
-	}
-	return fsm.KeyPhaseDone
+	return nextRotationPhase(phase, []rotationStep[keyReport]{
+		{fsm.KeyPhaseTrust, fsm.KeyPhaseUse, func(r keyReport) bool { return r.holds(id) }},
+		{fsm.KeyPhaseUse, fsm.KeyPhaseDone, func(r keyReport) bool { return r.uses(id) }},
+	}, members, reports)
 }
 
 // keyProgress is the per-node view of a renewal of the key at now.

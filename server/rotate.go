@@ -65,36 +65,49 @@ type rotationMember struct {
 	offline bool
 }
 
+// rotationStep is one step of a rotation: from phase from it moves to
+// phase next once every member that is not offline reports what done
+// accepts.
+type rotationStep[R any] struct {
+	from, next string
+	done       func(R) bool
+}
+
+// nextRotationPhase says which phase a rotation in phase moves to by its
+// table of steps, given the reports of members; "" means it stays (no
+// step leaves phase, a member has not reported what the step waits for,
+// or every member is offline).
+func nextRotationPhase[R any](phase string, steps []rotationStep[R], members []rotationMember, reports map[string]R) string {
+	for _, st := range steps {
+		if st.from != phase {
+			continue
+		}
+		waited := 0
+		for _, m := range members {
+			if m.offline {
+				continue
+			}
+			waited++
+			rep, ok := reports[m.name]
+			if !ok || !st.done(rep) {
+				return ""
+			}
+		}
+		if waited == 0 {
+			return ""
+		}
+		return st.next
+	}
+	return ""
+}
+
 // nextPhase says which phase a renewal in phase moves to, given the
 // newest CA's fingerprint and the reports of members; "" means it stays.
 func nextPhase(phase, newCA string, members []rotationMember, reports map[string]certReport) string {
-	var want func(certReport) bool
-	switch phase {
-	case fsm.PhaseTrust:
-		want = func(r certReport) bool { return r.trust == newCA }
-	case fsm.PhaseIssue:
-		want = func(r certReport) bool { return r.trust == newCA && r.issuer == newCA }
-	default:
-		return ""
-	}
-	waited := 0
-	for _, m := range members {
-		if m.offline {
-			continue
-		}
-		waited++
-		rep, ok := reports[m.name]
-		if !ok || !want(rep) {
-			return ""
-		}
-	}
-	if waited == 0 {
-		return ""
-	}
-	if phase == fsm.PhaseTrust {
-		return fsm.PhaseIssue
-	}
-	return fsm.PhaseDone
+	return nextRotationPhase(phase, []rotationStep[certReport]{
+		{fsm.PhaseTrust, fsm.PhaseIssue, func(r certReport) bool { return r.trust == newCA }},
+		{fsm.PhaseIssue, fsm.PhaseDone, func(r certReport) bool { return r.trust == newCA && r.issuer == newCA }},
+	}, members, reports)
 }
 
 // progress is the per-node view of a renewal at now.
