@@ -151,6 +151,13 @@ func (s *State) CountObjects() Counts {
 	return c
 }
 
-// State is the frozen state (read only: it shares its objects with the
-// live state).
+// State is the frozen state, for reading without the FSM's lock while
+// Apply goes on (a bulk answer is encoded from it item by item). Nothing
+// of it may be changed. It holds the cluster, the maps of objects by UUID
+// (Groups, Nodes, Instances, Networks, Jobs), the archive's ordered list
+// (ArchivedJobs; the Archived map is nil), the maps that are replaced and
+// never changed in place (RAPIUsers, Filters, RemovedNodes) and the
+// queue's fields, but none of the derived indexes: the lookups by name or
+// address (LookupNode, LookupInstance, NodeByIP...) and the network
+// address figures (NetworkIPs, NetworkStats) find nothing in it.
 func (z *Frozen) State() *State { return z.st }

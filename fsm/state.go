@@ -678,6 +678,12 @@ func secs(ns int64) float64 { return float64(ns) / 1e9 }
 
 func sortInt64(s []int64) { sort.Slice(s, func(i, j int) bool { return s[i] < s[j] }) }
 
+// ArchivedJobs returns the archived jobs in increasing order of id. It
+// is the state's own list, not a copy: nothing may change it, and of a
+// live state it may be read only under the read lock (a Frozen view's
+// is its own copy, read at leisure).
+func (s *State) ArchivedJobs() []*ArchivedJob { return s.archOrder }
+
 // ArchivedJobIDs returns the ids of the archived jobs in increasing order.
 func (s *State) ArchivedJobIDs() []int64 {
 	ids := make([]int64, len(s.archOrder))

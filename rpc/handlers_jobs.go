@@ -167,16 +167,49 @@ func (s *Server) serveJobs(w http.ResponseWriter, r *http.Request) error {
 		writeError(w, aerr)
 		return nil
 	}
-	return serveList(s, w, r, func(st *fsm.State, bulk bool) []any {
-		ids := st.SortedJobIDs()
-		if archived {
-			ids = append(ids, st.ArchivedJobIDs()...)
-			sort.Slice(ids, func(a, b int) bool { return ids[a] < ids[b] })
-		}
-		return listing(bulk, ids,
-			func(id int64) any { return JobIDURI{ID: id, URI: "/2/jobs/" + strconv.FormatInt(id, 10)} },
-			func(id int64) any { j, _ := lookupJob(st, id); return jobObject(j, JobBulkFields) })
-	})
+	return serveList(s, w, r, func(st *fsm.State) []jobRef { return jobRefs(st, archived) }, jobEntry,
+		func(*fsm.State) func(jobRef) any { return jobBulkObject })
+}
+
+// jobEntry is a job's entry of the short listing.
+func jobEntry(j jobRef) any { return JobIDURI{ID: j.id, URI: "/2/jobs/" + strconv.FormatInt(j.id, 10)} }
+
+// jobBulkObject is a job's object of the bulk listing.
+func jobBulkObject(j jobRef) any { return jobObject(j.view(), JobBulkFields) }
+
+// jobRef is a job of a listing: of the active queue, or archived.
+type jobRef struct {
+	id   int64
+	job  *fsm.Job
+	arch *fsm.ArchivedJob
+}
+
+// view renders the job, an archived one from its summary.
+func (j jobRef) view() jobView {
+	if j.job != nil {
+		return jobView{Job: j.job}
+	}
+	return jobView{Job: archivedAsJob(j.arch), archived: true}
+}
+
+// jobRefs lists the jobs of the active queue, and the archived ones
+// with archived, by increasing id. It reads the archive by its ordered
+// list alone, which a frozen view holds.
+func jobRefs(st *fsm.State, archived bool) []jobRef {
+	ids := st.SortedJobIDs()
+	var arch []*fsm.ArchivedJob
+	if archived {
+		arch = st.ArchivedJobs()
+	}
+	out := make([]jobRef, 0, len(ids)+len(arch))
+	for _, id := range ids {
+		out = append(out, jobRef{id: id, job: st.Jobs[id]})
+	}
+	for _, a := range arch {
+		out = append(out, jobRef{id: a.ID, arch: a})
+	}
+	sort.SliceStable(out, func(a, b int) bool { return out[a].id < out[b].id })
+	return out
 }
 
 // lookupJob finds a job of the active queue or, rendered from its

@@ -78,10 +78,17 @@ func networkRef(r *http.Request) (string, *APIError) {
 }
 
 func (s *Server) serveNetworks(w http.ResponseWriter, r *http.Request) error {
-	return serveList(s, w, r, func(st *fsm.State, bulk bool) []any {
+	// Under the read lock, not from a frozen view: a network's address
+	// figures come from the state's address index (networks are few).
+	bulk, aerr := queryFlag(r.URL.Query(), "bulk")
+	if aerr != nil {
+		writeError(w, aerr)
+		return nil
+	}
+	return s.serveState(w, func(st *fsm.State) (any, *APIError) {
 		return listing(bulk, st.SortedNetworks(),
 			func(n *fsm.Network) any { return NameURI{Name: n.Name, URI: "/2/networks/" + n.Name} },
-			func(n *fsm.Network) any { return NetworkFields(st, n) })
+			func(n *fsm.Network) any { return NetworkFields(st, n) }), nil
 	})
 }
 

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"iter"
 	"net/http"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
@@ -71,9 +73,12 @@ type fieldDoc struct {
 // rows built from the state (the same objects its list endpoint serves,
 // as JSON values), and the field of a row that says the item is offline.
 type queryResource struct {
-	docs    []fieldDoc
-	sample  func() map[string]any // every field, zero-valued: for the field list
-	rows    func(st *fsm.State, rt *Runtime) []map[string]any
+	docs   []fieldDoc
+	sample func() map[string]any // every field, zero-valued: for the field list
+	rows   func(st *fsm.State, rt *Runtime) iter.Seq[map[string]any]
+	// live says the rows need the state's derived indexes, which a
+	// frozen view lacks: they are made under the read lock.
+	live    bool
 	offline string   // boolean field making runtime fields QueryOffline ("" none)
 	runtime []string // fields a node reports; null is QueryNoData (or QueryOffline)
 	defs    []QueryFieldDef
@@ -129,15 +134,17 @@ func concatDocs(parts ...[]fieldDoc) []fieldDoc {
 	return out
 }
 
-// rowsOf builds the rows of a resource whose items list gives (in order)
-// and whose object of an item row gives.
-func rowsOf[T, V any](list func(*fsm.State) []T, row func(*fsm.State, T) V) func(*fsm.State, *Runtime) []map[string]any {
-	return func(st *fsm.State, _ *Runtime) []map[string]any {
-		var out []map[string]any
-		for _, x := range list(st) {
-			out = append(out, asJSONMap(row(st, x)))
+// rowsOf yields, one at a time, the rows of a resource whose items list
+// gives (in order) and whose object of an item row gives.
+func rowsOf[T, V any](list func(*fsm.State) []T, row func(*fsm.State, T) V) func(*fsm.State, *Runtime) iter.Seq[map[string]any] {
+	return func(st *fsm.State, _ *Runtime) iter.Seq[map[string]any] {
+		return func(yield func(map[string]any) bool) {
+			for _, x := range list(st) {
+				if !yield(asJSONMap(row(st, x))) {
+					return
+				}
+			}
 		}
-		return out
 	}
 }
 
@@ -182,13 +189,15 @@ var queryResources = prepareResources(map[string]*queryResource{
 			{"spfree", "SpFree", qlang.KindNumber, "Available spindles (null: no spindle accounting)"},
 		}),
 		sample: func() map[string]any { return asJSONMap(NodeInfo{}) },
-		rows: func(st *fsm.State, rt *Runtime) []map[string]any {
-			insts := InstancesByNode(st)
-			var out []map[string]any
-			for _, n := range st.SortedNodes() {
-				out = append(out, asJSONMap(NodeFields(st, n, insts, rt)))
+		rows: func(st *fsm.State, rt *Runtime) iter.Seq[map[string]any] {
+			return func(yield func(map[string]any) bool) {
+				insts := InstancesByNode(st)
+				for _, n := range st.SortedNodes() {
+					if !yield(asJSONMap(NodeFields(st, n, insts, rt))) {
+						return
+					}
+				}
 			}
-			return out
 		},
 		offline: "offline",
 		// powered: null without an OOB helper is unavailable
@@ -243,12 +252,14 @@ var queryResources = prepareResources(map[string]*queryResource{
 			{"forthcoming", "Forthcoming", qlang.KindBool, "Whether the instance is only reserved (forthcoming)"},
 		}, objectDocs("Instance")),
 		sample: func() map[string]any { return instanceRow(InstanceFields(&fsm.State{}, &fsm.Instance{}, nil)) },
-		rows: func(st *fsm.State, rt *Runtime) []map[string]any {
-			var out []map[string]any
-			for _, i := range st.SortedInstances() {
-				out = append(out, instanceRow(InstanceFields(st, i, rt)))
+		rows: func(st *fsm.State, rt *Runtime) iter.Seq[map[string]any] {
+			return func(yield func(map[string]any) bool) {
+				for _, i := range st.SortedInstances() {
+					if !yield(instanceRow(InstanceFields(st, i, rt))) {
+						return
+					}
+				}
 			}
-			return out
 		},
 		runtime: []string{"oper_state", "oper_ram", "oper_vcpus", "status"},
 	},
@@ -288,6 +299,7 @@ var queryResources = prepareResources(map[string]*queryResource{
 			{"inst_cnt", "Instances", qlang.KindNumber, "Number of instances"},
 		}, objectDocs("Network")),
 		sample: func() map[string]any { return asJSONMap(NetworkInfo{}) },
+		live:   true, // NetworkFields reads the address index
 		rows:   rowsOf((*fsm.State).SortedNetworks, NetworkFields),
 	},
 	// Job filter rules (/2/filters), a resource of Ganeti's
@@ -464,48 +476,107 @@ func compileFilter(qr *queryResource, f any, param string) (*qlang.Filter, *APIE
 	return c, nil
 }
 
-// query answers the fields of the rows that pass the filter.
-func (qr *queryResource) query(st *fsm.State, rt *Runtime, fields []string, filter *qlang.Filter) QueryResult {
-	res := QueryResult{Fields: make([]QueryFieldDef, len(fields)), Data: [][][2]any{}}
+// fieldDefs are the definitions of the requested fields.
+func (qr *queryResource) fieldDefs(fields []string) []QueryFieldDef {
+	defs := make([]QueryFieldDef, len(fields))
 	for i, f := range fields {
-		res.Fields[i] = qr.def(f)
+		defs[i] = qr.def(f)
 	}
+	return defs
+}
+
+// queryData yields, for each of the rows that pass the filter, its
+// [status, value] pair per requested field (a QueryResult's Data, one
+// row at a time).
+func (qr *queryResource) queryData(rows iter.Seq[map[string]any], fields []string, filter *qlang.Filter) iter.Seq[any] {
 	runtime := map[string]bool{}
 	for _, f := range qr.runtime {
 		runtime[f] = true
 	}
-	for _, row := range qr.rows(st, rt) {
-		if filter != nil {
-			r := make(qlang.Row, len(row))
-			for k, v := range row {
-				if v != nil { // no value: every comparison is false
-					r[k] = v
+	return func(yield func(any) bool) {
+		for row := range rows {
+			if filter != nil {
+				r := make(qlang.Row, len(row))
+				for k, v := range row {
+					if v != nil { // no value: every comparison is false
+						r[k] = v
+					}
+				}
+				if !filter.Match(r) {
+					continue
 				}
 			}
-			if !filter.Match(r) {
-				continue
+			out := make([][2]any, len(fields))
+			for i, f := range fields {
+				v, known := row[f]
+				_, documented := qr.byName[f]
+				switch {
+				case !documented || !known:
+					out[i] = [2]any{QueryUnknown, nil}
+				case v != nil:
+					out[i] = [2]any{QueryNormal, v}
+				case runtime[f] && qr.offline != "" && row[qr.offline] == true:
+					out[i] = [2]any{QueryOffline, nil}
+				case runtime[f]:
+					out[i] = [2]any{QueryNoData, nil}
+				default:
+					out[i] = [2]any{QueryUnavail, nil}
+				}
+			}
+			if !yield(out) {
+				return
 			}
 		}
-		out := make([][2]any, len(fields))
-		for i, f := range fields {
-			v, known := row[f]
-			_, documented := qr.byName[f]
-			switch {
-			case !documented || !known:
-				out[i] = [2]any{QueryUnknown, nil}
-			case v != nil:
-				out[i] = [2]any{QueryNormal, v}
-			case runtime[f] && qr.offline != "" && row[qr.offline] == true:
-				out[i] = [2]any{QueryOffline, nil}
-			case runtime[f]:
-				out[i] = [2]any{QueryNoData, nil}
-			default:
-				out[i] = [2]any{QueryUnavail, nil}
-			}
-		}
-		res.Data = append(res.Data, out)
 	}
-	return res
+}
+
+// writeQuery writes the QueryResult of the rows one row at a time, as
+// json.Marshal writes a whole QueryResult.
+func (qr *queryResource) writeQuery(a *jsonStream, rows iter.Seq[map[string]any], fields []string, filter *qlang.Filter) error {
+	a.raw(`{"fields":`)
+	if err := a.value(qr.fieldDefs(fields)); err != nil {
+		return err
+	}
+	a.raw(`,"data":`)
+	if err := a.array(qr.queryData(rows, fields, filter)); err != nil {
+		return err
+	}
+	a.raw("}")
+	return nil
+}
+
+// serveQuery answers a query: from a frozen view of the state, or for a
+// resource whose rows need the live state's indexes, from rows made
+// under the read lock; either way encoded one row at a time.
+func (s *Server) serveQuery(w http.ResponseWriter, qr *queryResource, fields []string, filter *qlang.Filter) error {
+	rt := s.runtimeOf()
+	if !qr.live {
+		return s.serveFrozen(w, func(st *fsm.State, a *jsonStream) *APIError {
+			if err := qr.writeQuery(a, qr.rows(st, rt), fields, filter); err != nil {
+				return encodingError(err)
+			}
+			return nil
+		})
+	}
+	var rows []map[string]any
+	init := false
+	s.b.FSM().Read(func(st *fsm.State, idx uint64) {
+		setIndex(w, idx)
+		if init = st.Initialized(); init {
+			rows = slices.Collect(qr.rows(st, rt))
+		}
+	})
+	if !init {
+		writeError(w, notInitialised())
+		return nil
+	}
+	streamAnswer(w, func(a *jsonStream) *APIError {
+		if err := qr.writeQuery(a, slices.Values(rows), fields, filter); err != nil {
+			return encodingError(err)
+		}
+		return nil
+	})
+	return nil
 }
 
 // handleQueryGet is GET /2/query/{resource}?fields=a,b[&filter=F]. The
@@ -553,8 +624,7 @@ func (s *Server) handleQueryGet(w http.ResponseWriter, r *http.Request) error {
 			return nil
 		}
 	}
-	rt := s.runtimeOf()
-	return s.serveState(w, func(st *fsm.State) (any, *APIError) { return qr.query(st, rt, fields, filter), nil })
+	return s.serveQuery(w, qr, fields, filter)
 }
 
 // handleQueryPut is PUT /2/query/{resource} with a QueryRequest body. It
@@ -613,8 +683,7 @@ func (s *Server) handleQueryPut(w http.ResponseWriter, r *http.Request) {
 	// The body is read: a read through the leader forwards it again.
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	s.blockingReadBody(nil, body, func(w http.ResponseWriter, r *http.Request) error {
-		rt := s.runtimeOf()
-		return s.serveState(w, func(st *fsm.State) (any, *APIError) { return qr.query(st, rt, fields, filter), nil })
+		return s.serveQuery(w, qr, fields, filter)
 	})(w, r)
 }
 

@@ -133,26 +133,39 @@ func InstancesByNode(st *fsm.State) map[string]*NodeInstances {
 }
 
 func (s *Server) serveNodes(w http.ResponseWriter, r *http.Request) error {
-	return serveList(s, w, r, func(st *fsm.State, bulk bool) []any {
-		var insts map[string]*NodeInstances
-		if bulk {
-			insts = InstancesByNode(st)
-		}
-		return listing(bulk, st.SortedNodes(),
-			func(n *fsm.Node) any { return IDURI{ID: n.Name, URI: "/2/nodes/" + n.Name} },
-			func(n *fsm.Node) any { return NodeFields(st, n, insts, s.runtimeOf()) })
-	})
+	return serveList(s, w, r, (*fsm.State).SortedNodes, nodeEntry,
+		func(st *fsm.State) func(*fsm.Node) any { return nodeObjects(st, s.runtimeOf()) })
 }
 
-// serveList answers a collection: the short entries, or with ?bulk=1
-// every object in full.
-func serveList(s *Server, w http.ResponseWriter, r *http.Request, items func(st *fsm.State, bulk bool) []any) error {
+// nodeEntry is a node's entry of the short listing.
+func nodeEntry(n *fsm.Node) any { return IDURI{ID: n.Name, URI: "/2/nodes/" + n.Name} }
+
+// nodeObjects makes the node objects of st.
+func nodeObjects(st *fsm.State, rt *Runtime) func(*fsm.Node) any {
+	insts := InstancesByNode(st)
+	return func(n *fsm.Node) any { return NodeFields(st, n, insts, rt) }
+}
+
+// serveList answers a collection from a frozen view of the state (see
+// serveFrozen): the short entries, or with ?bulk=1 every object in full
+// as the function full(st) makes it, encoded one at a time.
+func serveList[T any](s *Server, w http.ResponseWriter, r *http.Request, items func(st *fsm.State) []T,
+	short func(T) any, full func(st *fsm.State) func(T) any) error {
 	bulk, aerr := queryFlag(r.URL.Query(), "bulk")
 	if aerr != nil {
 		writeError(w, aerr)
 		return nil
 	}
-	return s.serveState(w, func(st *fsm.State) (any, *APIError) { return items(st, bulk), nil })
+	return s.serveFrozen(w, func(st *fsm.State, a *jsonStream) *APIError {
+		f := short
+		if bulk {
+			f = full(st)
+		}
+		if err := a.array(seqOf(items(st), f)); err != nil {
+			return encodingError(err)
+		}
+		return nil
+	})
 }
 
 // listing maps each item to Ganeti's short {id|name, uri} entry or, in
@@ -210,11 +223,15 @@ func (s *Server) serveNodeRole(w http.ResponseWriter, r *http.Request) error {
 // Groups.
 
 func (s *Server) serveGroups(w http.ResponseWriter, r *http.Request) error {
-	return serveList(s, w, r, func(st *fsm.State, bulk bool) []any {
-		return listing(bulk, st.SortedGroups(),
-			func(g *fsm.Group) any { return NameURI{Name: g.Name, URI: "/2/groups/" + g.Name} },
-			func(g *fsm.Group) any { return GroupFields(st, g) })
-	})
+	return serveList(s, w, r, (*fsm.State).SortedGroups, groupEntry, groupObjects)
+}
+
+// groupEntry is a group's entry of the short listing.
+func groupEntry(g *fsm.Group) any { return NameURI{Name: g.Name, URI: "/2/groups/" + g.Name} }
+
+// groupObjects makes the group objects of st.
+func groupObjects(st *fsm.State) func(*fsm.Group) any {
+	return func(g *fsm.Group) any { return GroupFields(st, g) }
 }
 
 func (s *Server) serveGroup(w http.ResponseWriter, r *http.Request) error {
@@ -235,12 +252,16 @@ func (s *Server) serveGroup(w http.ResponseWriter, r *http.Request) error {
 // Instances.
 
 func (s *Server) serveInstances(w http.ResponseWriter, r *http.Request) error {
-	rt := s.runtimeOf()
-	return serveList(s, w, r, func(st *fsm.State, bulk bool) []any {
-		return listing(bulk, st.SortedInstances(),
-			func(i *fsm.Instance) any { return IDURI{ID: i.Ref(), URI: "/2/instances/" + i.Ref()} },
-			func(i *fsm.Instance) any { return InstanceFields(st, i, rt) })
-	})
+	return serveList(s, w, r, (*fsm.State).SortedInstances, instanceEntry,
+		func(st *fsm.State) func(*fsm.Instance) any { return instanceObjects(st, s.runtimeOf()) })
+}
+
+// instanceEntry is an instance's entry of the short listing.
+func instanceEntry(i *fsm.Instance) any { return IDURI{ID: i.Ref(), URI: "/2/instances/" + i.Ref()} }
+
+// instanceObjects makes the instance objects of st.
+func instanceObjects(st *fsm.State, rt *Runtime) func(*fsm.Instance) any {
+	return func(i *fsm.Instance) any { return InstanceFields(st, i, rt) }
 }
 
 func (s *Server) serveInstance(w http.ResponseWriter, r *http.Request) error {

@@ -432,9 +432,12 @@ func (b *Backend) UpdateJob(id int64, op int, action, status string, result any,
 // AddInstance puts an instance into the state (no opcode creates one
 // yet) by restoring a snapshot of the state with the instance added; the
 // index advances by one.
-func (b *Backend) AddInstance(inst fsm.Instance) error {
+func (b *Backend) AddInstance(inst fsm.Instance) error { return b.AddInstances(inst) }
+
+// AddInstances is AddInstance of many instances in one restore.
+func (b *Backend) AddInstances(insts ...fsm.Instance) error {
 	if b.origin != nil {
-		return b.origin.AddInstance(inst)
+		return b.origin.AddInstances(insts...)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -453,16 +456,18 @@ func (b *Backend) AddInstance(inst fsm.Instance) error {
 	b.index++
 	hdr["index"] = b.index
 	head, _ := json.Marshal(hdr)
-	v, err := json.Marshal(inst)
-	if err != nil {
-		return err
-	}
-	rec, _ := json.Marshal(map[string]any{"t": "instance", "v": json.RawMessage(v)})
 	var buf bytes.Buffer
 	buf.Write(head)
 	buf.Write(snap[nl:])
-	buf.Write(rec)
-	buf.WriteByte('\n')
+	for _, inst := range insts {
+		v, err := json.Marshal(inst)
+		if err != nil {
+			return err
+		}
+		rec, _ := json.Marshal(map[string]any{"t": "instance", "v": json.RawMessage(v)})
+		buf.Write(rec)
+		buf.WriteByte('\n')
+	}
 	return b.f.Restore(&buf)
 }
 
