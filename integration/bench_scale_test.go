@@ -87,6 +87,7 @@ func TestBenchScale(t *testing.T) {
 		return what + " " + strings.Join(parts, " ")
 	}
 	rssBuilt := report("rss_built")
+	heapProfiles(t, c, "scale-built")
 
 	// A follower restarts from its own snapshot and log: the time from its
 	// start to its answering at the leader's applied index.
@@ -141,6 +142,7 @@ func TestBenchScale(t *testing.T) {
 		t.Errorf("%s caught up but its newest snapshot is at %d, before the leader's %d: it did not install the leader's snapshot", f.Name, got.Index, snap.Index)
 	}
 	c.WaitConverged(120 * time.Second)
+	heapProfiles(t, c, "scale-restarted")
 	lines := []string{
 		fmt.Sprintf("BENCH scale nodes=%d instances=%d build=%v %s", nodes, instances, build.Round(time.Millisecond), rssBuilt),
 		fmt.Sprintf("BENCH scale snapshot=%.1fMB (leader %s, index %d)", float64(snap.Size)/1e6, leader.Name, snap.Index),

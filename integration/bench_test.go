@@ -153,6 +153,34 @@ func profileDuring(t *testing.T, c *Cluster, name string, d time.Duration) func(
 	return wg.Wait
 }
 
+// heapProfiles, with GNT_BENCH_PROFILE=DIR, fetches a heap profile of
+// every running gntd, after a collection, into DIR/NAME-<member IP>.heap
+// (for `go tool pprof -sample_index=inuse_space`).
+func heapProfiles(t *testing.T, c *Cluster, name string) {
+	dir := os.Getenv("GNT_BENCH_PROFILE")
+	if dir == "" {
+		return
+	}
+	for _, m := range c.Members {
+		if m.cmd == nil || !m.Running() {
+			continue
+		}
+		resp, err := c.HTTP().Get("https://" + m.APIAddr() + "/debug/pprof/heap?gc=1")
+		if err != nil {
+			t.Logf("heap profile of %s: %v", m.Name, err)
+			continue
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err == nil {
+			err = os.WriteFile(fmt.Sprintf("%s/%s-%s.heap", dir, name, m.IP), b, 0o644)
+		}
+		if err != nil {
+			t.Logf("heap profile of %s: %v", m.Name, err)
+		}
+	}
+}
+
 // applyStats reads the leader's applier metrics (gnt_raft_apply_*): Raft
 // entries written, commands packed into them, the seconds the entries took
 // from Raft's Apply to the state machine's answer, and the holds.
