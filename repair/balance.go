@@ -60,6 +60,10 @@ const balanceRetry = time.Hour
 // how failedBalances tells them from maintd's other jobs.
 const balanceReason = "balance: "
 
+// BalanceReasonSource is the reason source of the jobs of gnt cluster
+// balance (maintd's carry fsm.MaintdReasonSource).
+const BalanceReasonSource = "gnt:cluster:balance"
+
 // minGain is the least a balancing move must lower the sum of the nodes'
 // terms by: a quarter of the threshold squared (moving a share of
 // thresh/2 of one resource from a node to one thresh less loaded lowers
@@ -437,9 +441,7 @@ func (r *round) balance(skip map[string]bool) {
 	}
 	var names []string
 	for _, mv := range p.Moves {
-		text := fmt.Sprintf(balanceReason+"%s %s from %s to %s", mv.Kind, mv.Instance, mv.From, mv.To)
-		op := withReason(mv.Op, r.reason(text))
-		if _, err := r.addJob(op); err != nil {
+		if _, err := r.addJob(mv.Opcode(fsm.MaintdReasonSource, r.now)); err != nil {
 			if !errors.Is(err, errPostponed) {
 				r.note("balancing: %s %s not submitted: %v", mv.Kind, mv.Instance, err)
 			}
@@ -454,6 +456,13 @@ func (r *round) balance(skip map[string]bool) {
 	if len(names) > 0 {
 		r.moved(names...)
 	}
+}
+
+// Opcode is the move's opcode with its reason trail: source (maintd's or
+// BalanceReasonSource) at now (Unix nanoseconds).
+func (mv BalanceMove) Opcode(source string, now int64) any {
+	text := fmt.Sprintf(balanceReason+"%s %s from %s to %s", mv.Kind, mv.Instance, mv.From, mv.To)
+	return withReason(mv.Op, []fsm.ReasonEntry{{Source: source, Text: text, TimeNS: now}})
 }
 
 // withReason sets the reason trail of a balancing opcode.
@@ -512,10 +521,11 @@ func failedBalances(st *fsm.State, now int64) map[string]*fsm.Job {
 	return out
 }
 
-// balancing reports whether a reason trail is that of a balancing move.
+// balancing reports whether a reason trail is that of a balancing move,
+// maintd's or gnt cluster balance's.
 func balancing(trail []fsm.ReasonEntry) bool {
 	for _, e := range trail {
-		if e.Source == fsm.MaintdReasonSource && strings.HasPrefix(e.Text, balanceReason) {
+		if (e.Source == fsm.MaintdReasonSource || e.Source == BalanceReasonSource) && strings.HasPrefix(e.Text, balanceReason) {
 			return true
 		}
 	}

@@ -59,6 +59,10 @@ type Backend interface {
 	// Capacity answers how many instances of a specification fit, and
 	// where (the allocator's answer on this gntd's replica).
 	Capacity(req CapacityRequest) (any, error)
+	// Balance plans the balancing moves of the cluster on the leader and,
+	// unless asked for a dry run, submits them (POST /2/gnt/balance).
+	// Others return ErrNotLeader.
+	Balance(ctx context.Context, req BalanceRequest) (any, error)
 	// Repair is the leader's maintd view: the plan of the next round with
 	// its reasons, the incidents and the round state. Others return
 	// ErrNotLeader.

@@ -285,6 +285,9 @@ var nonOpcodeRoutes = map[string]struct{}{
 	// Refused with 501, dry-run or not (handlers_more_test.go).
 	"PUT /2/instances/{name}/prepare-export": {},
 	"PUT /2/instances/{name}/export":         {}, "DELETE /2/instances/{name}/export": {},
+	// Balancing honours dry-run=1 itself: the plan, nothing submitted
+	// (integration's TestClusterBalance).
+	"POST /2/gnt/balance": {},
 	// Filter rules honour dry-run=1 themselves (filters_test.go).
 	"POST /2/filters": {}, "PUT /2/filters/{uuid}": {}, "DELETE /2/filters/{uuid}": {},
 }

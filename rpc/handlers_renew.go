@@ -102,17 +102,11 @@ func (s *Server) handleRenewCrypto(start bool) http.HandlerFunc {
 func serveRenewal[T any](s *Server, w http.ResponseWriter, r *http.Request, start bool, startFn, statusFn func(context.Context) (T, error)) {
 	var body []byte
 	if start {
+		var empty struct{}
 		var aerr *APIError
-		if body, aerr = s.readBody(r); aerr != nil {
+		if body, aerr = s.readOptional(r, &empty); aerr != nil {
 			writeError(w, aerr)
 			return
-		}
-		if len(body) > 0 {
-			var empty struct{}
-			if aerr := decodeBody(body, &empty); aerr != nil {
-				writeError(w, aerr)
-				return
-			}
 		}
 	}
 	report := statusFn

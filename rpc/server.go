@@ -304,6 +304,9 @@ func (s *Server) routes() {
 	add(wr, "GET", "/2/jobs/{id}/wait", s.handleJobWait)
 	add(wr, "POST", "/2/gnt/jobs", s.handleSubmitJobs)
 	add(read, "GET", "/2/gnt/capacity", s.blockingRead(s.serveCapacity))
+	// Balancing honours ?dry-run=1 itself (handlers_balance.go).
+	s.handle(wr, "POST", "/2/gnt/balance", s.handleBalance)
+	allowed["/2/gnt/balance"] = append(allowed["/2/gnt/balance"], "POST")
 	add(wr, "POST", "/2/gnt/jobs/{id}/archive", s.handleJobArchive)
 
 	add(read, "GET", "/2/raft/peers", s.blockingRead(s.servePeers))
@@ -535,6 +538,17 @@ func writeRaw(w http.ResponseWriter, status int, body []byte) {
 // readBody reads the whole request body, refusing more than MaxBody bytes.
 func (s *Server) readBody(r *http.Request) ([]byte, *APIError) {
 	return s.readBodyLimit(r, s.maxBody)
+}
+
+// readOptional reads the request body and, when there is one, decodes it
+// into v (a JSON object, unknown fields refused); no body leaves v as it
+// is. It returns the body, for forwarding.
+func (s *Server) readOptional(r *http.Request, v any) ([]byte, *APIError) {
+	body, aerr := s.readBody(r)
+	if aerr != nil || len(body) == 0 {
+		return body, aerr
+	}
+	return body, decodeBody(body, v)
 }
 
 // readBodyLimit reads a body of at most limit bytes.

@@ -111,6 +111,19 @@ func (e environment) clusterCommand() *cli.Command {
 				Action: e.do(clusterCapacity),
 			},
 			{
+				Name:  "balance",
+				Usage: "balance memory, disk and vcpus load across the nodes with the built-in balancer (maintd's, docs/repair.md)",
+				Description: "Plans moves greedily, each lowering the load score most (reservations moved in the configuration, live migrations\n" +
+					"to a secondary, new drbd secondaries), no two touching the same node, and submits one job per move (all together);\n" +
+					"--dry-run prints the plan only. Without --submit it waits for the jobs.",
+				Flags: []cli.Flag{
+					&cli.IntFlag{Name: "max-moves", Usage: "most moves, 1 to 1000 (default: the cluster's --auto-balance-max-moves)"},
+					&cli.Float64Flag{Name: "threshold", Usage: "balance only when a resource's load spread is over this `FRACTION` (default: the cluster's --auto-balance-threshold)"},
+					&cli.BoolFlag{Name: "dry-run", Usage: "print the plan, submit nothing"},
+				},
+				Action: e.do(clusterBalance),
+			},
+			{
 				Name:   "peers",
 				Usage:  "list the Raft peers (master candidates) and their state",
 				Action: e.do(clusterPeers),
@@ -434,6 +447,83 @@ func clusterCapacity(ctx context.Context, s *session, c *cli.Context, args []str
 	}
 	if res.Limit != "" {
 		fmt.Fprintf(s.stdout, "one more does not fit: %s\n", res.Limit)
+	}
+	return nil
+}
+
+func clusterBalance(ctx context.Context, s *session, c *cli.Context, args []string) error {
+	if err := nArgs(c, args, 0, 0); err != nil {
+		return err
+	}
+	req := rpc.BalanceRequest{MaxMoves: c.Int("max-moves"), DryRun: c.Bool("dry-run")}
+	if c.IsSet("max-moves") && req.MaxMoves < 1 {
+		return usagef(c, "--max-moves must be between 1 and %d, got %d", fsm.MaxBalanceMaxMoves, req.MaxMoves)
+	}
+	if c.IsSet("threshold") {
+		t := c.Float64("threshold")
+		req.Threshold = &t
+	}
+	var raw json.RawMessage
+	meta, err := s.api.Do(ctx, http.MethodPost, "/2/gnt/balance", nil, req, &raw)
+	if err != nil {
+		return err
+	}
+	var res struct {
+		Moves []struct {
+			Instance, Kind, From, To string
+			ScoreBefore              float64 `json:"score_before"`
+			ScoreAfter               float64 `json:"score_after"`
+		} `json:"moves"`
+		Score  float64  `json:"score"`
+		Spread string   `json:"spread"`
+		Notes  []string `json:"notes"`
+		End    string   `json:"end"`
+		Jobs   []int64  `json:"jobs"`
+	}
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return fmt.Errorf("decoding the server's answer: %w", err)
+	}
+	if s.cfg.JSON() {
+		if err := printJSON(s.stdout, raw); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(s.stdout, "load score %.4f, largest spread %s\n", res.Score, res.Spread)
+		for _, n := range res.Notes {
+			fmt.Fprintln(s.stdout, n)
+		}
+		for i, mv := range res.Moves {
+			job := ""
+			if i < len(res.Jobs) {
+				job = fmt.Sprintf(" (job %d)", res.Jobs[i])
+			}
+			fmt.Fprintf(s.stdout, "%d. %s %s from %s to %s: score %.4f -> %.4f%s\n", i+1, mv.Kind, mv.Instance, mv.From, mv.To, mv.ScoreBefore, mv.ScoreAfter, job)
+		}
+		if res.End != "" {
+			fmt.Fprintln(s.stdout, res.End)
+		}
+		if len(res.Moves) == 0 {
+			fmt.Fprintln(s.stdout, "nothing to move")
+		}
+	}
+	if req.DryRun || s.cfg.Submit || len(res.Jobs) == 0 {
+		return nil
+	}
+	var failed []string
+	for _, id := range res.Jobs {
+		j, _, err := s.waitJob(ctx, id, meta.Index)
+		if err != nil {
+			return err
+		}
+		if j.Status != fsm.StatusSuccess {
+			failed = append(failed, fmt.Sprintf("job %d: %v", id, j.failure()))
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%d of %d balancing moves failed: %s", len(failed), len(res.Jobs), strings.Join(failed, "; "))
+	}
+	if !s.cfg.JSON() {
+		fmt.Fprintf(s.stdout, "%d move(s) done\n", len(res.Jobs))
 	}
 	return nil
 }

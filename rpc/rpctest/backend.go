@@ -377,6 +377,11 @@ func (b *Backend) SetNow(now func() time.Time) {
 	b.now = now
 }
 
+// Balance implements rpc.Backend: the test backend has no balancer.
+func (b *Backend) Balance(context.Context, rpc.BalanceRequest) (any, error) {
+	return nil, &fsm.Error{Code: fsm.CodeState, Msg: "the test backend has no balancer"}
+}
+
 // Capacity implements rpc.Backend: the test backend has no allocator.
 func (b *Backend) Capacity(rpc.CapacityRequest) (any, error) {
 	return nil, errors.New("the test backend has no allocator")
