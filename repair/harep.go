@@ -498,7 +498,9 @@ func (p *planner) instance(inst *fsm.Instance) (InstanceStatus, fsm.TagEdit, *Ne
 		return st, edit, nil
 	}
 	if ts.state == StateFailed {
-		st.Why = fmt.Sprintf("%s repair %s failed%s; %s", ts.cur.Type, ts.cur.ID, p.firstError(ts.cur.Jobs, true), harepNextStep(inst.Name, ts.cur.text))
+		st.FailureTag, st.Error, st.NextStep = ts.cur.text, p.firstError(ts.cur.Jobs, true), harepNextStep(inst.Name, ts.cur.text)
+		st.Why = fmt.Sprintf("%s repair %s failed%s; %s", ts.cur.Type, ts.cur.ID, st.Error, st.NextStep)
+		st.Error = strings.TrimPrefix(st.Error, ": ")
 		return st, edit, nil
 	}
 	if pol.suspended {
@@ -529,7 +531,8 @@ func (p *planner) instance(inst *fsm.Instance) (InstanceStatus, fsm.TagEdit, *Ne
 				tag := p.resultTag(inst, cur.Type, cur.ID, ResultFailure, cur.Jobs)
 				edit.Add = append(edit.Add, fsm.TagText{Text: tag})
 				st.State = StateFailed
-				st.Why = fmt.Sprintf("%s repair %s failed: %s%s; %s", cur.Type, cur.ID, ended(id, status), p.firstError([]int64{id}, false), harepNextStep(inst.Name, tag))
+				st.FailureTag, st.Error, st.NextStep = tag, ended(id, status)+p.firstError([]int64{id}, false), harepNextStep(inst.Name, tag)
+				st.Why = fmt.Sprintf("%s repair %s failed: %s; %s", cur.Type, cur.ID, st.Error, st.NextStep)
 				return st, edit, nil
 			}
 			tag := p.resultTag(inst, cur.Type, cur.ID, ResultSuccess, cur.Jobs)

@@ -1,6 +1,7 @@
 package repair
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,7 +18,7 @@ import (
 //
 //	GET  /             [1] (a web status page for browsers)
 //	GET  /1            null
-//	GET  /1/status     the incidents
+//	GET  /1/status     the incidents, then harep's failed repairs (gnt)
 //	GET  /1/jobs       the jobs maintd waits for
 //	GET  /1/jobs/ID    one job, as the state has it (gnt; the page links it)
 //	GET  /1/evacuated  instances moved by maintd
@@ -32,7 +33,7 @@ func (s *Service) Handler() http.Handler {
 	mux.HandleFunc("GET /{$}", s.handleRoot)
 	mux.HandleFunc("GET /1", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, nil) })
 	mux.HandleFunc("GET /1/status", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, Incidents(s.maint()))
+		writeJSON(w, http.StatusOK, s.status(r.Context()))
 	})
 	mux.HandleFunc("GET /1/jobs/{id}", s.handleJob)
 	mux.HandleFunc("GET /1/jobs", func(w http.ResponseWriter, r *http.Request) {
@@ -83,6 +84,71 @@ func Incidents(m *fsm.Maintenance) []IncidentStatus {
 	out := make([]IncidentStatus, len(m.Incidents))
 	for i, in := range m.Incidents {
 		out[i] = IncidentStatus{Incident: in, NextStep: NextStep(in)}
+	}
+	return out
+}
+
+// HarepFailure is a failed harep repair as /1/status lists it, after the
+// incidents (a gnt extension): gnt's maintd does harep's work, so what it
+// could not repair is reported where its other failures are, in the
+// incidents' shape so that a client reading Ganeti's fields reads it too:
+// uuid is the repair's id, node the instance's primary node, original
+// names the instance and the repair, action is "harep:" and the repair
+// type, repair-status "failed", jobs the repair's jobs and tag the
+// failure tag harep leaves the instance alone for, gnt_reason harep's
+// words. gnt_kind ("harep") tells it from an incident; gnt_error is the
+// failed job's error and gnt_next_step the operator's next step.
+type HarepFailure struct {
+	fsm.Incident
+	Kind     string `json:"gnt_kind"`
+	Instance string `json:"gnt_instance"`
+	Error    string `json:"gnt_error,omitempty"`
+	NextStep string `json:"gnt_next_step"`
+}
+
+// HarepFailures are the failed repairs among harep's instance statuses,
+// in their order, as /1/status lists them.
+func HarepFailures(st *fsm.State, insts []InstanceStatus) []HarepFailure {
+	var out []HarepFailure
+	for _, is := range insts {
+		if is.State != StateFailed {
+			continue
+		}
+		typ := ""
+		if t, ok, err := ParseTag(is.FailureTag); ok && err == nil {
+			typ = t.Type
+		}
+		f := HarepFailure{Incident: fsm.Incident{UUID: is.Repair, Action: "harep:" + typ, RepairStatus: fsm.IncidentFailed, Jobs: is.Jobs,
+			Tag: is.FailureTag, Reason: is.Why}, Kind: "harep", Instance: is.Name, Error: is.Error, NextStep: is.NextStep}
+		if f.Jobs == nil {
+			f.Jobs = []int64{}
+		}
+		f.Original, _ = json.Marshal(map[string]string{"instance": is.Name, "repair": typ})
+		if in := st.LookupInstance(is.Name); in != nil {
+			f.Incident.NodeUUID = in.PrimaryNode
+			if n := st.Nodes[in.PrimaryNode]; n != nil {
+				f.Node = n.Name
+			}
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// status is /1/status: the incidents, then harep's failed repairs.
+func (s *Service) status(ctx context.Context) []any {
+	p := s.Plan(ctx)
+	var out []any
+	s.FSM.Read(func(st *fsm.State, _ uint64) {
+		for _, in := range Incidents(st.Maint()) {
+			out = append(out, in)
+		}
+		for _, f := range HarepFailures(st, p.Instances) {
+			out = append(out, f)
+		}
+	})
+	if out == nil {
+		out = []any{}
 	}
 	return out
 }

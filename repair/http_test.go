@@ -372,3 +372,45 @@ instance web1 drbd node21 node22
 	now = now.Add(IdleReplan)
 	planned("IdleReplan later", true)
 }
+
+// TestHarepFailureInStatus: a failed harep repair is listed in /1/status
+// after the incidents, in their shape, with gnt_kind "harep", the failed
+// job's error and the operator's next step.
+func TestHarepFailureInStatus(t *testing.T) {
+	sc := &scenario{}
+	sc.build(t, `
+node node1
+node node21 offline=true
+instance web1 drbd node21 node1 tags=ganeti:watcher:autorepair:failover,ganeti:watcher:autorepair:pending:failover:R2:1700000005:4
+job 4 error
+`)
+	sc.edit(t, "job", func(map[string]any) bool { return true }, func(v map[string]any) {
+		for _, op := range v["ops"].([]any) {
+			op.(map[string]any)["result"] = []any{"OpExecError", []any{"could not start web1 on node1"}}
+		}
+	})
+	svc := &Service{FSM: sc.f, Apply: fsmApplier{sc}, Epoch: 1, Clock: func() time.Time { return at(10) }}
+	srv := httptest.NewServer(svc.Handler())
+	t.Cleanup(srv.Close)
+	for round := 0; round < 2; round++ { // the round that sees the failure, then the state as recorded
+		_, body := get(t, srv.URL+"/1/status", "")
+		var list []HarepFailure
+		if err := json.Unmarshal([]byte(body), &list); err != nil || len(list) != 1 {
+			t.Fatalf("/1/status: %v %s", err, body)
+		}
+		f := list[0]
+		if f.Kind != "harep" || f.Instance != "web1" || f.UUID != "R2" || f.Action != "harep:failover" || f.RepairStatus != fsm.IncidentFailed ||
+			f.Node != "node21" || len(f.Jobs) != 1 || f.Jobs[0] != 4 || !strings.HasPrefix(f.Tag, "ganeti:watcher:autorepair:result:failover:R2:") || !strings.Contains(f.Tag, ":failure:") {
+			t.Errorf("round %d: harep failure %+v", round, f)
+		}
+		if !strings.Contains(f.Error, "OpExecError: could not start web1 on node1") {
+			t.Errorf("round %d: gnt_error %q, want the job's error", round, f.Error)
+		}
+		if !strings.Contains(f.NextStep, "gnt instance remove-tags web1 "+f.Tag) {
+			t.Errorf("round %d: gnt_next_step %q, want the failure tag to remove", round, f.NextStep)
+		}
+		if err := svc.step(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

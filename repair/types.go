@@ -110,6 +110,11 @@ type InstanceStatus struct {
 	Why string `json:"why,omitempty"`
 	// Problems are malformed autorepair tags, reported and ignored.
 	Problems []string `json:"problems,omitempty"`
+	// For a failed repair: the failure tag harep leaves the instance
+	// alone for, the failed job's error and the operator's next step.
+	FailureTag string `json:"failure_tag,omitempty"`
+	Error      string `json:"error,omitempty"`
+	NextStep   string `json:"next_step,omitempty"`
 }
 
 // NewRepair is a repair harep starts this pass: its jobs are submitted
