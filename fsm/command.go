@@ -267,7 +267,11 @@ type LeaderEstablish struct {
 //
 // Version 24 adds the driver a node's gntd runs: hypervisor of the node
 // record and of NodeRegister's and ClusterInit's node.
-const LogVersion = 24
+//
+// Version 25 checks at submission a queued dry run of configuration
+// opcodes without dependencies (JobSubmit, JobSubmitMany): one the checks
+// refuse is refused as on the fast path instead of queued.
+const LogVersion = 25
 
 // Job update actions.
 const (

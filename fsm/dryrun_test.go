@@ -2,7 +2,9 @@ package fsm
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -22,12 +24,7 @@ func TestDryRunInTheStateMachine(t *testing.T) {
 	}
 	submit := func(ops ...string) Response {
 		t.Helper()
-		c := JobSubmit{Now: h.now}
-		for _, o := range ops {
-			c.Ops = append(c.Ops, json.RawMessage(o))
-			c.UUIDs = append(c.UUIDs, "")
-		}
-		r := h.apply(c).(Response)
+		r := h.submit(ops...)
 		if r.Err != nil {
 			t.Fatal(r.Err)
 		}
@@ -70,5 +67,70 @@ func TestDryRunInTheStateMachine(t *testing.T) {
 	}
 	if u := h.apply(JobUpdate{Now: h.now, Epoch: epoch, JobID: r.JobID, Action: ActionStep, StepName: "delay 1/2"}).(Response); u.Err != nil {
 		t.Errorf("a dry run's step record: %v", u.Err)
+	}
+}
+
+// submit applies a JobSubmit of ops, each with no UUID.
+func (h *harness) submit(ops ...string) Response {
+	c := JobSubmit{Now: h.now}
+	for _, o := range ops {
+		c.Ops = append(c.Ops, json.RawMessage(o))
+		c.UUIDs = append(c.UUIDs, "")
+	}
+	return h.apply(c).(Response)
+}
+
+// TestRefusedDryRunBothPaths: a dry run the checks refuse is refused at
+// submission (nothing queued, the job ids stay) both on the fast path and
+// when it would wait in the queue (here behind a filter rule), alone or in
+// a submission of several jobs; one that passes is queued. A dry run with
+// a dependency is not checked at submission.
+func TestRefusedDryRunBothPaths(t *testing.T) {
+	h := newHarness()
+	h.initCluster("192.0.2.1")
+	refused := `{"OP_ID":"OP_TAGS_SET","kind":"node","name":"nosuch","tags":["a"],"dry_run":true}`
+	good := `{"OP_ID":"OP_TAGS_SET","kind":"cluster","tags":["a"],"dry_run":true}`
+	nextID := func() int64 {
+		var id int64
+		h.f.Read(func(s *State, _ uint64) { id = s.NextJobID })
+		return id
+	}
+	checkRefused := func(path string, r Response, before int64) {
+		t.Helper()
+		if r.Err == nil || r.Err.Code != CodeNoEnt {
+			t.Errorf("%s: a dry run on a missing node answered %+v, want a %s error", path, r, CodeNoEnt)
+		}
+		if got := nextID(); got != before {
+			t.Errorf("%s: the next job id moved from %d to %d", path, before, got)
+		}
+	}
+	before := nextID()
+	fast := h.submit(refused)
+	checkRefused("fast path", fast, before)
+
+	// A PAUSE rule holds every job in the queue.
+	if r := h.apply(FilterPut{Now: h.now, UUID: filterA, Action: FilterPause, Predicates: json.RawMessage(`[]`)}).(Response); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	queued := h.submit(refused)
+	checkRefused("queued", queued, before)
+	if queued.Err != nil && fast.Err != nil && queued.Err.Error() != fast.Err.Error() {
+		t.Errorf("the queued refusal %q differs from the fast path's %q", queued.Err, fast.Err)
+	}
+	many := h.apply(JobSubmitMany{Now: h.now, Jobs: []JobSpec{
+		{Ops: []json.RawMessage{json.RawMessage(good)}, UUIDs: []string{""}},
+		{Ops: []json.RawMessage{json.RawMessage(refused)}, UUIDs: []string{""}},
+	}}).(Response)
+	checkRefused("several jobs", many, before)
+	if many.Err != nil && !strings.Contains(many.Err.Msg, "job 1 of the submission") {
+		t.Errorf("several jobs: %q does not name job 1", many.Err.Msg)
+	}
+
+	if r := h.submit(good); r.Err != nil || r.Job == nil || r.Job.Status != StatusQueued {
+		t.Errorf("a dry run that passes behind a filter rule: %+v , want a queued job", r)
+	}
+	dep := `{"OP_ID":"OP_TAGS_SET","kind":"node","name":"nosuch","tags":["a"],"dry_run":true,"depends":[[` + fmt.Sprint(nextID()-1) + `,["success"]]]}`
+	if r := h.submit(dep); r.Err != nil {
+		t.Errorf("a dry run with a dependency is refused at submission: %v", r.Err)
 	}
 }

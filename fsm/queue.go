@@ -204,6 +204,17 @@ func (s *State) applyJobSubmit(c *JobSubmit) Response {
 		fast = false
 	}
 	if !fast {
+		// A dry run of configuration opcodes that waits in the queue
+		// (for locks or filter rules) is checked now as well, against
+		// the configuration as it is, so that one the checks refuse is
+		// refused as on the fast path (LogVersion 25): a submission
+		// error, not a job failing later. One with dependencies waits
+		// for what they change.
+		if checkNow(job, ops) {
+			if e := applyConfigOps(s.begin(c.Now), ops, c.UUIDs, nil); e != nil {
+				return Response{Err: e}
+			}
+		}
 		if e := s.queueFull(1); e != nil {
 			return Response{Err: e}
 		}
@@ -212,28 +223,22 @@ func (s *State) applyJobSubmit(c *JobSubmit) Response {
 	}
 	t := s.begin(c.Now)
 	dryRun := dry > 0 // then every opcode is a dry run
-	for i, op := range ops {
+	if e := applyConfigOps(t, ops, c.UUIDs, func(i int, res any) {
 		o := job.Ops[i]
 		o.StartTS, o.ExecTS = ts, ts
-		t.logs = nil
-		res, e := op.(configOp).apply(t, c.UUIDs[i])
-		if e != nil {
-			if len(ops) > 1 {
-				e = &Error{Code: e.Code, Field: e.Field, Msg: fmt.Sprintf("opcode %d (%s): %s", i, op.Common().OpID, e.Msg)}
-			}
-			return Response{Err: e}
-		}
 		for _, l := range t.logs {
 			job.LogSerial++
 			o.Log = append(o.Log, LogEntry{Serial: job.LogSerial, Time: *ts, Type: LogMessage, Msg: l})
 		}
 		if dryRun {
-			res = dryRunResult(op, res, t.logs)
+			res = dryRunResult(ops[i], res, t.logs)
 		}
 		o.Result = mustJSON(res)
 		o.Status = StatusSuccess
 		o.EndTS = ts
 		o.parsed = nil // only the executor wants it, and it never sees this job
+	}); e != nil {
+		return Response{Err: e}
 	}
 	if !dryRun {
 		t.commit()
@@ -245,6 +250,38 @@ func (s *State) applyJobSubmit(c *JobSubmit) Response {
 	s.NextJobID++
 	s.finish(job.ID, ts)
 	return Response{JobID: job.ID, Job: job}
+}
+
+// checkNow says whether a queued job is a dry run of configuration
+// opcodes alone with no dependencies, which its submission checks.
+func checkNow(job *Job, ops []Opcode) bool {
+	for i, op := range ops {
+		if !IsDryRun(op) || !IsConfigOnly(op) || len(job.Ops[i].Depends) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// applyConfigOps applies configuration opcodes in t, in order, each with
+// its UUID, and calls done (when not nil) with each one's result while t's
+// logs are its own; it stops at the first refusal, which names the opcode
+// when there are several.
+func applyConfigOps(t *txn, ops []Opcode, uuids []string, done func(i int, res any)) *Error {
+	for i, op := range ops {
+		t.logs = nil
+		res, e := op.(configOp).apply(t, uuids[i])
+		if e != nil {
+			if len(ops) > 1 {
+				e = &Error{Code: e.Code, Field: e.Field, Msg: fmt.Sprintf("opcode %d (%s): %s", i, op.Common().OpID, e.Msg)}
+			}
+			return e
+		}
+		if done != nil {
+			done(i, res)
+		}
+	}
+	return nil
 }
 
 func (s *State) applyJobSubmitMany(c *JobSubmitMany) Response {
@@ -269,7 +306,11 @@ func (s *State) applyJobSubmitMany(c *JobSubmitMany) Response {
 	first := s.NextJobID
 	jobs := make([]*Job, len(c.Jobs))
 	for k, spec := range c.Jobs {
-		job, _, e := s.newJob(spec, first+int64(k), first, ts)
+		job, ops, e := s.newJob(spec, first+int64(k), first, ts)
+		if e == nil && checkNow(job, ops) {
+			// As a single submission's queued dry run (applyJobSubmit).
+			e = applyConfigOps(s.begin(c.Now), ops, spec.UUIDs, nil)
+		}
 		if e != nil {
 			return Response{Err: &Error{Code: e.Code, Field: e.Field, Msg: fmt.Sprintf("job %d of the submission: %s", k, e.Msg)}}
 		}

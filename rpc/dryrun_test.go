@@ -321,3 +321,38 @@ func waitFinal(t *testing.T, b *rpctest.Backend, id int64) *fsm.Job {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestRefusedDryRunBothPaths: a dry run the state refuses (adding a group
+// that exists) is answered 409 at submission both when it would be applied
+// at once and when it would wait in the queue behind a filter rule, with
+// no job made either way (docs/api.md: a write refused against the state
+// is refused by the state machine).
+func TestRefusedDryRunBothPaths(t *testing.T) {
+	b := rpctest.NewCluster()
+	e := newEnv(t, b)
+	refuse := func(path string) {
+		t.Helper()
+		before := configState(t, b)
+		var next int64
+		b.FSM().Read(func(st *fsm.State, _ uint64) { next = st.NextJobID })
+		r := e.do("POST", "/2/groups?dry-run=1", `{"group_name":"default"}`)
+		checkErr(t, r, http.StatusConflict, string(fsm.CodeExists), "group_name")
+		var after int64
+		b.FSM().Read(func(st *fsm.State, _ uint64) { after = st.NextJobID })
+		if after != next {
+			t.Errorf("%s: the refused dry run made a job (next id %d, then %d)", path, next, after)
+		}
+		if configState(t, b) != before {
+			t.Errorf("%s: the refused dry run changed the configuration", path)
+		}
+	}
+	refuse("fast path")
+	if r := e.do("POST", "/2/filters", `{"action":"PAUSE"}`); r.status != http.StatusOK {
+		t.Fatalf("adding a PAUSE rule: %s", r)
+	}
+	refuse("queued")
+	// A dry run that passes is queued (and held by the rule).
+	if r := e.do("POST", "/2/groups?dry-run=1", `{"group_name":"g2"}`); r.status != http.StatusOK {
+		t.Errorf("a dry run that passes behind a PAUSE rule: %s", r)
+	}
+}
