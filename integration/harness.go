@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/gnt-cluster/gnt/agent/osdef"
+	"github.com/gnt-cluster/gnt/fsm"
 	"github.com/gnt-cluster/gnt/rpc"
 )
 
@@ -594,4 +596,131 @@ func (c *Cluster) GNTExit(args ...string) (string, int) {
 		return out, ee.ExitCode()
 	}
 	return out + "\n" + err.Error(), -1
+}
+
+// TagWriters are clients writing tags while a test does something to the
+// cluster: on the cluster and on every member (each object holds at most
+// fsm.MaxTagsPerObj), each client through one candidate in turn, each
+// write confirmed by its job before the next.
+type TagWriters struct {
+	n, perWriter int
+	objects      []tagObject
+	stop         chan struct{}
+	stopOnce     sync.Once
+	wg           sync.WaitGroup
+
+	writes, failed atomic.Int64
+	mu             sync.Mutex
+	failures       []string
+	tagsOf         [][]string // per writer, the tags of confirmed writes
+}
+
+type tagObject struct{ kind, name string }
+
+// StartTagWriters starts n writers of perWriter tags each, named
+// prefix:writer:i, with reason as the jobs' reason; clientFor gives a
+// writer's client of a candidate. They stop at Stop, after their writes,
+// or when the test ends.
+func (c *Cluster) StartTagWriters(t *testing.T, n, perWriter int, prefix, reason string, clientFor func(*Member) *rpc.Client) *TagWriters {
+	tw := &TagWriters{n: n, perWriter: perWriter, stop: make(chan struct{}), tagsOf: make([][]string, n)}
+	tw.objects = []tagObject{{fsm.TagCluster, ""}}
+	for _, m := range c.Members {
+		tw.objects = append(tw.objects, tagObject{fsm.TagNode, m.Name})
+	}
+	cands := c.Candidates()
+	for w := range n {
+		tw.wg.Add(1)
+		go func() {
+			defer tw.wg.Done()
+			via := cands[w%len(cands)]
+			tw.write(w, clientFor(via), via.Name, prefix, reason)
+		}()
+	}
+	t.Cleanup(tw.Stop)
+	return tw
+}
+
+// write is writer w's loop.
+func (tw *TagWriters) write(w int, cl *rpc.Client, via, prefix, reason string) {
+	obj := tw.objects[w%len(tw.objects)]
+	for i := 0; i < tw.perWriter; i++ {
+		select {
+		case <-tw.stop:
+			return
+		default:
+		}
+		tag := fmt.Sprintf("%s:%d:%d", prefix, w, i)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		id, meta, err := cl.AddTags(ctx, obj.kind, obj.name, []string{tag}, reason)
+		if err == nil {
+			var job rpc.JobInfo
+			if job, err = cl.WaitJob(ctx, id, meta.Index); err == nil && job.Status != fsm.StatusSuccess {
+				err = fmt.Errorf("job %d is %s", id, job.Status)
+			}
+		}
+		cancel()
+		tw.writes.Add(1)
+		if err != nil {
+			tw.failed.Add(1)
+			tw.mu.Lock()
+			tw.failures = append(tw.failures, fmt.Sprintf("writer %d via %s, %s: %v", w, via, tag, err))
+			tw.mu.Unlock()
+			continue
+		}
+		tw.tagsOf[w] = append(tw.tagsOf[w], tag)
+	}
+}
+
+// Writes counts the writes tried so far, failed or not.
+func (tw *TagWriters) Writes() int64 { return tw.writes.Load() }
+
+// Failed counts the writes that failed so far.
+func (tw *TagWriters) Failed() int64 { return tw.failed.Load() }
+
+// Writers is the number of writers.
+func (tw *TagWriters) Writers() int { return tw.n }
+
+// Stop stops the writers and waits for them; calling it again does
+// nothing.
+func (tw *TagWriters) Stop() {
+	tw.stopOnce.Do(func() { close(tw.stop) })
+	tw.wg.Wait()
+}
+
+// CheckNoneFailed stops the writers and fails the test if a write failed,
+// naming the first five.
+func (tw *TagWriters) CheckNoneFailed(t *testing.T) {
+	t.Helper()
+	tw.Stop()
+	if tw.failed.Load() > 0 {
+		t.Errorf("%d of %d writes failed; the first: %s", tw.failed.Load(), tw.writes.Load(), strings.Join(tw.failures[:min(len(tw.failures), 5)], "\n"))
+	}
+}
+
+// CheckNoneLost stops the writers and reads (consistently, through cl)
+// the tags of every object written: every confirmed write's tag must be
+// there.
+func (tw *TagWriters) CheckNoneLost(ctx context.Context, t *testing.T, cl *rpc.Client) {
+	t.Helper()
+	tw.Stop()
+	for w := range tw.n {
+		obj := tw.objects[w%len(tw.objects)]
+		path := "/2/tags"
+		if obj.kind == fsm.TagNode {
+			path = "/2/nodes/" + obj.name + "/tags"
+		}
+		var tags []string
+		if _, err := cl.Do(ctx, http.MethodGet, path, url.Values{"consistent": {"1"}}, nil, &tags); err != nil {
+			t.Fatalf("reading %s: %v", path, err)
+		}
+		have := map[string]bool{}
+		for _, tg := range tags {
+			have[tg] = true
+		}
+		for _, tg := range tw.tagsOf[w] {
+			if !have[tg] {
+				t.Fatalf("tag %s of a confirmed write is not on %s", tg, path)
+			}
+		}
+	}
 }

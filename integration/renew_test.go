@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -59,14 +58,10 @@ func TestRenewCrypto(t *testing.T) {
 	clientFor := func(m *Member) *rpc.Client {
 		return rpc.NewClientWith([]string{m.APIAddr()}, rpc.ClientOptions{TLS: clientTLS})
 	}
-	cands := c.Candidates()
 
 	stop := make(chan struct{})
 	var (
 		wg              sync.WaitGroup
-		writes, failed  atomic.Int64
-		failMu          sync.Mutex
-		failures        []string
 		watchErr        atomic.Value
 		renewedIdentity atomic.Bool
 		violations      syncList
@@ -126,49 +121,9 @@ func TestRenewCrypto(t *testing.T) {
 			}
 		}
 	}()
-	// The writers: tags on the cluster and on every node (each object
-	// holds at most fsm.MaxTagsPerObj), each write confirmed by its job.
-	type object struct{ kind, name string }
-	objects := []object{{fsm.TagCluster, ""}}
-	for _, m := range c.Members {
-		objects = append(objects, object{fsm.TagNode, m.Name})
-	}
-	const writers, perWriter = 8, 1800
-	tagsOf := make([][]string, writers)
-	for w := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cl := clientFor(cands[w%len(cands)])
-			obj := objects[w%len(objects)]
-			for i := 0; i < perWriter; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				tag := fmt.Sprintf("renew:%d:%d", w, i)
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				id, meta, err := cl.AddTags(ctx, obj.kind, obj.name, []string{tag}, "renew-crypto test")
-				if err == nil {
-					var job rpc.JobInfo
-					if job, err = cl.WaitJob(ctx, id, meta.Index); err == nil && job.Status != fsm.StatusSuccess {
-						err = fmt.Errorf("job %d is %s", id, job.Status)
-					}
-				}
-				cancel()
-				writes.Add(1)
-				if err != nil {
-					failed.Add(1)
-					failMu.Lock()
-					failures = append(failures, fmt.Sprintf("writer %d via %s, %s: %v", w, cands[w%len(cands)].Name, tag, err))
-					failMu.Unlock()
-					continue
-				}
-				tagsOf[w] = append(tagsOf[w], tag)
-			}
-		}()
-	}
+	// The writers: tags on the cluster and on every node, each write
+	// confirmed by its job.
+	tw := c.StartTagWriters(t, 8, 1800, "renew", "renew-crypto test", clientFor)
 	defer func() {
 		select {
 		case <-stop:
@@ -180,14 +135,14 @@ func TestRenewCrypto(t *testing.T) {
 
 	time.Sleep(500 * time.Millisecond) // the writers are under way
 	start := time.Now()
-	before := writes.Load()
+	before := tw.Writes()
 	out, err := c.GNT("cluster", "renew-crypto")
 	took := time.Since(start)
 	if err != nil {
 		t.Fatalf("gnt cluster renew-crypto: %v\n%s", err, out)
 	}
 	t.Logf("gnt cluster renew-crypto took %v:\n%s", took.Round(time.Millisecond), out)
-	during := writes.Load() - before
+	during := tw.Writes() - before
 
 	// Every member trusts the new CA only and holds a certificate of it.
 	var newCA *pki.CA
@@ -229,9 +184,7 @@ func TestRenewCrypto(t *testing.T) {
 	time.Sleep(time.Second) // writes go on after the end, with the new CA alone
 	close(stop)
 	wg.Wait()
-	if failed.Load() > 0 {
-		t.Errorf("%d of %d writes failed; the first: %s", failed.Load(), writes.Load(), strings.Join(failures[:min(len(failures), 5)], "\n"))
-	}
+	tw.CheckNoneFailed(t)
 	if v := violations.get(); len(v) > 0 {
 		t.Errorf("the renewal's phases out of order, %d times; the first: %s", len(v), v[0])
 	}
@@ -239,7 +192,7 @@ func TestRenewCrypto(t *testing.T) {
 		t.Errorf("the writers' client certificate was not renewed (watcher: %v)", watchErr.Load())
 	}
 	t.Logf("renew-crypto: %d writes by %d clients in all, %d while the command ran (%v), %d failed",
-		writes.Load(), writers, during, took.Round(time.Millisecond), failed.Load())
+		tw.Writes(), tw.Writers(), during, took.Round(time.Millisecond), tw.Failed())
 	refused := 0
 	for _, m := range c.Members {
 		for _, line := range strings.Split(m.Log(), "\n") {
@@ -267,26 +220,7 @@ func TestRenewCrypto(t *testing.T) {
 	cl := clientFor(first)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for w := range writers {
-		obj := objects[w%len(objects)]
-		path := "/2/tags"
-		if obj.kind == fsm.TagNode {
-			path = "/2/nodes/" + obj.name + "/tags"
-		}
-		var tags []string
-		if _, err := cl.Do(ctx, http.MethodGet, path, url.Values{"consistent": {"1"}}, nil, &tags); err != nil {
-			t.Fatalf("reading %s: %v", path, err)
-		}
-		have := map[string]bool{}
-		for _, tg := range tags {
-			have[tg] = true
-		}
-		for _, tg := range tagsOf[w] {
-			if !have[tg] {
-				t.Fatalf("tag %s of a confirmed write is not on %s", tg, path)
-			}
-		}
-	}
+	tw.CheckNoneLost(ctx, t, cl)
 
 	// The CLI's files: the new CA alone, and a client certificate of it.
 	cliDir := filepath.Join(c.Dir, ".config", "gnt")

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,12 +47,9 @@ func TestRenewClusterKey(t *testing.T) {
 
 	stop := make(chan struct{})
 	var (
-		wg             sync.WaitGroup
-		writes, failed atomic.Int64
-		failMu         sync.Mutex
-		failures       []string
-		gossipBad      syncList
-		gossipLooks    atomic.Int64
+		wg          sync.WaitGroup
+		gossipBad   syncList
+		gossipLooks atomic.Int64
 	)
 	// The gossip watcher: every member sees every member alive (or, for a
 	// probe missed on this loaded machine, suspect, which is not a
@@ -88,47 +84,9 @@ func TestRenewClusterKey(t *testing.T) {
 			}
 		}
 	}()
-	type object struct{ kind, name string }
-	objects := []object{{fsm.TagCluster, ""}}
-	for _, m := range c.Members {
-		objects = append(objects, object{fsm.TagNode, m.Name})
-	}
-	const writers, perWriter = 8, 1800
-	tagsOf := make([][]string, writers)
-	for w := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cl := c.ClientFor(cands[w%len(cands)])
-			obj := objects[w%len(objects)]
-			for i := 0; i < perWriter; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				tag := fmt.Sprintf("rekey:%d:%d", w, i)
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				id, meta, err := cl.AddTags(ctx, obj.kind, obj.name, []string{tag}, "renew-key test")
-				if err == nil {
-					var job rpc.JobInfo
-					if job, err = cl.WaitJob(ctx, id, meta.Index); err == nil && job.Status != fsm.StatusSuccess {
-						err = fmt.Errorf("job %d is %s", id, job.Status)
-					}
-				}
-				cancel()
-				writes.Add(1)
-				if err != nil {
-					failed.Add(1)
-					failMu.Lock()
-					failures = append(failures, fmt.Sprintf("writer %d via %s, %s: %v", w, cands[w%len(cands)].Name, tag, err))
-					failMu.Unlock()
-					continue
-				}
-				tagsOf[w] = append(tagsOf[w], tag)
-			}
-		}()
-	}
+	// The writers: tags on the cluster and on every node, each write
+	// confirmed by its job.
+	tw := c.StartTagWriters(t, 8, 1800, "rekey", "renew-key test", c.ClientFor)
 	defer func() {
 		select {
 		case <-stop:
@@ -140,14 +98,14 @@ func TestRenewClusterKey(t *testing.T) {
 
 	time.Sleep(500 * time.Millisecond) // the writers are under way
 	start := time.Now()
-	before := writes.Load()
+	before := tw.Writes()
 	out, err := c.GNT("cluster", "renew-crypto", "--new-cluster-key")
 	took := time.Since(start)
 	if err != nil {
 		t.Fatalf("gnt cluster renew-crypto --new-cluster-key: %v\n%s", err, out)
 	}
 	t.Logf("gnt cluster renew-crypto --new-cluster-key took %v:\n%s", took.Round(time.Millisecond), out)
-	during := writes.Load() - before
+	during := tw.Writes() - before
 
 	// Every member holds the new key alone, mode 0600.
 	var newKey []byte
@@ -178,9 +136,7 @@ func TestRenewClusterKey(t *testing.T) {
 	time.Sleep(time.Second) // writes go on after the end, with the new key alone
 	close(stop)
 	wg.Wait()
-	if failed.Load() > 0 {
-		t.Errorf("%d of %d writes failed; the first: %s", failed.Load(), writes.Load(), strings.Join(failures[:min(len(failures), 5)], "\n"))
-	}
+	tw.CheckNoneFailed(t)
 	if v := gossipBad.get(); len(v) > 0 {
 		t.Errorf("the gossip lost members %d times in %d looks; the first: %s", len(v), gossipLooks.Load(), strings.Join(v[:min(len(v), 5)], "; "))
 	}
@@ -188,32 +144,13 @@ func TestRenewClusterKey(t *testing.T) {
 		t.Error("the gossip watcher never saw a member's status")
 	}
 	t.Logf("renew-key: %d writes by %d clients in all, %d while the command ran (%v), %d failed; %d gossip looks",
-		writes.Load(), writers, during, took.Round(time.Millisecond), failed.Load(), gossipLooks.Load())
+		tw.Writes(), tw.Writers(), during, took.Round(time.Millisecond), tw.Failed(), gossipLooks.Load())
 
 	// No write is lost.
 	cl := c.Client()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	for w := range writers {
-		obj := objects[w%len(objects)]
-		path := "/2/tags"
-		if obj.kind == fsm.TagNode {
-			path = "/2/nodes/" + obj.name + "/tags"
-		}
-		var tags []string
-		if _, err := cl.Do(ctx, http.MethodGet, path, url.Values{"consistent": {"1"}}, nil, &tags); err != nil {
-			t.Fatalf("reading %s: %v", path, err)
-		}
-		have := map[string]bool{}
-		for _, tg := range tags {
-			have[tg] = true
-		}
-		for _, tg := range tagsOf[w] {
-			if !have[tg] {
-				t.Fatalf("tag %s of a confirmed write is not on %s", tg, path)
-			}
-		}
-	}
+	tw.CheckNoneLost(ctx, t, cl)
 
 	// confd: the new key's queries are answered, the old key's dropped.
 	qctx, qcancel := context.WithTimeout(ctx, 5*time.Second)
