@@ -63,8 +63,11 @@ const (
 // StorageUnit is one storage unit of a node. Sizes are in MiB (rounded
 // down).
 type StorageUnit struct {
-	Type        string
-	Name        string
+	Type string
+	Name string
+	// VG is a physical volume's volume group ("" for other units and for
+	// a physical volume in no group).
+	VG          string
 	SizeMiB     int64
 	UsedMiB     int64
 	FreeMiB     int64
@@ -326,7 +329,7 @@ func ParsePVS(out []byte) ([]StorageUnit, error) {
 		if len(attr) < 1 || len(attr) > 8 {
 			return nil, fmt.Errorf("pvs: pv_attr of %s is %q; want 1 to 8 characters", f[0], attr)
 		}
-		us = append(us, StorageUnit{Type: StorageLVMPV, Name: f[0], SizeMiB: size, UsedMiB: size - free, FreeMiB: free, Allocatable: attr[0] == 'a'})
+		us = append(us, StorageUnit{Type: StorageLVMPV, Name: f[0], VG: f[1], SizeMiB: size, UsedMiB: size - free, FreeMiB: free, Allocatable: attr[0] == 'a'})
 	}
 	return us, nil
 }

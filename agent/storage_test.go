@@ -32,8 +32,8 @@ func TestParsePVS(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []StorageUnit{
-		{Type: StorageLVMPV, Name: "/dev/sda2", SizeMiB: 5000, UsedMiB: 4000, FreeMiB: 1000, Allocatable: true},
-		{Type: StorageLVMPV, Name: "/dev/sdb1", SizeMiB: 5236, UsedMiB: 4188, FreeMiB: 1048, Allocatable: false},
+		{Type: StorageLVMPV, Name: "/dev/sda2", VG: "xenvg", SizeMiB: 5000, UsedMiB: 4000, FreeMiB: 1000, Allocatable: true},
+		{Type: StorageLVMPV, Name: "/dev/sdb1", VG: "xenvg", SizeMiB: 5236, UsedMiB: 4188, FreeMiB: 1048, Allocatable: false},
 		{Type: StorageLVMPV, Name: "/dev/sdc", SizeMiB: 20, UsedMiB: 0, FreeMiB: 20, Allocatable: false},
 	}
 	if len(us) != len(want) {

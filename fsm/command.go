@@ -50,6 +50,8 @@ const (
 
 	CmdFilterPut    CommandType = 21 // FilterPut (filters.go)
 	CmdFilterRemove CommandType = 22 // FilterRemove
+
+	CmdNodeStorage CommandType = 23 // NodeStorageReport (storage.go)
 )
 
 var commandNames = map[CommandType]string{
@@ -80,6 +82,8 @@ var commandNames = map[CommandType]string{
 
 	CmdFilterPut:    "filter-put",
 	CmdFilterRemove: "filter-remove",
+
+	CmdNodeStorage: "node-storage",
 }
 
 func (t CommandType) String() string {
@@ -271,7 +275,10 @@ type LeaderEstablish struct {
 // Version 25 checks at submission a queued dry run of configuration
 // opcodes without dependencies (JobSubmit, JobSubmitMany): one the checks
 // refuse is refused as on the fast path instead of queued.
-const LogVersion = 25
+//
+// Version 26 adds the nodes' storage units (CmdNodeStorage,
+// NodeStorageReport, and a node record's storage).
+const LogVersion = 26
 
 // Job update actions.
 const (

@@ -54,14 +54,8 @@ func (NodeLiveness) CommandType() CommandType { return CmdNodeLiveness }
 // CheckLiveness validates a NodeLiveness against the state without
 // applying it; Apply runs the same checks.
 func (s *State) CheckLiveness(c *NodeLiveness) *Error {
-	if s.Cluster == nil {
-		return errf(CodeState, "", "cluster is not initialised")
-	}
-	if c.Epoch == 0 {
-		return errf(CodeInval, "epoch", "liveness is recorded by an established leader and needs its executor epoch")
-	}
-	if c.Epoch != s.Epoch {
-		return errf(CodeFenced, "epoch", "liveness from executor epoch %d refused: the current epoch is %d", c.Epoch, s.Epoch)
+	if e := s.checkLeaderWrite("liveness", c.Epoch); e != nil {
+		return e
 	}
 	if len(c.Changes) == 0 {
 		return errf(CodeInval, "changes", "no liveness changes")
@@ -82,6 +76,21 @@ func (s *State) CheckLiveness(c *NodeLiveness) *Error {
 			return errf(CodeInval, "node", "changes %d and %d both name node %s", j, i, n.Name)
 		}
 		seen[n.UUID] = i
+	}
+	return nil
+}
+
+// checkLeaderWrite checks the epoch of a leader service's write (what is
+// named in messages): the cluster exists and the epoch is the current one.
+func (s *State) checkLeaderWrite(what string, epoch uint64) *Error {
+	if s.Cluster == nil {
+		return errf(CodeState, "", "cluster is not initialised")
+	}
+	if epoch == 0 {
+		return errf(CodeInval, "epoch", "%s is recorded by an established leader and needs its executor epoch", what)
+	}
+	if epoch != s.Epoch {
+		return errf(CodeFenced, "epoch", "%s from executor epoch %d refused: the current epoch is %d", what, epoch, s.Epoch)
 	}
 	return nil
 }

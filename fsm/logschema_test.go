@@ -24,7 +24,7 @@ func logSchema() string {
 	fmt.Fprintf(&b, "log version %d\n", LogVersion)
 	cmds := []Command{ClusterInit{}, JobSubmit{}, Batch{}, LeaderEstablish{}, JobUpdate{}, NodeRegister{}, JobCancel{},
 		JobArchive{}, JobSubmitMany{}, NodeLiveness{}, RepairRound{}, MaintIncident{},
-		RAPIUsersReplace{}, RAPIUserPut{}, RAPIUserRemove{}, PKIRotate{}, PKIKeyRotate{}, FilterPut{}, FilterRemove{}}
+		RAPIUsersReplace{}, RAPIUserPut{}, RAPIUserRemove{}, PKIRotate{}, PKIKeyRotate{}, FilterPut{}, FilterRemove{}, NodeStorageReport{}}
 	sort.Slice(cmds, func(i, j int) bool { return cmds[i].CommandType() < cmds[j].CommandType() })
 	for _, c := range cmds {
 		fmt.Fprintf(&b, "command %d %s %s\n", c.CommandType(), c.CommandType(), schemaOf(reflect.TypeOf(c), map[reflect.Type]bool{}))

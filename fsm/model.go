@@ -131,6 +131,9 @@ type Node struct {
 	// LivenessSince (Unix ns). NodeLiveness sets it; see liveness.go.
 	Liveness      string `json:"liveness,omitempty"`
 	LivenessSince int64  `json:"liveness_since,omitempty"`
+	// Storage is what the node's agent last reported of its storage
+	// units (nil until the leader recorded a report); see storage.go.
+	Storage *NodeStorage `json:"storage,omitempty"`
 }
 
 // Node roles as Ganeti derives them from the flags; the master is the Raft
@@ -271,6 +274,11 @@ func (n *Node) clone() *Node {
 	x := *n
 	x.NDParams = cloneMap(n.NDParams)
 	x.Tags = cloneStrings(n.Tags)
+	if n.Storage != nil {
+		st := *n.Storage
+		st.Units = append([]StorageUnit(nil), n.Storage.Units...)
+		x.Storage = &st
+	}
 	return &x
 }
 

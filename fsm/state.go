@@ -626,6 +626,8 @@ func (f *FSM) applyOne(t CommandType, body []byte) Response {
 		return decodeApply(body, s.applyJobSubmitMany)
 	case CmdNodeLiveness:
 		return decodeApply(body, s.applyNodeLiveness)
+	case CmdNodeStorage:
+		return decodeApply(body, s.applyNodeStorage)
 	case CmdRepairRound:
 		return decodeApply(body, s.applyRepairRound)
 	case CmdMaintIncident:

@@ -114,3 +114,39 @@ func TestNodeStorageAsGaneti(t *testing.T) {
 		t.Errorf("gnt node modify-storage of a missing PV: %v\n%s", err, out)
 	}
 }
+
+// TestStorageUnitsRecorded: the leader records the nodes' storage units
+// from their agents: gnt node info lists them with the time of the
+// report, and placement, which reads the state, says where a node's disk
+// figure comes from (the fake driver keeps its disks in no storage unit,
+// so a node counts its declared disk, now reported).
+func TestStorageUnitsRecorded(t *testing.T) {
+	c := NewCluster(t, ClusterOptions{Candidates: 3, Nodes: 1})
+	c.WaitLeader(10 * time.Second)
+	node := c.Member("node21")
+	c.WaitAgent(node, 30*time.Second)
+	if out, err := c.GNT("cluster", "modify", "--diagnose-interval", "1s"); err != nil {
+		t.Fatalf("cluster modify: %v\n%s", err, out)
+	}
+	dir := filepath.Join(node.DataDir, "file-storage")
+	var out string
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		var err error
+		out, err = c.GNT("node", "info", "node21")
+		if err == nil && strings.Contains(out, "storage units (reported") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node21's storage units were not recorded: %v\n%s", err, out)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if !strings.Contains(out, "    - file "+dir+": size ") {
+		t.Errorf("gnt node info: want the file unit %s in\n%s", dir, out)
+	}
+	out, err := c.GNT("instance", "add", "-t", "plain", "--disk", "900T", "--memory", "128", "--os-type", "debian", "-n", "node21", "huge1")
+	if err == nil || !strings.Contains(out, "node21 has") || !strings.Contains(out, "(declared disk)") {
+		t.Errorf("an instance larger than node21's disk: %v\n%s\nwant a refusal naming node21 and its declared disk", err, out)
+	}
+}

@@ -126,6 +126,11 @@ type NodeInfo struct {
 	// (null: not known).
 	Hypervisor *string `json:"gnt_hypervisor"`
 	Accel      *string `json:"gnt_accel"`
+	// Storage is the node's storage units as the leader last recorded
+	// them from its agent, StorageReported when (float seconds); both
+	// null before the first report.
+	Storage         []NodeStorageUnit `json:"gnt_storage"`
+	StorageReported *float64          `json:"gnt_storage_reported"`
 	// Figures gnt does not know, always null: the memory the node's OS
 	// uses, its CPU threads for the OS, NUMA nodes and sockets, spindles.
 	MNode    *int64 `json:"mnode"`

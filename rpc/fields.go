@@ -264,7 +264,7 @@ var NodeFieldNames = []string{
 
 // GntNodeFieldNames are gnt's additions to a node object.
 var GntNodeFieldNames = []string{"group", "powered", "addrs", "version", "gnt_liveness", "gnt_liveness_since",
-	"gnt_hypervisor", "gnt_accel"}
+	"gnt_hypervisor", "gnt_accel", "gnt_storage", "gnt_storage_reported"}
 
 // NodeFields builds a node object; insts is InstancesByNode of st, rt
 // the runtime view (nil: none).
@@ -289,7 +289,7 @@ func NodeFields(st *fsm.State, n *fsm.Node, insts map[string]*NodeInstances, rt 
 		"mnode": nil, "cnos": nil, "cnodes": nil, "csockets": nil, "sptotal": nil, "spfree": nil,
 		"group": "", "mfree": nil, "dfree": nil, "powered": nil,
 		"gnt_liveness": NodeLivenessUnknown, "gnt_liveness_since": nil,
-		"gnt_hypervisor": nil, "gnt_accel": nil,
+		"gnt_hypervisor": nil, "gnt_accel": nil, "gnt_storage": nil, "gnt_storage_reported": nil,
 	}
 	if nr, ok := rt.fresh(n.UUID); ok && nr.Driver != "" {
 		v["gnt_hypervisor"] = nr.Driver
@@ -307,6 +307,21 @@ func NodeFields(st *fsm.State, n *fsm.Node, insts map[string]*NodeInstances, rt 
 	}
 	if t := n.Resources.DiskMiB; t > 0 {
 		v["dfree"] = t - ni.disk
+	}
+	// With a storage report, dtotal and dfree are those of the node's
+	// default storage (its volume group, else its file directory), as
+	// Ganeti reads them from the volume group; dfree less the disk the
+	// configuration added since the report, as placement counts it.
+	if ns := n.Storage; ns != nil {
+		if sp, ok := ns.Space("", ni.disk); ok && !sp.Missing {
+			v["dtotal"], v["dfree"] = sp.Total, sp.Free
+		}
+		units := make([]NodeStorageUnit, 0, len(ns.Units))
+		for _, u := range ns.Units {
+			units = append(units, NodeStorageUnit{Type: u.Type, Name: u.Name, VG: u.VG,
+				Size: u.SizeMiB, Used: u.UsedMiB, Free: u.FreeMiB, Allocatable: u.Allocatable})
+		}
+		v["gnt_storage"], v["gnt_storage_reported"] = units, float64(ns.Reported)/1e9
 	}
 	if st.OOBProgram(n) != "" {
 		v["powered"] = n.Powered

@@ -278,12 +278,19 @@ type NodeResult struct {
 type NodeStorageReport struct {
 	Units  []NodeStorageUnit `json:"units"`
 	Errors []string          `json:"errors,omitempty"`
+	// FileDir, SharedFileDir and VG are where the node's driver keeps
+	// disks of templates file, sharedfile and plain ("" when it keeps
+	// none there: the fake and exec drivers).
+	FileDir       string `json:"file_dir,omitempty"`
+	SharedFileDir string `json:"shared_file_dir,omitempty"`
+	VG            string `json:"vg,omitempty"`
 }
 
 // NodeStorageUnit is one storage unit; sizes in MiB.
 type NodeStorageUnit struct {
 	Type        string `json:"type"`
 	Name        string `json:"name"`
+	VG          string `json:"vg,omitempty"` // a physical volume's volume group
 	Size        int64  `json:"size"`
 	Used        int64  `json:"used"`
 	Free        int64  `json:"free"`

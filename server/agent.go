@@ -116,6 +116,31 @@ func (s *Server) fileStorageDir() string {
 	return filepath.Join(s.cfg.DataDir, "file-storage")
 }
 
+// DefaultVolumeGroup is the kvm driver's volume group for plain disks when
+// none is configured (Ganeti's default).
+const DefaultVolumeGroup = "xenvg"
+
+// volumeGroup is the node's volume group for plain disks.
+func (s *Server) volumeGroup() string {
+	if s.cfg.VolumeGroup != "" {
+		return s.cfg.VolumeGroup
+	}
+	return DefaultVolumeGroup
+}
+
+// driverDisks is where the node's driver keeps the disks of templates
+// file, sharedfile and plain; "" where it keeps none (the fake and exec
+// drivers keep their disks, if any, elsewhere, so placement counts their
+// declared disk).
+type driverDisks struct{ file, shared, vg string }
+
+func (s *Server) driverDisks() driverDisks {
+	if s.cfg.HypervisorName() != HypervisorKVM {
+		return driverDisks{}
+	}
+	return driverDisks{file: s.fileStorageDir(), shared: s.cfg.SharedFileStorageDir, vg: s.volumeGroup()}
+}
+
 // newDriver builds the configured hypervisor driver.
 func (s *Server) newDriver() (agent.Driver, error) {
 	dir := filepath.Join(s.cfg.DataDir, agentDir)
@@ -181,7 +206,7 @@ func (s *Server) startAgent(ctx context.Context) (done <-chan struct{}, err erro
 	diag, repair := s.newCommands()
 	s.installDevOS()
 	a := &agentAdapter{d: d, node: s.cfg.Name, diag: diag, repair: repair, reportKey: s.diagnoseKey, os: s.osConfig(),
-		storage: agent.Storage{FileDirs: []string{s.fileStorageDir(), s.cfg.SharedFileStorageDir}}}
+		storage: agent.Storage{FileDirs: []string{s.fileStorageDir(), s.cfg.SharedFileStorageDir}}, disks: s.driverDisks()}
 	ns := rpc.NewNodeServer(rpc.NodeServerOptions{
 		Node: s.cfg.Name, Key: s.nodeKey, Accept: func() [][]byte { return s.otherKeys(rpc.NodeKey) }, Agent: a, Debug: s.cfg.Debug,
 		Logger: s.log.Named("agent"),
@@ -217,8 +242,10 @@ type agentAdapter struct {
 	// os is where the node's OS definitions are (os-list).
 	os osdef.Config
 	// storage lists the node's storage units (storage-list) and repairs
-	// volume groups (storage-repair).
+	// volume groups (storage-repair); disks says where the driver keeps
+	// the disks of each template, for the leader's placement.
 	storage agent.Storage
+	disks   driverDisks
 	// repairMu runs one repair command at a time on this node (Ganeti's
 	// restricted commands take a lock file).
 	repairMu sync.Mutex
@@ -299,9 +326,10 @@ func (a *agentAdapter) Call(ctx context.Context, req rpc.NodeRequest) (rpc.NodeR
 		if err != nil {
 			return out, rpc.NewNodeError(rpc.NodeCodeFailed, "storage units: %v", err)
 		}
-		ns := rpc.NodeStorageReport{Units: make([]rpc.NodeStorageUnit, 0, len(rep.Units)), Errors: rep.Errors}
+		ns := rpc.NodeStorageReport{Units: make([]rpc.NodeStorageUnit, 0, len(rep.Units)), Errors: rep.Errors,
+			FileDir: a.disks.file, SharedFileDir: a.disks.shared, VG: a.disks.vg}
 		for _, u := range rep.Units {
-			ns.Units = append(ns.Units, rpc.NodeStorageUnit{Type: u.Type, Name: u.Name, Size: u.SizeMiB, Used: u.UsedMiB, Free: u.FreeMiB, Allocatable: u.Allocatable})
+			ns.Units = append(ns.Units, rpc.NodeStorageUnit{Type: u.Type, Name: u.Name, VG: u.VG, Size: u.SizeMiB, Used: u.UsedMiB, Free: u.FreeMiB, Allocatable: u.Allocatable})
 		}
 		out.Storage = &ns
 		return out, nil

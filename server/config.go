@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gnt-cluster/gnt/agent"
 	"github.com/gnt-cluster/gnt/agent/osdef"
 	"github.com/gnt-cluster/gnt/fsm"
 	"github.com/gnt-cluster/gnt/jobs"
@@ -152,6 +153,9 @@ type Config struct {
 	KVMNetNS             string `json:"kvm_netns"`
 	FileStorageDir       string `json:"file_storage_dir"`
 	SharedFileStorageDir string `json:"shared_file_storage_dir"`
+	// VolumeGroup is the LVM volume group of the kvm driver's disks of
+	// template plain (empty: DefaultVolumeGroup).
+	VolumeGroup string `json:"volume_group"`
 	// DiagnoseCommandsDir and RepairCommandsDir are the whitelist
 	// directories of the self-diagnose and the repair commands (default
 	// agent.DefaultDiagnoseDir and agent.DefaultRepairDir).
@@ -304,6 +308,11 @@ func (c *Config) Validate() error {
 	for _, d := range []struct{ flag, v string }{{"--file-storage-dir", c.FileStorageDir}, {"--shared-file-storage-dir", c.SharedFileStorageDir}} {
 		if d.v != "" && (!filepath.IsAbs(d.v) || filepath.Clean(d.v) != d.v) {
 			return fmt.Errorf("%s %q: want a clean absolute path", d.flag, d.v)
+		}
+	}
+	if c.VolumeGroup != "" {
+		if err := agent.CheckVGName(c.VolumeGroup); err != nil {
+			return fmt.Errorf("--volume-group: %v", err)
 		}
 	}
 	if c.HookTimeout.Duration < 0 || c.FakeDelay.Duration < 0 {

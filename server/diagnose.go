@@ -147,6 +147,9 @@ type diagnosePoller struct {
 	State       *diagnoseState
 	Log         hclog.Logger
 	Clock       func() time.Time
+	// Storage, when set, records each polled node's storage units after
+	// its self-diagnose poll (storage.go).
+	Storage *storageRecorder
 
 	// The polls under way, by node name: a node that is slow to answer
 	// (up to PollTimeout) is not polled again meanwhile, and does not hold
@@ -270,7 +273,24 @@ func (p *diagnosePoller) start(ctx context.Context, interval time.Duration) {
 			}
 			defer func() { <-p.sem }()
 			p.poll(ctx, n, command, key, maxAge)
+			if p.Storage != nil {
+				p.pollStorage(ctx, n)
+			}
 		}()
+	}
+}
+
+// pollStorage records one node's storage units, within PollTimeout.
+func (p *diagnosePoller) pollStorage(ctx context.Context, n *fsm.Node) {
+	timeout := p.PollTimeout
+	if timeout <= 0 {
+		timeout = diagnosePollTimeout
+	}
+	sctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := p.Storage.record(sctx, n); err != nil {
+		// A newer leader's epoch: this leadership's context ends soon.
+		p.Log.Debug("storage units not recorded", "node", n.Name, "error", err)
 	}
 }
 
@@ -391,12 +411,15 @@ const maxSkippedNodes = 4096
 // collector interval and diagnose_data_collector_filename (nil: 60 s and
 // the built-in).
 func (s *Server) diagnoseService(interval func() time.Duration, command func() string) leaderService {
-	return leaderService{name: "diagnose", run: func(ctx context.Context, _ uint64) error {
-		return (&diagnosePoller{
+	return leaderService{name: "diagnose", run: func(ctx context.Context, epoch uint64) error {
+		p := &diagnosePoller{
 			FSM: s.fsm, Client: nodeDiagnoser{&s.nodes}, Key: s.diagnoseKey,
 			Accept:   func() [][]byte { return s.otherKeys(rpc.DiagnoseKey) },
 			Interval: interval, Command: command, State: &s.diag, Log: s.log.Named("diagnose"),
-		}).Run(ctx)
+		}
+		p.Storage = &storageRecorder{FSM: s.fsm, Apply: s, Epoch: epoch, List: nodeStorage{&s.nodes},
+			Log: s.log.Named("storage"), Warn: p.logLimited, Clock: time.Now}
+		return p.Run(ctx)
 	}}
 }
 

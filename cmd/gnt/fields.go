@@ -64,6 +64,8 @@ gnt_liveness|` + kindText + `|Liveness|gnt: the node's gntd as gossip sees it: a
 gnt_liveness_since|` + kindTime + `|LivenessSince|gnt: when the liveness last changed
 gnt_hypervisor|` + kindText + `|Hypervisor|gnt: the hypervisor driver of the node's agent (null: not known)
 gnt_accel|` + kindText + `|Accelerator|gnt: the kvm driver's accelerator, kvm or tcg, and why (null: another driver, or not known)
+gnt_storage|` + kindOther + `|Storage|gnt: the node's storage units as last recorded from its agent (null: no report yet)
+gnt_storage_reported|` + kindTime + `|StorageReported|gnt: when the storage units were last recorded
 `)
 
 // The fields of GET /2/instances?bulk=1 (rpc.InstanceInfo).

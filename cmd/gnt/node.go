@@ -202,6 +202,31 @@ func nodeInfo(ctx context.Context, s *session, c *cli.Context, args []string) er
 	return s.info(ctx, nodeListing, args, func(o object) { showNode(s.stdout, o) })
 }
 
+// showStorage prints the node's storage units as the leader recorded
+// them (gnt_storage), or says there is no report yet.
+func showStorage(w io.Writer, o object) {
+	units, _ := o["gnt_storage"].([]any)
+	if o["gnt_storage"] == nil {
+		fmt.Fprintf(w, "  storage units: not reported yet (placement counts the declared disk)\n")
+		return
+	}
+	fmt.Fprintf(w, "  storage units (reported %s):\n", epoch(o, "gnt_storage_reported"))
+	for _, x := range units {
+		u, ok := x.(map[string]any)
+		if !ok {
+			continue
+		}
+		line := fmt.Sprintf("    - %s %s: size %s, free %s", str(u, "type"), str(u, "name"), mebibytes(u, "size"), mebibytes(u, "free"))
+		if vg := str(u, "vg"); vg != "" {
+			line += ", in " + vg
+		}
+		if a, _ := u["allocatable"].(bool); !a {
+			line += ", not allocatable"
+		}
+		fmt.Fprintln(w, line)
+	}
+}
+
 func showNode(w io.Writer, o object) {
 	fmt.Fprintf(w, "Node name: %s\n", str(o, "name"))
 	fmt.Fprintf(w, "  UUID: %s\n", str(o, "uuid"))
@@ -229,6 +254,7 @@ func showNode(w io.Writer, o object) {
 	}
 	fmt.Fprintf(w, "  memory: total %s, free %s\n", mebibytes(o, "mtotal"), mebibytes(o, "mfree"))
 	fmt.Fprintf(w, "  disk: total %s, free %s\n", mebibytes(o, "dtotal"), mebibytes(o, "dfree"))
+	showStorage(w, o)
 	fmt.Fprintf(w, "  cpus: %s\n", formatValue(o["ctotal"]))
 	for _, k := range []struct{ key, what string }{{"pinst_list", "primary"}, {"sinst_list", "secondary"}} {
 		insts := list(o, k.key)

@@ -86,6 +86,7 @@ func agentCommand() *cli.Command {
 			&cli.StringFlag{Name: "kvm-accel", Usage: "kvm driver: the guests' accelerator, kvm or tcg (default: probe KVM at start, else tcg)"},
 			&cli.StringFlag{Name: "kvm-netns", Usage: "kvm driver: run the guests' qemu and their NICs' taps in this network namespace (ip netns; default: the node's own)"},
 			&cli.StringFlag{Name: "file-storage-dir", Usage: "kvm driver: the disks of template file (default <data-dir>/file-storage)"},
+			&cli.StringFlag{Name: "volume-group", Usage: "kvm driver: the LVM volume group of the disks of template plain (default xenvg)"},
 			&cli.StringFlag{Name: "shared-file-storage-dir", Usage: "kvm driver: the disks of template sharedfile, a directory every node shares (default: none, sharedfile refused)"},
 			&cli.StringFlag{Name: "hooks-dir", Usage: "the exec driver's scripts (default " + server.DefaultHooksDir + ")"},
 			&cli.DurationFlag{Name: "hook-timeout", Usage: "bound of one exec driver script run (0: 5m)"},
@@ -160,6 +161,7 @@ func agentCommand() *cli.Command {
 			setStr("kvm-netns", &cfg.KVMNetNS)
 			setStr("file-storage-dir", &cfg.FileStorageDir)
 			setStr("shared-file-storage-dir", &cfg.SharedFileStorageDir)
+			setStr("volume-group", &cfg.VolumeGroup)
 			if c.IsSet("hook-timeout") {
 				cfg.HookTimeout.Duration = c.Duration("hook-timeout")
 			}

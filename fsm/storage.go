@@ -1,0 +1,291 @@
+package fsm
+
+import "fmt"
+
+// Storage units in the state: what each node's agent last reported of
+// its storage (seed 003 "Storage units modelling": file storage
+// directories, LVM volume groups and physical volumes), recorded by the
+// leader so that placement (jobs/alloc) reads real free space without
+// asking anyone. Like liveness it is the state of the world, not of
+// record: a report changes no serial number, and the leader writes one
+// only when a unit appeared, went, changed its allocatable flag, or its
+// size or free space moved beyond a small threshold, so an idle cluster
+// writes nothing.
+//
+// Between two reports the configuration may add disks on the node; the
+// state remembers how much disk the configuration counted on the node
+// when the report was recorded (NodeStorage.DiskUsedMiB, from the usage
+// index, derived deterministically at apply) so that placement can take
+// what was added since off the reported free space.
+
+// Limits of a storage report.
+const (
+	// MaxNodeStorageUnits bounds the units recorded per node.
+	MaxNodeStorageUnits = 64
+	// MaxStorageNameLen bounds a unit's name (a path or an LVM name)
+	// and the directories and volume group a report names.
+	MaxStorageNameLen = 256
+	// MaxStorageMiB bounds a size (2^50 MiB, an exbibyte).
+	MaxStorageMiB = 1 << 50
+)
+
+// StorageUnit is one storage unit of a node; sizes in MiB.
+type StorageUnit struct {
+	Type string `json:"type"`
+	Name string `json:"name"`
+	// VG is a physical volume's volume group ("" for other types, and
+	// for a physical volume in no group).
+	VG          string `json:"vg,omitempty"`
+	SizeMiB     int64  `json:"size"`
+	UsedMiB     int64  `json:"used"`
+	FreeMiB     int64  `json:"free"`
+	Allocatable bool   `json:"allocatable"`
+}
+
+// NodeStorage is a node's last recorded storage report.
+type NodeStorage struct {
+	// Reported is when the leader recorded it (Unix ns, the proposer's
+	// clock).
+	Reported int64 `json:"reported"`
+	// DiskUsedMiB is the disk the configuration counted on the node
+	// (NodeUse.DiskMiB) when the report was recorded.
+	DiskUsedMiB int64 `json:"disk_used_mib"`
+	// FileDir, SharedFileDir and VG are the node's file storage
+	// directory, shared file storage directory and volume group for
+	// instance disks, as its gntd is configured ("" when it has none):
+	// the units placement reads for templates file, sharedfile and
+	// plain (and drbd).
+	FileDir       string        `json:"file_dir,omitempty"`
+	SharedFileDir string        `json:"shared_file_dir,omitempty"`
+	VG            string        `json:"vg,omitempty"`
+	Units         []StorageUnit `json:"units"`
+}
+
+// Unit returns the node's unit of the given type and name, or nil.
+func (n *NodeStorage) Unit(typ, name string) *StorageUnit {
+	if n == nil || name == "" {
+		return nil
+	}
+	for i := range n.Units {
+		if n.Units[i].Type == typ && n.Units[i].Name == name {
+			return &n.Units[i]
+		}
+	}
+	return nil
+}
+
+// VGAllocatable is the free space of the node's volume group vg that new
+// logical volumes may take: the free space of its allocatable physical
+// volumes (a volume marked allocatable=no takes no new extents). When the
+// node reported the group but none of its physical volumes, the group's
+// own free space. ok is false when the node did not report the group.
+func (n *NodeStorage) VGAllocatable(vg string) (free int64, ok bool) {
+	g := n.Unit(StorageLVMVG, vg)
+	if g == nil {
+		return 0, false
+	}
+	pvs := 0
+	for _, u := range n.Units {
+		if u.Type == StorageLVMPV && u.VG == vg {
+			pvs++
+			if u.Allocatable {
+				free += u.FreeMiB
+			}
+		}
+	}
+	if pvs == 0 {
+		return g.FreeMiB, true
+	}
+	return min(free, g.FreeMiB), true
+}
+
+// NodeStorageReport records a node's storage units as its agent reported
+// them to the leader, replacing what the state held of that node. It is
+// fenced by the executor epoch like every write of a leader service.
+// Since LogVersion 22.
+type NodeStorageReport struct {
+	Now           int64         `json:"now"`
+	Epoch         uint64        `json:"epoch"`
+	Node          string        `json:"node"` // name or UUID
+	FileDir       string        `json:"file_dir,omitempty"`
+	SharedFileDir string        `json:"shared_file_dir,omitempty"`
+	VG            string        `json:"vg,omitempty"`
+	Units         []StorageUnit `json:"units"`
+}
+
+// CommandType implements Command.
+func (NodeStorageReport) CommandType() CommandType { return CmdNodeStorage }
+
+// CheckStorageName refuses a storage name (a unit's name, a directory, a
+// volume group) that is empty, longer than MaxStorageNameLen or holds a
+// byte outside printable ASCII.
+func CheckStorageName(field, s string) *Error {
+	if s == "" || len(s) > MaxStorageNameLen {
+		return errf(CodeInval, field, "%s %.64q must be 1 to %d characters, got %d", field, s, MaxStorageNameLen, len(s))
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < ' ' || s[i] > '~' {
+			return errf(CodeInval, field, "%s %.64q has byte %d at %d; only printable ASCII is allowed", field, s, s[i], i)
+		}
+	}
+	return nil
+}
+
+// CheckStorageUnits validates a node's storage units: at most
+// MaxNodeStorageUnits, known types, bounded names, sizes from 0 to
+// MaxStorageMiB with used and free within the size, no unit twice.
+func CheckStorageUnits(units []StorageUnit) *Error {
+	if len(units) > MaxNodeStorageUnits {
+		return errf(CodeInval, "units", "%d storage units reported; at most %d are kept per node (the first over the limit: %s %.64q)",
+			len(units), MaxNodeStorageUnits, units[MaxNodeStorageUnits].Type, units[MaxNodeStorageUnits].Name)
+	}
+	seen := make(map[[2]string]bool, len(units))
+	for i, u := range units {
+		switch u.Type {
+		case StorageFile, StorageLVMVG, StorageLVMPV:
+		default:
+			return errf(CodeInval, "units", "unit %d: storage type %.32q is not %s, %s or %s", i, u.Type, StorageFile, StorageLVMVG, StorageLVMPV)
+		}
+		if e := CheckStorageName(fmt.Sprintf("unit %d name", i), u.Name); e != nil {
+			return e
+		}
+		if u.VG != "" {
+			if u.Type != StorageLVMPV {
+				return errf(CodeInval, "units", "%s %s: only a physical volume names a volume group", u.Type, u.Name)
+			}
+			if e := CheckStorageName(u.Name+" vg", u.VG); e != nil {
+				return e
+			}
+		}
+		if u.SizeMiB < 0 || u.SizeMiB > MaxStorageMiB || u.FreeMiB < 0 || u.FreeMiB > u.SizeMiB || u.UsedMiB < 0 || u.UsedMiB > u.SizeMiB {
+			return errf(CodeInval, "units", "%s %s: size %d, used %d, free %d MiB: want 0 <= used, free <= size <= %d",
+				u.Type, u.Name, u.SizeMiB, u.UsedMiB, u.FreeMiB, int64(MaxStorageMiB))
+		}
+		k := [2]string{u.Type, u.Name}
+		if seen[k] {
+			return errf(CodeInval, "units", "%s %s is reported twice", u.Type, u.Name)
+		}
+		seen[k] = true
+	}
+	return nil
+}
+
+// CheckNodeStorage validates a NodeStorageReport against the state
+// without applying it; Apply runs the same checks.
+func (s *State) CheckNodeStorage(c *NodeStorageReport) *Error {
+	if e := s.checkLeaderWrite("a storage report", c.Epoch); e != nil {
+		return e
+	}
+	if c.Now <= 0 {
+		return errf(CodeInval, "now", "now must be a positive time in nanoseconds, got %d", c.Now)
+	}
+	if s.LookupNode(c.Node) == nil {
+		return errf(CodeNoEnt, "node", "node %q is not in the configuration", c.Node)
+	}
+	for _, d := range []struct{ field, v string }{{"file_dir", c.FileDir}, {"shared_file_dir", c.SharedFileDir}, {"vg", c.VG}} {
+		if d.v != "" {
+			if e := CheckStorageName(d.field, d.v); e != nil {
+				return e
+			}
+		}
+	}
+	return CheckStorageUnits(c.Units)
+}
+
+func (s *State) applyNodeStorage(c *NodeStorageReport) Response {
+	if e := s.CheckNodeStorage(c); e != nil {
+		return Response{Err: e}
+	}
+	n := s.LookupNode(c.Node)
+	used := int64(0)
+	if u, ok := s.Usage(); ok {
+		used = u.Node(n.UUID).DiskMiB
+	} else {
+		used = s.diskUse(n.UUID)
+	}
+	// Stored objects are never changed in place (Frozen relies on it).
+	w := n.clone()
+	w.Storage = &NodeStorage{
+		Reported: c.Now, DiskUsedMiB: used, FileDir: c.FileDir, SharedFileDir: c.SharedFileDir, VG: c.VG,
+		Units: append([]StorageUnit{}, c.Units...),
+	}
+	s.Nodes[w.UUID] = w
+	return Response{}
+}
+
+// diskUse counts the disk the instances use of a node as the usage index
+// does, for a state without its indexes.
+func (s *State) diskUse(node string) int64 {
+	var used int64
+	for _, i := range s.Instances {
+		d := instanceDiskMiB(i)
+		if i.PrimaryNode == node {
+			used += d
+		}
+		for _, sec := range i.SecondaryNodes {
+			if sec == node {
+				used += d
+			}
+		}
+	}
+	return used
+}
+
+// Space is the room a node offers to new disks of one template, from its
+// last storage report.
+type Space struct {
+	// Unit names the storage unit ("lvm-vg xenvg", "file /srv/disks").
+	Unit string
+	// Total is the unit's size; Free what new disks may take now: the
+	// reported free space (of a volume group, that of its allocatable
+	// physical volumes) less the disk the configuration added to the
+	// node since the report. Both 0 when the node has no such unit.
+	Total, Free int64
+	// Missing says the report names the unit but the node does not have
+	// it (a volume group that does not exist): nothing fits.
+	Missing bool
+}
+
+// Space returns the room the node offers to disks of the template
+// ("plain" and "drbd": the volume group; "file": the file storage
+// directory; "sharedfile": the shared one; "": the default storage, the
+// volume group when the node reported it, else the file directory), given
+// the disk the configuration counts on the node now (usedNow, as
+// NodeUse.DiskMiB). ok is false when there is no report, or it names no
+// unit for the template (a driver keeping its disks elsewhere, such as the
+// fake one): the caller falls back to the node's declared disk.
+func (n *NodeStorage) Space(template string, usedNow int64) (sp Space, ok bool) {
+	if n == nil {
+		return sp, false
+	}
+	var typ, name string
+	switch template {
+	case DTPlain, DTDrbd:
+		typ, name = StorageLVMVG, n.VG
+	case DTFile:
+		typ, name = StorageFile, n.FileDir
+	case DTSharedFile:
+		typ, name = StorageFile, n.SharedFileDir
+	case "":
+		typ, name = StorageLVMVG, n.VG
+		if n.Unit(typ, name) == nil {
+			typ, name = StorageFile, n.FileDir
+		}
+	}
+	if name == "" {
+		return sp, false
+	}
+	sp.Unit = typ + " " + name
+	u := n.Unit(typ, name)
+	if u == nil {
+		sp.Missing = true
+		return sp, true
+	}
+	free := u.FreeMiB
+	if typ == StorageLVMVG {
+		free, _ = n.VGAllocatable(name)
+	}
+	free -= max(0, usedNow-n.DiskUsedMiB)
+	sp.Total, sp.Free = u.SizeMiB, max(free, 0)
+	return sp, true
+}

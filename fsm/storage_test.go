@@ -1,0 +1,132 @@
+package fsm
+
+import (
+	"strings"
+	"testing"
+)
+
+func storageHarness(t *testing.T) (*harness, uint64) {
+	t.Helper()
+	h := newHarness()
+	h.initCluster("10.0.0.1")
+	r := h.apply(LeaderEstablish{Now: h.now, Node: "n1", LogVersion: LogVersion}).(Response)
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	return h, r.Epoch
+}
+
+func goodUnits() []StorageUnit {
+	return []StorageUnit{
+		{Type: StorageFile, Name: "/srv/disks", SizeMiB: 1000, UsedMiB: 100, FreeMiB: 900, Allocatable: true},
+		{Type: StorageLVMVG, Name: "xenvg", SizeMiB: 2000, UsedMiB: 500, FreeMiB: 1500, Allocatable: true},
+		{Type: StorageLVMPV, Name: "/dev/sda1", VG: "xenvg", SizeMiB: 1000, UsedMiB: 200, FreeMiB: 800, Allocatable: true},
+		{Type: StorageLVMPV, Name: "/dev/sdb1", VG: "xenvg", SizeMiB: 1000, UsedMiB: 300, FreeMiB: 700, Allocatable: false},
+	}
+}
+
+// TestNodeStorageRefused: every malformed report is refused with a
+// message naming what is wrong, and changes nothing.
+func TestNodeStorageRefused(t *testing.T) {
+	h, epoch := storageHarness(t)
+	many := make([]StorageUnit, MaxNodeStorageUnits+1)
+	for i := range many {
+		many[i] = StorageUnit{Type: StorageFile, Name: "/d" + strings.Repeat("x", i)}
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(c *NodeStorageReport)
+		want string
+	}{
+		{"no epoch", func(c *NodeStorageReport) { c.Epoch = 0 }, "needs its executor epoch"},
+		{"old epoch", func(c *NodeStorageReport) { c.Epoch = epoch + 1 }, "refused: the current epoch"},
+		{"unknown node", func(c *NodeStorageReport) { c.Node = "n9" }, `node "n9" is not in the configuration`},
+		{"no time", func(c *NodeStorageReport) { c.Now = 0 }, "now must be a positive time"},
+		{"too many", func(c *NodeStorageReport) { c.Units = many }, "65 storage units reported; at most 64 are kept per node (the first over the limit: file \"/d" + strings.Repeat("x", 62) + "\")"},
+		{"bad type", func(c *NodeStorageReport) { c.Units[0].Type = "zfs" }, `storage type "zfs" is not file, lvm-vg or lvm-pv`},
+		{"empty name", func(c *NodeStorageReport) { c.Units[0].Name = "" }, "unit 0 name \"\" must be 1 to 256 characters, got 0"},
+		{"long name", func(c *NodeStorageReport) { c.Units[1].Name = strings.Repeat("v", 257) }, "must be 1 to 256 characters, got 257"},
+		{"control byte", func(c *NodeStorageReport) { c.Units[1].Name = "xen\nvg" }, "has byte 10 at 3"},
+		{"free over size", func(c *NodeStorageReport) { c.Units[1].FreeMiB = 2001 }, "lvm-vg xenvg: size 2000, used 500, free 2001 MiB"},
+		{"negative", func(c *NodeStorageReport) { c.Units[0].SizeMiB = -1 }, "size -1"},
+		{"vg of a vg", func(c *NodeStorageReport) { c.Units[1].VG = "other" }, "only a physical volume names a volume group"},
+		{"twice", func(c *NodeStorageReport) { c.Units[3].Name = "/dev/sda1" }, "lvm-pv /dev/sda1 is reported twice"},
+		{"bad vg", func(c *NodeStorageReport) { c.VG = strings.Repeat("v", 300) }, "vg \"vvvv"},
+		{"bad dir", func(c *NodeStorageReport) { c.FileDir = "/a\x7f" }, "file_dir \"/a\\x7f\" has byte 127 at 2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := NodeStorageReport{Now: h.now, Epoch: epoch, Node: "n1", VG: "xenvg", FileDir: "/srv/disks", Units: goodUnits()}
+			tc.edit(&c)
+			before := h.f.Hash()
+			r := h.apply(c).(Response)
+			if r.Err == nil || !strings.Contains(r.Err.Msg, tc.want) {
+				t.Fatalf("got %v, want an error with %q", r.Err, tc.want)
+			}
+			if h.f.Hash() != before {
+				t.Fatal("a refused report changed the state")
+			}
+		})
+	}
+}
+
+// TestNodeStorageSpace records a report and reads the room it gives each
+// template, before and after the configuration adds disk to the node.
+func TestNodeStorageSpace(t *testing.T) {
+	h, epoch := storageHarness(t)
+	var serial int64
+	h.f.Read(func(s *State, _ uint64) { serial = s.Cluster.SerialNo })
+	r := h.apply(NodeStorageReport{Now: h.now, Epoch: epoch, Node: "n1", VG: "xenvg", FileDir: "/srv/disks", SharedFileDir: "/shared", Units: goodUnits()}).(Response)
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	h.f.Read(func(s *State, _ uint64) {
+		if s.Cluster.SerialNo != serial {
+			t.Errorf("a storage report changed the cluster serial from %d to %d", serial, s.Cluster.SerialNo)
+		}
+		ns := s.LookupNode("n1").Storage
+		if ns == nil || len(ns.Units) != 4 || ns.DiskUsedMiB != 0 {
+			t.Fatalf("recorded %+v", ns)
+		}
+		for _, tc := range []struct {
+			template string
+			used     int64
+			want     Space
+			ok       bool
+		}{
+			// The VG's free space counts only allocatable PVs: 800.
+			{DTPlain, 0, Space{Unit: "lvm-vg xenvg", Total: 2000, Free: 800}, true},
+			{DTDrbd, 0, Space{Unit: "lvm-vg xenvg", Total: 2000, Free: 800}, true},
+			{"", 0, Space{Unit: "lvm-vg xenvg", Total: 2000, Free: 800}, true},
+			{DTFile, 0, Space{Unit: "file /srv/disks", Total: 1000, Free: 900}, true},
+			// Disk the configuration added since the report is taken off.
+			{DTFile, 300, Space{Unit: "file /srv/disks", Total: 1000, Free: 600}, true},
+			{DTPlain, 5000, Space{Unit: "lvm-vg xenvg", Total: 2000, Free: 0}, true},
+			// The shared dir is named but not reported: nothing fits.
+			{DTSharedFile, 0, Space{Unit: "file /shared", Missing: true}, true},
+			{DTDiskless, 0, Space{}, false},
+		} {
+			got, ok := ns.Space(tc.template, tc.used)
+			if got != tc.want || ok != tc.ok {
+				t.Errorf("Space(%q, %d) = %+v, %v; want %+v, %v", tc.template, tc.used, got, ok, tc.want, tc.ok)
+			}
+		}
+		var none *NodeStorage
+		if _, ok := none.Space(DTPlain, 0); ok {
+			t.Error("a node without a report has room")
+		}
+	})
+	// A node reporting no volume group: the default storage is its file dir.
+	r = h.apply(NodeStorageReport{Now: h.now, Epoch: epoch, Node: "n1", FileDir: "/srv/disks", Units: goodUnits()[:1]}).(Response)
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	h.f.Read(func(s *State, _ uint64) {
+		got, ok := s.LookupNode("n1").Storage.Space("", 0)
+		if want := (Space{Unit: "file /srv/disks", Total: 1000, Free: 900}); !ok || got != want {
+			t.Errorf("default space %+v, %v; want %+v", got, ok, want)
+		}
+		if _, ok := s.LookupNode("n1").Storage.Space(DTPlain, 0); ok {
+			t.Error("a node without a volume group configured offers room to plain disks")
+		}
+	})
+}

@@ -1,0 +1,96 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/gnt-cluster/gnt/fsm"
+	"github.com/gnt-cluster/gnt/jobs"
+	"github.com/gnt-cluster/gnt/rpc"
+)
+
+// fakeStorage answers storage-list with what the test sets.
+type fakeStorage struct {
+	rep rpc.NodeStorageReport
+	err error
+}
+
+func (f *fakeStorage) StorageList(context.Context, *fsm.Node) (rpc.NodeStorageReport, error) {
+	return f.rep, f.err
+}
+
+func vgReport(free int64, allocatable bool) rpc.NodeStorageReport {
+	return rpc.NodeStorageReport{VG: "xenvg", FileDir: "/srv/disks", Units: []rpc.NodeStorageUnit{
+		{Type: fsm.StorageLVMPV, Name: "/dev/loop0", VG: "xenvg", Size: 10000, Used: 10000 - free, Free: free, Allocatable: allocatable},
+		{Type: fsm.StorageLVMVG, Name: "xenvg", Size: 10000, Used: 10000 - free, Free: free, Allocatable: true},
+		{Type: fsm.StorageFile, Name: "/srv/disks", Size: 50000, Used: 1000, Free: 49000, Allocatable: true},
+	}}
+}
+
+// TestStorageRecorder: a first report is written, the same figures or a
+// change under the threshold write nothing, a change beyond it or of the
+// allocatable flag is written; partial or malformed listings write
+// nothing and keep the last report.
+func TestStorageRecorder(t *testing.T) {
+	f, a := livenessCluster(t)
+	lister := &fakeStorage{}
+	var warned []string
+	r := &storageRecorder{FSM: f, Apply: a, Epoch: 1, List: lister, Log: hclog.NewNullLogger(), Clock: func() time.Time { return t0 },
+		Warn: func(node, kind, msg string, args ...any) { warned = append(warned, kind) }}
+	node := &fsm.Node{Name: "node2"}
+	writes := func() uint64 { return a.index }
+	step := func(rep rpc.NodeStorageReport, wantWrite bool) {
+		t.Helper()
+		lister.rep = rep
+		before := writes()
+		if err := r.record(context.Background(), node); err != nil {
+			t.Fatal(err)
+		}
+		if got := writes() != before; got != wantWrite {
+			t.Fatalf("wrote %v, want %v", got, wantWrite)
+		}
+	}
+	step(vgReport(6000, true), true)
+	step(vgReport(6000, true), false)
+	step(vgReport(6000-storageThreshold(10000), true), false) // 50 MiB: not worth a write
+	step(vgReport(5000, true), true)
+	step(vgReport(5000, false), true) // pvchange -x n
+	free := func() int64 {
+		var sp fsm.Space
+		f.Read(func(st *fsm.State, _ uint64) { sp, _ = st.LookupNode("node2").Storage.Space(fsm.DTPlain, 0) })
+		return sp.Free
+	}
+	if got := free(); got != 0 {
+		t.Errorf("plain space of a VG whose only PV is not allocatable: %d MiB, want 0", got)
+	}
+	partial := vgReport(100, true)
+	partial.Errors = []string{"pvs: exit status 5"}
+	step(partial, false)
+	bad := vgReport(100, true)
+	bad.Units[0].Free = 20000
+	step(bad, false)
+	lister.err = errors.New("connection refused")
+	step(vgReport(100, true), false)
+	if got := strings.Join(warned, ","); got != "storage_partial,storage_refused,storage_failed" {
+		t.Errorf("warnings %s", got)
+	}
+	// Fenced by a newer leader.
+	lister.err, lister.rep = nil, vgReport(100, true)
+	r.Epoch = 2
+	if err := r.record(context.Background(), node); !errors.Is(err, jobs.ErrFenced) {
+		t.Errorf("a write of another epoch: %v, want jobs.ErrFenced", err)
+	}
+}
+
+func TestStorageThreshold(t *testing.T) {
+	for _, tc := range []struct{ size, want int64 }{{0, 8}, {1000, 8}, {1 << 20, 5242}} {
+		if got := storageThreshold(tc.size); got != tc.want {
+			t.Errorf("storageThreshold(%d) = %d, want %d", tc.size, got, tc.want)
+		}
+	}
+}
