@@ -93,7 +93,7 @@ func TestAllocatePlacement(t *testing.T) {
 				node("d", "g", 8*gib, 100*gib, 8, drained).node("e", "g", 8*gib, 100*gib, 8, drained),
 			req:     plain(4*gib, 10*gib, 2),
 			errCode: fsm.CodeNoRes,
-			errMsg:  "cannot place the instance (plain, 4096 MiB memory, 10240 MiB disk, 2 vcpus): too little free memory (4096 MiB needed): a has 2048; too little free disk (10240 MiB needed): b has 5120; too few free vcpus (2 needed): c has 1; d, e are drained",
+			errMsg:  "cannot place the instance (plain, 4096 MiB memory, 10240 MiB disk, 2 vcpus): too little free memory (4096 MiB needed): a has 2048; too little free disk (10240 MiB needed): b has 5120 (declared disk, no storage report yet); too few free vcpus (2 needed): c has 1; d, e are drained",
 		},
 		{
 			name:    "an empty cluster",
@@ -234,7 +234,7 @@ func TestAllocatePlacement(t *testing.T) {
 			c:       newCluster().node("a", "g", 8*gib, 1024+DRBDMetaMiB-1, 8).node("b", "g", 8*gib, 1024+DRBDMetaMiB, 8),
 			req:     drbd(1*gib, 1024, 1),
 			errCode: fsm.CodeNoRes,
-			errMsg:  "cannot place the instance (drbd, 1024 MiB memory, 1152 MiB disk on each node, 1 vcpus): no drbd secondary for a primary on b: no other node has 1152 MiB free disk: a has 1151",
+			errMsg:  "cannot place the instance (drbd, 1024 MiB memory, 1152 MiB disk on each node, 1 vcpus): no drbd secondary for a primary on b: no other node has 1152 MiB free disk: a has 1151 (declared disk, no storage report yet)",
 		},
 		{
 			name:    "drbd in a one-node group",

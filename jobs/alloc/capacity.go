@@ -53,7 +53,7 @@ func Capacity(st *fsm.State, spec Request, opts Options) (CapacityResult, error)
 	if ferr != nil {
 		return CapacityResult{}, ferr
 	}
-	t := buildTable(st, opts, skip, "")
+	t := buildTable(st, opts, skip, "", spec.Template)
 	t.markHypervisor(st, spec.Hypervisor)
 	sc, ferr := t.scopeOf(&spec)
 	if ferr != nil {
@@ -69,7 +69,12 @@ func Capacity(st *fsm.State, spec Request, opts Options) (CapacityResult, error)
 	}
 	in := inst{mem: nd.mem, cpu: nd.cpu, disk: nd.disk}
 	var secs [1]int32
+	shared, sharedWhy := t.sharedBound(spec.Template, nd)
 	for {
+		if shared >= 0 && res.Count == shared {
+			res.Limit = "cannot place " + spec.describe(nd) + ": " + sharedWhy
+			break
+		}
 		if res.Count == limit {
 			res.Truncated = true
 			res.Limit = fmt.Sprintf("stopped counting at %d instances", limit)
@@ -95,4 +100,32 @@ func Capacity(st *fsm.State, spec Request, opts Options) (CapacityResult, error)
 		res.Count++
 	}
 	return res, nil
+}
+
+// sharedBound is how many sharedfile instances of nd the shared
+// directory takes: every node shares its one file system, so placing one
+// on a node takes its disk off every node's room, which the table (one
+// row per node) does not do. It is the least room a usable node
+// reported, with why no more fit; -1 for other templates or when no node
+// reported the shared directory.
+func (t *table) sharedBound(template string, nd need) (int, string) {
+	if template != TemplateSharedFile || nd.disk <= 0 {
+		return -1, ""
+	}
+	best := int32(-1)
+	for k := range t.rows {
+		r := &t.rows[k]
+		if r.bad != "" || r.unit == unitUnlimited {
+			continue
+		}
+		if best < 0 || r.freeDisk() < t.rows[best].freeDisk() {
+			best = int32(k)
+		}
+	}
+	if best < 0 {
+		return -1, ""
+	}
+	r := &t.rows[best]
+	n := r.freeDisk() / nd.disk
+	return int(min(n, int64(DefaultMaxCapacity)+1)), fmt.Sprintf("the shared file storage has room for %d such disks: %s has %d MiB free (%s)", n, r.name, r.freeDisk(), r.unit)
 }

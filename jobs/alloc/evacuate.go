@@ -134,7 +134,7 @@ func EvacuatePlan(st *fsm.State, node string, mode EvacMode, opts Options) (Plan
 	if n == nil {
 		return Plan{}, &fsm.Error{Code: fsm.CodeNoEnt, Field: "node", Msg: fmt.Sprintf("node %s does not exist", node)}
 	}
-	t := buildTable(st, opts, "", n.UUID)
+	t := buildTable(st, opts, "", n.UUID, TemplatePlain)
 	t.noScore = true
 	e := &evac{t: t, n: t.byUUID[n.UUID], mode: mode, opts: opts}
 	var todo []inst

@@ -14,6 +14,8 @@ const maxListed = 10
 type shortage struct {
 	name       string
 	have, need int64
+	// unit is the storage unit of a disk shortage (row.unit).
+	unit string
 }
 
 // explain says why search found nothing in the scope: per group, the
@@ -105,7 +107,7 @@ func (t *table) explainGroup(g int32, nd need, sc *scope) string {
 		case r.freeMem() < nd.mem:
 			mem = append(mem, shortage{name: r.name, have: r.freeMem()})
 		case r.freeDisk() < nd.disk:
-			disk = append(disk, shortage{name: r.name, have: r.freeDisk()})
+			disk = append(disk, shortage{name: r.name, have: r.freeDisk(), unit: r.unit})
 		case r.freeCPU() < nd.cpu:
 			cpu = append(cpu, shortage{name: r.name, have: r.freeCPU()})
 		case r.freeMem()-nd.mem < r.rMem:
@@ -157,7 +159,7 @@ func (t *table) explainSecondary(g int32, nd need, secs []int32, okPrim []int32,
 		usable++
 		r := &t.rows[k]
 		if r.freeDisk() < nd.disk {
-			disk = append(disk, shortage{name: r.name, have: r.freeDisk()})
+			disk = append(disk, shortage{name: r.name, have: r.freeDisk(), unit: r.unit})
 			continue
 		}
 		// The least memory k needs to back one of the primaries.
@@ -219,7 +221,12 @@ func shortPart(every bool, allFmt, someFmt string, amount int64, items []shortag
 	if every {
 		head = fmt.Sprintf(allFmt, amount)
 	}
-	return head + ": " + listShort(items, func(s shortage) string { return fmt.Sprintf(itemFmt, s.name, s.have) })
+	return head + ": " + listShort(items, func(s shortage) string {
+		if s.unit != "" {
+			return fmt.Sprintf(itemFmt, s.name, s.have) + " (" + s.unit + ")"
+		}
+		return fmt.Sprintf(itemFmt, s.name, s.have)
+	})
 }
 
 // listShort lists nodes with the most of the resource first (the closest

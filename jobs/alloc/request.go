@@ -129,11 +129,10 @@ func (r *Request) check() (need, *fsm.Error) {
 	return nd, nil
 }
 
-// diskNeed is the disk an instance takes on each of its nodes.
+// diskNeed is the disk an instance takes on each of its nodes; for
+// sharedfile, of the shared directory, which only nodes that reported it
+// count (useStorage).
 func diskNeed(template string, sizes []int64) int64 {
-	if template == TemplateSharedFile {
-		return 0
-	}
 	var sum int64
 	for _, s := range sizes {
 		sum += s

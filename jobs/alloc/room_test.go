@@ -471,7 +471,7 @@ func TestMakeRoomBound(t *testing.T) {
 			if ferr != nil {
 				continue
 			}
-			tb := buildTable(st, o, "", "")
+			tb := buildTable(st, o, "", "", "")
 			sc, ferr := tb.scopeOf(&req)
 			if ferr != nil {
 				continue
@@ -510,7 +510,7 @@ func TestMakeRoomBound(t *testing.T) {
 					break
 				}
 			}
-			fresh := buildTable(st, o, "", "")
+			fresh := buildTable(st, o, "", "", "")
 			for k := range fresh.rows {
 				a, b := &fresh.rows[k], &tb.rows[k]
 				if a.memUsed != b.memUsed || a.diskUsed != b.diskUsed || a.cpuUsed != b.cpuUsed || a.rMem != b.rMem {

@@ -40,6 +40,9 @@ type row struct {
 	peers peers
 	rMem  int64
 	lazy  bool
+	// unit is where diskTotal comes from, for messages: a storage unit
+	// ("lvm-vg xenvg"), or the declared disk (see useStorage).
+	unit string
 }
 
 func (n *row) freeMem() int64  { return n.memTotal - n.memUsed }
@@ -138,8 +141,10 @@ func (t *table) markHypervisor(st *fsm.State, hv string) {
 }
 
 // buildTable counts every instance of st but skip (a UUID) into a fresh
-// table. leaving, a node UUID, is marked as being evacuated.
-func buildTable(st *fsm.State, opts Options, skip, leaving string) *table {
+// table. leaving, a node UUID, is marked as being evacuated. The disk
+// totals are those of the storage that disks of template take on each
+// node (useStorage).
+func buildTable(st *fsm.State, opts Options, skip, leaving, template string) *table {
 	t := &table{rows: make([]row, 0, len(st.Nodes)), byUUID: make(map[string]int32, len(st.Nodes))}
 	nodes := make([]*fsm.Node, 0, len(st.Nodes))
 	for _, n := range st.Nodes {
@@ -211,6 +216,9 @@ func buildTable(st *fsm.State, opts Options, skip, leaving string) *table {
 		}
 	}
 	for k := range t.rows {
+		t.rows[k].useStorage(nodes[k], template)
+	}
+	for k := range t.rows {
 		r := &t.rows[k]
 		if r.bad == "" {
 			g := &t.groups[r.group]
@@ -219,6 +227,44 @@ func buildTable(st *fsm.State, opts Options, skip, leaving string) *table {
 		}
 	}
 	return t
+}
+
+// Units of the disk totals when no storage unit applies.
+const (
+	unitDeclared   = "declared disk"
+	unitNoReport   = "declared disk, no storage report yet"
+	unitUnlimited  = "sharedfile disks take no node disk"
+	unlimitedSpace = 1 << 50
+)
+
+// useStorage sets the row's disk total from the node's last storage
+// report (fsm.NodeStorage.Space): the unit that disks of template take
+// (the volume group, counting only its allocatable physical volumes, for
+// plain and drbd; the file directory for file; the shared directory for
+// sharedfile; the default storage for ""), its reported free space less
+// the disk the configuration added since the report being what is free.
+// A node that reported no such unit keeps its declared disk (a
+// sharedfile disk then takes none of it, as before reports); one whose
+// report names the unit but lacks it (no such volume group) has none.
+// Its diskUsed is what the configuration counts, so that placements
+// within the call take their disk off what is free.
+func (r *row) useStorage(n *fsm.Node, template string) {
+	if template == TemplateDiskless {
+		return
+	}
+	sp, ok := n.Storage.Space(template, r.diskUsed)
+	switch {
+	case !ok && template == TemplateSharedFile:
+		r.unit, r.diskTotal = unitUnlimited, r.diskUsed+unlimitedSpace
+	case !ok && n.Storage == nil:
+		r.unit = unitNoReport
+	case !ok:
+		r.unit = unitDeclared
+	case sp.Missing:
+		r.unit, r.diskTotal = "no "+sp.Unit+" on the node", r.diskUsed
+	default:
+		r.unit, r.diskTotal = sp.Unit, r.diskUsed+sp.Free
+	}
 }
 
 // count adds what an instance of the state uses, as place does, but
@@ -506,8 +552,13 @@ type NodeUsage struct {
 	// MemoryReserved is the N+1 reserve: the largest memory of the drbd
 	// instances of one primary that have this node as secondary.
 	MemoryReserved int64 `json:"memory_reserved"`
-	DiskTotal      int64 `json:"disk_total"`
-	DiskUsed       int64 `json:"disk_used"`
+	// DiskTotal and DiskUsed are of the node's default storage (its
+	// volume group, else its file directory) once its agent reported it,
+	// DiskTotal less DiskUsed being what is free (see useStorage), and
+	// else of its declared disk; DiskUnit says which.
+	DiskTotal int64  `json:"disk_total"`
+	DiskUsed  int64  `json:"disk_used"`
+	DiskUnit  string `json:"disk_unit"`
 	// VCPUsTotal is the node's cpus times Options.VCPURatio.
 	VCPUsTotal int64 `json:"vcpus_total"`
 	VCPUsUsed  int64 `json:"vcpus_used"`
@@ -518,14 +569,14 @@ type NodeUsage struct {
 // Usage returns the resource table the allocator works from, one line per
 // node, by node name (for `gnt node list` and capacity reports).
 func Usage(st *fsm.State, opts Options) []NodeUsage {
-	t := buildTable(st, opts, "", "")
+	t := buildTable(st, opts, "", "", "")
 	out := make([]NodeUsage, len(t.rows))
 	for k := range t.rows {
 		r := &t.rows[k]
 		out[k] = NodeUsage{
 			UUID: r.uuid, Name: r.name, Group: t.groups[r.group].name, Usable: r.bad == "", Reason: r.bad,
 			MemoryTotal: r.memTotal, MemoryUsed: r.memUsed, MemoryReserved: r.rMem,
-			DiskTotal: r.diskTotal, DiskUsed: r.diskUsed, VCPUsTotal: r.cpuCap, VCPUsUsed: r.cpuUsed,
+			DiskTotal: r.diskTotal, DiskUsed: r.diskUsed, DiskUnit: r.unit, VCPUsTotal: r.cpuCap, VCPUsUsed: r.cpuUsed,
 			N1: r.freeMem() >= r.rMem,
 		}
 	}
