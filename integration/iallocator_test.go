@@ -15,7 +15,8 @@ import (
 // copy of it next to itself, and places an allocate or relocate request
 // on the usable nodes whose names sort last (the built-in, with equal
 // nodes, picks those that sort first); a secondary-only node-evacuate
-// gets the last usable node of each instance's group as new secondary.
+// gets the last usable node of each instance's group as new secondary; a
+// multi-allocate puts every instance there too, heedless of capacity.
 const pickLast = `#!/usr/bin/python3
 import json, os, sys
 if len(sys.argv) != 2:
@@ -39,6 +40,11 @@ if req["type"] == "node-evacuate" and req["evac_mode"] == "secondary-only":
         moved.append([name, data["nodegroups"][group]["name"], [nodes[0], new[-1]]])
         jobs.append([{"OP_ID": "OP_INSTANCE_REPLACE_DISKS", "instance_name": name, "mode": "replace_new_secondary", "remote_node": new[-1]}])
     print(json.dumps({"success": True, "info": "", "result": [moved, failed, jobs]}))
+    sys.exit(0)
+if req["type"] == "multi-allocate":
+    usable = sorted(n for n, v in data["nodes"].items() if not v["offline"] and not v["drained"] and v.get("vm_capable", True))
+    placed = [[i["name"], usable[-i["required_nodes"]:][::-1]] for i in req["instances"]]
+    print(json.dumps({"success": True, "info": "", "result": [placed, []]}))
     sys.exit(0)
 if req["type"] not in ("allocate", "relocate"):
     print(json.dumps({"success": False, "info": "mode %s not supported" % req["type"], "result": []}))
@@ -204,6 +210,31 @@ func TestExternalIAllocators(t *testing.T) {
 	}
 	if db1.PNode != "node11" || strings.Join(db1.SNodes, ",") != "node21" {
 		t.Errorf("db1 on %s:%v after the evacuation of node22, want node11:node21", db1.PNode, db1.SNodes)
+	}
+
+	// Capacity through the same list: slow and garbage fail, last is
+	// asked to place 1000 instances (multi-allocate), all on node22,
+	// and they are counted as long as each fits after the ones before.
+	out, err = c.GNT("cluster", "capacity", "-t", "diskless", "--memory", "4G")
+	if err != nil {
+		t.Fatalf("cluster capacity: %v\n%s", err, out)
+	}
+	for _, want := range []string{"iallocator slow failed: no answer within 2s", "iallocator garbage failed: the answer is not a JSON object",
+		"counted by iallocator last", "one more does not fit: iallocator last: placement ", "(node22) does not fit"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("cluster capacity lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "node11 ") || strings.Contains(out, "node21 ") || !strings.Contains(out, "node22 ") {
+		t.Errorf("last's capacity should be on node22 only:\n%s", out)
+	}
+	// -I hail counts with the built-in, over every node.
+	if out, err = c.GNT("cluster", "capacity", "-t", "diskless", "--memory", "4G", "-I", "hail"); err != nil || !strings.Contains(out, "node11 ") ||
+		strings.Contains(out, "counted by") {
+		t.Errorf("cluster capacity -I hail: %v\n%s", err, out)
+	}
+	if out, code := c.GNTExit("cluster", "capacity", "--memory", "4G", "-I", "hail,missing"); code == 0 || !strings.Contains(out, `"missing" is not an allocator this gntd can run`) {
+		t.Errorf("cluster capacity -I hail,missing: exit %d\n%s", code, out)
 	}
 }
 

@@ -30,7 +30,16 @@ func (e *Executor) allocators(opcode string) ([]string, error) {
 // validated answer. The program runs outside the state's read lock, on
 // this leader, in the step that calls it.
 func (e *Executor) runExternal(ctx context.Context, name string, request func(s *fsm.State) map[string]any) (*iallocator.Answer, error) {
-	if e.IAllocators == nil {
+	return RunExternal(ctx, e.FSM, e.IAllocators, e.allocOptions, name, request)
+}
+
+// RunExternal runs the external allocator name with runner r on the
+// input message of f's current state (the allocator's options from
+// opts) with the request request builds, and returns the validated
+// answer. The program runs outside the state's read lock.
+func RunExternal(ctx context.Context, f *fsm.FSM, r *iallocator.Runner, opts func(*fsm.State) alloc.Options, name string,
+	request func(s *fsm.State) map[string]any) (*iallocator.Answer, error) {
+	if r == nil {
 		return nil, fmt.Errorf("this gntd runs no external allocators")
 	}
 	var (
@@ -38,18 +47,108 @@ func (e *Executor) runExternal(ctx context.Context, name string, request func(s 
 		data []byte
 		err  error
 	)
-	e.FSM.Read(func(s *fsm.State, _ uint64) {
-		in = iallocator.NewInput(s, e.allocOptions(s), request(s))
+	f.Read(func(s *fsm.State, _ uint64) {
+		in = iallocator.NewInput(s, opts(s), request(s))
 		data, err = json.Marshal(in)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("encoding the input message: %v", err)
 	}
-	out, err := e.IAllocators.Run(ctx, name, data)
+	out, err := r.Run(ctx, name, data)
 	if err != nil {
 		return nil, err
 	}
 	return iallocator.ParseResponse(in, out)
+}
+
+// MaxExternalCapacity is how many instances an external allocator is
+// asked to place at most when it counts the capacity (one multi-allocate
+// request of that many copies of the specification).
+const MaxExternalCapacity = 1000
+
+// CapacityResult is a capacity answer with the allocator that gave it.
+type CapacityResult struct {
+	alloc.CapacityResult
+	// IAllocator is the allocator that counted; Failed says why each
+	// allocator before it in the list did not.
+	IAllocator string   `json:"iallocator"`
+	Failed     []string `json:"iallocators_failed,omitempty"`
+}
+
+// CapacityWith counts how many instances of spec fit with the
+// allocators of list ("" is the cluster's default_iallocator), tried in
+// order as a placement tries them: the built-in counts with
+// alloc.Capacity; an external allocator is asked, in mode multi-allocate,
+// to place MaxExternalCapacity copies of spec, and its placements are
+// counted with alloc.CheckCapacity, which keeps them only as long as each
+// fits after the ones before it, as the built-in would accept them. The
+// first allocator that answers gives the count.
+func CapacityWith(ctx context.Context, f *fsm.FSM, r *iallocator.Runner, opts func(*fsm.State) alloc.Options, list string, spec alloc.Request, os, hv string) (CapacityResult, error) {
+	var (
+		def  string
+		ferr error
+	)
+	f.Read(func(s *fsm.State, _ uint64) {
+		if !s.Initialized() {
+			ferr = &fsm.Error{Code: fsm.CodeState, Msg: "cluster is not initialised"}
+			return
+		}
+		def = s.Cluster.DefaultIAllocator
+	})
+	if ferr != nil {
+		return CapacityResult{}, ferr
+	}
+	names, err := iallocator.Resolve(list, def)
+	if err != nil {
+		return CapacityResult{}, &fsm.Error{Code: fsm.CodeInval, Field: "iallocator", Msg: err.Error()}
+	}
+	var failed []string
+	res, name, err := iallocator.Try(names, func(name string) (alloc.CapacityResult, error) {
+		if name == iallocator.Builtin {
+			var (
+				res alloc.CapacityResult
+				err error
+			)
+			f.Read(func(s *fsm.State, _ uint64) { res, err = alloc.Capacity(s, spec, opts(s)) })
+			return res, err
+		}
+		reqs := make([]alloc.Request, MaxExternalCapacity)
+		for k := range reqs {
+			reqs[k] = spec
+			reqs[k].Name = fmt.Sprintf("capacity-probe-%d", k+1)
+		}
+		ans, err := RunExternal(ctx, f, r, opts, name, func(*fsm.State) map[string]any {
+			return iallocator.MultiAllocateRequest(reqs, os, hv)
+		})
+		if err != nil {
+			return alloc.CapacityResult{}, err
+		}
+		places := make([]alloc.Placement, len(ans.Allocated))
+		for k, p := range ans.Allocated {
+			places[k].Primary = p.Nodes[0]
+			if len(p.Nodes) > 1 {
+				places[k].Secondary = p.Nodes[1]
+			}
+		}
+		var res alloc.CapacityResult
+		f.Read(func(s *fsm.State, _ uint64) { res, err = alloc.CheckCapacity(s, spec, places, opts(s)) })
+		if err != nil {
+			return res, err
+		}
+		switch {
+		case res.Limit != "":
+			res.Limit = "iallocator " + name + ": " + res.Limit
+		case res.Count == MaxExternalCapacity:
+			res.Truncated, res.Limit = true, fmt.Sprintf("stopped counting at %d instances", MaxExternalCapacity)
+		default:
+			res.Limit = fmt.Sprintf("iallocator %s placed %d of %d", name, res.Count, MaxExternalCapacity)
+		}
+		return res, nil
+	}, func(format string, args ...any) { failed = append(failed, fmt.Sprintf(format, args...)) })
+	if err != nil {
+		return CapacityResult{}, err
+	}
+	return CapacityResult{CapacityResult: res, IAllocator: name, Failed: failed}, nil
 }
 
 // allocateWith places one instance with the allocators of list (an

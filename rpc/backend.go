@@ -57,8 +57,9 @@ type Backend interface {
 	// NewUUID draws a UUID for commands that create objects.
 	NewUUID() string
 	// Capacity answers how many instances of a specification fit, and
-	// where (the allocator's answer on this gntd's replica).
-	Capacity(req CapacityRequest) (any, error)
+	// where (the answer of the allocators of the request's list on this
+	// gntd's replica).
+	Capacity(ctx context.Context, req CapacityRequest) (any, error)
 	// Balance plans the balancing moves of the cluster on the leader and,
 	// unless asked for a dry run, submits them (POST /2/gnt/balance).
 	// Others return ErrNotLeader.
@@ -76,6 +77,9 @@ type CapacityRequest struct {
 	Disks        []int64 `json:"disks"`
 	VCPUs        int     `json:"vcpus"`
 	Group        string  `json:"group,omitempty"`
+	// IAllocator is the allocator list to count with ("" is the
+	// cluster's default_iallocator).
+	IAllocator string `json:"iallocator,omitempty"`
 }
 
 // Peer is one server of the Raft configuration.

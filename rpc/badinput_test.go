@@ -213,6 +213,8 @@ func TestBadInput(t *testing.T) {
 		{"capacity 17 disks", "GET", "/2/gnt/capacity?" + strings.TrimSuffix(strings.Repeat("disk=1&", 17), "&"), ``, 400, wrong, "disk"},
 		{"capacity memory", "GET", "/2/gnt/capacity?memory=67108865", ``, 400, wrong, "memory"},
 		{"capacity vcpus", "GET", "/2/gnt/capacity?vcpus=9223372036854775807", ``, 400, wrong, "vcpus"},
+		{"capacity iallocator not a file name", "GET", "/2/gnt/capacity?memory=128&iallocator=../bin/sh", ``, 400, wrong, "iallocator"},
+		{"capacity iallocator unknown", "GET", "/2/gnt/capacity?memory=128&iallocator=hail,nothere", ``, 400, wrong, "iallocator"},
 		{"balance max_moves over the limit", "POST", "/2/gnt/balance", `{"max_moves":1001}`, 400, wrong, "max_moves"},
 		{"balance negative max_moves", "POST", "/2/gnt/balance", `{"max_moves":-1}`, 400, wrong, "max_moves"},
 		{"balance threshold over 1", "POST", "/2/gnt/balance", `{"threshold":1.5}`, 400, wrong, "threshold"},

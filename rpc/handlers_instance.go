@@ -192,11 +192,19 @@ func rename(m map[string]any, from, to string) *APIError {
 }
 
 // serveCapacity is GET /2/gnt/capacity?memory=M&disk=D[&disk=D]&vcpus=V
-// &disk_template=T&group=G (sizes in MiB): how many instances of that
-// specification fit, on this gntd's replica.
+// &disk_template=T&group=G&iallocator=LIST (sizes in MiB): how many
+// instances of that specification fit, on this gntd's replica, counted by
+// the allocators of LIST (default: the cluster's default_iallocator) as
+// a placement tries them.
 func (s *Server) serveCapacity(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	req := CapacityRequest{DiskTemplate: q.Get("disk_template"), Group: q.Get("group")}
+	req := CapacityRequest{DiskTemplate: q.Get("disk_template"), Group: q.Get("group"), IAllocator: q.Get("iallocator")}
+	if req.IAllocator != "" {
+		if aerr := s.checkIAllocators("iallocator", req.IAllocator); aerr != nil {
+			writeError(w, aerr)
+			return nil
+		}
+	}
 	num := func(name string, v string) (int64, *APIError) {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
@@ -251,7 +259,7 @@ func (s *Server) serveCapacity(w http.ResponseWriter, r *http.Request) error {
 			req.DiskTemplate = fsm.DTPlain
 		}
 	}
-	res, err := s.b.Capacity(req)
+	res, err := s.b.Capacity(r.Context(), req)
 	if err != nil {
 		writeError(w, asAPIError(err))
 		return nil

@@ -36,21 +36,30 @@ func (s *Server) vetIAllocator(raw json.RawMessage) *APIError {
 		if json.Unmarshal(v, &list) != nil {
 			continue // ParseOpcode checked the type
 		}
-		names, e := fsm.ParseIAllocatorList(field, list)
-		if e != nil {
-			return FromFSM(e)
+		if aerr := s.checkIAllocators(field, list); aerr != nil {
+			return aerr
 		}
-		chk, _ := s.b.(iallocChecker)
-		for _, n := range names {
-			if chk == nil {
-				if n != "hail" {
-					return badRequest(field, "%s %q is not a known allocator (known: hail; this gntd runs no external allocators)", field, n)
-				}
-				continue
+	}
+	return nil
+}
+
+// checkIAllocators refuses an allocator list (field's value) naming an
+// allocator this gntd cannot run, naming it and why.
+func (s *Server) checkIAllocators(field, list string) *APIError {
+	names, e := fsm.ParseIAllocatorList(field, list)
+	if e != nil {
+		return FromFSM(e)
+	}
+	chk, _ := s.b.(iallocChecker)
+	for _, n := range names {
+		if chk == nil {
+			if n != "hail" {
+				return badRequest(field, "%s %q is not a known allocator (known: hail; this gntd runs no external allocators)", field, n)
 			}
-			if err := chk.CheckIAllocator(n); err != nil {
-				return badRequest(field, "%s: %q is not an allocator this gntd can run: %v", field, n, err)
-			}
+			continue
+		}
+		if err := chk.CheckIAllocator(n); err != nil {
+			return badRequest(field, "%s: %q is not an allocator this gntd can run: %v", field, n, err)
 		}
 	}
 	return nil

@@ -1,28 +1,22 @@
 package server
 
 import (
+	"context"
+
 	"github.com/gnt-cluster/gnt/fsm"
 	"github.com/gnt-cluster/gnt/jobs"
 	"github.com/gnt-cluster/gnt/jobs/alloc"
 	"github.com/gnt-cluster/gnt/rpc"
 )
 
-// Capacity implements rpc.Backend with the built-in allocator on this
-// gntd's replica.
-func (s *Server) Capacity(req rpc.CapacityRequest) (any, error) {
-	var (
-		res alloc.CapacityResult
-		err error
-	)
-	s.fsm.Read(func(st *fsm.State, _ uint64) {
-		if !st.Initialized() {
-			err = &fsm.Error{Code: fsm.CodeState, Msg: "cluster is not initialised"}
-			return
-		}
-		res, err = alloc.Capacity(st, alloc.Request{Name: "capacity probe", Template: req.DiskTemplate, MemoryMiB: req.MemoryMiB,
-			VCPUs: req.VCPUs, Disks: req.Disks, Group: req.Group}, jobs.AllocOptions(st, nodeDead))
-	})
-	return res, err
+// Capacity implements rpc.Backend on this gntd's replica with the
+// allocators of the request's list (jobs.CapacityWith): the built-in, or
+// the external programs of this gntd's iallocators directory.
+func (s *Server) Capacity(ctx context.Context, req rpc.CapacityRequest) (any, error) {
+	spec := alloc.Request{Name: "capacity probe", Template: req.DiskTemplate, MemoryMiB: req.MemoryMiB,
+		VCPUs: req.VCPUs, Disks: req.Disks, Group: req.Group}
+	opts := func(st *fsm.State) alloc.Options { return jobs.AllocOptions(st, nodeDead) }
+	return jobs.CapacityWith(ctx, s.fsm, s.iallocators(), opts, req.IAllocator, spec, "", "")
 }
 
 // nodeDead is what the instance opcodes and the allocator take as dead:

@@ -100,13 +100,14 @@ func (e environment) clusterCommand() *cli.Command {
 			},
 			{
 				Name:  "capacity",
-				Usage: "how many instances of a size fit, and where (the allocator, counting reservations)",
+				Usage: "how many instances of a size fit, and where (the allocators of --iallocator or the cluster's default list, counting reservations)",
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "memory", Value: "128", Usage: "memory per instance, e.g. 512 or 2G"},
 					&cli.StringSliceFlag{Name: "disk", Usage: "a disk of `SIZE` (repeatable)"},
 					&cli.IntFlag{Name: "vcpus", Value: 1, Usage: "vcpus per instance"},
 					&cli.StringFlag{Name: "disk-template", Aliases: []string{"t"}, Usage: "plain, drbd, file, sharedfile or diskless (default: plain with disks)"},
 					&cli.StringFlag{Name: "group", Usage: "only this node group"},
+					&cli.StringFlag{Name: "iallocator", Aliases: []string{"I"}, Usage: "count with these allocators, tried in order, `NAME[,NAME...]` (default: the cluster's --default-iallocator)"},
 				},
 				Action: e.do(clusterCapacity),
 			},
@@ -412,7 +413,12 @@ func clusterCapacity(ctx context.Context, s *session, c *cli.Context, args []str
 	if g := c.String("group"); g != "" {
 		q.Set("group", g)
 	}
+	if l := c.String("iallocator"); l != "" {
+		q.Set("iallocator", l)
+	}
 	var res struct {
+		IAllocator  string         `json:"iallocator"`
+		Failed      []string       `json:"iallocators_failed"`
 		Count       int            `json:"count"`
 		Primaries   map[string]int `json:"primaries"`
 		Secondaries map[string]int `json:"secondaries"`
@@ -447,6 +453,12 @@ func clusterCapacity(ctx context.Context, s *session, c *cli.Context, args []str
 	}
 	if res.Limit != "" {
 		fmt.Fprintf(s.stdout, "one more does not fit: %s\n", res.Limit)
+	}
+	for _, f := range res.Failed {
+		fmt.Fprintln(s.stdout, f)
+	}
+	if res.IAllocator != "" && (res.IAllocator != "hail" || len(res.Failed) > 0) {
+		fmt.Fprintf(s.stdout, "counted by iallocator %s\n", res.IAllocator)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package alloc
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/gnt-cluster/gnt/fsm"
 )
@@ -63,12 +64,8 @@ func Capacity(st *fsm.State, spec Request, opts Options) (CapacityResult, error)
 	if limit <= 0 {
 		limit = DefaultMaxCapacity
 	}
-	res := CapacityResult{Primaries: map[string]int{}, Groups: map[string]int{}}
-	if nd.drbd {
-		res.Secondaries = map[string]int{}
-	}
+	res := newCapacityResult(nd)
 	in := inst{mem: nd.mem, cpu: nd.cpu, disk: nd.disk}
-	var secs [1]int32
 	shared, sharedWhy := t.sharedBound(spec.Template, nd)
 	for {
 		if shared >= 0 && res.Count == shared {
@@ -85,19 +82,7 @@ func Capacity(st *fsm.State, spec Request, opts Options) (CapacityResult, error)
 			res.Limit = "cannot place " + spec.describe(nd) + ": " + t.explain(nd, sc)
 			break
 		}
-		p := Placement{Primary: t.rows[c.pri].name}
-		res.Primaries[p.Primary]++
-		res.Groups[t.groups[c.g].name]++
-		if c.sec >= 0 {
-			secs[0] = c.sec
-			t.add(&in, c.pri, secs[:])
-			p.Secondary = t.rows[c.sec].name
-			res.Secondaries[p.Secondary]++
-		} else {
-			t.add(&in, c.pri, nil)
-		}
-		res.Placements = append(res.Placements, p)
-		res.Count++
+		res.place(t, c, &in)
 	}
 	return res, nil
 }
@@ -128,4 +113,78 @@ func (t *table) sharedBound(template string, nd need) (int, string) {
 	r := &t.rows[best]
 	n := r.freeDisk() / nd.disk
 	return int(min(n, int64(DefaultMaxCapacity)+1)), fmt.Sprintf("the shared file storage has room for %d such disks: %s has %d MiB free (%s)", n, r.name, r.freeDisk(), r.unit)
+}
+
+func newCapacityResult(nd need) CapacityResult {
+	res := CapacityResult{Primaries: map[string]int{}, Groups: map[string]int{}, Placements: []Placement{}}
+	if nd.drbd {
+		res.Secondaries = map[string]int{}
+	}
+	return res
+}
+
+// place adds one instance in at choice c to the table and counts it.
+func (res *CapacityResult) place(t *table, c choice, in *inst) {
+	p := Placement{Primary: t.rows[c.pri].name}
+	res.Primaries[p.Primary]++
+	res.Groups[t.groups[c.g].name]++
+	if c.sec >= 0 {
+		t.add(in, c.pri, []int32{c.sec})
+		p.Secondary = t.rows[c.sec].name
+		res.Secondaries[p.Secondary]++
+	} else {
+		t.add(in, c.pri, nil)
+	}
+	res.Placements = append(res.Placements, p)
+	res.Count++
+}
+
+// CheckCapacity counts the placements of instances of spec that another
+// allocator made (an external one's multi-allocate answer, in its order)
+// as Capacity counts its own: each must fit, N+1 kept, after the ones
+// before it, exactly as if given to Allocate as its nodes; counting stops
+// at the first that does not, which Limit names with its reason. The
+// error is Allocate's for a malformed spec.
+func CheckCapacity(st *fsm.State, spec Request, placements []Placement, opts Options) (CapacityResult, error) {
+	t, nd, _, _, ferr := setUp(st, &spec, opts)
+	if ferr != nil {
+		return CapacityResult{}, ferr
+	}
+	res := newCapacityResult(nd)
+	in := inst{mem: nd.mem, cpu: nd.cpu, disk: nd.disk}
+	shared, sharedWhy := t.sharedBound(spec.Template, nd)
+	for k, p := range placements {
+		pin := spec
+		pin.Nodes = []string{p.Primary}
+		if p.Secondary != "" {
+			pin.Nodes = append(pin.Nodes, p.Secondary)
+		}
+		if shared >= 0 && res.Count == shared {
+			res.Limit = fmt.Sprintf("placement %d (%s) does not fit: %s", k+1, strings.Join(pin.Nodes, ", "), sharedWhy)
+			break
+		}
+		if want := 1 + btoi(nd.drbd); len(pin.Nodes) != want {
+			res.Limit = fmt.Sprintf("placement %d (%s) is refused: the instance needs %d node(s)", k+1, strings.Join(pin.Nodes, ", "), want)
+			break
+		}
+		sc, ferr := t.scopeOf(&pin)
+		if ferr != nil {
+			res.Limit = fmt.Sprintf("placement %d (%s) is refused: %s", k+1, strings.Join(pin.Nodes, ", "), ferr.Msg)
+			break
+		}
+		c, ok := t.search(nd, sc)
+		if !ok {
+			res.Limit = fmt.Sprintf("placement %d (%s) does not fit: %s", k+1, strings.Join(pin.Nodes, ", "), t.explain(nd, sc))
+			break
+		}
+		res.place(t, c, &in)
+	}
+	return res, nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

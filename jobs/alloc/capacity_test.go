@@ -3,6 +3,7 @@ package alloc
 import (
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/gnt-cluster/gnt/fsm"
@@ -189,5 +190,57 @@ func TestCapacityProperties(t *testing.T) {
 	}
 	if total < 300 {
 		t.Fatalf("only %d instances placed in all trials", total)
+	}
+}
+
+// TestCheckCapacity: another allocator's placements are counted as
+// Capacity counts its own: the built-in's own placements give its own
+// answer, and counting stops, naming why, at the first placement that
+// does not fit after the ones before it or names a bad node.
+func TestCheckCapacity(t *testing.T) {
+	c := newCluster().node("a", "g", 8*gib, 100*gib, 8).node("b", "g", 8*gib, 100*gib, 8)
+	for _, spec := range []Request{plain(2*gib, 1*gib, 1), drbd(2*gib, 1*gib, 1)} {
+		want, err := Capacity(c.st, spec, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := CheckCapacity(c.st, spec, want.Placements, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want.Limit = ""
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: the built-in's own placements counted\n got %+v\nwant %+v", spec.Template, got, want)
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		spec   Request
+		places []Placement
+		count  int
+		limit  string
+	}{
+		{"a full node", plain(2*gib, 1*gib, 1), []Placement{{Primary: "a"}, {Primary: "a"}, {Primary: "a"}, {Primary: "a"}, {Primary: "a"}, {Primary: "b"}}, 4,
+			"placement 5 (a) does not fit: too little free memory (2048 MiB needed): a has 0"},
+		// b keeps 6 GiB for a's three instances: a fourth of its own
+		// fits, a fifth breaks N+1.
+		{"N+1 broken", drbd(2*gib, 1*gib, 1), []Placement{{"a", "b"}, {"a", "b"}, {"a", "b"}, {"b", "a"}, {"b", "a"}}, 4,
+			"placement 5 (b, a) does not fit: "},
+		{"an unknown node", plain(2*gib, 1*gib, 1), []Placement{{Primary: "a"}, {Primary: "zz"}}, 1,
+			"placement 2 (zz) is refused: node zz does not exist"},
+		{"a drbd placement without its secondary", drbd(2*gib, 1*gib, 1), []Placement{{Primary: "a"}}, 0,
+			"placement 1 (a) is refused: the instance needs 2 node(s)"},
+		{"one node twice", drbd(2*gib, 1*gib, 1), []Placement{{"a", "a"}}, 0,
+			"placement 1 (a, a) is refused: the primary and secondary node must differ, got a twice"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := CheckCapacity(c.st, tc.spec, tc.places, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Count != tc.count || !strings.HasPrefix(got.Limit, tc.limit) {
+				t.Errorf("count %d limit %q, want %d and a limit beginning %q", got.Count, got.Limit, tc.count, tc.limit)
+			}
+		})
 	}
 }

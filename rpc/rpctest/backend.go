@@ -383,7 +383,7 @@ func (b *Backend) Balance(context.Context, rpc.BalanceRequest) (any, error) {
 }
 
 // Capacity implements rpc.Backend: the test backend has no allocator.
-func (b *Backend) Capacity(rpc.CapacityRequest) (any, error) {
+func (b *Backend) Capacity(context.Context, rpc.CapacityRequest) (any, error) {
 	return nil, errors.New("the test backend has no allocator")
 }
 
