@@ -33,13 +33,15 @@ const (
 	OpMigrateReceive Op = "migrate-receive"
 	OpMigrateFinish  Op = "migrate-finish"
 	OpMigrateAbort   Op = "migrate-abort"
+	// OpBalloon changes a running instance's memory (Ballooner).
+	OpBalloon Op = "instance-balloon"
 )
 
 // Ops lists every operation.
 var Ops = []Op{
 	OpStatus, OpList, OpStart, OpStop, OpReboot, OpRemove,
 	OpDiskCreate, OpDiskRemove, OpDiskAttach, OpDiskDetach, OpDiskReplace, OpDiskGrow, OpOSInstall,
-	OpMigratePrepare, OpMigrateSend, OpMigrateReceive, OpMigrateFinish, OpMigrateAbort,
+	OpMigratePrepare, OpMigrateSend, OpMigrateReceive, OpMigrateFinish, OpMigrateAbort, OpBalloon,
 }
 
 // State is what an instance is doing on one node.

@@ -986,8 +986,10 @@ type OpInstanceSetParams struct {
 	NICs     []NICMod       `json:"nics,omitempty"`
 	OSName   string         `json:"os_name,omitempty"`
 	Offline  *bool          `json:"offline,omitempty"`
-	// RuntimeMem is Ganeti's ballooning of a running instance; gnt's
-	// drivers do not balloon, so it is refused by name.
+	// RuntimeMem is Ganeti's ballooning of a running instance: the
+	// memory (MiB) it may use from now on, between its minmem and maxmem;
+	// the record does not change (a restart runs it with maxmem again).
+	// The kvm driver applies it through QMP balloon.
 	RuntimeMem *int64 `json:"runtime_mem,omitempty"`
 	// DiskTemplate is Ganeti's template conversion, refused by name.
 	DiskTemplate string `json:"disk_template,omitempty"`
@@ -1050,14 +1052,14 @@ func (d DiskMod) MarshalJSON() ([]byte, error) {
 
 // Validate implements Opcode.
 func (o *OpInstanceSetParams) Validate() *Error {
-	if o.RuntimeMem != nil {
-		return errf(CodeInval, "runtime_mem", "runtime_mem (ballooning a running instance) is not supported by gnt's drivers; change beparams maxmem and reboot")
+	if o.RuntimeMem != nil && (*o.RuntimeMem <= 0 || *o.RuntimeMem > MaxMemoryMiB) {
+		return errf(CodeInval, "runtime_mem", "runtime_mem must be from 1 to %d MiB, got %d", MaxMemoryMiB, *o.RuntimeMem)
 	}
 	if o.DiskTemplate != "" {
 		return errf(CodeInval, "disk_template", "disk template conversion is not supported by gnt; create a new instance")
 	}
-	if o.BEParams.empty() && len(o.Disks) == 0 && o.HVParams == nil && o.OSParams == nil && len(o.NICs) == 0 && o.OSName == "" && o.Offline == nil {
-		return errf(CodeInval, "", "please pass at least one modification (beparams, hvparams, osparams, nics, disks, os_name or offline)")
+	if o.BEParams.empty() && len(o.Disks) == 0 && o.HVParams == nil && o.OSParams == nil && len(o.NICs) == 0 && o.OSName == "" && o.Offline == nil && o.RuntimeMem == nil {
+		return errf(CodeInval, "", "please pass at least one modification (beparams, hvparams, osparams, nics, disks, os_name, offline or runtime_mem)")
 	}
 	if e := o.BEParams.validate(); e != nil {
 		return e
@@ -1163,7 +1165,11 @@ func (o *OpInstanceSetParams) checkState(s *State) *Error {
 	if in == nil {
 		return nil // an unknown instance is the executor's to report
 	}
-	if _, _, e := o.ApplyTo(s.Cluster, in, func(int) (string, string) { return "", "" }); e != nil {
+	next, _, e := o.ApplyTo(s.Cluster, in, func(int) (string, string) { return "", "" })
+	if e != nil {
+		return e
+	}
+	if e := CheckRuntimeMem(s.Cluster, next, o.RuntimeMem); e != nil {
 		return e
 	}
 	added := 0
@@ -1188,6 +1194,27 @@ func (o *OpInstanceSetParams) checkState(s *State) *Error {
 		if total, e = AddDiskMiB("disks", total, d.Params.Size); e != nil {
 			return errf(CodeInval, "disks", "instance %s: %s", in.Name, e.Msg)
 		}
+	}
+	return nil
+}
+
+// CheckRuntimeMem checks a runtime_mem against the instance (as modified
+// by the same opcode): it must be up, and the memory within its filled
+// minmem and maxmem (Ganeti's rule; minmem is the memory itself unless
+// the cluster or the instance sets one).
+func CheckRuntimeMem(c *Cluster, in *Instance, mem *int64) *Error {
+	if mem == nil {
+		return nil
+	}
+	if in.AdminState != AdminUp {
+		return errf(CodeState, "runtime_mem", "instance %s is not running (admin state %s): runtime_mem changes a running instance's memory", in.Name, in.AdminState)
+	}
+	be := FilledBE(c, in)
+	minmem, _ := be["minmem"].(float64)
+	maxmem, _ := be["maxmem"].(float64)
+	if float64(*mem) < minmem || float64(*mem) > maxmem {
+		return errf(CodeInval, "runtime_mem", "instance %s must have memory between %d and %d MiB (minmem and maxmem), not %d; set beparams minmem to balloon it lower",
+			in.Name, int64(minmem), int64(maxmem), *mem)
 	}
 	return nil
 }

@@ -309,8 +309,8 @@ func FilledBE(c *Cluster, in *Instance) map[string]any {
 	_, own := in.BEParams["minmem"]
 	_, clus := cl["minmem"]
 	if !own && !clus {
-		// gnt does not balloon: without a minmem set, an instance runs
-		// with its memory.
+		// Without a minmem set, an instance's memory is fixed: it runs
+		// with its memory and runtime_mem cannot balloon it lower.
 		out["minmem"] = float64(in.MemoryMiB)
 	}
 	out["maxmem"], out["vcpus"] = float64(in.MemoryMiB), float64(in.VCPUs)

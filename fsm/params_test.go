@@ -162,3 +162,35 @@ func TestNodeHypervisorMismatch(t *testing.T) {
 		t.Fatalf("put of the kvm instance on the fake node: %v", e)
 	}
 }
+
+// TestRuntimeMem: runtime_mem within the instance's filled minmem and
+// maxmem is accepted (minmem lowered in the same opcode or before), and
+// refused for a stopped instance; the record's memory does not change.
+func TestRuntimeMem(t *testing.T) {
+	f, h := paramsFSM(t)
+	im := func(body string) string {
+		return `{"OP_ID":"OP_INSTANCE_SET_PARAMS","instance_name":"i1",` + body + `}`
+	}
+	if r := submitOp(h, im(`"runtime_mem":64,"beparams":{"minmem":64}`)); r.Err != nil {
+		t.Fatalf("runtime_mem 64 with minmem 64: %v", r.Err)
+	}
+	var in Instance
+	f.Read(func(s *State, _ uint64) { in = *s.LookupInstance("i1") })
+	if e := CheckRuntimeMem(nil, &in, new(int64(128))); e != nil {
+		t.Errorf("runtime_mem at maxmem: %v", e)
+	}
+	in.BEParams = map[string]any{"minmem": float64(64)}
+	if e := CheckRuntimeMem(nil, &in, new(int64(64))); e != nil {
+		t.Errorf("runtime_mem at minmem: %v", e)
+	}
+	if e := CheckRuntimeMem(nil, &in, new(int64(63))); e == nil || !strings.Contains(e.Msg, "between 64 and 128 MiB") {
+		t.Errorf("runtime_mem under minmem: %v", e)
+	}
+	in.AdminState = AdminDown
+	if e := CheckRuntimeMem(nil, &in, new(int64(100))); e == nil || e.Code != CodeState {
+		t.Errorf("runtime_mem of a stopped instance: %v", e)
+	}
+	if in.MemoryMiB != 128 {
+		t.Errorf("memory %d after runtime_mem", in.MemoryMiB)
+	}
+}

@@ -767,5 +767,27 @@ func (e *Executor) setParamsSteps(o *fsm.OpInstanceSetParams) []Step {
 			}
 			return nil, nil
 		}},
+		{Name: "set the runtime memory", Run: func(ctx context.Context, sc *StepContext) (any, error) {
+			if o.RuntimeMem == nil {
+				return nil, nil
+			}
+			in, nodes, err := e.instanceOf(o.Ref())
+			if err != nil {
+				return nil, err
+			}
+			var perr *fsm.Error
+			e.FSM.Read(func(s *fsm.State, _ uint64) { perr = fsm.CheckRuntimeMem(s.Cluster, in, o.RuntimeMem) })
+			if perr != nil {
+				return nil, perr
+			}
+			node := nodes[in.PrimaryNode]
+			if err := e.usable(node, "ballooning "+in.Name); err != nil {
+				return nil, err
+			}
+			if _, err := e.call(ctx, sc, node, NodeCall{Op: NodeOpBalloon, Instance: in, MemoryMiB: *o.RuntimeMem}); err != nil {
+				return nil, err
+			}
+			return [][2]any{{"runtime_memory", *o.RuntimeMem}}, nil
+		}},
 	}
 }

@@ -22,6 +22,7 @@ const (
 	NodeOpDiskDetach     = "disk-detach"
 	NodeOpDiskReplace    = "disk-replace"
 	NodeOpDiskGrow       = "disk-grow"
+	NodeOpBalloon        = "instance-balloon"
 	NodeOpOSInstall      = "os-install"
 	NodeOpMigratePrepare = "migrate-prepare"
 	NodeOpMigrateSend    = "migrate-send"
@@ -59,6 +60,8 @@ type NodeCall struct {
 	// allocatable flag (storage-modify, storage-repair).
 	StorageName string
 	Allocatable *bool
+	// MemoryMiB is the memory instance-balloon sets.
+	MemoryMiB int64
 }
 
 // NodeReply is an agent's answer.

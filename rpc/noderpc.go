@@ -65,10 +65,12 @@ const (
 	NodeOpMigrateReceive = "migrate-receive"
 	NodeOpMigrateFinish  = "migrate-finish"
 	NodeOpMigrateAbort   = "migrate-abort"
-	NodeOpDebugFault     = "debug-fault"
-	NodeOpDiagnose       = "diagnose"
-	NodeOpRepairCommand  = "repair-command"
-	NodeOpOSList         = "os-list"
+	// NodeOpBalloon sets a running instance's memory (memory, MiB).
+	NodeOpBalloon       = "instance-balloon"
+	NodeOpDebugFault    = "debug-fault"
+	NodeOpDiagnose      = "diagnose"
+	NodeOpRepairCommand = "repair-command"
+	NodeOpOSList        = "os-list"
 	// NodeOpStorageList reports the node's storage units (file, lvm-vg,
 	// lvm-pv); NodeOpStorageRepair runs vgreduce --removemissing on the
 	// volume group named by storage_name (Ganeti's repair-storage).
@@ -82,7 +84,7 @@ const (
 // nodeOpFields says, per operation, which fields a request needs (and so
 // may carry): i instance, d disk, o op_id, s stop options, r reboot type,
 // m migration, p peer, h handoff, f fault, c command, n input, v
-// storage_name, a allocatable.
+// storage_name, a allocatable, b memory.
 var nodeOpFields = map[string]string{
 	NodeOpStatus:         "i",
 	NodeOpList:           "",
@@ -102,6 +104,7 @@ var nodeOpFields = map[string]string{
 	NodeOpMigrateReceive: "h",
 	NodeOpMigrateFinish:  "im",
 	NodeOpMigrateAbort:   "im",
+	NodeOpBalloon:        "ib",
 	NodeOpDebugFault:     "f",
 	NodeOpDiagnose:       "c",
 	NodeOpRepairCommand:  "cn",
@@ -164,6 +167,8 @@ type NodeRequest struct {
 	StorageName string `json:"storage_name,omitempty"`
 	// Allocatable is what storage-modify sets.
 	Allocatable *bool `json:"allocatable,omitempty"`
+	// MemoryMiB is the memory instance-balloon sets, in MiB.
+	MemoryMiB int64 `json:"memory,omitempty"`
 }
 
 // NodeHandoff is a migration's handoff (the agent's Handoff).
@@ -494,6 +499,7 @@ func DecodeNodeRequest(body []byte) (NodeRequest, error) {
 		{'n', "input", req.Input != ""},
 		{'v', "storage_name", req.StorageName != ""},
 		{'a', "allocatable", req.Allocatable != nil},
+		{'b', "memory", req.MemoryMiB != 0},
 	}
 	for _, g := range given {
 		if g.isSet && !has(g.flag) {
@@ -541,6 +547,9 @@ func DecodeNodeRequest(body []byte) (NodeRequest, error) {
 	}
 	if has('v') && (req.StorageName == "" || len(req.StorageName) > 128) {
 		return bad("storage_name", "%s needs a storage_name of 1 to 128 characters", req.Op)
+	}
+	if has('b') && (req.MemoryMiB <= 0 || req.MemoryMiB > fsm.MaxMemoryMiB) {
+		return bad("memory", "%s needs memory from 1 to %d MiB, got %d", req.Op, fsm.MaxMemoryMiB, req.MemoryMiB)
 	}
 	if has('a') && req.Allocatable == nil {
 		return bad("allocatable", "%s needs allocatable", req.Op)

@@ -20,7 +20,7 @@ var ganetiRefused = map[string][]string{
 		"pnode_uuid", "snode_uuid", "source_handshake", "source_instance_name", "source_shutdown_timeout",
 		"source_x509_ca", "src_node", "src_node_uuid", "src_path", "compress", "instance_communication",
 		"helper_startup_timeout", "helper_shutdown_timeout"},
-	"PUT /2/instances/web2/modify": {"force_variant", "ignore_ipolicy", "runtime_mem", "disk_template", "ext_params",
+	"PUT /2/instances/web2/modify": {"force_variant", "ignore_ipolicy", "disk_template", "ext_params",
 		"file_driver", "file_storage_dir", "pnode", "pnode_uuid", "remote_node", "remote_node_uuid", "iallocator",
 		"osparams_private", "wait_for_sync", "conflicts_check", "hotplug", "instance_communication"},
 	"POST /2/instances/web2/reinstall":     {"force_variant", "osparams_private", "osparams_secret"},
@@ -39,7 +39,7 @@ var ganetiRefused = map[string][]string{
 // the refusal is about the parameter, not its value.
 func refusedValue(p string) any {
 	switch p {
-	case "runtime_mem", "max_running_jobs", "max_tracked_jobs", "source_shutdown_timeout", "helper_startup_timeout",
+	case "max_running_jobs", "max_tracked_jobs", "source_shutdown_timeout", "helper_startup_timeout",
 		"helper_shutdown_timeout", "master_netmask", "data_collector_interval":
 		return 1
 	case "disk_template":

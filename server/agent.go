@@ -417,6 +417,12 @@ func (a *agentAdapter) Call(ctx context.Context, req rpc.NodeRequest) (rpc.NodeR
 		res, err = a.d.DiskReplace(ctx, inst, req.Disk, req.OpID)
 	case rpc.NodeOpDiskGrow:
 		res, err = a.d.DiskGrow(ctx, inst, req.Disk)
+	case rpc.NodeOpBalloon:
+		if b, ok := a.d.(agent.Ballooner); ok {
+			res, err = b.Balloon(ctx, inst, req.MemoryMiB)
+		} else {
+			err = fmt.Errorf("%w: the %s driver does not balloon; change maxmem and reboot the instance", agent.ErrNotSupported, a.d.Name())
+		}
 	case rpc.NodeOpOSInstall:
 		res, err = a.d.InstallOS(ctx, inst, req.OpID)
 	case rpc.NodeOpMigratePrepare:

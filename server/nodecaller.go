@@ -54,7 +54,7 @@ func (n *nodeCaller) Call(ctx context.Context, node *fsm.Node, c jobs.NodeCall) 
 	res, err := cl.Do(ctx, rpc.NodeRequest{Op: c.Op, Instance: c.Instance, Disk: c.Disk, OpID: c.OpID,
 		Timeout: c.Timeout.Seconds(), Force: c.Force, RebootType: c.RebootType,
 		Migration: c.Migration, PeerNode: c.PeerNode, Peer: c.Peer, Command: c.Command, Input: c.Input,
-		StorageName: c.StorageName, Allocatable: c.Allocatable})
+		StorageName: c.StorageName, Allocatable: c.Allocatable, MemoryMiB: c.MemoryMiB})
 	if err != nil {
 		var ne *rpc.NodeError
 		if errors.As(err, &ne) {

@@ -31,6 +31,18 @@ if [ -n "$kver" ] && [ -f "/lib/modules/$kver/kernel/drivers/acpi/button.ko" ] &
 	chmod 755 "$root/etc/acpi/PWRF/00000080"
 	touch "$out/acpi"
 fi
+# Memory ballooning: the kernel's virtio-balloon driver and what it needs
+# (virtio over PCI), loaded in this order, so that QMP balloon moves the
+# guest's memory.
+rm -f "$out/balloon"
+vmods="virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci virtio_balloon"
+vdir=/lib/modules/$kver/kernel/drivers/virtio
+if [ -n "$kver" ] && (for m in $vmods; do [ -f "$vdir/$m.ko" ] || exit 1; done); then
+	mkdir -p "$root/lib/modules/virtio"
+	for m in $vmods; do cp "$vdir/$m.ko" "$root/lib/modules/virtio/"; done
+	echo "$vmods" >"$root/lib/modules/virtio/order"
+	touch "$out/balloon"
+fi
 cat >"$root/init" <<'INIT'
 #!/bin/busybox sh
 /bin/busybox mount -t proc proc /proc
@@ -39,6 +51,11 @@ if [ -f /lib/modules/button.ko ]; then
 	/bin/busybox insmod /lib/modules/evdev.ko
 	/bin/busybox insmod /lib/modules/button.ko
 	/bin/busybox acpid -c /etc/acpi -l /dev/null
+fi
+if [ -f /lib/modules/virtio/order ]; then
+	for m in $(/bin/busybox cat /lib/modules/virtio/order); do
+		/bin/busybox insmod /lib/modules/virtio/$m.ko 2>/dev/null
+	done
 fi
 n=0
 while true; do

@@ -35,6 +35,7 @@ func TestFlagsBecomeRequests(t *testing.T) {
 		{[]string{"group", "add", "g1", "--alloc-policy", "last_resort", "--node-parameters", "cpu_speed=1.5"},
 			`POST /2/groups {"group_name":"g1","alloc_policy":"last_resort","ndparams":{"cpu_speed":1.5}}`},
 		{[]string{"group", "modify", "g1", "--alloc-policy", "unallocable"}, `PUT /2/groups/g1/modify {"alloc_policy":"unallocable"}`},
+		{[]string{"instance", "modify", "--runtime-memory", "512M", "web2"}, `PUT /2/instances/web2/modify {"runtime_mem":512}`},
 		{[]string{"group", "remove", "g1"}, `DELETE /2/groups/g1`},
 		{[]string{"group", "add-tags", "g1", "t"}, `PUT /2/groups/g1/tags?tag=t`},
 		{[]string{"instance", "remove-tags", "i1", "t"}, `DELETE /2/instances/i1/tags?tag=t`},

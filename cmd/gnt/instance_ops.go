@@ -119,6 +119,7 @@ func (e environment) instanceOpCommands() []*cli.Command {
 		one("modify", "change an instance's parameters, NICs and disks", []cli.Flag{
 			&cli.StringFlag{Name: "memory", Usage: "new memory, e.g. 1G"},
 			&cli.IntFlag{Name: "vcpus", Usage: "new number of vcpus"},
+			&cli.StringFlag{Name: "runtime-memory", Usage: "balloon the running instance to `SIZE` (e.g. 512M), between its minmem and maxmem (kvm)"},
 			&cli.StringSliceFlag{Name: "add-disk", Usage: "add a disk of `SIZE` (repeatable)"},
 			&cli.StringSliceFlag{Name: "disk", Usage: "change a disk: `IDX:name=NAME,mode=ro|rw` (repeatable)"},
 			&cli.StringSliceFlag{Name: "net", Usage: "NIC changes: `add[:PARAMS]`, IDX:PARAMS, IDX:remove or remove; PARAMS mode=,link=,vlan=,ip=,mac=,name= (repeatable)"},
@@ -249,6 +250,13 @@ func instanceModify(ctx context.Context, s *session, c *cli.Context, args []stri
 	}
 	if o := c.String("os-name"); o != "" {
 		body["os_name"] = o
+	}
+	if m := c.String("runtime-memory"); m != "" {
+		size, err := parseSize(m)
+		if err != nil {
+			return usagef(c, "--runtime-memory: %v", err)
+		}
+		body["runtime_mem"] = size
 	}
 	switch {
 	case c.Bool("offline") && c.Bool("online"):
