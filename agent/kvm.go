@@ -200,7 +200,9 @@ func (k *KVM) SerialPath(uuid string) string { return filepath.Join(k.runDir(uui
 // pid is the instance's live qemu, 0 when none.
 func (k *KVM) pid(uuid string) int { return qemuPID(k.pidFile(uuid), uuid) }
 
-// diskPath is where the disk's storage is for the instance's template.
+// diskPath is where the disk's storage is for the instance's template:
+// its file, raw (.img) or qcow2 (.qcow2), whichever is present, else the
+// file of the format new disks get (kvm_qcow2.go).
 func (k *KVM) diskPath(inst fsm.Instance, disk string) (string, error) {
 	if !validID(disk) {
 		return "", invalid("disk UUID %q is not a valid identifier", disk)
@@ -219,10 +221,21 @@ func (k *KVM) diskPath(inst fsm.Instance, disk string) (string, error) {
 	if dir == "" {
 		return "", fmt.Errorf("%w: no %s storage directory is configured on node %s", ErrNotSupported, inst.DiskTemplate, k.cfg.Node)
 	}
-	return filepath.Join(dir, inst.UUID, disk+".img"), nil
+	base := filepath.Join(dir, inst.UUID, disk)
+	for _, f := range []string{fsm.DiskFormatRaw, fsm.DiskFormatQcow2} {
+		if _, err := os.Stat(base + diskExt[f]); err == nil {
+			return base + diskExt[f], nil
+		}
+	}
+	f, err := newDiskFormat(inst)
+	if err != nil {
+		return "", err
+	}
+	return base + diskExt[f], nil
 }
 
-// diskSize is the size in MiB of the disk's file, -1 when absent.
+// diskSize is the size in MiB of the disk's file (a qcow2 image's virtual
+// size), -1 when absent.
 func diskSize(path string) (int64, error) {
 	fi, err := os.Stat(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -230,6 +243,10 @@ func diskSize(path string) (int64, error) {
 	}
 	if err != nil {
 		return 0, err
+	}
+	if diskFileFormat(path) == fsm.DiskFormatQcow2 {
+		n, err := qcow2FileSize(path)
+		return n >> 20, err
 	}
 	return fi.Size() >> 20, nil
 }
@@ -566,7 +583,7 @@ func (k *KVM) qemuArgs(inst fsm.Instance, p kvmParams, accel string) ([]string, 
 		if d.Mode == "ro" {
 			ro = ",read-only=on"
 		}
-		args = append(args, "-drive", fmt.Sprintf("file=%s,format=raw,if=none,id=disk-%s%s%s", path, d.UUID, cache, ro))
+		args = append(args, "-drive", fmt.Sprintf("file=%s,format=%s,if=none,id=disk-%s%s%s", path, diskFileFormat(path), d.UUID, cache, ro))
 		if p.str("disk_type") == "ide" {
 			args = append(args, "-device", fmt.Sprintf("ide-hd,drive=disk-%s,id=dev-%s", d.UUID, d.UUID))
 		} else {
@@ -886,7 +903,8 @@ func (k *KVM) qemuImg(ctx context.Context, op Op, args ...string) error {
 	return nil
 }
 
-// DiskCreate implements Driver: a raw, sparse file of the configured size.
+// DiskCreate implements Driver: a sparse file of the configured size, raw
+// or qcow2 (the template's disk parameter format).
 func (k *KVM) DiskCreate(ctx context.Context, inst fsm.Instance, disk string) (Result, error) {
 	cd, _, err := configDisk(inst, disk)
 	if err != nil {
@@ -923,7 +941,7 @@ func (k *KVM) DiskCreate(ctx context.Context, inst fsm.Instance, disk string) (R
 		// half-created disk that would pass as present.
 		tmp := path + ".tmp"
 		os.Remove(tmp)
-		if err := k.qemuImg(ctx, OpDiskCreate, "create", "-q", "-f", "raw", tmp, strconv.FormatInt(cd.SizeMiB, 10)+"M"); err != nil {
+		if err := k.qemuImg(ctx, OpDiskCreate, "create", "-q", "-f", diskFileFormat(path), tmp, strconv.FormatInt(cd.SizeMiB, 10)+"M"); err != nil {
 			os.Remove(tmp)
 			return false, "", err
 		}
@@ -934,7 +952,7 @@ func (k *KVM) DiskCreate(ctx context.Context, inst fsm.Instance, disk string) (R
 		syncDir(filepath.Dir(path))
 		r.noteDisk(disk, cd.SizeMiB).Generation = "created"
 		*rec = r
-		return true, fmt.Sprintf("created disk %s (%d MiB) at %s", disk, cd.SizeMiB, path), nil
+		return true, fmt.Sprintf("created disk %s (%d MiB, %s) at %s", disk, cd.SizeMiB, diskFileFormat(path), path), nil
 	})
 }
 
@@ -1010,7 +1028,7 @@ func (k *KVM) DiskAttach(ctx context.Context, inst fsm.Instance, disk string) (R
 			}
 			err = qmpDo(ctx, k.qmpPath(inst.UUID), func(q *qmpConn) error {
 				if err := q.call(ctx, "blockdev-add", map[string]any{
-					"driver": "raw", "node-name": blockNodeName(disk),
+					"driver": diskFileFormat(path), "node-name": blockNodeName(disk),
 					"file": map[string]any{"driver": "file", "filename": path},
 				}, nil); err != nil {
 					return err
@@ -1134,7 +1152,7 @@ func (k *KVM) DiskGrow(ctx context.Context, inst fsm.Instance, disk string) (Res
 			if err != nil {
 				return false, "", &OpError{Op: OpDiskGrow, Err: err}
 			}
-		} else if err := k.qemuImg(ctx, OpDiskGrow, "resize", "-q", "-f", "raw", path, strconv.FormatInt(cd.SizeMiB, 10)+"M"); err != nil {
+		} else if err := k.qemuImg(ctx, OpDiskGrow, "resize", "-q", "-f", diskFileFormat(path), path, strconv.FormatInt(cd.SizeMiB, 10)+"M"); err != nil {
 			return false, "", err
 		}
 		d.SizeMiB = cd.SizeMiB
@@ -1181,6 +1199,12 @@ func (k *KVM) InstallOS(ctx context.Context, inst fsm.Instance, opID string) (Re
 				p, err := k.diskPath(inst, d.UUID)
 				if err != nil {
 					return false, "", err
+				}
+				if name, _, _ := strings.Cut(inst.OS, "+"); name != "noop" && diskFileFormat(p) != fsm.DiskFormatRaw {
+					// An OS definition writes DISK_<n>_PATH as a raw
+					// block device; it would corrupt an image.
+					return false, "", fmt.Errorf("%w: OS %s writes raw disks, and disk %d of instance %s is %s (%s); create it with disk parameter format=raw",
+						ErrNotSupported, inst.OS, i, inst.Name, diskFileFormat(p), p)
 				}
 				paths[i] = p
 			}

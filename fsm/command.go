@@ -278,7 +278,11 @@ type LeaderEstablish struct {
 //
 // Version 26 adds the nodes' storage units (CmdNodeStorage,
 // NodeStorageReport, and a node record's storage).
-const LogVersion = 26
+//
+// Version 27 adds the disk parameter format (raw, qcow2) of the file and
+// sharedfile templates, and diskparams of an instance (only in the copy
+// the node agents receive).
+const LogVersion = 27
 
 // Job update actions.
 const (

@@ -201,6 +201,11 @@ type Instance struct {
 	HVParams   map[string]any `json:"hvparams"`
 	BEParams   map[string]any `json:"beparams"`
 	OSParams   map[string]any `json:"osparams"`
+	// DiskParams are the filled disk parameters of the instance's disk
+	// template (its group's over the cluster's over the built-in
+	// defaults), only in the copy the node agents receive (the leader's
+	// jobs fill it); the state never keeps them (InstancePut drops them).
+	DiskParams map[string]any `json:"diskparams,omitempty"`
 }
 
 // RoleOf returns the node's role as Ganeti derives it from its flags, with
@@ -291,6 +296,9 @@ func (i *Instance) clone() *Instance {
 	x.HVParams = cloneMap(i.HVParams)
 	x.BEParams = cloneMap(i.BEParams)
 	x.OSParams = cloneMap(i.OSParams)
+	if i.DiskParams != nil {
+		x.DiskParams = cloneMap(i.DiskParams)
+	}
 	return &x
 }
 

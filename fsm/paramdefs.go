@@ -218,10 +218,25 @@ var diskParamDefs = map[string][]ParamDef{
 		integer("c-max-rate", 61440, 0, 1<<30, "dynamic resync: max rate in KiB/s"),
 		integer("c-min-rate", 4096, 0, 1<<30, "dynamic resync: min rate in KiB/s"),
 	},
-	DTDiskless:   {},
-	"file":       {},
-	"sharedfile": {},
+	DTDiskless: {},
+	// Ganeti has no image format parameter (its file disks are raw, its
+	// file_driver is loop or blktap); gnt's kvm driver also writes qcow2.
+	DTFile:       {diskFormat},
+	DTSharedFile: {diskFormat},
 }
+
+// diskFormat is the image format of new file disks; a disk keeps the
+// format it was created with (its file's name says it: .img raw, .qcow2
+// qcow2).
+var diskFormat = enum("format", DiskFormatRaw, []string{DiskFormatRaw, DiskFormatQcow2},
+	"image format of new disk files (raw, or qcow2: sparse, grows as written); existing disks keep theirs")
+
+// Disk image formats of the file and sharedfile templates (disk parameter
+// format).
+const (
+	DiskFormatRaw   = "raw"
+	DiskFormatQcow2 = "qcow2"
+)
 
 // DiskParamDefs returns the table of a disk template's parameters and
 // whether gnt knows the template.

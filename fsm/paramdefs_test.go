@@ -55,6 +55,8 @@ func TestParamsRefused(t *testing.T) {
 		{"disk template", cm(`"diskparams":{"rbd":{"pool":"x"}}`), "diskparams.rbd"},
 		{"disk key", cm(`"diskparams":{"drbd":{"resync_rate":1}}`), "diskparams.drbd.resync_rate"},
 		{"disk value", cm(`"diskparams":{"drbd":{"protocol":"D"}}`), "diskparams.drbd.protocol"},
+		{"disk format", cm(`"diskparams":{"file":{"format":"vmdk"}}`), "diskparams.file.format"},
+		{"disk format of plain", cm(`"diskparams":{"plain":{"format":"qcow2"}}`), "diskparams.plain.format"},
 		{"osparams value", cm(`"osparams":{"debootstrap":{"dist":7}}`), "osparams.debootstrap.dist"},
 		{"enabled unknown", cm(`"enabled_hypervisors":["xen-hvm"]`), "enabled_hypervisors"},
 		{"default not enabled", cm(`"enabled_hypervisors":["fake"],"default_hypervisor":"exec"`), "default_hypervisor"},
@@ -112,6 +114,7 @@ func TestClusterParamsStored(t *testing.T) {
 		`{"OP_ID":"OP_CLUSTER_SET_PARAMS","enabled_hypervisors":["kvm","fake"],"default_hypervisor":"kvm","hvparams":{"kvm":{"kernel_path":"/boot/vmlinuz","acpi":"false","migration_bandwidth":"64"}},"beparams":{"memory":256,"auto_balance":false},"nicparams":{"mode":"openvswitch","link":"sw0","vlan":".100"},"diskparams":{"drbd":{"resync-rate":1000}},"osparams":{"debootstrap":{"dist":"bookworm"}}}`,
 		`{"OP_ID":"OP_CLUSTER_SET_PARAMS","hvparams":{"kvm":{"kernel_path":"default"}}}`,
 		`{"OP_ID":"OP_GROUP_SET_PARAMS","group_name":"default","diskparams":{"plain":{"stripes":2}}}`,
+		`{"OP_ID":"OP_GROUP_SET_PARAMS","group_name":"default","diskparams":{"sharedfile":{"format":"qcow2"}}}`,
 	} {
 		if r := submitOp(h, op); r.Err != nil {
 			t.Fatalf("%s: %v", op, r.Err)
@@ -130,6 +133,9 @@ func TestClusterParamsStored(t *testing.T) {
 		}
 		if s.Groups["gu"].DiskParams["plain"]["stripes"] != float64(2) {
 			t.Errorf("group diskparams %v", s.Groups["gu"].DiskParams)
+		}
+		if got := FilledDiskParams(c, s.Groups["gu"]); got["sharedfile"]["format"] != DiskFormatQcow2 || got["file"]["format"] != DiskFormatRaw {
+			t.Errorf("filled disk formats: file %v, sharedfile %v", got["file"], got["sharedfile"])
 		}
 		filled := FillHVParams(c, s.Instances["iu"])
 		if filled["acpi"] != false || filled["kernel_path"] != "" || filled["migration_bandwidth"] != float64(64) {

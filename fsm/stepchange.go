@@ -166,6 +166,7 @@ func (p *InstancePut) apply(t *txn) *Error {
 	if e := t.checkInstanceNodes(&in); e != nil {
 		return e
 	}
+	in.DiskParams = nil // the agents' copy only
 	if e := t.resolveNICNetworks(&in); e != nil {
 		return e
 	}

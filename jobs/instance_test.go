@@ -260,6 +260,14 @@ func TestAgentGetsFilledHVParams(t *testing.T) {
 	if st := instanceState(d, "hv1"); st.NICs[0].Link != "" || len(st.OSParams) != 1 {
 		t.Errorf("filling changed the record: %+v", st)
 	}
+	// Disk parameters: a file instance's copy carries its template's,
+	// its primary's group's over the cluster's.
+	runOK(t, d, `{"OP_ID":"OP_CLUSTER_SET_PARAMS","diskparams":{"file":{"format":"qcow2"}}}`)
+	fin := *in
+	fin.DiskTemplate = fsm.DTFile
+	if got := (&Executor{FSM: d.f}).filled(&fin).DiskParams; got["format"] != fsm.DiskFormatQcow2 {
+		t.Errorf("a file instance's filled diskparams %v", got)
+	}
 	r, _, _ := d.Apply(context.Background(), fsm.JobSubmit{Now: 9, UUIDs: []string{"u"},
 		Ops: []json.RawMessage{json.RawMessage(`{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"hv2","disk_template":"diskless","hvparams":{"migration_port":1}}`)}})
 	if r.Err == nil || r.Err.Field != "hvparams.migration_port" {

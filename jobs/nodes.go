@@ -115,7 +115,8 @@ type NodeCaller interface {
 
 // filled returns a copy of an instance with its effective parameters:
 // HVParams (fsm.FillHVParams with the cluster's), BEParams, OSParams (the
-// cluster's for its OS under its own) and each NIC's mode, link and vlan
+// cluster's for its OS under its own), DiskParams (its template's, its
+// primary node's group's over the cluster's) and each NIC's mode, link and vlan
 // (the cluster's nicparams where the NIC has none), its Hypervisor
 // named: what the agents' drivers and OS scripts read. Every agent call
 // about an instance goes through call, so this is the one place.
@@ -126,6 +127,11 @@ func (e *Executor) filled(in *fsm.Instance) *fsm.Instance {
 		x.HVParams = fsm.FillHVParams(s.Cluster, in)
 		x.BEParams = fsm.FilledBE(s.Cluster, in)
 		x.OSParams = fsm.FilledOSParams(s.Cluster, in)
+		var g *fsm.Group
+		if n := s.Nodes[in.PrimaryNode]; n != nil {
+			g = s.Groups[n.Group]
+		}
+		x.DiskParams = fsm.FilledDiskParams(s.Cluster, g)[in.DiskTemplate]
 		x.NICs = make([]fsm.NIC, len(in.NICs))
 		for k, n := range in.NICs {
 			n.Mode, n.Link, n.VLAN = fsm.FilledNIC(s.Cluster, &n)

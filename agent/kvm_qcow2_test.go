@@ -1,0 +1,153 @@
+package agent
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gnt-cluster/gnt/fsm"
+)
+
+func qcow2Header(version uint32, size uint64) []byte {
+	h := make([]byte, qcow2HeaderLen)
+	copy(h, "QFI\xfb")
+	binary.BigEndian.PutUint32(h[4:], version)
+	binary.BigEndian.PutUint64(h[24:], size)
+	return h
+}
+
+// TestQcow2Size: the virtual size of good headers; bad ones refused,
+// saying why.
+func TestQcow2Size(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		h    []byte
+		size int64
+		err  string
+	}{
+		{"v3", qcow2Header(3, 64<<20), 64 << 20, ""},
+		{"v2", qcow2Header(2, 1<<30), 1 << 30, ""},
+		{"short", qcow2Header(3, 1)[:20], 0, "header of 20 bytes"},
+		{"raw", make([]byte, 64), 0, "bad magic"},
+		{"version 1", qcow2Header(1, 1), 0, "version 1"},
+		{"huge", qcow2Header(3, 1<<62), 0, "over the limit"},
+	} {
+		n, err := qcow2Size(c.h)
+		if c.err == "" && (err != nil || n != c.size) || c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
+			t.Errorf("%s: %d %v, want %d %q", c.name, n, err, c.size, c.err)
+		}
+	}
+}
+
+// FuzzQcow2Size: no header crashes the reader, and a size it accepts is
+// within the disk size limit.
+func FuzzQcow2Size(f *testing.F) {
+	f.Add(qcow2Header(3, 64<<20))
+	f.Add([]byte("QFI\xfb"))
+	f.Add(make([]byte, 40))
+	f.Fuzz(func(t *testing.T, h []byte) {
+		n, err := qcow2Size(h)
+		if err == nil && (n < 0 || n > int64(fsm.MaxDiskSizeMiB)<<20) {
+			t.Fatalf("%x: size %d accepted", h, n)
+		}
+	})
+}
+
+// TestKVMDiskFormat: without QEMU's guest, the format of new disks comes
+// from the disk parameter format; an existing disk keeps its own; a bad
+// format is refused.
+func TestKVMDiskFormat(t *testing.T) {
+	dir := t.TempDir()
+	k := &KVM{cfg: KVMConfig{Node: "n1", FileStorageDir: dir}}
+	inst := fsm.Instance{Name: "i1", UUID: "u1", DiskTemplate: "file"}
+	p, err := k.diskPath(inst, disk0)
+	if err != nil || !strings.HasSuffix(p, disk0+".img") {
+		t.Fatalf("default: %s %v", p, err)
+	}
+	inst.DiskParams = map[string]any{"format": "qcow2"}
+	if p, err = k.diskPath(inst, disk0); err != nil || !strings.HasSuffix(p, disk0+".qcow2") {
+		t.Fatalf("format qcow2: %s %v", p, err)
+	}
+	raw := filepath.Join(dir, "u1", disk0+".img")
+	os.MkdirAll(filepath.Dir(raw), 0o700)
+	if err := os.WriteFile(raw, make([]byte, 1<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if p, err = k.diskPath(inst, disk0); err != nil || p != raw {
+		t.Fatalf("an existing raw disk under format qcow2: %s %v", p, err)
+	}
+	inst.DiskParams = map[string]any{"format": "vmdk"}
+	if _, err := k.diskPath(inst, disk1); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "want raw or qcow2") {
+		t.Fatalf("format vmdk: %v", err)
+	}
+}
+
+// TestKVMQcow2: a real guest runs from a qcow2 disk (QEMU opens it as
+// qcow2); the disk grows online through block_resize and offline through
+// qemu-img resize, the virtual size read from its header; remove leaves
+// no file.
+func TestKVMQcow2(t *testing.T) {
+	kernel, initrd := needGuest(t)
+	dir := t.TempDir()
+	k := newTestKVM(t, dir, "")
+	ctx := context.Background()
+	inst := guestInstance(kernel, initrd, "file", fsm.Disk{UUID: disk0, SizeMiB: 16, Mode: "rw"})
+	inst.DiskParams = map[string]any{"format": "qcow2"}
+	res := expect(t, "disk create", true)(k.DiskCreate(ctx, inst, disk0))
+	path := filepath.Join(dir, "file-storage", inst.UUID, disk0+".qcow2")
+	if !strings.Contains(res.Output, "qcow2") {
+		t.Errorf("create output %q", res.Output)
+	}
+	fi, err := os.Stat(path)
+	if err != nil || fi.Size() >= 16<<20 {
+		t.Fatalf("qcow2 file %s: %v (size %v): want a small image", path, err, fi)
+	}
+	expect(t, "disk create again", false)(k.DiskCreate(ctx, inst, disk0))
+	expect(t, "start", true)(k.Start(ctx, inst))
+	waitCount(t, serialLines(t, k.SerialPath(inst.UUID)), -1, 3*time.Minute)
+	drv := func() string {
+		var blocks []struct {
+			Device   string `json:"device"`
+			Inserted *struct {
+				Drv  string `json:"drv"`
+				File string `json:"file"`
+			} `json:"inserted"`
+		}
+		if err := qmpDo(ctx, k.qmpPath(inst.UUID), func(q *qmpConn) error {
+			return q.call(ctx, "query-block", nil, &blocks)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range blocks {
+			if b.Device == "disk-"+disk0 && b.Inserted != nil {
+				return b.Inserted.Drv + " " + b.Inserted.File
+			}
+		}
+		return ""
+	}
+	if got := drv(); got != "qcow2 "+path {
+		t.Fatalf("QEMU's drive: %q, want qcow2 %s", got, path)
+	}
+	inst.Disks[0].SizeMiB = 24
+	expect(t, "grow online", true)(k.DiskGrow(ctx, inst, disk0))
+	if sz, err := diskSize(path); err != nil || sz != 24 {
+		t.Fatalf("after the online grow: %d MiB %v", sz, err)
+	}
+	expect(t, "stop", true)(k.Stop(ctx, inst, StopOptions{Force: true}))
+	inst.Disks[0].SizeMiB = 32
+	expect(t, "grow offline", true)(k.DiskGrow(ctx, inst, disk0))
+	if sz, err := diskSize(path); err != nil || sz != 32 {
+		t.Fatalf("after the offline grow: %d MiB %v", sz, err)
+	}
+	st, err := k.Status(ctx, inst)
+	if err != nil || len(st.Disks) != 1 || st.Disks[0].SizeMiB != 32 || st.Disks[0].Path != path {
+		t.Fatalf("status: %+v %v", st, err)
+	}
+	expect(t, "remove", true)(k.Remove(ctx, inst))
+	assertNoFiles(t, filepath.Join(dir, "file-storage"))
+}
