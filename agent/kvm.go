@@ -69,6 +69,11 @@ type KVM struct {
 	accelWhy  string
 
 	send KVMSend
+
+	// netAdmin is whether gntd may create tap devices (CAP_NET_ADMIN),
+	// checked once at start; netAdminWhy says so or why not.
+	netAdmin    bool
+	netAdminWhy string
 }
 
 // kvmRecord is an instance as the kvm driver stores it. Whether it runs
@@ -125,6 +130,10 @@ func NewKVM(cfg KVMConfig) (*KVM, error) {
 		return nil, fmt.Errorf("kvm: accelerator %q: want kvm, tcg or empty (probe)", cfg.Accel)
 	}
 	k := &KVM{cfg: cfg, store: st, probeDone: make(chan struct{})}
+	k.netAdmin, k.netAdminWhy = probeNetAdmin()
+	if !k.netAdmin {
+		k.warn("kvm driver: "+k.netAdminWhy, "node", cfg.Node)
+	}
 	go k.probe()
 	return k, nil
 }
@@ -624,6 +633,11 @@ func (k *KVM) launch(ctx context.Context, op Op, r *kvmRecord, inst fsm.Instance
 	args, err := k.qemuArgs(inst, p, accel)
 	if err != nil {
 		return "", err
+	}
+	// Checked before anything is made: without CAP_NET_ADMIN the taps
+	// cannot be created (gntd's capabilities, probed at start).
+	if len(inst.NICs) > 0 && !k.netAdmin {
+		return "", stateErr("instance %s has %d NIC(s), and on node %s %s", inst.Name, len(inst.NICs), k.cfg.Node, k.netAdminWhy)
 	}
 	args = append(args, extra...)
 	dir := k.runDir(inst.UUID)

@@ -311,3 +311,62 @@ func TestKVMGuestNICs(t *testing.T) {
 		t.Errorf("taps after remove: %v", taps)
 	}
 }
+
+// TestParseCapEff: the effective set of good status texts; bad ones
+// refused, saying why.
+func TestParseCapEff(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		caps uint64
+		err  string
+	}{
+		{"Name:\tgntd\nCapInh:\t0000000000000000\nCapEff:\t000001ffffffffff\n", 0x1ffffffffff, ""},
+		{"CapEff:\t0000000000001000\n", 1 << capNetAdmin, ""},
+		{"CapEff:\t0000000000000000", 0, ""},
+		{"Name:\tgntd\n", 0, "no CapEff line"},
+		{"CapEff:\tzz\n", 0, "not a 64-bit hexadecimal set"},
+		{"CapEff:\t\n", 0, "not a 64-bit hexadecimal set"},
+		{"CapEff:\t10000000000000000\n", 0, "not a 64-bit hexadecimal set"},
+		{"CapEff:\t" + strings.Repeat("f", 100000) + "\n", 0, "token too long"},
+	} {
+		caps, err := parseCapEff(strings.NewReader(c.in))
+		if c.err == "" && (err != nil || caps != c.caps) || c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
+			t.Errorf("%.40q: %x %v, want %x %q", c.in, caps, err, c.caps, c.err)
+		}
+	}
+}
+
+// FuzzParseCapEff: no status text crashes the parser.
+func FuzzParseCapEff(f *testing.F) {
+	f.Add("CapEff:\t000001ffffffffff\n")
+	f.Add("CapEff:\tzz")
+	f.Add("")
+	f.Fuzz(func(t *testing.T, s string) {
+		parseCapEff(strings.NewReader(s))
+	})
+}
+
+// TestKVMNoTaps: on a node whose gntd cannot create taps, an instance
+// with a NIC is refused before anything starts, with the reason; one
+// without NICs is not affected by it.
+func TestKVMNoTaps(t *testing.T) {
+	dir := t.TempDir()
+	k, err := NewKVM(KVMConfig{Dir: dir, Node: "n1", Accel: AccelTCG})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.netAdmin, k.netAdminWhy = false, "gntd (uid 1000) lacks CAP_NET_ADMIN: ..."
+	ctx := context.Background()
+	inst := fsm.Instance{Name: "x", UUID: "u1", DiskTemplate: fsm.DTDiskless, MemoryMiB: 64, VCPUs: 1,
+		NICs: []fsm.NIC{{MAC: "aa:00:00:00:00:01", Mode: fsm.NICModeBridged, Link: "br0"}}}
+	_, err = k.Start(ctx, inst)
+	if !errors.Is(err, ErrState) || !strings.Contains(err.Error(), "instance x has 1 NIC(s), and on node n1 gntd (uid 1000) lacks CAP_NET_ADMIN") {
+		t.Fatalf("start with a NIC: %v", err)
+	}
+	if st, err := k.Status(ctx, inst); err != nil || st.State != StateStopped || k.pid(inst.UUID) != 0 {
+		t.Fatalf("after the refusal: %+v %v", st, err)
+	}
+	if ok, why := k.Taps(); ok || !strings.Contains(why, "CAP_NET_ADMIN") {
+		t.Errorf("Taps() = %v %q", ok, why)
+	}
+}

@@ -131,6 +131,9 @@ type NodeInfo struct {
 	// null before the first report.
 	Storage         []NodeStorageUnit `json:"gnt_storage"`
 	StorageReported *float64          `json:"gnt_storage_reported"`
+	// Taps is whether the kvm driver can create tap devices (gntd's
+	// CAP_NET_ADMIN), "yes: ..." or "no: ..." (null: another driver).
+	Taps *string `json:"gnt_taps"`
 	// Figures gnt does not know, always null: the memory the node's OS
 	// uses, its CPU threads for the OS, NUMA nodes and sockets, spindles.
 	MNode    *int64 `json:"mnode"`

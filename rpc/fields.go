@@ -42,6 +42,8 @@ type NodeRuntime struct {
 	Driver    string
 	Accel     string
 	AccelNote string
+	// Taps is the kvm driver's tap capability (rpc.NodeResult.Taps).
+	Taps string
 	// Instances are the instances the agent reports, by UUID.
 	Instances map[string]NodeInstanceStatus
 }
@@ -264,7 +266,7 @@ var NodeFieldNames = []string{
 
 // GntNodeFieldNames are gnt's additions to a node object.
 var GntNodeFieldNames = []string{"group", "powered", "addrs", "version", "gnt_liveness", "gnt_liveness_since",
-	"gnt_hypervisor", "gnt_accel", "gnt_storage", "gnt_storage_reported"}
+	"gnt_hypervisor", "gnt_accel", "gnt_storage", "gnt_storage_reported", "gnt_taps"}
 
 // NodeFields builds a node object; insts is InstancesByNode of st, rt
 // the runtime view (nil: none).
@@ -289,12 +291,15 @@ func NodeFields(st *fsm.State, n *fsm.Node, insts map[string]*NodeInstances, rt 
 		"mnode": nil, "cnos": nil, "cnodes": nil, "csockets": nil, "sptotal": nil, "spfree": nil,
 		"group": "", "mfree": nil, "dfree": nil, "powered": nil,
 		"gnt_liveness": NodeLivenessUnknown, "gnt_liveness_since": nil,
-		"gnt_hypervisor": nil, "gnt_accel": nil, "gnt_storage": nil, "gnt_storage_reported": nil,
+		"gnt_hypervisor": nil, "gnt_accel": nil, "gnt_storage": nil, "gnt_storage_reported": nil, "gnt_taps": nil,
 	}
 	if nr, ok := rt.fresh(n.UUID); ok && nr.Driver != "" {
 		v["gnt_hypervisor"] = nr.Driver
 		if nr.Accel != "" {
 			v["gnt_accel"] = nr.Accel + ": " + nr.AccelNote
+		}
+		if nr.Taps != "" {
+			v["gnt_taps"] = nr.Taps
 		}
 	}
 	if g := st.Groups[n.Group]; g != nil {

@@ -140,12 +140,12 @@ func TestFieldListInfo(t *testing.T) {
 		t.Errorf("hvparams %v", info.HVParams)
 	}
 	// A node's driver and the kvm driver's accelerator show on the node.
-	b.SetRuntime(n1, rpc.NodeRuntime{At: b.Now(), Driver: "kvm", Accel: "tcg", AccelNote: "no /dev/kvm"})
+	b.SetRuntime(n1, rpc.NodeRuntime{At: b.Now(), Driver: "kvm", Accel: "tcg", AccelNote: "no /dev/kvm", Taps: "no: lacks CAP_NET_ADMIN"})
 	if n, err := e.c.Node(ctx(t), "node1"); err != nil || n.Hypervisor == nil || *n.Hypervisor != "kvm" ||
-		n.Accel == nil || *n.Accel != "tcg: no /dev/kvm" {
+		n.Accel == nil || *n.Accel != "tcg: no /dev/kvm" || n.Taps == nil || *n.Taps != "no: lacks CAP_NET_ADMIN" {
 		t.Errorf("node1 %+v %v", n, err)
 	}
-	if n, err := e.c.Node(ctx(t), "node2"); err != nil || n.Hypervisor == nil || *n.Hypervisor != "exec" || n.Accel != nil {
+	if n, err := e.c.Node(ctx(t), "node2"); err != nil || n.Hypervisor == nil || *n.Hypervisor != "exec" || n.Accel != nil || n.Taps != nil {
 		t.Errorf("node2 %+v %v", n, err)
 	}
 }

@@ -183,6 +183,7 @@ var queryResources = prepareResources(map[string]*queryResource{
 			{"gnt_accel", "Accelerator", qlang.KindText, "gnt: the kvm driver's accelerator, kvm or tcg, and why (null: another driver, or not known)"},
 			{"gnt_storage", "Storage", qlang.KindOther, "gnt: the node's storage units as last recorded from its agent (null: no report yet)"},
 			{"gnt_storage_reported", "StorageReported", qlang.KindTimestamp, "gnt: when the storage units were last recorded"},
+			{"gnt_taps", "Taps", qlang.KindText, "gnt: whether the kvm driver can create tap devices (CAP_NET_ADMIN), yes or no and why (null: another driver, or not known)"},
 			{"mnode", "MNode", qlang.KindUnit, "Amount of memory used by node (null: not known to gnt)"},
 			{"cnos", "CNOs", qlang.KindNumber, "Number of logical processors used by the node OS (null: not known to gnt)"},
 			{"cnodes", "CNodes", qlang.KindNumber, "Number of NUMA domains of node (null: not known to gnt)"},

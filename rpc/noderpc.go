@@ -261,6 +261,10 @@ type NodeResult struct {
 	// "" while it probes, or for another driver), AccelNote why.
 	Accel     string `json:"accel,omitempty"`
 	AccelNote string `json:"accel_note,omitempty"`
+	// Taps is whether the kvm driver can create its guests' tap devices
+	// (gntd has CAP_NET_ADMIN), with why: "yes: ..." or "no: ...", ""
+	// for another driver.
+	Taps string `json:"taps,omitempty"`
 	// Changed is false when the state asked for was already there.
 	Changed bool `json:"changed"`
 	// Output is what the operation printed, for the job log.

@@ -305,6 +305,13 @@ func (a *agentAdapter) Call(ctx context.Context, req rpc.NodeRequest) (rpc.NodeR
 	if k, ok := a.d.(interface{ Accelerator() (string, string) }); ok {
 		out.Accel, out.AccelNote = k.Accelerator()
 	}
+	if k, ok := a.d.(interface{ Taps() (bool, string) }); ok {
+		ok, why := k.Taps()
+		out.Taps = "no: " + why
+		if ok {
+			out.Taps = "yes: " + why
+		}
+	}
 	var inst fsm.Instance
 	if req.Instance != nil {
 		inst = *req.Instance

@@ -164,7 +164,7 @@ func pollRuntime(ctx context.Context, f *fsm.FSM, list runtimeLister, now func()
 			res, err := list(cctx, n)
 			cancel()
 			insts := res.Instances
-			nr := rpc.NodeRuntime{At: now(), Driver: res.Driver, Accel: res.Accel, AccelNote: res.AccelNote}
+			nr := rpc.NodeRuntime{At: now(), Driver: res.Driver, Accel: res.Accel, AccelNote: res.AccelNote, Taps: res.Taps}
 			if err != nil {
 				nr.Err = err.Error()
 				if nr.Err == "" {

@@ -27,12 +27,12 @@ func TestPollRuntime(t *testing.T) {
 		if n.Name != "node1" {
 			t.Errorf("asked %s", n.Name)
 		}
-		return rpc.NodeResult{Driver: "kvm", Accel: "tcg", AccelNote: "forced",
+		return rpc.NodeResult{Driver: "kvm", Accel: "tcg", AccelNote: "forced", Taps: "no: lacks CAP_NET_ADMIN",
 			Instances: []rpc.NodeInstanceStatus{{UUID: "i1", Name: "inst1", State: rpc.NodeStateRunning}}}, nil
 	}
 	view := pollRuntime(context.Background(), f, ok, func() time.Time { return at })
 	nr, found := view["u1"]
-	if asked != 1 || !found || nr.Err != "" || nr.Driver != "kvm" || nr.Accel != "tcg" || nr.AccelNote != "forced" || !nr.At.Equal(at) || nr.Instances["i1"].State != rpc.NodeStateRunning {
+	if asked != 1 || !found || nr.Err != "" || nr.Driver != "kvm" || nr.Accel != "tcg" || nr.AccelNote != "forced" || nr.Taps != "no: lacks CAP_NET_ADMIN" || !nr.At.Equal(at) || nr.Instances["i1"].State != rpc.NodeStateRunning {
 		t.Fatalf("asked %d, view %+v", asked, view)
 	}
 	failing := func(ctx context.Context, n *fsm.Node) (rpc.NodeResult, error) {

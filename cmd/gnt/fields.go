@@ -66,6 +66,7 @@ gnt_hypervisor|` + kindText + `|Hypervisor|gnt: the hypervisor driver of the nod
 gnt_accel|` + kindText + `|Accelerator|gnt: the kvm driver's accelerator, kvm or tcg, and why (null: another driver, or not known)
 gnt_storage|` + kindOther + `|Storage|gnt: the node's storage units as last recorded from its agent (null: no report yet)
 gnt_storage_reported|` + kindTime + `|StorageReported|gnt: when the storage units were last recorded
+gnt_taps|` + kindText + `|Taps|gnt: whether the kvm driver can create tap devices (CAP_NET_ADMIN), yes or no and why (null: another driver, or not known)
 `)
 
 // The fields of GET /2/instances?bulk=1 (rpc.InstanceInfo).

@@ -284,6 +284,13 @@ func showNode(w io.Writer, o object) {
 			fmt.Fprintf(w, "  accelerator: %s\n", v)
 		}
 	}
+	if v := str(o, "gnt_taps"); v != "" {
+		if strings.HasPrefix(v, "no") {
+			fmt.Fprintf(w, "  tap devices: %s (WARNING: instances with NICs cannot start here)\n", v)
+		} else {
+			fmt.Fprintf(w, "  tap devices: %s\n", v)
+		}
+	}
 	fmt.Fprintf(w, "  serial number: %s\n", str(o, "serial_no"))
 	fmt.Fprintf(w, "  creation time: %s\n", epoch(o, "ctime"))
 	fmt.Fprintf(w, "  modification time: %s\n", epoch(o, "mtime"))
