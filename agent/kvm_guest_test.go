@@ -24,22 +24,21 @@ func qcow2Header(version uint32, size uint64) []byte {
 // TestQcow2Size: the virtual size of good headers; bad ones refused,
 // saying why.
 func TestQcow2Size(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		h    []byte
-		size int64
-		err  string
-	}{
-		{"v3", qcow2Header(3, 64<<20), 64 << 20, ""},
-		{"v2", qcow2Header(2, 1<<30), 1 << 30, ""},
-		{"short", qcow2Header(3, 1)[:20], 0, "header of 20 bytes"},
-		{"raw", make([]byte, 64), 0, "bad magic"},
-		{"version 1", qcow2Header(1, 1), 0, "version 1"},
-		{"huge", qcow2Header(3, 1<<62), 0, "over the limit"},
-	} {
-		n, err := qcow2Size(c.h)
-		if c.err == "" && (err != nil || n != c.size) || c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
-			t.Errorf("%s: %d %v, want %d %q", c.name, n, err, c.size, c.err)
+	good := map[int64][]byte{64 << 20: qcow2Header(3, 64<<20), 1 << 30: qcow2Header(2, 1<<30)}
+	for want, h := range good {
+		if n, err := qcow2Size(h); err != nil || n != want {
+			t.Errorf("header of a %d-byte image: %d %v", want, n, err)
+		}
+	}
+	bad := map[string][]byte{
+		"header of 20 bytes": qcow2Header(3, 1)[:20],
+		"bad magic":          make([]byte, 64),
+		"version 1":          qcow2Header(1, 1),
+		"over the limit":     qcow2Header(3, 1<<62),
+	}
+	for want, h := range bad {
+		if n, err := qcow2Size(h); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%x: %d %v, want an error saying %q", h, n, err, want)
 		}
 	}
 }
@@ -56,6 +55,15 @@ func FuzzQcow2Size(f *testing.F) {
 			t.Fatalf("%x: size %d accepted", h, n)
 		}
 	})
+}
+
+// guestDriver skips without QEMU's guest, else gives a kvm driver on TCG
+// in a fresh directory and the test guest's kernel and initramfs.
+func guestDriver(t *testing.T) (k *KVM, dir, kernel, initrd string) {
+	t.Helper()
+	kernel, initrd = needGuest(t)
+	dir = t.TempDir()
+	return newTestKVM(t, dir, ""), dir, kernel, initrd
 }
 
 // TestKVMDiskFormat: without QEMU's guest, the format of new disks comes
@@ -92,9 +100,7 @@ func TestKVMDiskFormat(t *testing.T) {
 // qemu-img resize, the virtual size read from its header; remove leaves
 // no file.
 func TestKVMQcow2(t *testing.T) {
-	kernel, initrd := needGuest(t)
-	dir := t.TempDir()
-	k := newTestKVM(t, dir, "")
+	k, dir, kernel, initrd := guestDriver(t)
 	ctx := context.Background()
 	inst := guestInstance(kernel, initrd, "file", fsm.Disk{UUID: disk0, SizeMiB: 16, Mode: "rw"})
 	inst.DiskParams = map[string]any{"format": "qcow2"}
@@ -150,4 +156,44 @@ func TestKVMQcow2(t *testing.T) {
 	}
 	expect(t, "remove", true)(k.Remove(ctx, inst))
 	assertNoFiles(t, filepath.Join(dir, "file-storage"))
+}
+
+// TestKVMBalloon: a real guest started with 256 MiB and minmem 128 is
+// ballooned down to 160 MiB through QMP; query-balloon (the status's
+// memory) shows it; the same target again changes nothing; targets
+// outside minmem..the boot memory, and a stopped guest, are refused.
+func TestKVMBalloon(t *testing.T) {
+	k, _, kernel, initrd := guestDriver(t)
+	if _, err := os.Stat(filepath.Join(filepath.Dir(initrd), "balloon")); err != nil {
+		t.Skip("SKIP: the kernel in /boot has no virtio_balloon module: the test guest cannot balloon")
+	}
+	ctx := context.Background()
+	inst := guestInstance(kernel, initrd, "diskless")
+	inst.MemoryMiB = 256
+	inst.BEParams = map[string]any{"minmem": float64(128), "maxmem": float64(256)}
+	if _, err := k.Balloon(ctx, inst, 200); !errors.Is(err, ErrState) {
+		t.Fatalf("balloon before start: %v", err)
+	}
+	expect(t, "start", true)(k.Start(ctx, inst))
+	waitCount(t, serialLines(t, k.SerialPath(inst.UUID)), 20, 3*time.Minute) // the guest's init has loaded virtio_balloon
+	for _, c := range []struct {
+		mib  int64
+		want string
+	}{{300, "more than the 256 MiB"}, {100, "less than instance guest1's minmem 128"}, {0, "must be positive"}} {
+		if _, err := k.Balloon(ctx, inst, c.mib); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("balloon to %d MiB: %v, want %q", c.mib, err, c.want)
+		}
+	}
+	res := expect(t, "balloon down", true)(k.Balloon(ctx, inst, 160))
+	if res.Output != "balloon set to 160 MiB" {
+		t.Errorf("balloon output %q: the guest did not reach 160 MiB", res.Output)
+	}
+	st, err := k.Status(ctx, inst)
+	if err != nil || st.MemoryMiB != 160 {
+		t.Fatalf("status after the balloon: %+v %v, want 160 MiB", st, err)
+	}
+	expect(t, "balloon to the same", false)(k.Balloon(ctx, inst, 160))
+	expect(t, "balloon back up", true)(k.Balloon(ctx, inst, 256))
+	expect(t, "stop", true)(k.Stop(ctx, inst, StopOptions{Force: true}))
+	expect(t, "remove", true)(k.Remove(ctx, inst))
 }
