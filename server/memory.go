@@ -1,12 +1,16 @@
 package server
 
 import (
+	"bufio"
+	"context"
 	"fmt"
 	"math"
 	"os"
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 )
@@ -80,6 +84,7 @@ func MemorySettings(limit string) (string, error) {
 		debug.SetGCPercent(gcPercent)
 		parts = append(parts, fmt.Sprintf("GOGC=%d", gcPercent))
 	}
+	memTarget.Store(0)
 	if v := os.Getenv("GOMEMLIMIT"); v != "" {
 		return strings.Join(append(parts, "memory limit "+v+" (GOMEMLIMIT)"), ", "), nil
 	}
@@ -97,6 +102,75 @@ func MemorySettings(limit string) (string, error) {
 	if n < 32<<20 {
 		return "", fmt.Errorf("--memory-limit %s is less than 32MiB: gntd would spend its time collecting garbage", limit)
 	}
-	debug.SetMemoryLimit(n)
-	return strings.Join(append(parts, "soft memory limit "+limit), ", "), nil
+	memTarget.Store(n)
+	lim := adjustMemoryLimit()
+	return strings.Join(append(parts, fmt.Sprintf("soft memory limit %s (Go's own memory: %dMiB, the limit less %dMiB of mapped files resident now)",
+		limit, lim>>20, (n-lim)>>20)), ", "), nil
+}
+
+// memTarget is the resident-set target MemorySettings set (0: none, or
+// GOMEMLIMIT's).
+var memTarget atomic.Int64
+
+// MemoryLimitInterval is how often KeepMemoryLimit derives Go's limit
+// again.
+const MemoryLimitInterval = 10 * time.Second
+
+// KeepMemoryLimit keeps Go's soft memory limit derived from the target of
+// --memory-limit until ctx ends (nothing without one). Go's limit bounds
+// its own memory only; the resident set also holds the pages of the files
+// gntd maps (its binary, the Raft log's bolt file), some 10 to 20 MiB
+// once the log has been read. Go's limit is the target less those, so
+// that the process, not just its heap, stays near the target.
+func KeepMemoryLimit(ctx context.Context) {
+	if memTarget.Load() == 0 {
+		return
+	}
+	t := time.NewTicker(MemoryLimitInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			adjustMemoryLimit()
+		}
+	}
+}
+
+// adjustMemoryLimit sets Go's limit from the target and the resident
+// pages of mapped files, never below half the target, and returns it.
+func adjustMemoryLimit() int64 {
+	target := memTarget.Load()
+	if target == 0 {
+		return 0
+	}
+	lim := max(target-residentFileBytes(), target/2)
+	debug.SetMemoryLimit(lim)
+	return lim
+}
+
+// residentFileBytes is the process's resident memory that Go does not
+// count: pages of mapped files and shared memory (RssFile and RssShmem of
+// /proc/self/status; 0 where it cannot be read).
+func residentFileBytes() int64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	var total int64
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if !ok || (k != "RssFile" && k != "RssShmem") {
+			continue
+		}
+		if fs := strings.Fields(v); len(fs) == 2 && fs[1] == "kB" {
+			if kb, err := strconv.ParseInt(fs[0], 10, 64); err == nil {
+				total += kb << 10
+			}
+		}
+	}
+	return total
 }

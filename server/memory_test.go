@@ -1,6 +1,8 @@
 package server
 
 import (
+	"fmt"
+	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -51,5 +53,38 @@ func TestMemorySettingsRefusesTinyLimits(t *testing.T) {
 	got, err := MemorySettings("0")
 	if err != nil || !strings.Contains(got, "no memory limit") || !strings.Contains(got, "GOGC=100 (environment)") {
 		t.Errorf("0: %q, %v", got, err)
+	}
+}
+
+// TestMemoryLimitLeavesRoomForMappedFiles: Go's limit is the target less
+// the resident pages of mapped files (the test binary's own, here), and
+// follows them.
+func TestMemoryLimitLeavesRoomForMappedFiles(t *testing.T) {
+	t.Setenv("GOMEMLIMIT", "")
+	t.Setenv("GOGC", "100")
+	prev := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(prev); memTarget.Store(0) })
+	files := residentFileBytes()
+	if files <= 0 {
+		t.Fatalf("no resident file pages read from /proc/self/status (%d): the binary itself is one", files)
+	}
+	got, err := MemorySettings("200MiB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := debug.SetMemoryLimit(-1)
+	if lim >= 200<<20 || lim < 100<<20 {
+		t.Fatalf("Go's limit %d for a 200MiB target with %d bytes of mapped files resident", lim, files)
+	}
+	if !strings.Contains(got, fmt.Sprintf("Go's own memory: %dMiB", lim>>20)) {
+		t.Errorf("settings %q do not name Go's limit %dMiB", got, lim>>20)
+	}
+	// Far more resident file pages than the target: never below half.
+	memTarget.Store(files / 2)
+	if lim := adjustMemoryLimit(); lim != files/4 {
+		t.Errorf("target %d with %d bytes of files resident: limit %d, want half the target", files/2, files, lim)
+	}
+	if _, err := MemorySettings("0"); err != nil || adjustMemoryLimit() != 0 {
+		t.Errorf("no limit: the target stays set (%v)", err)
 	}
 }

@@ -196,6 +196,7 @@ func agentCommand() *cli.Command {
 				return err
 			}
 			s.Log().Info("memory", "settings", memory)
+			go server.KeepMemoryLimit(c.Context)
 			return s.Run(c.Context)
 		},
 	}
