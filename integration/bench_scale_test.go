@@ -82,7 +82,8 @@ func TestBenchScale(t *testing.T) {
 	report := func(what string) string {
 		var parts []string
 		for _, m := range c.Candidates() {
-			parts = append(parts, fmt.Sprintf("%s=%dMiB", m.Name, vmRSS(m)>>20))
+			parts = append(parts, fmt.Sprintf("%s=%dMiB(anon=%d,file=%d)", m.Name, vmRSS(m)>>20,
+				procStatus(m, "RssAnon")>>20, procStatus(m, "RssFile")>>20))
 		}
 		return what + " " + strings.Join(parts, " ")
 	}
@@ -224,13 +225,17 @@ func waitApplied(t *testing.T, c *Cluster, m *Member, idx uint64, t0 time.Time) 
 
 // vmRSS is a running member's resident set (VmRSS of /proc/PID/status)
 // in bytes, 0 if it cannot be read.
-func vmRSS(m *Member) int64 {
+func vmRSS(m *Member) int64 { return procStatus(m, "VmRSS") }
+
+// procStatus is a size field of a running member's /proc/PID/status (VmRSS,
+// RssAnon, RssFile...) in bytes, 0 if it cannot be read.
+func procStatus(m *Member, field string) int64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", m.PID()))
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == field+":" {
 			kb, _ := strconv.ParseInt(f[1], 10, 64)
 			return kb << 10
 		}
