@@ -73,7 +73,7 @@ func agentCommand() *cli.Command {
 			&cli.StringFlag{Name: "profile", Value: d.Profile, Usage: "timers: lan or dev"},
 			&cli.StringFlag{Name: "log-level", Value: d.LogLevel, Usage: "LEVEL[,SUBSYSTEM=LEVEL...], e.g. info,raft=debug,api=warn (trace, debug, info, warn, error, off)"},
 			&cli.BoolFlag{Name: "log-json", Usage: "log JSON lines instead of text"},
-			&cli.StringFlag{Name: "memory-limit", Value: d.MemoryLimit, Usage: "soft memory limit (e.g. 200MiB, 1GiB; 0: none); the garbage collector works harder near it; GOMEMLIMIT in the environment wins"},
+			&cli.StringFlag{Name: "memory-limit", Value: d.MemoryLimit, Usage: "soft memory limit, a target for the resident set (e.g. 200MiB, 1GiB; 0: none): Go's own limit is it less the resident pages of mapped files; the garbage collector works harder near it; GOMEMLIMIT in the environment wins"},
 			&cli.BoolFlag{Name: "debug", Usage: "serve Go's profiler under /debug/pprof/ on the API port; accept and run debugging opcodes (OP_TEST_CRASH, which kills the gntd running it)"},
 			&cli.Uint64Flag{Name: "raft-snapshot-threshold", Usage: "log entries between Raft snapshots (0: 8192)"},
 			&cli.Uint64Flag{Name: "raft-trailing-logs", Usage: "log entries kept after a snapshot (0: 10240)"},
