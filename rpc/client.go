@@ -232,7 +232,12 @@ func (c *Client) once(ctx context.Context, server, method, path string, query ur
 	defer resp.Body.Close()
 	meta := parseMeta(resp.Header)
 	meta.Server = server
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if _, raw := out.(rawBody); resp.StatusCode < 300 && out != nil && !raw {
+		// Decoded as it arrives: a bulk answer (tens of MB at scale) is
+		// not held as bytes as well as decoded.
+		return meta, decodeAnswer(resp.Body, out, method, path)
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorAnswer))
 	if err != nil {
 		return meta, err
 	}
@@ -248,12 +253,73 @@ func (c *Client) once(ctx context.Context, server, method, path string, query ur
 		*raw.data, *raw.header = data, resp.Header
 		return meta, nil
 	}
-	if out != nil && len(data) > 0 {
-		if err := json.Unmarshal(data, out); err != nil {
-			return meta, fmt.Errorf("decoding answer of %s %s: %w", method, path, err)
-		}
-	}
 	return meta, nil
+}
+
+// maxErrorAnswer bounds what is read of an error answer, of a raw one,
+// and of an answer nobody decodes; maxAnswer bounds a decoded answer.
+var (
+	maxErrorAnswer int64 = 64 << 20
+	maxAnswer      int64 = 1 << 30
+)
+
+// decodeAnswer decodes the JSON answer body into out as it is read
+// (nothing for an empty body), refusing an answer larger than maxAnswer
+// or with more than white space after its value. A failed read is
+// returned as it is, as a read of the whole answer would fail.
+func decodeAnswer(body io.Reader, out any, method, path string) error {
+	lr := &answerReader{r: body, left: maxAnswer}
+	dec := json.NewDecoder(lr)
+	err := dec.Decode(out)
+	if err == nil {
+		if _, err = dec.Token(); err == io.EOF {
+			return nil
+		} else if err == nil {
+			err = errors.New("more than one JSON value")
+		}
+	} else if err == io.EOF && lr.read == 0 {
+		return nil
+	}
+	if lr.err != nil {
+		return lr.err
+	}
+	return fmt.Errorf("decoding answer of %s %s: %w", method, path, err)
+}
+
+// answerReader reads at most left bytes of r and remembers a failed read.
+type answerReader struct {
+	r          io.Reader
+	left, read int64
+	err        error // the read's own failure, or the answer being too large
+}
+
+func (a *answerReader) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if a.left <= 0 {
+		// One byte more than allowed tells a longer answer from the end.
+		var one [1]byte
+		n, err := a.r.Read(one[:])
+		if n == 0 {
+			if err != nil && err != io.EOF {
+				a.err = err
+			}
+			return 0, err
+		}
+		a.err = fmt.Errorf("the answer is larger than %d bytes", maxAnswer)
+		return 0, a.err
+	}
+	if int64(len(p)) > a.left {
+		p = p[:a.left]
+	}
+	n, err := a.r.Read(p)
+	a.left -= int64(n)
+	a.read += int64(n)
+	if err != nil && err != io.EOF {
+		a.err = err
+	}
+	return n, err
 }
 
 // rawBody, as the out of do, receives the answer's bytes and headers
