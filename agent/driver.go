@@ -195,6 +195,22 @@ type RebootOptions struct {
 	Type string // soft, hard (default) or full
 }
 
+// check refuses options without an op id or of an unknown type, and sets
+// the default type.
+func (o *RebootOptions) check() error {
+	if o.OpID == "" {
+		return invalid("reboot needs an op id")
+	}
+	switch o.Type {
+	case "":
+		o.Type = RebootHard
+	case RebootSoft, RebootHard, RebootFull:
+	default:
+		return invalid("reboot type %q: want soft, hard or full", o.Type)
+	}
+	return nil
+}
+
 // Migration identifies one live migration, on either side.
 type Migration struct {
 	// ID is chosen by the caller and names the migration on both nodes.

@@ -411,13 +411,10 @@ func (e *Exec) do(ctx context.Context, s step) (Result, error) {
 	}
 	journal := func(changed bool, failure error) {
 		rec.Instance = s.inst
-		rec.LastOp = &LastOp{Op: s.op, OpID: s.opID, At: e.cfg.Now().UTC(), Changed: changed}
-		if failure != nil {
-			rec.LastOp.Error = failure.Error()
-		}
+		rec.LastOp = lastOp(s.op, s.opID, e.cfg.Now(), changed, failure)
 		e.store.save(s.inst.UUID, &rec)
 	}
-	if s.opID != "" && slices.Contains(rec.DoneOps, string(s.op)+":"+s.opID) {
+	if s.opID != "" && opDone(rec.DoneOps, s.op, s.opID) {
 		journal(false, nil)
 		return Result{Output: fmt.Sprintf("already done for %s", s.opID)}, nil
 	}
@@ -458,12 +455,7 @@ func (e *Exec) do(ctx context.Context, s step) (Result, error) {
 		journal(false, err)
 		return Result{}, err
 	}
-	if s.opID != "" {
-		rec.DoneOps = append(rec.DoneOps, string(s.op)+":"+s.opID)
-		if n := len(rec.DoneOps); n > maxDoneOps {
-			rec.DoneOps = rec.DoneOps[n-maxDoneOps:]
-		}
-	}
+	rec.DoneOps = noteDone(rec.DoneOps, s.op, s.opID)
 	if s.note != nil {
 		s.note(&rec)
 	}
@@ -518,15 +510,8 @@ func (e *Exec) Stop(ctx context.Context, inst fsm.Instance, o StopOptions) (Resu
 
 // Reboot implements Driver.
 func (e *Exec) Reboot(ctx context.Context, inst fsm.Instance, o RebootOptions) (Result, error) {
-	if o.OpID == "" {
-		return Result{}, invalid("reboot needs an op id")
-	}
-	switch o.Type {
-	case "":
-		o.Type = RebootHard
-	case RebootSoft, RebootHard, RebootFull:
-	default:
-		return Result{}, invalid("reboot type %q: want soft, hard or full", o.Type)
+	if err := o.check(); err != nil {
+		return Result{}, err
 	}
 	return e.do(ctx, step{op: OpReboot, inst: inst, opID: o.OpID,
 		c: call{Reboot: &o, env: map[string]string{"GNT_REBOOT_TYPE": o.Type}}})

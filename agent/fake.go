@@ -99,10 +99,6 @@ type fakeRecord struct {
 	RunVCPUs  int   `json:"run_vcpus,omitempty"`
 }
 
-// maxDoneOps bounds the op ids a record remembers. A caller retries a
-// step long before 64 newer ones of the same instance reached this node.
-const maxDoneOps = 64
-
 // NewFake opens (creating) the record directory.
 func NewFake(cfg FakeConfig) (*Fake, error) {
 	st, err := newStore(cfg.Dir)
@@ -269,20 +265,13 @@ func (f *Fake) mutate(ctx context.Context, op Op, inst fsm.Instance, opID string
 	}
 	if work != nil {
 		work.Instance = inst
-		if opID != "" && changed {
-			work.DoneOps = append(work.DoneOps, string(op)+":"+opID)
-			if n := len(work.DoneOps); n > maxDoneOps {
-				work.DoneOps = work.DoneOps[n-maxDoneOps:]
-			}
+		if changed {
+			work.DoneOps = noteDone(work.DoneOps, op, opID)
 		}
-		work.LastOp = &LastOp{Op: op, OpID: opID, At: f.cfg.Now().UTC(), Changed: changed}
-		if err := f.store.save(inst.UUID, work); err != nil {
-			return Result{}, &OpError{Op: op, Err: err}
-		}
-	} else if rec != nil {
-		if err := f.store.remove(inst.UUID); err != nil {
-			return Result{}, &OpError{Op: op, Err: err}
-		}
+		work.LastOp = lastOp(op, opID, f.cfg.Now(), changed, nil)
+	}
+	if err := settle(f.store, op, inst.UUID, rec != nil, work); err != nil {
+		return Result{}, err
 	}
 	if fault != nil && fault.Err != "" && fault.After {
 		return Result{}, &OpError{Op: op, Err: fmt.Errorf("%w: %s", ErrInjected, fault.Err), Output: "fake: injected failure after the operation took effect\n" + out}
@@ -299,7 +288,7 @@ func (f *Fake) noteFailure(rec *fakeRecord, op Op, opID string, err error) {
 	if rec == nil {
 		return
 	}
-	rec.LastOp = &LastOp{Op: op, OpID: opID, At: f.cfg.Now().UTC(), Error: err.Error()}
+	rec.LastOp = lastOp(op, opID, f.cfg.Now(), false, err)
 	f.store.save(rec.Instance.UUID, rec)
 }
 
@@ -318,19 +307,14 @@ func cloneRecord(r *fakeRecord) *fakeRecord {
 }
 
 func (r *fakeRecord) done(op Op, opID string) bool {
-	return r != nil && slices.Contains(r.DoneOps, string(op)+":"+opID)
+	return r != nil && opDone(r.DoneOps, op, opID)
 }
 
 func (r *fakeRecord) disk(id string) *DiskStatus {
 	if r == nil {
 		return nil
 	}
-	for i := range r.Disks {
-		if r.Disks[i].UUID == id {
-			return &r.Disks[i]
-		}
-	}
-	return nil
+	return findDisk(r.Disks, id)
 }
 
 // missingDisk names the first configured disk not present here.
@@ -512,15 +496,8 @@ func (f *Fake) Stop(ctx context.Context, inst fsm.Instance, o StopOptions) (Resu
 
 // Reboot implements Driver.
 func (f *Fake) Reboot(ctx context.Context, inst fsm.Instance, o RebootOptions) (Result, error) {
-	if o.OpID == "" {
-		return Result{}, invalid("reboot needs an op id")
-	}
-	switch o.Type {
-	case "":
-		o.Type = RebootHard
-	case RebootSoft, RebootHard, RebootFull:
-	default:
-		return Result{}, invalid("reboot type %q: want soft, hard or full", o.Type)
+	if err := o.check(); err != nil {
+		return Result{}, err
 	}
 	return f.mutate(ctx, OpReboot, inst, o.OpID, func(rec **fakeRecord) (bool, string, error) {
 		r := *rec

@@ -284,45 +284,33 @@ func (k *KVM) mutate(ctx context.Context, op Op, inst fsm.Instance, opID string,
 	changed, out, err := fn(&work)
 	if err != nil {
 		if rec != nil {
-			rec.LastOp = &LastOp{Op: op, OpID: opID, At: time.Now().UTC(), Error: err.Error()}
+			rec.LastOp = lastOp(op, opID, time.Now(), false, err)
 			k.store.save(inst.UUID, rec)
 		}
 		return Result{}, err
 	}
 	if work != nil {
 		work.Instance = inst
-		if opID != "" && changed {
-			work.DoneOps = append(work.DoneOps, string(op)+":"+opID)
-			if n := len(work.DoneOps); n > maxDoneOps {
-				work.DoneOps = work.DoneOps[n-maxDoneOps:]
-			}
+		if changed {
+			work.DoneOps = noteDone(work.DoneOps, op, opID)
 		}
-		work.LastOp = &LastOp{Op: op, OpID: opID, At: time.Now().UTC(), Changed: changed}
-		if err := k.store.save(inst.UUID, work); err != nil {
-			return Result{}, &OpError{Op: op, Err: err}
-		}
-	} else if rec != nil {
-		if err := k.store.remove(inst.UUID); err != nil {
-			return Result{}, &OpError{Op: op, Err: err}
-		}
+		work.LastOp = lastOp(op, opID, time.Now(), changed, nil)
+	}
+	if err := settle(k.store, op, inst.UUID, rec != nil, work); err != nil {
+		return Result{}, err
 	}
 	return Result{Changed: changed, Output: out}, nil
 }
 
 func (r *kvmRecord) done(op Op, opID string) bool {
-	return r != nil && slices.Contains(r.DoneOps, string(op)+":"+opID)
+	return r != nil && opDone(r.DoneOps, op, opID)
 }
 
 func (r *kvmRecord) disk(id string) *DiskStatus {
 	if r == nil {
 		return nil
 	}
-	for i := range r.Disks {
-		if r.Disks[i].UUID == id {
-			return &r.Disks[i]
-		}
-	}
-	return nil
+	return findDisk(r.Disks, id)
 }
 
 // noteDisk makes the record list a disk present here.
@@ -815,15 +803,8 @@ func (k *KVM) Stop(ctx context.Context, inst fsm.Instance, o StopOptions) (Resul
 // gracefully first (ACPI, bounded by DefaultShutdownTimeout), hard and
 // full destroy it.
 func (k *KVM) Reboot(ctx context.Context, inst fsm.Instance, o RebootOptions) (Result, error) {
-	if o.OpID == "" {
-		return Result{}, invalid("reboot needs an op id")
-	}
-	switch o.Type {
-	case "":
-		o.Type = RebootHard
-	case RebootSoft, RebootHard, RebootFull:
-	default:
-		return Result{}, invalid("reboot type %q: want soft, hard or full", o.Type)
+	if err := o.check(); err != nil {
+		return Result{}, err
 	}
 	return k.mutate(ctx, OpReboot, inst, o.OpID, func(rec **kvmRecord) (bool, string, error) {
 		r := *rec

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"time"
 )
 
 // store keeps one JSON file per instance UUID in a directory. A write
@@ -79,6 +81,63 @@ func (s store) uuids() ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+// maxDoneOps bounds the op ids a record remembers. A caller retries a
+// step long before 64 newer ones of the same instance reached this node.
+const maxDoneOps = 64
+
+// opDone says whether done (a record's recent "op:opID") holds op for opID.
+func opDone(done []string, op Op, opID string) bool {
+	return slices.Contains(done, string(op)+":"+opID)
+}
+
+// noteDone adds op for opID (when there is one) to done, keeping the
+// newest maxDoneOps.
+func noteDone(done []string, op Op, opID string) []string {
+	if opID == "" {
+		return done
+	}
+	done = append(done, string(op)+":"+opID)
+	if n := len(done); n > maxDoneOps {
+		done = done[n-maxDoneOps:]
+	}
+	return done
+}
+
+// lastOp is a record's account of an operation that ended at at: its
+// error, or whether it changed anything.
+func lastOp(op Op, opID string, at time.Time, changed bool, err error) *LastOp {
+	if err != nil {
+		return &LastOp{Op: op, OpID: opID, At: at.UTC(), Error: err.Error()}
+	}
+	return &LastOp{Op: op, OpID: opID, At: at.UTC(), Changed: changed}
+}
+
+// findDisk is the disk id of a record's list, or nil.
+func findDisk(disks []DiskStatus, id string) *DiskStatus {
+	for i := range disks {
+		if disks[i].UUID == id {
+			return &disks[i]
+		}
+	}
+	return nil
+}
+
+// settle stores what an operation decided on a record: work when it
+// keeps one, else the removal of the stored one (had).
+func settle[R any](s store, op Op, uuid string, had bool, work *R) error {
+	var err error
+	switch {
+	case work != nil:
+		err = s.save(uuid, work)
+	case had:
+		err = s.remove(uuid)
+	}
+	if err != nil {
+		return &OpError{Op: op, Err: err}
+	}
+	return nil
 }
 
 func writeAtomic(path string, data []byte) error {
