@@ -127,6 +127,7 @@ bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./jobs/alloc/
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./repair/
 	$(GO) test -run '^$$' -bench StoreLogs -benchtime 2000x ./server/
+	$(GO) test -run '^$$' -bench BulkInstances -benchmem -benchtime 5x ./rpc/
 	GNT_BENCH=1 $(GO) test -count=1 -v -run 'TestBenchUDP' -bench 'BenchmarkHandle' -benchtime 1s ./confd/
 	GNT_BENCH=1 $(GO) test -count=1 -v -timeout 30m -run 'TestBenchGossip' ./transport/
 	GNT_BENCH=1 $(GO) test -count=1 -v -timeout 30m -run 'TestBench' ./integration/
