@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -74,6 +75,9 @@ type KVM struct {
 	// checked once at start; netAdminWhy says so or why not.
 	netAdmin    bool
 	netAdminWhy string
+	// uids hands out the uids of guests of security_model=pool
+	// (uidpool.go), lock files in <Dir>/run/uid-pool.
+	uids uidLocks
 }
 
 // kvmRecord is an instance as the kvm driver stores it. Whether it runs
@@ -129,7 +133,8 @@ func NewKVM(cfg KVMConfig) (*KVM, error) {
 	default:
 		return nil, fmt.Errorf("kvm: accelerator %q: want kvm, tcg or empty (probe)", cfg.Accel)
 	}
-	k := &KVM{cfg: cfg, store: st, probeDone: make(chan struct{})}
+	k := &KVM{cfg: cfg, store: st, probeDone: make(chan struct{}),
+		uids: uidLocks{dir: filepath.Join(cfg.Dir, "run", "uid-pool"), inUse: procUIDInUse}}
 	k.netAdmin, k.netAdminWhy = probeNetAdmin()
 	if !k.netAdmin {
 		k.warn("kvm driver: "+k.netAdminWhy, "node", cfg.Node)
@@ -208,6 +213,65 @@ func (k *KVM) SerialPath(uuid string) string { return filepath.Join(k.runDir(uui
 
 // pid is the instance's live qemu, 0 when none.
 func (k *KVM) pid(uuid string) int { return qemuPID(k.pidFile(uuid), uuid) }
+
+// uidFile holds the pool uid the instance's qemu runs under (absent: not
+// a pool uid), so that the uid is released when the qemu ends, whichever
+// gntd ends it.
+func (k *KVM) uidFile(uuid string) string { return filepath.Join(k.runDir(uuid), "pool-uid") }
+
+// dropRunDir removes the instance's runtime files, returning the pool uid
+// its qemu ran under (if any) to the pool. Call it only when the qemu is
+// not running.
+func (k *KVM) dropRunDir(uuid string) error {
+	if data, err := os.ReadFile(k.uidFile(uuid)); err == nil {
+		if uid, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64); err == nil && uid > 0 {
+			if err := k.uids.releaseUID(uid); err != nil {
+				return err
+			}
+		}
+	}
+	return os.RemoveAll(k.runDir(uuid))
+}
+
+// runAs is the user the instance's qemu runs as, by its security_model
+// (Ganeti's): none, gntd's own; user, security_domain (a user of the
+// node); pool, an unused uid of the cluster's uid pool (sent with the
+// request, WithUIDPool), taken and locked here: the caller unlocks it
+// once qemu runs, or releases it. The result is -runas's argument ("":
+// none).
+func (k *KVM) runAs(ctx context.Context, inst fsm.Instance, p kvmParams) (string, *lockedUID, error) {
+	model, domain := p.str("security_model"), p.str("security_domain")
+	switch model {
+	case "user":
+		if domain == "" {
+			return "", nil, invalid("security_model=user needs security_domain, the user qemu runs as")
+		}
+		u, err := user.Lookup(domain)
+		if err != nil {
+			return "", nil, stateErr("security_domain %q of instance %s: %v on node %s", domain, inst.Name, err, k.cfg.Node)
+		}
+		if u.Uid == "0" {
+			return "", nil, invalid("security_domain %q is root; security_model=user is for running qemu unprivileged (use none)", domain)
+		}
+		return domain, nil, nil
+	case "pool":
+		if domain != "" {
+			return "", nil, invalid("security_domain must be empty with security_model=pool (it is %q)", domain)
+		}
+		l, err := k.uids.request(uidPoolFrom(ctx))
+		if err != nil {
+			return "", nil, stateErr("instance %s (security_model=pool) on node %s: %v; nothing was started", inst.Name, k.cfg.Node, err)
+		}
+		// QEMU takes a numeric "uid:gid"; the guest's group is its uid
+		// (QEMU sets no supplementary groups then).
+		return fmt.Sprintf("%d:%d", l.uid, l.uid), l, nil
+	default:
+		if domain != "" {
+			return "", nil, invalid("security_domain must be empty with security_model=none (it is %q)", domain)
+		}
+		return "", nil, nil
+	}
+}
 
 // diskPath is where the disk's storage is for the instance's template:
 // its file, raw (.img) or qcow2 (.qcow2), whichever is present, else the
@@ -580,7 +644,11 @@ func (k *KVM) qemuArgs(inst fsm.Instance, p kvmParams, accel string) ([]string, 
 		if d.Mode == "ro" {
 			ro = ",read-only=on"
 		}
-		args = append(args, "-drive", fmt.Sprintf("file=%s,format=%s,if=none,id=disk-%s%s%s", path, diskFileFormat(path), d.UUID, cache, ro))
+		// auto-read-only=off: QEMU opens the file writable at start (as
+		// gntd's user), not read-only to reopen it writable later, which
+		// a qemu run under another uid (security_model user or pool)
+		// could not, e.g. when an incoming migration completes.
+		args = append(args, "-drive", fmt.Sprintf("file=%s,format=%s,if=none,id=disk-%s%s%s,auto-read-only=off", path, diskFileFormat(path), d.UUID, cache, ro))
 		if p.str("disk_type") == "ide" {
 			args = append(args, "-device", fmt.Sprintf("ide-hd,drive=disk-%s,id=dev-%s", d.UUID, d.UUID))
 		} else {
@@ -629,19 +697,39 @@ func (k *KVM) launch(ctx context.Context, op Op, r *kvmRecord, inst fsm.Instance
 	}
 	args = append(args, extra...)
 	dir := k.runDir(inst.UUID)
-	if err := os.RemoveAll(dir); err != nil {
+	// What an earlier qemu of the instance left (one killed from
+	// outside), its pool uid released.
+	if err := k.dropRunDir(inst.UUID); err != nil {
 		return "", &OpError{Op: op, Err: err}
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", &OpError{Op: op, Err: err}
-	}
-	nics, err := planNICs(inst)
+	runas, uid, err := k.runAs(ctx, inst, p)
 	if err != nil {
 		return "", err
 	}
+	if runas != "" {
+		args = append(args, "-runas", runas)
+	}
+	fail := func(err error) (string, error) {
+		k.dropRunDir(inst.UUID)
+		if uid != nil {
+			k.uids.release(uid)
+		}
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fail(&OpError{Op: op, Err: err})
+	}
+	if uid != nil {
+		if err := os.WriteFile(k.uidFile(inst.UUID), []byte(strconv.FormatInt(uid.uid, 10)+"\n"), 0o600); err != nil {
+			return fail(&OpError{Op: op, Err: err})
+		}
+	}
+	nics, err := planNICs(inst)
+	if err != nil {
+		return fail(err)
+	}
 	if err := k.setupNICs(ctx, inst, nics); err != nil {
-		os.RemoveAll(dir)
-		return "", &OpError{Op: op, Err: err}
+		return fail(&OpError{Op: op, Err: err})
 	}
 	bin := k.cfg.QEMU
 	if k.cfg.NetNS != "" {
@@ -649,11 +737,16 @@ func (k *KVM) launch(ctx context.Context, op Op, r *kvmRecord, inst fsm.Instance
 	}
 	out, err := runQEMU(ctx, bin, dir, args)
 	if err != nil {
-		os.RemoveAll(dir)
 		if len(nics) > 0 {
 			k.removeTaps(context.WithoutCancel(ctx), inst.UUID, 0)
 		}
-		return "", &OpError{Op: op, Err: fmt.Errorf("qemu: %w", err), Output: out}
+		return fail(&OpError{Op: op, Err: fmt.Errorf("qemu: %w", err), Output: out})
+	}
+	if uid != nil {
+		// qemu runs under the uid (it dropped to it before its
+		// daemonizing parent exited): the lock has done its work. The
+		// uid file keeps the uid taken until the qemu ends.
+		uid.unlock()
 	}
 	if k.pid(inst.UUID) == 0 {
 		return "", &OpError{Op: op, Err: errors.New("qemu started but its process is gone"), Output: out}
@@ -700,7 +793,7 @@ func (k *KVM) stopQEMU(ctx context.Context, uuid string, timeout time.Duration, 
 	if err := k.dropTaps(ctx, uuid); err != nil {
 		return "", err
 	}
-	if err := os.RemoveAll(k.runDir(uuid)); err != nil {
+	if err := k.dropRunDir(uuid); err != nil {
 		return "", err
 	}
 	return out, nil
@@ -879,7 +972,7 @@ func (k *KVM) Remove(ctx context.Context, inst fsm.Instance) (Result, error) {
 		if err := k.dropTaps(ctx, inst.UUID); err != nil {
 			return false, "", &OpError{Op: OpRemove, Err: err}
 		}
-		if err := os.RemoveAll(k.runDir(inst.UUID)); err != nil {
+		if err := k.dropRunDir(inst.UUID); err != nil {
 			return false, "", &OpError{Op: OpRemove, Err: err}
 		}
 		*rec = nil
@@ -1022,13 +1115,7 @@ func (k *KVM) DiskAttach(ctx context.Context, inst fsm.Instance, disk string) (R
 				return false, "", stateErr("IDE disks cannot be hot-plugged; stop instance %s first", inst.Name)
 			}
 			err = qmpDo(ctx, k.qmpPath(inst.UUID), func(q *qmpConn) error {
-				if err := q.call(ctx, "blockdev-add", map[string]any{
-					"driver": diskFileFormat(path), "node-name": blockNodeName(disk),
-					"file": map[string]any{"driver": "file", "filename": path},
-				}, nil); err != nil {
-					return err
-				}
-				return q.call(ctx, "device_add", map[string]any{"driver": driver, "drive": blockNodeName(disk), "id": "dev-" + disk}, nil)
+				return hotplugDisk(ctx, q, path, diskFileFormat(path), blockNodeName(disk), driver, "dev-"+disk)
 			})
 			if err != nil {
 				return false, "", &OpError{Op: OpDiskAttach, Err: err}
@@ -1039,6 +1126,43 @@ func (k *KVM) DiskAttach(ctx context.Context, inst fsm.Instance, disk string) (R
 		d.Attached = true
 		return true, "attached disk " + disk, nil
 	})
+}
+
+// hotplugDisk adds the disk file at path (of format raw or qcow2) to a
+// running qemu as device id.
+// gntd opens the file and hands qemu the descriptor (QMP add-fd, the
+// file named /dev/fdset/N), as Ganeti does: qemu may run under another
+// uid (security_model user or pool) that cannot open the file itself. The
+// fd set's own descriptor is dropped once the block node holds its copy.
+func hotplugDisk(ctx context.Context, q *qmpConn, path, format, node, driver, id string) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	raw, err := q.execFD(ctx, "add-fd", map[string]any{"opaque": "gnt " + node}, f)
+	if err != nil {
+		return err
+	}
+	var set struct {
+		ID int64 `json:"fdset-id"`
+	}
+	if err := json.Unmarshal(raw, &set); err != nil {
+		return fmt.Errorf("qmp add-fd: unexpected reply %s", truncate(string(raw), 200))
+	}
+	err = q.call(ctx, "blockdev-add", map[string]any{
+		"driver": format, "node-name": node,
+		"file": map[string]any{"driver": "file", "filename": fmt.Sprintf("/dev/fdset/%d", set.ID), "auto-read-only": false},
+	}, nil)
+	// Whether or not the block node took its copy, the set's descriptor
+	// goes (qemu frees the set once the node closes its copy).
+	if rerr := q.call(ctx, "remove-fd", map[string]any{"fdset-id": set.ID}, nil); err == nil && rerr != nil {
+		return rerr
+	}
+	if err != nil {
+		return err
+	}
+	return q.call(ctx, "device_add", map[string]any{"driver": driver, "drive": node, "id": id}, nil)
 }
 
 // blockNodeName is the QMP node name of a hot-plugged disk: QEMU allows

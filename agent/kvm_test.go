@@ -298,19 +298,27 @@ func TestKVMHotplug(t *testing.T) {
 	assertNoFiles(t, filepath.Join(dir, "file-storage"))
 }
 
+// migrationPair is two drivers, nodes a and b, sharing a sharedfile
+// directory, a's handoffs delivered to b.
+func migrationPair(t *testing.T) (src, dst *KVM) {
+	t.Helper()
+	root := t.TempDir()
+	shared := filepath.Join(root, "shared")
+	src = newTestKVM(t, filepath.Join(root, "a"), shared)
+	dst = newTestKVM(t, filepath.Join(root, "b"), shared)
+	src.SetSend(func(ctx context.Context, m Migration, h Handoff) error {
+		_, err := dst.MigrateReceive(ctx, h)
+		return err
+	})
+	return src, dst
+}
+
 // TestKVMMigrate: two nodes sharing a sharedfile directory; the guest
 // live-migrates from one to the other through QEMU, its serial counter
 // going on at the target; one qemu before and after.
 func TestKVMMigrate(t *testing.T) {
 	kernel, initrd := needGuest(t)
-	root := t.TempDir()
-	shared := filepath.Join(root, "shared")
-	src := newTestKVM(t, filepath.Join(root, "a"), shared)
-	dst := newTestKVM(t, filepath.Join(root, "b"), shared)
-	src.SetSend(func(ctx context.Context, m Migration, h Handoff) error {
-		_, err := dst.MigrateReceive(ctx, h)
-		return err
-	})
+	src, dst := migrationPair(t)
 	ctx := context.Background()
 	inst := guestInstance(kernel, initrd, "sharedfile", fsm.Disk{UUID: disk0, SizeMiB: 8, Mode: "rw"})
 	expect(t, "disk create", true)(src.DiskCreate(ctx, inst, disk0))
@@ -538,6 +546,7 @@ func TestKVMParamsEachActs(t *testing.T) {
 	kvmActsElsewhere := map[string]string{
 		"kvm_flag": "accelFor", "migration_port": "migrationPort",
 		"migration_bandwidth": "MigrateSend", "migration_downtime": "MigrateSend",
+		"security_model": "runAs", "security_domain": "runAs",
 	}
 	k := &KVM{cfg: KVMConfig{Node: "n1", FileStorageDir: dir}}
 	inst := fsm.Instance{Name: "i1", UUID: "u1", MemoryMiB: 64, VCPUs: 1, DiskTemplate: "file", Disks: []fsm.Disk{{UUID: disk0, SizeMiB: 8}},
@@ -574,6 +583,9 @@ func TestKVMParamsEachActs(t *testing.T) {
 			}
 		default:
 			alt = other
+			if d.Key == "security_domain" {
+				alt = "nobody" // a user name, not a path
+			}
 		}
 		acted := false
 		for _, base := range []map[string]any{{}, {"kernel_path": kernel, "initrd_path": kernel}} {

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -193,6 +194,12 @@ func (q *qmpConn) read() (qmpMessage, error) {
 // exec runs one command and returns its reply's return value; events
 // that arrive meanwhile are skipped.
 func (q *qmpConn) exec(ctx context.Context, cmd string, args any) (json.RawMessage, error) {
+	return q.execFD(ctx, cmd, args, nil)
+}
+
+// execFD is exec, passing f's descriptor to qemu with the command
+// (SCM_RIGHTS), as QMP's add-fd and getfd take theirs; f nil: none.
+func (q *qmpConn) execFD(ctx context.Context, cmd string, args any, f *os.File) (json.RawMessage, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		q.c.SetDeadline(dl)
 	} else {
@@ -209,7 +216,15 @@ func (q *qmpConn) exec(ctx context.Context, cmd string, args any) (json.RawMessa
 	if err != nil {
 		return nil, err
 	}
-	if _, err := q.c.Write(append(data, '\n')); err != nil {
+	data = append(data, '\n')
+	if f == nil {
+		_, err = q.c.Write(data)
+	} else if uc, ok := q.c.(*net.UnixConn); !ok {
+		err = errors.New("passing a file descriptor needs a unix socket")
+	} else {
+		_, _, err = uc.WriteMsgUnix(data, syscall.UnixRights(int(f.Fd())), nil)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("qmp %s: %w", cmd, err)
 	}
 	for {

@@ -29,6 +29,8 @@ type fakeNodes struct {
 	// (node/instance -> hvparams), startedWith the whole instance.
 	started     map[string]map[string]any
 	startedWith map[string]fsm.Instance
+	// startPool is the uid pool each start call carried.
+	startPool map[string][]fsm.UIDRange
 }
 
 func newFakeNodes() *fakeNodes {
@@ -94,6 +96,10 @@ func (f *fakeNodes) Call(_ context.Context, node *fsm.Node, c NodeCall) (NodeRep
 			f.startedWith = map[string]fsm.Instance{}
 		}
 		f.startedWith[key] = *c.Instance
+		if f.startPool == nil {
+			f.startPool = map[string][]fsm.UIDRange{}
+		}
+		f.startPool[key] = c.UIDPool
 		changed = !f.run[key]
 		f.run[key] = true
 	case NodeOpStop:
@@ -235,7 +241,8 @@ func TestAgentGetsFilledHVParams(t *testing.T) {
 	d, epoch := instanceSetup(t)
 	nodes := newFakeNodes()
 	runExecutorWith(t, &Executor{FSM: d.f, Apply: d, Epoch: epoch, Concurrency: 4, Strategy: fastStrategy, Nodes: nodes})
-	runOK(t, d, `{"OP_ID":"OP_CLUSTER_SET_PARAMS","nicparams":{"link":"br5"},"osparams":{"debian":{"dist":"d"}},"beparams":{"auto_balance":false}}`)
+	runOK(t, d, `{"OP_ID":"OP_CLUSTER_SET_PARAMS","nicparams":{"link":"br5"},"osparams":{"debian":{"dist":"d"}},"beparams":{"auto_balance":false},
+		"uid_pool":[[1000,1009]]}`)
 	runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"hv1","disk_template":"diskless","pnode":"n1","hypervisor":"fake","hvparams":{"kernel_path":"/k"},
 		"os_type":"debian","osparams":{"mirror":"m"},"nics":[{"mode":"bridged"},{"link":"br6","vlan":".4"}]}`)
 	in := instanceState(d, "hv1")
@@ -250,7 +257,11 @@ func TestAgentGetsFilledHVParams(t *testing.T) {
 	}
 	nodes.mu.Lock()
 	sent := nodes.startedWith["n1/"+in.UUID]
+	pool := nodes.startPool["n1/"+in.UUID]
 	nodes.mu.Unlock()
+	if p := pool; fsm.FormatUIDPool(p) != "1000-1009" {
+		t.Errorf("start carried the uid pool %v, want the cluster's 1000-1009", p)
+	}
 	if sent.OSParams["dist"] != "d" || sent.OSParams["mirror"] != "m" || sent.BEParams["auto_balance"] != false {
 		t.Errorf("start carried osparams %v beparams %v", sent.OSParams, sent.BEParams)
 	}

@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/gnt-cluster/gnt/fsm"
@@ -62,6 +63,9 @@ type NodeCall struct {
 	Allocatable *bool
 	// MemoryMiB is the memory instance-balloon sets.
 	MemoryMiB int64
+	// UIDPool is the cluster's user-id pool; call fills it in for the
+	// operations that start a guest.
+	UIDPool []fsm.UIDRange
 }
 
 // NodeReply is an agent's answer.
@@ -164,6 +168,14 @@ func (e *Executor) call(ctx context.Context, sc *StepContext, node *fsm.Node, c 
 	}
 	if c.Instance != nil {
 		c.Instance = e.filled(c.Instance)
+	}
+	switch c.Op {
+	case NodeOpStart, NodeOpReboot, NodeOpMigratePrepare:
+		e.FSM.Read(func(s *fsm.State, _ uint64) {
+			if s.Cluster != nil {
+				c.UIDPool = slices.Clone(s.Cluster.UIDPool)
+			}
+		})
 	}
 	cctx, cancel := context.WithTimeout(ctx, nodeCallTimeout)
 	defer cancel()

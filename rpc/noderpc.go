@@ -84,13 +84,13 @@ const (
 // nodeOpFields says, per operation, which fields a request needs (and so
 // may carry): i instance, d disk, o op_id, s stop options, r reboot type,
 // m migration, p peer, h handoff, f fault, c command, n input, v
-// storage_name, a allocatable, b memory.
+// storage_name, a allocatable, b memory, u uid_pool (optional).
 var nodeOpFields = map[string]string{
 	NodeOpStatus:         "i",
 	NodeOpList:           "",
-	NodeOpStart:          "i",
+	NodeOpStart:          "iu",
 	NodeOpStop:           "is",
-	NodeOpReboot:         "ior",
+	NodeOpReboot:         "ioru",
 	NodeOpRemove:         "i",
 	NodeOpDiskCreate:     "id",
 	NodeOpDiskRemove:     "id",
@@ -99,7 +99,7 @@ var nodeOpFields = map[string]string{
 	NodeOpDiskReplace:    "ido",
 	NodeOpDiskGrow:       "id",
 	NodeOpOSInstall:      "io",
-	NodeOpMigratePrepare: "im",
+	NodeOpMigratePrepare: "imu",
 	NodeOpMigrateSend:    "imp",
 	NodeOpMigrateReceive: "h",
 	NodeOpMigrateFinish:  "im",
@@ -169,6 +169,11 @@ type NodeRequest struct {
 	Allocatable *bool `json:"allocatable,omitempty"`
 	// MemoryMiB is the memory instance-balloon sets, in MiB.
 	MemoryMiB int64 `json:"memory,omitempty"`
+	// UIDPool is the cluster's user-id pool, Ganeti's [lo, hi] pairs,
+	// sent with the operations that start a guest (instance-start,
+	// instance-reboot, migrate-prepare) when it is not empty: a guest of
+	// security_model=pool runs under an unused uid of it.
+	UIDPool [][]int64 `json:"uid_pool,omitempty"`
 }
 
 // NodeHandoff is a migration's handoff (the agent's Handoff).
@@ -504,6 +509,7 @@ func DecodeNodeRequest(body []byte) (NodeRequest, error) {
 		{'v', "storage_name", req.StorageName != ""},
 		{'a', "allocatable", req.Allocatable != nil},
 		{'b', "memory", req.MemoryMiB != 0},
+		{'u', "uid_pool", req.UIDPool != nil},
 	}
 	for _, g := range given {
 		if g.isSet && !has(g.flag) {
@@ -554,6 +560,11 @@ func DecodeNodeRequest(body []byte) (NodeRequest, error) {
 	}
 	if has('b') && (req.MemoryMiB <= 0 || req.MemoryMiB > fsm.MaxMemoryMiB) {
 		return bad("memory", "%s needs memory from 1 to %d MiB, got %d", req.Op, fsm.MaxMemoryMiB, req.MemoryMiB)
+	}
+	if req.UIDPool != nil {
+		if _, e := fsm.UIDRangesFromJSON("uid_pool", req.UIDPool); e != nil {
+			return bad(e.Field, "%s", e.Msg)
+		}
 	}
 	if has('a') && req.Allocatable == nil {
 		return bad("allocatable", "%s needs allocatable", req.Op)

@@ -317,6 +317,13 @@ func (a *agentAdapter) Call(ctx context.Context, req rpc.NodeRequest) (rpc.NodeR
 		inst = *req.Instance
 	}
 	mig := agent.Migration{ID: req.Migration, PeerNode: req.PeerNode, Peer: req.Peer}
+	if req.UIDPool != nil {
+		pool, e := fsm.UIDRangesFromJSON("uid_pool", req.UIDPool)
+		if e != nil { // checked by DecodeNodeRequest already
+			return out, rpc.NewNodeError(rpc.NodeCodeBadRequest, "%s", e.Msg)
+		}
+		ctx = agent.WithUIDPool(ctx, pool)
+	}
 	var (
 		res agent.Result
 		err error

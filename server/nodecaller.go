@@ -54,7 +54,8 @@ func (n *nodeCaller) Call(ctx context.Context, node *fsm.Node, c jobs.NodeCall) 
 	res, err := cl.Do(ctx, rpc.NodeRequest{Op: c.Op, Instance: c.Instance, Disk: c.Disk, OpID: c.OpID,
 		Timeout: c.Timeout.Seconds(), Force: c.Force, RebootType: c.RebootType,
 		Migration: c.Migration, PeerNode: c.PeerNode, Peer: c.Peer, Command: c.Command, Input: c.Input,
-		StorageName: c.StorageName, Allocatable: c.Allocatable, MemoryMiB: c.MemoryMiB})
+		StorageName: c.StorageName, Allocatable: c.Allocatable, MemoryMiB: c.MemoryMiB,
+		UIDPool: uidPoolJSON(c.UIDPool)})
 	if err != nil {
 		var ne *rpc.NodeError
 		if errors.As(err, &ne) {
@@ -82,4 +83,13 @@ func (n *nodeCaller) Call(ctx context.Context, node *fsm.Node, c jobs.NodeCall) 
 		}
 	}
 	return out, nil
+}
+
+// uidPoolJSON is the pool in the node RPC's form, nil when empty (the
+// field is then left out).
+func uidPoolJSON(p []fsm.UIDRange) [][]int64 {
+	if len(p) == 0 {
+		return nil
+	}
+	return fsm.UIDRangesJSON(p)
 }
