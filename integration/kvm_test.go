@@ -166,7 +166,7 @@ func TestKVMGuests(t *testing.T) {
 	start := time.Now()
 	id, _, err := c.Client().Submit(ctx, "POST", "/2/instances", nil, map[string]any{
 		"__version__": 1, "instance_name": "vm1", "disk_template": "sharedfile", "disks": []any{map[string]any{"size": 16}},
-		"beparams": map[string]any{"memory": 128, "vcpus": 1}, "nics": []any{}, "os_type": "gnt-image+default", "pnode": "node12",
+		"beparams": map[string]any{"memory": 128, "minmem": 64, "vcpus": 1}, "nics": []any{}, "os_type": "gnt-image+default", "pnode": "node12",
 		"hvparams": hv,
 	})
 	if err != nil {
@@ -204,6 +204,26 @@ func TestKVMGuests(t *testing.T) {
 	if err != nil || st.State != rpc.NodeStateRunning || st.MemoryMiB != 128 || st.VCPUs != 1 {
 		t.Fatalf("status on node12: %+v %v", st, err)
 	}
+
+	// Ballooning (runtime memory) through the CLI: within minmem..maxmem
+	// it reaches the guest (QMP query-balloon, the API's oper_ram);
+	// outside it is refused at submission.
+	if out, err := c.GNT("instance", "modify", "--runtime-memory", "32M", "vm1"); err == nil || !strings.Contains(out, "between 64 and 128 MiB") {
+		t.Fatalf("runtime memory under minmem: %v\n%s", err, out)
+	}
+	if out, err := c.GNT("instance", "modify", "--runtime-memory", "96M", "vm1"); err != nil {
+		t.Fatalf("runtime memory 96M: %v\n%s", err, out)
+	}
+	if st, err := c.NodeClient(n12).Status(ctx, fsm.Instance{UUID: uuid}); err != nil || st.MemoryMiB != 96 {
+		t.Fatalf("status on node12 after the balloon: %+v %v, want 96 MiB", st, err)
+	}
+	c.Eventually(60*time.Second, 500*time.Millisecond, "vm1 oper_ram 96 in the API", func() error {
+		in, err := c.Client().Instance(ctx, "vm1")
+		if err != nil || in.OperRAM == nil || *in.OperRAM != 96 {
+			return fmt.Errorf("oper_ram %v %v", in.OperRAM, err)
+		}
+		return nil
+	})
 
 	// The console: ssh to the node and socat on the serial socket.
 	c.Eventually(30*time.Second, 500*time.Millisecond, "gnt instance console --show-cmd", func() error {
@@ -291,7 +311,7 @@ func TestKVMGuests(t *testing.T) {
 	for _, name := range []string{"node11", "node12"} {
 		c.Eventually(60*time.Second, time.Second, "gnt node info "+name+" shows the accelerator", func() error {
 			out, err := c.GNT("node", "info", name)
-			if err != nil || !strings.Contains(out, "hypervisor: kvm") || !strings.Contains(out, "accelerator: ") {
+			if err != nil || !strings.Contains(out, "hypervisor: kvm") || !strings.Contains(out, "accelerator: ") || !strings.Contains(out, "tap devices: yes: ") {
 				return fmt.Errorf("%v: %s", err, out)
 			}
 			if name == "node12" && !strings.Contains(out, "accelerator: tcg: forced by the configuration (WARNING") {

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"os"
 	"os/exec"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gnt-cluster/gnt/fsm"
 )
 
 // TestParametersRoundTrip drives the parameter model through gnt's CLI
@@ -166,5 +169,49 @@ for name, call in [("hotplug", lambda: c.ModifyInstance("pw3", hotplug=True)),
 		if !strings.Contains(string(out), want) {
 			t.Errorf("Ganeti's client output lacks %q", want)
 		}
+	}
+}
+
+// TestHypervisorMismatch: each node registers its gntd's driver; an
+// instance of hypervisor kvm is refused at submission on a node running
+// the fake driver, naming both, and the allocator places it on the node
+// running kvm.
+func TestHypervisorMismatch(t *testing.T) {
+	c := NewCluster(t, ClusterOptions{Candidates: 1, Nodes: 1, MemberArgs: func(name, _ string) []string {
+		if name == "node21" {
+			return []string{"--hypervisor", "kvm", "--kvm-accel", "tcg"}
+		}
+		return []string{"--hypervisor", "fake"}
+	}})
+	c.WaitLeader(10 * time.Second)
+	c.WaitAgent(c.Member("node21"), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	create := func(extra map[string]any) (int64, error) {
+		body := map[string]any{"__version__": 1, "instance_name": "vm1", "disk_template": "diskless", "nics": []any{},
+			"hypervisor": "kvm", "os_type": "noop", "no_install": true, "start": false}
+		for k, v := range extra {
+			body[k] = v
+		}
+		id, _, err := c.Client().Submit(ctx, "POST", "/2/instances", nil, body)
+		return id, err
+	}
+	c.Eventually(30*time.Second, 500*time.Millisecond, "node11 refused as the fake driver's", func() error {
+		_, err := create(map[string]any{"pnode": "node11"})
+		if err == nil || !strings.Contains(err.Error(), "instance vm1 runs under hypervisor kvm, but node node11 runs the fake driver") {
+			return fmt.Errorf("create on node11: %v", err)
+		}
+		return nil
+	})
+	id, err := create(map[string]any{"iallocator": "hail"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j := c.waitFinal(id, time.Minute); j.Status != fsm.StatusSuccess {
+		t.Fatalf("create by the allocator: job %d %s\n%v", id, j.Status, j.OpLog)
+	}
+	in, err := c.Client().Instance(ctx, "vm1")
+	if err != nil || in.PNode != "node21" {
+		t.Fatalf("vm1 placed on %+v %v, want node21 (the kvm node)", in, err)
 	}
 }
