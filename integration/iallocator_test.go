@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gnt-cluster/gnt/rpc"
 )
 
 // pickLast is an external allocator speaking Ganeti's iallocator
@@ -210,6 +212,44 @@ func TestExternalIAllocators(t *testing.T) {
 	}
 	if db1.PNode != "node11" || strings.Join(db1.SNodes, ",") != "node21" {
 		t.Errorf("db1 on %s:%v after the evacuation of node22, want node11:node21", db1.PNode, db1.SNodes)
+	}
+
+	// A multi-allocation through the list: garbage fails, last places
+	// both instances in one multi-allocate request (on node22, the last
+	// node), and each creation checks its nodes as given nodes.
+	multi := func(list string) (int64, rpc.Meta, error) {
+		var id int64
+		body := map[string]any{"iallocator": list, "instances": []map[string]any{
+			{"instance_name": "m1", "disk_template": "plain", "disks": []map[string]any{{"size": 1024}}, "beparams": map[string]any{"memory": 128}, "os_type": "noop", "forthcoming": true},
+			{"instance_name": "m2", "disk_template": "plain", "disks": []map[string]any{{"size": 1024}}, "beparams": map[string]any{"memory": 128}, "os_type": "noop", "forthcoming": true},
+		}}
+		m, err := c.Client().Do(ctx, "POST", "/2/instances-multi-alloc", nil, body, &id)
+		return id, m, err
+	}
+	if _, _, err := multi("garbage,slow"); err == nil || !strings.Contains(err.Error(), "cannot place the multi-allocation: every iallocator of the list failed (garbage: the answer is not a JSON object") {
+		t.Errorf("multi-allocation with garbage,slow: %v, want each allocator's reason", err)
+	}
+	id, meta, err := multi("garbage,last")
+	if err != nil {
+		t.Fatalf("multi-allocation: %v", err)
+	}
+	if j, err := c.Client().WaitJob(ctx, id, meta.Index); err != nil || j.Status != "success" {
+		t.Fatalf("multi-allocation job %d: %+v %v", id, j, err)
+	}
+	if raw, err = os.ReadFile(filepath.Join(dir, "last-input.json.out")); err != nil {
+		t.Fatal(err)
+	}
+	in.Request = nil
+	if err := json.Unmarshal(raw, &in); err != nil {
+		t.Fatal(err)
+	}
+	if in.Request["type"] != "multi-allocate" || len(in.Request["instances"].([]any)) != 2 {
+		t.Errorf("multi-allocate request: %v", in.Request)
+	}
+	for _, name := range []string{"m1", "m2"} {
+		if m, err := c.Client().Instance(ctx, name); err != nil || m.PNode != "node22" {
+			t.Errorf("%s: %+v %v, want its primary node22 (the choice of last)", name, m, err)
+		}
 	}
 
 	// Capacity through the same list: slow and garbage fail, last is

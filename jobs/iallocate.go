@@ -151,6 +151,50 @@ func CapacityWith(ctx context.Context, f *fsm.FSM, r *iallocator.Runner, opts fu
 	return CapacityResult{CapacityResult: res, IAllocator: name, Failed: failed}, nil
 }
 
+// MultiAllocateWith places the instances of a multi-allocation with the
+// allocators of list ("" is the cluster's default_iallocator), tried in
+// order: the built-in answers nil (each creation job then places its
+// instance itself, one after another, as a single creation does); an
+// external allocator is sent one multi-allocate request of every
+// instance, and its answer gives each instance's nodes, by name. An
+// answer that leaves an instance unplaced is refused, naming them (the
+// next allocator is tried): a multi-allocation is created whole or not
+// at all. os and hv go into the request; each creation job checks its
+// nodes as given nodes are checked.
+func MultiAllocateWith(ctx context.Context, f *fsm.FSM, r *iallocator.Runner, opts func(*fsm.State) alloc.Options, list string,
+	reqs []alloc.Request, os, hv string, logf func(format string, args ...any)) (map[string][]string, error) {
+	var def string
+	f.Read(func(s *fsm.State, _ uint64) {
+		if s.Cluster != nil {
+			def = s.Cluster.DefaultIAllocator
+		}
+	})
+	names, err := iallocator.Resolve(list, def)
+	if err != nil {
+		return nil, &fsm.Error{Code: fsm.CodeInval, Field: "iallocator", Msg: err.Error()}
+	}
+	out, _, err := iallocator.Try(names, func(name string) (map[string][]string, error) {
+		if name == iallocator.Builtin {
+			return nil, nil
+		}
+		ans, err := RunExternal(ctx, f, r, opts, name, func(*fsm.State) map[string]any {
+			return iallocator.MultiAllocateRequest(reqs, os, hv)
+		})
+		if err != nil {
+			return nil, err
+		}
+		if len(ans.Failed) > 0 {
+			return nil, fmt.Errorf("it could not place %s (a multi-allocation is created whole)", strings.Join(ans.Failed, ", "))
+		}
+		placed := make(map[string][]string, len(ans.Allocated))
+		for _, p := range ans.Allocated {
+			placed[p.Name] = p.Nodes
+		}
+		return placed, nil
+	}, logf)
+	return out, err
+}
+
 // allocateWith places one instance with the allocators of list (an
 // opcode's iallocator; "" is the cluster's default): for each in turn,
 // the built-in calls builtin, an external one is asked in mode allocate

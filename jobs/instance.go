@@ -198,14 +198,7 @@ func (e *Executor) createRecord(ctx context.Context, sc *StepContext, o *fsm.OpI
 	)
 	opUUID := sc.Job.Ops[sc.OpIndex].UUID
 	var baseReq alloc.Request
-	e.FSM.Read(func(s *fsm.State, _ uint64) {
-		mem, vcpus := o.Resources(s.Cluster)
-		baseReq = alloc.Request{Name: o.InstanceName, Template: o.Template(), MemoryMiB: mem,
-			VCPUs: vcpus, Group: o.GroupName, Hypervisor: fsm.InstanceHypervisor(s.Cluster, &fsm.Instance{Hypervisor: o.Hypervisor})}
-	})
-	for _, d := range o.Disks {
-		baseReq.Disks = append(baseReq.Disks, d.Size)
-	}
+	e.FSM.Read(func(s *fsm.State, _ uint64) { baseReq = CreateRequest(s, o) })
 	plan := func(fixed []string) error {
 		res, err, in, expect, moves = alloc.RoomPlan{}, nil, fsm.Instance{}, 0, nil
 		e.FSM.Read(func(s *fsm.State, _ uint64) {
@@ -230,6 +223,19 @@ func (e *Executor) createRecord(ctx context.Context, sc *StepContext, o *fsm.OpI
 			func(nodes []string) (struct{}, error) { return struct{}{}, plan(nodes) })
 	}
 	return e.createFinish(sc, o, opUUID, res, err, in, expect, moves)
+}
+
+// CreateRequest is the placement request of an instance creation on the
+// state s: its template, memory and vcpus (beparams filled from the
+// cluster's), disks, group and hypervisor.
+func CreateRequest(s *fsm.State, o *fsm.OpInstanceCreate) alloc.Request {
+	mem, vcpus := o.Resources(s.Cluster)
+	req := alloc.Request{Name: o.InstanceName, Template: o.Template(), MemoryMiB: mem,
+		VCPUs: vcpus, Group: o.GroupName, Hypervisor: fsm.InstanceHypervisor(s.Cluster, &fsm.Instance{Hypervisor: o.Hypervisor})}
+	for _, d := range o.Disks {
+		req.Disks = append(req.Disks, d.Size)
+	}
+	return req
 }
 
 // createPlan is createRecord's decision on the state s: fixed, when

@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -251,24 +252,26 @@ type MultiAllocRequest struct {
 	OpportunisticLocking *bool             `json:"opportunistic_locking,omitempty"`
 }
 
-// buildMultiAlloc turns a multi-allocation into its jobs: one creation
+// parseMultiAlloc turns a multi-allocation into its jobs: one creation
 // job per instance, then the OP_INSTANCE_MULTI_ALLOC job that answers
 // Ganeti's result (jobs.multiAllocSteps). As Ganeti's, it refuses an
 // iallocator on an instance (it belongs to the multi-allocation) and
 // instances of which some name nodes and others do not.
-func buildMultiAlloc(body []byte) ([][]any, *APIError) {
+// With the jobs it returns, when no instance names its nodes, the
+// iallocator list that places them.
+func parseMultiAlloc(body []byte) ([][]any, *multiPlacement, *APIError) {
 	var req MultiAllocRequest
 	if len(bytes.TrimSpace(body)) == 0 {
-		return nil, badRequest("instances", "the body must be {\"instances\": [instance, ...]}")
+		return nil, nil, badRequest("instances", "the body must be {\"instances\": [instance, ...]}")
 	}
 	if aerr := decodeBody(body, &req); aerr != nil {
-		return nil, aerr
+		return nil, nil, aerr
 	}
 	if len(req.Instances) == 0 {
-		return nil, badRequest("instances", "instances must list at least one instance")
+		return nil, nil, badRequest("instances", "instances must list at least one instance")
 	}
 	if len(req.Instances) >= fsm.MaxJobsPerSubmission {
-		return nil, badRequest("instances", "instances lists %d instances; at most %d", len(req.Instances), fsm.MaxJobsPerSubmission-1)
+		return nil, nil, badRequest("instances", "instances lists %d instances; at most %d", len(req.Instances), fsm.MaxJobsPerSubmission-1)
 	}
 	var (
 		out      [][]any
@@ -279,16 +282,16 @@ func buildMultiAlloc(body []byte) ([][]any, *APIError) {
 		field := fmt.Sprintf("instances.%d", k)
 		op, aerr := bodyMap(raw)
 		if aerr != nil || bytes.TrimSpace(raw)[0] != '{' {
-			return nil, badRequest(field, "instance %d is not a JSON object of OP_INSTANCE_CREATE fields", k)
+			return nil, nil, badRequest(field, "instance %d is not a JSON object of OP_INSTANCE_CREATE fields", k)
 		}
 		for _, r := range [][2]string{{"name", "instance_name"}, {"os", "os_type"}} {
 			if aerr := rename(op, r[0], r[1]); aerr != nil {
 				aerr.Field = field + "." + aerr.Field
-				return nil, aerr
+				return nil, nil, aerr
 			}
 		}
 		if _, ok := op["iallocator"]; ok {
-			return nil, badRequest(field+".iallocator", "instance %d names an iallocator; give it for the whole multi-allocation instead", k)
+			return nil, nil, badRequest(field+".iallocator", "instance %d names an iallocator; give it for the whole multi-allocation instead", k)
 		}
 		if _, ok := op["pnode"]; ok {
 			withNode++
@@ -300,15 +303,83 @@ func buildMultiAlloc(body []byte) ([][]any, *APIError) {
 		}
 		name, _ := op["instance_name"].(string)
 		if name == "" {
-			return nil, badRequest(field+".instance_name", "instance %d has no instance_name", k)
+			return nil, nil, badRequest(field+".instance_name", "instance %d has no instance_name", k)
 		}
 		names = append(names, name)
 		out = append(out, single("OP_INSTANCE_CREATE", op))
 	}
 	if withNode != 0 && withNode != len(req.Instances) {
-		return nil, badRequest("instances", "%d of %d instances name their nodes (pnode); either all or none must", withNode, len(req.Instances))
+		return nil, nil, badRequest("instances", "%d of %d instances name their nodes (pnode); either all or none must", withNode, len(req.Instances))
 	}
-	return append(out, single("OP_INSTANCE_MULTI_ALLOC", map[string]any{"instance_names": names})), nil
+	var mp *multiPlacement
+	if withNode == 0 {
+		mp = &multiPlacement{}
+		if req.IAllocator != nil {
+			mp.list = *req.IAllocator
+		}
+	}
+	return append(out, single("OP_INSTANCE_MULTI_ALLOC", map[string]any{"instance_names": names})), mp, nil
+}
+
+// multiPlacement is the iallocator list of a multi-allocation whose
+// instances name no nodes: its allocators place them.
+type multiPlacement struct{ list string }
+
+// multiPlacer is what the API needs of the gntd to place a
+// multi-allocation as one (the server implements it): the nodes of each
+// instance by name, or nil when the creations place themselves (the
+// built-in allocator).
+type multiPlacer interface {
+	PlaceMulti(ctx context.Context, list string, creates []json.RawMessage) (map[string][]string, error)
+}
+
+// placeMulti places a multi-allocation with its allocators on the leader
+// (a follower forwards the request, and the leader places it): an
+// external allocator gets one multi-allocate request of every instance,
+// and each creation job (its one opcode, changed in place) then names its
+// nodes, checked as given nodes are; with the built-in each creation
+// places itself. A list naming an allocator this gntd cannot run is
+// refused.
+func (s *Server) placeMulti(r *http.Request, mp *multiPlacement, creates []fsm.JobSpec) *APIError {
+	if mp.list != "" {
+		if aerr := s.checkIAllocators("iallocator", mp.list); aerr != nil {
+			return aerr
+		}
+	}
+	pl, ok := s.b.(multiPlacer)
+	if _, self := s.b.Leader(); !ok || !self {
+		return nil
+	}
+	raws := make([]json.RawMessage, len(creates))
+	for k, j := range creates {
+		raws[k] = j.Ops[0]
+	}
+	placed, err := pl.PlaceMulti(r.Context(), mp.list, raws)
+	if err != nil {
+		return asAPIError(err)
+	}
+	for k, j := range creates {
+		var op map[string]any
+		if err := json.Unmarshal(j.Ops[0], &op); err != nil {
+			return badRequest(fmt.Sprintf("instances.%d", k), "instance %d: %v", k, err)
+		}
+		name, _ := op["instance_name"].(string)
+		nodes := placed[name]
+		if len(nodes) == 0 {
+			continue // the built-in: the creation places itself
+		}
+		delete(op, "iallocator")
+		op["pnode"] = nodes[0]
+		if len(nodes) > 1 {
+			op["snode"] = nodes[1]
+		}
+		b, err := json.Marshal(op)
+		if err != nil {
+			return badRequest(fmt.Sprintf("instances.%d", k), "instance %d: %v", k, err)
+		}
+		j.Ops[0] = b
+	}
+	return nil
 }
 
 // handleMultiAlloc: POST /2/instances-multi-alloc. The jobs are queued in
@@ -321,7 +392,7 @@ func (s *Server) handleMultiAlloc(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
-	jobsOps, aerr := buildMultiAlloc(body)
+	jobsOps, mp, aerr := parseMultiAlloc(body)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
@@ -351,6 +422,12 @@ func (s *Server) handleMultiAlloc(w http.ResponseWriter, r *http.Request) {
 			spec.UUIDs[i] = s.b.NewUUID()
 		}
 		cmd.Jobs = append(cmd.Jobs, spec)
+	}
+	if mp != nil {
+		if aerr := s.placeMulti(r, mp, cmd.Jobs[:len(cmd.Jobs)-1]); aerr != nil {
+			writeError(w, aerr)
+			return
+		}
 	}
 	check := func(st *fsm.State) *fsm.Error {
 		if st.Resent(token) {
