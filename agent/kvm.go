@@ -40,6 +40,11 @@ type KVMConfig struct {
 	// place. Empty: the template is refused.
 	FileStorageDir       string
 	SharedFileStorageDir string
+	// VolumeGroup holds the disks of template plain (logical volumes,
+	// kvm_lvm.go); empty: plain is refused. LVM runs the LVM tools (nil:
+	// RunLVM).
+	VolumeGroup string
+	LVM         LVMRunner
 	// Accel forces the accelerator (AccelKVM or AccelTCG); empty probes
 	// KVM once (ProbeTimeout, default 15 s) and falls back to TCG.
 	Accel        string
@@ -282,6 +287,12 @@ func (k *KVM) diskPath(inst fsm.Instance, disk string) (string, error) {
 	}
 	var dir string
 	switch inst.DiskTemplate {
+	case fsm.DTPlain:
+		vg, err := k.volumeGroup()
+		if err != nil {
+			return "", err
+		}
+		return "/dev/" + vg + "/" + lvName(inst.UUID, disk), nil
 	case "file":
 		dir = k.cfg.FileStorageDir
 	case "sharedfile":
@@ -289,7 +300,7 @@ func (k *KVM) diskPath(inst fsm.Instance, disk string) (string, error) {
 	case fsm.DTDiskless:
 		return "", invalid("instance %s is diskless", inst.Name)
 	default:
-		return "", fmt.Errorf("%w: disk template %q (the kvm driver has file, sharedfile and diskless)", ErrNotSupported, inst.DiskTemplate)
+		return "", fmt.Errorf("%w: disk template %q (the kvm driver has plain, file, sharedfile and diskless)", ErrNotSupported, inst.DiskTemplate)
 	}
 	if dir == "" {
 		return "", fmt.Errorf("%w: no %s storage directory is configured on node %s", ErrNotSupported, inst.DiskTemplate, k.cfg.Node)
@@ -391,14 +402,14 @@ func newKVMRecord(inst fsm.Instance) *kvmRecord {
 	return &kvmRecord{Instance: inst, State: StateStopped, Disks: []DiskStatus{}}
 }
 
-// missingDisk names the first configured disk whose file is absent.
-func (k *KVM) missingDisk(inst fsm.Instance) (string, error) {
+// missingDisk names the first configured disk whose storage is absent.
+func (k *KVM) missingDisk(ctx context.Context, inst fsm.Instance) (string, error) {
 	for _, d := range inst.Disks {
 		p, err := k.diskPath(inst, d.UUID)
 		if err != nil {
 			return "", err
 		}
-		sz, err := diskSize(p)
+		sz, err := k.storageSize(ctx, inst, d.UUID, p)
 		if err != nil {
 			return "", err
 		}
@@ -424,7 +435,7 @@ func (k *KVM) status(ctx context.Context, r *kvmRecord) Status {
 		if err != nil {
 			return
 		}
-		if sz, err := diskSize(p); err == nil && sz >= 0 {
+		if sz, err := k.storageSize(ctx, inst, id, p); err == nil && sz >= 0 {
 			if gen == "" {
 				gen = "created"
 			}
@@ -695,6 +706,9 @@ func (k *KVM) launch(ctx context.Context, op Op, r *kvmRecord, inst fsm.Instance
 	if len(inst.NICs) > 0 && !k.netAdmin {
 		return "", stateErr("instance %s has %d NIC(s), and on node %s %s", inst.Name, len(inst.NICs), k.cfg.Node, k.netAdminWhy)
 	}
+	if err := k.activatePlain(ctx, op, inst); err != nil {
+		return "", err
+	}
 	args = append(args, extra...)
 	dir := k.runDir(inst.UUID)
 	// What an earlier qemu of the instance left (one killed from
@@ -754,7 +768,7 @@ func (k *KVM) launch(ctx context.Context, op Op, r *kvmRecord, inst fsm.Instance
 	r.Accel, r.RunMemory, r.RunVCPUs = accel, inst.MemoryMiB, inst.VCPUs
 	for _, d := range inst.Disks {
 		p, _ := k.diskPath(inst, d.UUID)
-		sz, _ := diskSize(p)
+		sz, _ := k.storageSize(ctx, inst, d.UUID, p)
 		r.noteDisk(d.UUID, sz).Attached = true
 	}
 	return accel, nil
@@ -834,7 +848,7 @@ func (k *KVM) start(ctx context.Context, op Op, rec **kvmRecord, inst fsm.Instan
 		}
 		return true, "adopted the running qemu (pid " + strconv.Itoa(k.pid(inst.UUID)) + ")", nil
 	}
-	if d, err := k.missingDisk(inst); err != nil {
+	if d, err := k.missingDisk(ctx, inst); err != nil {
 		return false, "", err
 	} else if d != "" {
 		return false, "", stateErr("disk %s of instance %s is not present on this node", d, inst.Name)
@@ -962,11 +976,11 @@ func (k *KVM) Remove(ctx context.Context, inst fsm.Instance) (Result, error) {
 			if err != nil {
 				continue
 			}
-			if sz, _ := diskSize(p); sz >= 0 {
+			if sz, _ := k.storageSize(ctx, inst, id, p); sz >= 0 {
 				n++
 			}
-			if err := removeDiskFile(p); err != nil {
-				return false, "", &OpError{Op: OpRemove, Err: err}
+			if err := k.removeStorage(ctx, OpRemove, inst, id, p); err != nil {
+				return false, "", err
 			}
 		}
 		if err := k.dropTaps(ctx, inst.UUID); err != nil {
@@ -1010,7 +1024,7 @@ func (k *KVM) DiskCreate(ctx context.Context, inst fsm.Instance, disk string) (R
 		if r == nil {
 			r = newKVMRecord(inst)
 		}
-		sz, err := diskSize(path)
+		sz, err := k.storageSize(ctx, inst, disk, path)
 		if err != nil {
 			return false, "", &OpError{Op: OpDiskCreate, Err: err}
 		}
@@ -1022,22 +1036,9 @@ func (k *KVM) DiskCreate(ctx context.Context, inst fsm.Instance, disk string) (R
 			*rec = r
 			return false, "already present", nil
 		}
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			return false, "", &OpError{Op: OpDiskCreate, Err: err}
-		}
-		// Created under a temporary name and renamed: a crash leaves no
-		// half-created disk that would pass as present.
-		tmp := path + ".tmp"
-		os.Remove(tmp)
-		if err := k.qemuImg(ctx, OpDiskCreate, "create", "-q", "-f", diskFileFormat(path), tmp, strconv.FormatInt(cd.SizeMiB, 10)+"M"); err != nil {
-			os.Remove(tmp)
+		if err := k.createStorage(ctx, inst, disk, path, cd.SizeMiB); err != nil {
 			return false, "", err
 		}
-		if err := os.Rename(tmp, path); err != nil {
-			os.Remove(tmp)
-			return false, "", &OpError{Op: OpDiskCreate, Err: err}
-		}
-		syncDir(filepath.Dir(path))
 		r.noteDisk(disk, cd.SizeMiB).Generation = "created"
 		*rec = r
 		return true, fmt.Sprintf("created disk %s (%d MiB, %s) at %s", disk, cd.SizeMiB, diskFileFormat(path), path), nil
@@ -1055,7 +1056,7 @@ func (k *KVM) DiskRemove(ctx context.Context, inst fsm.Instance, disk string) (R
 	}
 	return k.mutate(ctx, OpDiskRemove, inst, "", func(rec **kvmRecord) (bool, string, error) {
 		r := *rec
-		sz, err := diskSize(path)
+		sz, err := k.storageSize(ctx, inst, disk, path)
 		if err != nil {
 			return false, "", &OpError{Op: OpDiskRemove, Err: err}
 		}
@@ -1068,8 +1069,8 @@ func (k *KVM) DiskRemove(ctx context.Context, inst fsm.Instance, disk string) (R
 		if d := r.disk(disk); d != nil && d.Attached && k.pid(inst.UUID) != 0 {
 			return false, "", stateErr("disk %s is attached to instance %s, which runs here; detach it first", disk, inst.Name)
 		}
-		if err := removeDiskFile(path); err != nil {
-			return false, "", &OpError{Op: OpDiskRemove, Err: err}
+		if err := k.removeStorage(ctx, OpDiskRemove, inst, disk, path); err != nil {
+			return false, "", err
 		}
 		if r != nil {
 			r.Disks = slices.DeleteFunc(r.Disks, func(x DiskStatus) bool { return x.UUID == disk })
@@ -1090,12 +1091,17 @@ func (k *KVM) DiskAttach(ctx context.Context, inst fsm.Instance, disk string) (R
 	}
 	return k.mutate(ctx, OpDiskAttach, inst, "", func(rec **kvmRecord) (bool, string, error) {
 		r := *rec
-		sz, err := diskSize(path)
+		sz, err := k.storageSize(ctx, inst, disk, path)
 		if err != nil {
 			return false, "", &OpError{Op: OpDiskAttach, Err: err}
 		}
 		if sz < 0 {
 			return false, "", notFound("disk %s is not present on this node", disk)
+		}
+		if inst.DiskTemplate == fsm.DTPlain {
+			if err := k.lvActivate(ctx, OpDiskAttach, inst, disk, true); err != nil {
+				return false, "", err
+			}
 		}
 		if r == nil {
 			r = newKVMRecord(inst)
@@ -1115,7 +1121,7 @@ func (k *KVM) DiskAttach(ctx context.Context, inst fsm.Instance, disk string) (R
 				return false, "", stateErr("IDE disks cannot be hot-plugged; stop instance %s first", inst.Name)
 			}
 			err = qmpDo(ctx, k.qmpPath(inst.UUID), func(q *qmpConn) error {
-				return hotplugDisk(ctx, q, path, diskFileFormat(path), blockNodeName(disk), driver, "dev-"+disk)
+				return hotplugDisk(ctx, q, path, diskFileFormat(path), fileDriver(inst), blockNodeName(disk), driver, "dev-"+disk)
 			})
 			if err != nil {
 				return false, "", &OpError{Op: OpDiskAttach, Err: err}
@@ -1129,12 +1135,13 @@ func (k *KVM) DiskAttach(ctx context.Context, inst fsm.Instance, disk string) (R
 }
 
 // hotplugDisk adds the disk file at path (of format raw or qcow2) to a
-// running qemu as device id.
+// running qemu as device id; protocol is QEMU's driver of the storage
+// (fileDriver: file, or host_device for a logical volume).
 // gntd opens the file and hands qemu the descriptor (QMP add-fd, the
 // file named /dev/fdset/N), as Ganeti does: qemu may run under another
 // uid (security_model user or pool) that cannot open the file itself. The
 // fd set's own descriptor is dropped once the block node holds its copy.
-func hotplugDisk(ctx context.Context, q *qmpConn, path, format, node, driver, id string) error {
+func hotplugDisk(ctx context.Context, q *qmpConn, path, format, protocol, node, driver, id string) error {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return err
@@ -1152,7 +1159,7 @@ func hotplugDisk(ctx context.Context, q *qmpConn, path, format, node, driver, id
 	}
 	err = q.call(ctx, "blockdev-add", map[string]any{
 		"driver": format, "node-name": node,
-		"file": map[string]any{"driver": "file", "filename": fmt.Sprintf("/dev/fdset/%d", set.ID), "auto-read-only": false},
+		"file": map[string]any{"driver": protocol, "filename": fmt.Sprintf("/dev/fdset/%d", set.ID), "auto-read-only": false},
 	}, nil)
 	// Whether or not the block node took its copy, the set's descriptor
 	// goes (qemu frees the set once the node closes its copy).
@@ -1220,13 +1227,19 @@ func (k *KVM) DiskDetach(ctx context.Context, inst fsm.Instance, disk string) (R
 			return true, "hot-unplugged disk " + disk, nil
 		}
 		d.Attached = false
+		if inst.DiskTemplate == fsm.DTPlain {
+			if err := k.lvActivate(ctx, OpDiskDetach, inst, disk, false); err != nil && !errors.Is(err, ErrNotFound) {
+				return false, "", err
+			}
+			return true, "detached and deactivated disk " + disk, nil
+		}
 		return true, "detached disk " + disk, nil
 	})
 }
 
 // DiskReplace implements Driver: file disks have no peer to resync from.
 func (k *KVM) DiskReplace(ctx context.Context, inst fsm.Instance, disk, opID string) (Result, error) {
-	return Result{}, fmt.Errorf("%w: disk replace needs a replicated template (drbd); the kvm driver has file, sharedfile and diskless", ErrNotSupported)
+	return Result{}, fmt.Errorf("%w: disk replace needs a replicated template (drbd); the kvm driver has plain, file, sharedfile and diskless", ErrNotSupported)
 }
 
 // DiskGrow implements Driver: qemu-img resize, and QMP block_resize when
@@ -1241,7 +1254,7 @@ func (k *KVM) DiskGrow(ctx context.Context, inst fsm.Instance, disk string) (Res
 		return Result{}, err
 	}
 	return k.mutate(ctx, OpDiskGrow, inst, "", func(rec **kvmRecord) (bool, string, error) {
-		sz, err := diskSize(path)
+		sz, err := k.storageSize(ctx, inst, disk, path)
 		switch {
 		case err != nil:
 			return false, "", &OpError{Op: OpDiskGrow, Err: err}
@@ -1258,7 +1271,14 @@ func (k *KVM) DiskGrow(ctx context.Context, inst fsm.Instance, disk string) (Res
 			*rec = r
 		}
 		d := r.noteDisk(disk, sz)
-		if d.Attached && k.pid(inst.UUID) != 0 {
+		running := d.Attached && k.pid(inst.UUID) != 0
+		if inst.DiskTemplate == fsm.DTPlain {
+			// The volume grows first; a running qemu then learns the size.
+			if err := k.growStorage(ctx, inst, disk, path, cd.SizeMiB); err != nil {
+				return false, "", err
+			}
+		}
+		if running {
 			err = qmpDo(ctx, k.qmpPath(inst.UUID), func(q *qmpConn) error {
 				return q.call(ctx, "block_resize", map[string]any{"device": "disk-" + disk, "size": cd.SizeMiB << 20}, nil)
 			})
@@ -1271,8 +1291,10 @@ func (k *KVM) DiskGrow(ctx context.Context, inst fsm.Instance, disk string) (Res
 			if err != nil {
 				return false, "", &OpError{Op: OpDiskGrow, Err: err}
 			}
-		} else if err := k.qemuImg(ctx, OpDiskGrow, "resize", "-q", "-f", diskFileFormat(path), path, strconv.FormatInt(cd.SizeMiB, 10)+"M"); err != nil {
-			return false, "", err
+		} else if inst.DiskTemplate != fsm.DTPlain {
+			if err := k.growStorage(ctx, inst, disk, path, cd.SizeMiB); err != nil {
+				return false, "", err
+			}
 		}
 		d.SizeMiB = cd.SizeMiB
 		return true, fmt.Sprintf("grew disk %s from %d to %d MiB", disk, sz, cd.SizeMiB), nil
@@ -1303,7 +1325,7 @@ func (k *KVM) InstallOS(ctx context.Context, inst fsm.Instance, opID string) (Re
 		if k.pid(inst.UUID) != 0 {
 			return false, "", stateErr("instance %s runs here; stop it first", inst.Name)
 		}
-		if d, err := k.missingDisk(inst); err != nil {
+		if d, err := k.missingDisk(ctx, inst); err != nil {
 			return false, "", err
 		} else if d != "" {
 			return false, "", stateErr("disk %s of instance %s is not present on this node", d, inst.Name)

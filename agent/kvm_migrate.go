@@ -62,6 +62,9 @@ func (k *KVM) MigratePrepare(ctx context.Context, inst fsm.Instance, m Migration
 	if m.ID == "" {
 		return Result{}, invalid("no migration id")
 	}
+	if inst.DiskTemplate == fsm.DTPlain {
+		return Result{}, fmt.Errorf("%w: instance %s: %v", ErrNotSupported, inst.Name, errNoPlainMove)
+	}
 	if k.cfg.Addr == "" {
 		return Result{}, fmt.Errorf("%w: node %s has no address for incoming migrations", ErrNotSupported, k.cfg.Node)
 	}
@@ -86,7 +89,7 @@ func (k *KVM) MigratePrepare(ctx context.Context, inst fsm.Instance, m Migration
 				return false, "", stateErr("instance %s is already running on this node", inst.Name)
 			}
 		}
-		if d, err := k.missingDisk(inst); err != nil {
+		if d, err := k.missingDisk(ctx, inst); err != nil {
 			return false, "", err
 		} else if d != "" {
 			return false, "", stateErr("disk %s of instance %s is not present on this node", d, inst.Name)
@@ -131,6 +134,9 @@ type queryMigrate struct {
 func (k *KVM) MigrateSend(ctx context.Context, inst fsm.Instance, m Migration) (Result, error) {
 	if m.ID == "" || m.Peer == "" {
 		return Result{}, invalid("migrate-send needs a migration id and the target's address")
+	}
+	if inst.DiskTemplate == fsm.DTPlain {
+		return Result{}, fmt.Errorf("%w: instance %s: %v", ErrNotSupported, inst.Name, errNoPlainMove)
 	}
 	host, _, err := net.SplitHostPort(m.Peer)
 	if err != nil {

@@ -10,8 +10,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -606,4 +608,329 @@ func TestKVMParamsEachActs(t *testing.T) {
 			t.Errorf("hvparam %s changes the command line; drop it from kvmActsElsewhere", d.Key)
 		}
 	}
+}
+
+// fakeLVM is an in-memory volume group for the kvm driver's plain disks:
+// it answers lvs and carries out lvcreate, lvextend, lvremove and
+// lvchange as LVM would, recording each command.
+type fakeLVM struct {
+	mu    sync.Mutex
+	vg    string
+	lvs   map[string]*fakeLV
+	calls []string
+}
+
+type fakeLV struct {
+	size   int64
+	active bool
+}
+
+func (f *fakeLVM) run(_ context.Context, tool string, args ...string) ([]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	last := args[len(args)-1]
+	vg, lv, _ := strings.Cut(last, "/")
+	if vg != f.vg {
+		return nil, fmt.Errorf("%s: volume group %q not found", tool, vg)
+	}
+	if tool != "lvs" {
+		f.calls = append(f.calls, tool+" "+args[0]+" "+lv)
+	}
+	size := func() int64 {
+		for i, a := range args {
+			if a == "-L" {
+				n, _ := strconv.ParseInt(strings.TrimSuffix(args[i+1], "m"), 10, 64)
+				return n
+			}
+		}
+		return -1
+	}
+	switch tool {
+	case "lvs":
+		var names []string
+		for n := range f.lvs {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		var b strings.Builder
+		for _, n := range names {
+			attr := "-wi-a-----"
+			if !f.lvs[n].active {
+				attr = "-wi-------"
+			}
+			fmt.Fprintf(&b, "  %s|%d.00|%s\n", n, f.lvs[n].size, attr)
+		}
+		return []byte(b.String()), nil
+	case "lvcreate":
+		for i, a := range args {
+			if a == "-n" {
+				lv = args[i+1]
+			}
+		}
+		f.calls[len(f.calls)-1] = "lvcreate " + lv
+		if f.lvs[lv] != nil {
+			return nil, fmt.Errorf("lvcreate: %s already exists", lv)
+		}
+		f.lvs[lv] = &fakeLV{size: size(), active: true}
+	case "lvextend":
+		if f.lvs[lv] == nil || size() <= f.lvs[lv].size {
+			return nil, fmt.Errorf("lvextend: cannot extend %s to %d", lv, size())
+		}
+		f.lvs[lv].size = size()
+	case "lvremove":
+		if f.lvs[lv] == nil {
+			return nil, fmt.Errorf("lvremove: %s not found", lv)
+		}
+		delete(f.lvs, lv)
+	case "lvchange":
+		if f.lvs[lv] == nil {
+			return nil, fmt.Errorf("lvchange: %s not found", lv)
+		}
+		f.lvs[lv].active = args[0] == "-ay"
+	default:
+		return nil, fmt.Errorf("unexpected %s", tool)
+	}
+	return nil, nil
+}
+
+// took returns the commands run since the last call.
+func (f *fakeLVM) took() (out []string) {
+	f.mu.Lock()
+	out, f.calls = f.calls, nil
+	f.mu.Unlock()
+	return out
+}
+
+// TestKVMPlainDisks drives the plain disks of the kvm driver against an
+// in-memory volume group: each operation runs the LVM command it needs,
+// once (a repeat changes nothing and runs none), and moving a plain
+// instance to another node is refused naming why.
+func TestKVMPlainDisks(t *testing.T) {
+	lvm := &fakeLVM{vg: "testvg", lvs: map[string]*fakeLV{}}
+	dir := t.TempDir()
+	k, err := NewKVM(KVMConfig{Dir: dir, Node: "n1", Addr: "127.0.0.1", VolumeGroup: "testvg", LVM: lvm.run, Accel: AccelTCG, QEMU: "/nonexistent/qemu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	d := fsm.Disk{UUID: "0d15c000-0000-4000-8000-000000000001", SizeMiB: 64, Mode: "rw"}
+	inst := guestInstance("", "", fsm.DTPlain, d)
+	lv := lvName(inst.UUID, d.UUID)
+	step := func(what string, r Result, err error, changed bool, calls ...string) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if r.Changed != changed {
+			t.Errorf("%s: changed %v, want %v (%s)", what, r.Changed, changed, r.Output)
+		}
+		if got := lvm.took(); strings.Join(got, ";") != strings.Join(calls, ";") {
+			t.Errorf("%s: ran %q, want %q", what, got, calls)
+		}
+	}
+	r, err := k.DiskCreate(ctx, inst, d.UUID)
+	step("create", r, err, true, "lvcreate "+lv)
+	r, err = k.DiskCreate(ctx, inst, d.UUID)
+	step("create again", r, err, false)
+	st, err := k.Status(ctx, inst)
+	if err != nil || len(st.Disks) != 1 || st.Disks[0].SizeMiB != 64 || st.Disks[0].Path != "/dev/testvg/"+lv {
+		t.Fatalf("status: %+v %v", st, err)
+	}
+	grown := inst
+	grown.Disks = []fsm.Disk{{UUID: d.UUID, SizeMiB: 128, Mode: "rw"}}
+	r, err = k.DiskGrow(ctx, grown, d.UUID)
+	step("grow", r, err, true, "lvextend -L "+lv)
+	r, err = k.DiskGrow(ctx, grown, d.UUID)
+	step("grow again", r, err, false)
+	r, err = k.DiskAttach(ctx, grown, d.UUID)
+	step("attach an active volume", r, err, true)
+	r, err = k.DiskDetach(ctx, grown, d.UUID)
+	step("detach (deactivates)", r, err, true, "lvchange -an "+lv)
+	r, err = k.DiskAttach(ctx, grown, d.UUID)
+	step("attach (activates)", r, err, true, "lvchange -ay "+lv)
+	for _, mig := range []func() (Result, error){
+		func() (Result, error) { return k.MigratePrepare(ctx, grown, Migration{ID: "m1"}) },
+		func() (Result, error) { return k.MigrateSend(ctx, grown, Migration{ID: "m1", Peer: "127.0.0.2:1811"}) },
+	} {
+		if _, err := mig(); !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), "local to their node") {
+			t.Errorf("migrating a plain instance: %v, want not supported naming why", err)
+		}
+	}
+	r, err = k.DiskRemove(ctx, grown, d.UUID)
+	step("remove", r, err, true, "lvremove -y "+lv)
+	r, err = k.DiskRemove(ctx, grown, d.UUID)
+	step("remove again", r, err, false)
+	r, err = k.DiskCreate(ctx, inst, d.UUID)
+	step("create for the instance's removal", r, err, true, "lvcreate "+lv)
+	r, err = k.Remove(ctx, inst)
+	step("remove the instance", r, err, true, "lvremove -y "+lv)
+	if len(lvm.lvs) != 0 {
+		t.Errorf("volumes left: %v", lvm.lvs)
+	}
+
+	// A node without a volume group refuses plain disks, saying so.
+	k2, err := NewKVM(KVMConfig{Dir: t.TempDir(), Node: "n2", LVM: lvm.run, Accel: AccelTCG, QEMU: "/nonexistent/qemu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k2.DiskCreate(ctx, inst, d.UUID); !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), "no volume group is configured on node n2") {
+		t.Errorf("plain disk without a volume group: %v", err)
+	}
+}
+
+// needVG skips the test, saying why, when a volume group cannot be made
+// here on a loop device (lvm2 and losetup installed, root, loop
+// devices); otherwise it returns the name of a fresh volume group of
+// size MiB on a sparse file, and its physical volume, torn down when the
+// test ends, whatever its outcome. Its logical volumes can be activated
+// only where the kernel has device-mapper (needDeviceMapper).
+func needVG(t *testing.T, size int64) (vg, pv string) {
+	t.Helper()
+	for _, p := range []string{"lvcreate", "vgcreate", "pvcreate", "losetup"} {
+		if _, err := exec.LookPath(p); err != nil {
+			if _, err := os.Stat("/sbin/" + p); err != nil {
+				t.Skipf("SKIP: %s is not installed (apt-get install lvm2 mount): LVM tests not run", p)
+			}
+		}
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP: not root: LVM on a loop device needs root; LVM tests not run")
+	}
+	img := filepath.Join(t.TempDir(), "pv.img")
+	if err := os.WriteFile(img, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(img, size<<20); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("losetup", "-f", "--show", img).CombinedOutput()
+	if err != nil {
+		t.Skipf("SKIP: no loop device (losetup -f --show: %v %s): LVM tests not run", err, out)
+	}
+	loop := strings.TrimSpace(string(out))
+	vg = fmt.Sprintf("gnttest%d", os.Getpid())
+	run := func(name string, args ...string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, out)
+		}
+		return nil
+	}
+	t.Cleanup(func() {
+		run("vgremove", "-f", "-y", vg)
+		run("pvremove", "-f", "-y", loop)
+		run("losetup", "-d", loop)
+	})
+	if err := run("pvcreate", "-q", "-y", loop); err != nil {
+		t.Fatal(err)
+	}
+	if err := run("vgcreate", "-q", "-y", vg, loop); err != nil {
+		t.Fatal(err)
+	}
+	return vg, loop
+}
+
+// needDeviceMapper skips the test, saying why, when the kernel has no
+// device-mapper: logical volumes cannot be activated.
+func needDeviceMapper(t *testing.T) {
+	t.Helper()
+	if !deviceMapper() {
+		out, err := exec.Command("modprobe", "dm_mod").CombinedOutput()
+		if !deviceMapper() {
+			t.Skipf("SKIP: the kernel has no device-mapper (no device-mapper in /proc/misc; modprobe dm_mod: %v %s): logical volumes cannot be activated here; plain-disk guest test of the kvm driver not run", err, strings.TrimSpace(string(out)))
+		}
+	}
+}
+
+// TestStorageRealVG: the node's storage listing reads a real volume group
+// and its physical volume (on a loop device), and modify-storage's
+// pvchange -x n makes the volume not allocatable, which the next listing
+// shows (placement then stops counting its free space).
+func TestStorageRealVG(t *testing.T) {
+	vg, pv := needVG(t, 64)
+	s := Storage{}
+	ctx := context.Background()
+	find := func(typ, name string) StorageUnit {
+		t.Helper()
+		rep, err := s.List(ctx, "")
+		if err != nil || len(rep.Errors) > 0 {
+			t.Fatalf("list: %v %v", err, rep.Errors)
+		}
+		for _, u := range rep.Units {
+			if u.Type == typ && u.Name == name {
+				return u
+			}
+		}
+		t.Fatalf("no %s %s in %+v", typ, name, rep.Units)
+		return StorageUnit{}
+	}
+	if u := find(StorageLVMVG, vg); u.SizeMiB <= 0 || u.SizeMiB > 64 || u.FreeMiB != u.SizeMiB {
+		t.Errorf("volume group: %+v", u)
+	}
+	if u := find(StorageLVMPV, pv); u.VG != vg || !u.Allocatable {
+		t.Errorf("physical volume: %+v", u)
+	}
+	if _, err := s.ModifyPV(ctx, pv, false); err != nil {
+		t.Fatal(err)
+	}
+	if u := find(StorageLVMPV, pv); u.Allocatable {
+		t.Errorf("physical volume after pvchange -x n: %+v", u)
+	}
+}
+
+// TestKVMPlainGuest: with a volume group on a loop device, the kvm driver
+// makes a plain disk (a logical volume), boots a real guest with it
+// attached, grows it while the guest runs, stops the guest, deactivates
+// and removes it, leaving no volume behind.
+func TestKVMPlainGuest(t *testing.T) {
+	needDeviceMapper(t)
+	kernel, initrd := needGuest(t)
+	vg, _ := needVG(t, 256)
+	dir := t.TempDir()
+	k, err := NewKVM(KVMConfig{Dir: dir, Node: "n1", Addr: "127.0.0.1", VolumeGroup: vg, Accel: AccelTCG})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { killAll(dir) })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	d := fsm.Disk{UUID: "0d15c000-0000-4000-8000-000000000002", SizeMiB: 32, Mode: "rw"}
+	inst := guestInstance(kernel, initrd, fsm.DTPlain, d)
+	if _, err := k.DiskCreate(ctx, inst, d.UUID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat("/dev/" + vg + "/" + lvName(inst.UUID, d.UUID)); err != nil {
+		t.Fatalf("the logical volume has no device: %v", err)
+	}
+	if _, err := k.Start(ctx, inst); err != nil {
+		t.Fatal(err)
+	}
+	lines := serialLines(t, k.SerialPath(inst.UUID))
+	waitCount(t, lines, 1, 3*time.Minute)
+	grown := inst
+	grown.Disks = []fsm.Disk{{UUID: d.UUID, SizeMiB: 64, Mode: "rw"}}
+	if r, err := k.DiskGrow(ctx, grown, d.UUID); err != nil || !r.Changed {
+		t.Fatalf("grow while running: %+v %v", r, err)
+	}
+	if _, err := k.Stop(ctx, grown, StopOptions{Timeout: 10 * time.Second, Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.DiskDetach(ctx, grown, d.UUID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Remove(ctx, grown); err != nil {
+		t.Fatal(err)
+	}
+	if sz, _, err := k.lvState(ctx, vg, lvName(inst.UUID, d.UUID)); err != nil || sz != -1 {
+		t.Fatalf("volume left after remove: %d MiB, %v", sz, err)
+	}
+}
+
+// deviceMapper tells whether the kernel has device-mapper, which LVM
+// needs to activate logical volumes (its misc device is registered).
+func deviceMapper() bool {
+	b, err := os.ReadFile("/proc/misc")
+	return err == nil && strings.Contains(string(b), " device-mapper\n")
 }

@@ -151,7 +151,8 @@ func (s *Server) newDriver() (agent.Driver, error) {
 		log := s.log.Named("kvm")
 		k, err := agent.NewKVM(agent.KVMConfig{
 			Dir: filepath.Join(dir, "kvm"), Node: s.cfg.Name, Addr: s.cfg.Bind,
-			FileStorageDir: fsDir, SharedFileStorageDir: s.cfg.SharedFileStorageDir, Accel: s.cfg.KVMAccel,
+			FileStorageDir: fsDir, SharedFileStorageDir: s.cfg.SharedFileStorageDir, VolumeGroup: s.volumeGroup(),
+			Accel: s.cfg.KVMAccel,
 			NetNS: s.cfg.KVMNetNS,
 			Info:  log.Info, Warn: log.Warn, OS: &osCfg,
 		})

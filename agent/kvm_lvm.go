@@ -1,0 +1,206 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/gnt-cluster/gnt/fsm"
+)
+
+// Disks of template plain: one LVM logical volume per disk in the node's
+// volume group (KVMConfig.VolumeGroup), named "<instance uuid>.<disk
+// uuid>" and used by qemu as /dev/<vg>/<lv>. lvcreate makes it (the
+// volume is active from then on), lvextend grows it, lvremove removes it;
+// lvchange -ay activates it before qemu opens it (start, attach) and
+// lvchange -an deactivates it when its disk is detached from an instance
+// that does not run (deactivate-disks). Presence and size are what lvs
+// says, never the device node: an inactive volume has none.
+
+// lvName is the logical volume of an instance's disk (73 characters of
+// [0-9a-f-.], within LVM's 128).
+func lvName(inst, disk string) string { return inst + "." + disk }
+
+func (k *KVM) lvm() LVMRunner {
+	if k.cfg.LVM != nil {
+		return k.cfg.LVM
+	}
+	return RunLVM
+}
+
+// volumeGroup is the node's volume group for plain disks.
+func (k *KVM) volumeGroup() (string, error) {
+	if k.cfg.VolumeGroup == "" {
+		return "", fmt.Errorf("%w: no volume group is configured on node %s (--volume-group)", ErrNotSupported, k.cfg.Node)
+	}
+	return k.cfg.VolumeGroup, nil
+}
+
+// lvState is what lvs says of a logical volume: size in MiB (-1 when it
+// does not exist) and whether it is active.
+func (k *KVM) lvState(ctx context.Context, vg, lv string) (size int64, active bool, err error) {
+	out, err := k.lvm()(ctx, "lvs", "--noheadings", "--nosuffix", "--units", "m", "--separator", "|", "-o", "lv_name,lv_size,lv_attr", "--", vg)
+	if err != nil {
+		return 0, false, err
+	}
+	rows, err := splitLVM(out, 3, "lvs")
+	if err != nil {
+		return 0, false, err
+	}
+	for _, f := range rows {
+		if f[0] != lv {
+			continue
+		}
+		sz, err := parseMiB("lvs: lv_size of "+lv, f[1])
+		if err != nil {
+			return 0, false, err
+		}
+		// lv_attr's fifth character is the state: 'a' active.
+		return sz, len(f[2]) >= 5 && f[2][4] == 'a', nil
+	}
+	return -1, false, nil
+}
+
+// diskLV looks up the logical volume of an instance's disk: its volume
+// group and name, size (-1: absent) and whether it is active.
+func (k *KVM) diskLV(ctx context.Context, op Op, inst fsm.Instance, disk string) (vg, lv string, size int64, active bool, err error) {
+	if vg, err = k.volumeGroup(); err != nil {
+		return "", "", 0, false, err
+	}
+	lv = lvName(inst.UUID, disk)
+	size, active, err = k.lvState(ctx, vg, lv)
+	if err != nil {
+		return "", "", 0, false, &OpError{Op: op, Err: err}
+	}
+	return vg, lv, size, active, nil
+}
+
+// lvDo runs an LVM tool on an instance's disk volume, as an OpError of op.
+func (k *KVM) lvDo(ctx context.Context, op Op, tool string, args ...string) error {
+	if out, err := k.lvm()(ctx, tool, args...); err != nil {
+		return &OpError{Op: op, Err: err, Output: truncate(string(out), qemuOutput)}
+	}
+	return nil
+}
+
+// lvActivate activates (or deactivates) the disk's volume when it is not
+// already so.
+func (k *KVM) lvActivate(ctx context.Context, op Op, inst fsm.Instance, disk string, on bool) error {
+	vg, lv, sz, active, err := k.diskLV(ctx, op, inst, disk)
+	if err != nil {
+		return err
+	}
+	if sz < 0 {
+		return notFound("disk %s: logical volume %s/%s does not exist on this node", disk, vg, lv)
+	}
+	if active == on {
+		return nil
+	}
+	flag := "-an"
+	if on {
+		flag = "-ay"
+	}
+	return k.lvDo(ctx, op, "lvchange", flag, "--", vg+"/"+lv)
+}
+
+// plainDisks activates every plain disk of the instance (before qemu
+// opens them); nothing for other templates.
+func (k *KVM) activatePlain(ctx context.Context, op Op, inst fsm.Instance) error {
+	if inst.DiskTemplate != fsm.DTPlain {
+		return nil
+	}
+	for _, d := range inst.Disks {
+		if err := k.lvActivate(ctx, op, inst, d.UUID, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// storageSize is the size in MiB of the disk's storage here, -1 when
+// absent: its file's, or its logical volume's for plain.
+func (k *KVM) storageSize(ctx context.Context, inst fsm.Instance, disk, path string) (int64, error) {
+	if inst.DiskTemplate != fsm.DTPlain {
+		return diskSize(path)
+	}
+	vg, err := k.volumeGroup()
+	if err != nil {
+		return 0, err
+	}
+	sz, _, err := k.lvState(ctx, vg, lvName(inst.UUID, disk))
+	return sz, err
+}
+
+// createStorage makes the disk's storage: a raw sparse file (made under a
+// temporary name and renamed, so a crash leaves no half-made disk that
+// passes as present), or a logical volume.
+func (k *KVM) createStorage(ctx context.Context, inst fsm.Instance, disk, path string, size int64) error {
+	if inst.DiskTemplate == fsm.DTPlain {
+		vg, err := k.volumeGroup()
+		if err != nil {
+			return err
+		}
+		// -Wy -y: wipe old signatures without asking, so that a volume
+		// made where a removed one was starts blank.
+		return k.lvDo(ctx, OpDiskCreate, "lvcreate", "-Wy", "-y", "-L", strconv.FormatInt(size, 10)+"m", "-n", lvName(inst.UUID, disk), "--", vg)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return &OpError{Op: OpDiskCreate, Err: err}
+	}
+	tmp := path + ".tmp"
+	os.Remove(tmp)
+	if err := k.qemuImg(ctx, OpDiskCreate, "create", "-q", "-f", diskFileFormat(path), tmp, strconv.FormatInt(size, 10)+"M"); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return &OpError{Op: OpDiskCreate, Err: err}
+	}
+	syncDir(filepath.Dir(path))
+	return nil
+}
+
+// removeStorage removes the disk's storage (absent: nothing to do).
+func (k *KVM) removeStorage(ctx context.Context, op Op, inst fsm.Instance, disk, path string) error {
+	if inst.DiskTemplate != fsm.DTPlain {
+		if err := removeDiskFile(path); err != nil {
+			return &OpError{Op: op, Err: err}
+		}
+		return nil
+	}
+	vg, lv, sz, _, err := k.diskLV(ctx, op, inst, disk)
+	if err != nil || sz < 0 {
+		return err
+	}
+	return k.lvDo(ctx, op, "lvremove", "-y", "--", vg+"/"+lv)
+}
+
+// growStorage grows a disk's storage that no running qemu has open (a
+// file), or any logical volume (qemu then learns the size through
+// block_resize).
+func (k *KVM) growStorage(ctx context.Context, inst fsm.Instance, disk, path string, size int64) error {
+	if inst.DiskTemplate != fsm.DTPlain {
+		return k.qemuImg(ctx, OpDiskGrow, "resize", "-q", "-f", diskFileFormat(path), path, strconv.FormatInt(size, 10)+"M")
+	}
+	vg, err := k.volumeGroup()
+	if err != nil {
+		return err
+	}
+	return k.lvDo(ctx, OpDiskGrow, "lvextend", "-L", strconv.FormatInt(size, 10)+"m", "--", vg+"/"+lvName(inst.UUID, disk))
+}
+
+// errNoPlainMove refuses moving a plain instance between nodes.
+var errNoPlainMove = errors.New("plain disks are logical volumes local to their node; without drbd an instance of template plain cannot move (migrate or fail over) to another node")
+
+// fileDriver is QEMU's block driver of the instance's disks' storage:
+// host_device for logical volumes, file for files.
+func fileDriver(inst fsm.Instance) string {
+	if inst.DiskTemplate == fsm.DTPlain {
+		return "host_device"
+	}
+	return "file"
+}
