@@ -282,7 +282,10 @@ type LeaderEstablish struct {
 // Version 27 adds the disk parameter format (raw, qcow2) of the file and
 // sharedfile templates, and diskparams of an instance (only in the copy
 // the node agents receive).
-const LogVersion = 27
+//
+// Version 28 adds why a node takes no drbd disks (no_drbd of
+// NodeStorageReport and of a node's storage).
+const LogVersion = 28
 
 // Job update actions.
 const (

@@ -59,6 +59,10 @@ type NodeStorage struct {
 	SharedFileDir string        `json:"shared_file_dir,omitempty"`
 	VG            string        `json:"vg,omitempty"`
 	Units         []StorageUnit `json:"units"`
+	// NoDRBD, when set, is why the node takes no drbd disks (no DRBD
+	// kernel module or tools, or a driver without drbd disks), as its
+	// agent says; "" when it may (or a driver simulates them).
+	NoDRBD string `json:"no_drbd,omitempty"`
 }
 
 // Unit returns the node's unit of the given type and name, or nil.
@@ -111,6 +115,8 @@ type NodeStorageReport struct {
 	SharedFileDir string        `json:"shared_file_dir,omitempty"`
 	VG            string        `json:"vg,omitempty"`
 	Units         []StorageUnit `json:"units"`
+	// NoDRBD is NodeStorage.NoDRBD. Since LogVersion 28.
+	NoDRBD string `json:"no_drbd,omitempty"`
 }
 
 // CommandType implements Command.
@@ -189,6 +195,9 @@ func (s *State) CheckNodeStorage(c *NodeStorageReport) *Error {
 			}
 		}
 	}
+	if len(c.NoDRBD) > MaxNoDRBDLen {
+		return errf(CodeInval, "no_drbd", "no_drbd has %d bytes, at most %d", len(c.NoDRBD), MaxNoDRBDLen)
+	}
 	return CheckStorageUnits(c.Units)
 }
 
@@ -206,7 +215,7 @@ func (s *State) applyNodeStorage(c *NodeStorageReport) Response {
 	// Stored objects are never changed in place (Frozen relies on it).
 	w := n.clone()
 	w.Storage = &NodeStorage{
-		Reported: c.Now, DiskUsedMiB: used, FileDir: c.FileDir, SharedFileDir: c.SharedFileDir, VG: c.VG,
+		Reported: c.Now, DiskUsedMiB: used, FileDir: c.FileDir, SharedFileDir: c.SharedFileDir, VG: c.VG, NoDRBD: c.NoDRBD,
 		Units: append([]StorageUnit{}, c.Units...),
 	}
 	s.Nodes[w.UUID] = w
@@ -288,4 +297,64 @@ func (n *NodeStorage) Space(template string, usedNow int64) (sp Space, ok bool) 
 	free -= max(0, usedNow-n.DiskUsedMiB)
 	sp.Total, sp.Free = u.SizeMiB, max(free, 0)
 	return sp, true
+}
+
+// MaxNoDRBDLen bounds the reason a node gives for taking no drbd disks.
+const MaxNoDRBDLen = 512
+
+// CheckDRBDNodes says why an instance of template drbd cannot be created
+// on the given nodes (names or UUIDs; "" for a node the allocator
+// chooses), from what the nodes' agents reported (NodeStorage.NoDRBD): a
+// named node that reported it takes no drbd disks, or, when a node is
+// left to the allocator, fewer than two nodes that may take them. Nodes
+// that reported nothing (or a driver that simulates drbd) count as able.
+// It reads the state only: the API checks a submission with it, so that
+// a node without DRBD refuses the instance then, never its job later.
+func (s *State) CheckDRBDNodes(pnode, snode string) *Error {
+	var reasons []string
+	for _, ref := range []string{pnode, snode} {
+		if ref == "" {
+			continue
+		}
+		if n := s.LookupNode(ref); n != nil && n.Storage != nil && n.Storage.NoDRBD != "" {
+			reasons = append(reasons, n.Storage.NoDRBD)
+		}
+	}
+	if len(reasons) > 0 {
+		return errf(CodeState, "disk_template", "disk template drbd needs DRBD on both nodes: %s", joinReasons(reasons))
+	}
+	if pnode != "" && snode != "" {
+		return nil
+	}
+	able := 0
+	for _, n := range s.SortedNodes() {
+		if n.Offline || !n.VMCapable {
+			continue
+		}
+		if n.Storage != nil && n.Storage.NoDRBD != "" {
+			reasons = append(reasons, n.Storage.NoDRBD)
+			continue
+		}
+		able++
+	}
+	if able < 2 && len(reasons) > 0 {
+		return errf(CodeState, "disk_template", "disk template drbd needs DRBD on two nodes and %d node(s) have it: %s", able, joinReasons(reasons))
+	}
+	return nil
+}
+
+// joinReasons lists at most five reasons.
+func joinReasons(rs []string) string {
+	const most = 5
+	out := ""
+	for i, r := range rs {
+		if i == most {
+			return out + fmt.Sprintf("; and %d more", len(rs)-most)
+		}
+		if i > 0 {
+			out += "; "
+		}
+		out += r
+	}
+	return out
 }

@@ -3,6 +3,8 @@ package rpc_test
 import (
 	"strings"
 	"testing"
+
+	"github.com/gnt-cluster/gnt/fsm"
 )
 
 // TestNodeStorageBadInput: the storage resources refuse a missing or
@@ -45,5 +47,38 @@ func TestNodeStorageBadInput(t *testing.T) {
 	}
 	if jobsAfter := e.do("GET", "/2/jobs", ""); jobsAfter.String() != jobsBefore.String() {
 		t.Errorf("the refused requests submitted jobs: %s, before %s", jobsAfter, jobsBefore)
+	}
+}
+
+// TestDRBDRefusedAtSubmission: a drbd instance on a node whose agent said
+// it takes no drbd disks is refused when it is submitted (409, naming
+// the node and why), submitting no job; a plain one is submitted.
+func TestDRBDRefusedAtSubmission(t *testing.T) {
+	e := moreEnv(t)
+	why := "node node1 has no DRBD (no /proc/drbd: the drbd kernel module is not loaded)"
+	resp, _, err := e.b.ApplyCommand(fsm.NodeStorageReport{Now: 2, Epoch: e.b.Epoch(), Node: "node1", NoDRBD: why, Units: []fsm.StorageUnit{}})
+	if err != nil || resp.Err != nil {
+		t.Fatalf("recording node1's storage: %v %v", err, resp.Err)
+	}
+	jobsBefore := e.do("GET", "/2/jobs", "")
+	for _, body := range []string{
+		`{"__version__":1,"instance_name":"db1","disk_template":"drbd","disks":[{"size":1024}],"pnode":"node1","snode":"node2","os_type":"debian","mode":"create","nics":[]}`,
+		`{"__version__":1,"instance_name":"db1","disk_template":"drbd","disks":[{"size":1024}],"os_type":"debian","mode":"create","nics":[]}`,
+	} {
+		r := e.do("POST", "/2/instances", body)
+		if r.status != 409 {
+			t.Errorf("drbd create: %s, want 409", r)
+			continue
+		}
+		if ae := r.apiError(t); ae.Field != "disk_template" || !strings.Contains(ae.Message, "disk template drbd needs DRBD on") || !strings.Contains(ae.Message, why) {
+			t.Errorf("drbd create: %s, want disk_template naming why", r)
+		}
+	}
+	if jobsAfter := e.do("GET", "/2/jobs", ""); jobsAfter.String() != jobsBefore.String() {
+		t.Errorf("the refused creations submitted jobs: %s, before %s", jobsAfter, jobsBefore)
+	}
+	r := e.do("POST", "/2/instances", `{"__version__":1,"instance_name":"db2","disk_template":"plain","disks":[{"size":1024}],"pnode":"node1","os_type":"debian","mode":"create","nics":[]}`)
+	if r.status != 200 {
+		t.Errorf("plain create on the same node: %s", r)
 	}
 }

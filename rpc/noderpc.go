@@ -298,6 +298,9 @@ type NodeStorageReport struct {
 	FileDir       string `json:"file_dir,omitempty"`
 	SharedFileDir string `json:"shared_file_dir,omitempty"`
 	VG            string `json:"vg,omitempty"`
+	// NoDRBD, when set, says why the node takes no drbd disks (no DRBD
+	// kernel module or tools, or a driver without drbd disks).
+	NoDRBD string `json:"no_drbd,omitempty"`
 }
 
 // NodeStorageUnit is one storage unit; sizes in MiB.

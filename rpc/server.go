@@ -1158,6 +1158,43 @@ func opError(n, i int, e *fsm.Error) *APIError {
 	return FromFSM(e)
 }
 
+// checkDRBDOps refuses, at submission, the instance creations of template
+// drbd on nodes whose agents said they take no drbd disks
+// (fsm.State.CheckDRBDNodes), so that it is never their job that fails.
+func checkDRBDOps(st *fsm.State, ops []json.RawMessage) *fsm.Error {
+	type create struct {
+		ID       string `json:"OP_ID"`
+		Template string `json:"disk_template"`
+		PNode    string `json:"pnode"`
+		SNode    string `json:"snode"`
+	}
+	for i, raw := range ops {
+		if !bytes.Contains(raw, []byte(`"drbd"`)) {
+			continue
+		}
+		var o struct {
+			create
+			Instances []create `json:"instances"`
+		}
+		if json.Unmarshal(raw, &o) != nil {
+			continue // malformed: the state machine says why
+		}
+		all := append([]create{o.create}, o.Instances...)
+		for _, c := range all {
+			if c.Template != fsm.DTDrbd || o.ID != "OP_INSTANCE_CREATE" && o.ID != "OP_INSTANCE_MULTI_ALLOC" {
+				continue
+			}
+			if e := st.CheckDRBDNodes(c.PNode, c.SNode); e != nil {
+				if len(ops) > 1 {
+					e = &fsm.Error{Code: e.Code, Field: e.Field, Msg: fmt.Sprintf("opcode %d: %s", i, e.Msg)}
+				}
+				return e
+			}
+		}
+	}
+	return nil
+}
+
 // submit builds the job and applies it through Raft; the answer is the
 // job id, with X-Gnt-Index the index it was applied at and
 // X-Gnt-Job-Status its status then. With hold > 0 the answer waits until
@@ -1190,6 +1227,9 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, ops []json.RawMe
 		if hasDeps && st.Initialized() {
 			setIndex(w, idx)
 			e = st.CheckJobs([]fsm.JobSpec{{Ops: ops, UUIDs: uuids}})
+		}
+		if e == nil && st.Initialized() {
+			e = checkDRBDOps(st, ops)
 		}
 	})
 	if e != nil {

@@ -59,7 +59,7 @@ type storageRecorder struct {
 // storageCommand turns a node's listing into the command recording it,
 // its units sorted by type and name.
 func storageCommand(node string, rep rpc.NodeStorageReport) fsm.NodeStorageReport {
-	c := fsm.NodeStorageReport{Node: node, FileDir: rep.FileDir, SharedFileDir: rep.SharedFileDir, VG: rep.VG,
+	c := fsm.NodeStorageReport{Node: node, FileDir: rep.FileDir, SharedFileDir: rep.SharedFileDir, VG: rep.VG, NoDRBD: rep.NoDRBD,
 		Units: make([]fsm.StorageUnit, 0, len(rep.Units))}
 	for _, u := range rep.Units {
 		c.Units = append(c.Units, fsm.StorageUnit{Type: u.Type, Name: u.Name, VG: u.VG, SizeMiB: u.Size, UsedMiB: u.Used, FreeMiB: u.Free, Allocatable: u.Allocatable})
@@ -77,7 +77,7 @@ func storageChanged(prev *fsm.NodeStorage, c *fsm.NodeStorageReport) (bool, stri
 	if prev == nil {
 		return true, "first report"
 	}
-	if prev.FileDir != c.FileDir || prev.SharedFileDir != c.SharedFileDir || prev.VG != c.VG {
+	if prev.FileDir != c.FileDir || prev.SharedFileDir != c.SharedFileDir || prev.VG != c.VG || prev.NoDRBD != c.NoDRBD {
 		return true, "the driver's storage changed"
 	}
 	if len(prev.Units) != len(c.Units) {

@@ -245,11 +245,18 @@ const (
 // the disk the configuration added since the report being what is free.
 // A node that reported no such unit keeps its declared disk (a
 // sharedfile disk then takes none of it, as before reports); one whose
-// report names the unit but lacks it (no such volume group) has none.
+// report names the unit but lacks it (no such volume group) has none,
+// and so has, for drbd, one that said it takes no drbd disks (NoDRBD).
 // Its diskUsed is what the configuration counts, so that placements
 // within the call take their disk off what is free.
 func (r *row) useStorage(n *fsm.Node, template string) {
 	if template == TemplateDiskless {
+		return
+	}
+	if template == TemplateDRBD && n.Storage != nil && n.Storage.NoDRBD != "" {
+		// The node takes no drbd disks (no DRBD, or a driver without
+		// them): no room, the reason in messages.
+		r.unit, r.diskTotal = n.Storage.NoDRBD, r.diskUsed
 		return
 	}
 	sp, ok := n.Storage.Space(template, r.diskUsed)

@@ -138,6 +138,11 @@ func TestStoragePlacement(t *testing.T) {
 		}(), req: plain(1024, 4*gib, 1), err: "b has 0 (no lvm-vg othervg on the node)"},
 		{name: "drbd needs VG space on both nodes", c: base(), req: drbd(1024, 4*gib, 1),
 			err: "a has 3072 (lvm-vg xenvg)"},
+		{name: "a node without DRBD takes no drbd disks", c: func() *cluster {
+			c := base()
+			c.st.Nodes[uuid("b")].Storage.NoDRBD = "node b has no DRBD"
+			return c
+		}(), req: drbd(1024, 1*gib, 1), err: "b has 0 (node b has no DRBD)"},
 		{name: "sharedfile reads the shared directory", c: base(), req: shared(1 * gib), primary: "a"},
 		{name: "sharedfile short", c: base(), req: shared(3 * gib),
 			err: "no node has 3072 MiB free disk: a has 2048 (file /shared), b has 2048 (file /shared)"},
