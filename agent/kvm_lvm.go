@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 
 	"github.com/gnt-cluster/gnt/fsm"
 )
@@ -193,27 +191,6 @@ func (k *KVM) growStorage(ctx context.Context, inst fsm.Instance, disk, path str
 		return err
 	}
 	return k.lvDo(ctx, OpDiskGrow, "lvextend", "-L", strconv.FormatInt(size, 10)+"m", "--", vg+"/"+lvName(inst.UUID, disk))
-}
-
-// KVMNoDRBD says why a kvm node takes no drbd disks: DRBD is missing (no
-// /proc/drbd: the kernel module is not loaded; no drbdsetup: the tools
-// are not installed), or, where DRBD is there, that the kvm driver has no
-// drbd disks yet. The leader refuses drbd instances on such nodes when
-// they are submitted.
-func KVMNoDRBD(node string) string {
-	var missing []string
-	if _, err := os.Stat("/proc/drbd"); err != nil {
-		missing = append(missing, "no /proc/drbd: the drbd kernel module is not loaded")
-	}
-	if _, err := exec.LookPath("drbdsetup"); err != nil {
-		if _, err := os.Stat("/sbin/drbdsetup"); err != nil {
-			missing = append(missing, "no drbdsetup: drbd-utils is not installed")
-		}
-	}
-	if len(missing) > 0 {
-		return "node " + node + " has no DRBD (" + strings.Join(missing, "; ") + ")"
-	}
-	return "node " + node + " has DRBD, but the kvm driver runs no drbd disks yet (use plain, file or sharedfile)"
 }
 
 // errNoPlainMove refuses moving a plain instance between nodes.
