@@ -594,8 +594,15 @@ func (e *Executor) rebootStep(o *fsm.OpInstanceReboot) Step {
 // secondary (Ganeti: they need drbd or shared storage).
 func needDRBD(in *fsm.Instance, what string) error {
 	if in.DiskTemplate != fsm.DTDrbd || len(in.SecondaryNodes) != 1 {
+		local := ""
+		switch in.DiskTemplate {
+		case fsm.DTPlain:
+			local = "; its disks are logical volumes local to its node"
+		case fsm.DTFile:
+			local = "; its disks are files local to its node"
+		}
 		return &fsm.Error{Code: fsm.CodeState, Field: "instance_name",
-			Msg: fmt.Sprintf("instance %s has disk template %s: %s needs drbd (a secondary node to move to)", in.Name, in.DiskTemplate, what)}
+			Msg: fmt.Sprintf("instance %s has disk template %s: %s needs drbd (a secondary node to move to)%s", in.Name, in.DiskTemplate, what, local)}
 	}
 	return nil
 }

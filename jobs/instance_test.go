@@ -299,7 +299,7 @@ func TestInstanceCreateRefusals(t *testing.T) {
 	waitStatus(t, d.f, plain, fsm.StatusSuccess)
 	mig := submitUUID(t, d, `{"OP_ID":"OP_INSTANCE_MIGRATE","instance_name":"p1"}`)
 	j = waitStatus(t, d.f, mig, fsm.StatusError)
-	if !strings.Contains(string(j.Ops[0].Result), "needs drbd") {
+	if !strings.Contains(string(j.Ops[0].Result), "needs drbd") || !strings.Contains(string(j.Ops[0].Result), "logical volumes local to its node") {
 		t.Errorf("migrate of plain: %s", j.Ops[0].Result)
 	}
 	// A reservation takes the memory: a real instance that would need it
