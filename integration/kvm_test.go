@@ -249,13 +249,35 @@ func TestKVMGuests(t *testing.T) {
 		t.Fatalf("status after the restart of gntd: %+v %v, want running with boot id %s", st2, err, st.BootID)
 	}
 
-	// Live migration through a gnt job is not exercised here: in the full
-	// integration suite (never alone, never in agent's TestKVMMigrate,
-	// which migrates real guests and checks their counter), a guest
-	// migrated twice by gnt jobs hung: its console went silent and the
-	// next graceful stop never ended. Until that is understood, the
-	// migration of real guests is tested by the agent's TestKVMMigrate
-	// only.
+	// Live migration, a job (gnt instance migrate -n), to node13 and
+	// back: the counter goes on, one qemu at a time, the configuration
+	// follows.
+	for _, hop := range []struct{ src, dst *Member }{{n12, n13}, {n13, n12}} {
+		// A guest that has run its init for a few seconds.
+		n = guestCounter(t, hop.src, uuid, max(n, 30), 3*time.Minute)
+		out, err := c.GNT("instance", "migrate", "-f", "-n", hop.dst.Name, "vm1")
+		if err != nil {
+			t.Fatalf("migrate to %s: %v\n%s", hop.dst.Name, err, out)
+		}
+		for _, l := range strings.Split(out, "\n") {
+			if strings.Contains(l, "downtime") {
+				t.Logf("%s -> %s: %s", hop.src.Name, hop.dst.Name, strings.TrimSpace(l))
+			}
+		}
+		n = guestCounter(t, hop.dst, uuid, n, 3*time.Minute)
+		if qemuPID(hop.src, uuid) != 0 || qemuPID(hop.dst, uuid) == 0 {
+			t.Fatalf("after migrating to %s: qemu on %s %d, on %s %d; want one, on the target",
+				hop.dst.Name, hop.src.Name, qemuPID(hop.src, uuid), hop.dst.Name, qemuPID(hop.dst, uuid))
+		}
+		st3, err := c.NodeClient(hop.dst).Status(ctx, fsm.Instance{UUID: uuid})
+		if err != nil || st3.State != rpc.NodeStateRunning || st3.BootID != st.BootID {
+			t.Fatalf("status on %s after the migration: %+v %v", hop.dst.Name, st3, err)
+		}
+		if p, _, _, err := c.instanceNodes("vm1"); err != nil || p != hop.dst.Name {
+			t.Fatalf("primary after migrating to %s: %s %v", hop.dst.Name, p, err)
+		}
+	}
+
 	// Failover to node13: stopped on node12, started there.
 	if out, err := c.GNT("instance", "failover", "-f", "-n", "node13", "vm1"); err != nil {
 		t.Fatalf("failover: %v\n%s", err, out)
