@@ -19,9 +19,7 @@ import (
 // bridge the node lacks fails the start naming the bridge, with no tap.
 func TestKVMBridgedNIC(t *testing.T) {
 	kernel, initrd := needKVMGuest(t)
-	if os.Geteuid() != 0 {
-		t.Skip("SKIP: not root: the NIC test creates a network namespace and a bridge")
-	}
+	skipUnlessRoot(t, "the NIC test creates a network namespace and a bridge")
 	ns := fmt.Sprintf("gnt-inics-%d", os.Getpid())
 	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
 		t.Skipf("SKIP: cannot create a network namespace (ip netns add): %v: %s", err, out)
@@ -38,27 +36,12 @@ func TestKVMBridgedNIC(t *testing.T) {
 	ip("link", "add", "br0", "type", "bridge")
 	ip("link", "set", "br0", "up")
 
-	c := NewCluster(t, ClusterOptions{Candidates: 1,
-		ExtraArgs: []string{"--hypervisor", "kvm", "--kvm-accel", "tcg", "--kvm-netns", ns}})
-	t.Cleanup(func() { killQEMUs(c) })
-	c.WaitLeader(30 * time.Second)
-	m := c.Members[0]
-	c.WaitAgent(m, 60*time.Second)
+	c, m := kvmNode(t, "--kvm-netns", ns)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	create := func(name, link string) (string, string) {
 		t.Helper()
-		id, _, err := c.Client().Submit(ctx, "POST", "/2/instances", nil, map[string]any{
-			"__version__": 1, "instance_name": name, "disk_template": "diskless", "disks": []any{},
-			"beparams": map[string]any{"memory": 128, "vcpus": 1}, "os_type": "noop", "pnode": m.Name,
-			"nics":     []any{map[string]any{"link": link, "mode": "bridged"}},
-			"hvparams": map[string]any{"kernel_path": kernel, "initrd_path": initrd, "kernel_args": "quiet", "root_path": ""},
-		})
-		if err != nil {
-			t.Fatalf("instance create %s: %v", name, err)
-		}
-		j := c.waitFinal(id, 3*time.Minute)
-		return j.Status, fmt.Sprintf("%v %s", j.OpLog, j.OpResult)
+		return createKVMGuest(ctx, t, c, m, name, kernel, initrd, []any{map[string]any{"link": link, "mode": "bridged"}}, nil)
 	}
 	if st, log := create("vm1", "br0"); st != fsm.StatusSuccess {
 		t.Fatalf("instance create vm1: %s\n%s", st, log)
@@ -103,5 +86,49 @@ func TestKVMBridgedNIC(t *testing.T) {
 	}
 	if out := ip("-o", "link", "show", "type", "tun"); out != "" {
 		t.Errorf("taps after remove: %q", out)
+	}
+}
+
+// kvmNode is a one-node cluster of a gntd with the kvm driver on TCG
+// (args added to its command line), its agent up; every qemu it leaves is
+// killed when the test ends.
+func kvmNode(t *testing.T, args ...string) (*Cluster, *Member) {
+	t.Helper()
+	c := NewCluster(t, ClusterOptions{Candidates: 1,
+		ExtraArgs: append([]string{"--hypervisor", "kvm", "--kvm-accel", "tcg"}, args...)})
+	t.Cleanup(func() { killQEMUs(c) })
+	c.WaitLeader(30 * time.Second)
+	m := c.Members[0]
+	c.WaitAgent(m, 60*time.Second)
+	return c, m
+}
+
+// createKVMGuest creates (and so starts) a diskless guest on m booting
+// kernel and initrd through the API, with nics and hypervisor parameters
+// hv besides the boot ones; it answers the job's status and its log and
+// result.
+func createKVMGuest(ctx context.Context, t *testing.T, c *Cluster, m *Member, name, kernel, initrd string, nics []any, hv map[string]any) (string, string) {
+	t.Helper()
+	hvp := map[string]any{"kernel_path": kernel, "initrd_path": initrd, "kernel_args": "quiet", "root_path": ""}
+	for k, v := range hv {
+		hvp[k] = v
+	}
+	id, _, err := c.Client().Submit(ctx, "POST", "/2/instances", nil, map[string]any{
+		"__version__": 1, "instance_name": name, "disk_template": "diskless", "disks": []any{}, "nics": nics,
+		"beparams": map[string]any{"memory": 128, "vcpus": 1}, "os_type": "noop", "pnode": m.Name, "hvparams": hvp,
+	})
+	if err != nil {
+		t.Fatalf("instance create %s: %v", name, err)
+	}
+	j := c.waitFinal(id, 4*time.Minute)
+	return j.Status, fmt.Sprintf("%v %s", j.OpLog, j.OpResult)
+}
+
+// skipUnlessRoot skips the test, saying why it needs root, when it does
+// not run as root.
+func skipUnlessRoot(t *testing.T, why string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP: not root: " + why)
 	}
 }
