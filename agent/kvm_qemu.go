@@ -84,19 +84,23 @@ func qemuPID(pidFile, uuid string) int {
 // isQEMUOf tells whether pid is a live (not zombie) process whose
 // command line has "-uuid <uuid>".
 func isQEMUOf(pid int, uuid string) bool {
+	cmdline, ok := liveCmdline(pid)
+	return ok && bytes.Contains(cmdline, []byte("\x00-uuid\x00"+uuid+"\x00"))
+}
+
+// liveCmdline is the command line of pid when it is a live process (not
+// a zombie); ok false when it is not.
+func liveCmdline(pid int) (cmdline []byte, ok bool) {
 	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return false
+		return nil, false
 	}
 	// The state follows the command name in parentheses.
 	if i := bytes.LastIndexByte(stat, ')'); i < 0 || i+2 >= len(stat) || stat[i+2] == 'Z' || stat[i+2] == 'X' {
-		return false
+		return nil, false
 	}
-	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-	if err != nil {
-		return false
-	}
-	return bytes.Contains(cmdline, []byte("\x00-uuid\x00"+uuid+"\x00"))
+	cmdline, err = os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	return cmdline, err == nil
 }
 
 // killQEMU sends SIGKILL to the instance's qemu and waits until it is
@@ -111,14 +115,36 @@ func killQEMU(ctx context.Context, pid int, uuid string) error {
 	return waitGone(ctx, pid, uuid)
 }
 
-// waitGone polls until the process is no longer the instance's live qemu.
+// waitGone polls until the process is no longer the instance's live qemu
+// and, when it is exiting, until it has closed its files: an exiting
+// process loses its command line (its memory) before its files, so for a
+// moment its image locks are still held (a qemu-img on the disk right
+// after would fail to get the write lock). That second wait is bounded
+// by exitingMax, in case the pid is taken by a kernel thread (no command
+// line either).
 func waitGone(ctx context.Context, pid int, uuid string) error {
 	for isQEMUOf(pid, uuid) {
 		if err := sleep(ctx, 50*time.Millisecond); err != nil {
 			return fmt.Errorf("qemu (pid %d) still running: %w", pid, err)
 		}
 	}
+	for deadline := time.Now().Add(exitingMax); exiting(pid) && time.Now().Before(deadline); {
+		if err := sleep(ctx, 20*time.Millisecond); err != nil {
+			return fmt.Errorf("qemu (pid %d) still exiting: %w", pid, err)
+		}
+	}
 	return nil
+}
+
+// exitingMax bounds how long waitGone waits for an exiting qemu to close
+// its files.
+const exitingMax = 10 * time.Second
+
+// exiting tells whether pid is a process past the release of its memory
+// (an empty command line) but not yet a zombie.
+func exiting(pid int) bool {
+	cmdline, ok := liveCmdline(pid)
+	return ok && len(cmdline) == 0
 }
 
 // probeKernel is the newest /boot/vmlinuz-*, the kernel the accelerator
