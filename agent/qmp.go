@@ -274,3 +274,11 @@ func qmpDo(ctx context.Context, path string, fn func(q *qmpConn) error) error {
 	defer q.Close()
 	return fn(q)
 }
+
+// QMPCall runs one QMP command on the QEMU monitor socket at path (a
+// session of its own: greeting, qmp_capabilities, the command) and
+// decodes its return value into out (nil: ignored). It is the driver's
+// own client, for tools and benchmarks that drive a qemu of their own.
+func QMPCall(ctx context.Context, path, cmd string, args, out any) error {
+	return qmpDo(ctx, path, func(q *qmpConn) error { return q.call(ctx, cmd, args, out) })
+}

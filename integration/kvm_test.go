@@ -88,18 +88,28 @@ func killQEMUs(c *Cluster) {
 // m and returns the first counter it prints above min.
 func guestCounter(t *testing.T, m *Member, uuid string, min int, within time.Duration) int {
 	t.Helper()
-	path := filepath.Join(kvmRun(m, uuid), "serial.sock")
+	n, err := serialCounter(filepath.Join(kvmRun(m, uuid), "serial.sock"), min, within)
+	if err != nil {
+		t.Fatalf("%v of %s on %s", err, uuid, m.Name)
+	}
+	return n
+}
+
+// serialCounter connects to the serial console socket at path (a long
+// path is reached through its directory's /proc/self/fd entry) and
+// returns the first counter the test guest prints above min.
+func serialCounter(path string, min int, within time.Duration) (int, error) {
 	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) {
 		d, err := os.Open(filepath.Dir(path))
 		if err != nil {
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(20 * time.Millisecond)
 			continue
 		}
 		c, err := net.Dial("unix", "/proc/self/fd/"+strconv.Itoa(int(d.Fd()))+"/"+filepath.Base(path))
 		d.Close()
 		if err != nil {
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(20 * time.Millisecond)
 			continue
 		}
 		c.SetReadDeadline(deadline)
@@ -109,14 +119,13 @@ func guestCounter(t *testing.T, m *Member, uuid string, min int, within time.Dur
 			if len(f) == 2 && strings.HasSuffix(f[0], "GNT-GUEST-UP") {
 				if n, err := strconv.Atoi(f[1]); err == nil && n > min {
 					c.Close()
-					return n
+					return n, nil
 				}
 			}
 		}
 		c.Close()
 	}
-	t.Fatalf("no GNT-GUEST-UP above %d on the serial console of %s on %s within %s", min, uuid, m.Name, within)
-	return 0
+	return 0, fmt.Errorf("no GNT-GUEST-UP above %d within %s on the serial console %s", min, within, path)
 }
 
 // filesUnder lists the regular files under dir.
