@@ -111,6 +111,7 @@ func TestBenchKVM(t *testing.T) {
 
 	// Start and stop, alternating gnt and bare QEMU.
 	var gStart, gStop, bStart, bStop []time.Duration
+	graceful := 0
 	for i := 0; i < rounds; i++ {
 		t0 := time.Now()
 		id, _, err := c.Client().SubmitJob(ctx, []map[string]any{{"OP_ID": "OP_INSTANCE_STARTUP", "instance_name": "vm1"}}, "")
@@ -122,28 +123,39 @@ func TestBenchKVM(t *testing.T) {
 		if j := c.waitFinal(id, time.Minute); j.Status != fsm.StatusSuccess {
 			t.Fatalf("startup job %d: %s", id, j.Status)
 		}
+		// The test guest's acpid starts beside its first markers: an ACPI
+		// powerdown that comes before it is lost (one try, then gnt
+		// destroys the guest after shutdown_timeout). Both stop a guest
+		// that has run its init for two seconds.
+		guestCounter(t, a, uuid, 20, 3*time.Minute)
 		t0 = time.Now()
-		job("shutdown", map[string]any{"OP_ID": "OP_INSTANCE_SHUTDOWN"})
+		j := job("shutdown", map[string]any{"OP_ID": "OP_INSTANCE_SHUTDOWN"})
 		gStop = append(gStop, time.Since(t0))
+		if logOf(j.ID, "shut down gracefully") != "" {
+			graceful++
+		}
 
 		t0 = time.Now()
 		bare.start(t, "")
 		bare.counter(t, -1)
 		bStart = append(bStart, time.Since(t0))
+		bare.counter(t, 20)
 		t0 = time.Now()
 		bare.powerdown(t)
 		bStop = append(bStop, time.Since(t0))
 	}
 	t.Logf("guest start, job submitted (gnt) or qemu started (bare) to the marker on serial: gnt %s, bare QEMU %s", spread(gStart), spread(bStart))
-	t.Logf("graceful stop (ACPI powerdown until qemu exits): gnt's shutdown job %s, bare QMP system_powerdown %s", spread(gStop), spread(bStop))
+	t.Logf("graceful stop (ACPI powerdown until qemu exits): gnt's shutdown job %s (%d of %d logged \"shut down gracefully\"), bare QMP system_powerdown %s",
+		spread(gStop), graceful, len(gStop), spread(bStop))
 
 	// Live migration, there and back, alternating.
 	job("startup", map[string]any{"OP_ID": "OP_INSTANCE_STARTUP"})
 	guestCounter(t, a, uuid, 30, 3*time.Minute) // the guest's init has run a few seconds
 	bare.start(t, "")
 	bare.counter(t, 30)
-	downtime := regexp.MustCompile(`in (\d+) ms, downtime (\d+) ms`)
+	downtime := regexp.MustCompile(`in (\d+) ms, (the guest paused for the transfer \(TCG\), )?downtime (\d+) ms`)
 	var gJob, gTotal, gDown, bWall, bTotal, bDown []time.Duration
+	gPaused := false
 	ms := func(s string) time.Duration { n, _ := strconv.Atoi(s); return time.Duration(n) * time.Millisecond }
 	for i := 0; i < 2*rounds; i++ {
 		dst := b
@@ -155,7 +167,11 @@ func TestBenchKVM(t *testing.T) {
 		gJob = append(gJob, time.Since(t0))
 		l := logOf(j.ID, "downtime")
 		if m := downtime.FindStringSubmatch(l); m != nil {
-			gTotal, gDown = append(gTotal, ms(m[1])), append(gDown, ms(m[2]))
+			gTotal, gDown = append(gTotal, ms(m[1])), append(gDown, ms(m[3]))
+			if m[2] != "" {
+				gPaused = true // the guest's downtime is the whole transfer
+				gDown[len(gDown)-1] = ms(m[1])
+			}
 		} else {
 			t.Fatalf("migration job %d logged no QEMU figures: %q", j.ID, l)
 		}
@@ -164,7 +180,10 @@ func TestBenchKVM(t *testing.T) {
 	}
 	t.Logf("live migration of the 256 MiB guest (max-bandwidth 32 MiB/s, downtime-limit 30 ms, both): gnt's job %s, bare QEMU (target started to completed) %s",
 		spread(gJob), spread(bWall))
-	t.Logf("  QEMU's total time: gnt %s, bare %s; QEMU's downtime: gnt %s, bare %s", spread(gTotal), spread(bTotal), spread(gDown), spread(bDown))
+	t.Logf("  QEMU's total time: gnt %s, bare %s; the guest's downtime: gnt %s, bare (QEMU's figure) %s", spread(gTotal), spread(bTotal), spread(gDown), spread(bDown))
+	if gPaused {
+		t.Logf("  under TCG gnt pauses the guest for the transfer (QEMU 7.2's live TCG migration crashes guests now and then, docs/agent.md): its downtime is QEMU's total time; the bare migrations are live")
+	}
 
 	// Failover after kill -9 of the qemu with its node dead: harep.
 	if p, _, _, err := c.instanceNodes("vm1"); err != nil || p != a.Name {
