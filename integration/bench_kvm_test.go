@@ -163,7 +163,7 @@ func TestBenchKVM(t *testing.T) {
 			dst = a
 		}
 		t0 := time.Now()
-		j := job("migrate to "+dst.Name, map[string]any{"OP_ID": "OP_INSTANCE_MIGRATE", "target_node": dst.Name, "mode": "live"})
+		j := job("migrate to "+dst.Name, map[string]any{"OP_ID": "OP_INSTANCE_MIGRATE", "target_node": dst.Name})
 		gJob = append(gJob, time.Since(t0))
 		l := logOf(j.ID, "downtime")
 		if m := downtime.FindStringSubmatch(l); m != nil {
@@ -196,16 +196,20 @@ func TestBenchKVM(t *testing.T) {
 	t0 := time.Now()
 	a.Kill()
 	syscall.Kill(qpid, syscall.SIGKILL)
-	if out, err := c.GNT("node", "modify", "--offline", "yes", a.Name); err != nil {
+	if out, err := c.GNT("node", "modify", "--auto-promote", "--offline", "yes", a.Name); err != nil {
 		t.Fatalf("marking %s offline: %v\n%s", a.Name, err, out)
 	}
-	c.Eventually(5*time.Minute, 20*time.Millisecond, "vm1's qemu on "+b.Name, func() error {
-		if qemuPID(b, uuid) == 0 {
-			return fmt.Errorf("no qemu of vm1 on %s", b.Name)
+	var to *Member
+	c.Eventually(5*time.Minute, 20*time.Millisecond, "vm1's qemu on another node than "+a.Name, func() error {
+		for _, m := range c.Members {
+			if m != a && qemuPID(m, uuid) != 0 {
+				to = m
+				return nil
+			}
 		}
-		return nil
+		return fmt.Errorf("no qemu of vm1 on another node than %s", a.Name)
 	})
-	guestCounter(t, b, uuid, -1, 3*time.Minute)
+	guestCounter(t, to, uuid, -1, 3*time.Minute)
 	gFail := time.Since(t0)
 	t0 = time.Now()
 	bare.kill(t)
