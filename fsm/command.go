@@ -285,7 +285,13 @@ type LeaderEstablish struct {
 //
 // Version 28 adds why a node takes no drbd disks (no_drbd of
 // NodeStorageReport and of a node's storage).
-const LogVersion = 28
+//
+// Version 29 changes no entry's shape but a rule: hypervisor parameters
+// whose effective security_model and security_domain break Ganeti's rule
+// (user needs a domain, none and pool take none) are refused at instance
+// create and modify and cluster modify, where a replica of version 28
+// accepts them.
+const LogVersion = 29
 
 // Job update actions.
 const (

@@ -88,6 +88,25 @@ func checkSecurityDomain(s string) string {
 	return ValidateName("", s, 32).msgOrEmpty()
 }
 
+// checkSecurityModel checks effective hypervisor parameters against
+// Ganeti's rule on security_model and security_domain (hv_kvm's
+// check_security_model): user needs a domain, none and pool take none.
+// Whether the user exists is the node's to check, at start.
+func checkSecurityModel(field string, filled map[string]any) *Error {
+	model, ok := filled["security_model"].(string)
+	if !ok {
+		return nil
+	}
+	domain, _ := filled["security_domain"].(string)
+	switch {
+	case model == "user" && domain == "":
+		return errf(CodeInval, field+".security_domain", "%s: security_model=user needs security_domain, the user QEMU runs as", field)
+	case model != "user" && domain != "":
+		return errf(CodeInval, field+".security_domain", "%s: security_domain %q goes only with security_model=user, not %s", field, domain, model)
+	}
+	return nil
+}
+
 // hvParamDefs are the known parameters of each hypervisor: Ganeti's KVM
 // parameters (man/gnt-instance.rst), the fake driver's and the exec
 // driver's.

@@ -38,6 +38,9 @@ func (o *OpClusterSetParams) applyParams(t *txn, c *Cluster, ch *changes) *Error
 			return e
 		}
 		c.HVParams[hv] = MergeParams(c.HVParams[hv], m)
+		if e := checkSecurityModel("hvparams."+hv, FillParams(HVDefaults(hv), c.HVParams[hv])); e != nil {
+			return e
+		}
 		for _, k := range sortedKeys(m) {
 			*ch = append(*ch, [2]any{"hvparams/" + hv + "/" + k, m[k]})
 		}
@@ -177,6 +180,11 @@ func (o *OpInstanceSetParams) ApplyTo(c *Cluster, in *Instance, ids SetParamsIDs
 			}
 		}
 		out.HVParams = MergeParams(out.HVParams, m)
+		if hv != "" {
+			if e := checkSecurityModel("hvparams", FillParams(HVDefaults(hv), c.HVParams[hv], out.HVParams)); e != nil {
+				return nil, nil, e
+			}
+		}
 		for _, k := range sortedKeys(m) {
 			ch = append(ch, [2]any{"hv/" + k, m[k]})
 		}
@@ -401,6 +409,13 @@ func (o *OpInstanceCreate) InstanceRecordParams(c *Cluster) (hv string, hvp, be 
 	hvp = cloneMap(o.HVParams)
 	if hv != "" {
 		if hvp, e = ValidateHVParams("hvparams", hv, o.HVParams, true, false); e != nil {
+			return "", nil, nil, e
+		}
+		var chv map[string]any
+		if c != nil {
+			chv = c.HVParams[hv]
+		}
+		if e = checkSecurityModel("hvparams", FillParams(HVDefaults(hv), chv, hvp)); e != nil {
 			return "", nil, nil, e
 		}
 	}

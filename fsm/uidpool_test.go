@@ -196,3 +196,31 @@ func TestUIDPoolModify(t *testing.T) {
 		t.Errorf("init with uid 0 in the pool: %v", r.Err)
 	}
 }
+
+// TestSecurityModelRule: OP_CLUSTER_SET_PARAMS refuses effective kvm
+// parameters that break Ganeti's security_model/security_domain rule, and
+// changes nothing.
+func TestSecurityModelRule(t *testing.T) {
+	h := newHarness()
+	h.initCluster("192.0.2.1")
+	for _, c := range []struct{ hv, want string }{
+		{`{"security_model":"user"}`, "security_model=user needs security_domain"},
+		{`{"security_domain":"nobody"}`, `security_domain "nobody" goes only with security_model=user, not none`},
+		{`{"security_model":"pool","security_domain":"nobody"}`, "not pool"},
+		{`{"security_model":"user","security_domain":"nobody"}`, ""},
+		{`{"security_model":"pool"}`, `security_domain "nobody" goes only with security_model=user, not pool`},
+		{`{"security_model":"pool","security_domain":"default"}`, ""},
+	} {
+		before := h.f.Hash()
+		op := json.RawMessage(`{"OP_ID":"OP_CLUSTER_SET_PARAMS","hvparams":{"kvm":` + c.hv + `}}`)
+		r := h.apply(JobSubmit{Now: h.now, Ops: []json.RawMessage{op}, UUIDs: []string{h.uuid()}}).(Response)
+		switch {
+		case c.want == "" && r.Err != nil:
+			t.Errorf("%s: %v", c.hv, r.Err)
+		case c.want != "" && (r.Err == nil || !strings.Contains(r.Err.Error(), c.want) || r.Err.Field != "hvparams.kvm.security_domain"):
+			t.Errorf("%s: %v, want %q on hvparams.kvm.security_domain", c.hv, r.Err, c.want)
+		case c.want != "" && h.f.Hash() != before:
+			t.Errorf("%s: refused, but the state changed", c.hv)
+		}
+	}
+}

@@ -155,6 +155,13 @@ func TestGanetiParametersHonoured(t *testing.T) {
 		t.Errorf("removing part of a range: %s", r)
 	}
 	same("uid_pool after a refused removal", get("/2/info")["uid_pool"], `[[1000,1009],[2000,2004]]`)
+	// Ganeti's security_model/security_domain rule, on the effective
+	// parameters: refused at create (the job) and at modify (400).
+	j = jobResult(t, e, "POST", "/2/instances", `{"__version__":1,"instance_name":"sm1","disk_template":"diskless","pnode":"node1",
+		"hypervisor":"kvm","hvparams":{"security_model":"user"},"no_install":true,"start":false}`)
+	if j.Status == fsm.StatusSuccess || !strings.Contains(string(j.Ops[0].Result), "security_model=user needs security_domain") {
+		t.Errorf("create with security_model=user and no domain: %s %s", j.Status, j.Ops[0].Result)
+	}
 
 	// Instance create.
 	j = jobResult(t, e, "POST", "/2/instances", `{"__version__":1,"instance_name":"pw1","disk_template":"diskless","pnode":"node1",
@@ -183,6 +190,10 @@ func TestGanetiParametersHonoured(t *testing.T) {
 	same("beparams.maxmem", be["maxmem"], `256`)
 	same("osparams", in["osparams"], `{"dist":"bookworm","mirror":"m"}`)
 	same("custom_osparams", in["custom_osparams"], `{"mirror":"m"}`)
+	if r := e.do("PUT", "/2/instances/pw1/modify", `{"hvparams":{"security_domain":"nobody"}}`); r.status != http.StatusBadRequest ||
+		!strings.Contains(string(r.body), `security_domain \"nobody\" goes only with security_model=user, not none`) {
+		t.Errorf("modify setting a domain under security_model=none: %s", r)
+	}
 	same("nic.modes", in["nic.modes"], `["routed","openvswitch"]`)
 	same("nic.links", in["nic.links"], `["100","br7"]`)
 	same("nic.vlans", in["nic.vlans"], `["",".12"]`)
