@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -152,4 +153,58 @@ func TestStorageUnitsRecorded(t *testing.T) {
 	if err == nil || !strings.Contains(out, "node21 has") || !strings.Contains(out, "(declared disk)") {
 		t.Errorf("an instance larger than node21's disk: %v\n%s\nwant a refusal naming node21 and its declared disk", err, out)
 	}
+}
+
+// TestStorageKVMPlacement: a kvm node reports its storage with where its
+// driver keeps disks (its volume group, here one the machine does not
+// have) and why it takes no drbd disks; once the leader recorded it, a
+// plain instance on it is refused by the allocator naming the missing
+// volume group, and a drbd instance is refused at submission naming why,
+// with no job made. No guest is started.
+func TestStorageKVMPlacement(t *testing.T) {
+	c := NewCluster(t, ClusterOptions{Candidates: 1, Nodes: 1, MemberArgs: func(name, _ string) []string {
+		if name == "node21" {
+			return []string{"--hypervisor", "kvm", "--kvm-accel", "tcg", "--volume-group", "gntnosuchvg"}
+		}
+		return []string{"--hypervisor", "fake"}
+	}})
+	c.WaitLeader(10 * time.Second)
+	c.WaitAgent(c.Member("node21"), 30*time.Second)
+	if out, err := c.GNT("cluster", "modify", "--diagnose-interval", "1s"); err != nil {
+		t.Fatalf("cluster modify: %v\n%s", err, out)
+	}
+	c.Eventually(90*time.Second, 500*time.Millisecond, "node21's storage recorded", func() error {
+		out, err := c.GNT("node", "info", "node21")
+		if err != nil || !strings.Contains(out, "storage units (reported") {
+			return fmt.Errorf("%v\n%s", err, out)
+		}
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	create := func(template string) (int64, error) {
+		body := map[string]any{"__version__": 1, "instance_name": "vm1", "disk_template": template, "nics": []any{},
+			"disks": []any{map[string]any{"size": 64}}, "hypervisor": "kvm", "os_type": "noop", "no_install": true,
+			"start": false, "pnode": "node21"}
+		if template == "drbd" {
+			body["snode"] = "node11"
+		}
+		id, _, err := c.Client().Submit(ctx, "POST", "/2/instances", nil, body)
+		return id, err
+	}
+	if id, err := create("drbd"); err == nil || !strings.Contains(err.Error(), "disk template drbd needs DRBD on both nodes: node node21 ") {
+		t.Errorf("drbd on a kvm node: job %d, %v; want a refusal at submission naming node21", id, err)
+	}
+	id, err := create("plain")
+	if err != nil {
+		t.Fatalf("plain create: %v", err)
+	}
+	var out string
+	c.Eventually(60*time.Second, 500*time.Millisecond, "the plain creation refused", func() error {
+		out, _ = c.GNT("job", "info", strconv.FormatInt(id, 10))
+		if !strings.Contains(out, "no lvm-vg gntnosuchvg on the node") {
+			return fmt.Errorf("job %d:\n%s", id, out)
+		}
+		return nil
+	})
 }
