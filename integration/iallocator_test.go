@@ -233,8 +233,12 @@ func TestExternalIAllocators(t *testing.T) {
 	if err != nil {
 		t.Fatalf("multi-allocation: %v", err)
 	}
-	if j, err := c.Client().WaitJob(ctx, id, meta.Index); err != nil || j.Status != "success" {
-		t.Fatalf("multi-allocation job %d: %+v %v", id, j, err)
+	// The creation jobs are the two before the answering one, which
+	// does not wait for them.
+	for _, jid := range []int64{id - 2, id - 1, id} {
+		if j, err := c.Client().WaitJob(ctx, jid, meta.Index); err != nil || j.Status != "success" {
+			t.Fatalf("multi-allocation job %d: %+v %v", jid, j, err)
+		}
 	}
 	if raw, err = os.ReadFile(filepath.Join(dir, "last-input.json.out")); err != nil {
 		t.Fatal(err)
