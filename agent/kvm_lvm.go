@@ -46,22 +46,36 @@ func (k *KVM) lvState(ctx context.Context, vg, lv string) (size int64, active bo
 	if err != nil {
 		return 0, false, err
 	}
+	return ParseLVS(out, lv)
+}
+
+// ParseLVS reads the logical volume lv in `lvs --noheadings --nosuffix
+// --units m --separator '|' -o lv_name,lv_size,lv_attr`: its size in MiB
+// (-1 when it is not listed) and whether it is active (lv_attr's fifth
+// character 'a'). A line that is not three fields, a bad name or size, or
+// an attribute that is not 1 to 16 characters is refused.
+func ParseLVS(out []byte, lv string) (size int64, active bool, err error) {
 	rows, err := splitLVM(out, 3, "lvs")
 	if err != nil {
 		return 0, false, err
 	}
+	size = -1
 	for _, f := range rows {
-		if f[0] != lv {
-			continue
+		if err := checkLVMName("lvs: lv_name", f[0]); err != nil {
+			return 0, false, err
 		}
-		sz, err := parseMiB("lvs: lv_size of "+lv, f[1])
+		if len(f[2]) < 1 || len(f[2]) > 16 {
+			return 0, false, fmt.Errorf("lvs: lv_attr of %s is %q; want 1 to 16 characters", f[0], f[2])
+		}
+		sz, err := parseMiB("lvs: lv_size of "+f[0], f[1])
 		if err != nil {
 			return 0, false, err
 		}
-		// lv_attr's fifth character is the state: 'a' active.
-		return sz, len(f[2]) >= 5 && f[2][4] == 'a', nil
+		if f[0] == lv {
+			size, active = sz, len(f[2]) >= 5 && f[2][4] == 'a'
+		}
 	}
-	return -1, false, nil
+	return size, active, nil
 }
 
 // diskLV looks up the logical volume of an instance's disk: its volume

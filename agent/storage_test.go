@@ -99,6 +99,45 @@ func FuzzParseLVM(f *testing.F) {
 	})
 }
 
+// TestParseLVS reads a logical volume's size and state from lvs, and
+// refuses malformed listings naming what is wrong.
+func TestParseLVS(t *testing.T) {
+	out := []byte("  a.b|64.00|-wi-a-----\n  c.d|128.50|-wi-------\n")
+	for _, c := range []struct {
+		lv     string
+		size   int64
+		active bool
+	}{{"a.b", 64, true}, {"c.d", 128, false}, {"e.f", -1, false}} {
+		size, active, err := ParseLVS(out, c.lv)
+		if err != nil || size != c.size || active != c.active {
+			t.Errorf("%s: %d %v %v, want %d %v", c.lv, size, active, err, c.size, c.active)
+		}
+	}
+	for _, c := range []struct{ name, out, want string }{
+		{"two fields", "a.b|64.00\n", "line 1 has 2 fields, want 3"},
+		{"bad size", "a.b|lots|-wi-a-----\n", `lv_size of a.b "lots" is not a size`},
+		{"negative size", "a.b|-1|-wi-a-----\n", "is not a size"},
+		{"no attr", "a.b|64.00|\n", "lv_attr of a.b"},
+		{"long attr", "a.b|64.00|" + strings.Repeat("a", 17) + "\n", "want 1 to 16 characters"},
+		{"control byte in name", "a\x01b|64.00|-wi-a-----\n", "lv_name"},
+	} {
+		if _, _, err := ParseLVS([]byte(c.out), "a.b"); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error with %q", c.name, err, c.want)
+		}
+	}
+}
+
+func FuzzParseLVS(f *testing.F) {
+	f.Add([]byte("  a.b|64.00|-wi-a-----\n"), "a.b")
+	f.Add([]byte("|||\n"), "")
+	f.Fuzz(func(t *testing.T, b []byte, lv string) {
+		size, active, err := ParseLVS(b, lv)
+		if err == nil && (size < -1 || size == -1 && active) {
+			t.Fatalf("accepted size %d active %v from %q", size, active, b)
+		}
+	})
+}
+
 func TestStorageList(t *testing.T) {
 	dir := t.TempDir()
 	calls := map[string]int{}

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -127,6 +128,32 @@ func TestNodeStorageSpace(t *testing.T) {
 		}
 		if _, ok := s.LookupNode("n1").Storage.Space(DTPlain, 0); ok {
 			t.Error("a node without a volume group configured offers room to plain disks")
+		}
+	})
+}
+
+// FuzzCheckStorageUnits: the units an agent reports (JSON, outside input
+// to the leader) are accepted only within the limits, and the room a
+// template reads from accepted units is never negative nor over the size.
+func FuzzCheckStorageUnits(f *testing.F) {
+	f.Add([]byte(`[{"type":"lvm-vg","name":"xenvg","size":100,"used":10,"free":90},{"type":"lvm-pv","name":"/dev/a","vg":"xenvg","size":100,"free":50,"allocatable":true}]`), int64(5))
+	f.Add([]byte(`[{"type":"file","name":"/srv","size":-1}]`), int64(0))
+	f.Fuzz(func(t *testing.T, b []byte, used int64) {
+		var us []StorageUnit
+		if json.Unmarshal(b, &us) != nil {
+			return
+		}
+		if CheckStorageUnits(us) != nil {
+			return
+		}
+		if len(us) > MaxNodeStorageUnits {
+			t.Fatalf("accepted %d units", len(us))
+		}
+		ns := &NodeStorage{VG: "xenvg", FileDir: "/srv", Units: us}
+		for _, tmpl := range []string{DTPlain, DTFile, ""} {
+			if sp, ok := ns.Space(tmpl, used); ok && (sp.Free < 0 || sp.Free > sp.Total && !sp.Missing) {
+				t.Fatalf("%s: room %+v from %s", tmpl, sp, b)
+			}
 		}
 	})
 }
