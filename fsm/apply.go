@@ -101,12 +101,18 @@ func (s *State) applyLeaderEstablish(c *LeaderEstablish) Response {
 		return Response{Err: errf(CodeNoEnt, "node", "leader node %q is not in the configuration", c.Node)}
 	}
 	s.Epoch++
+	prev := s.LogVersion
 	s.LogVersion = max(s.LogVersion, c.LogVersion)
+	t := s.begin(c.Now)
 	if s.Cluster.MasterNode != n.UUID {
-		t := s.begin(c.Now)
 		t.clusterRW().MasterNode = n.UUID
-		t.commit()
 	}
+	if prev < networkPortVersion && s.LogVersion >= networkPortVersion {
+		// The upgrade: records of older builds get their ports (as
+		// many as the pool has; the others at their next change).
+		t.assignMissingPorts(false)
+	}
+	t.commit()
 	return Response{Epoch: s.Epoch}
 }
 

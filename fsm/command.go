@@ -291,7 +291,11 @@ type LeaderEstablish struct {
 // (user needs a domain, none and pool take none) are refused at instance
 // create and modify and cluster modify, where a replica of version 28
 // accepts them.
-const LogVersion = 29
+//
+// Version 30 adds an instance's network_port (the cluster's port pool,
+// ports.go): InstancePut allocates it, and the first leader of version 30
+// gives the records that need one theirs.
+const LogVersion = 30
 
 // Job update actions.
 const (

@@ -20,6 +20,9 @@ type instIPIndex map[string]map[string]string
 
 func (s *State) indexInstance(u string, i *Instance) {
 	s.useInstance(u, i, 1)
+	if i.NetworkPort != 0 {
+		s.ports[i.NetworkPort] = u
+	}
 	if i.Name != "" { // an unnamed reservation is found by UUID only
 		s.instByName[i.Name] = u
 	}
@@ -46,6 +49,9 @@ func (s *State) indexInstance(u string, i *Instance) {
 
 func (s *State) unindexInstance(u string, i *Instance) {
 	s.useInstance(u, i, -1)
+	if i.NetworkPort != 0 && s.ports[i.NetworkPort] == u {
+		delete(s.ports, i.NetworkPort)
+	}
 	if i.Name != "" && s.instByName[i.Name] == i.UUID {
 		delete(s.instByName, i.Name)
 	}

@@ -206,6 +206,11 @@ type Instance struct {
 	// defaults), only in the copy the node agents receive (the leader's
 	// jobs fill it); the state never keeps them (InstancePut drops them).
 	DiskParams map[string]any `json:"diskparams,omitempty"`
+	// NetworkPort is the instance's port of the cluster's port pool
+	// (Ganeti's network_port; 0: none), allocated when the record is
+	// stored and kept until the instance is removed (ports.go). The kvm
+	// driver's VNC console listens on it.
+	NetworkPort int `json:"network_port,omitempty"`
 }
 
 // RoleOf returns the node's role as Ganeti derives it from its flags, with

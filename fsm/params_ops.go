@@ -17,6 +17,10 @@ func (o *OpClusterSetParams) applyParams(t *txn, c *Cluster, ch *changes) *Error
 	if o.DefaultHypervisor != nil {
 		c.DefaultHypervisor = *o.DefaultHypervisor
 		*ch = append(*ch, [2]any{"default_hypervisor", c.DefaultHypervisor})
+		// Instances that now run under kvm get their ports (ports.go).
+		if e := t.assignMissingPorts(true); e != nil {
+			return e
+		}
 	}
 	if len(c.EnabledHypervisors) > 0 {
 		if c.DefaultHypervisor != "" && !contains(c.EnabledHypervisors, c.DefaultHypervisor) {

@@ -55,8 +55,11 @@ type State struct {
 	netByName   map[string]string
 	// netIPs maps network UUID -> IP -> instance UUID: the addresses
 	// the instances' NICs take from each network's pool.
-	netIPs  map[string]map[string]string
-	usage   usageIndex // see index_usage.go
+	netIPs map[string]map[string]string
+	usage  usageIndex // see index_usage.go
+	// ports maps each network port of the pool to the instance holding
+	// it (ports.go).
+	ports   map[int]string
 	pending int
 	// execPending holds the unfinished jobs that need the executor, so the
 	// leader finds its work without scanning the retained history.
@@ -108,6 +111,7 @@ func (s *State) reindex() {
 	s.netByName = map[string]string{}
 	s.netIPs = map[string]map[string]string{}
 	s.usage = usageIndex{}
+	s.ports = map[int]string{}
 	if s.Networks == nil {
 		s.Networks = map[string]*Network{}
 	}

@@ -189,6 +189,9 @@ func (p *InstancePut) apply(t *txn) *Error {
 			return errf(CodeInval, "instance.hvparams."+k, "hypervisor parameter %s is global: only the cluster sets it", k)
 		}
 	}
+	if e := t.setNetworkPort(&in, old); e != nil {
+		return e
+	}
 	rec := in.clone()
 	if old != nil {
 		rec.SerialNo, rec.CTime = old.SerialNo, old.CTime

@@ -1,0 +1,154 @@
+package fsm
+
+import "sort"
+
+// The cluster's TCP/UDP port pool (Ganeti's tcpudp_port_pool and
+// AllocatePort): an instance whose hypervisor needs a port of its own (the
+// kvm driver's VNC console) gets one, Instance.NetworkPort, when its
+// record is stored. The choice is made in apply and depends only on the
+// state: the lowest port of the pool no instance holds, so a removed
+// instance's port is the next one given out. The port is the instance's:
+// failover, migration, rename and modification keep it; removal frees it.
+//
+// Records without a port that need one (stored by a build before
+// LogVersion 30, or an instance whose cluster's default hypervisor became
+// kvm) get theirs when the first leader of LogVersion 30 takes office,
+// when the default hypervisor changes, and else at their next change.
+
+// The pool's bounds (Ganeti's FIRST_DRBD_PORT and LAST_DRBD_PORT, the
+// range Ganeti's pool starts with) and the VNC display base: QEMU's VNC
+// display N listens on VNCBasePort+N.
+const (
+	FirstNetworkPort = 11000
+	LastNetworkPort  = 14999
+	VNCBasePort      = 5900
+)
+
+// networkPortVersion is the LogVersion from which instances hold ports.
+const networkPortVersion = 30
+
+// NeedsNetworkPort reports whether an instance needs a port of the pool:
+// it is no reservation and runs under kvm (its own hypervisor or the
+// cluster's default), or under another hypervisor but exec (fake, which
+// simulates kvm, or none named: the node's driver decides) with
+// vnc_bind_address set (its own, or the cluster's for its hypervisor).
+func NeedsNetworkPort(c *Cluster, in *Instance) bool {
+	if in.Forthcoming {
+		return false
+	}
+	hv := InstanceHypervisor(c, in)
+	switch hv {
+	case HVKVM:
+		return true
+	case HVExec:
+		return false
+	}
+	if s, ok := in.HVParams["vnc_bind_address"].(string); ok {
+		return s != ""
+	}
+	if c != nil {
+		s, _ := c.HVParams[hv]["vnc_bind_address"].(string)
+		return s != ""
+	}
+	return false
+}
+
+// InstanceByPort returns the instance holding a port of the pool, nil if
+// none.
+func (s *State) InstanceByPort(port int) *Instance {
+	return s.Instances[s.ports[port]]
+}
+
+// setNetworkPort gives in, about to be stored over old (nil: a new
+// record), its port: old's, which no change may replace, else the pool's
+// lowest free one when it needs one. A record naming a port it was not
+// given is refused, as is a record that needs a port when the pool has
+// none left.
+func (t *txn) setNetworkPort(in, old *Instance) *Error {
+	if old != nil && old.NetworkPort != 0 {
+		if in.NetworkPort != 0 && in.NetworkPort != old.NetworkPort {
+			return errf(CodeInval, "instance.network_port", "instance %s holds network port %d; the cluster allocates ports, a record may not change it to %d", in.Name, old.NetworkPort, in.NetworkPort)
+		}
+		in.NetworkPort = old.NetworkPort
+		return nil
+	}
+	if in.NetworkPort != 0 {
+		return errf(CodeInval, "instance.network_port", "instance %s: network port %d was not allocated to it; the cluster allocates ports from its pool", in.Name, in.NetworkPort)
+	}
+	if !NeedsNetworkPort(t.clusterRO(), in) {
+		return nil
+	}
+	p := t.freePort(in.UUID)
+	if p == 0 {
+		return errf(CodeState, "instance.network_port", "instance %s needs a network port and the cluster's pool (%d-%d) has none free: every port is held by an instance", in.Name, FirstNetworkPort, LastNetworkPort)
+	}
+	in.NetworkPort = p
+	return nil
+}
+
+// freePort is the lowest port of the pool that no instance but skip holds
+// in the transaction's view (0: none).
+func (t *txn) freePort(skip string) int {
+	staged := map[int]bool{}
+	for u, i := range t.insts {
+		if u != skip && i != nil && i.NetworkPort != 0 {
+			staged[i.NetworkPort] = true
+		}
+	}
+	for p := FirstNetworkPort; p <= LastNetworkPort; p++ {
+		if staged[p] {
+			continue
+		}
+		if u, ok := t.st.ports[p]; ok && u != skip {
+			if _, changed := t.insts[u]; !changed {
+				continue // held by a record this transaction leaves alone
+			}
+		}
+		return p
+	}
+	return 0
+}
+
+// assignMissingPorts gives every instance that needs a port and has none
+// one, in the order of their UUIDs. With strict, a pool too small fails
+// (and the caller's transaction changes nothing); otherwise the
+// instances left without get theirs at their next change.
+func (t *txn) assignMissingPorts(strict bool) *Error {
+	us := make([]string, 0, len(t.st.Instances))
+	for u := range t.st.Instances {
+		us = append(us, u)
+	}
+	for u, i := range t.insts {
+		if i != nil && t.st.Instances[u] == nil {
+			us = append(us, u)
+		}
+	}
+	sort.Strings(us)
+	for _, u := range us {
+		i, ok := t.insts[u]
+		if !ok {
+			i = t.st.Instances[u]
+		}
+		if i == nil || i.NetworkPort != 0 || !NeedsNetworkPort(t.clusterRO(), i) {
+			continue
+		}
+		p := t.freePort(u)
+		if p == 0 {
+			if strict {
+				return errf(CodeState, "network_port", "instance %s would need a network port and the cluster's pool (%d-%d) has none free", i.Name, FirstNetworkPort, LastNetworkPort)
+			}
+			return nil
+		}
+		t.instanceRW(u).NetworkPort = p
+	}
+	return nil
+}
+
+// NetworkPortField is the instance's network_port as the API and the
+// query fields show it: the port, or nil when it holds none.
+func (i *Instance) NetworkPortField() any {
+	if i.NetworkPort == 0 {
+		return nil
+	}
+	return i.NetworkPort
+}
