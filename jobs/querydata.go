@@ -126,7 +126,7 @@ func queryData(in *fsm.Instance, run any, nodes map[string]fsm.Node, groups map[
 		"pnode": name(in.PrimaryNode), "pnode_group_uuid": groupOf(in.PrimaryNode), "pnode_group_name": groups[groupOf(in.PrimaryNode)],
 		"snodes": snodes, "snodes_group_uuids": sgroups, "snodes_group_names": sgroupNames,
 		"os": in.OS, "nics": nics, "disk_template": in.DiskTemplate, "disks": disks, "disks_active": in.AdminState == "up",
-		"hypervisor": nil, "network_port": nil,
+		"hypervisor": nil, "network_port": in.NetworkPortField(),
 		"hv_instance": map[string]any{}, "hv_actual": map[string]any{},
 		"be_instance": be, "be_actual": be,
 		"os_instance": map[string]any{}, "os_actual": map[string]any{},

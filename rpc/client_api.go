@@ -203,7 +203,8 @@ type InstanceInfo struct {
 	OperState *bool   `json:"oper_state"`
 	OperRAM   *int64  `json:"oper_ram"`
 	OperVCPUs *int    `json:"oper_vcpus"`
-	// NetworkPort is the hypervisor's console port; gnt allocates none.
+	// NetworkPort is the instance's port of the cluster's pool (the kvm
+	// driver's VNC console listens on it); null when it holds none.
 	NetworkPort *int     `json:"network_port"`
 	Forthcoming bool     `json:"forthcoming"`
 	Tags        []string `json:"tags"`

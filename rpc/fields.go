@@ -239,8 +239,9 @@ func InstanceFields(st *fsm.State, i *fsm.Instance, rt *Runtime) map[string]any 
 		"nic.ips": ips, "nic.macs": macs, "nic.modes": modes, "nic.uuids": nuuids, "nic.names": nnames,
 		"nic.links": links, "nic.networks": nets, "nic.networks.names": netNames,
 		"nic.bridges": br,
-		// gnt's drivers allocate no hypervisor network port (VNC/SPICE).
-		"network_port": nil,
+		// The instance's port of the cluster's pool (the kvm driver's
+		// VNC console), null when it holds none.
+		"network_port": i.NetworkPortField(),
 		"disk.sizes":   sizes, "disk.spindles": spindles, "disk_usage": usage, "disk.uuids": duuids, "disk.names": dnames,
 		"beparams": fsm.FilledBE(st.Cluster, i), "custom_beparams": copyMap(i.BEParams),
 		"hvparams": fsm.PublicHVParams(fsm.FillHVParams(st.Cluster, i)), "custom_hvparams": copyMap(i.HVParams),

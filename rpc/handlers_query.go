@@ -231,7 +231,7 @@ var queryResources = prepareResources(map[string]*queryResource{
 			{"nic.bridges", "NIC_bridges", qlang.KindOther, "List containing each network interface's bridge (its link in bridged mode)"},
 			{"nic.networks", "NIC_networks", qlang.KindOther, "List containing each network interface's network"},
 			{"nic.networks.names", "NIC_networks_names", qlang.KindOther, "List containing each network interface's network name"},
-			{"network_port", "Network_port", qlang.KindOther, "Instance network port if available (null: gnt's drivers allocate none)"},
+			{"network_port", "Network_port", qlang.KindOther, "Instance network port if available (e.g. for VNC console; null: none)"},
 			{"hvparams", "HypervisorParameters", qlang.KindOther, "Hypervisor parameters (merged)"},
 			{"hypervisor", "Hypervisor", qlang.KindText, "Hypervisor name"},
 			{"osparams", "OpSysParameters", qlang.KindOther, "Operating system parameters (merged)"},

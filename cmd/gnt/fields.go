@@ -86,6 +86,7 @@ nic.modes|` + kindOther + `|NIC_modes|List containing each network interface's m
 nic.links|` + kindOther + `|NIC_links|List containing each network interface's link
 nic.networks|` + kindOther + `|NIC_networks|List containing each network interface's network (UUID)
 nic.networks.names|` + kindOther + `|NIC_networks_names|List containing each network interface's network name
+network_port|` + kindOther + `|Network_port|Instance network port if available (e.g. for VNC console)
 beparams|` + kindOther + `|BackendParameters|Backend parameters (merged)
 beparams.memory|` + kindSize + `|ConfigMemory|The memory size
 beparams.vcpus|` + kindNumber + `|ConfigVCPUs|The number of virtual CPUs

@@ -104,6 +104,7 @@ func showInstance(w io.Writer, o object) {
 		}
 		if p.field == "hvparams" {
 			fmt.Fprintf(w, "  Hypervisor: %s\n", orNone(str(o, "hypervisor")))
+			fmt.Fprintf(w, "  Allocated network port: %s\n", orNone(str(o, "network_port")))
 		}
 		fmt.Fprintf(w, "  %s parameters:\n", p.title)
 		printParams(w, "    ", eff, own)
