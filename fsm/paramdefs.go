@@ -41,6 +41,9 @@ type ParamDef struct {
 	// Check, when set, checks a string value further (returns what is
 	// wrong, or "").
 	Check func(string) string
+	// Refuse, when set, names why a valid value cannot be taken (a
+	// setting gnt does not support yet), or returns "".
+	Refuse func(any) string
 	// Doc is a one-line description.
 	Doc string
 }
@@ -79,6 +82,16 @@ func checkAddrOrIface(s string) string {
 		return "" // an interface name (Ganeti binds to its address)
 	}
 	return "is neither an IP address nor an interface name"
+}
+
+// refuseTrue refuses the value true of a boolean parameter with msg.
+func refuseTrue(msg string) func(any) string {
+	return func(v any) string {
+		if v == true {
+			return msg
+		}
+		return ""
+	}
 }
 
 func checkSecurityDomain(s string) string {
@@ -134,9 +147,9 @@ var hvParamDefs = map[string][]ParamDef{
 		integer("migration_port", 8102, 1, 65535, "first TCP port of incoming migrations on the target (global)"),
 		integer("migration_bandwidth", 32, 1, 1<<20, "MiB/s a live migration may use (global)"),
 		integer("migration_downtime", 30, 1, 1<<20, "ms of downtime a live migration may cause"),
-		{Key: "vnc_bind_address", Kind: KindString, Default: "", Check: checkAddrOrIface, Doc: "VNC listen address (not yet: needs a cluster-allocated port)"},
-		path("vnc_password_file", "", "file holding the VNC password (not yet)"),
-		boolean("vnc_tls", false, "VNC over TLS (not yet)"),
+		{Key: "vnc_bind_address", Kind: KindString, Default: "", Check: checkAddrOrIface, Doc: "VNC console on this address (or the address of this interface) at the instance's network_port"},
+		path("vnc_password_file", "", "file on the node holding the VNC password (one line, at most 8 bytes), with vnc_bind_address"),
+		{Key: "vnc_tls", Kind: KindBool, Default: false, Refuse: refuseTrue("vnc_tls is not supported yet"), Doc: "VNC over TLS (not supported yet: only false)"},
 		{Key: "spice_bind", Kind: KindString, Default: "", Check: checkAddrOrIface, Doc: "SPICE listen address (not yet)"},
 		path("cdrom_image_path", "", "ISO image on a CD-ROM (not yet)"),
 		str("kvm_extra", "", "extra QEMU arguments (not yet)"),
@@ -336,6 +349,9 @@ func NormalizeParams(field, what string, defs []ParamDef, m map[string]any, rese
 			continue
 		}
 		nv, msg := normalizeValue(d, v)
+		if msg == "" && d.Refuse != nil {
+			msg = d.Refuse(nv)
+		}
 		if msg != "" {
 			return nil, errf(CodeInval, f, "%s parameter %s: %s", what, k, msg)
 		}

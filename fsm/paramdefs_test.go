@@ -81,6 +81,9 @@ func TestParamsRefused(t *testing.T) {
 		{"modify missing nic", im(`"nics":[["modify",3,{"link":"br1"}]]`), "nics.0"},
 		{"modify nic op", im(`"nics":[["swap",0,{}]]`), "nics.0"},
 		{"modify unknown field", im(`"hotplug":true`), "hotplug"},
+		{"vnc_tls cluster", cm(`"hvparams":{"kvm":{"vnc_tls":true}}`), "hvparams.kvm.vnc_tls"},
+		{"create vnc_tls", ic(`"hvparams":{"vnc_tls":"yes"}`), "hvparams.vnc_tls"},
+		{"modify vnc_tls", im(`"hvparams":{"vnc_tls":true}`), "hvparams.vnc_tls"},
 		{"group diskparams", `{"OP_ID":"OP_GROUP_SET_PARAMS","group_name":"default","diskparams":{"plain":{"stripes":0}}}`, "diskparams.plain.stripes"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -97,6 +100,9 @@ func TestParamsRefused(t *testing.T) {
 			}
 			if r.Err.Field != c.field {
 				t.Errorf("field %q, want %q (%s)", r.Err.Field, c.field, r.Err.Msg)
+			}
+			if strings.Contains(c.name, "vnc_tls") && !strings.Contains(r.Err.Msg, "vnc_tls is not supported yet") {
+				t.Errorf("message %q does not say vnc_tls is not supported yet", r.Err.Msg)
 			}
 			if f.Hash() != before {
 				t.Error("a refused submission changed the state")
