@@ -706,6 +706,13 @@ func (k *KVM) launch(ctx context.Context, op Op, r *kvmRecord, inst fsm.Instance
 	if len(inst.NICs) > 0 && !k.netAdmin {
 		return "", stateErr("instance %s has %d NIC(s), and on node %s %s", inst.Name, len(inst.NICs), k.cfg.Node, k.netAdminWhy)
 	}
+	vnc, err := k.planVNC(inst, p)
+	if err != nil {
+		return "", err
+	}
+	if vnc != nil {
+		args = append(args, vnc.args...)
+	}
 	if err := k.activatePlain(ctx, op, inst); err != nil {
 		return "", err
 	}
@@ -764,6 +771,16 @@ func (k *KVM) launch(ctx context.Context, op Op, r *kvmRecord, inst fsm.Instance
 	}
 	if k.pid(inst.UUID) == 0 {
 		return "", &OpError{Op: op, Err: errors.New("qemu started but its process is gone"), Output: out}
+	}
+	if vnc != nil && vnc.password != "" {
+		if err := k.setVNCPassword(ctx, inst.UUID, vnc.password); err != nil {
+			// Nothing is left running without its password set.
+			stopped := "qemu stopped"
+			if _, serr := k.stopQEMU(context.WithoutCancel(ctx), inst.UUID, 0, true); serr != nil {
+				stopped = "stopping qemu: " + serr.Error()
+			}
+			return "", &OpError{Op: op, Err: fmt.Errorf("setting the VNC password (QMP set_password): %v; %s", err, stopped), Output: out}
+		}
 	}
 	r.Accel, r.RunMemory, r.RunVCPUs = accel, inst.MemoryMiB, inst.VCPUs
 	for _, d := range inst.Disks {

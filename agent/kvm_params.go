@@ -20,7 +20,7 @@ import (
 // kvmNotYet are the kvm hypervisor parameters the driver knows (fsm's
 // table) but does not act on yet: any value but the default is refused.
 var kvmNotYet = map[string]bool{
-	"vnc_bind_address": true, "vnc_password_file": true, "vnc_tls": true, "spice_bind": true,
+	"vnc_tls": true, "spice_bind": true,
 	"cdrom_image_path": true, "kvm_extra": true,
 	"mem_path": true, "use_chroot": true, "user_shutdown": true,
 }

@@ -376,8 +376,8 @@ func TestKVMParams(t *testing.T) {
 		{map[string]any{"disk_type": "scsi"}, `disk_type: "scsi" is not one of`},
 		{map[string]any{"kvm_flag": true}, "kvm_flag: true is not a string"},
 		{map[string]any{"kernel_path": "boot/x"}, `kernel_path: "boot/x" is not an absolute path`},
-		{map[string]any{"vnc_bind_address": "0.0.0.0"}, "vnc_bind_address: the kvm driver does not support it yet; only its default (empty)"},
-		{map[string]any{"vnc_tls": true}, "vnc_tls: the kvm driver does not support it yet; only its default false"},
+		{map[string]any{"vnc_bind_address": "0.0.0.0", "vnc_password_file": "/etc/gnt/vnc"}, ""},
+		{map[string]any{"vnc_tls": true}, "vnc_tls: vnc_tls is not supported yet"},
 		{map[string]any{"kernel_args": "a\nb"}, "kernel_args: value holds a NUL or line break"},
 		{map[string]any{"kernel_args": strings.Repeat("x", 5000)}, "longer than 1024"},
 	} {
