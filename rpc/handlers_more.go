@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 
@@ -58,7 +59,8 @@ type InstanceConsole struct {
 	Instance string `json:"instance"`
 	// Kind is one of "message", "ssh", "vnc", "spice"; gnt answers "ssh"
 	// for a guest whose node reports a serial console (the kvm driver),
-	// else "message".
+	// "vnc" (Host, Port, Display) for one with vnc_bind_address and a
+	// network port, else "message".
 	Kind    string   `json:"kind"`
 	Message string   `json:"message,omitempty"`
 	Host    string   `json:"host,omitempty"`
@@ -73,8 +75,13 @@ type InstanceConsole struct {
 // serial console socket (the kvm driver), the answer is Ganeti's KVM
 // "ssh" kind: ssh as root to the primary node (its ndparams ssh_port)
 // and run socat on the socket, as Ganeti does (without its wrapper
-// script). Otherwise it is Ganeti's "message" kind naming the primary
-// node, where the hypervisor's own tools reach the console. Ganeti
+// script). As Ganeti's KVM, the serial console comes first; without it,
+// an instance whose effective vnc_bind_address is set and that holds a
+// network port gets Ganeti's "vnc" kind: host (the bind address, or the
+// primary node's address when it binds to all or to an interface), port
+// and display (port - 5900). Otherwise it is Ganeti's "message" kind
+// naming the primary node, where the hypervisor's own tools reach the
+// console. Ganeti
 // refuses the console of an instance that is not running; so does gnt
 // (409 wrong_state), of one whose administrative state is not up.
 func (s *Server) serveConsole(w http.ResponseWriter, r *http.Request) error {
@@ -106,9 +113,26 @@ func (s *Server) serveConsole(w http.ResponseWriter, r *http.Request) error {
 					Command: []string{"socat", "STDIO,raw,echo=0,escape=0x1d", "UNIX-CONNECT:" + is.Console}}, nil
 			}
 		}
+		if bind, _ := fsm.FillHVParams(st.Cluster, i)["vnc_bind_address"].(string); bind != "" && i.NetworkPort > fsm.VNCBasePort {
+			return InstanceConsole{Instance: i.Name, Kind: "vnc", Host: vncHost(bind, st.Nodes[i.PrimaryNode], node),
+				Port: i.NetworkPort, Display: i.NetworkPort - fsm.VNCBasePort}, nil
+		}
 		return InstanceConsole{Instance: i.Name, Kind: "message",
 			Message: fmt.Sprintf("gnt's node agents offer no console access; instance %s runs on node %s, reach its console there with the hypervisor's tools", i.Name, node)}, nil
 	})
+}
+
+// vncHost is where a VNC client reaches a console bound to bind on the
+// node: bind itself when it is one address, else (all addresses, or an
+// interface's) the node's primary IP, or its name when unknown.
+func vncHost(bind string, n *fsm.Node, name string) string {
+	if ip := net.ParseIP(bind); ip != nil && !ip.IsUnspecified() {
+		return bind
+	}
+	if n != nil && n.PrimaryIP != "" {
+		return n.PrimaryIP
+	}
+	return name
 }
 
 // GrowDiskRequest is the body of POST

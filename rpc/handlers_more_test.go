@@ -3,6 +3,7 @@ package rpc_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -68,6 +69,35 @@ func TestInstanceConsole(t *testing.T) {
 		ssh.Kind != "ssh" || ssh.Host != "node1" || ssh.Port != 22 || ssh.User != "root" ||
 		strings.Join(ssh.Command, " ") != "socat STDIO,raw,echo=0,escape=0x1d UNIX-CONNECT:/d/serial.sock" {
 		t.Errorf("console of a kvm guest: %s", r)
+	}
+	// A guest with vnc_bind_address and a network port of the pool:
+	// Ganeti's "vnc" kind, the node's address when it binds to all.
+	n1 := nodeOf(e.b, "node1").UUID
+	for k, bind := range []string{"0.0.0.0", "127.0.0.1"} {
+		name := fmt.Sprintf("vnc%d", k)
+		if err := e.b.AddInstance(fsm.Instance{Name: name, UUID: "uv" + name, PrimaryNode: n1, OS: "debian", AdminState: "up",
+			DiskTemplate: "diskless", MemoryMiB: 128, VCPUs: 1, Tags: []string{}, Hypervisor: "kvm", NetworkPort: 11003 + k,
+			HVParams: map[string]any{"vnc_bind_address": bind}}); err != nil {
+			t.Fatal(err)
+		}
+		r := e.do("GET", "/2/instances/"+name+"/console", "")
+		var got map[string]any
+		if r.status != http.StatusOK || json.Unmarshal(r.body, &got) != nil {
+			t.Fatalf("console of %s: %s", name, r)
+		}
+		host := map[string]string{"0.0.0.0": "192.0.2.1", "127.0.0.1": "127.0.0.1"}[bind]
+		want := map[string]any{"instance": name, "kind": "vnc", "host": host, "port": float64(11003 + k), "display": float64(5103 + k)}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("console of %s (vnc on %s): %s, want %v", name, bind, r.body, want)
+		}
+	}
+	// network_port in the instance's fields: the port, or null.
+	for name, want := range map[string]string{"vnc0": "11003", "web1": "null"} {
+		r := e.do("GET", "/2/instances/"+name, "")
+		var got map[string]json.RawMessage
+		if r.status != http.StatusOK || json.Unmarshal(r.body, &got) != nil || string(got["network_port"]) != want {
+			t.Errorf("GET /2/instances/%s: network_port %s, want %s (%s)", name, got["network_port"], want, r)
+		}
 	}
 	for _, c := range []struct {
 		path   string

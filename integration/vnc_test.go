@@ -1,0 +1,78 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestNetworkPortConsole: on real gntds (the fake driver), instances that
+// need a network port get the pool's lowest free one, shown by the API
+// and `gnt instance list -o network_port`; a removed instance's port is
+// given out again; an instance with vnc_bind_address and no serial
+// console answers the console endpoint with Ganeti's "vnc" kind, which
+// `gnt instance console` prints; vnc_tls is refused by name.
+func TestNetworkPortConsole(t *testing.T) {
+	c := NewCluster(t, ClusterOptions{Candidates: 1, Nodes: 1})
+	c.WaitLeader(10 * time.Second)
+	node := c.Member("node21")
+	c.WaitAgent(node, 30*time.Second)
+	run := func(args ...string) string {
+		t.Helper()
+		out, err := c.GNT(args...)
+		if err != nil {
+			t.Fatalf("gnt %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return out
+	}
+	get := func(path string) map[string]any {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		var out map[string]any
+		if _, err := c.Client().Do(ctx, "GET", path, url.Values{"consistent": {"1"}}, nil, &out); err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		return out
+	}
+	run("cluster", "modify", "--enabled-hypervisors", "fake,kvm")
+	// vnc1 names no hypervisor and sets vnc_bind_address: it needs a
+	// port; kvm1 is a kvm instance; plain1 (fake) needs none.
+	run("instance", "add", "-t", "diskless", "-n", "node21", "--no-install", "-H", "vnc_bind_address=0.0.0.0,serial_console=false", "vnc1")
+	run("instance", "add", "-t", "diskless", "-n", "node21", "--no-install", "--no-start", "-H", "kvm:acpi=true", "kvm1")
+	run("instance", "add", "-t", "diskless", "-n", "node21", "--no-install", "--no-start", "plain1")
+	for name, want := range map[string]any{"vnc1": float64(11000), "kvm1": float64(11001), "plain1": nil} {
+		if got := get("/2/instances/" + name)["network_port"]; got != want {
+			t.Errorf("%s: network_port %v, want %v", name, got, want)
+		}
+	}
+	out := run("instance", "list", "--no-headers", "-o", "name,network_port")
+	for _, line := range []string{"kvm1 11001", "plain1 ?", "vnc1 11000"} {
+		if !strings.Contains(strings.Join(strings.Fields(out), " ")+" ", strings.Join(strings.Fields(line), " ")+" ") {
+			t.Errorf("gnt instance list -o name,network_port lacks %q:\n%s", line, out)
+		}
+	}
+
+	con := get("/2/instances/vnc1/console")
+	want := map[string]any{"instance": "vnc1", "kind": "vnc", "host": node.IP, "port": float64(11000), "display": float64(5100)}
+	if fmt.Sprint(con) != fmt.Sprint(want) {
+		t.Errorf("console of vnc1: %v, want %v", con, want)
+	}
+	if out := run("instance", "console", "vnc1"); !strings.Contains(out, fmt.Sprintf("Instance vnc1 has VNC listening on %s:11000 (display 5100).", node.IP)) {
+		t.Errorf("gnt instance console vnc1: %q", out)
+	}
+
+	// Removal frees the port; the next instance that needs one takes it.
+	run("instance", "remove", "-f", "vnc1")
+	run("instance", "add", "-t", "diskless", "-n", "node21", "--no-install", "--no-start", "-H", "kvm:acpi=true", "kvm2")
+	if got := get("/2/instances/kvm2")["network_port"]; got != float64(11000) {
+		t.Errorf("kvm2 after vnc1's removal: network_port %v, want 11000", got)
+	}
+
+	if out, err := c.GNT("instance", "modify", "-H", "vnc_tls=true", "kvm1"); err == nil || !strings.Contains(out, "vnc_tls is not supported yet") {
+		t.Errorf("vnc_tls=true: %v\n%s", err, out)
+	}
+}
