@@ -17,10 +17,6 @@ func (o *OpClusterSetParams) applyParams(t *txn, c *Cluster, ch *changes) *Error
 	if o.DefaultHypervisor != nil {
 		c.DefaultHypervisor = *o.DefaultHypervisor
 		*ch = append(*ch, [2]any{"default_hypervisor", c.DefaultHypervisor})
-		// Instances that now run under kvm get their ports (ports.go).
-		if e := t.assignMissingPorts(true); e != nil {
-			return e
-		}
 	}
 	if len(c.EnabledHypervisors) > 0 {
 		if c.DefaultHypervisor != "" && !contains(c.EnabledHypervisors, c.DefaultHypervisor) {
@@ -101,6 +97,13 @@ func (o *OpClusterSetParams) applyParams(t *txn, c *Cluster, ch *changes) *Error
 	for _, dt := range sortedKeys(c.DiskParams) {
 		if len(c.DiskParams[dt]) == 0 {
 			delete(c.DiskParams, dt)
+		}
+	}
+	if o.EnabledHypervisors != nil || o.DefaultHypervisor != nil || o.HVParams != nil {
+		// Instances that now need a network port (now under kvm, or
+		// with the cluster's vnc_bind_address) get theirs (ports.go).
+		if e := t.assignMissingPorts(true); e != nil {
+			return e
 		}
 	}
 	return nil

@@ -10,10 +10,11 @@ import "sort"
 // instance's port is the next one given out. The port is the instance's:
 // failover, migration, rename and modification keep it; removal frees it.
 //
-// Records without a port that need one (stored by a build before
-// LogVersion 30, or an instance whose cluster's default hypervisor became
-// kvm) get theirs when the first leader of LogVersion 30 takes office,
-// when the default hypervisor changes, and else at their next change.
+// Records without a port that need one get theirs: those of a build
+// before LogVersion 30 when the first leader of LogVersion 30 takes
+// office; those that come to need one by a change of the cluster's
+// hypervisors or hypervisor parameters in that change; any other at its
+// next change.
 
 // The pool's bounds (Ganeti's FIRST_DRBD_PORT and LAST_DRBD_PORT, the
 // range Ganeti's pool starts with) and the VNC display base: QEMU's VNC
