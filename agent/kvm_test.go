@@ -549,6 +549,7 @@ func TestKVMParamsEachActs(t *testing.T) {
 		"kvm_flag": "accelFor", "migration_port": "migrationPort",
 		"migration_bandwidth": "MigrateSend", "migration_downtime": "MigrateSend",
 		"security_model": "runAs", "security_domain": "runAs",
+		"vnc_bind_address": "planVNC", "vnc_password_file": "planVNC", // TestKVMVNC
 	}
 	k := &KVM{cfg: KVMConfig{Node: "n1", FileStorageDir: dir}}
 	inst := fsm.Instance{Name: "i1", UUID: "u1", MemoryMiB: 64, VCPUs: 1, DiskTemplate: "file", Disks: []fsm.Disk{{UUID: disk0, SizeMiB: 8}},
@@ -585,8 +586,11 @@ func TestKVMParamsEachActs(t *testing.T) {
 			}
 		default:
 			alt = other
-			if d.Key == "security_domain" {
+			switch d.Key {
+			case "security_domain":
 				alt = "nobody" // a user name, not a path
+			case "vnc_bind_address":
+				alt = "127.0.0.1" // an address
 			}
 		}
 		acted := false

@@ -39,18 +39,18 @@ func TestNetworkPortConsole(t *testing.T) {
 		return out
 	}
 	run("cluster", "modify", "--enabled-hypervisors", "fake,kvm")
-	// vnc1 names no hypervisor and sets vnc_bind_address: it needs a
-	// port; kvm1 is a kvm instance; plain1 (fake) needs none.
+	// The fake driver's instances (which simulate kvm's) need a port
+	// with vnc_bind_address: vnc1 and vnc2; plain1 needs none.
 	run("instance", "add", "-t", "diskless", "-n", "node21", "--no-install", "-H", "vnc_bind_address=0.0.0.0,serial_console=false", "vnc1")
-	run("instance", "add", "-t", "diskless", "-n", "node21", "--no-install", "--no-start", "-H", "kvm:acpi=true", "kvm1")
+	run("instance", "add", "-t", "diskless", "-n", "node21", "--no-install", "--no-start", "-H", "vnc_bind_address=127.0.0.1", "vnc2")
 	run("instance", "add", "-t", "diskless", "-n", "node21", "--no-install", "--no-start", "plain1")
-	for name, want := range map[string]any{"vnc1": float64(11000), "kvm1": float64(11001), "plain1": nil} {
+	for name, want := range map[string]any{"vnc1": float64(11000), "vnc2": float64(11001), "plain1": nil} {
 		if got := get("/2/instances/" + name)["network_port"]; got != want {
 			t.Errorf("%s: network_port %v, want %v", name, got, want)
 		}
 	}
 	out := run("instance", "list", "--no-headers", "-o", "name,network_port")
-	for _, line := range []string{"kvm1 11001", "plain1 ?", "vnc1 11000"} {
+	for _, line := range []string{"vnc2 11001", "plain1 ?", "vnc1 11000"} {
 		if !strings.Contains(strings.Join(strings.Fields(out), " ")+" ", strings.Join(strings.Fields(line), " ")+" ") {
 			t.Errorf("gnt instance list -o name,network_port lacks %q:\n%s", line, out)
 		}
@@ -67,12 +67,17 @@ func TestNetworkPortConsole(t *testing.T) {
 
 	// Removal frees the port; the next instance that needs one takes it.
 	run("instance", "remove", "-f", "vnc1")
-	run("instance", "add", "-t", "diskless", "-n", "node21", "--no-install", "--no-start", "-H", "kvm:acpi=true", "kvm2")
-	if got := get("/2/instances/kvm2")["network_port"]; got != float64(11000) {
-		t.Errorf("kvm2 after vnc1's removal: network_port %v, want 11000", got)
+	run("instance", "add", "-t", "diskless", "-n", "node21", "--no-install", "--no-start", "-H", "vnc_bind_address=127.0.0.1", "vnc3")
+	if got := get("/2/instances/vnc3")["network_port"]; got != float64(11000) {
+		t.Errorf("vnc3 after vnc1's removal: network_port %v, want 11000", got)
+	}
+	// The cluster's vnc_bind_address: plain1 gets its port in that change.
+	run("cluster", "modify", "-H", "fake:vnc_bind_address=0.0.0.0")
+	if got := get("/2/instances/plain1")["network_port"]; got != float64(11002) {
+		t.Errorf("plain1 after the cluster's vnc_bind_address: network_port %v, want 11002", got)
 	}
 
-	if out, err := c.GNT("instance", "modify", "-H", "vnc_tls=true", "kvm1"); err == nil || !strings.Contains(out, "vnc_tls is not supported yet") {
+	if out, err := c.GNT("instance", "modify", "-H", "vnc_tls=true", "vnc2"); err == nil || !strings.Contains(out, "vnc_tls is not supported yet") {
 		t.Errorf("vnc_tls=true: %v\n%s", err, out)
 	}
 }
