@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,22 +25,8 @@ func TestParametersRoundTrip(t *testing.T) {
 	c := NewCluster(t, ClusterOptions{Candidates: 1, Nodes: 1})
 	c.WaitLeader(10 * time.Second)
 	c.WaitAgent(c.Member("node21"), 30*time.Second)
-	run := func(args ...string) {
-		t.Helper()
-		if out, err := c.GNT(args...); err != nil {
-			t.Fatalf("gnt %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
-	get := func(path string) map[string]any {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		var out map[string]any
-		if _, err := c.Client().Do(ctx, "GET", path, url.Values{"consistent": {"1"}}, nil, &out); err != nil {
-			t.Fatalf("GET %s: %v", path, err)
-		}
-		return out
-	}
+	run := func(args ...string) { t.Helper(); c.MustGNT(t, args...) }
+	get := func(path string) map[string]any { t.Helper(); return c.GetObject(t, path) }
 	same := func(what string, got any, want string) {
 		t.Helper()
 		var w any

@@ -1,9 +1,7 @@
 package integration
 
 import (
-	"context"
 	"fmt"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -20,24 +18,8 @@ func TestNetworkPortConsole(t *testing.T) {
 	c.WaitLeader(10 * time.Second)
 	node := c.Member("node21")
 	c.WaitAgent(node, 30*time.Second)
-	run := func(args ...string) string {
-		t.Helper()
-		out, err := c.GNT(args...)
-		if err != nil {
-			t.Fatalf("gnt %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return out
-	}
-	get := func(path string) map[string]any {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		var out map[string]any
-		if _, err := c.Client().Do(ctx, "GET", path, url.Values{"consistent": {"1"}}, nil, &out); err != nil {
-			t.Fatalf("GET %s: %v", path, err)
-		}
-		return out
-	}
+	run := func(args ...string) string { t.Helper(); return c.MustGNT(t, args...) }
+	get := func(path string) map[string]any { t.Helper(); return c.GetObject(t, path) }
 	run("cluster", "modify", "--enabled-hypervisors", "fake,kvm")
 	// The fake driver's instances (which simulate kvm's) need a port
 	// with vnc_bind_address: vnc1 and vnc2; plain1 needs none.
