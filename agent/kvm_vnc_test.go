@@ -120,6 +120,7 @@ func TestKVMVNC(t *testing.T) {
 		t.Errorf("security types without a password: %v, want [1] (none)", types)
 	}
 	expect(t, "stop", true)(k.Stop(ctx, inst, StopOptions{Force: true}))
+	waitPortFree(t, addr)
 
 	pwFile := filepath.Join(dir, "vnc-password")
 	if err := os.WriteFile(pwFile, []byte("s3cret\n"), 0o600); err != nil {
@@ -141,6 +142,7 @@ func TestKVMVNC(t *testing.T) {
 	}
 	c.Close()
 	expect(t, "stop", true)(k.Stop(ctx, inst, StopOptions{Force: true}))
+	waitPortFree(t, addr)
 
 	// Bad password files and a missing port: refused, nothing runs.
 	for _, bad := range []struct {
@@ -180,6 +182,22 @@ func TestKVMVNC(t *testing.T) {
 		}
 	}
 	expect(t, "remove", true)(k.Remove(ctx, inst))
+}
+
+// waitPortFree waits until nothing listens on addr: a killed process's
+// sockets close a moment after it is gone from /proc's view.
+func waitPortFree(t *testing.T, addr string) {
+	t.Helper()
+	for end := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			return
+		}
+		c.Close()
+		if time.Now().After(end) {
+			t.Fatalf("%s still listens a minute after the stop", addr)
+		}
+	}
 }
 
 // TestParseVNCPassword: a password file holds one line of 1 to 8 bytes.
