@@ -38,6 +38,9 @@ func TestNetworkPortConsole(t *testing.T) {
 		}
 	}
 
+	if out := run("instance", "info", "vnc2"); !strings.Contains(out, "Allocated network port: 11001\n") {
+		t.Errorf("gnt instance info vnc2 lacks the port:\n%s", out)
+	}
 	con := get("/2/instances/vnc1/console")
 	want := map[string]any{"instance": "vnc1", "kind": "vnc", "host": node.IP, "port": float64(11000), "display": float64(5100)}
 	if fmt.Sprint(con) != fmt.Sprint(want) {
