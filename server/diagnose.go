@@ -156,8 +156,10 @@ type diagnosePoller struct {
 	// back the polls of the others (start).
 	mu       sync.Mutex
 	inflight map[string]bool
-	sem      chan struct{}
-	polls    sync.WaitGroup
+	// storageInflight are the nodes whose storage listing is under way.
+	storageInflight map[string]bool
+	sem             chan struct{}
+	polls           sync.WaitGroup
 }
 
 func (p *diagnosePoller) interval() time.Duration {
@@ -273,11 +275,45 @@ func (p *diagnosePoller) start(ctx context.Context, interval time.Duration) {
 			}
 			defer func() { <-p.sem }()
 			p.poll(ctx, n, command, key, maxAge)
-			if p.Storage != nil {
-				p.pollStorage(ctx, n)
-			}
+			p.startStorage(ctx, n)
 		}()
 	}
+}
+
+// startStorage records the node's storage units after its poll, in a
+// goroutine of its own so that a slow LVM listing (up to
+// agent.LVMTimeout) never delays the node's next self-diagnose poll; a
+// node whose listing is still under way is not asked again meanwhile.
+func (p *diagnosePoller) startStorage(ctx context.Context, n *fsm.Node) {
+	if p.Storage == nil || ctx.Err() != nil {
+		return
+	}
+	p.mu.Lock()
+	if p.storageInflight == nil {
+		p.storageInflight = map[string]bool{}
+	}
+	busy := p.storageInflight[n.Name]
+	p.storageInflight[n.Name] = true
+	p.mu.Unlock()
+	if busy {
+		return
+	}
+	p.polls.Add(1)
+	go func() {
+		defer func() {
+			p.mu.Lock()
+			delete(p.storageInflight, n.Name)
+			p.mu.Unlock()
+			p.polls.Done()
+		}()
+		select { // within the polls' concurrency bound
+		case <-ctx.Done():
+			return
+		case p.sem <- struct{}{}:
+		}
+		defer func() { <-p.sem }()
+		p.pollStorage(ctx, n)
+	}()
 }
 
 // pollStorage records one node's storage units, within PollTimeout.
