@@ -260,23 +260,10 @@ func (p *diagnosePoller) start(ctx context.Context, interval time.Duration) {
 			continue
 		}
 		p.inflight[n.Name] = true
-		p.polls.Add(1)
-		go func() {
-			defer func() {
-				p.mu.Lock()
-				delete(p.inflight, n.Name)
-				p.mu.Unlock()
-				p.polls.Done()
-			}()
-			select {
-			case <-ctx.Done():
-				return
-			case p.sem <- struct{}{}:
-			}
-			defer func() { <-p.sem }()
+		p.spawn(ctx, p.inflight, n.Name, func() {
 			p.poll(ctx, n, command, key, maxAge)
 			p.startStorage(ctx, n)
-		}()
+		})
 	}
 }
 
@@ -298,21 +285,28 @@ func (p *diagnosePoller) startStorage(ctx context.Context, n *fsm.Node) {
 	if busy {
 		return
 	}
+	p.spawn(ctx, p.storageInflight, n.Name, func() { p.pollStorage(ctx, n) })
+}
+
+// spawn runs fn for the node named in a goroutine that p.polls counts,
+// within the concurrency bound (p.sem), and unmarks the node in inflight
+// (guarded by p.mu, marked by the caller) when it is done.
+func (p *diagnosePoller) spawn(ctx context.Context, inflight map[string]bool, name string, fn func()) {
 	p.polls.Add(1)
 	go func() {
 		defer func() {
 			p.mu.Lock()
-			delete(p.storageInflight, n.Name)
+			delete(inflight, name)
 			p.mu.Unlock()
 			p.polls.Done()
 		}()
-		select { // within the polls' concurrency bound
+		select {
 		case <-ctx.Done():
 			return
 		case p.sem <- struct{}{}:
 		}
 		defer func() { <-p.sem }()
-		p.pollStorage(ctx, n)
+		fn()
 	}()
 }
 
