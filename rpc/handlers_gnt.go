@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net"
@@ -207,7 +208,7 @@ func (s *Server) handleMasterFailover(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	s.onLeader(w, r, body, func() error {
+	answerOnLeader(s, w, r, body, func(ctx context.Context) (MasterFailoverResponse, error) {
 		if f := s.b.FSM(); f != nil && req.Target != "" {
 			var aerr *APIError
 			f.Read(func(st *fsm.State, _ uint64) {
@@ -216,20 +217,10 @@ func (s *Server) handleMasterFailover(w http.ResponseWriter, r *http.Request) {
 				}
 			})
 			if aerr != nil {
-				writeError(w, aerr)
-				return nil
+				return MasterFailoverResponse{}, aerr
 			}
 		}
-		leader, err := s.b.TransferLeadership(r.Context(), req.Target)
-		if errors.Is(err, ErrNotLeader) {
-			return ErrNotLeader
-		}
-		if err != nil {
-			writeError(w, asAPIError(err))
-			return nil
-		}
-		setIndex(w, s.index())
-		writeJSON(w, MasterFailoverResponse{Master: leader})
-		return nil
+		leader, err := s.b.TransferLeadership(ctx, req.Target)
+		return MasterFailoverResponse{Master: leader}, err
 	})
 }
