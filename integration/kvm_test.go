@@ -196,6 +196,9 @@ func TestKVMGuests(t *testing.T) {
 		t.Fatalf("shared storage after create: %v, want the one disk", got)
 	} else if b, err := os.ReadFile(got[0]); err != nil || !strings.HasPrefix(string(b), "GNT-IMAGE 1\ninstance=vm1\n") {
 		t.Fatalf("the OS definition gnt-image wrote no marker on the disk: %.60q %v", b, err)
+	} else if out, err := c.GNT("instance", "info", "vm1"); err != nil || !strings.Contains(out, "on primary: "+got[0]+", status ok\n") {
+		// The /info job asked node12's agent for the disk.
+		t.Fatalf("gnt instance info vm1 lacks the disk's status on node12 (%s): %v\n%s", got[0], err, out)
 	}
 
 	// Stop and start through the CLI.

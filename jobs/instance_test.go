@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -916,5 +917,54 @@ func TestActivateDeactivateDisks(t *testing.T) {
 	res, _ = failed(t, d, `{"OP_ID":"OP_INSTANCE_ACTIVATE_DISKS","instance_name":"web1"}`)
 	if !strings.Contains(res, "disk 0 of web1 is missing on node n3") {
 		t.Errorf("activate with a disk missing: %s", res)
+	}
+}
+
+// TestQueryDataDiskStatus: the /info job (OP_INSTANCE_QUERY_DATA) gives
+// each disk's status on the primary and the secondary as Ganeti's
+// (dev_path, major, minor, sync_percent, estimated_time, is_degraded,
+// ldisk_status), null where the node does not hold the disk or was not
+// asked (static), and the instance's hypervisor and parameters.
+func TestQueryDataDiskStatus(t *testing.T) {
+	d, nodes, _ := downCluster(t)
+	in := instanceState(d, "web1")
+	disk := in.Disks[0].UUID
+	type info struct {
+		RunState any              `json:"run_state"`
+		BEActual map[string]any   `json:"be_actual"`
+		Disks    []map[string]any `json:"disks"`
+	}
+	query := func(static bool) info {
+		t.Helper()
+		op := `{"OP_ID":"OP_INSTANCE_QUERY_DATA","instances":["web1"],"static":` + strconv.FormatBool(static) + `}`
+		j := runOK(t, d, op)
+		var res map[string]info
+		if err := json.Unmarshal(j.Ops[0].Result, &res); err != nil {
+			t.Fatalf("%s: %v", j.Ops[0].Result, err)
+		}
+		return res["web1"]
+	}
+	got := query(false)
+	want := func(node string) string {
+		return `["/disks/` + node + `/` + disk + `",null,null,null,null,false,1]`
+	}
+	for field, node := range map[string]string{"pstatus": "n2", "sstatus": "n3"} {
+		b, _ := json.Marshal(got.Disks[0][field])
+		if string(b) != want(node) {
+			t.Errorf("%s = %s, want %s", field, b, want(node))
+		}
+	}
+	if got.RunState != "up" || got.BEActual["maxmem"] != float64(512) || got.BEActual["vcpus"] != float64(1) {
+		t.Errorf("run_state %v, be_actual %v", got.RunState, got.BEActual)
+	}
+
+	nodes.mu.Lock()
+	delete(nodes.disks["n3/"+in.UUID], disk)
+	nodes.mu.Unlock()
+	if s := query(false).Disks[0]["sstatus"]; s != nil {
+		t.Errorf("sstatus of a disk the secondary lacks = %v, want null", s)
+	}
+	if st := query(true); st.Disks[0]["pstatus"] != nil || st.RunState != nil {
+		t.Errorf("static: pstatus %v, run_state %v, want null", st.Disks[0]["pstatus"], st.RunState)
 	}
 }

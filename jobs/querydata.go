@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/gnt-cluster/gnt/fsm"
@@ -11,18 +12,21 @@ import (
 
 // queryDataSteps is OP_INSTANCE_QUERY_DATA (Ganeti's LUInstanceQueryData):
 // one step that reads the instances from the configuration and, unless
-// static, asks each one's primary node's agent for its state. Its result
-// maps each instance's name to Ganeti's description of it; a dry run's
-// names the agents it would ask.
+// static, asks each one's primary node's agent for its state and its
+// primary and secondary nodes' agents which of its disks they hold (each
+// disk's pstatus and sstatus). Its result maps each instance's name to
+// Ganeti's description of it; a dry run's names the agents it would ask.
 func (e *Executor) queryDataSteps(o *fsm.OpInstanceQueryData) []Step {
 	return []Step{{Name: "query instance data", Run: func(ctx context.Context, sc *StepContext) (any, error) {
 		var (
-			insts  []fsm.Instance
-			nodes  = map[string]fsm.Node{}
-			groups = map[string]string{}
-			err    error
+			insts   []fsm.Instance
+			nodes   = map[string]fsm.Node{}
+			groups  = map[string]string{}
+			cluster *fsm.Cluster
+			err     error
 		)
 		e.FSM.Read(func(s *fsm.State, _ uint64) {
+			cluster = s.Cluster
 			for u, n := range s.Nodes {
 				nodes[u] = *n
 			}
@@ -51,30 +55,34 @@ func (e *Executor) queryDataSteps(o *fsm.OpInstanceQueryData) []Step {
 		out := make(map[string]any, len(insts))
 		for k := range insts {
 			in := &insts[k]
-			var run any // null when static or the primary is offline
+			var (
+				run          any        // null when static or the primary is offline
+				pdisk, sdisk *NodeReply // nil: the node was not asked
+			)
 			if !o.Static && !in.Forthcoming {
 				p, ok := nodes[in.PrimaryNode]
-				switch {
-				case !ok:
+				if !ok {
 					return nil, fmt.Errorf("instance %s: its primary node %s is not in the configuration", in.Name, in.PrimaryNode)
-				case p.Offline:
-					sc.Logf("primary node %s of instance %s is offline; its run state is unknown", p.Name, in.Name)
-				default:
-					if err := e.usable(&p, "querying instance "+in.Name); err != nil {
-						return nil, err
-					}
-					r, err := e.call(ctx, sc, &p, NodeCall{Op: NodeOpStatus, Instance: in})
-					var ne *NodeCallError
-					if err != nil && !(errors.As(err, &ne) && ne.Code == "not_found") {
-						return nil, fmt.Errorf("querying instance %s on node %s: %w", in.Name, p.Name, err)
-					}
-					run = "down"
+				}
+				r, err := e.queryNode(ctx, sc, in, &p)
+				if err != nil {
+					return nil, err
+				}
+				if r != nil {
+					pdisk, run = r, "down"
 					if r.State == "running" {
 						run = "up"
 					}
 				}
+				if len(in.SecondaryNodes) > 0 {
+					if sn, ok := nodes[in.SecondaryNodes[0]]; ok {
+						if sdisk, err = e.queryNode(ctx, sc, in, &sn); err != nil {
+							return nil, err
+						}
+					}
+				}
 			}
-			out[in.Name] = queryData(in, run, nodes, groups)
+			out[in.Name] = queryData(cluster, in, run, pdisk, sdisk, nodes, groups)
 		}
 		if sc.DryRun() {
 			// No agent was asked: the result is what would be asked.
@@ -84,10 +92,52 @@ func (e *Executor) queryDataSteps(o *fsm.OpInstanceQueryData) []Step {
 	}}}
 }
 
+// queryNode asks a node's agent for an instance's state there (which of
+// its disks it holds, and where). It answers nil, logging why, when the
+// node is offline; an agent with no record of the instance answers an
+// empty reply (no disks).
+func (e *Executor) queryNode(ctx context.Context, sc *StepContext, in *fsm.Instance, n *fsm.Node) (*NodeReply, error) {
+	if n.Offline {
+		sc.Logf("node %s of instance %s is offline; its state there is unknown", n.Name, in.Name)
+		return nil, nil
+	}
+	if err := e.usable(n, "querying instance "+in.Name); err != nil {
+		return nil, err
+	}
+	r, err := e.call(ctx, sc, n, NodeCall{Op: NodeOpStatus, Instance: in})
+	var ne *NodeCallError
+	if err != nil && !(errors.As(err, &ne) && ne.Code == "not_found") {
+		return nil, fmt.Errorf("querying instance %s on node %s: %w", in.Name, n.Name, err)
+	}
+	if err != nil {
+		return &NodeReply{}, nil
+	}
+	return &r, nil
+}
+
+// Ganeti's local disk status values (ldisk_status).
+const ldsOkay = 1
+
+// diskStatus is Ganeti's block device status of one disk on one node
+// (dev_path, major, minor, sync_percent, estimated_time, is_degraded,
+// ldisk_status), or null when the node was not asked or does not hold
+// the disk. gnt's disks are files and logical volumes, neither synced
+// nor degraded; their device numbers are not reported.
+func diskStatus(r *NodeReply, disk string) any {
+	if r == nil || !slices.Contains(r.Disks, disk) {
+		return nil
+	}
+	var path any
+	if p := r.DiskPaths[disk]; p != "" {
+		path = p
+	}
+	return []any{path, nil, nil, nil, nil, false, ldsOkay}
+}
+
 // queryData is Ganeti's description of one instance (LUInstanceQueryData's
-// result), with what gnt's configuration holds: gnt has no hypervisor
-// parameters, network ports or OS parameters, so those are empty.
-func queryData(in *fsm.Instance, run any, nodes map[string]fsm.Node, groups map[string]string) map[string]any {
+// result), with what gnt's configuration holds and what the primary (p)
+// and secondary (s) nodes' agents said of its disks (nil: not asked).
+func queryData(c *fsm.Cluster, in *fsm.Instance, run any, p, s *NodeReply, nodes map[string]fsm.Node, groups map[string]string) map[string]any {
 	name := func(u string) string {
 		if n, ok := nodes[u]; ok {
 			return n.Name
@@ -109,7 +159,7 @@ func queryData(in *fsm.Instance, run any, nodes map[string]fsm.Node, groups map[
 		}
 		disks[k] = map[string]any{
 			"iv_name": fmt.Sprintf("disk/%d", k), "dev_type": in.DiskTemplate, "logical_id": nil, "drbd_info": nil,
-			"pstatus": nil, "sstatus": nil, "children": []any{}, "mode": d.Mode, "size": d.SizeMiB,
+			"pstatus": diskStatus(p, d.UUID), "sstatus": diskStatus(s, d.UUID), "children": []any{}, "mode": d.Mode, "size": d.SizeMiB,
 			"spindles": nil, "name": dname, "uuid": d.UUID,
 		}
 		if d.Forthcoming {
@@ -120,18 +170,38 @@ func queryData(in *fsm.Instance, run any, nodes map[string]fsm.Node, groups map[
 	for k, n := range in.NICs {
 		nics[k] = []any{strOrNil(n.IP), n.MAC, n.Mode, n.Link, "", strOrNil(n.Network), nil}
 	}
-	be := map[string]any{"maxmem": in.MemoryMiB, "minmem": in.MemoryMiB, "memory": in.MemoryMiB, "vcpus": in.VCPUs}
+	// The instance's own backend parameters include the memory and vcpus
+	// it records (gnt keeps them as fields, Ganeti as beparams).
+	beOwn := map[string]any{}
+	for k, v := range in.BEParams {
+		beOwn[k] = v
+	}
+	beOwn["maxmem"], beOwn["memory"], beOwn["vcpus"] = in.MemoryMiB, in.MemoryMiB, in.VCPUs
+	// Without one of its own or a cluster default, an instance runs under
+	// its primary node's driver.
+	hv := fsm.InstanceHypervisor(c, in)
+	if hv == "" {
+		hv = nodes[in.PrimaryNode].Hypervisor
+	}
 	return map[string]any{
 		"name": in.Name, "uuid": in.UUID, "config_state": in.AdminState, "run_state": run,
 		"pnode": name(in.PrimaryNode), "pnode_group_uuid": groupOf(in.PrimaryNode), "pnode_group_name": groups[groupOf(in.PrimaryNode)],
 		"snodes": snodes, "snodes_group_uuids": sgroups, "snodes_group_names": sgroupNames,
 		"os": in.OS, "nics": nics, "disk_template": in.DiskTemplate, "disks": disks, "disks_active": in.AdminState == "up",
-		"hypervisor": nil, "network_port": in.NetworkPortField(),
-		"hv_instance": map[string]any{}, "hv_actual": map[string]any{},
-		"be_instance": be, "be_actual": be,
-		"os_instance": map[string]any{}, "os_actual": map[string]any{},
+		"hypervisor": strOrNil(hv), "network_port": in.NetworkPortField(),
+		"hv_instance": orEmpty(in.HVParams), "hv_actual": fsm.PublicHVParams(fsm.FillHVParams(c, in)),
+		"be_instance": beOwn, "be_actual": fsm.FilledBE(c, in),
+		"os_instance": orEmpty(in.OSParams), "os_actual": fsm.FilledOSParams(c, in),
 		"serial_no": in.SerialNo, "ctime": in.CTime, "mtime": in.MTime,
 	}
+}
+
+// orEmpty gives m, or an empty map for nil (JSON {} rather than null).
+func orEmpty(m map[string]any) map[string]any {
+	if m == nil {
+		return map[string]any{}
+	}
+	return m
 }
 
 func strOrNil(s string) any {

@@ -2,11 +2,15 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"strings"
 
+	"github.com/gnt-cluster/gnt/fsm"
+	"github.com/gnt-cluster/gnt/rpc"
 	"github.com/urfave/cli/v2"
 )
 
@@ -25,9 +29,11 @@ func (e environment) instanceCommand() *cli.Command {
 			listFieldsCommand(instanceListing),
 			{
 				Name:      "info",
-				Usage:     "show instances' configuration",
+				Usage:     "show instances' configuration and, unless --static, each disk's status on its nodes",
 				ArgsUsage: "[NAME...]",
-				Action:    e.do(instanceInfo),
+				Flags: []cli.Flag{&cli.BoolFlag{Name: "static", Aliases: []string{"s"},
+					Usage: "the configuration only: do not ask the nodes' agents for the disks' status (no job)"}},
+				Action: e.do(instanceInfo),
 			},
 		}, append(e.instanceOpCommands(), e.tagCommands("instance", true, func(n string) string { return "/2/instances/" + url.PathEscape(n) + "/tags" })...)...),
 	}
@@ -57,10 +63,82 @@ func instanceList(ctx context.Context, s *session, c *cli.Context, args []string
 }
 
 func instanceInfo(ctx context.Context, s *session, c *cli.Context, args []string) error {
-	return s.info(ctx, instanceListing, args, func(o object) { showInstance(s.stdout, o) })
+	var status diskStatuses
+	if !c.Bool("static") && !s.cfg.JSON() {
+		status = s.instanceDiskStatus(ctx, args)
+	}
+	return s.info(ctx, instanceListing, args, func(o object) { showInstance(s.stdout, o, status) })
 }
 
-func showInstance(w io.Writer, o object) {
+// diskStatuses is what the /info job (OP_INSTANCE_QUERY_DATA) said of the
+// instances' disks: by instance name, each disk's pstatus and sstatus;
+// err is why the nodes could not be asked.
+type diskStatuses struct {
+	by  map[string][]diskStatus
+	err error
+}
+
+// diskStatus is one disk's block device status on the primary and the
+// secondary, as the /info job gives them.
+type diskStatus struct {
+	PStatus []any `json:"pstatus"`
+	SStatus []any `json:"sstatus"`
+}
+
+// instanceDiskStatus runs one OP_INSTANCE_QUERY_DATA job for the named
+// instances (all without names) and keeps what it says of their disks. A
+// job that fails leaves the reason, shown in place of the status.
+func (s *session) instanceDiskStatus(ctx context.Context, names []string) diskStatuses {
+	op, _ := json.Marshal(map[string]any{"OP_ID": "OP_INSTANCE_QUERY_DATA", "instances": append([]string{}, names...), "static": false})
+	id, meta, err := s.api.Submit(ctx, http.MethodPost, "/2/jobs", nil, rpc.SubmitJobRequest{Ops: []json.RawMessage{op}})
+	if err != nil {
+		return diskStatuses{err: err}
+	}
+	j, _, err := s.waitJob(ctx, int64(id), meta.Index)
+	if err == nil && j.Status != fsm.StatusSuccess {
+		err = j.failure()
+	}
+	if err != nil {
+		return diskStatuses{err: err}
+	}
+	var res map[string]struct {
+		Disks []diskStatus `json:"disks"`
+	}
+	if len(j.OpResult) == 0 {
+		return diskStatuses{err: fmt.Errorf("job %d answered no result", id)}
+	}
+	if err := json.Unmarshal(j.OpResult[0], &res); err != nil {
+		return diskStatuses{err: fmt.Errorf("decoding job %d's result: %w", id, err)}
+	}
+	out := diskStatuses{by: map[string][]diskStatus{}}
+	for name, r := range res {
+		out.by[name] = r.Disks
+	}
+	return out
+}
+
+// diskStatusLine is Ganeti's "on primary: PATH, status ok" for one
+// block device status (null: the node does not hold the disk or was not
+// asked).
+func diskStatusLine(st []any) string {
+	if len(st) < 7 {
+		return "no status (the node does not hold the disk, or is offline)"
+	}
+	path, _ := st[0].(string)
+	if path == "" {
+		path = "(no path reported)"
+	}
+	state := "ok"
+	if degraded, _ := st[5].(bool); degraded {
+		state = "degraded"
+	}
+	if lds, _ := st[6].(float64); lds != 1 {
+		state = "faulty or unknown"
+	}
+	return path + ", status " + state
+}
+
+func showInstance(w io.Writer, o object, status diskStatuses) {
 	fmt.Fprintf(w, "Instance name: %s\n", str(o, "name"))
 	fmt.Fprintf(w, "UUID: %s\n", str(o, "uuid"))
 	fmt.Fprintf(w, "Serial number: %s\n", str(o, "serial_no"))
@@ -88,8 +166,18 @@ func showInstance(w io.Writer, o object) {
 	fmt.Fprintf(w, "  Disks:\n")
 	sizes, _ := lookupField(o, "disk.sizes")
 	xs, _ := sizes.([]any)
+	disks := status.by[str(o, "name")]
 	for i, sz := range xs {
 		fmt.Fprintf(w, "    - disk/%d: size %s\n", i, mebibytes(object{"s": sz}, "s"))
+		switch {
+		case status.err != nil:
+			fmt.Fprintf(w, "      status: unknown: %v\n", status.err)
+		case i < len(disks):
+			fmt.Fprintf(w, "      on primary: %s\n", diskStatusLine(disks[i].PStatus))
+			if len(list(o, "snodes")) > 0 {
+				fmt.Fprintf(w, "      on secondary: %s\n", diskStatusLine(disks[i].SStatus))
+			}
+		}
 	}
 	fmt.Fprintf(w, "  Disk usage: %s\n", mebibytes(o, "disk_usage"))
 	// Ganeti's form: each parameter, "default (value)" when it is not

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+const infoInstance = `{"name": "web1", "uuid": "u1", "admin_state": "up", "pnode": "n1", "snodes": ["n2"],
+ "disk_template": "drbd", "disk.sizes": [1024, 2048], "beparams": {"memory": 512, "vcpus": 1}}`
+
+// TestInstanceInfoDiskStatus: gnt instance info runs the /info job
+// (OP_INSTANCE_QUERY_DATA) and shows each disk's status on the primary and
+// the secondary; --static asks no node; a failed job leaves the reason in
+// place of the status.
+func TestInstanceInfoDiskStatus(t *testing.T) {
+	f := newFake(t)
+	f.on("GET", "/2/instances/web1", 200, infoInstance)
+	f.on("POST", "/2/jobs", 200, `7`)
+	f.on("GET", "/2/jobs/7", 200, `{"id": 7, "status": "success", "opstatus": ["success"], "oplog": [[]],
+	  "opresult": [{"web1": {"disks": [
+	    {"pstatus": ["/dev/xenvg/d0", null, null, null, null, false, 1], "sstatus": ["/dev/xenvg/d0", null, null, null, null, false, 1]},
+	    {"pstatus": ["/dev/xenvg/d1", null, null, null, null, false, 1], "sstatus": null}]}}]}`)
+	r := gnt(t, nil, "--server", f.addr(), "instance", "info", "web1")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	reqs := f.requests()
+	if len(reqs) < 1 || !strings.HasPrefix(reqs[0].String(), `POST /2/jobs {"ops":[{"OP_ID":"OP_INSTANCE_QUERY_DATA","instances":["web1"],"static":false}]`) {
+		t.Errorf("requests %v: want the /info job first", reqs)
+	}
+	for _, want := range []string{
+		"    - disk/0: size 1.0G\n      on primary: /dev/xenvg/d0, status ok\n      on secondary: /dev/xenvg/d0, status ok\n",
+		"      on secondary: no status (the node does not hold the disk, or is offline)\n",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
+		}
+	}
+
+	g := newFake(t)
+	g.on("GET", "/2/instances/web1", 200, infoInstance)
+	r = gnt(t, nil, "--server", g.addr(), "instance", "info", "--static", "web1")
+	if r.code != 0 || strings.Contains(r.stdout, "on primary") {
+		t.Errorf("--static: exit %d, stdout:\n%s", r.code, r.stdout)
+	}
+	for _, req := range g.requests() {
+		if req.Method == "POST" {
+			t.Errorf("--static submitted %v", req)
+		}
+	}
+
+	h := newFake(t)
+	h.on("GET", "/2/instances/web1", 200, infoInstance)
+	h.on("POST", "/2/jobs", 200, `8`)
+	h.on("GET", "/2/jobs/8", 200, `{"id": 8, "status": "error", "opstatus": ["error"], "oplog": [[]],
+	  "opresult": [{"code": "wrong_state", "message": "querying instance web1: node n1 is dead"}]}`)
+	r = gnt(t, nil, "--server", h.addr(), "instance", "info", "web1")
+	if r.code != 0 || !strings.Contains(r.stdout, "status: unknown: ") || !strings.Contains(r.stdout, "node n1 is dead") {
+		t.Errorf("a failed /info job: exit %d, stdout:\n%s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+}
