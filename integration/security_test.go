@@ -171,6 +171,31 @@ func addUser(ctx context.Context, t *testing.T, c *Cluster, name, password strin
 		}
 		return err
 	})
+	// The write is applied where it was answered; a follower authenticates
+	// against its own replica, so wait until every running candidate has
+	// applied as far as the furthest one (a client sent to a follower at
+	// once would otherwise meet a 401 there).
+	var index uint64
+	for _, m := range c.Candidates() {
+		if st, err := c.Status(m); err == nil && m.Running() && st.AppliedIndex > index {
+			index = st.AppliedIndex
+		}
+	}
+	for _, m := range c.Candidates() {
+		if !m.Running() {
+			continue
+		}
+		c.Eventually(30*time.Second, 50*time.Millisecond, "user "+name+" replicated to "+m.Name, func() error {
+			st, err := c.Status(m)
+			if err != nil {
+				return err
+			}
+			if st.AppliedIndex < index {
+				return fmt.Errorf("applied index %d, want %d", st.AppliedIndex, index)
+			}
+			return nil
+		})
+	}
 }
 
 func foreignNode(ca *pki.CA) (cert, key []byte, err error) {
