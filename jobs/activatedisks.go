@@ -2,7 +2,6 @@ package jobs
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/gnt-cluster/gnt/fsm"
@@ -37,9 +36,8 @@ func (e *Executor) activateDisksStep(o *fsm.OpInstanceActivateDisks) Step {
 			if err := e.usable(node, "activating the disks of "+in.Name); err != nil {
 				return nil, err
 			}
-			r, err := e.call(ctx, sc, node, NodeCall{Op: NodeOpStatus, Instance: in})
-			var ne *NodeCallError
-			if err != nil && !(errors.As(err, &ne) && ne.Code == "not_found") {
+			r, err := e.statusOf(ctx, sc, node, in)
+			if err != nil {
 				return nil, fmt.Errorf("cannot check the disks of %s on %s: %w", in.Name, node.Name, err)
 			}
 			if !sc.dryRun {
@@ -91,9 +89,8 @@ func (e *Executor) deactivateDisksStep(o *fsm.OpInstanceDeactivateDisks) Step {
 		if err := e.usable(node, "deactivating the disks of "+in.Name); err != nil {
 			return nil, err
 		}
-		r, err := e.call(ctx, sc, node, NodeCall{Op: NodeOpStatus, Instance: in})
-		var ne *NodeCallError
-		if err != nil && !(errors.As(err, &ne) && ne.Code == "not_found") {
+		r, err := e.statusOf(ctx, sc, node, in)
+		if err != nil {
 			return nil, fmt.Errorf("cannot check %s on %s: %w", in.Name, node.Name, err)
 		}
 		if r.State == "running" || (sc.dryRun && in.AdminState == fsm.AdminUp) {

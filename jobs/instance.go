@@ -62,6 +62,18 @@ func (e *Executor) usable(n *fsm.Node, what string) error {
 	return nil
 }
 
+// statusOf asks a node's agent for an instance's state there; an agent
+// with no record of the instance (not_found) gives an empty reply (no
+// state, no disks), not an error.
+func (e *Executor) statusOf(ctx context.Context, sc *StepContext, node *fsm.Node, in *fsm.Instance) (NodeReply, error) {
+	r, err := e.call(ctx, sc, node, NodeCall{Op: NodeOpStatus, Instance: in})
+	var ne *NodeCallError
+	if err != nil && errors.As(err, &ne) && ne.Code == "not_found" {
+		return NodeReply{}, nil
+	}
+	return r, err
+}
+
 // put records an instance as changed by the step.
 func put(sc *StepContext, in *fsm.Instance, expect int64) {
 	rec := *in
@@ -983,9 +995,8 @@ func (e *Executor) migrateCleanupStep(o *fsm.OpInstanceMigrate) Step {
 			if err := e.usable(node, "cleaning up the migration of "+in.Name); err != nil {
 				return nil, fmt.Errorf("cannot contact node %s: %w", nodeName(nodes, u), err)
 			}
-			r, err := e.call(ctx, sc, node, NodeCall{Op: NodeOpStatus, Instance: in})
-			var ne *NodeCallError
-			if err != nil && !(errors.As(err, &ne) && ne.Code == "not_found") {
+			r, err := e.statusOf(ctx, sc, node, in)
+			if err != nil {
 				return nil, fmt.Errorf("cannot contact node %s: %w", node.Name, err)
 			}
 			states[k] = r.State

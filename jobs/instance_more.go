@@ -2,7 +2,6 @@ package jobs
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -109,9 +108,8 @@ func (e *Executor) reinstallSteps(o *fsm.OpInstanceReinstall) []Step {
 			if up {
 				// Nothing was to run on the new primary; another job may
 				// have started the instance since the recreate.
-				r, err := e.call(ctx, sc, node, NodeCall{Op: NodeOpStatus, Instance: in})
-				var ne *NodeCallError
-				if err != nil && !(errors.As(err, &ne) && ne.Code == "not_found") {
+				r, err := e.statusOf(ctx, sc, node, in)
+				if err != nil {
 					return nil, err
 				}
 				if err == nil && r.State == "running" {
@@ -475,9 +473,8 @@ func (e *Executor) faultySide(ctx context.Context, sc *StepContext, in *fsm.Inst
 		if err := e.usable(node, "checking the disks of "+in.Name); err != nil {
 			return nil, nil, fmt.Errorf("cannot check the disks of %s on %s: %w", in.Name, nodeName(nodes, u), err)
 		}
-		r, err := e.call(ctx, sc, node, NodeCall{Op: NodeOpStatus, Instance: in})
-		var ne *NodeCallError
-		if err != nil && !(errors.As(err, &ne) && ne.Code == "not_found") {
+		r, err := e.statusOf(ctx, sc, node, in)
+		if err != nil {
 			return nil, nil, fmt.Errorf("cannot check the disks of %s on %s: %w", in.Name, node.Name, err)
 		}
 		if sc.dryRun {

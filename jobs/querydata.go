@@ -2,7 +2,6 @@ package jobs
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -94,7 +93,7 @@ func (e *Executor) queryDataSteps(o *fsm.OpInstanceQueryData) []Step {
 
 // queryNode asks a node's agent for an instance's state there (which of
 // its disks it holds, and where). It answers nil, logging why, when the
-// node is offline; an agent with no record of the instance answers an
+// node is offline; an agent with no record of the instance gives an
 // empty reply (no disks).
 func (e *Executor) queryNode(ctx context.Context, sc *StepContext, in *fsm.Instance, n *fsm.Node) (*NodeReply, error) {
 	if n.Offline {
@@ -104,13 +103,9 @@ func (e *Executor) queryNode(ctx context.Context, sc *StepContext, in *fsm.Insta
 	if err := e.usable(n, "querying instance "+in.Name); err != nil {
 		return nil, err
 	}
-	r, err := e.call(ctx, sc, n, NodeCall{Op: NodeOpStatus, Instance: in})
-	var ne *NodeCallError
-	if err != nil && !(errors.As(err, &ne) && ne.Code == "not_found") {
-		return nil, fmt.Errorf("querying instance %s on node %s: %w", in.Name, n.Name, err)
-	}
+	r, err := e.statusOf(ctx, sc, n, in)
 	if err != nil {
-		return &NodeReply{}, nil
+		return nil, fmt.Errorf("querying instance %s on node %s: %w", in.Name, n.Name, err)
 	}
 	return &r, nil
 }
