@@ -197,13 +197,13 @@ func MultiAllocateWith(ctx context.Context, f *fsm.FSM, r *iallocator.Runner, op
 
 // allocateWith places one instance with the allocators of list (an
 // opcode's iallocator; "" is the cluster's default): for each in turn,
-// the built-in calls builtin, an external one is asked in mode allocate
-// and its nodes are checked with fixed (which must accept them as the
-// built-in would accept given nodes: they exist, are usable, fit, keep
-// N+1). The first that answers wins; when all fail, the error names
+// the built-in places with fixed(nil) (no nodes given: it chooses), an
+// external one is asked in mode allocate and its nodes are checked with
+// fixed (which must accept them as the built-in would accept given
+// nodes: they exist, are usable, fit, keep N+1). The first that answers wins; when all fail, the error names
 // each one and its reason.
 func allocateWith[T any](e *Executor, ctx context.Context, sc *StepContext, list string, req alloc.Request, os, hv string,
-	builtin func() (T, error), fixed func(nodes []string) (T, error)) (T, error) {
+	fixed func(nodes []string) (T, error)) (T, error) {
 	var zero T
 	names, err := e.allocators(list)
 	if err != nil {
@@ -211,7 +211,7 @@ func allocateWith[T any](e *Executor, ctx context.Context, sc *StepContext, list
 	}
 	v, name, err := iallocator.Try(names, func(name string) (T, error) {
 		if name == iallocator.Builtin {
-			return builtin()
+			return fixed(nil)
 		}
 		ans, err := e.runExternal(ctx, name, func(*fsm.State) map[string]any {
 			return iallocator.AllocateRequest(req, os, hv, nil, nil)

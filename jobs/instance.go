@@ -231,7 +231,6 @@ func (e *Executor) createRecord(ctx context.Context, sc *StepContext, o *fsm.OpI
 		plan(nil)
 	} else {
 		_, err = allocateWith(e, ctx, sc, o.IAllocator, baseReq, o.OSType, o.Hypervisor,
-			func() (struct{}, error) { return struct{}{}, plan(nil) },
 			func(nodes []string) (struct{}, error) { return struct{}{}, plan(nodes) })
 	}
 	return e.createFinish(sc, o, opUUID, res, err, in, expect, moves)
@@ -786,8 +785,7 @@ func (e *Executor) chooseFailoverTarget(ctx context.Context, sc *StepContext, o 
 		})
 		return res, err
 	}
-	res, err := allocateWith(e, ctx, sc, o.IAllocator, req, in.OS, in.Hypervisor,
-		func() (alloc.Result, error) { return place(nil) }, place)
+	res, err := allocateWith(e, ctx, sc, o.IAllocator, req, in.OS, in.Hypervisor, place)
 	if err != nil {
 		return failoverChoice{}, fmt.Errorf("cannot choose a node to fail %s over to using iallocator '%s': %w", in.Name, o.IAllocator, err)
 	}

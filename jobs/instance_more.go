@@ -628,8 +628,7 @@ func (e *Executor) recreateNodes(ctx context.Context, sc *StepContext, o *fsm.Op
 			})
 			return res, err
 		}
-		res, err := allocateWith(e, ctx, sc, o.IAllocator, req, in.OS, in.Hypervisor,
-			func() (alloc.Result, error) { return place(nil) }, place)
+		res, err := allocateWith(e, ctx, sc, o.IAllocator, req, in.OS, in.Hypervisor, place)
 		if err != nil {
 			return nil, fmt.Errorf("cannot compute nodes using iallocator '%s': %w", allocatorName(o.IAllocator), err)
 		}
