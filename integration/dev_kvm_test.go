@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,23 +27,7 @@ import (
 func TestDevKVM(t *testing.T) {
 	_, initrd := needKVMGuest(t)
 	bin := Binaries(t)
-	for _, ip := range []string{"127.0.0.11", "127.0.0.12", "127.0.0.13", "127.0.0.21", "127.0.0.22", "127.0.0.23"} {
-		ln, err := net.Listen("tcp", ip+":5080")
-		if err != nil {
-			t.Skipf("the demo's address %s:5080 is in use (is a `make demo` running?): %v", ip, err)
-		}
-		ln.Close()
-	}
-	home, dir := t.TempDir(), filepath.Join(t.TempDir(), "dev")
-	out := &lockedBuffer{}
-	sup := exec.Command(filepath.Join(bin, "gntd"), "dev", "--data-dir", dir, "--hypervisor", "kvm", "--guest-dir", filepath.Dir(initrd))
-	sup.Env = append(os.Environ(), "HOME="+home, "GNT_SERVER=")
-	sup.Stdout, sup.Stderr = out, out
-	if err := sup.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- sup.Wait() }()
+	home, dir, out, sup, exited := startDev(t, bin, "--hypervisor", "kvm", "--guest-dir", filepath.Dir(initrd))
 	t.Cleanup(func() {
 		sup.Process.Signal(syscall.SIGTERM)
 		select {

@@ -38,24 +38,7 @@ type devMember struct {
 // peers; SIGTERM stops every child and removes the servers file.
 func TestDevSupervisor(t *testing.T) {
 	bin := Binaries(t)
-	// The demo's fixed addresses: a `make demo` left running holds them.
-	for _, ip := range []string{"127.0.0.11", "127.0.0.12", "127.0.0.13", "127.0.0.21", "127.0.0.22", "127.0.0.23"} {
-		ln, err := net.Listen("tcp", ip+":5080")
-		if err != nil {
-			t.Skipf("the demo's address %s:5080 is in use (is a `make demo` running?): %v", ip, err)
-		}
-		ln.Close()
-	}
-	home, dir := t.TempDir(), filepath.Join(t.TempDir(), "dev")
-	out := &lockedBuffer{}
-	sup := exec.Command(filepath.Join(bin, "gntd"), "dev", "--data-dir", dir)
-	sup.Env = append(os.Environ(), "HOME="+home, "GNT_SERVER=")
-	sup.Stdout, sup.Stderr = out, out
-	if err := sup.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- sup.Wait() }()
+	home, dir, out, sup, exited := startDev(t, bin)
 	var members []devMember
 	var ours []*exec.Cmd // members the test restarted itself
 	t.Cleanup(func() {
@@ -312,4 +295,31 @@ func TestDevSupervisor(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(home, ".config", "gnt", "servers")); !os.IsNotExist(err) {
 		t.Errorf("the servers file is still there after the supervisor stopped: %v", err)
 	}
+}
+
+// startDev starts `gntd dev` (with args) on the demo's fixed addresses,
+// with a fresh HOME (where it writes the CLI's credentials) and data dir,
+// or skips when those addresses are taken (a `make demo` left running).
+// exited receives the supervisor's end; the caller stops it in its
+// cleanup and puts a value it took back for that cleanup.
+func startDev(t *testing.T, bin string, args ...string) (home, dir string, out *lockedBuffer, sup *exec.Cmd, exited chan error) {
+	t.Helper()
+	for _, ip := range []string{"127.0.0.11", "127.0.0.12", "127.0.0.13", "127.0.0.21", "127.0.0.22", "127.0.0.23"} {
+		ln, err := net.Listen("tcp", ip+":5080")
+		if err != nil {
+			t.Skipf("the demo's address %s:5080 is in use (is a `make demo` running?): %v", ip, err)
+		}
+		ln.Close()
+	}
+	home, dir = t.TempDir(), filepath.Join(t.TempDir(), "dev")
+	out = &lockedBuffer{}
+	sup = exec.Command(filepath.Join(bin, "gntd"), append([]string{"dev", "--data-dir", dir}, args...)...)
+	sup.Env = append(os.Environ(), "HOME="+home, "GNT_SERVER=")
+	sup.Stdout, sup.Stderr = out, out
+	if err := sup.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited = make(chan error, 1)
+	go func() { exited <- sup.Wait() }()
+	return home, dir, out, sup, exited
 }
