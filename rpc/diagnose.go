@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gnt-cluster/gnt/fsm"
 )
@@ -279,10 +280,12 @@ func VerifyDiagnoseReport(r SignedDiagnoseReport, o DiagnoseVerify) (DiagnoseRep
 	return rep, nil
 }
 
-// isJSONObject reports whether b is one valid JSON object.
+// isJSONObject reports whether b is one valid JSON object in UTF-8
+// (json.Valid alone lets invalid UTF-8 inside strings through, which the
+// strict decoder of a received report refuses).
 func isJSONObject(b []byte) bool {
 	b = bytes.TrimSpace(b)
-	return len(b) > 0 && b[0] == '{' && json.Valid(b)
+	return len(b) > 0 && b[0] == '{' && utf8.Valid(b) && json.Valid(b)
 }
 
 // DiagnoseReportHandler serves GET DiagnoseReportPath: the report that
