@@ -60,6 +60,18 @@ func TestFlagsBecomeRequests(t *testing.T) {
 			`POST /2/instances {"__version__":1,"beparams":{"always_failover":true,"vcpus":2},"disk_template":"diskless","hvparams":{"kernel_path":"/k","serial_speed":115200},"hypervisor":"kvm","instance_name":"web2","nics":[{"ip":"192.0.2.9","mode":"routed","vlan":".10"}],"osparams":{"dist":"bookworm"}}`},
 		{[]string{"instance", "modify", "web2", "-H", "-kernel_path,vnc_bind_address=0.0.0.0", "--net", "0:link=br1", "--net", "add", "--disk", "0:name=root", "--os-name", "debian", "--offline"},
 			`PUT /2/instances/web2/modify {"disks":[["modify",0,{"name":"root"}]],"hvparams":{"kernel_path":"default","vnc_bind_address":"0.0.0.0"},"nics":[["modify",0,{"link":"br1"}],["add",-1,{}]],"offline":true,"os_name":"debian"}`},
+		{[]string{"instance", "shutdown", "--shutdown-timeout", "30", "--no-remember", "i1"}, `PUT /2/instances/i1/shutdown?no_remember=1 {"timeout":30}`},
+		{[]string{"instance", "shutdown", "--shutdown-timeout", "0", "i1"}, `PUT /2/instances/i1/shutdown {"timeout":0}`},
+		{[]string{"instance", "shutdown", "i1"}, `PUT /2/instances/i1/shutdown`},
+		{[]string{"instance", "reboot", "i1"}, `POST /2/instances/i1/reboot`},
+		{[]string{"instance", "reboot", "--type", "soft", "--shutdown-timeout", "5", "i1"}, `POST /2/instances/i1/reboot?type=soft {"shutdown_timeout":5}`},
+		{[]string{"instance", "failover", "-f", "--shutdown-timeout", "10", "-n", "n2", "i1"}, `PUT /2/instances/i1/failover {"shutdown_timeout":10,"target_node":"n2"}`},
+		{[]string{"instance", "migrate", "-f", "-I", "hail", "--non-live", "--allow-failover", "i1"}, `PUT /2/instances/i1/migrate {"allow_failover":true,"iallocator":"hail","mode":"non-live"}`},
+		{[]string{"instance", "migrate", "-f", "--migration-mode", "live", "-n", "n2", "i1"}, `PUT /2/instances/i1/migrate {"mode":"live","target_node":"n2"}`},
+		{[]string{"instance", "grow-disk", "i1", "1", "1G"}, `POST /2/instances/i1/disk/1/grow {"amount":1024,"wait_for_sync":true}`},
+		{[]string{"instance", "grow-disk", "--absolute", "--no-wait-for-sync", "i1", "0", "512"}, `POST /2/instances/i1/disk/0/grow {"absolute":true,"amount":512,"wait_for_sync":false}`},
+		{[]string{"instance", "activate-disks", "--ignore-size", "i1"}, `PUT /2/instances/i1/activate-disks?ignore_size=1`},
+		{[]string{"instance", "deactivate-disks", "-f", "i1"}, `PUT /2/instances/i1/deactivate-disks?force=1`},
 		{[]string{"group", "modify", "g1", "-D", "plain:stripes=2"}, `PUT /2/groups/g1/modify {"diskparams":{"plain":{"stripes":2}}}`},
 		{[]string{"maint", "cancel", "inc-1"}, `POST /2/gnt/maintd/incidents/inc-1/cancel`},
 		{[]string{"maint", "forget", "inc-1"}, `DELETE /2/gnt/maintd/incidents/inc-1`},
@@ -103,6 +115,19 @@ func TestModifyWaitsAndPrintsChanges(t *testing.T) {
 	reqs := f.requests()
 	if len(reqs) != 2 || reqs[1].Path != "/2/jobs/7" || reqs[1].Query.Get("index") != "42" || reqs[1].Query.Get("wait") == "" {
 		t.Errorf("requests %v: want the job read once, blocking until it changes after the submit index 42", reqs)
+	}
+}
+
+func TestActivateDisksPrintsWhereTheyAre(t *testing.T) {
+	f := newFake(t)
+	f.on("GET", "/2/jobs/7", 200, `{"id": 7, "status": "success", "ops": [{"OP_ID": "OP_INSTANCE_ACTIVATE_DISKS"}],
+		"opstatus": ["success"], "opresult": [[["n1", "disk/0", "/srv/d0.img"], ["n1", "disk/1", ""]]], "oplog": [[]]}`)
+	r := gnt(t, nil, "--server", f.addr(), "instance", "activate-disks", "i1")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if want := "n1:disk/0:/srv/d0.img\nn1:disk/1:\n"; r.stdout != want {
+		t.Errorf("stdout %q, want %q (Ganeti's NODE:DISK:PATH per disk)", r.stdout, want)
 	}
 }
 
@@ -208,6 +233,12 @@ func TestUsageErrors(t *testing.T) {
 		{"cluster", "init", "c1", "--candidate-pool-size", "0"},
 		{"cluster", "init", "c1", "--uid-pool", "1000-900"},
 		{"cluster", "modify", "--uid-pool", "1-70000"},
+		{"instance", "grow-disk", "i1", "0"},
+		{"instance", "grow-disk", "i1", "x", "1G"},
+		{"instance", "grow-disk", "i1", "16", "1G"},
+		{"instance", "grow-disk", "i1", "0", "lots"},
+		{"instance", "migrate", "-f", "--non-live", "--migration-mode", "live", "i1"},
+		{"instance", "shutdown", "--shutdown-timeout", "soon", "i1"},
 		{"node"},
 	} {
 		r := gnt(t, nil, append([]string{"--server", f.addr()}, args...)...)

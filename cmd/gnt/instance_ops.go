@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
@@ -59,29 +60,51 @@ func (e environment) instanceOpCommands() []*cli.Command {
 		}, instanceSimple(http.MethodPut, "/startup", "no-remember")),
 		one("shutdown", "stop an instance", []cli.Flag{
 			&cli.BoolFlag{Name: "no-remember", Usage: "do not record the instance as down"},
-		}, instanceSimple(http.MethodPut, "/shutdown", "no-remember")),
+			timeoutFlag("shutdown-timeout", "wait up to `SECONDS` for the guest to power off (ACPI) before it is destroyed (default 120; Ganeti's --timeout, which in gnt is the API's timeout)"),
+		}, instanceShutdown),
 		one("console", "attach to an instance's console (ssh to its node, socat on the serial console's socket)", []cli.Flag{
 			&cli.BoolFlag{Name: "show-cmd", Usage: "print the command instead of running it"},
 		}, instanceConsole),
 		one("reboot", "reboot an instance", []cli.Flag{
 			&cli.StringFlag{Name: "type", Usage: "soft, hard (default) or full"},
+			timeoutFlag("shutdown-timeout", "a soft or full reboot waits up to `SECONDS` for the guest to power off (ACPI) before it is destroyed (default 120, Ganeti's)"),
 		}, instanceReboot),
 		one("failover", "move a drbd instance to its secondary node (a sharedfile one to --target-node, or where --iallocator puts it), stopping it meanwhile (asks first unless --force)", []cli.Flag{
 			&cli.BoolFlag{Name: "ignore-consistency", Usage: "fail over even when the primary cannot be reached"},
 			&cli.StringFlag{Name: "target-node", Aliases: []string{"n"}, Usage: "the `NODE` to fail a sharedfile instance over to"},
 			&cli.StringFlag{Name: "iallocator", Aliases: []string{"I"}, Usage: "instead of --target-node: the allocator (hail) that chooses the node, in the primary's group"},
+			timeoutFlag("shutdown-timeout", "wait up to `SECONDS` for the guest to power off (ACPI) before it is destroyed (default 120, Ganeti's)"),
 			forceFlag(),
 		}, e.confirmed(1, ask("fail over instance %s",
 			"Failover will happen to image %s. This requires a shutdown of the instance. Continue?"),
 			instanceFields(http.MethodPut, "/failover", map[string]string{"target-node": "target_node", "iallocator": "iallocator"}, "ignore-consistency"))),
+		{
+			Name: "grow-disk", Usage: "grow disk DISK (its index) of an instance by AMOUNT (e.g. 1G, 512M), or to AMOUNT with --absolute",
+			ArgsUsage: "NAME DISK AMOUNT",
+			Flags: []cli.Flag{
+				&cli.BoolFlag{Name: "absolute", Usage: "AMOUNT is the disk's new size, not the growth"},
+				&cli.BoolFlag{Name: "no-wait-for-sync", Usage: "do not wait for a mirrored disk to resync"},
+			},
+			Action: e.do(instanceGrowDisk),
+		},
+		one("activate-disks", "make an instance's disks available on its primary node and print where they are (NODE:disk/N:PATH)", []cli.Flag{
+			&cli.BoolFlag{Name: "ignore-size", Usage: "do not check the disks' sizes against the recorded ones"},
+		}, instanceActivateDisks),
+		one("deactivate-disks", "release a stopped instance's disks on its primary node (their data stays)", []cli.Flag{
+			forceFlag(),
+		}, instanceSimple(http.MethodPut, "/deactivate-disks", "force")),
 		one("migrate", "move a running drbd instance to its secondary node (a sharedfile one to --target-node, or where --iallocator puts it) without stopping it (asks first unless --force)", []cli.Flag{
 			&cli.BoolFlag{Name: "cleanup", Usage: "clean up after a failed migration"},
 			&cli.StringFlag{Name: "target-node", Aliases: []string{"n"}, Usage: "the `NODE` to migrate a sharedfile instance to"},
+			&cli.StringFlag{Name: "iallocator", Aliases: []string{"I"}, Usage: "instead of --target-node: the allocator (hail) that chooses the node, in the primary's group"},
+			&cli.StringFlag{Name: "migration-mode", Usage: "live or non-live (default: the hypervisor's)"},
+			&cli.BoolFlag{Name: "non-live", Usage: "the same as --migration-mode non-live"},
+			&cli.BoolFlag{Name: "allow-failover", Usage: "fail over (stopping the instance) when it cannot be migrated"},
 			forceFlag(),
 		}, e.confirmed(1, ask("migrate instance %s",
 			"Instance %s will be migrated. Note that migration might impact the instance if anything goes wrong "+
 				"(e.g. due to bugs in the hypervisor). Continue?"),
-			instanceFields(http.MethodPut, "/migrate", map[string]string{"target-node": "target_node"}, "cleanup"))),
+			instanceMigrate)),
 		one("reinstall", "shut an instance down, install its OS again (all data on its disks is lost) and start it (asks first unless --force)", []cli.Flag{
 			&cli.StringFlag{Name: "os-type", Usage: "install this `OS` instead of the instance's own (Ganeti's -o; here -o selects list fields)"},
 			&cli.BoolFlag{Name: "no-startup", Usage: "leave the instance stopped afterwards"},
@@ -142,7 +165,7 @@ func ask(what, question string) func(context.Context, *session, *cli.Context, []
 }
 
 // instanceFields sends an instance operation whose options are body
-// fields: strings (flag -> field) and booleans.
+// fields: strings (flag -> field), booleans and --shutdown-timeout.
 func instanceFields(method, suffix string, strs map[string]string, bools ...string) func(ctx context.Context, s *session, c *cli.Context, args []string) error {
 	return func(ctx context.Context, s *session, c *cli.Context, args []string) error {
 		if err := nArgs(c, args, 1, 1); err != nil {
@@ -158,6 +181,9 @@ func instanceFields(method, suffix string, strs map[string]string, bools ...stri
 			if c.Bool(f) {
 				body[strings.ReplaceAll(f, "-", "_")] = true
 			}
+		}
+		if c.IsSet("shutdown-timeout") {
+			body["shutdown_timeout"] = c.Int("shutdown-timeout")
 		}
 		_, err := s.change(ctx, method, instancePath(args[0])+suffix, nil, body)
 		return err
@@ -424,8 +450,112 @@ func instanceReboot(ctx context.Context, s *session, c *cli.Context, args []stri
 	if t := c.String("type"); t != "" {
 		q = url.Values{"type": {t}}
 	}
-	_, err := s.change(ctx, http.MethodPost, instancePath(args[0])+"/reboot", q, nil)
+	var body any // none without the option: nil, not a nil map
+	if c.IsSet("shutdown-timeout") {
+		body = map[string]any{"shutdown_timeout": c.Int("shutdown-timeout")}
+	}
+	_, err := s.change(ctx, http.MethodPost, instancePath(args[0])+"/reboot", q, body)
 	return err
+}
+
+// timeoutFlag is an option of whole seconds, as Ganeti's --timeout and
+// --shutdown-timeout (the API bounds it).
+func timeoutFlag(name, usage string) cli.Flag {
+	return &cli.IntFlag{Name: name, Usage: usage}
+}
+
+// instanceShutdown sends PUT /2/instances/NAME/shutdown: no_remember in
+// the query, the timeout in the body, as Ganeti's RAPI client does.
+func instanceShutdown(ctx context.Context, s *session, c *cli.Context, args []string) error {
+	if err := nArgs(c, args, 1, 1); err != nil {
+		return err
+	}
+	var q url.Values
+	if c.Bool("no-remember") {
+		q = url.Values{"no_remember": {"1"}}
+	}
+	var body any // none without the option: nil, not a nil map
+	if c.IsSet("shutdown-timeout") {
+		body = map[string]any{"timeout": c.Int("shutdown-timeout")}
+	}
+	_, err := s.change(ctx, http.MethodPut, instancePath(args[0])+"/shutdown", q, body)
+	return err
+}
+
+// instanceMigrate sends PUT /2/instances/NAME/migrate with Ganeti's
+// options: a target node or an allocator, the mode (--non-live is
+// mode non-live), cleanup and allow_failover.
+func instanceMigrate(ctx context.Context, s *session, c *cli.Context, args []string) error {
+	if err := nArgs(c, args, 1, 1); err != nil {
+		return err
+	}
+	body := map[string]any{}
+	for flag, field := range map[string]string{"target-node": "target_node", "iallocator": "iallocator", "migration-mode": "mode"} {
+		if v := c.String(flag); v != "" {
+			body[field] = v
+		}
+	}
+	if c.Bool("non-live") {
+		if m, ok := body["mode"]; ok && m != fsm.MigrationNonLive {
+			return usagef(c, "--non-live and --migration-mode %s contradict each other", m)
+		}
+		body["mode"] = fsm.MigrationNonLive
+	}
+	for _, f := range []string{"cleanup", "allow-failover"} {
+		if c.Bool(f) {
+			body[strings.ReplaceAll(f, "-", "_")] = true
+		}
+	}
+	_, err := s.change(ctx, http.MethodPut, instancePath(args[0])+"/migrate", nil, body)
+	return err
+}
+
+// instanceGrowDisk sends POST /2/instances/NAME/disk/DISK/grow with the
+// amount in MiB.
+func instanceGrowDisk(ctx context.Context, s *session, c *cli.Context, args []string) error {
+	if err := nArgs(c, args, 3, 3); err != nil {
+		return err
+	}
+	idx, err := strconv.Atoi(args[1])
+	if err != nil || idx < 0 || idx >= fsm.MaxDisksPerInstance {
+		return usagef(c, "DISK %q: want a disk index, 0 to %d", args[1], fsm.MaxDisksPerInstance-1)
+	}
+	amount, err := parseSize(args[2])
+	if err != nil {
+		return usagef(c, "AMOUNT: %v", err)
+	}
+	body := map[string]any{"amount": amount, "wait_for_sync": !c.Bool("no-wait-for-sync")}
+	if c.Bool("absolute") {
+		body["absolute"] = true
+	}
+	_, err = s.change(ctx, http.MethodPost, instancePath(args[0])+"/disk/"+strconv.Itoa(idx)+"/grow", nil, body)
+	return err
+}
+
+// instanceActivateDisks sends PUT /2/instances/NAME/activate-disks and
+// prints the job's answer as Ganeti does: NODE:DISK:PATH per disk.
+func instanceActivateDisks(ctx context.Context, s *session, c *cli.Context, args []string) error {
+	if err := nArgs(c, args, 1, 1); err != nil {
+		return err
+	}
+	var q url.Values
+	if c.Bool("ignore-size") {
+		q = url.Values{"ignore_size": {"1"}}
+	}
+	j, err := s.change(ctx, http.MethodPut, instancePath(args[0])+"/activate-disks", q, nil)
+	if err != nil || j == nil || s.cfg.JSON() {
+		return err
+	}
+	var disks [][]string
+	if raw := j.result(0); len(raw) > 0 {
+		if err := json.Unmarshal(raw, &disks); err != nil {
+			return fmt.Errorf("decoding job %d's result %s: %w", j.ID, raw, err)
+		}
+	}
+	for _, d := range disks {
+		fmt.Fprintln(s.stdout, strings.Join(d, ":"))
+	}
+	return nil
 }
 
 // addBEParams puts --memory and --vcpus into body's beparams.
