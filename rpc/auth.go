@@ -105,6 +105,9 @@ type auth struct {
 	now      func() time.Time
 	// slots bounds the password hashes computed at once.
 	slots chan struct{}
+	// leaderIndex asks the leader how far a follower must catch up
+	// before it refuses credentials (authcatchup.go).
+	leaderIndex leaderIndexProbe
 	// dummy is the hash unknown users are checked against (dummyHash).
 	dummyOnce sync.Once
 	dummy     []byte
@@ -268,10 +271,11 @@ func (s *Server) authorize(r *http.Request, acc Access) (string, *APIError) {
 		users    map[string]*fsm.RAPIUser
 		anonRead bool
 		inited   bool
+		index    uint64
 	)
 	if f := s.b.FSM(); f != nil {
-		f.Read(func(st *fsm.State, _ uint64) {
-			users, anonRead, inited = st.RAPIUsers, st.RAPIAnonymousRead(), st.Cluster != nil
+		f.Read(func(st *fsm.State, idx uint64) {
+			users, anonRead, inited, index = st.RAPIUsers, st.RAPIAnonymousRead(), st.Cluster != nil, idx
 		})
 	}
 	if acc == AccessNone || acc == AccessInit && !inited {
@@ -301,8 +305,29 @@ func (s *Server) authorize(r *http.Request, acc Access) (string, *APIError) {
 		return "", s.refuse(r, failMalformed, "", http.StatusUnauthorized,
 			"the Authorization header is not HTTP basic auth (Basic, then base64 of user:password)")
 	}
+	// A follower's replica may not have applied a change of the user
+	// that the leader has answered (authcatchup.go): before it refuses,
+	// it catches up with the leader once and checks again.
+	caught := false
+	catchUp := func() bool {
+		if caught {
+			return false
+		}
+		caught = true
+		return s.authCatchUp(r.Context(), index)
+	}
 	u := users[name]
+	if u == nil && catchUp() {
+		u = s.rapiUser(name)
+	}
 	ok, aerr := s.verifyPassword(r.Context(), u, password)
+	if aerr == nil && u != nil && (!ok || acc == AccessWrite && !u.CanWrite()) && catchUp() {
+		// The password is hashed again only if the record changed.
+		if nu := s.rapiUser(name); nu == nil || *nu != *u {
+			u = nu
+			ok, aerr = s.verifyPassword(r.Context(), u, password)
+		}
+	}
 	switch {
 	case aerr != nil:
 		return "", aerr
@@ -316,6 +341,15 @@ func (s *Server) authorize(r *http.Request, acc Access) (string, *APIError) {
 			fmt.Sprintf("user %s has read access; %s %s needs write access", name, r.Method, r.URL.Path))
 	}
 	return name, nil
+}
+
+// rapiUser returns the named user of the local replica, or nil.
+func (s *Server) rapiUser(name string) *fsm.RAPIUser {
+	var u *fsm.RAPIUser
+	if f := s.b.FSM(); f != nil {
+		f.Read(func(st *fsm.State, _ uint64) { u = st.RAPIUsers[name] })
+	}
+	return u
 }
 
 // checkOrigin refuses what a web page of another origin could make a

@@ -73,11 +73,18 @@ func setAnonymousRead(t *testing.T, b *rpctest.Backend, on bool) {
 }
 
 func authServer(t *testing.T, b *rpctest.Backend, log *syncBuffer) (*rpc.Server, *prometheus.Registry) {
-	reg := prometheus.NewRegistry()
-	opts := rpc.ServerOptions{HoldTimeout: 10 * time.Millisecond, Metrics: reg, BcryptCost: bcrypt.MinCost}
+	var opts rpc.ServerOptions
 	if log != nil {
 		opts.Logger = hclog.New(&hclog.LoggerOptions{Output: log, Level: hclog.Warn})
 	}
+	return authServerWith(t, b, opts)
+}
+
+// authServerWith is authServer with options of the test's own; it sets
+// the hold, the registry and the bcrypt cost.
+func authServerWith(t *testing.T, b *rpctest.Backend, opts rpc.ServerOptions) (*rpc.Server, *prometheus.Registry) {
+	reg := prometheus.NewRegistry()
+	opts.HoldTimeout, opts.Metrics, opts.BcryptCost = 10*time.Millisecond, reg, bcrypt.MinCost
 	return rpc.NewServer(b, opts), reg
 }
 

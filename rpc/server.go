@@ -80,6 +80,10 @@ type ServerOptions struct {
 	// Debug accepts debugging opcodes (OP_TEST_CRASH): set with gntd
 	// --debug.
 	Debug bool
+	// AuthCatchUp bounds how long a follower waits for its replica to
+	// catch up with the leader before it refuses credentials it does not
+	// know (authcatchup.go); default DefaultAuthCatchUp.
+	AuthCatchUp time.Duration
 }
 
 // Server is the HTTP API of one gntd. It answers reads from the local
@@ -118,6 +122,8 @@ type Server struct {
 	// (readyourwrites.go).
 	floor      readFloor
 	bcryptCost int
+	// authWait is ServerOptions.AuthCatchUp.
+	authWait time.Duration
 }
 
 // NewServer returns the API server of a gntd.
@@ -136,6 +142,9 @@ func NewServer(b Backend, opts ServerOptions) *Server {
 		debug:   opts.Debug,
 
 		bcryptCost: opts.BcryptCost,
+	}
+	if s.authWait = opts.AuthCatchUp; s.authWait <= 0 {
+		s.authWait = DefaultAuthCatchUp
 	}
 	if s.bcryptCost <= 0 {
 		s.bcryptCost = DefaultBcryptCost
