@@ -193,6 +193,11 @@ const (
 type RebootOptions struct {
 	OpID string // required: the reboot is done once per OpID
 	Type string // soft, hard (default) or full
+	// Timeout bounds the graceful shutdown before the restart (0:
+	// DefaultShutdownTimeout), Ganeti's shutdown_timeout.
+	Timeout time.Duration
+	// Force skips the graceful shutdown (Ganeti's shutdown_timeout 0).
+	Force bool
 }
 
 // check refuses options without an op id or of an unknown type, and sets
@@ -200,6 +205,12 @@ type RebootOptions struct {
 func (o *RebootOptions) check() error {
 	if o.OpID == "" {
 		return invalid("reboot needs an op id")
+	}
+	if o.Timeout < 0 {
+		return invalid("negative reboot shutdown timeout")
+	}
+	if o.Timeout == 0 {
+		o.Timeout = DefaultShutdownTimeout
 	}
 	switch o.Type {
 	case "":

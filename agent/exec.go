@@ -513,8 +513,12 @@ func (e *Exec) Reboot(ctx context.Context, inst fsm.Instance, o RebootOptions) (
 	if err := o.check(); err != nil {
 		return Result{}, err
 	}
+	env := map[string]string{"GNT_REBOOT_TYPE": o.Type, "GNT_SHUTDOWN_TIMEOUT": strconv.Itoa(int(o.Timeout / time.Second)), "GNT_FORCE": "0"}
+	if o.Force {
+		env["GNT_FORCE"] = "1"
+	}
 	return e.do(ctx, step{op: OpReboot, inst: inst, opID: o.OpID,
-		c: call{Reboot: &o, env: map[string]string{"GNT_REBOOT_TYPE": o.Type}}})
+		c: call{Reboot: &o, env: env, timeout: o.Timeout + 30*time.Second}})
 }
 
 // Remove implements Driver; the journal of the instance goes with it.

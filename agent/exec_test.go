@@ -107,9 +107,21 @@ func TestExecLifecycle(t *testing.T) {
 		t.Fatalf("status after start: %+v %v", st, err)
 	}
 	boot := st.BootID
-	twice("instance-reboot", func() (Result, error) { return e.Reboot(ctx, inst, RebootOptions{OpID: "reboot-1"}) })
+	r = twice("instance-reboot", func() (Result, error) { return e.Reboot(ctx, inst, RebootOptions{OpID: "reboot-1"}) })
 	if st, _ := e.Status(ctx, inst); st.BootID == boot {
 		t.Fatal("reboot kept the boot id")
+	}
+	if !strings.Contains(r.Output, "hard reboot of web1.example.com for reboot-1 (shutdown within 120s, force 0)") {
+		t.Fatalf("reboot output (the script gets the default shutdown timeout): %q", r.Output)
+	}
+	r = twice("instance-reboot", func() (Result, error) {
+		return e.Reboot(ctx, inst, RebootOptions{OpID: "reboot-2", Type: RebootSoft, Timeout: 7 * time.Second})
+	})
+	if !strings.Contains(r.Output, "soft reboot of web1.example.com for reboot-2 (shutdown within 7s, force 0)") {
+		t.Fatalf("reboot output (the script gets the shutdown timeout): %q", r.Output)
+	}
+	if _, err := e.Reboot(ctx, inst, RebootOptions{OpID: "reboot-3", Timeout: -time.Second}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("reboot with a negative timeout: %v", err)
 	}
 	twice("disk-replace", func() (Result, error) { return e.DiskReplace(ctx, inst, disk1, "replace-1") })
 	twice("disk-detach", func() (Result, error) { return e.DiskDetach(ctx, inst, disk1) })

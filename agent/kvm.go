@@ -922,10 +922,10 @@ func (k *KVM) Stop(ctx context.Context, inst fsm.Instance, o StopOptions) (Resul
 	})
 }
 
-// Reboot implements Driver: as Ganeti's KVM, both soft and hard reboot
-// end the qemu process and start a new one; soft shuts the guest down
-// gracefully first (ACPI, bounded by DefaultShutdownTimeout), hard and
-// full destroy it.
+// Reboot implements Driver: every type ends the qemu process and starts
+// a new one, shutting the guest down gracefully first (ACPI, bounded by
+// the options' timeout; Force: destroyed at once), as Ganeti's hard and
+// full reboots do (they stop the instance, then start it).
 func (k *KVM) Reboot(ctx context.Context, inst fsm.Instance, o RebootOptions) (Result, error) {
 	if err := o.check(); err != nil {
 		return Result{}, err
@@ -940,7 +940,7 @@ func (k *KVM) Reboot(ctx context.Context, inst fsm.Instance, o RebootOptions) (R
 		}
 		why := "was not running; "
 		if r != nil && k.pid(inst.UUID) != 0 {
-			out, err := k.stopQEMU(ctx, inst.UUID, DefaultShutdownTimeout, o.Type != RebootSoft)
+			out, err := k.stopQEMU(ctx, inst.UUID, o.Timeout, o.Force)
 			if err != nil {
 				return false, "", &OpError{Op: OpReboot, Err: err}
 			}

@@ -525,9 +525,7 @@ func stopStep(e *Executor, ref string, timeout *float64, force, noRemember, skip
 			sc.Logf("not stopping %s: %v", in.Name, err)
 		} else {
 			c := NodeCall{Op: NodeOpStop, Instance: in, Force: force}
-			if timeout != nil {
-				c.Timeout = time.Duration(*timeout * float64(time.Second))
-			}
+			setShutdownTimeout(&c, timeout)
 			if _, err := e.call(ctx, sc, node, c); err != nil {
 				return nil, err
 			}
@@ -575,6 +573,19 @@ func (e *Executor) removeSteps(o *fsm.OpInstanceRemove) []Step {
 	}
 }
 
+// setShutdownTimeout puts an opcode's shutdown timeout (seconds, nil:
+// the node's default) into a stop or reboot call; 0 is Ganeti's "no
+// grace": the guest is destroyed at once.
+func setShutdownTimeout(c *NodeCall, timeout *float64) {
+	switch {
+	case timeout == nil:
+	case *timeout == 0:
+		c.Force = true
+	default:
+		c.Timeout = time.Duration(*timeout * float64(time.Second))
+	}
+}
+
 func (e *Executor) rebootStep(o *fsm.OpInstanceReboot) Step {
 	return Step{Name: "reboot", Run: func(ctx context.Context, sc *StepContext) (any, error) {
 		in, nodes, err := e.instanceOf(o.Ref())
@@ -589,7 +600,9 @@ func (e *Executor) rebootStep(o *fsm.OpInstanceReboot) Step {
 		if kind == "" {
 			kind = fsm.RebootHard
 		}
-		if _, err := e.call(ctx, sc, node, NodeCall{Op: NodeOpReboot, Instance: in, OpID: opID(sc), RebootType: kind}); err != nil {
+		c := NodeCall{Op: NodeOpReboot, Instance: in, OpID: opID(sc), RebootType: kind}
+		setShutdownTimeout(&c, o.ShutdownTimeout)
+		if _, err := e.call(ctx, sc, node, c); err != nil {
 			return nil, err
 		}
 		if in.AdminState != fsm.AdminUp {
@@ -883,9 +896,7 @@ func (e *Executor) stopForFailover(ctx context.Context, sc *StepContext, in *fsm
 		return nil
 	}
 	c := NodeCall{Op: NodeOpStop, Instance: in}
-	if timeout != nil {
-		c.Timeout = time.Duration(*timeout * float64(time.Second))
-	}
+	setShutdownTimeout(&c, timeout)
 	if _, err := e.call(ctx, sc, node, c); err != nil {
 		if !ignoreConsistency {
 			return fmt.Errorf("could not shut down instance %s on node %s (fail over anyway with ignore_consistency): %w", in.Name, node.Name, err)

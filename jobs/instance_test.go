@@ -32,6 +32,9 @@ type fakeNodes struct {
 	startedWith map[string]fsm.Instance
 	// startPool is the uid pool each start call carried.
 	startPool map[string][]fsm.UIDRange
+	// shutdowns holds the stop and reboot calls' grace: "op timeout
+	// force" each.
+	shutdowns []string
 }
 
 func newFakeNodes() *fakeNodes {
@@ -104,9 +107,11 @@ func (f *fakeNodes) Call(_ context.Context, node *fsm.Node, c NodeCall) (NodeRep
 		changed = !f.run[key]
 		f.run[key] = true
 	case NodeOpStop:
+		f.shutdowns = append(f.shutdowns, fmt.Sprintf("%s %v %v", c.Op, c.Timeout, c.Force))
 		changed = f.run[key]
 		f.run[key] = false
 	case NodeOpReboot:
+		f.shutdowns = append(f.shutdowns, fmt.Sprintf("%s/%s %v %v", c.Op, c.RebootType, c.Timeout, c.Force))
 		f.run[key] = true
 	case NodeOpRemove:
 		if f.run[key] {
@@ -229,6 +234,49 @@ func TestInstanceLifecycle(t *testing.T) {
 	defer nodes.mu.Unlock()
 	if len(nodes.disks) != 0 {
 		t.Fatalf("disks left on nodes: %v", nodes.disks)
+	}
+}
+
+// TestShutdownTimeouts: an opcode's shutdown timeout reaches the node's
+// stop or reboot call; none leaves the node's default (0), and 0 is
+// Ganeti's "no grace": the guest is destroyed at once (force).
+func TestShutdownTimeouts(t *testing.T) {
+	d, epoch := instanceSetup(t)
+	nodes := newFakeNodes()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- (&Executor{FSM: d.f, Apply: d, Epoch: epoch, Concurrency: 4, Strategy: fastStrategy, Nodes: nodes}).Run(ctx)
+	}()
+	defer func() { cancel(); <-done }()
+	run := func(op string) { t.Helper(); runOK(t, d, op) }
+	run(`{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"web1","disk_template":"drbd","disks":[{"size":1024}],"beparams":{"memory":512},"os_type":"debian"}`)
+	for _, op := range []string{
+		`{"OP_ID":"OP_INSTANCE_REBOOT","instance_name":"web1"}`,
+		`{"OP_ID":"OP_INSTANCE_REBOOT","instance_name":"web1","reboot_type":"soft","shutdown_timeout":7}`,
+		`{"OP_ID":"OP_INSTANCE_REBOOT","instance_name":"web1","reboot_type":"full","shutdown_timeout":0}`,
+		`{"OP_ID":"OP_INSTANCE_SHUTDOWN","instance_name":"web1","timeout":30}`,
+		`{"OP_ID":"OP_INSTANCE_STARTUP","instance_name":"web1"}`,
+		`{"OP_ID":"OP_INSTANCE_SHUTDOWN","instance_name":"web1","timeout":0}`,
+		`{"OP_ID":"OP_INSTANCE_STARTUP","instance_name":"web1"}`,
+		`{"OP_ID":"OP_INSTANCE_FAILOVER","instance_name":"web1","shutdown_timeout":2.5}`,
+		`{"OP_ID":"OP_INSTANCE_SHUTDOWN","instance_name":"web1"}`,
+	} {
+		run(op)
+	}
+	want := []string{
+		"instance-reboot/hard 0s false",
+		"instance-reboot/soft 7s false",
+		"instance-reboot/full 0s true",
+		"instance-stop 30s false",
+		"instance-stop 0s true",
+		"instance-stop 2.5s false",
+		"instance-stop 0s false",
+	}
+	nodes.mu.Lock()
+	defer nodes.mu.Unlock()
+	if !slices.Equal(nodes.shutdowns, want) {
+		t.Errorf("stop and reboot calls\n got %q\nwant %q", nodes.shutdowns, want)
 	}
 }
 

@@ -82,15 +82,16 @@ const (
 )
 
 // nodeOpFields says, per operation, which fields a request needs (and so
-// may carry): i instance, d disk, o op_id, s stop options, r reboot type,
+// may carry): i instance, d disk, o op_id, s force, t timeout (of a
+// graceful shutdown), r reboot type,
 // m migration, p peer, h handoff, f fault, c command, n input, v
 // storage_name, a allocatable, b memory, u uid_pool (optional).
 var nodeOpFields = map[string]string{
 	NodeOpStatus:         "i",
 	NodeOpList:           "",
 	NodeOpStart:          "iu",
-	NodeOpStop:           "is",
-	NodeOpReboot:         "ioru",
+	NodeOpStop:           "ist",
+	NodeOpReboot:         "iorstu",
 	NodeOpRemove:         "i",
 	NodeOpDiskCreate:     "id",
 	NodeOpDiskRemove:     "id",
@@ -499,7 +500,7 @@ func DecodeNodeRequest(body []byte) (NodeRequest, error) {
 		{'i', "instance", req.Instance != nil},
 		{'d', "disk", req.Disk != ""},
 		{'o', "op_id", req.OpID != ""},
-		{'s', "timeout", req.Timeout != 0},
+		{'t', "timeout", req.Timeout != 0},
 		{'s', "force", req.Force},
 		{'r', "reboot_type", req.RebootType != ""},
 		{'m', "migration", req.Migration != ""},
@@ -533,7 +534,7 @@ func DecodeNodeRequest(body []byte) (NodeRequest, error) {
 	if has('o') && req.OpID == "" {
 		return bad("op_id", "%s needs an op_id: it is done once per op_id", req.Op)
 	}
-	if has('s') && (req.Timeout < 0 || req.Timeout > maxNodeTimeout) {
+	if has('t') && (req.Timeout < 0 || req.Timeout > maxNodeTimeout) {
 		return bad("timeout", "timeout must be between 0 and %d seconds, got %v", maxNodeTimeout, req.Timeout)
 	}
 	switch req.RebootType {

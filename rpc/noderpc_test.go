@@ -311,6 +311,8 @@ func TestNodeRPCBadInput(t *testing.T) {
 		{"instance of the wrong type", "POST", rpc.NodePath, valid(`{"node":"node21","nonce":"0123456789ab","op":"instance-start","instance":"web1"}`), 400, rpc.NodeCodeBadRequest, "instance"},
 		{"timeout of the wrong type", "POST", rpc.NodePath, valid(`{"node":"node21","nonce":"0123456789ab","op":"instance-stop","instance":{"uuid":"u1"},"timeout":"90s"}`), 400, rpc.NodeCodeBadRequest, "timeout"},
 		{"negative timeout", "POST", rpc.NodePath, valid(`{"node":"node21","nonce":"0123456789ab","op":"instance-stop","instance":{"uuid":"u1"},"timeout":-1}`), 400, rpc.NodeCodeBadRequest, "timeout"},
+		{"reboot timeout beyond a day", "POST", rpc.NodePath, valid(`{"node":"node21","nonce":"0123456789ab","op":"instance-reboot","instance":{"uuid":"u1"},"op_id":"x","timeout":86401}`), 400, rpc.NodeCodeBadRequest, "timeout"},
+		{"timeout of an op without a shutdown", "POST", rpc.NodePath, valid(`{"node":"node21","nonce":"0123456789ab","op":"instance-start","instance":{"uuid":"u1"},"timeout":5}`), 400, rpc.NodeCodeBadRequest, "timeout"},
 		{"unknown field", "POST", rpc.NodePath, valid(`{"node":"node21","nonce":"0123456789ab","op":"instance-start","instance":{"uuid":"u1"},"colour":"blue"}`), 400, rpc.NodeCodeBadRequest, "colour"},
 		{"unknown instance field", "POST", rpc.NodePath, valid(`{"node":"node21","nonce":"0123456789ab","op":"instance-start","instance":{"uuid":"u1","colour":"blue"}}`), 400, rpc.NodeCodeBadRequest, "colour"},
 		{"no instance", "POST", rpc.NodePath, valid(`{"node":"node21","nonce":"0123456789ab","op":"instance-start"}`), 400, rpc.NodeCodeBadRequest, "instance"},

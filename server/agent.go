@@ -420,7 +420,8 @@ func (a *agentAdapter) Call(ctx context.Context, req rpc.NodeRequest) (rpc.NodeR
 	case rpc.NodeOpStop:
 		res, err = a.d.Stop(ctx, inst, agent.StopOptions{Timeout: time.Duration(req.Timeout * float64(time.Second)), Force: req.Force})
 	case rpc.NodeOpReboot:
-		res, err = a.d.Reboot(ctx, inst, agent.RebootOptions{OpID: req.OpID, Type: req.RebootType})
+		res, err = a.d.Reboot(ctx, inst, agent.RebootOptions{OpID: req.OpID, Type: req.RebootType,
+			Timeout: time.Duration(req.Timeout * float64(time.Second)), Force: req.Force})
 	case rpc.NodeOpRemove:
 		res, err = a.d.Remove(ctx, inst)
 	case rpc.NodeOpDiskCreate:
