@@ -243,12 +243,7 @@ func TestInstanceLifecycle(t *testing.T) {
 func TestShutdownTimeouts(t *testing.T) {
 	d, epoch := instanceSetup(t)
 	nodes := newFakeNodes()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- (&Executor{FSM: d.f, Apply: d, Epoch: epoch, Concurrency: 4, Strategy: fastStrategy, Nodes: nodes}).Run(ctx)
-	}()
-	defer func() { cancel(); <-done }()
+	runExecutorWith(t, &Executor{FSM: d.f, Apply: d, Epoch: epoch, Concurrency: 4, Strategy: fastStrategy, Nodes: nodes})
 	run := func(op string) { t.Helper(); runOK(t, d, op) }
 	run(`{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"web1","disk_template":"drbd","disks":[{"size":1024}],"beparams":{"memory":512},"os_type":"debian"}`)
 	for _, op := range []string{
