@@ -82,52 +82,102 @@ func (s *session) renewClusterKey(ctx context.Context) error {
 		fmt.Fprintf(s.stdout, "Not waiting (--submit). GET /2/gnt/renew-key says phase done at the end; then copy the new cluster.key to confd clients\n")
 		return nil
 	}
-	fctx := ctx
-	if s.follow != nil {
-		fctx = s.follow
-	}
-	phase := ""
-	for {
-		if _, err := s.api.Do(fctx, http.MethodGet, "/2/gnt/renew-key", nil, nil, &st); err != nil {
-			return err
-		}
-		if st.Phase != phase {
-			phase = st.Phase
-			fmt.Fprintf(s.stdout, "phase %s: %s\n", phase, keyWaitingFor(st))
-		}
-		if st.Phase == fsm.KeyPhaseDone || st.Phase == "" {
-			break
-		}
-		select {
-		case <-fctx.Done():
-			return fctx.Err()
-		case <-time.After(renewPoll):
-		}
+	fctx := s.followCtx(ctx)
+	if err := s.followRenewal(fctx, "/2/gnt/renew-key", &st, func() (string, string) { return st.Phase, keyWaitingFor(st) }, nil); err != nil {
+		return err
 	}
 	fmt.Fprintf(s.stdout, "The cluster key is renewed (%s): every node signs with it; the old key is refused. "+
 		"Copy cluster.key from a node's data dir to confd clients and to nodes that were offline\n", st.KeyID)
 	return nil
 }
 
-// keyWaitingFor says what a phase of a key renewal waits for.
-func keyWaitingFor(st rpc.RenewKeyStatus) string {
-	var names []string
-	for _, n := range st.Nodes {
-		switch {
-		case n.Offline:
-		case st.Phase == fsm.KeyPhaseTrust && !n.HoldsNew, st.Phase == fsm.KeyPhaseUse && !n.UsesNew:
-			names = append(names, n.Name)
+// followCtx is the context a job or a renewal is followed in: the
+// session's follow context when it has one, else ctx.
+func (s *session) followCtx(ctx context.Context) context.Context {
+	if s.follow != nil {
+		return s.follow
+	}
+	return ctx
+}
+
+// followRenewal asks path how a renewal stands (into the status st)
+// until its phase is done, or there is none, printing each new phase with
+// what it waits for (phase returns both from st); step (nil: none) runs
+// after each answer.
+func (s *session) followRenewal(ctx context.Context, path string, st any, phase func() (string, string), step func(phase string) error) error {
+	last := ""
+	for {
+		if _, err := s.api.Do(ctx, http.MethodGet, path, nil, nil, st); err != nil {
+			return err
+		}
+		p, waiting := phase()
+		if p != last {
+			last = p
+			fmt.Fprintf(s.stdout, "phase %s: %s\n", p, waiting)
+		}
+		if step != nil {
+			if err := step(p); err != nil {
+				return err
+			}
+		}
+		if p == fsm.PhaseDone || p == "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(renewPoll):
 		}
 	}
-	switch st.Phase {
-	case fsm.KeyPhaseTrust:
-		return "every node learns the new key (waiting for " + strings.Join(names, ", ") + ")"
-	case fsm.KeyPhaseUse:
-		return "every node signs with the new key (waiting for " + strings.Join(names, ", ") + ")"
-	case fsm.KeyPhaseDone:
-		return "the old key is dropped"
+}
+
+// What each phase of a renewal waits for: of a key, of a CA.
+var (
+	keyPhases = map[string]string{
+		fsm.KeyPhaseTrust: "every node learns the new key",
+		fsm.KeyPhaseUse:   "every node signs with the new key",
+		fsm.KeyPhaseDone:  "the old key is dropped",
 	}
-	return "no renewal"
+	caPhases = map[string]string{
+		fsm.PhaseTrust: "every node learns to trust the new CA",
+		fsm.PhaseIssue: "every node gets a certificate of the new CA",
+		fsm.PhaseDone:  "the old CA is dropped",
+	}
+)
+
+// phaseWaits says what a phase of a renewal waits for: texts[phase], with
+// the names of the nodes not there yet (lagging, offline ones left out)
+// in every phase but done (a CA's and a key's renewal both end in
+// fsm.PhaseDone).
+func phaseWaits[N any](phase string, texts map[string]string, nodes []N, lagging func(N) (string, bool)) string {
+	text, ok := texts[phase]
+	if !ok {
+		return "no renewal"
+	}
+	if phase == fsm.PhaseDone {
+		return text
+	}
+	var names []string
+	for _, n := range nodes {
+		if name, ok := lagging(n); ok {
+			names = append(names, name)
+		}
+	}
+	return text + " (waiting for " + strings.Join(names, ", ") + ")"
+}
+
+// keyWaitingFor says what a phase of a key renewal waits for.
+func keyWaitingFor(st rpc.RenewKeyStatus) string {
+	return phaseWaits(st.Phase, keyPhases, st.Nodes, func(n rpc.RenewKeyNode) (string, bool) {
+		return n.Name, !n.Offline && (st.Phase == fsm.KeyPhaseTrust && !n.HoldsNew || st.Phase == fsm.KeyPhaseUse && !n.UsesNew)
+	})
+}
+
+// waitingFor says what a phase of a CA renewal waits for.
+func waitingFor(st rpc.RenewCryptoStatus) string {
+	return phaseWaits(st.Phase, caPhases, st.Nodes, func(n rpc.RenewCryptoNode) (string, bool) {
+		return n.Name, !n.Offline && (st.Phase == fsm.PhaseTrust && !n.TrustsNew || st.Phase == fsm.PhaseIssue && !n.CertNew)
+	})
 }
 
 // renewFiles are the client's TLS files that a renewal refreshes.
@@ -162,60 +212,23 @@ func (e environment) clusterRenewCrypto(ctx context.Context, s *session, c *cli.
 			"certificates of the old CA are refused after it\n")
 		return nil
 	}
-	fctx := ctx
-	if s.follow != nil {
-		fctx = s.follow
-	}
-	phase, renewed := "", f.cert == ""
-	for {
-		if _, err := s.api.Do(fctx, http.MethodGet, "/2/gnt/renew-crypto", nil, nil, &st); err != nil {
-			return err
+	fctx := s.followCtx(ctx)
+	renewed := f.cert == ""
+	err := s.followRenewal(fctx, "/2/gnt/renew-crypto", &st, func() (string, string) { return st.Phase, waitingFor(st) }, func(phase string) error {
+		if renewed || (phase != fsm.PhaseIssue && phase != fsm.PhaseDone) {
+			return nil
 		}
-		if st.Phase != phase {
-			phase = st.Phase
-			fmt.Fprintf(s.stdout, "phase %s: %s\n", phase, waitingFor(st))
-		}
-		if !renewed && (st.Phase == fsm.PhaseIssue || st.Phase == fsm.PhaseDone) {
-			if err := s.renewClientCert(fctx, f); err != nil {
-				return err
-			}
-			renewed = true
-		}
-		if st.Phase == fsm.PhaseDone || st.Phase == "" {
-			break
-		}
-		select {
-		case <-fctx.Done():
-			return fctx.Err()
-		case <-time.After(renewPoll):
-		}
+		renewed = true
+		return s.renewClientCert(fctx, f)
+	})
+	if err != nil {
+		return err
 	}
 	if err := s.refreshCA(fctx, f); err != nil {
 		return err
 	}
 	fmt.Fprintf(s.stdout, "The cluster CA is renewed: every node holds a certificate of %s; the old CA is no longer trusted\n", short(st.CA))
 	return nil
-}
-
-// waitingFor says what a phase waits for.
-func waitingFor(st rpc.RenewCryptoStatus) string {
-	var names []string
-	for _, n := range st.Nodes {
-		switch {
-		case n.Offline:
-		case st.Phase == fsm.PhaseTrust && !n.TrustsNew, st.Phase == fsm.PhaseIssue && !n.CertNew:
-			names = append(names, n.Name)
-		}
-	}
-	switch st.Phase {
-	case fsm.PhaseTrust:
-		return "every node learns to trust the new CA (waiting for " + strings.Join(names, ", ") + ")"
-	case fsm.PhaseIssue:
-		return "every node gets a certificate of the new CA (waiting for " + strings.Join(names, ", ") + ")"
-	case fsm.PhaseDone:
-		return "the old CA is dropped"
-	}
-	return "no renewal"
 }
 
 // refreshCA writes the cluster's current CA bundle to the client's CA

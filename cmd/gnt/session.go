@@ -114,9 +114,7 @@ func (s *session) change(ctx context.Context, method, path string, q url.Values,
 // The first poll waits for the index the job was submitted at, so that a
 // lagging replica knows the job.
 func (s *session) waitJob(ctx context.Context, id int64, submitIndex uint64) (*job, json.RawMessage, error) {
-	if s.follow != nil {
-		ctx = s.follow
-	}
+	ctx = s.followCtx(ctx)
 	path := "/2/jobs/" + strconv.FormatInt(id, 10)
 	// The job existed, without log, at the index it was submitted at: the
 	// first poll waits for its first change after that.
