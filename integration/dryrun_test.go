@@ -116,7 +116,7 @@ func TestDryRunChangesNothing(t *testing.T) {
 		{"PUT", "/2/instances/web1/failover", "", ""},
 		{"PUT", "/2/instances/web1/migrate", "", ""},
 		{"PUT", "/2/instances/web1/modify", `{"beparams":{"memory":768}}`, ""},
-		{"PUT", "/2/instances/web1/modify", `{"hvparams":{"acpi":false},"osparams":{"dist":"x"},"nics":[["add",-1,{"mode":"bridged","link":"br1"}]],"os_name":"noop"}`, ""},
+		{"PUT", "/2/instances/web1/modify", `{"hvparams":{"acpi":false},"osparams":{"label":"x"},"nics":[["add",-1,{"mode":"bridged","link":"br1"}]],"os_name":"gnt-image+default"}`, ""},
 		// The checks run: a running instance is not renamed.
 		{"PUT", "/2/instances/web1/rename", `{"new_name":"web7"}`, "instance web1 is up; shut it down before renaming it"},
 		{"PUT", "/2/instances/web1/tags?tag=t1", "", ""},

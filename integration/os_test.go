@@ -178,6 +178,32 @@ print(json.dumps(c.GetOperatingSystems()))
 	if fi, err := os.Stat(files[0]); err != nil || fi.Size() != 128<<20 {
 		t.Errorf("disk file: %v, %v", fi, err)
 	}
+
+	// OS parameters: only those the OS declares (parameters.list; gnt-image:
+	// label) are taken, at creation, modify, reinstall and cluster modify;
+	// another is refused by name and changes nothing.
+	for _, r := range []struct {
+		args  []string
+		field string
+	}{
+		{[]string{"instance", "add", "-t", "plain", "--disk", "128M", "--memory", "128", "--os-type", "gnt-image+default", "-n", "node21", "-O", "colour=red", "bad3"}, "osparams.colour"},
+		{[]string{"instance", "modify", "-O", "label=ok,colour=red", "web1"}, "osparams.colour"},
+		{[]string{"cluster", "modify", "-O", "gnt-image:colour=red"}, "osparams.gnt-image.colour"},
+	} {
+		out, err := c.GNT(r.args...)
+		if err == nil || !strings.Contains(out, `unknown OS parameter "colour": OS gnt-image on node node`) || !strings.Contains(out, "declares label (its parameters.list") || !strings.Contains(out, "(field "+r.field+")") {
+			t.Errorf("gnt %v: %v\n%s\nwant the unknown parameter refused (field %s)", r.args, err, out, r.field)
+		}
+	}
+	if out, err := c.GNT("instance", "modify", "-O", "label=ok", "web1"); err != nil {
+		t.Errorf("instance modify -O label=ok: %v\n%s", err, out)
+	}
+	if out, err := c.GNT("instance", "info", "--static", "web1"); err != nil || !strings.Contains(out, "label: ok") || strings.Contains(out, "colour") {
+		t.Errorf("web1's OS parameters after the refusals: %v\n%s", err, out)
+	}
+	if out, err := c.GNT("instance", "list", "--no-headers", "-o", "name"); err != nil || strings.Contains(out, "bad3") {
+		t.Errorf("instances after the refused creation: %v\n%s", err, out)
+	}
 }
 
 // c0OSPath is the harness's OS search path for a member of the cluster

@@ -87,7 +87,7 @@ print("admin-after-start", c.GetInstance("web1")["admin_state"])
 ok, summary, log = run(c.ReinstallInstance("web1", os="debian", no_startup=True))
 print("nostart", ok, ",".join(summary))
 print("admin-after-nostart", c.GetInstance("web1")["admin_state"])
-ok, summary, log = run(c.ReinstallInstance("web1", osparams={"dhcp": "yes"}, no_startup=True))
+ok, summary, log = run(c.ReinstallInstance("web1", osparams={"label": "yes"}, no_startup=True))
 print("osparams", ok)
 try:
     c.ReinstallInstance("web1", osparams=["not", "a", "dict"])

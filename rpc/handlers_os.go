@@ -2,9 +2,11 @@ package rpc
 
 import (
 	"context"
+	"maps"
 	"net/http"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,7 +19,8 @@ import (
 // GET /2/os lists the OSes valid on every node that answered, GET
 // /2/gnt/os diagnoses every OS per node (gnt os list|info|diagnose), and
 // an instance's creation (or reinstall with a new OS) is refused when its
-// OS or variant is not valid on its nodes.
+// OS or variant is not valid on its nodes, and OS parameters the OS does
+// not declare in its parameters.list are refused by name.
 
 // OSView is a recent view of the nodes' OS reports, by node UUID. A node
 // missing from it has not been asked yet.
@@ -244,23 +247,32 @@ func (s *Server) handleOSDiagnose(w http.ResponseWriter, r *http.Request) {
 // valid, with its variant, on the instance's nodes: the nodes named, or
 // with the allocator every node of the group (all groups when none is
 // named) that reported. A reinstall with a new OS is checked on the
-// instance's nodes. A gntd without an OS view checks nothing (a client's
-// CheckWrite).
+// instance's nodes. OS parameters (of a creation, reinstall, instance or
+// cluster modify) are checked against the OS's parameters.list
+// (checkOSParams): an instance's on its nodes, the cluster's per OS on
+// every node that has it. A gntd without an OS view checks nothing (a
+// client's CheckWrite).
 func (s *Server) vetOS(ctx context.Context, op fsm.Opcode) *APIError {
 	src, ok := s.b.(OSSource)
 	if !ok {
 		return nil
 	}
+	if o, ok := op.(*fsm.OpClusterSetParams); ok {
+		return s.vetClusterOSParams(ctx, src, o)
+	}
 	var (
 		osName, groupRef string
 		refs             []string
 		explicit         bool
+		params           []string // OS parameter names to check
+		paramsOnly       bool     // only params: the OS itself was checked before
 	)
 	switch o := op.(type) {
 	case *fsm.OpInstanceCreate:
 		if o.Commit {
 			return nil // the reservation's OS, checked when it was made
 		}
+		params = setParamNames(o.OSParams)
 		if o.OSType == "" {
 			if o.Forthcoming || o.NoInstall || o.Template() == fsm.DTDiskless {
 				return nil
@@ -274,21 +286,24 @@ func (s *Server) vetOS(ctx context.Context, op fsm.Opcode) *APIError {
 			}
 		}
 	case *fsm.OpInstanceReinstall:
-		if o.OSType == "" {
+		params = setParamNames(o.OSParams)
+		if o.OSType == "" && len(params) == 0 {
 			return nil
 		}
-		osName, explicit = o.OSType, true
-		var missing bool
-		s.b.FSM().Read(func(st *fsm.State, _ uint64) {
-			in := st.LookupInstance(o.InstanceName)
-			if in == nil {
-				missing = true
-				return
-			}
-			refs = append([]string{in.PrimaryNode}, in.SecondaryNodes...)
-		})
-		if missing {
+		osName, explicit, paramsOnly = o.OSType, true, o.OSType == ""
+		if refs = instanceOSNodes(s.b.FSM(), o.InstanceName, &osName); refs == nil {
 			return nil // the job reports the unknown instance
+		}
+	case *fsm.OpInstanceSetParams:
+		// New OS parameters are checked against the OS the instance
+		// has (or is given): the OS name itself is not (os_name only
+		// renames it in the record).
+		if params = setParamNames(o.OSParams); len(params) == 0 {
+			return nil
+		}
+		osName, explicit, paramsOnly = o.OSName, true, true
+		if refs = instanceOSNodes(s.b.FSM(), o.InstanceName, &osName); refs == nil || osName == "" {
+			return nil
 		}
 	default:
 		return nil
@@ -328,7 +343,123 @@ func (s *Server) vetOS(ctx context.Context, op fsm.Opcode) *APIError {
 		need[i] = n.UUID
 	}
 	view := src.OSView(ctx, need)
-	return checkOSOn(osName, nodes, view, explicit)
+	if paramsOnly {
+		return checkOSParams(osName, params, nodes, view)
+	}
+	if aerr := checkOSOn(osName, nodes, view, explicit); aerr != nil {
+		return aerr
+	}
+	return checkOSParams(osName, params, nodes, view)
+}
+
+// vetClusterOSParams checks the cluster's new OS parameters, per OS, on
+// every vm-capable node that reported the OS.
+func (s *Server) vetClusterOSParams(ctx context.Context, src OSSource, o *fsm.OpClusterSetParams) *APIError {
+	if len(o.OSParams) == 0 {
+		return nil
+	}
+	var nodes []*fsm.Node
+	s.b.FSM().Read(func(st *fsm.State, _ uint64) {
+		for _, n := range osNodes(st, "") {
+			if n.VMCapable {
+				c := *n
+				nodes = append(nodes, &c)
+			}
+		}
+	})
+	need := make([]string, len(nodes))
+	for i, n := range nodes {
+		need[i] = n.UUID
+	}
+	view := src.OSView(ctx, need)
+	for _, name := range slices.Sorted(maps.Keys(o.OSParams)) {
+		if aerr := checkOSParams(name, setParamNames(o.OSParams[name]), nodes, view); aerr != nil {
+			aerr.Field = "osparams." + name + strings.TrimPrefix(aerr.Field, "osparams")
+			return aerr
+		}
+	}
+	return nil
+}
+
+// instanceOSNodes returns the nodes of the instance ref (nil when there
+// is none), and sets *osName to its OS when it is empty.
+func instanceOSNodes(f *fsm.FSM, ref string, osName *string) []string {
+	var refs []string
+	f.Read(func(st *fsm.State, _ uint64) {
+		in := st.LookupInstance(ref)
+		if in == nil {
+			return
+		}
+		if *osName == "" {
+			*osName = in.OS
+		}
+		refs = append([]string{in.PrimaryNode}, in.SecondaryNodes...)
+	})
+	return refs
+}
+
+// setParamNames returns the names of the OS parameters m sets, in order;
+// one set to "default" (back to the cluster's) is not among them, so an
+// instance can drop a parameter its OS no longer declares.
+func setParamNames(m map[string]any) []string {
+	var out []string
+	for k, v := range m {
+		if v != fsm.ParamDefault {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// checkOSParams refuses OS parameters (names) that the OS name
+// ("os+variant") does not declare in its parameters.list on a node of
+// nodes that reported it, as Ganeti's OS validation does; an OS of an
+// API version below 20 declares none, so it takes none (gnt gives
+// OSP_* to API 20 only). Nodes without a report, or without the OS, are
+// left to checkOSOn.
+func checkOSParams(name string, params []string, nodes []*fsm.Node, view OSView) *APIError {
+	if len(params) == 0 {
+		return nil
+	}
+	osName, _, _ := strings.Cut(name, "+")
+	for _, n := range nodes {
+		v := view.Nodes[n.UUID]
+		if v.Report == nil {
+			continue
+		}
+		i := slices.IndexFunc(v.Report.OSes, func(o NodeOS) bool { return o.Name == osName && o.Valid })
+		if i < 0 {
+			continue
+		}
+		o := v.Report.OSes[i]
+		if len(o.APIVersions) == 0 || slices.Max(o.APIVersions) < 20 {
+			return badRequest("osparams", "OS %s takes no OS parameters (got %s): its API versions on node %s are %s, and only API 20 declares parameters (parameters.list)",
+				osName, strings.Join(params, ", "), n.Name, joinInts(o.APIVersions))
+		}
+		known := make([]string, len(o.Parameters))
+		for j, p := range o.Parameters {
+			known[j] = p.Name
+		}
+		for _, p := range params {
+			if !slices.Contains(known, p) {
+				declared := "none"
+				if len(known) > 0 {
+					declared = strings.Join(known, ", ")
+				}
+				return badRequest("osparams."+p, "unknown OS parameter %q: OS %s on node %s declares %s (its parameters.list; gnt os info %s)", p, osName, n.Name, declared, osName)
+			}
+		}
+	}
+	return nil
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ", ")
 }
 
 // checkOSOn checks name ("os" or "os+variant") on nodes against the view.

@@ -93,3 +93,38 @@ func TestCheckOSOn(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckOSParams: OS parameters an OS does not declare in its
+// parameters.list are refused by name, with what it declares; an OS
+// below API 20 takes none; nodes without a report or without the OS are
+// passed over (checkOSOn speaks of them).
+func TestCheckOSParams(t *testing.T) {
+	nodes, view := osTestView()
+	n1, n2 := nodes[0:1], nodes[0:2]
+	for _, c := range []struct {
+		name   string
+		params []string
+		nodes  []*fsm.Node
+		field  string
+		want   string
+	}{
+		{"img+a", []string{"label", "size"}, n1, "", ""},
+		{"img+b", []string{"size"}, nodes, "", ""},
+		{"img+b", nil, nodes, "", ""},
+		{"img+b", []string{"label"}, n2, "osparams.label", `unknown OS parameter "label": OS img on node n2 declares size (its parameters.list; gnt os info img)`},
+		{"img+a", []string{"colour"}, n1, "osparams.colour", `unknown OS parameter "colour": OS img on node n1 declares label, size`},
+		{"noop", []string{"dist"}, nodes, "osparams", "OS noop takes no OS parameters (got dist): its API versions on node n1 are 5, 10, and only API 20 declares parameters"},
+		{"nosuch", []string{"x"}, nodes, "", ""},
+	} {
+		aerr := checkOSParams(c.name, c.params, c.nodes, view)
+		switch {
+		case c.want == "" && aerr != nil:
+			t.Errorf("%s %v: %v", c.name, c.params, aerr.Message)
+		case c.want != "" && (aerr == nil || aerr.Status != 400 || aerr.Field != c.field || !strings.Contains(aerr.Message, c.want)):
+			t.Errorf("%s %v: %+v; want 400 %s %q", c.name, c.params, aerr, c.field, c.want)
+		}
+	}
+	if got := setParamNames(map[string]any{"b": "1", "a": "x", "gone": fsm.ParamDefault}); !slices.Equal(got, []string{"a", "b"}) {
+		t.Errorf("setParamNames: %v (a parameter set back to default is not checked)", got)
+	}
+}

@@ -327,6 +327,17 @@ func TestRun(t *testing.T) {
 	if !errors.As(err, &se) || se.Script != ScriptVerify || out != "bad dhcp maybe\n" || !strings.Contains(err.Error(), "exited with exit status 1") {
 		t.Errorf("Verify(dhcp=maybe) = %q, %v", out, err)
 	}
+	// Install verifies the parameters first: refused, the disk untouched.
+	if err := os.WriteFile(disk, []byte("before\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err = c.Install(context.Background(), in)
+	if !errors.As(err, &se) || se.Script != ScriptVerify || out != "bad dhcp maybe\n" {
+		t.Errorf("Install(dhcp=maybe) = %q, %v; want the verify script's refusal", out, err)
+	}
+	if b, _ := os.ReadFile(disk); string(b) != "before\n" {
+		t.Errorf("disk after a refused install: %q", b)
+	}
 }
 
 func TestRunBounds(t *testing.T) {
@@ -405,7 +416,16 @@ func TestBuiltin(t *testing.T) {
 	if out, err := c.Verify(context.Background(), in); err == nil || !strings.Contains(out, "label 'bad;label' has characters other than") {
 		t.Errorf("verify of a bad label: %q, %v", out, err)
 	}
+	// The install verifies first: a bad label writes nothing.
+	before, _ := os.ReadFile(disk)
+	if out, err := c.Install(context.Background(), in); err == nil || !strings.Contains(out, "label 'bad;label' has characters other than") {
+		t.Errorf("install with a bad label: %q, %v", out, err)
+	}
+	if after, _ := os.ReadFile(disk); string(after) != string(before) {
+		t.Error("an install refused by verify changed the disk")
+	}
 	// No disk: nothing written, no failure.
+	in.OSParams["label"] = "ok"
 	in.Instance.Disks, in.DiskPaths = nil, nil
 	if out, err := c.Install(context.Background(), in); err != nil || !strings.Contains(out, "has no disk; nothing to write") {
 		t.Errorf("diskless: %q, %v", out, err)

@@ -110,6 +110,13 @@ func (c Config) Install(ctx context.Context, in Input) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// An OS of API 20 checks the parameters first (verify parameters), as
+	// Ganeti validates them before it creates: a refusal writes nothing.
+	if o.Version >= 20 {
+		if out, err := c.Run(ctx, o, Call{Script: ScriptVerify, Input: in, Args: []string{"parameters"}}); err != nil {
+			return out, err
+		}
+	}
 	extra := map[string]string{}
 	if in.Reinstall {
 		extra["INSTANCE_REINSTALL"] = "1"
