@@ -29,14 +29,14 @@ func (e environment) instanceOpCommands() []*cli.Command {
 			ArgsUsage: "NAME",
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "disk-template", Aliases: []string{"t"}, Usage: "plain, drbd, file, sharedfile or diskless (default: plain with disks)"},
-				&cli.StringSliceFlag{Name: "disk", Usage: "a disk of `SIZE` (e.g. 10G, 512M; repeatable)"},
+				&cli.StringSliceFlag{Name: "disk", Usage: "a disk: `SIZE` (e.g. 10G, 512M) or size=SIZE[,mode=rw|ro][,name=NAME], each optionally with Ganeti's index (0:size=10G; then every --disk has one) (repeatable)"},
 				&cli.StringFlag{Name: "memory", Usage: "memory, e.g. 512 (MiB) or 2G"},
 				&cli.IntFlag{Name: "vcpus", Usage: "virtual CPUs"},
 				&cli.StringFlag{Name: "os-type", Usage: "`OS` to install, os+variant (see gnt os list; mandatory for an instance with disks unless --forthcoming or --no-install)"},
 				&cli.StringFlag{Name: "node", Aliases: []string{"n"}, Usage: "`PNODE[:SNODE]` instead of the allocator"},
 				&cli.StringFlag{Name: "iallocator", Aliases: []string{"I"}, Usage: "allocators to try in order, `NAME[,NAME...]`: hail (built-in) or programs of the iallocators directory (default: the cluster's default list)"},
 				&cli.StringFlag{Name: "group", Usage: "place within this node group"},
-				&cli.StringSliceFlag{Name: "net", Usage: "a NIC: `mode=MODE,link=LINK,vlan=VLAN,ip=IP,mac=MAC,name=NAME`, or network=NETWORK[,ip=pool|IP] (mode and link from the network's connection; pool: its lowest free address) (repeatable)"},
+				&cli.StringSliceFlag{Name: "net", Usage: "a NIC: `mode=MODE,link=LINK,vlan=VLAN,ip=IP,mac=MAC,name=NAME`, or network=NETWORK[,ip=pool|IP] (mode and link from the network's connection; pool: its lowest free address), each optionally with Ganeti's index (0:mode=routed,...; then every --net has one) (repeatable)"},
 				&cli.BoolFlag{Name: "no-start", Usage: "do not start the instance"},
 				&cli.BoolFlag{Name: "no-install", Usage: "do not install the OS"},
 				&cli.BoolFlag{Name: "forthcoming", Usage: "only reserve the resources (commit later with 'gnt instance create NAME')"},
@@ -356,13 +356,9 @@ func instanceAdd(ctx context.Context, s *session, c *cli.Context, args []string)
 	if t := c.String("disk-template"); t != "" {
 		body["disk_template"] = t
 	}
-	var disks []map[string]any
-	for _, d := range c.StringSlice("disk") {
-		size, err := parseSize(strings.TrimPrefix(d, "size="))
-		if err != nil {
-			return usagef(c, "--disk: %v", err)
-		}
-		disks = append(disks, map[string]any{"size": size})
+	disks, err := indexedSpecs("--disk", c.StringSlice("disk"), diskSpec)
+	if err != nil {
+		return usagef(c, "%v", err)
 	}
 	if len(disks) > 0 {
 		body["disks"] = disks
@@ -389,13 +385,9 @@ func instanceAdd(ctx context.Context, s *session, c *cli.Context, args []string)
 	if ia := c.String("iallocator"); ia != "" {
 		body["iallocator"] = ia
 	}
-	var nics []map[string]any
-	for _, spec := range c.StringSlice("net") {
-		nic, err := nicParams(spec)
-		if err != nil {
-			return usagef(c, "--net %q: %v", spec, err)
-		}
-		nics = append(nics, nic)
+	nics, err := indexedSpecs("--net", c.StringSlice("net"), nicParams)
+	if err != nil {
+		return usagef(c, "%v", err)
 	}
 	if len(nics) > 0 {
 		body["nics"] = nics
@@ -412,8 +404,86 @@ func instanceAdd(ctx context.Context, s *session, c *cli.Context, args []string)
 	if c.Bool("dry-run") {
 		q = url.Values{"dry-run": {"1"}}
 	}
-	_, err := s.change(ctx, http.MethodPost, "/2/instances", q, body)
+	_, err = s.change(ctx, http.MethodPost, "/2/instances", q, body)
 	return err
+}
+
+// diskSpec reads one --disk of instance add: SIZE, or Ganeti's
+// size=SIZE[,mode=rw|ro][,name=NAME].
+func diskSpec(s string) (map[string]any, error) {
+	if !strings.Contains(s, "=") {
+		size, err := parseSize(s)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"size": size}, nil
+	}
+	items, err := splitParams(s)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]any{}
+	for _, it := range items {
+		if it.bare || it.no || it.reset {
+			return nil, fmt.Errorf("disk parameter %q needs a value (KEY=VALUE)", it.key)
+		}
+		switch it.key {
+		case "size":
+			size, err := parseSize(it.value)
+			if err != nil {
+				return nil, err
+			}
+			out["size"] = size
+		case "mode", "name":
+			out[it.key] = it.value
+		default:
+			return nil, fmt.Errorf("unknown disk parameter %q (size, mode, name)", it.key)
+		}
+	}
+	if out["size"] == nil {
+		return nil, fmt.Errorf("a disk needs size=SIZE")
+	}
+	return out, nil
+}
+
+// indexedSpecs reads repeated --disk or --net options of instance add,
+// each either plain or with Ganeti's index prefix (0:size=10G, 1:...):
+// with indexes, the items go in index order, and the indexes must be
+// 0 to n-1, each once; plain and indexed ones are not mixed.
+func indexedSpecs(flag string, specs []string, parse func(string) (map[string]any, error)) ([]map[string]any, error) {
+	index := func(spec string) (head, tail string, ok bool) {
+		head, tail, ok = strings.Cut(spec, ":")
+		return head, tail, ok && head != "" && strings.Trim(head, "0123456789") == ""
+	}
+	indexed := 0
+	for _, spec := range specs {
+		if _, _, ok := index(spec); ok {
+			indexed++
+		}
+	}
+	if indexed != 0 && indexed != len(specs) {
+		return nil, fmt.Errorf("%s: give every option an index (0:..., 1:...) or none", flag)
+	}
+	out := make([]map[string]any, len(specs))
+	for i, spec := range specs {
+		at, rest := i, spec
+		if head, tail, ok := index(spec); ok {
+			n, err := strconv.Atoi(head)
+			if err != nil || n >= len(specs) {
+				return nil, fmt.Errorf("%s %q: index %s, but %d %s option(s) are given: indexes go from 0 to %d", flag, spec, head, len(specs), flag, len(specs)-1)
+			}
+			if out[n] != nil {
+				return nil, fmt.Errorf("%s %q: index %d is given twice", flag, spec, n)
+			}
+			at, rest = n, tail
+		}
+		v, err := parse(rest)
+		if err != nil {
+			return nil, fmt.Errorf("%s %q: %v", flag, spec, err)
+		}
+		out[at] = v
+	}
+	return out, nil
 }
 
 func instanceCommit(ctx context.Context, s *session, c *cli.Context, args []string) error {

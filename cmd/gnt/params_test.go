@@ -104,7 +104,7 @@ func TestParseParamOptions(t *testing.T) {
 // FuzzParamOptions: the parameter option parsers never panic, and what
 // they accept names only non-empty keys without '=' or ':'.
 func FuzzParamOptions(f *testing.F) {
-	for _, s := range []string{"kvm:acpi=false,kernel_path=/k", "drbd:resync-rate=1", "maxmem=2G,no_auto_balance", "-x,y=default", `a=b\,c`, "add:mode=routed", "0:remove", ":", "=", ","} {
+	for _, s := range []string{"kvm:acpi=false,kernel_path=/k", "drbd:resync-rate=1", "maxmem=2G,no_auto_balance", "-x,y=default", `a=b\,c`, "add:mode=routed", "0:remove", ":", "=", ",", "1:size=2G,name=x", "0:mode=routed,mac=aa:00:00:00:00:01", "16M"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -132,6 +132,23 @@ func FuzzParamOptions(f *testing.F) {
 		}
 		parseNICMods([]string{s})
 		parseDiskMods([]string{s})
+		// instance add's --disk and --net, alone and beside an indexed one:
+		// what they accept has an item for every option, in order.
+		for _, specs := range [][]string{{s}, {s, "0:size=1G"}, {"1:mode=routed", s}} {
+			for _, parse := range []func(string) (map[string]any, error){diskSpec, nicParams} {
+				if out, err := indexedSpecs("--x", specs, parse); err == nil {
+					if len(out) != len(specs) {
+						t.Fatalf("%q: %d items for %d options", specs, len(out), len(specs))
+					}
+					for _, p := range out {
+						if p == nil {
+							t.Fatalf("%q: a missing item in %v", specs, out)
+						}
+						checkKeys(t, s, p)
+					}
+				}
+			}
+		}
 	})
 }
 
