@@ -42,12 +42,34 @@ func InstanceHypervisor(c *Cluster, in *Instance) string {
 	return ""
 }
 
+// HypervisorFits says whether a node whose gntd runs the driver nodeHV
+// may take an instance of hypervisor hv (each node runs one driver: gntd
+// --hypervisor). An instance without a hypervisor and a node whose driver
+// is not known yet fit. It is the one check of every placement: new
+// instances, evacuation, failover, migration and re-creation.
+func HypervisorFits(nodeHV, hv string) bool {
+	return hv == "" || nodeHV == "" || nodeHV == hv
+}
+
+// PlacementHypervisor is the hypervisor a node must run to take an
+// existing instance: its own or the cluster's default
+// (InstanceHypervisor), else the driver of the node it runs on now, so
+// that a move never changes the driver it runs under; "" when none is
+// known.
+func PlacementHypervisor(st *State, in *Instance) string {
+	if hv := InstanceHypervisor(st.Cluster, in); hv != "" {
+		return hv
+	}
+	if n := st.Nodes[in.PrimaryNode]; n != nil {
+		return n.Hypervisor
+	}
+	return ""
+}
+
 // CheckNodeHypervisor refuses to place an instance of hypervisor hv on
-// node n when n's gntd runs another driver (each node runs one: gntd
-// --hypervisor). An instance without a hypervisor (it takes the node's
-// driver) and a node whose driver is not known yet pass.
+// node n when n's gntd runs another driver (HypervisorFits).
 func CheckNodeHypervisor(field string, n *Node, inst, hv string) *Error {
-	if n == nil || hv == "" || n.Hypervisor == "" || n.Hypervisor == hv {
+	if n == nil || HypervisorFits(n.Hypervisor, hv) {
 		return nil
 	}
 	if inst == "" {

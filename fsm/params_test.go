@@ -194,3 +194,41 @@ func TestRuntimeMem(t *testing.T) {
 		t.Errorf("memory %d after runtime_mem", in.MemoryMiB)
 	}
 }
+
+// TestPlacementHypervisor: the hypervisor a node must run to take an
+// instance is its own, else the cluster's default, else the driver of
+// its primary node; HypervisorFits lets a node of that driver or of an
+// unknown one take it, and any node when none is known.
+func TestPlacementHypervisor(t *testing.T) {
+	st := &State{Cluster: &Cluster{}, Nodes: map[string]*Node{
+		"u1": {UUID: "u1", Name: "n1", Hypervisor: "fake"},
+		"u2": {UUID: "u2", Name: "n2"},
+	}}
+	withDefault := &State{Cluster: &Cluster{DefaultHypervisor: "kvm"}, Nodes: st.Nodes}
+	for _, tc := range []struct {
+		name string
+		st   *State
+		in   Instance
+		want string
+	}{
+		{"its own", withDefault, Instance{Hypervisor: "exec", PrimaryNode: "u1"}, "exec"},
+		{"the cluster's default", withDefault, Instance{PrimaryNode: "u1"}, "kvm"},
+		{"its primary's driver", st, Instance{PrimaryNode: "u1"}, "fake"},
+		{"a primary whose driver is not known", st, Instance{PrimaryNode: "u2"}, ""},
+		{"no primary", st, Instance{}, ""},
+	} {
+		if got := PlacementHypervisor(tc.st, &tc.in); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		node, hv string
+		fits     bool
+	}{
+		{"kvm", "kvm", true}, {"", "kvm", true}, {"fake", "", true}, {"", "", true}, {"fake", "kvm", false},
+	} {
+		if HypervisorFits(tc.node, tc.hv) != tc.fits {
+			t.Errorf("a node running %q, an instance of %q: fits %v", tc.node, tc.hv, !tc.fits)
+		}
+	}
+}

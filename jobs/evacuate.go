@@ -204,7 +204,8 @@ func (e *Executor) reservationMoveStep(ref, target string) Step {
 				return
 			}
 			pri := s.Nodes[in.PrimaryNode]
-			req := alloc.Request{Name: in.Name, Template: in.DiskTemplate, MemoryMiB: in.MemoryMiB, VCPUs: in.VCPUs, Instance: in.UUID}
+			req := alloc.Request{Name: in.Name, Template: in.DiskTemplate, MemoryMiB: in.MemoryMiB, VCPUs: in.VCPUs, Instance: in.UUID,
+				Hypervisor: fsm.PlacementHypervisor(s, in)}
 			for _, d := range in.Disks {
 				req.Disks = append(req.Disks, d.SizeMiB)
 			}
@@ -245,6 +246,9 @@ func (e *Executor) moveToSecondary(ctx context.Context, sc *StepContext, in *fsm
 	}
 	src, dst := nodes[in.PrimaryNode], nodes[in.SecondaryNodes[0]]
 	if err := e.usable(dst, "moving "+in.Name); err != nil {
+		return false, err
+	}
+	if err := e.runsHypervisorOf(in, dst, "instance_name"); err != nil {
 		return false, err
 	}
 	if in.AdminState == fsm.AdminUp {

@@ -651,7 +651,24 @@ func (e *Executor) failoverTarget(in *fsm.Instance, nodes map[string]*fsm.Node, 
 	if targetNode != "" && target != nil && target.Name != targetNode {
 		return nil, &fsm.Error{Code: fsm.CodeInval, Field: "target_node", Msg: fmt.Sprintf("a drbd instance fails over to its secondary %s, not %s", target.Name, targetNode)}
 	}
+	if err := e.runsHypervisorOf(in, target, "target_node"); err != nil {
+		return nil, err
+	}
 	return target, nil
+}
+
+// runsHypervisorOf refuses a node that cannot run the instance's
+// hypervisor (fsm.PlacementHypervisor, fsm.CheckNodeHypervisor: the
+// check of every placement) as the target of a move; field names it.
+func (e *Executor) runsHypervisorOf(in *fsm.Instance, n *fsm.Node, field string) error {
+	var ferr *fsm.Error
+	e.FSM.Read(func(s *fsm.State, _ uint64) {
+		ferr = fsm.CheckNodeHypervisor(field, n, in.Name, fsm.PlacementHypervisor(s, in))
+	})
+	if ferr != nil {
+		return ferr
+	}
+	return nil
 }
 
 // sharedFileTarget is the migration target of a sharedfile instance:
@@ -678,19 +695,17 @@ func (e *Executor) sharedFileNodes(in *fsm.Instance, nodes map[string]*fsm.Node,
 			Msg: fmt.Sprintf("instance %s has disk template sharedfile: give the node to %s to (target_node)", in.Name, what)}
 	}
 	var dst *fsm.Node
-	var hverr *fsm.Error
 	e.FSM.Read(func(s *fsm.State, _ uint64) {
 		if n := s.LookupNode(targetNode); n != nil {
 			c := *n
 			dst = &c
-			hverr = fsm.CheckNodeHypervisor("target_node", dst, in.Name, fsm.InstanceHypervisor(s.Cluster, in))
 		}
 	})
 	if dst == nil {
 		return nil, nil, nil, &fsm.Error{Code: fsm.CodeNoEnt, Field: "target_node", Msg: fmt.Sprintf("node %q does not exist", targetNode)}
 	}
-	if hverr != nil {
-		return nil, nil, nil, hverr
+	if err := e.runsHypervisorOf(in, dst, "target_node"); err != nil {
+		return nil, nil, nil, err
 	}
 	src := nodes[in.PrimaryNode]
 	if src != nil && src.UUID == dst.UUID {
@@ -774,12 +789,13 @@ func (e *Executor) chooseFailoverTarget(ctx context.Context, sc *StepContext, o 
 		return failoverChoice{Target: target.UUID, TargetName: target.Name}, nil
 	}
 	req := alloc.Request{Name: in.Name, Instance: in.UUID, Template: in.DiskTemplate, MemoryMiB: in.MemoryMiB,
-		VCPUs: in.VCPUs, Disks: diskSizes(in), Exclude: []string{in.PrimaryNode}, Hypervisor: in.Hypervisor}
+		VCPUs: in.VCPUs, Disks: diskSizes(in), Exclude: []string{in.PrimaryNode}}
 	place := func(fixed []string) (alloc.Result, error) {
 		var res alloc.Result
 		var err error
 		e.FSM.Read(func(s *fsm.State, _ uint64) {
 			r := req
+			r.Hypervisor = fsm.PlacementHypervisor(s, in)
 			if p := s.Nodes[in.PrimaryNode]; p != nil {
 				r.Group = p.Group // Ganeti fails over within the primary's group
 			}
@@ -1073,6 +1089,9 @@ func (e *Executor) migrationSteps(o *fsm.OpInstanceMigrate) []Step {
 		}
 		src, dst := nodes[in.PrimaryNode], nodes[in.SecondaryNodes[0]]
 		if err := e.usable(dst, "migrating "+in.Name); err != nil {
+			return nil, nil, nil, err
+		}
+		if err := e.runsHypervisorOf(in, dst, "instance_name"); err != nil {
 			return nil, nil, nil, err
 		}
 		if err := e.usable(src, "migrating "+in.Name); err != nil {

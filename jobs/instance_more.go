@@ -305,7 +305,7 @@ func (e *Executor) chooseSecondary(ctx context.Context, sc *StepContext, o *fsm.
 					return
 				}
 				req := alloc.Request{Name: in.Name, Instance: in.UUID, Template: fsm.DTDrbd, MemoryMiB: in.MemoryMiB,
-					VCPUs: in.VCPUs, Disks: diskSizes(in), Nodes: []string{in.PrimaryNode}, Exclude: exclude, Hypervisor: fsm.InstanceHypervisor(s.Cluster, in)}
+					VCPUs: in.VCPUs, Disks: diskSizes(in), Nodes: []string{in.PrimaryNode}, Exclude: exclude, Hypervisor: fsm.PlacementHypervisor(s, in)}
 				if fixed != "" {
 					req.Nodes, req.Exclude = []string{in.PrimaryNode, fixed}, nil
 				}
@@ -614,12 +614,13 @@ func (e *Executor) recreateNodes(ctx context.Context, sc *StepContext, o *fsm.Op
 	var uuids, names []string
 	if len(o.Nodes) == 0 {
 		req := alloc.Request{Name: in.Name, Instance: in.UUID, Template: in.DiskTemplate, MemoryMiB: in.MemoryMiB,
-			VCPUs: in.VCPUs, Disks: diskSizes(in), Hypervisor: in.Hypervisor}
+			VCPUs: in.VCPUs, Disks: diskSizes(in)}
 		place := func(fixed []string) (alloc.Result, error) {
 			var res alloc.Result
 			var err error
 			e.FSM.Read(func(s *fsm.State, _ uint64) {
 				r := req
+				r.Hypervisor = fsm.PlacementHypervisor(s, in)
 				if p := s.Nodes[in.PrimaryNode]; p != nil {
 					r.Group = p.Group // Ganeti locks the primary's group and places there
 				}
@@ -647,6 +648,10 @@ func (e *Executor) recreateNodes(ctx context.Context, sc *StepContext, o *fsm.Op
 					return
 				}
 				if err = e.usable(nd, "re-creating disks of "+in.Name); err != nil {
+					return
+				}
+				if ferr := fsm.CheckNodeHypervisor("nodes", nd, in.Name, fsm.PlacementHypervisor(s, in)); ferr != nil {
+					err = ferr
 					return
 				}
 				uuids, names = append(uuids, nd.UUID), append(names, nd.Name)

@@ -78,7 +78,7 @@ func setUp(st *fsm.State, req *Request, opts Options) (*table, need, *scope, str
 		return nil, nd, nil, "", ferr
 	}
 	t := buildTable(st, opts, skip, "", req.Template)
-	t.markHypervisor(st, req.Hypervisor)
+	t.markHypervisor(req.Hypervisor)
 	sc, ferr := t.scopeOf(req)
 	if ferr != nil {
 		return nil, nd, nil, "", ferr

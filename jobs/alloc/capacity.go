@@ -55,7 +55,7 @@ func Capacity(st *fsm.State, spec Request, opts Options) (CapacityResult, error)
 		return CapacityResult{}, ferr
 	}
 	t := buildTable(st, opts, skip, "", spec.Template)
-	t.markHypervisor(st, spec.Hypervisor)
+	t.markHypervisor(spec.Hypervisor)
 	sc, ferr := t.scopeOf(&spec)
 	if ferr != nil {
 		return CapacityResult{}, ferr

@@ -103,7 +103,9 @@ type Plan struct {
 //     cannot take it over, moves to the best new pair of its group
 //     (MoveRelocate, hail's change-all).
 //
-// Instances never leave their node group. Real instances are planned
+// Instances never leave their node group, and move only to nodes that
+// can run their hypervisor (fsm.PlacementHypervisor, checked with
+// fsm.HypervisorFits as for new instances). Real instances are planned
 // before forthcoming ones, each set by name; a forthcoming instance that
 // cannot move as above may be re-placed on any pair of its group
 // (MoveRelocate), as it has no data. Every planned move is accounted for
@@ -145,7 +147,9 @@ func EvacuatePlan(st *fsm.State, node string, mode EvacMode, opts Options) (Plan
 			onSec = onSec || s == n.UUID
 		}
 		if onPri && mode != EvacSecondary || onSec && mode != EvacPrimary {
-			todo = append(todo, t.instance(i))
+			in := t.instance(i)
+			in.hv = fsm.PlacementHypervisor(st, i)
+			todo = append(todo, in)
 		}
 	}
 	if u, ok := st.Usage(); ok {
@@ -209,8 +213,11 @@ func failState(format string, args ...any) *Failure {
 	return &Failure{Code: fsm.CodeState, Reason: fmt.Sprintf(format, args...)}
 }
 
+// one plans the move of one instance: only to nodes that can run its
+// hypervisor (the others are marked for the time of the call).
 func (e *evac) one(in *inst) (Move, *Failure) {
 	t := e.t
+	defer t.unmark(t.markHypervisor(in.hv))
 	mv := Move{Instance: in.name, InstanceUUID: in.uuid, Forthcoming: in.forthcoming}
 	if in.pri >= 0 {
 		mv.OldPrimary, mv.OldPrimaryName = t.rows[in.pri].uuid, t.rows[in.pri].name

@@ -162,6 +162,46 @@ func TestEvacuatePlan(t *testing.T) {
 			code:   fsm.CodeNoRes,
 		},
 		{
+			name: "hypervisors: recreated only on a node of its driver (the node it ran on is kvm)",
+			c:    hvNodes().inst("z1", TemplateDiskless, "n1", "", 1*gib, 0, 1),
+			node: "n1", mode: EvacPrimary,
+			moves: []string{"z1 recreate n3"}, // n2 runs fake
+		},
+		{
+			name: "hypervisors: its own, the node it ran on not knowing its driver",
+			c: hvNodes().withNode("n1", runs("")).
+				inst("z1", TemplateDiskless, "n1", "", 1*gib, 0, 1, hvIs("kvm")),
+			node: "n1", mode: EvacPrimary,
+			moves: []string{"z1 recreate n3"},
+		},
+		{
+			name: "hypervisors: no failover to a secondary of another driver",
+			c:    hvNodes().inst("d1", TemplateDRBD, "n1", "n2", 2*gib, 10*gib, 2),
+			node: "n1", mode: EvacPrimary,
+			failed: []string{"d1: its secondary node n2 is running another hypervisor"},
+			code:   fsm.CodeState,
+		},
+		{
+			name: "hypervisors: all: a new pair of its driver instead",
+			c:    hvNodes().inst("d1", TemplateDRBD, "n1", "n2", 2*gib, 10*gib, 2),
+			node: "n1", mode: EvacAll,
+			moves: []string{"d1 relocate n3/n4"},
+		},
+		{
+			name: "hypervisors: a new secondary of its driver",
+			c:    hvNodes().inst("d2", TemplateDRBD, "n3", "n1", 2*gib, 10*gib, 2),
+			node: "n1", mode: EvacSecondary,
+			moves: []string{"d2 replace_secondary n3/n4"}, // not n2
+		},
+		{
+			name: "hypervisors: none of its driver left",
+			c: hvNodes().withNode("n3", runs("fake")).withNode("n4", runs("fake")).
+				inst("z1", TemplateDiskless, "n1", "", 1*gib, 0, 1),
+			node: "n1", mode: EvacPrimary,
+			failed: []string{"z1: no node can take it:"},
+			code:   fsm.CodeNoRes,
+		},
+		{
 			name: "an empty node",
 			c:    base().inst("d2", TemplateDRBD, "n2", "n3", 3*gib, 10*gib, 1),
 			node: uuid("n1"), mode: EvacAll,
@@ -207,6 +247,21 @@ func TestEvacuatePlan(t *testing.T) {
 		})
 	}
 }
+
+// hvNodes are four 8 GiB nodes: n1, n3 and n4 run kvm, n2 runs fake.
+func hvNodes() *cluster {
+	c := newCluster()
+	for _, n := range []string{"n1", "n2", "n3", "n4"} {
+		hv := "kvm"
+		if n == "n2" {
+			hv = "fake"
+		}
+		c.node(n, "g", 8*gib, 100*gib, 8, runs(hv))
+	}
+	return c
+}
+
+func hvIs(hv string) func(*fsm.Instance) { return func(i *fsm.Instance) { i.Hypervisor = hv } }
 
 func (c *cluster) withNode(name string, mods ...func(*fsm.Node)) *cluster {
 	for _, m := range mods {

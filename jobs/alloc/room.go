@@ -42,8 +42,9 @@ type RoomPlan struct {
 // mean a migration. Real instances are never moved.
 //
 // A reservation may be moved when it has a primary node in a group the
-// request may use (all its nodes in that group), it is not the request's
-// Instance, and no running opcode holds its lock (the state records the
+// request may use (all its nodes in that group), every node of that
+// group the request may use can run its hypervisor (fsm.HypervisorFits),
+// it is not the request's Instance, and no running opcode holds its lock (the state records the
 // locks of started opcodes: a reservation being committed, migrated or
 // modified stays where it is). A reservation does not record whether its
 // nodes were chosen by the allocator or by the operator (seed 001 leaves
@@ -192,8 +193,8 @@ func newRoom(st *fsm.State, t *table, nd need, sc *scope, skip string) *room {
 			continue // a node the table does not know
 		}
 		g := t.rows[in.pri].group
-		if !inScope[g] {
-			continue
+		if !inScope[g] || !t.allRun(g, fsm.PlacementHypervisor(st, i)) {
+			continue // out of scope, or some node it could move to cannot run it
 		}
 		same := true
 		for _, s := range in.secs {
@@ -219,6 +220,17 @@ func newRoom(st *fsm.State, t *table, nd need, sc *scope, skip string) *room {
 		}
 	}
 	return rm
+}
+
+// allRun says whether every usable node of group g can run hypervisor
+// hv: a reservation is moved only within its group, to any of them.
+func (t *table) allRun(g int32, hv string) bool {
+	for _, k := range t.groups[g].members {
+		if r := &t.rows[k]; r.bad == "" && !fsm.HypervisorFits(r.hv, hv) {
+			return false
+		}
+	}
+	return true
 }
 
 // helps says whether the instance fits once every movable reservation

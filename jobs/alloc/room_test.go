@@ -99,6 +99,13 @@ func TestMakeRoom(t *testing.T) {
 			moves: []string{"res2 n2->n3"},
 		},
 		{
+			name: "a reservation is not moved where a node of its group runs another driver",
+			c: newCluster().node("n1", "g", 8*gib, 100*gib, 8, runs("kvm")).node("n2", "g", 8*gib, 100*gib, 8, runs("fake")).
+				inst("res1", TemplateDiskless, "n1", "", 5*gib, 0, 1, forthcoming),
+			req:     Request{Template: TemplateDiskless, MemoryMiB: 6 * gib, VCPUs: 1, Exclude: []string{"n2"}},
+			errCode: fsm.CodeNoRes,
+		},
+		{
 			name: "real instances are never moved",
 			c: newCluster().node("n1", "g", 8*gib, 100*gib, 8).node("n2", "g", 8*gib, 100*gib, 8).
 				node("n3", "g", 8*gib, 10*gib, 8).

@@ -27,6 +27,7 @@ type row struct {
 	uuid, name string
 	group      int32
 	bad        string // why the node takes nothing; "" when usable
+	hv         string // the driver the node's gntd runs ("" not known)
 	memTotal   int64
 	diskTotal  int64
 	cpuCap     int64
@@ -123,19 +124,52 @@ type inst struct {
 	disk        int64 // on each node
 	pri         int32 // row, or -1
 	secs        []int32
+	// hv is the hypervisor the nodes it moves to must run
+	// (fsm.PlacementHypervisor; "" any), set where instances move.
+	hv string
 }
 
-// markHypervisor makes the usable nodes whose gntd runs another driver
-// than hv take nothing (each node runs one; a node whose driver is not
-// known yet stays usable, and so does every node when hv is empty).
-func (t *table) markHypervisor(st *fsm.State, hv string) {
-	if hv == "" {
+// markHypervisor makes the usable nodes that cannot run hypervisor hv
+// (fsm.HypervisorFits) take nothing, and returns them (for unmark).
+func (t *table) markHypervisor(hv string) []int32 {
+	var marked []int32
+	for k := range t.rows {
+		if r := &t.rows[k]; r.bad == "" && !fsm.HypervisorFits(r.hv, hv) {
+			r.bad = badHypervisor
+			marked = append(marked, int32(k))
+		}
+	}
+	if len(marked) > 0 {
+		t.sumGroups()
+	}
+	return marked
+}
+
+// unmark makes the rows markHypervisor marked usable again.
+func (t *table) unmark(rows []int32) {
+	for _, k := range rows {
+		t.rows[k].bad = ""
+	}
+	if len(rows) > 0 {
+		t.sumGroups()
+	}
+}
+
+// sumGroups counts each group's usable members and sums their score
+// terms (not kept with noScore).
+func (t *table) sumGroups() {
+	if t.noScore {
 		return
+	}
+	for g := range t.groups {
+		t.groups[g].usable, t.groups[g].q = 0, 0
 	}
 	for k := range t.rows {
 		r := &t.rows[k]
-		if n := st.Nodes[r.uuid]; r.bad == "" && n != nil && n.Hypervisor != "" && n.Hypervisor != hv {
-			r.bad = badHypervisor
+		if r.bad == "" {
+			g := &t.groups[r.group]
+			g.usable++
+			g.q += r.contrib()
 		}
 	}
 }
@@ -179,7 +213,7 @@ func buildTable(st *fsm.State, opts Options, skip, leaving, template string) *ta
 	for _, n := range nodes {
 		idx := int32(len(t.rows))
 		r := row{
-			uuid: n.UUID, name: n.Name, group: groupIdx[n.Group],
+			uuid: n.UUID, name: n.Name, group: groupIdx[n.Group], hv: n.Hypervisor,
 			memTotal: n.Resources.MemoryMiB, diskTotal: n.Resources.DiskMiB,
 			cpuCap: int64(math.Floor(float64(n.Resources.CPUs)*ratio + 1e-9)),
 		}
@@ -218,14 +252,7 @@ func buildTable(st *fsm.State, opts Options, skip, leaving, template string) *ta
 	for k := range t.rows {
 		t.rows[k].useStorage(nodes[k], template)
 	}
-	for k := range t.rows {
-		r := &t.rows[k]
-		if r.bad == "" {
-			g := &t.groups[r.group]
-			g.usable++
-			g.q += r.contrib()
-		}
-	}
+	t.sumGroups()
 	return t
 }
 
