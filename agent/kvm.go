@@ -1022,6 +1022,23 @@ func (k *KVM) qemuImg(ctx context.Context, op Op, args ...string) error {
 	return nil
 }
 
+// diskOp runs op on one disk of inst under mutate: fn gets the record,
+// the disk's path and the size of its storage (below 0: not present).
+func (k *KVM) diskOp(ctx context.Context, op Op, inst fsm.Instance, disk string,
+	fn func(rec **kvmRecord, path string, sz int64) (bool, string, error)) (Result, error) {
+	path, err := k.diskPath(inst, disk)
+	if err != nil {
+		return Result{}, err
+	}
+	return k.mutate(ctx, op, inst, "", func(rec **kvmRecord) (bool, string, error) {
+		sz, err := k.storageSize(ctx, inst, disk, path)
+		if err != nil {
+			return false, "", &OpError{Op: op, Err: err}
+		}
+		return fn(rec, path, sz)
+	})
+}
+
 // DiskCreate implements Driver: a sparse file of the configured size, raw
 // or qcow2 (the template's disk parameter format).
 func (k *KVM) DiskCreate(ctx context.Context, inst fsm.Instance, disk string) (Result, error) {
@@ -1032,18 +1049,10 @@ func (k *KVM) DiskCreate(ctx context.Context, inst fsm.Instance, disk string) (R
 	if cd.SizeMiB <= 0 {
 		return Result{}, invalid("disk %s has size %d", disk, cd.SizeMiB)
 	}
-	path, err := k.diskPath(inst, disk)
-	if err != nil {
-		return Result{}, err
-	}
-	return k.mutate(ctx, OpDiskCreate, inst, "", func(rec **kvmRecord) (bool, string, error) {
+	return k.diskOp(ctx, OpDiskCreate, inst, disk, func(rec **kvmRecord, path string, sz int64) (bool, string, error) {
 		r := *rec
 		if r == nil {
 			r = newKVMRecord(inst)
-		}
-		sz, err := k.storageSize(ctx, inst, disk, path)
-		if err != nil {
-			return false, "", &OpError{Op: OpDiskCreate, Err: err}
 		}
 		if sz >= 0 {
 			if sz != cd.SizeMiB {
@@ -1067,16 +1076,8 @@ func (k *KVM) DiskRemove(ctx context.Context, inst fsm.Instance, disk string) (R
 	if disk == "" {
 		return Result{}, invalid("no disk UUID given")
 	}
-	path, err := k.diskPath(inst, disk)
-	if err != nil {
-		return Result{}, err
-	}
-	return k.mutate(ctx, OpDiskRemove, inst, "", func(rec **kvmRecord) (bool, string, error) {
+	return k.diskOp(ctx, OpDiskRemove, inst, disk, func(rec **kvmRecord, path string, sz int64) (bool, string, error) {
 		r := *rec
-		sz, err := k.storageSize(ctx, inst, disk, path)
-		if err != nil {
-			return false, "", &OpError{Op: OpDiskRemove, Err: err}
-		}
 		if sz < 0 {
 			if r != nil {
 				r.Disks = slices.DeleteFunc(r.Disks, func(x DiskStatus) bool { return x.UUID == disk })
@@ -1102,16 +1103,8 @@ func (k *KVM) DiskAttach(ctx context.Context, inst fsm.Instance, disk string) (R
 	if _, _, err := configDisk(inst, disk); err != nil {
 		return Result{}, err
 	}
-	path, err := k.diskPath(inst, disk)
-	if err != nil {
-		return Result{}, err
-	}
-	return k.mutate(ctx, OpDiskAttach, inst, "", func(rec **kvmRecord) (bool, string, error) {
+	return k.diskOp(ctx, OpDiskAttach, inst, disk, func(rec **kvmRecord, path string, sz int64) (bool, string, error) {
 		r := *rec
-		sz, err := k.storageSize(ctx, inst, disk, path)
-		if err != nil {
-			return false, "", &OpError{Op: OpDiskAttach, Err: err}
-		}
 		if sz < 0 {
 			return false, "", notFound("disk %s is not present on this node", disk)
 		}
@@ -1266,15 +1259,8 @@ func (k *KVM) DiskGrow(ctx context.Context, inst fsm.Instance, disk string) (Res
 	if err != nil {
 		return Result{}, err
 	}
-	path, err := k.diskPath(inst, disk)
-	if err != nil {
-		return Result{}, err
-	}
-	return k.mutate(ctx, OpDiskGrow, inst, "", func(rec **kvmRecord) (bool, string, error) {
-		sz, err := k.storageSize(ctx, inst, disk, path)
+	return k.diskOp(ctx, OpDiskGrow, inst, disk, func(rec **kvmRecord, path string, sz int64) (bool, string, error) {
 		switch {
-		case err != nil:
-			return false, "", &OpError{Op: OpDiskGrow, Err: err}
 		case sz < 0:
 			return false, "", notFound("disk %s is not present on this node", disk)
 		case sz == cd.SizeMiB:
