@@ -686,6 +686,46 @@ func (k *KVM) accelFor(ctx context.Context, p kvmParams) (string, error) {
 	return a, err
 }
 
+// preflight runs the checks of launch that make nothing: the parameters
+// and the command line they give, the NICs (plan, CAP_NET_ADMIN,
+// bridges), the VNC console and the user of security_model=user. Reboot
+// runs it before it stops the running guest, so that a restart that
+// would be refused (a parameter changed since the guest started) leaves
+// the guest running.
+func (k *KVM) preflight(ctx context.Context, inst fsm.Instance) error {
+	p, err := instanceParams(inst)
+	if err != nil {
+		return err
+	}
+	accel, err := k.accelFor(ctx, p)
+	if err != nil {
+		return err
+	}
+	if _, err := k.qemuArgs(inst, p, accel); err != nil {
+		return err
+	}
+	if len(inst.NICs) > 0 && !k.netAdmin {
+		return stateErr("instance %s has %d NIC(s), and on node %s %s", inst.Name, len(inst.NICs), k.cfg.Node, k.netAdminWhy)
+	}
+	nics, err := planNICs(inst)
+	if err != nil {
+		return err
+	}
+	if err := k.checkBridges(ctx, inst, nics); err != nil {
+		return err
+	}
+	if _, err := k.planVNC(inst, p); err != nil {
+		return err
+	}
+	if p.str("security_model") != "pool" {
+		// The pool's uid is taken at launch; the other models only look.
+		if _, _, err := k.runAs(ctx, inst, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // launch starts the instance's qemu (extra arguments appended) and
 // records it running in r.
 func (k *KVM) launch(ctx context.Context, op Op, r *kvmRecord, inst fsm.Instance, extra ...string) (string, error) {
@@ -940,6 +980,9 @@ func (k *KVM) Reboot(ctx context.Context, inst fsm.Instance, o RebootOptions) (R
 		}
 		why := "was not running; "
 		if r != nil && k.pid(inst.UUID) != 0 {
+			if err := k.preflight(ctx, inst); err != nil {
+				return false, "", fmt.Errorf("not rebooted, the guest keeps running: %w", err)
+			}
 			out, err := k.stopQEMU(ctx, inst.UUID, o.Timeout, o.Force)
 			if err != nil {
 				return false, "", &OpError{Op: OpReboot, Err: err}

@@ -190,6 +190,27 @@ func (k *KVM) setupNICs(ctx context.Context, inst fsm.Instance, nics []kvmNIC) e
 	if len(nics) == 0 {
 		return nil
 	}
+	if err := k.checkBridges(ctx, inst, nics); err != nil {
+		return err
+	}
+	// Taps of NICs the instance no longer has (a removed NIC) go first.
+	if err := k.removeTaps(ctx, inst.UUID, len(nics)); err != nil {
+		return err
+	}
+	for _, n := range nics {
+		if err := k.setupNIC(ctx, n); err != nil {
+			if rerr := k.removeTaps(ctx, inst.UUID, 0); rerr != nil {
+				err = errors.Join(err, rerr)
+			}
+			return fmt.Errorf("NIC %d of instance %s: %w", n.Index, inst.Name, err)
+		}
+	}
+	return nil
+}
+
+// checkBridges refuses NICs whose bridge (the link of a bridged NIC) is
+// missing on this node, or is no bridge; it changes nothing.
+func (k *KVM) checkBridges(ctx context.Context, inst fsm.Instance, nics []kvmNIC) error {
 	for _, n := range nics {
 		if n.Mode != fsm.NICModeBridged {
 			continue
@@ -203,18 +224,6 @@ func (k *KVM) setupNICs(ctx context.Context, inst fsm.Instance, nics []kvmNIC) e
 		}
 		if l.LinkInfo.Kind != "bridge" {
 			return stateErr("NIC %d of instance %s: link %q on node %s is a %q interface, not a bridge", n.Index, inst.Name, n.Link, k.cfg.Node, l.LinkInfo.Kind)
-		}
-	}
-	// Taps of NICs the instance no longer has (a removed NIC) go first.
-	if err := k.removeTaps(ctx, inst.UUID, len(nics)); err != nil {
-		return err
-	}
-	for _, n := range nics {
-		if err := k.setupNIC(ctx, n); err != nil {
-			if rerr := k.removeTaps(ctx, inst.UUID, 0); rerr != nil {
-				err = errors.Join(err, rerr)
-			}
-			return fmt.Errorf("NIC %d of instance %s: %w", n.Index, inst.Name, err)
 		}
 	}
 	return nil

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -203,6 +204,19 @@ func TestKVMSecurityUser(t *testing.T) {
 	expect(t, "start as nobody", true)(k.Start(ctx, inst))
 	runsAs(t, k, inst.UUID, uid)
 	waitCount(t, serialLines(t, k.SerialPath(inst.UUID)), -1, 3*time.Minute)
+	// A reboot whose restart would be refused (the user went away from
+	// the parameters since the start) leaves the guest running.
+	pid := k.pid(inst.UUID)
+	bad := inst
+	bad.HVParams = maps.Clone(inst.HVParams)
+	bad.HVParams["security_domain"] = "gnt-no-such-user"
+	if _, err := k.Reboot(ctx, bad, RebootOptions{OpID: "r-bad"}); !errors.Is(err, ErrState) ||
+		!strings.Contains(err.Error(), "not rebooted, the guest keeps running") || !strings.Contains(err.Error(), `security_domain "gnt-no-such-user"`) {
+		t.Errorf("reboot with an unknown user: %v", err)
+	}
+	if got := k.pid(inst.UUID); got != pid || got == 0 {
+		t.Fatalf("after the refused reboot qemu is pid %d, was %d", got, pid)
+	}
 	expect(t, "stop", true)(k.Stop(ctx, inst, StopOptions{Force: true}))
 	expect(t, "remove", true)(k.Remove(ctx, inst))
 }
