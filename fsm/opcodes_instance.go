@@ -319,7 +319,8 @@ func validateInstanceHV(hv string, m map[string]any, resettable bool) *Error {
 
 // checkState implements stateChecked: the hypervisor is enabled, its
 // parameters are the hypervisor's (the cluster's default when the
-// request names none), the nodes it names run that hypervisor, and a NIC that is routed (its mode, else the
+// request names none) and, filled with the cluster's, keep the VNC
+// console's rules (CheckVNC; the job checks all of checkHVRules), the nodes it names run that hypervisor, and a NIC that is routed (its mode, else the
 // cluster's) has an IP.
 func (o *OpInstanceCreate) checkState(s *State) *Error {
 	if s.Cluster == nil || o.Commit {
@@ -330,7 +331,11 @@ func (o *OpInstanceCreate) checkState(s *State) *Error {
 		return e
 	}
 	if hv != "" {
-		if _, e := ValidateHVParams("hvparams", hv, o.HVParams, true, false); e != nil {
+		hvp, e := ValidateHVParams("hvparams", hv, o.HVParams, true, false)
+		if e != nil {
+			return e
+		}
+		if e := CheckVNC("hvparams", FillParams(HVDefaults(hv), s.Cluster.HVParams[hv], hvp)); e != nil {
 			return e
 		}
 	}

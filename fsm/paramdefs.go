@@ -84,21 +84,41 @@ func checkAddrOrIface(s string) string {
 	return "is neither an IP address nor an interface name"
 }
 
-// refuseTrue refuses the value true of a boolean parameter with msg.
-func refuseTrue(msg string) func(any) string {
-	return func(v any) string {
-		if v == true {
-			return msg
-		}
-		return ""
-	}
-}
-
 func checkSecurityDomain(s string) string {
 	if s == "" {
 		return ""
 	}
 	return ValidateName("", s, 32).msgOrEmpty()
+}
+
+// checkHVRules checks effective hypervisor parameters against the rules
+// that tie parameters together: checkSecurityModel's and CheckVNC's.
+func checkHVRules(field string, filled map[string]any) *Error {
+	if e := checkSecurityModel(field, filled); e != nil {
+		return e
+	}
+	return CheckVNC(field, filled)
+}
+
+// CheckVNC checks effective hypervisor parameters against the VNC
+// console's rules: vnc_tls needs vnc_bind_address (without it no VNC
+// server runs, and the setting would be dropped), and vnc_x509_verify
+// needs vnc_x509_path (Ganeti's hv_kvm check_vnc_parameters): the CA
+// that signs the clients' certificates is there. Whether the files
+// exist is the node's to check, at start (the kvm driver checks this
+// rule again there).
+func CheckVNC(field string, filled map[string]any) *Error {
+	if filled["vnc_tls"] == true {
+		if bind, _ := filled["vnc_bind_address"].(string); bind == "" {
+			return errf(CodeInval, field+".vnc_tls", "%s: vnc_tls=true needs vnc_bind_address: without it there is no VNC console to secure", field)
+		}
+	}
+	if filled["vnc_x509_verify"] == true {
+		if p, _ := filled["vnc_x509_path"].(string); p == "" {
+			return errf(CodeInval, field+".vnc_x509_verify", "%s: vnc_x509_verify=true needs vnc_x509_path, the directory whose ca-cert.pem signs the clients' certificates", field)
+		}
+	}
+	return nil
 }
 
 // checkSecurityModel checks effective hypervisor parameters against
@@ -149,7 +169,9 @@ var hvParamDefs = map[string][]ParamDef{
 		integer("migration_downtime", 30, 1, 1<<20, "ms of downtime a live migration may cause"),
 		{Key: "vnc_bind_address", Kind: KindString, Default: "", Check: checkAddrOrIface, Doc: "VNC console on this address (or the address of this interface) at the instance's network_port"},
 		path("vnc_password_file", "", "file on the node holding the VNC password (one line, at most 8 bytes), with vnc_bind_address"),
-		{Key: "vnc_tls", Kind: KindBool, Default: false, Refuse: refuseTrue("vnc_tls is not supported yet"), Doc: "VNC over TLS (not supported yet: only false)"},
+		boolean("vnc_tls", false, "VNC over TLS (VeNCrypt): x509 credentials from vnc_x509_path, or anonymous TLS without it; needs vnc_bind_address"),
+		path("vnc_x509_path", "", "directory on the node with ca-cert.pem, server-cert.pem and server-key.pem, the VNC server's TLS credentials, with vnc_tls"),
+		boolean("vnc_x509_verify", false, "VNC clients must present a certificate signed by vnc_x509_path's ca-cert.pem; needs vnc_x509_path"),
 		{Key: "spice_bind", Kind: KindString, Default: "", Check: checkAddrOrIface, Doc: "SPICE listen address (not yet)"},
 		path("cdrom_image_path", "", "ISO image on a CD-ROM (not yet)"),
 		str("kvm_extra", "", "extra QEMU arguments (not yet)"),

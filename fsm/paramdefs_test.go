@@ -84,6 +84,13 @@ func TestParamsRefused(t *testing.T) {
 		{"vnc_tls cluster", cm(`"hvparams":{"kvm":{"vnc_tls":true}}`), "hvparams.kvm.vnc_tls"},
 		{"create vnc_tls", ic(`"hvparams":{"vnc_tls":"yes"}`), "hvparams.vnc_tls"},
 		{"modify vnc_tls", im(`"hvparams":{"vnc_tls":true}`), "hvparams.vnc_tls"},
+		{"modify vnc_tls dropping the bind address", im(`"hvparams":{"vnc_tls":true,"vnc_bind_address":""}`), "hvparams.vnc_tls"},
+		{"cluster vnc_x509_verify without path", cm(`"hvparams":{"kvm":{"vnc_bind_address":"0.0.0.0","vnc_tls":true,"vnc_x509_verify":true}}`), "hvparams.kvm.vnc_x509_verify"},
+		{"create vnc_x509_verify without path", ic(`"hvparams":{"vnc_x509_verify":true}`), "hvparams.vnc_x509_verify"},
+		{"modify vnc_x509_verify without path", im(`"hvparams":{"vnc_bind_address":"lo","vnc_tls":true,"vnc_x509_verify":"yes"}`), "hvparams.vnc_x509_verify"},
+		{"relative vnc_x509_path", cm(`"hvparams":{"kvm":{"vnc_x509_path":"etc/vnc"}}`), "hvparams.kvm.vnc_x509_path"},
+		{"create relative vnc_x509_path", ic(`"hvparams":{"vnc_x509_path":"./vnc"}`), "hvparams.vnc_x509_path"},
+		{"x509 verify not a bool", im(`"hvparams":{"vnc_x509_verify":"sure"}`), "hvparams.vnc_x509_verify"},
 		{"group diskparams", `{"OP_ID":"OP_GROUP_SET_PARAMS","group_name":"default","diskparams":{"plain":{"stripes":0}}}`, "diskparams.plain.stripes"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -101,8 +108,11 @@ func TestParamsRefused(t *testing.T) {
 			if r.Err.Field != c.field {
 				t.Errorf("field %q, want %q (%s)", r.Err.Field, c.field, r.Err.Msg)
 			}
-			if strings.Contains(c.name, "vnc_tls") && !strings.Contains(r.Err.Msg, "vnc_tls is not supported yet") {
-				t.Errorf("message %q does not say vnc_tls is not supported yet", r.Err.Msg)
+			if strings.Contains(c.name, "vnc_tls") && !strings.Contains(r.Err.Msg, "vnc_tls=true needs vnc_bind_address") {
+				t.Errorf("message %q does not say vnc_tls needs vnc_bind_address", r.Err.Msg)
+			}
+			if strings.HasSuffix(c.name, "without path") && !strings.Contains(r.Err.Msg, "vnc_x509_verify=true needs vnc_x509_path") {
+				t.Errorf("message %q does not say vnc_x509_verify needs vnc_x509_path", r.Err.Msg)
 			}
 			if f.Hash() != before {
 				t.Error("a refused submission changed the state")
@@ -148,4 +158,29 @@ func TestClusterParamsStored(t *testing.T) {
 			t.Errorf("filled %v", filled)
 		}
 	})
+}
+
+// TestVNCTLSParams: vnc_tls with a bind address, and vnc_x509_verify with
+// a path, are taken: the cluster's stored, an instance's modify and create
+// accepted at submission, where the cluster's path fills in theirs.
+func TestVNCTLSParams(t *testing.T) {
+	f, h := paramsFSM(t)
+	for _, op := range []string{
+		`{"OP_ID":"OP_CLUSTER_SET_PARAMS","default_hypervisor":"kvm","hvparams":{"kvm":{"vnc_x509_path":"/etc/gnt/vnc","vnc_x509_verify":true}}}`,
+		`{"OP_ID":"OP_INSTANCE_SET_PARAMS","instance_name":"i1","hvparams":{"vnc_bind_address":"0.0.0.0","vnc_tls":"yes"}}`,
+		`{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"new1","disk_template":"diskless","pnode":"n1","hvparams":{"vnc_bind_address":"127.0.0.1","vnc_tls":true,"vnc_x509_verify":false}}`,
+	} {
+		if r := submitOp(h, op); r.Err != nil {
+			t.Fatalf("%s: %v", op, r.Err)
+		}
+	}
+	f.Read(func(s *State, _ uint64) {
+		if got := s.Cluster.HVParams["kvm"]; got["vnc_x509_path"] != "/etc/gnt/vnc" || got["vnc_x509_verify"] != true {
+			t.Errorf("cluster kvm hvparams %v", got)
+		}
+	})
+	// The cluster's verify needs its path: dropping the path is refused.
+	if r := submitOp(h, `{"OP_ID":"OP_CLUSTER_SET_PARAMS","hvparams":{"kvm":{"vnc_x509_path":"default"}}}`); r.Err == nil || r.Err.Field != "hvparams.kvm.vnc_x509_verify" {
+		t.Errorf("dropping the cluster's vnc_x509_path under its vnc_x509_verify: %v", r.Err)
+	}
 }

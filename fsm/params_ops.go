@@ -38,7 +38,7 @@ func (o *OpClusterSetParams) applyParams(t *txn, c *Cluster, ch *changes) *Error
 			return e
 		}
 		c.HVParams[hv] = MergeParams(c.HVParams[hv], m)
-		if e := checkSecurityModel("hvparams."+hv, FillParams(HVDefaults(hv), c.HVParams[hv])); e != nil {
+		if e := checkHVRules("hvparams."+hv, FillParams(HVDefaults(hv), c.HVParams[hv])); e != nil {
 			return e
 		}
 		for _, k := range sortedKeys(m) {
@@ -188,7 +188,7 @@ func (o *OpInstanceSetParams) ApplyTo(c *Cluster, in *Instance, ids SetParamsIDs
 		}
 		out.HVParams = MergeParams(out.HVParams, m)
 		if hv != "" {
-			if e := checkSecurityModel("hvparams", FillParams(HVDefaults(hv), c.HVParams[hv], out.HVParams)); e != nil {
+			if e := checkHVRules("hvparams", FillParams(HVDefaults(hv), c.HVParams[hv], out.HVParams)); e != nil {
 				return nil, nil, e
 			}
 		}
@@ -422,7 +422,7 @@ func (o *OpInstanceCreate) InstanceRecordParams(c *Cluster) (hv string, hvp, be 
 		if c != nil {
 			chv = c.HVParams[hv]
 		}
-		if e = checkSecurityModel("hvparams", FillParams(HVDefaults(hv), chv, hvp)); e != nil {
+		if e = checkHVRules("hvparams", FillParams(HVDefaults(hv), chv, hvp)); e != nil {
 			return "", nil, nil, e
 		}
 	}
