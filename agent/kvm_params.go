@@ -20,7 +20,7 @@ import (
 // kvmNotYet are the kvm hypervisor parameters the driver knows (fsm's
 // table) but does not act on yet: any value but the default is refused.
 var kvmNotYet = map[string]bool{
-	"vnc_tls": true, "spice_bind": true,
+	"spice_bind":       true,
 	"cdrom_image_path": true, "kvm_extra": true,
 	"mem_path": true, "use_chroot": true, "user_shutdown": true,
 }
@@ -32,7 +32,7 @@ type kvmParams map[string]any
 
 // parseKVMParams checks hv against fsm's kvm table: unknown keys, values
 // of the wrong kind and settings the driver does not honour are refused,
-// the key named.
+// the key named; so are VNC settings that break fsm.CheckVNC's rules.
 func parseKVMParams(hv map[string]any) (kvmParams, error) {
 	defs := fsm.HVParamDefs(fsm.HVKVM)
 	norm, e := fsm.NormalizeParams("hvparams", "hypervisor kvm", defs, hv, false)
@@ -51,6 +51,9 @@ func parseKVMParams(hv map[string]any) (kvmParams, error) {
 	}
 	if len(errs) > 0 {
 		return nil, invalid("hypervisor parameters: %s", strings.Join(errs, "; "))
+	}
+	if e := fsm.CheckVNC("hvparams", out); e != nil {
+		return nil, invalid("%s", e.Msg)
 	}
 	return out, nil
 }

@@ -377,7 +377,11 @@ func TestKVMParams(t *testing.T) {
 		{map[string]any{"kvm_flag": true}, "kvm_flag: true is not a string"},
 		{map[string]any{"kernel_path": "boot/x"}, `kernel_path: "boot/x" is not an absolute path`},
 		{map[string]any{"vnc_bind_address": "0.0.0.0", "vnc_password_file": "/etc/gnt/vnc"}, ""},
-		{map[string]any{"vnc_tls": true}, "vnc_tls: vnc_tls is not supported yet"},
+		{map[string]any{"vnc_tls": true}, "vnc_tls=true needs vnc_bind_address"},
+		{map[string]any{"vnc_bind_address": "::1", "vnc_tls": true}, ""},
+		{map[string]any{"vnc_bind_address": "::1", "vnc_tls": true, "vnc_x509_verify": "true"}, "vnc_x509_verify=true needs vnc_x509_path"},
+		{map[string]any{"vnc_bind_address": "::1", "vnc_tls": true, "vnc_x509_path": "/etc/gnt/vnc", "vnc_x509_verify": true}, ""},
+		{map[string]any{"vnc_x509_path": "etc/gnt/vnc"}, `vnc_x509_path: "etc/gnt/vnc" is not an absolute path`},
 		{map[string]any{"kernel_args": "a\nb"}, "kernel_args: value holds a NUL or line break"},
 		{map[string]any{"kernel_args": strings.Repeat("x", 5000)}, "longer than 1024"},
 	} {
@@ -549,7 +553,8 @@ func TestKVMParamsEachActs(t *testing.T) {
 		"kvm_flag": "accelFor", "migration_port": "migrationPort",
 		"migration_bandwidth": "MigrateSend", "migration_downtime": "MigrateSend",
 		"security_model": "runAs", "security_domain": "runAs",
-		"vnc_bind_address": "planVNC", "vnc_password_file": "planVNC", // TestKVMVNC
+		"vnc_bind_address": "planVNC", "vnc_password_file": "planVNC", "vnc_tls": "planVNC",
+		"vnc_x509_path": "planVNC", "vnc_x509_verify": "planVNC", // TestKVMVNC
 	}
 	k := &KVM{cfg: KVMConfig{Node: "n1", FileStorageDir: dir}}
 	inst := fsm.Instance{Name: "i1", UUID: "u1", MemoryMiB: 64, VCPUs: 1, DiskTemplate: "file", Disks: []fsm.Disk{{UUID: disk0, SizeMiB: 8}},
@@ -568,7 +573,9 @@ func TestKVMParamsEachActs(t *testing.T) {
 		return strings.Join(a, " ")
 	}
 	for _, d := range fsm.HVParamDefs(fsm.HVKVM) {
-		if kvmNotYet[d.Key] {
+		if kvmNotYet[d.Key] || kvmActsElsewhere[d.Key] == "planVNC" {
+			// planVNC's arguments come after qemuArgs' (launch);
+			// TestKVMVNC sees each of them act on a real qemu.
 			continue
 		}
 		var alt any

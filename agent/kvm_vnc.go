@@ -7,7 +7,9 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gnt-cluster/gnt/fsm"
@@ -23,6 +25,19 @@ import (
 // starts with password=on, so nobody connects before it is set. A file
 // that is missing, unreadable, empty or longer than VNC's 8 bytes fails
 // the start, naming the file, before anything runs.
+//
+// With vnc_tls (Ganeti's vnc_tls, vnc_x509_path, vnc_x509_verify), qemu
+// gets a TLS credentials object and -vnc ...,tls-creds=vnctls0, so the
+// console speaks VeNCrypt (RFB security type 19): with vnc_x509_path,
+// QEMU's x509 credentials from that directory (-object
+// tls-creds-x509,dir=PATH,endpoint=server,verify-peer=on|off; its
+// ca-cert.pem, server-cert.pem and server-key.pem, each checked readable
+// on the node before anything runs, the start refused naming the one
+// missing), clients' certificates checked against ca-cert.pem with
+// vnc_x509_verify; without it, anonymous TLS (tls-creds-anon: encrypted,
+// the server not authenticated), as Ganeti has it. A password file adds
+// VNC authentication inside the TLS session (VeNCrypt's x509vnc or
+// tlsvnc).
 
 // MaxVNCPassword is the longest VNC password: VNC authentication uses
 // the first 8 bytes only, and a longer one would be cut without a word.
@@ -43,6 +58,7 @@ type vncPlan struct {
 func (k *KVM) planVNC(inst fsm.Instance, p kvmParams) (*vncPlan, error) {
 	bind := p.str("vnc_bind_address")
 	if bind == "" {
+		// parseKVMParams refused vnc_tls without vnc_bind_address.
 		return nil, nil
 	}
 	port := inst.NetworkPort
@@ -55,6 +71,14 @@ func (k *KVM) planVNC(inst fsm.Instance, p kvmParams) (*vncPlan, error) {
 	}
 	opts := host + ":" + strconv.Itoa(port-fsm.VNCBasePort)
 	plan := &vncPlan{}
+	if p.bool("vnc_tls") {
+		creds, err := vncTLSCreds(p.str("vnc_x509_path"), p.bool("vnc_x509_verify"))
+		if err != nil {
+			return nil, stateErr("vnc_x509_path %s on node %s: %v", p.str("vnc_x509_path"), k.cfg.Node, err)
+		}
+		plan.args = append(plan.args, "-object", creds)
+		opts += ",tls-creds=" + vncTLSID
+	}
 	if f := p.str("vnc_password_file"); f != "" {
 		pw, err := readVNCPassword(f)
 		if err != nil {
@@ -63,8 +87,40 @@ func (k *KVM) planVNC(inst fsm.Instance, p kvmParams) (*vncPlan, error) {
 		plan.password = pw
 		opts += ",password=on"
 	}
-	plan.args = []string{"-vnc", opts}
+	plan.args = append(plan.args, "-vnc", opts)
 	return plan, nil
+}
+
+// vncTLSID is the id of the VNC console's TLS credentials object.
+const vncTLSID = "vnctls0"
+
+// vncX509Files are the files of vnc_x509_path that QEMU's x509
+// credentials of a TLS server read: the CA certificate (which also
+// checks the clients' certificates, with vnc_x509_verify), the server's
+// certificate and its private key.
+var vncX509Files = []string{"ca-cert.pem", "server-cert.pem", "server-key.pem"}
+
+// vncTLSCreds is qemu's -object argument of the VNC console's TLS
+// credentials: x509 from dir (each of vncX509Files checked readable),
+// or anonymous without dir.
+func vncTLSCreds(dir string, verify bool) (string, error) {
+	if dir == "" {
+		// parseKVMParams refused vnc_x509_verify without vnc_x509_path.
+		return "tls-creds-anon,id=" + vncTLSID + ",endpoint=server", nil
+	}
+	for _, name := range vncX509Files {
+		f, err := os.Open(filepath.Join(dir, name))
+		if err != nil {
+			return "", fmt.Errorf("%s: %v (QEMU's x509 credentials need %s there)", name, err, strings.Join(vncX509Files, ", "))
+		}
+		f.Close()
+	}
+	peer := "off"
+	if verify {
+		peer = "on"
+	}
+	// QEMU's option syntax: a comma in a value is written twice.
+	return "tls-creds-x509,id=" + vncTLSID + ",endpoint=server,dir=" + strings.ReplaceAll(dir, ",", ",,") + ",verify-peer=" + peer, nil
 }
 
 // vncHost is the address qemu's -vnc takes for bind: an IP address
