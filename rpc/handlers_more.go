@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/gnt-cluster/gnt/fsm"
 )
@@ -59,8 +60,9 @@ type InstanceConsole struct {
 	Instance string `json:"instance"`
 	// Kind is one of "message", "ssh", "vnc", "spice"; gnt answers "ssh"
 	// for a guest whose node reports a serial console (the kvm driver),
-	// "vnc" (Host, Port, Display) for one with vnc_bind_address and a
-	// network port, else "message".
+	// "vnc" (Host, Port, Display, and Message when the console uses TLS or
+	// a password) for one with vnc_bind_address and a network port, else
+	// "message".
 	Kind    string   `json:"kind"`
 	Message string   `json:"message,omitempty"`
 	Host    string   `json:"host,omitempty"`
@@ -79,7 +81,8 @@ type InstanceConsole struct {
 // an instance whose effective vnc_bind_address is set and that holds a
 // network port gets Ganeti's "vnc" kind: host (the bind address, or the
 // primary node's address when it binds to all or to an interface), port
-// and display (port - 5900). Otherwise it is Ganeti's "message" kind
+// and display (port - 5900), with a message saying how its TLS and
+// password are set when it has them (vncSecurity). Otherwise it is Ganeti's "message" kind
 // naming the primary node, where the hypervisor's own tools reach the
 // console. Ganeti
 // refuses the console of an instance that is not running; so does gnt
@@ -113,13 +116,42 @@ func (s *Server) serveConsole(w http.ResponseWriter, r *http.Request) error {
 					Command: []string{"socat", "STDIO,raw,echo=0,escape=0x1d", "UNIX-CONNECT:" + is.Console}}, nil
 			}
 		}
-		if bind, _ := fsm.FillHVParams(st.Cluster, i)["vnc_bind_address"].(string); bind != "" && i.NetworkPort > fsm.VNCBasePort {
+		hv := fsm.FillHVParams(st.Cluster, i)
+		if bind, _ := hv["vnc_bind_address"].(string); bind != "" && i.NetworkPort > fsm.VNCBasePort {
 			return InstanceConsole{Instance: i.Name, Kind: "vnc", Host: vncHost(bind, st.Nodes[i.PrimaryNode], node),
-				Port: i.NetworkPort, Display: i.NetworkPort - fsm.VNCBasePort}, nil
+				Port: i.NetworkPort, Display: i.NetworkPort - fsm.VNCBasePort, Message: vncSecurity(hv)}, nil
 		}
 		return InstanceConsole{Instance: i.Name, Kind: "message",
 			Message: fmt.Sprintf("gnt's node agents offer no console access; instance %s runs on node %s, reach its console there with the hypervisor's tools", i.Name, node)}, nil
 	})
+}
+
+// vncSecurity is the message of a "vnc" console (a slot Ganeti's vnc
+// kind leaves unset) when the console is more than plain RFB: how its
+// TLS (vnc_tls, vnc_x509_path, vnc_x509_verify) and password
+// (vnc_password_file) are set, for the operator's VNC client; "" for a
+// plain one.
+func vncSecurity(hv map[string]any) string {
+	pw, _ := hv["vnc_password_file"].(string)
+	var parts []string
+	if hv["vnc_tls"] == true {
+		dir, _ := hv["vnc_x509_path"].(string)
+		switch {
+		case dir == "":
+			parts = append(parts, "VNC over TLS (VeNCrypt), anonymous: encrypted, the server not authenticated")
+		case hv["vnc_x509_verify"] == true:
+			parts = append(parts, "VNC over TLS (VeNCrypt, x509): the server's certificate is signed by "+dir+"/ca-cert.pem on the node, and the client must present a certificate signed by it")
+		default:
+			parts = append(parts, "VNC over TLS (VeNCrypt, x509): the server's certificate is signed by "+dir+"/ca-cert.pem on the node")
+		}
+	}
+	if pw != "" {
+		parts = append(parts, "VNC password: the one in "+pw+" on the node")
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return strings.Join(parts, "; ") + "."
 }
 
 // vncHost is where a VNC client reaches a console bound to bind on the

@@ -91,6 +91,31 @@ func TestInstanceConsole(t *testing.T) {
 			t.Errorf("console of %s (vnc on %s): %s, want %v", name, bind, r.body, want)
 		}
 	}
+	// A TLS console, or one with a password: the same, with a message
+	// saying how its TLS and password are set.
+	for k, c := range []struct {
+		hv   map[string]any
+		want string
+	}{
+		{map[string]any{"vnc_tls": true}, "VNC over TLS (VeNCrypt), anonymous: encrypted, the server not authenticated."},
+		{map[string]any{"vnc_tls": true, "vnc_x509_path": "/etc/gnt/vnc"}, "VNC over TLS (VeNCrypt, x509): the server's certificate is signed by /etc/gnt/vnc/ca-cert.pem on the node."},
+		{map[string]any{"vnc_tls": true, "vnc_x509_path": "/etc/gnt/vnc", "vnc_x509_verify": true, "vnc_password_file": "/etc/gnt/vnc-pw"},
+			"VNC over TLS (VeNCrypt, x509): the server's certificate is signed by /etc/gnt/vnc/ca-cert.pem on the node, and the client must present a certificate signed by it; VNC password: the one in /etc/gnt/vnc-pw on the node."},
+		{map[string]any{"vnc_password_file": "/etc/gnt/vnc-pw"}, "VNC password: the one in /etc/gnt/vnc-pw on the node."},
+	} {
+		name := fmt.Sprintf("tls%d", k)
+		c.hv["vnc_bind_address"] = "127.0.0.1"
+		if err := e.b.AddInstance(fsm.Instance{Name: name, UUID: "ut" + name, PrimaryNode: n1, OS: "debian", AdminState: "up",
+			DiskTemplate: "diskless", MemoryMiB: 128, VCPUs: 1, Tags: []string{}, Hypervisor: "kvm", NetworkPort: 11010 + k,
+			HVParams: c.hv}); err != nil {
+			t.Fatal(err)
+		}
+		var got rpc.InstanceConsole
+		if r := e.do("GET", "/2/instances/"+name+"/console", ""); r.status != http.StatusOK || json.Unmarshal(r.body, &got) != nil ||
+			got.Kind != "vnc" || got.Host != "127.0.0.1" || got.Port != 11010+k || got.Message != c.want {
+			t.Errorf("console of %s (%v): %s, want kind vnc with message %q", name, c.hv, r.body, c.want)
+		}
+	}
 	// network_port in the instance's fields: the port, or null.
 	for name, want := range map[string]string{"vnc0": "11003", "web1": "null"} {
 		r := e.do("GET", "/2/instances/"+name, "")

@@ -16,7 +16,8 @@ import (
 // (a kvm guest's serial console) is reached by running ssh to the node
 // with the given command (socat on the console's unix socket);
 // --show-cmd prints that ssh command instead. Kind "vnc" prints where VNC
-// listens, "message" the server's message.
+// listens, then the server's message on its TLS and password if any;
+// "message" the server's message.
 
 // consoleInfo is the answer of GET /2/instances/NAME/console.
 type consoleInfo struct {
@@ -85,6 +86,10 @@ func instanceConsole(ctx context.Context, s *session, c *cli.Context, args []str
 		return nil
 	case "vnc":
 		fmt.Fprintf(s.stdout, "Instance %s has VNC listening on %s:%d (display %d).\n", ci.Instance, ci.Host, ci.Port, ci.Display)
+		if ci.Message != "" {
+			// How its TLS (VeNCrypt) and password are set.
+			fmt.Fprintln(s.stdout, ci.Message)
+		}
 		return nil
 	case "spice":
 		fmt.Fprintf(s.stdout, "Instance %s has SPICE listening on %s:%d.\n", ci.Instance, ci.Host, ci.Port)
