@@ -183,8 +183,8 @@ func TestKVMVNC(t *testing.T) {
 	if r := securityResult(t, tc); r != 0 {
 		t.Errorf("security result after TLS (x509none): %d, want 0", r)
 	}
-	if name := desktopName(t, tc); name != inst.Name {
-		t.Errorf("desktop name over TLS: %q, want %q", name, inst.Name)
+	if name, want := desktopName(t, tc), "QEMU ("+inst.Name+")"; name != want {
+		t.Errorf("desktop name over TLS: %q, want %q", name, want)
 	}
 	tc.Close()
 	// A client that trusts another CA refuses the server.
@@ -486,7 +486,7 @@ func securityResult(t *testing.T, c io.Reader) uint32 {
 }
 
 // desktopName sends ClientInit on c and returns ServerInit's desktop
-// name (QEMU's -name).
+// name (QEMU's: "QEMU (<-name>)").
 func desktopName(t *testing.T, c io.ReadWriter) string {
 	t.Helper()
 	if _, err := c.Write([]byte{1}); err != nil {
