@@ -12,7 +12,8 @@ import (
 // and `gnt instance list -o network_port`; a removed instance's port is
 // given out again; an instance with vnc_bind_address and no serial
 // console answers the console endpoint with Ganeti's "vnc" kind, which
-// `gnt instance console` prints; vnc_tls is refused by name.
+// `gnt instance console` prints, with how its TLS is set for a vnc_tls
+// console; TLS settings that break the rules are refused by name.
 func TestNetworkPortConsole(t *testing.T) {
 	c := NewCluster(t, ClusterOptions{Candidates: 1, Nodes: 1})
 	c.WaitLeader(10 * time.Second)
@@ -50,6 +51,27 @@ func TestNetworkPortConsole(t *testing.T) {
 		t.Errorf("gnt instance console vnc1: %q", out)
 	}
 
+	// VNC over TLS: the console's answer and gnt instance console say
+	// how it is secured; what breaks the rules is refused by name.
+	run("instance", "modify", "-H", "vnc_tls=true,vnc_x509_path=/etc/gnt/vnc-x509,vnc_x509_verify=true", "vnc1")
+	if con := get("/2/instances/vnc1/console"); con["kind"] != "vnc" || con["port"] != float64(11000) ||
+		!strings.Contains(fmt.Sprint(con["message"]), "VNC over TLS (VeNCrypt, x509)") {
+		t.Errorf("console of vnc1 over TLS: %v", con)
+	}
+	if out := run("instance", "console", "vnc1"); !strings.Contains(out, fmt.Sprintf("Instance vnc1 has VNC listening on %s:11000 (display 5100).\nVNC over TLS (VeNCrypt, x509): the server's certificate is signed by /etc/gnt/vnc-x509/ca-cert.pem on the node, and the client must present a certificate signed by it.\n", node.IP)) {
+		t.Errorf("gnt instance console vnc1 over TLS: %q", out)
+	}
+	for _, bad := range []struct{ hv, inst, want string }{
+		{"vnc_tls=true", "plain1", "vnc_tls=true needs vnc_bind_address"},
+		{"vnc_tls=true,vnc_x509_verify=true", "vnc2", "vnc_x509_verify=true needs vnc_x509_path"},
+		{"vnc_x509_path=etc/vnc", "vnc2", "is not an absolute path"},
+		{"vnc_x509_path=default", "vnc1", "vnc_x509_verify=true needs vnc_x509_path"},
+	} {
+		if out, err := c.GNT("instance", "modify", "-H", bad.hv, bad.inst); err == nil || !strings.Contains(out, bad.want) {
+			t.Errorf("instance modify -H %s %s: %v, want %q\n%s", bad.hv, bad.inst, err, bad.want, out)
+		}
+	}
+
 	// Removal frees the port; the next instance that needs one takes it.
 	run("instance", "remove", "-f", "vnc1")
 	run("instance", "add", "-t", "diskless", "-n", "node21", "--no-install", "--no-start", "-H", "vnc_bind_address=127.0.0.1", "vnc3")
@@ -62,7 +84,4 @@ func TestNetworkPortConsole(t *testing.T) {
 		t.Errorf("plain1 after the cluster's vnc_bind_address: network_port %v, want 11002", got)
 	}
 
-	if out, err := c.GNT("instance", "modify", "-H", "vnc_tls=true", "vnc2"); err == nil || !strings.Contains(out, "vnc_tls is not supported yet") {
-		t.Errorf("vnc_tls=true: %v\n%s", err, out)
-	}
 }
