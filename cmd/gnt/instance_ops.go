@@ -62,7 +62,7 @@ func (e environment) instanceOpCommands() []*cli.Command {
 			&cli.BoolFlag{Name: "no-remember", Usage: "do not record the instance as down"},
 			timeoutFlag("shutdown-timeout", "wait up to `SECONDS` for the guest to power off (ACPI) before it is destroyed (default 120; Ganeti's --timeout, which in gnt is the API's timeout)"),
 		}, instanceShutdown),
-		one("console", "attach to an instance's console (ssh to its node, socat on the serial console's socket)", []cli.Flag{
+		one("console", "attach to an instance's console (ssh to its node, socat on the serial console's socket), or print where its VNC console listens and how its TLS and password are set", []cli.Flag{
 			&cli.BoolFlag{Name: "show-cmd", Usage: "print the command instead of running it"},
 		}, instanceConsole),
 		one("reboot", "reboot an instance", []cli.Flag{
