@@ -52,6 +52,13 @@ type NodeRuntime struct {
 // node missing from it has not been polled yet.
 type Runtime struct {
 	Nodes map[string]NodeRuntime
+	// Seen is each instance's placement when the view was taken
+	// (RuntimePlacement, by instance UUID); nil: not kept, every entry
+	// is believed. An instance placed otherwise now (migrated, failed
+	// over, started, stopped, or created since) has an unknown status
+	// until the next view, rather than one the move makes wrong
+	// (ERROR_wrongnode just after a migration).
+	Seen map[string]string
 	// Now is the time the view is judged at (entries older than
 	// RuntimeMaxAge are unknown).
 	Now time.Time
@@ -62,6 +69,10 @@ type Runtime struct {
 type RuntimeSource interface {
 	Runtime() Runtime
 }
+
+// RuntimePlacement is what Runtime.Seen records of an instance: its
+// primary node and admin state.
+func RuntimePlacement(i *fsm.Instance) string { return i.PrimaryNode + "/" + i.AdminState }
 
 // fresh returns the node's entry if it is recent enough to be believed.
 func (rt *Runtime) fresh(node string) (NodeRuntime, bool) {
@@ -130,7 +141,7 @@ func InstanceStatus(st *fsm.State, i *fsm.Instance, rt *Runtime) (status, operSt
 		return InstStatusNodeDown, nil
 	}
 	nr, ok := rt.fresh(pn.UUID)
-	if !ok {
+	if !ok || rt.Seen != nil && rt.Seen[i.UUID] != RuntimePlacement(i) {
 		return nil, nil
 	}
 	if nr.Err != "" {

@@ -194,6 +194,7 @@ func TestInstanceStatus(t *testing.T) {
 		offline  bool
 		liveness string
 		view     map[string]rpc.NodeRuntime // by node uuid p (primary) or o (other)
+		seen     map[string]string          // Runtime.Seen
 		status   any
 		oper     any
 	}{
@@ -210,6 +211,14 @@ func TestInstanceStatus(t *testing.T) {
 		{name: "admin offline", admin: fsm.AdminOffline, view: map[string]rpc.NodeRuntime{"p": {At: now}}, status: rpc.InstStatusAdminOff, oper: false},
 		{name: "running elsewhere", admin: fsm.AdminUp, view: map[string]rpc.NodeRuntime{"p": {At: now}, "o": {At: now, Instances: running("i")}}, status: rpc.InstStatusWrongNode, oper: false},
 		{name: "running elsewhere, stale", admin: fsm.AdminUp, view: map[string]rpc.NodeRuntime{"p": {At: now}, "o": {At: now.Add(-time.Hour), Instances: running("i")}}, status: rpc.InstStatusErrorDown, oper: false},
+		// The view was taken when the instance was on o (migrated to p
+		// since): not yet known, rather than ERROR_wrongnode.
+		{name: "migrated since the view", admin: fsm.AdminUp, view: map[string]rpc.NodeRuntime{"p": {At: now}, "o": {At: now, Instances: running("i")}},
+			seen: map[string]string{"i": "o/" + fsm.AdminUp}},
+		{name: "started since the view", admin: fsm.AdminUp, view: map[string]rpc.NodeRuntime{"p": {At: now}}, seen: map[string]string{"i": "p/" + fsm.AdminDown}},
+		{name: "created since the view", admin: fsm.AdminUp, view: map[string]rpc.NodeRuntime{"p": {At: now}}, seen: map[string]string{}},
+		{name: "seen as it is", admin: fsm.AdminUp, view: map[string]rpc.NodeRuntime{"p": {At: now}, "o": {At: now, Instances: running("i")}},
+			seen: map[string]string{"i": "p/" + fsm.AdminUp}, status: rpc.InstStatusWrongNode, oper: false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -220,7 +229,7 @@ func TestInstanceStatus(t *testing.T) {
 			inst := &fsm.Instance{Name: "i", UUID: "i", PrimaryNode: "p", AdminState: tc.admin}
 			var rt *rpc.Runtime
 			if tc.view != nil {
-				rt = &rpc.Runtime{Nodes: tc.view, Now: now}
+				rt = &rpc.Runtime{Nodes: tc.view, Seen: tc.seen, Now: now}
 			}
 			status, oper := rpc.InstanceStatus(st, inst, rt)
 			if status != tc.status || oper != tc.oper {

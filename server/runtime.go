@@ -35,6 +35,7 @@ const (
 type runtimeState struct {
 	mu       sync.Mutex
 	nodes    map[string]rpc.NodeRuntime // by node UUID
+	seen     map[string]string          // the instances' placement at the poll (rpc.Runtime.Seen)
 	lastRead time.Time
 	kick     chan struct{}
 }
@@ -54,7 +55,7 @@ func (s *Server) Runtime() rpc.Runtime {
 			oldest = v.At
 		}
 	}
-	kick := r.kick
+	kick, seen := r.kick, r.seen
 	r.mu.Unlock()
 	if len(nodes) == 0 || now.Sub(oldest) > runtimePollInterval {
 		select {
@@ -62,7 +63,7 @@ func (s *Server) Runtime() rpc.Runtime {
 		default:
 		}
 	}
-	return rpc.Runtime{Nodes: nodes, Now: now}
+	return rpc.Runtime{Nodes: nodes, Seen: seen, Now: now}
 }
 
 // runtimeLister asks one node's agent for its instances.
@@ -96,7 +97,7 @@ func (s *Server) runtimeLoop(ctx context.Context) {
 		s.runtime.mu.Lock()
 		active := leader || time.Since(s.runtime.lastRead) < runtimeIdleAfter
 		if !active {
-			s.runtime.nodes = nil // an old view is no view
+			s.runtime.nodes, s.runtime.seen = nil, nil // an old view is no view
 		}
 		s.runtime.mu.Unlock()
 		if !active {
@@ -109,9 +110,10 @@ func (s *Server) runtimeLoop(ctx context.Context) {
 			continue
 		}
 		lastFP, lastPoll = fp, time.Now()
+		seen := runtimeSeen(s.fsm)
 		nodes := pollRuntime(ctx, s.fsm, s.listNode, time.Now)
 		s.runtime.mu.Lock()
-		s.runtime.nodes = nodes
+		s.runtime.nodes, s.runtime.seen = nodes, seen
 		s.runtime.mu.Unlock()
 	}
 }
@@ -134,6 +136,24 @@ func runtimeFingerprint(f *fsm.FSM) uint64 {
 		}
 	})
 	return h.Sum64()
+}
+
+// runtimeSeen is the instances' placement before a poll (rpc.Runtime.Seen):
+// an instance placed otherwise when the view is read has moved since.
+func runtimeSeen(f *fsm.FSM) map[string]string {
+	var seen map[string]string
+	f.Read(func(st *fsm.State, _ uint64) { seen = placements(st) })
+	return seen
+}
+
+// placements is every instance's rpc.RuntimePlacement, by UUID (empty,
+// not nil, without instances).
+func placements(st *fsm.State) map[string]string {
+	seen := make(map[string]string, len(st.Instances))
+	for _, i := range st.Instances {
+		seen[i.UUID] = rpc.RuntimePlacement(i)
+	}
+	return seen
 }
 
 // pollRuntime asks every node that is not offline and has an agent

@@ -44,6 +44,19 @@ func TestPollRuntime(t *testing.T) {
 	}
 }
 
+// TestRuntimeSeen: the placement a poll records is every instance's
+// primary and admin state, and an empty state records an empty (not nil)
+// map, so that an instance created after the poll is not yet known.
+func TestRuntimeSeen(t *testing.T) {
+	if seen := runtimeSeen(fsm.New()); seen == nil || len(seen) != 0 {
+		t.Fatalf("seen of an empty state: %#v", seen)
+	}
+	st := &fsm.State{Instances: map[string]*fsm.Instance{"i1": {UUID: "i1", PrimaryNode: "u1", AdminState: fsm.AdminUp}}}
+	if seen := placements(st); len(seen) != 1 || seen["i1"] != "u1/"+fsm.AdminUp {
+		t.Fatalf("seen: %#v", seen)
+	}
+}
+
 // TestRuntimeFingerprint: a node registering a new agent address
 // changes the fingerprint; nothing changing keeps it.
 func TestRuntimeFingerprint(t *testing.T) {
