@@ -214,7 +214,7 @@ func devCommand() *cli.Command {
 			&cli.StringFlag{Name: "servers-file", Usage: "file to write the API addresses to, for gnt (default ~/.config/gnt/servers; 'none' to skip)"},
 			&cli.StringFlag{Name: "key-file", Usage: "file to copy the cluster key to, for gnt confd (default ~/.config/gnt/cluster.key; 'none' to skip)"},
 			&cli.StringFlag{Name: "client-dir", Usage: "`DIR` to write the CA certificate and an admin client certificate to, for gnt and curl (default ~/.config/gnt; 'none' to skip)"},
-			&cli.StringFlag{Name: "hypervisor", Value: "fake", Usage: "every member's driver: fake, or kvm (real QEMU guests: needs qemu-system-x86_64, qemu-img, a /boot/vmlinuz-* and `make guest`; sharedfile disks in <data-dir>/shared-file-storage; see docs/tour.md)"},
+			&cli.StringFlag{Name: "hypervisor", Value: "fake", Usage: "every member's driver: fake, or kvm (real QEMU guests: needs qemu-system-x86_64, qemu-img, a /boot/vmlinuz-* and the guest of make guest; sharedfile disks in <data-dir>/shared-file-storage; see docs/tour.md)"},
 			&cli.StringFlag{Name: "guest-dir", Usage: "with --hypervisor kvm: `DIR` holding the guest's initramfs.cpio.gz (default: guest/ beside gntd, as `make guest` writes it)"},
 		},
 		Action: func(c *cli.Context) error {

@@ -43,3 +43,32 @@ func TestAgentRefusesBadConfiguration(t *testing.T) {
 		}
 	}
 }
+
+// TestHelpPlaceholders: a flag's usage names its value with at most one
+// back-quoted word (urfave/cli takes the first back-quoted text as the
+// placeholder: `make guest` in --hypervisor's usage made it read
+// "--hypervisor make guest").
+func TestHelpPlaceholders(t *testing.T) {
+	for _, cmd := range []string{"agent", "dev"} {
+		var out bytes.Buffer
+		if err := run(context.Background(), []string{"gntd", cmd, "--help"}, &out, &out); err != nil {
+			t.Fatalf("gntd %s --help: %v", cmd, err)
+		}
+		for _, line := range strings.Split(out.String(), "\n") {
+			line = strings.TrimSpace(line)
+			if !strings.HasPrefix(line, "--") {
+				continue
+			}
+			// "--flag PLACEHOLDER  usage" or "--flag  usage" (a bool): what
+			// stands before the two spaces names the value, in capitals.
+			head, _, _ := strings.Cut(line, "  ")
+			for _, w := range strings.Fields(head) {
+				w = strings.TrimSuffix(w, ",")
+				if strings.HasPrefix(w, "-") || w == "value" || strings.ToUpper(w) == w {
+					continue
+				}
+				t.Errorf("gntd %s: %q: %q is no value name (a second back-quoted text in the usage?)", cmd, line, w)
+			}
+		}
+	}
+}
