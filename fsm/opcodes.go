@@ -264,6 +264,8 @@ var opcodeTypes = map[string]func() Opcode{
 	"OP_INSTANCE_FAILOVER":         func() Opcode { return &OpInstanceFailover{} },
 	"OP_INSTANCE_MIGRATE":          func() Opcode { return &OpInstanceMigrate{} },
 	"OP_NODE_EVACUATE":             func() Opcode { return &OpNodeEvacuate{} },
+	"OP_INSTANCE_CHANGE_GROUP":     func() Opcode { return &OpInstanceChangeGroup{} },
+	"OP_GROUP_EVACUATE":            func() Opcode { return &OpGroupEvacuate{} },
 	"OP_INSTANCE_REINSTALL":        func() Opcode { return &OpInstanceReinstall{} },
 	"OP_INSTANCE_REPLACE_DISKS":    func() Opcode { return &OpInstanceReplaceDisks{} },
 	"OP_INSTANCE_RECREATE_DISKS":   func() Opcode { return &OpInstanceRecreateDisks{} },

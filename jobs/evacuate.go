@@ -31,6 +31,10 @@ func (e *Executor) planned(st *fsm.OpState, plan Step, move func(alloc.Move) Ste
 	}
 	if len(p.Moves) == 0 {
 		steps = append(steps, Step{Name: "nothing to move", Run: func(_ context.Context, sc *StepContext) (any, error) {
+			if p.NodeName == "" {
+				sc.Logf("no instance to move")
+				return nil, nil
+			}
 			sc.Logf("no instance to move off %s", p.NodeName)
 			return nil, nil
 		}})
@@ -46,11 +50,55 @@ func (e *Executor) evacuateSteps(o *fsm.OpNodeEvacuate, st *fsm.OpState) []Step 
 		if err != nil {
 			return nil, err
 		}
-		for _, m := range p.Moves {
-			sc.Logf("%s: %s -> primary %s, secondary %s", m.Instance, m.Kind, m.NewPrimaryName, m.NewSecondaryName)
-		}
+		logMoves(sc, p)
 		return p, nil
 	}}
+	return e.moveSteps(st, plan)
+}
+
+// logMoves says what each move of a plan does.
+func logMoves(sc *StepContext, p alloc.Plan) {
+	for _, m := range p.Moves {
+		to := ""
+		if m.NewGroup != "" {
+			to = " in group " + m.NewGroup
+		}
+		sc.Logf("%s: %s -> primary %s, secondary %s%s", m.Instance, m.Kind, m.NewPrimaryName, m.NewSecondaryName, to)
+	}
+}
+
+// changeGroupSteps is OP_INSTANCE_CHANGE_GROUP: the plan of the
+// allocators (change-group), then its moves as a node evacuation runs
+// them (moveSteps).
+func (e *Executor) changeGroupSteps(o *fsm.OpInstanceChangeGroup, st *fsm.OpState) []Step {
+	return e.moveSteps(st, Step{Name: "plan", Run: func(ctx context.Context, sc *StepContext) (any, error) {
+		p, err := e.changeGroupPlanWith(ctx, sc, o.IAllocator, []string{o.Ref()}, "", o.TargetGroups)
+		if err != nil {
+			return nil, err
+		}
+		logMoves(sc, p)
+		return p, nil
+	}})
+}
+
+// groupEvacuateSteps is OP_GROUP_EVACUATE: the plan of the allocators
+// (change-group of every instance with a node in the group), then its
+// moves as a node evacuation runs them (moveSteps), one after another.
+func (e *Executor) groupEvacuateSteps(o *fsm.OpGroupEvacuate, st *fsm.OpState) []Step {
+	return e.moveSteps(st, Step{Name: "plan", Run: func(ctx context.Context, sc *StepContext) (any, error) {
+		p, err := e.changeGroupPlanWith(ctx, sc, o.IAllocator, nil, o.GroupName, o.TargetGroups)
+		if err != nil {
+			return nil, err
+		}
+		logMoves(sc, p)
+		return p, nil
+	}})
+}
+
+// moveSteps is the plan step, then one step per move of the recorded plan
+// (runMove), as node evacuation, change of group and group evacuation
+// run them.
+func (e *Executor) moveSteps(st *fsm.OpState, plan Step) []Step {
 	steps := e.planned(st, plan, func(m alloc.Move) Step {
 		return Step{Name: fmt.Sprintf("%s %s", m.Kind, m.Instance), Run: func(ctx context.Context, sc *StepContext) (any, error) {
 			return nil, e.runMove(ctx, sc, m)

@@ -251,20 +251,56 @@ func evacInstances(s *fsm.State, n *fsm.Node, mode alloc.EvacMode) []string {
 }
 
 // evacuationPlan turns an external allocator's node-evacuate answer into
-// the moves gnt runs itself (its jobs are validated but not run: each
-// instance's new nodes say which move it is). An instance moves within
-// its group: to its secondary (failover), to a new secondary
-// (replace_secondary), to its secondary and a new secondary
-// (failover_replace) or to two new nodes (relocate); a plain or diskless
-// instance is re-created only when it is forthcoming (a real one's data
-// would be lost, which the built-in refuses too). Instances the answer
-// could not move fail the plan, naming each with the allocator's reason.
+// the moves gnt runs itself (answerPlan): an instance moves within its
+// group, never onto the evacuated node.
 func evacuationPlan(s *fsm.State, node string, mode alloc.EvacMode, ans *iallocator.Answer) (alloc.Plan, error) {
 	n := s.LookupNode(node)
 	if n == nil {
 		return alloc.Plan{}, &fsm.Error{Code: fsm.CodeNoEnt, Field: "node_name", Msg: fmt.Sprintf("node %s does not exist", node)}
 	}
 	p := alloc.Plan{Node: n.UUID, NodeName: n.Name, Mode: mode}
+	return answerPlan(s, p, ans, "cannot evacuate "+n.Name, func(in *fsm.Instance, nd *fsm.Node) error {
+		if cur := s.Nodes[in.PrimaryNode]; cur != nil && nd.Group != cur.Group {
+			return fmt.Errorf("the answer moves %s to node %s, outside its group", in.Name, nd.Name)
+		}
+		if nd.UUID == n.UUID {
+			return fmt.Errorf("the answer leaves %s on %s, the node being evacuated", in.Name, n.Name)
+		}
+		return nil
+	})
+}
+
+// changeGroupPlan turns an external allocator's change-group answer into
+// the moves gnt runs itself (answerPlan): an instance moves to nodes of a
+// target group it has no node in (the answer's validation checked the
+// group and that its nodes are of it).
+func changeGroupPlan(s *fsm.State, gc alloc.GroupChange, ans *iallocator.Answer) (alloc.Plan, error) {
+	p := alloc.Plan{Mode: alloc.EvacAll}
+	head := "cannot change the group of the instance(s)"
+	if g := s.Groups[gc.From]; g != nil {
+		p.NodeName, head = "group "+g.Name, "cannot evacuate group "+g.Name
+	}
+	return answerPlan(s, p, ans, head, func(in *fsm.Instance, nd *fsm.Node) error {
+		for _, u := range append([]string{in.PrimaryNode}, in.SecondaryNodes...) {
+			if cur := s.Nodes[u]; cur != nil && cur.Group == nd.Group {
+				return fmt.Errorf("the answer moves %s to node %s, in a group it has a node in already", in.Name, nd.Name)
+			}
+		}
+		return nil
+	})
+}
+
+// answerPlan turns an external allocator's evacuation answer (modes
+// node-evacuate and change-group) into the moves of p that gnt runs
+// itself (its jobs are validated but not run: each instance's new nodes
+// say which move it is), each new node checked by check: to its secondary
+// (failover), to a new secondary (replace_secondary), to its secondary
+// and a new secondary (failover_replace) or to two new nodes (relocate);
+// a plain or diskless instance is re-created only when it is forthcoming
+// (a real one's data would be lost, which the built-in refuses too).
+// Instances the answer could not move fail the plan (head, then each with
+// the allocator's reason).
+func answerPlan(s *fsm.State, p alloc.Plan, ans *iallocator.Answer, head string, check func(in *fsm.Instance, nd *fsm.Node) error) (alloc.Plan, error) {
 	var failed []string
 	for _, f := range ans.NotMoved {
 		reason := f.Reason
@@ -284,16 +320,16 @@ func evacuationPlan(s *fsm.State, node string, mode alloc.EvacMode, ans *ialloca
 			if nd == nil {
 				return alloc.Plan{}, fmt.Errorf("the answer moves %s to node %s, which does not exist", mv.Name, nn)
 			}
-			if cur := s.Nodes[in.PrimaryNode]; cur != nil && nd.Group != cur.Group {
-				return alloc.Plan{}, fmt.Errorf("the answer moves %s to node %s, outside its group", mv.Name, nn)
-			}
-			if nd.UUID == n.UUID {
-				return alloc.Plan{}, fmt.Errorf("the answer leaves %s on %s, the node being evacuated", mv.Name, n.Name)
+			if err := check(in, nd); err != nil {
+				return alloc.Plan{}, err
 			}
 			uuids = append(uuids, nd.UUID)
 		}
 		m := alloc.Move{Instance: mv.Name, InstanceUUID: in.UUID, Forthcoming: in.Forthcoming,
 			OldPrimary: in.PrimaryNode, OldPrimaryName: s.NodeName(in.PrimaryNode), NewPrimary: uuids[0], NewPrimaryName: s.NodeName(uuids[0])}
+		if g := s.Groups[s.Nodes[uuids[0]].Group]; g != nil && s.Nodes[in.PrimaryNode] != nil && s.Nodes[in.PrimaryNode].Group != g.UUID {
+			m.NewGroup = g.Name
+		}
 		if len(in.SecondaryNodes) > 0 {
 			m.OldSecondary, m.OldSecondaryName = in.SecondaryNodes[0], s.NodeName(in.SecondaryNodes[0])
 		}
@@ -302,7 +338,7 @@ func evacuationPlan(s *fsm.State, node string, mode alloc.EvacMode, ans *ialloca
 		}
 		switch {
 		case in.DiskTemplate != fsm.DTDrbd:
-			if !in.Forthcoming {
+			if !in.Forthcoming && in.DiskTemplate != fsm.DTDiskless {
 				failed = append(failed, fmt.Sprintf("%s: a %s instance would be re-created empty on %s (its data lost); move it yourself", mv.Name, in.DiskTemplate, m.NewPrimaryName))
 				continue
 			}
@@ -323,7 +359,7 @@ func evacuationPlan(s *fsm.State, node string, mode alloc.EvacMode, ans *ialloca
 		p.Moves = append(p.Moves, m)
 	}
 	if len(failed) > 0 {
-		return p, &fsm.Error{Code: fsm.CodeNoRes, Msg: fmt.Sprintf("cannot evacuate %s: %s", n.Name, strings.Join(failed, "; "))}
+		return p, &fsm.Error{Code: fsm.CodeNoRes, Msg: fmt.Sprintf("%s: %s", head, strings.Join(failed, "; "))}
 	}
 	return p, nil
 }
@@ -355,6 +391,44 @@ func (e *Executor) evacuatePlanWith(ctx context.Context, sc *StepContext, list, 
 			return p, err
 		}
 		e.FSM.Read(func(s *fsm.State, _ uint64) { p, err = evacuationPlan(s, node, mode, ans) })
+		return p, err
+	}, sc.Logf)
+	return p, err
+}
+
+// changeGroupPlanWith is the plan of a change of group (Ganeti's
+// OP_INSTANCE_CHANGE_GROUP: instances; OP_GROUP_EVACUATE: from, a group)
+// by the allocators of list, tried in order: the built-in plans with
+// alloc.ChangeGroupPlan; an external allocator is sent the change-group
+// request Ganeti sends (the instances, the target group UUIDs) and its
+// answer gives the moves. The instances and groups are checked first
+// (alloc.ResolveGroupChange), so a bad request runs no allocator.
+func (e *Executor) changeGroupPlanWith(ctx context.Context, sc *StepContext, list string, instances []string, from string, targets []string) (alloc.Plan, error) {
+	names, err := e.allocators(list)
+	if err != nil {
+		return alloc.Plan{}, err
+	}
+	var gc alloc.GroupChange
+	e.FSM.Read(func(s *fsm.State, _ uint64) { gc, err = alloc.ResolveGroupChange(s, instances, from, targets) })
+	if err != nil {
+		return alloc.Plan{}, err
+	}
+	p, _, err := iallocator.Try(names, func(name string) (alloc.Plan, error) {
+		var (
+			p   alloc.Plan
+			err error
+		)
+		if name == iallocator.Builtin {
+			e.FSM.Read(func(s *fsm.State, _ uint64) { p, err = alloc.ChangeGroupPlan(s, gc, e.allocOptions(s)) })
+			return p, err
+		}
+		ans, err := e.runExternal(ctx, name, func(*fsm.State) map[string]any {
+			return iallocator.ChangeGroupRequest(gc.Instances, gc.Targets)
+		})
+		if err != nil {
+			return p, err
+		}
+		e.FSM.Read(func(s *fsm.State, _ uint64) { p, err = changeGroupPlan(s, gc, ans) })
 		return p, err
 	}, sc.Logf)
 	return p, err

@@ -172,6 +172,10 @@ func (e *Executor) stepsFor(op fsm.Opcode, st *fsm.OpState) ([]Step, error) {
 		return []Step{e.deactivateDisksStep(o)}, nil
 	case *fsm.OpNodeEvacuate:
 		return e.evacuateSteps(o, st), nil
+	case *fsm.OpInstanceChangeGroup:
+		return e.changeGroupSteps(o, st), nil
+	case *fsm.OpGroupEvacuate:
+		return e.groupEvacuateSteps(o, st), nil
 	case *fsm.OpNodeMigrate:
 		return e.nodeMigrateSteps(o, st), nil
 	case *fsm.OpOobCommand:

@@ -62,6 +62,9 @@ type Move struct {
 	OldSecondaryName string `json:"old_secondary_name,omitempty"`
 	NewPrimaryName   string `json:"new_primary_name"`
 	NewSecondaryName string `json:"new_secondary_name,omitempty"`
+	// NewGroup is the name of the group a change of group moves the
+	// instance to; empty for moves within the instance's group.
+	NewGroup string `json:"new_group,omitempty"`
 }
 
 // Failure is an instance that cannot be moved, and why.
@@ -179,12 +182,19 @@ func EvacuatePlan(st *fsm.State, node string, mode EvacMode, opts Options) (Plan
 		}
 		plan.Moves = append(plan.Moves, mv)
 	}
-	if len(plan.Failed) == 0 {
-		return plan, nil
+	return plan, failedError(plan.Failed, fmt.Sprintf("cannot evacuate %d of %d instances from %s (%s)", len(plan.Failed), len(todo), n.Name, mode))
+}
+
+// failedError is nil without failures, else an *fsm.Error: head, then
+// the first failures with their reasons; insufficient_resources when
+// any failed for lack of resources, wrong_state otherwise.
+func failedError(failed []Failure, head string) error {
+	if len(failed) == 0 {
+		return nil
 	}
 	code := fsm.CodeState
 	var parts []string
-	for i, f := range plan.Failed {
+	for i, f := range failed {
 		if f.Code == fsm.CodeNoRes {
 			code = fsm.CodeNoRes
 		}
@@ -192,9 +202,7 @@ func EvacuatePlan(st *fsm.State, node string, mode EvacMode, opts Options) (Plan
 			parts = append(parts, f.Instance+": "+f.Reason)
 		}
 	}
-	msg := fmt.Sprintf("cannot evacuate %d of %d instances from %s (%s): %s%s", len(plan.Failed), len(todo), n.Name, mode,
-		strings.Join(parts, "; "), more(len(plan.Failed)))
-	return plan, &fsm.Error{Code: code, Msg: msg}
+	return &fsm.Error{Code: code, Msg: head + ": " + strings.Join(parts, "; ") + more(len(failed))}
 }
 
 // evac plans the moves off one node on a table it changes as it goes.
@@ -285,8 +293,10 @@ func templateName(t string) string {
 	return t
 }
 
-func (e *evac) moved(mv Move, kind string, pri, sec int32) Move {
-	t := e.t
+func (e *evac) moved(mv Move, kind string, pri, sec int32) Move { return e.t.moved(mv, kind, pri, sec) }
+
+// moved completes mv with its kind and new nodes (rows; sec -1: none).
+func (t *table) moved(mv Move, kind string, pri, sec int32) Move {
 	mv.Kind = kind
 	mv.NewPrimary, mv.NewPrimaryName = t.rows[pri].uuid, t.rows[pri].name
 	if sec >= 0 {
