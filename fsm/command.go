@@ -295,7 +295,11 @@ type LeaderEstablish struct {
 // Version 30 adds an instance's network_port (the cluster's port pool,
 // ports.go): InstancePut allocates it, and the first leader of version 30
 // gives the records that need one theirs.
-const LogVersion = 30
+//
+// Version 31 adds the opcodes OP_INSTANCE_CHANGE_GROUP and
+// OP_GROUP_EVACUATE (opcodes_changegroup.go), which a replica of version
+// 30 refuses as unknown.
+const LogVersion = 31
 
 // Job update actions.
 const (
