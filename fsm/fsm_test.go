@@ -514,6 +514,8 @@ func FuzzParseOpcode(f *testing.F) {
 		`{"OP_ID":"OP_INSTANCE_GROW_DISK","instance_name":"web1","disk":0,"amount":1024,"wait_for_sync":true}`,
 		`{"OP_ID":"OP_INSTANCE_ACTIVATE_DISKS","instance_name":"web1","ignore_size":true}`,
 		`{"OP_ID":"OP_INSTANCE_DEACTIVATE_DISKS","instance_name":"web1","force":true}`,
+		`{"OP_ID":"OP_INSTANCE_CHANGE_GROUP","instance_name":"web1","target_groups":["g2"],"iallocator":"hail"}`,
+		`{"OP_ID":"OP_GROUP_EVACUATE","group_name":"g1","target_groups":["g2"],"sequential":true}`,
 	} {
 		f.Add([]byte(s))
 	}

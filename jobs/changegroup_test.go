@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/gnt-cluster/gnt/fsm"
+	"github.com/gnt-cluster/gnt/jobs/alloc"
 	"github.com/gnt-cluster/gnt/jobs/iallocator"
 )
 
@@ -114,5 +115,49 @@ func TestChangeGroup(t *testing.T) {
 		if len(ds) > 0 && (strings.HasPrefix(k, old[0]+"/") || strings.HasPrefix(k, old[1]+"/")) {
 			t.Errorf("disks left behind in group default: %s %v", k, ds)
 		}
+	}
+}
+
+// TestChangeGroupAnswerPlan: an external allocator's change-group answer
+// becomes the moves gnt runs; one that keeps an instance in a group it
+// has a node in is refused, and instances it could not move fail the
+// plan with its reasons.
+func TestChangeGroupAnswerPlan(t *testing.T) {
+	d, epoch := instanceSetup(t, "n3", "n4")
+	runExecutorWith(t, &Executor{FSM: d.f, Apply: d, Epoch: epoch})
+	runOK(t, d, `{"OP_ID":"OP_GROUP_ADD","group_name":"g2"}`)
+	runOK(t, d, `{"OP_ID":"OP_GROUP_ASSIGN_NODES","group_name":"g2","nodes":["n3","n4"]}`)
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"r1","disk_template":"drbd","disks":[{"size":1024}],"pnode":"n1","snode":"n2","forthcoming":true,"os_type":"noop"}`)
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"p1","disk_template":"plain","disks":[{"size":1024}],"pnode":"n1","forthcoming":true,"os_type":"noop"}`)
+	moved := func(name, group string, nodes ...string) iallocator.Moved {
+		return iallocator.Moved{Name: name, Group: group, Nodes: nodes}
+	}
+	for _, c := range []struct {
+		name string
+		ans  iallocator.Answer
+		want string // the moves "instance:kind:primary:secondary:group", or the error
+	}{
+		{"relocate and re-create", iallocator.Answer{Moved: []iallocator.Moved{moved("r1", "g2", "n3", "n4"), moved("p1", "g2", "n4")}},
+			"r1:relocate:n3:n4:g2 p1:recreate:n4::g2"},
+		{"own group", iallocator.Answer{Moved: []iallocator.Moved{moved("r1", "default", "n2", "n1")}}, "error: the answer moves r1 to node n2, in a group it has a node in already"},
+		{"not moved", iallocator.Answer{Moved: []iallocator.Moved{moved("r1", "g2", "n3", "n4")}, NotMoved: []iallocator.NotMoved{{Name: "p1", Reason: "g2 is full"}}},
+			"error: cannot change the group of the instance(s): p1: g2 is full"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var p alloc.Plan
+			var err error
+			d.f.Read(func(s *fsm.State, _ uint64) { p, err = changeGroupPlan(s, alloc.GroupChange{}, &c.ans) })
+			var got []string
+			for _, m := range p.Moves {
+				got = append(got, strings.Join([]string{m.Instance, m.Kind, m.NewPrimaryName, m.NewSecondaryName, m.NewGroup}, ":"))
+			}
+			s := strings.Join(got, " ")
+			if err != nil {
+				s = "error: " + err.Error()
+			}
+			if s != c.want {
+				t.Errorf("got %q, want %q", s, c.want)
+			}
+		})
 	}
 }

@@ -58,6 +58,7 @@ func (e environment) groupCommand() *cli.Command {
 				ArgsUsage: "NAME",
 				Action:    e.do(groupRemove),
 			},
+			e.groupEvacuateCommand(),
 		}, e.tagCommands("node group", true, func(n string) string { return groupPath(n) + "/tags" })...),
 	}
 }

@@ -129,6 +129,7 @@ func (e environment) instanceOpCommands() []*cli.Command {
 			&cli.StringFlag{Name: "node", Aliases: []string{"n"}, Usage: "on new nodes `PNODE[:SNODE]`"},
 			&cli.StringFlag{Name: "iallocator", Aliases: []string{"I"}, Usage: "on new nodes these allocators pick, tried in order: `NAME[,NAME...]`"},
 		}, instanceRecreateDisks),
+		e.changeGroupCommand(),
 		{
 			Name: "rename", Usage: "rename a stopped instance", ArgsUsage: "NAME NEW_NAME",
 			Action: e.do(func(ctx context.Context, s *session, c *cli.Context, args []string) error {

@@ -10,7 +10,8 @@
 // leader in a job step (never in FSM apply), with one argument: the name
 // of a file holding the JSON input message (cluster, nodegroups, nodes,
 // instances and the request of one of the modes allocate, relocate,
-// change-group, node-evacuate, multi-evacuate, multi-allocate). It must
+// change-group, node-evacuate, multi-allocate; Ganeti's pre-2.6
+// multi-evacuate is never sent, as Ganeti 2.6 and later do not send it). It must
 // exit 0 and print the JSON response {success, info, result} on stdout
 // within Runner.Timeout and Runner.MaxOutput bytes. The response is
 // validated fully against the request (ParseResponse): its shape per

@@ -17,8 +17,13 @@ const (
 	ModeRelocate      = "relocate"
 	ModeChangeGroup   = "change-group"
 	ModeNodeEvacuate  = "node-evacuate"
-	ModeMultiEvacuate = "multi-evacuate"
 	ModeMultiAllocate = "multi-allocate"
+	// ModeMultiEvacuate is Ganeti's pre-2.6 evacuation mode; Ganeti 2.6
+	// and later never send it (doc/iallocator.rst: deprecated, needed only
+	// for Ganeti 2.4 and older), nor does gnt: node-evacuate and
+	// change-group replace it. ParseResponse refuses it as any unknown
+	// mode.
+	ModeMultiEvacuate = "multi-evacuate"
 )
 
 // Input is the input message: the cluster as the allocator sees it and

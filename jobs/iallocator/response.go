@@ -18,8 +18,7 @@ type Answer struct {
 	// their nodes, and the names of those that were not.
 	Allocated []Placed
 	Failed    []string
-	// Moved, NotMoved and Jobs (node-evacuate, change-group,
-	// multi-evacuate): the instances moved (name, target group name,
+	// Moved, NotMoved and Jobs (node-evacuate, change-group): the instances moved (name, target group name,
 	// nodes), those that could not be (name, reason), and the jobs that
 	// move them, each a list of opcodes (OP_INSTANCE_FAILOVER,
 	// OP_INSTANCE_MIGRATE, OP_INSTANCE_REPLACE_DISKS).
@@ -105,7 +104,7 @@ func ParseResponse(in *Input, data []byte) (*Answer, error) {
 		err = a.nodeList(in, res)
 	case ModeMultiAllocate:
 		err = a.multiAlloc(in, res)
-	case ModeNodeEvacuate, ModeChangeGroup, ModeMultiEvacuate:
+	case ModeNodeEvacuate, ModeChangeGroup:
 		err = a.evacuation(in, res)
 	default:
 		err = fmt.Errorf("the request's mode %q is not one gnt speaks", mode)
@@ -361,9 +360,6 @@ func (a *Answer) evacuation(in *Input, res json.RawMessage) error {
 				return fmt.Errorf("result[2][%d][%d] names instance %q, which the cluster does not have", j, k, short(iname, 100))
 			}
 		}
-	}
-	if in.Request["type"] == ModeMultiEvacuate {
-		return nil
 	}
 	return covered(asked(in), names)
 }

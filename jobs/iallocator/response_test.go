@@ -50,7 +50,7 @@ func inputFor(t testing.TB, mode string) *Input {
 		req = MultiAllocateRequest([]alloc.Request{{Name: "a", Template: "plain", MemoryMiB: 128, Disks: []int64{10}},
 			{Name: "b", Template: "drbd", MemoryMiB: 128, Disks: []int64{10}}}, "noop", "kvm")
 	case ModeMultiEvacuate:
-		req = map[string]any{"type": ModeMultiEvacuate, "evac_nodes": []string{"n1"}}
+		req = map[string]any{"type": ModeMultiEvacuate, "evac_nodes": []string{"n1"}} // Ganeti's pre-2.6 mode, never sent
 	default:
 		req = map[string]any{"type": mode}
 	}
@@ -120,7 +120,14 @@ func TestParseResponse(t *testing.T) {
 		{"change-group one node for drbd", ModeChangeGroup, `{"success":true,"info":"","result":[[["web","g2",["n4"]]],[],[]]}`, "needs 2"},
 		{"change-group not a target", ModeChangeGroup, `{"success":true,"info":"","result":[[["web","g1",["n6","n1"]]],[],[]]}`, "not one of the target groups"},
 		{"change-group failed", ModeChangeGroup, `{"success":true,"info":"","result":[[],[["web","g2 has one usable node"]],[]]}`, ""},
-		{"multi-evacuate ok", ModeMultiEvacuate, `{"success":true,"info":"","result":[[],[],[]]}`, ""},
+		{"change-group unasked instance", ModeChangeGroup, `{"success":true,"info":"","result":[[["db","g2",["n4"]]],[["web","x"]],[]]}`, "did not ask for"},
+		{"change-group mixed groups", ModeChangeGroup, `{"success":true,"info":"","result":[[["web","g2",["n4","n1"]]],[],[]]}`, "not of its target group g2"},
+		{"change-group offline node", ModeChangeGroup, `{"success":true,"info":"","result":[[["web","g2",["n4","n5"]]],[],[]]}`, "n5, which is offline"},
+		{"change-group twice", ModeChangeGroup, `{"success":true,"info":"","result":[[],[["web","a"],["web","b"]],[]]}`, "instance web twice"},
+		{"change-group missing", ModeChangeGroup, `{"success":true,"info":"","result":[[],[],[]]}`, "does not answer for instance(s) web"},
+		{"change-group unknown group", ModeChangeGroup, `{"success":true,"info":"","result":[[["web","g9",["n4","n6"]]],[],[]]}`, `group "g9"`},
+		{"change-group bad job", ModeChangeGroup, `{"success":true,"info":"","result":[[],[["web","x"]],[[{"OP_ID":"OP_INSTANCE_REMOVE","instance_name":"web"}]]]}`, "may only hold"},
+		{"multi-evacuate is not spoken", ModeMultiEvacuate, `{"success":true,"info":"","result":[[],[],[]]}`, "not one gnt speaks"},
 		{"unknown mode", "allocate-secondary", `{"success":true,"info":"","result":"n1"}`, "not one gnt speaks"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -207,10 +214,11 @@ func TestInput(t *testing.T) {
 // and an accepted answer names only usable nodes of the cluster.
 func FuzzParseResponse(f *testing.F) {
 	for _, s := range []string{`{"success":true,"info":"","result":["n1","n2"]}`, `{"success":false,"info":"x","result":[]}`,
-		`{"success":true,"info":"","result":[[["a",["n1"]]],["b"]]}`, `{"success":true,"info":"","result":[[["web","g1",["n2","n1"]]],[["db",null]],[]]}`, `x`, `null`} {
+		`{"success":true,"info":"","result":[[["a",["n1"]]],["b"]]}`, `{"success":true,"info":"","result":[[["web","g1",["n2","n1"]]],[["db",null]],[]]}`,
+		`{"success":true,"info":"","result":[[["web","g2",["n4","n5"]]],[],[[{"OP_ID":"OP_INSTANCE_REPLACE_DISKS","instance_name":"web"}]]]}`, `x`, `null`} {
 		f.Add(s)
 	}
-	modes := []string{ModeAllocate, ModeRelocate, ModeMultiAllocate, ModeNodeEvacuate, ModeChangeGroup, ModeMultiEvacuate}
+	modes := []string{ModeAllocate, ModeRelocate, ModeMultiAllocate, ModeNodeEvacuate, ModeChangeGroup}
 	inputs := map[string]*Input{}
 	for _, m := range modes {
 		inputs[m] = inputFor(f, m)

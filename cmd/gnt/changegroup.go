@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"net/url"
+
+	"github.com/urfave/cli/v2"
+)
+
+// changeGroupFlags are the flags of gnt instance change-group and gnt
+// group evacuate (Ganeti's gnt-instance change-group and gnt-group
+// evacuate).
+func changeGroupFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "iallocator", Aliases: []string{"I"}, Usage: "allocators planning the moves, tried in order: `NAME[,NAME...]`: hail (built-in) or programs of the iallocators directory (default: the cluster's default list)"},
+		&cli.StringSliceFlag{Name: "to", Usage: "a target node `GROUP` (repeatable; default: every other group)"},
+		&cli.BoolFlag{Name: "early-release", Usage: "accepted as Ganeti's; gnt releases an old secondary's disks as soon as the new one has them anyway"},
+		&cli.BoolFlag{Name: "dry-run", Usage: "only show the plan; move nothing"},
+	}
+}
+
+// changeGroupCommand is gnt instance change-group.
+func (e environment) changeGroupCommand() *cli.Command {
+	return &cli.Command{
+		Name: "change-group",
+		Usage: "move an instance to nodes of another node group, as the allocators plan (drbd: to two new nodes, disks copied, then migrated; " +
+			"diskless: re-created; plain and file cannot move)",
+		ArgsUsage: "NAME",
+		Flags:     changeGroupFlags(),
+		Action: e.do(func(ctx context.Context, s *session, c *cli.Context, args []string) error {
+			if err := nArgs(c, args, 1, 1); err != nil {
+				return err
+			}
+			return submitChangeGroup(ctx, s, c, map[string]any{"OP_ID": "OP_INSTANCE_CHANGE_GROUP", "instance_name": args[0]})
+		}),
+	}
+}
+
+// groupEvacuateCommand is gnt group evacuate.
+func (e environment) groupEvacuateCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "evacuate",
+		Usage:     "move every instance with a node in a node group to other groups, as the allocators plan (one after another)",
+		ArgsUsage: "GROUP",
+		Flags:     changeGroupFlags(),
+		Action: e.do(func(ctx context.Context, s *session, c *cli.Context, args []string) error {
+			if err := nArgs(c, args, 1, 1); err != nil {
+				return err
+			}
+			return submitChangeGroup(ctx, s, c, map[string]any{"OP_ID": "OP_GROUP_EVACUATE", "group_name": args[0]})
+		}),
+	}
+}
+
+// submitChangeGroup completes op with the flags and submits it as a job
+// (POST /2/jobs: Ganeti's RAPI has no resource for these opcodes), then
+// follows it.
+func submitChangeGroup(ctx context.Context, s *session, c *cli.Context, op map[string]any) error {
+	if ia := c.String("iallocator"); ia != "" {
+		op["iallocator"] = ia
+	}
+	if to := c.StringSlice("to"); len(to) > 0 {
+		op["target_groups"] = to
+	}
+	if c.Bool("early-release") {
+		op["early_release"] = true
+	}
+	var q url.Values
+	if c.Bool("dry-run") {
+		q = url.Values{"dry-run": {"1"}}
+	}
+	_, err := s.submitOps(ctx, q, op)
+	return err
+}
