@@ -59,9 +59,7 @@ func (o *OpInstanceChangeGroup) Summary() string { return "INSTANCE_CHANGE_GROUP
 // Locks implements Opcode: as a node evacuation, the nodes and instances
 // exclusively (the target groups' nodes receive the instance; each move
 // locks its instance through the state's checks).
-func (o *OpInstanceChangeGroup) Locks(s *State) []LockDecl {
-	return []LockDecl{bgl(false), {Level: LockInstance, Exclusive: true}, {Level: LockNode, Exclusive: true}}
-}
+func (o *OpInstanceChangeGroup) Locks(s *State) []LockDecl { return evacuationLocks() }
 
 // OpGroupEvacuate moves every instance with a node in a node group to
 // the target groups (any other group when none is given): Ganeti's
@@ -108,6 +106,4 @@ func (o *OpGroupEvacuate) Validate() *Error {
 func (o *OpGroupEvacuate) Summary() string { return "GROUP_EVACUATE(" + o.GroupName + ")" }
 
 // Locks implements Opcode: as a node evacuation.
-func (o *OpGroupEvacuate) Locks(s *State) []LockDecl {
-	return []LockDecl{bgl(false), {Level: LockInstance, Exclusive: true}, {Level: LockNode, Exclusive: true}}
-}
+func (o *OpGroupEvacuate) Locks(s *State) []LockDecl { return evacuationLocks() }

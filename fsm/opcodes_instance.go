@@ -786,7 +786,11 @@ func (o *OpNodeEvacuate) Summary() string { return "NODE_EVACUATE(" + o.NodeName
 // Locks implements Opcode: the node group's nodes and instances are
 // changed one by one; the node is locked exclusively (nothing new lands
 // on it) and each move locks its instance through the state's checks.
-func (o *OpNodeEvacuate) Locks(s *State) []LockDecl {
+func (o *OpNodeEvacuate) Locks(s *State) []LockDecl { return evacuationLocks() }
+
+// evacuationLocks are the locks of the opcodes that move instances as
+// planned in their first step: every instance and node exclusively.
+func evacuationLocks() []LockDecl {
 	return []LockDecl{bgl(false), {Level: LockInstance, Exclusive: true}, {Level: LockNode, Exclusive: true}}
 }
 

@@ -6,9 +6,13 @@ import (
 	"testing"
 )
 
-// TestMoreOpcodesBadInput: the opcodes of opcodes_more.go refuse bad
-// input naming the field.
+// TestMoreOpcodesBadInput: the opcodes of opcodes_more.go and
+// opcodes_changegroup.go refuse bad input naming the field.
 func TestMoreOpcodesBadInput(t *testing.T) {
+	groups := make([]string, MaxTargetGroups+1)
+	for k := range groups {
+		groups[k] = fmt.Sprintf("%q", fmt.Sprintf("g%d", k))
+	}
 	many := make([]string, MaxQueryDataInstances+1)
 	for i := range many {
 		many[i] = fmt.Sprintf(`"i%d"`, i)
@@ -42,6 +46,23 @@ func TestMoreOpcodesBadInput(t *testing.T) {
 		{`{"OP_ID":"OP_INSTANCE_MULTI_ALLOC","instance_names":["a","a"]}`, "instance_names"},
 		{`{"OP_ID":"OP_INSTANCE_MULTI_ALLOC","instance_names":["a b"]}`, "instance_names"},
 		{`{"OP_ID":"OP_INSTANCE_MULTI_ALLOC","instances":[{"instance_name":"a"}]}`, "instances"},
+		{`{"OP_ID":"OP_INSTANCE_CHANGE_GROUP"}`, "instance_name"},
+		{`{"OP_ID":"OP_INSTANCE_CHANGE_GROUP","instance_name":"` + strings.Repeat("x", MaxHostnameLen+1) + `"}`, "instance_name"},
+		{`{"OP_ID":"OP_INSTANCE_CHANGE_GROUP","instance_name":"w","target_groups":[""]}`, "target_groups.0"},
+		{`{"OP_ID":"OP_INSTANCE_CHANGE_GROUP","instance_name":"w","target_groups":["g","g"]}`, "target_groups.1"},
+		{`{"OP_ID":"OP_INSTANCE_CHANGE_GROUP","instance_name":"w","target_groups":["` + strings.Repeat("x", MaxGroupNameLen+1) + `"]}`, "target_groups.0"},
+		{`{"OP_ID":"OP_INSTANCE_CHANGE_GROUP","instance_name":"w","target_groups":[` + strings.Join(groups, ",") + `]}`, "target_groups"},
+		{`{"OP_ID":"OP_INSTANCE_CHANGE_GROUP","instance_name":"w","target_groups":"g"}`, "target_groups"},
+		{`{"OP_ID":"OP_INSTANCE_CHANGE_GROUP","instance_name":"w","iallocator":"../x"}`, "iallocator"},
+		{`{"OP_ID":"OP_INSTANCE_CHANGE_GROUP","instance_name":"w","early_release":"yes"}`, "early_release"},
+		{`{"OP_ID":"OP_INSTANCE_CHANGE_GROUP","instance_name":"w","sequential":true}`, "sequential"},
+		{`{"OP_ID":"OP_GROUP_EVACUATE"}`, "group_name"},
+		{`{"OP_ID":"OP_GROUP_EVACUATE","group_name":"` + strings.Repeat("x", MaxGroupNameLen+1) + `"}`, "group_name"},
+		{`{"OP_ID":"OP_GROUP_EVACUATE","group_name":"g","target_groups":["g"]}`, "target_groups.0"},
+		{`{"OP_ID":"OP_GROUP_EVACUATE","group_name":"g","target_groups":["h","h"]}`, "target_groups.1"},
+		{`{"OP_ID":"OP_GROUP_EVACUATE","group_name":"g","force_failover":true}`, "force_failover"},
+		{`{"OP_ID":"OP_GROUP_EVACUATE","group_name":"g","iallocator":"a,a"}`, "iallocator"},
+		{`{"OP_ID":"OP_GROUP_EVACUATE","group_name":"g","instance_name":"w"}`, "instance_name"},
 	} {
 		_, err := ParseOpcode([]byte(c.in))
 		if err == nil {
@@ -77,5 +98,18 @@ func TestGroupAssignNodesSplit(t *testing.T) {
 	}
 	if e := apply(&OpGroupAssignNodes{GroupName: "nosuch", Nodes: []string{"node1"}}); e == nil || e.Code != CodeNoEnt {
 		t.Errorf("an unknown group: %v", e)
+	}
+}
+
+// TestChangeGroupOpcodesParse: Ganeti's OP_INSTANCE_CHANGE_GROUP and
+// OP_GROUP_EVACUATE with every parameter gnt takes parse.
+func TestChangeGroupOpcodesParse(t *testing.T) {
+	for _, in := range []string{
+		`{"OP_ID":"OP_INSTANCE_CHANGE_GROUP","instance_name":"w","iallocator":"hail,mine","target_groups":["g2","g3"],"early_release":true}`,
+		`{"OP_ID":"OP_GROUP_EVACUATE","group_name":"g","target_groups":["h"],"sequential":true,"force_failover":false,"early_release":true}`,
+	} {
+		if _, err := ParseOpcode([]byte(in)); err != nil {
+			t.Errorf("%s: %v", in, err)
+		}
 	}
 }

@@ -365,8 +365,27 @@ func answerPlan(s *fsm.State, p alloc.Plan, ans *iallocator.Answer, head string,
 }
 
 // evacuatePlanWith is the plan of an evacuation by the allocators of
-// list, tried in order (the built-in: alloc.EvacuatePlan).
+// list, tried in order (planWith; the built-in: alloc.EvacuatePlan).
 func (e *Executor) evacuatePlanWith(ctx context.Context, sc *StepContext, list, node string, mode alloc.EvacMode) (alloc.Plan, error) {
+	return e.planWith(ctx, sc, list, func(s *fsm.State) (alloc.Plan, error) {
+		return alloc.EvacuatePlan(s, node, mode, e.allocOptions(s))
+	}, func(s *fsm.State) map[string]any {
+		var insts []string
+		if n := s.LookupNode(node); n != nil {
+			insts = evacInstances(s, n, mode)
+		}
+		return iallocator.NodeEvacuateRequest(insts, string(mode))
+	}, func(s *fsm.State, ans *iallocator.Answer) (alloc.Plan, error) {
+		return evacuationPlan(s, node, mode, ans)
+	})
+}
+
+// planWith is a plan of moves by the allocators of list, tried in order
+// until one answers: the built-in plans with builtin on the state; an
+// external allocator is sent the request request builds, and its
+// validated answer becomes the plan by fromAnswer.
+func (e *Executor) planWith(ctx context.Context, sc *StepContext, list string, builtin func(s *fsm.State) (alloc.Plan, error),
+	request func(s *fsm.State) map[string]any, fromAnswer func(s *fsm.State, ans *iallocator.Answer) (alloc.Plan, error)) (alloc.Plan, error) {
 	names, err := e.allocators(list)
 	if err != nil {
 		return alloc.Plan{}, err
@@ -377,20 +396,14 @@ func (e *Executor) evacuatePlanWith(ctx context.Context, sc *StepContext, list, 
 			err error
 		)
 		if name == iallocator.Builtin {
-			e.FSM.Read(func(s *fsm.State, _ uint64) { p, err = alloc.EvacuatePlan(s, node, mode, e.allocOptions(s)) })
+			e.FSM.Read(func(s *fsm.State, _ uint64) { p, err = builtin(s) })
 			return p, err
 		}
-		ans, err := e.runExternal(ctx, name, func(s *fsm.State) map[string]any {
-			var insts []string
-			if n := s.LookupNode(node); n != nil {
-				insts = evacInstances(s, n, mode)
-			}
-			return iallocator.NodeEvacuateRequest(insts, string(mode))
-		})
+		ans, err := e.runExternal(ctx, name, request)
 		if err != nil {
 			return p, err
 		}
-		e.FSM.Read(func(s *fsm.State, _ uint64) { p, err = evacuationPlan(s, node, mode, ans) })
+		e.FSM.Read(func(s *fsm.State, _ uint64) { p, err = fromAnswer(s, ans) })
 		return p, err
 	}, sc.Logf)
 	return p, err
@@ -404,32 +417,22 @@ func (e *Executor) evacuatePlanWith(ctx context.Context, sc *StepContext, list, 
 // answer gives the moves. The instances and groups are checked first
 // (alloc.ResolveGroupChange), so a bad request runs no allocator.
 func (e *Executor) changeGroupPlanWith(ctx context.Context, sc *StepContext, list string, instances []string, from string, targets []string) (alloc.Plan, error) {
-	names, err := e.allocators(list)
-	if err != nil {
+	if _, err := e.allocators(list); err != nil {
 		return alloc.Plan{}, err
 	}
-	var gc alloc.GroupChange
+	var (
+		gc  alloc.GroupChange
+		err error
+	)
 	e.FSM.Read(func(s *fsm.State, _ uint64) { gc, err = alloc.ResolveGroupChange(s, instances, from, targets) })
 	if err != nil {
 		return alloc.Plan{}, err
 	}
-	p, _, err := iallocator.Try(names, func(name string) (alloc.Plan, error) {
-		var (
-			p   alloc.Plan
-			err error
-		)
-		if name == iallocator.Builtin {
-			e.FSM.Read(func(s *fsm.State, _ uint64) { p, err = alloc.ChangeGroupPlan(s, gc, e.allocOptions(s)) })
-			return p, err
-		}
-		ans, err := e.runExternal(ctx, name, func(*fsm.State) map[string]any {
-			return iallocator.ChangeGroupRequest(gc.Instances, gc.Targets)
-		})
-		if err != nil {
-			return p, err
-		}
-		e.FSM.Read(func(s *fsm.State, _ uint64) { p, err = changeGroupPlan(s, gc, ans) })
-		return p, err
-	}, sc.Logf)
-	return p, err
+	return e.planWith(ctx, sc, list, func(s *fsm.State) (alloc.Plan, error) {
+		return alloc.ChangeGroupPlan(s, gc, e.allocOptions(s))
+	}, func(*fsm.State) map[string]any {
+		return iallocator.ChangeGroupRequest(gc.Instances, gc.Targets)
+	}, func(s *fsm.State, ans *iallocator.Answer) (alloc.Plan, error) {
+		return changeGroupPlan(s, gc, ans)
+	})
 }

@@ -21,33 +21,26 @@ func changeGroupFlags() []cli.Flag {
 
 // changeGroupCommand is gnt instance change-group.
 func (e environment) changeGroupCommand() *cli.Command {
-	return &cli.Command{
-		Name: "change-group",
-		Usage: "move an instance to nodes of another node group, as the allocators plan (drbd: to two new nodes, disks copied, then migrated; " +
-			"diskless: re-created; plain and file cannot move)",
-		ArgsUsage: "NAME",
-		Flags:     changeGroupFlags(),
-		Action: e.do(func(ctx context.Context, s *session, c *cli.Context, args []string) error {
-			if err := nArgs(c, args, 1, 1); err != nil {
-				return err
-			}
-			return submitChangeGroup(ctx, s, c, map[string]any{"OP_ID": "OP_INSTANCE_CHANGE_GROUP", "instance_name": args[0]})
-		}),
-	}
+	return e.groupChangeCommand("change-group", "move an instance to nodes of another node group, as the allocators plan "+
+		"(drbd: to two new nodes, disks copied, then migrated; diskless: re-created; plain and file cannot move)",
+		"NAME", "OP_INSTANCE_CHANGE_GROUP", "instance_name")
 }
 
 // groupEvacuateCommand is gnt group evacuate.
 func (e environment) groupEvacuateCommand() *cli.Command {
-	return &cli.Command{
-		Name:      "evacuate",
-		Usage:     "move every instance with a node in a node group to other groups, as the allocators plan (one after another)",
-		ArgsUsage: "GROUP",
-		Flags:     changeGroupFlags(),
+	return e.groupChangeCommand("evacuate", "move every instance with a node in a node group to other groups, as the allocators plan (one after another)",
+		"GROUP", "OP_GROUP_EVACUATE", "group_name")
+}
+
+// groupChangeCommand is a command submitting opcode opID for its one
+// argument, given as field.
+func (e environment) groupChangeCommand(name, usage, arg, opID, field string) *cli.Command {
+	return &cli.Command{Name: name, Usage: usage, ArgsUsage: arg, Flags: changeGroupFlags(),
 		Action: e.do(func(ctx context.Context, s *session, c *cli.Context, args []string) error {
 			if err := nArgs(c, args, 1, 1); err != nil {
 				return err
 			}
-			return submitChangeGroup(ctx, s, c, map[string]any{"OP_ID": "OP_GROUP_EVACUATE", "group_name": args[0]})
+			return submitChangeGroup(ctx, s, c, map[string]any{"OP_ID": opID, field: args[0]})
 		}),
 	}
 }
