@@ -298,7 +298,9 @@ type LeaderEstablish struct {
 //
 // Version 31 adds the opcodes OP_INSTANCE_CHANGE_GROUP and
 // OP_GROUP_EVACUATE (opcodes_changegroup.go), which a replica of version
-// 30 refuses as unknown.
+// 30 refuses as unknown, and OP_INSTANCE_MULTI_ALLOC's failed (the
+// instances an allocator could not place), which it refuses as an
+// unknown field.
 const LogVersion = 31
 
 // Job update actions.

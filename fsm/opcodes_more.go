@@ -254,25 +254,34 @@ func (o *OpInstanceQueryData) Locks(s *State) []LockDecl {
 type OpInstanceMultiAlloc struct {
 	OpCommon
 	InstanceNames []string `json:"instance_names"`
+	// Failed (gnt) names the instances of the multi-allocation that the
+	// allocator could not place, which got no creation job (Ganeti's
+	// result's "failed").
+	Failed []string `json:"failed,omitempty"`
 }
 
 // Validate implements Opcode.
 func (o *OpInstanceMultiAlloc) Validate() *Error {
-	if len(o.InstanceNames) == 0 {
+	if len(o.InstanceNames)+len(o.Failed) == 0 {
 		return errf(CodeInval, "instance_names", "instance_names must name at least one instance")
 	}
-	if len(o.InstanceNames) >= MaxJobsPerSubmission {
-		return errf(CodeInval, "instance_names", "instance_names names %d instances; at most %d", len(o.InstanceNames), MaxJobsPerSubmission-1)
+	if len(o.InstanceNames)+len(o.Failed) >= MaxJobsPerSubmission {
+		return errf(CodeInval, "instance_names", "instance_names and failed name %d instances; at most %d", len(o.InstanceNames)+len(o.Failed), MaxJobsPerSubmission-1)
 	}
 	seen := map[string]bool{}
-	for _, n := range o.InstanceNames {
-		if e := ValidateHostname("instance_names", n); e != nil {
-			return e
+	for _, l := range []struct {
+		field string
+		names []string
+	}{{"instance_names", o.InstanceNames}, {"failed", o.Failed}} {
+		for _, n := range l.names {
+			if e := ValidateHostname(l.field, n); e != nil {
+				return e
+			}
+			if seen[n] {
+				return errf(CodeInval, l.field, "instance %q is named twice", n)
+			}
+			seen[n] = true
 		}
-		if seen[n] {
-			return errf(CodeInval, "instance_names", "instance %q is named twice", n)
-		}
-		seen[n] = true
 	}
 	return nil
 }

@@ -46,6 +46,9 @@ func TestMoreOpcodesBadInput(t *testing.T) {
 		{`{"OP_ID":"OP_INSTANCE_MULTI_ALLOC","instance_names":["a","a"]}`, "instance_names"},
 		{`{"OP_ID":"OP_INSTANCE_MULTI_ALLOC","instance_names":["a b"]}`, "instance_names"},
 		{`{"OP_ID":"OP_INSTANCE_MULTI_ALLOC","instances":[{"instance_name":"a"}]}`, "instances"},
+		{`{"OP_ID":"OP_INSTANCE_MULTI_ALLOC","instance_names":["a"],"failed":["a"]}`, "failed"},
+		{`{"OP_ID":"OP_INSTANCE_MULTI_ALLOC","failed":["a b"]}`, "failed"},
+		{`{"OP_ID":"OP_INSTANCE_MULTI_ALLOC","instance_names":[],"failed":[]}`, "instance_names"},
 		{`{"OP_ID":"OP_INSTANCE_CHANGE_GROUP"}`, "instance_name"},
 		{`{"OP_ID":"OP_INSTANCE_CHANGE_GROUP","instance_name":"` + strings.Repeat("x", MaxHostnameLen+1) + `"}`, "instance_name"},
 		{`{"OP_ID":"OP_INSTANCE_CHANGE_GROUP","instance_name":"w","target_groups":[""]}`, "target_groups.0"},
@@ -102,11 +105,13 @@ func TestGroupAssignNodesSplit(t *testing.T) {
 }
 
 // TestChangeGroupOpcodesParse: Ganeti's OP_INSTANCE_CHANGE_GROUP and
-// OP_GROUP_EVACUATE with every parameter gnt takes parse.
+// OP_GROUP_EVACUATE with every parameter gnt takes parse, and so does a
+// multi-allocation none of whose instances could be placed.
 func TestChangeGroupOpcodesParse(t *testing.T) {
 	for _, in := range []string{
 		`{"OP_ID":"OP_INSTANCE_CHANGE_GROUP","instance_name":"w","iallocator":"hail,mine","target_groups":["g2","g3"],"early_release":true}`,
 		`{"OP_ID":"OP_GROUP_EVACUATE","group_name":"g","target_groups":["h"],"sequential":true,"force_failover":false,"early_release":true}`,
+		`{"OP_ID":"OP_INSTANCE_MULTI_ALLOC","instance_names":[],"failed":["b"]}`,
 	} {
 		if _, err := ParseOpcode([]byte(in)); err != nil {
 			t.Errorf("%s: %v", in, err)

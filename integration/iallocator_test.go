@@ -18,7 +18,8 @@ import (
 // on the usable nodes whose names sort last (the built-in, with equal
 // nodes, picks those that sort first); a secondary-only node-evacuate
 // gets the last usable node of each instance's group as new secondary; a
-// multi-allocate puts every instance there too, heedless of capacity.
+// multi-allocate puts every instance there too, heedless of capacity,
+// but for those whose names start with "nofit", which it cannot place.
 const pickLast = `#!/usr/bin/python3
 import json, os, sys
 if len(sys.argv) != 2:
@@ -45,8 +46,9 @@ if req["type"] == "node-evacuate" and req["evac_mode"] == "secondary-only":
     sys.exit(0)
 if req["type"] == "multi-allocate":
     usable = sorted(n for n, v in data["nodes"].items() if not v["offline"] and not v["drained"] and v.get("vm_capable", True))
-    placed = [[i["name"], usable[-i["required_nodes"]:][::-1]] for i in req["instances"]]
-    print(json.dumps({"success": True, "info": "", "result": [placed, []]}))
+    placed = [[i["name"], usable[-i["required_nodes"]:][::-1]] for i in req["instances"] if not i["name"].startswith("nofit")]
+    failed = [i["name"] for i in req["instances"] if i["name"].startswith("nofit")]
+    print(json.dumps({"success": True, "info": "", "result": [placed, failed]}))
     sys.exit(0)
 if req["type"] not in ("allocate", "relocate"):
     print(json.dumps({"success": False, "info": "mode %s not supported" % req["type"], "result": []}))
@@ -217,19 +219,20 @@ func TestExternalIAllocators(t *testing.T) {
 	// A multi-allocation through the list: garbage fails, last places
 	// both instances in one multi-allocate request (on node22, the last
 	// node), and each creation checks its nodes as given nodes.
-	multi := func(list string) (int64, rpc.Meta, error) {
+	multi := func(list string, names ...string) (int64, rpc.Meta, error) {
 		var id int64
-		body := map[string]any{"iallocator": list, "instances": []map[string]any{
-			{"instance_name": "m1", "disk_template": "plain", "disks": []map[string]any{{"size": 1024}}, "beparams": map[string]any{"memory": 128}, "os_type": "noop", "forthcoming": true},
-			{"instance_name": "m2", "disk_template": "plain", "disks": []map[string]any{{"size": 1024}}, "beparams": map[string]any{"memory": 128}, "os_type": "noop", "forthcoming": true},
-		}}
-		m, err := c.Client().Do(ctx, "POST", "/2/instances-multi-alloc", nil, body, &id)
+		var insts []map[string]any
+		for _, n := range names {
+			insts = append(insts, map[string]any{"instance_name": n, "disk_template": "plain", "disks": []map[string]any{{"size": 1024}},
+				"beparams": map[string]any{"memory": 128}, "os_type": "noop", "forthcoming": true})
+		}
+		m, err := c.Client().Do(ctx, "POST", "/2/instances-multi-alloc", nil, map[string]any{"iallocator": list, "instances": insts}, &id)
 		return id, m, err
 	}
-	if _, _, err := multi("garbage,slow"); err == nil || !strings.Contains(err.Error(), "cannot place the multi-allocation: every iallocator of the list failed (garbage: the answer is not a JSON object") {
+	if _, _, err := multi("garbage,slow", "m1", "m2"); err == nil || !strings.Contains(err.Error(), "cannot place the multi-allocation: every iallocator of the list failed (garbage: the answer is not a JSON object") {
 		t.Errorf("multi-allocation with garbage,slow: %v, want each allocator's reason", err)
 	}
-	id, meta, err := multi("garbage,last")
+	id, meta, err := multi("garbage,last", "m1", "m2")
 	if err != nil {
 		t.Fatalf("multi-allocation: %v", err)
 	}
@@ -254,6 +257,33 @@ func TestExternalIAllocators(t *testing.T) {
 		if m, err := c.Client().Instance(ctx, name); err != nil || m.PNode != "node22" {
 			t.Errorf("%s: %+v %v, want its primary node22 (the choice of last)", name, m, err)
 		}
+	}
+	// A partial answer, as Ganeti's LUInstanceMultiAlloc takes it: the
+	// placed instance is created, the other reported failed, not created.
+	if id, meta, err = multi("last", "m3", "nofit1"); err != nil {
+		t.Fatalf("partial multi-allocation: %v", err)
+	}
+	j, err := c.Client().WaitJob(ctx, id, meta.Index)
+	if err != nil || j.Status != "success" {
+		t.Fatalf("partial multi-allocation job %d: %+v %v", id, j, err)
+	}
+	var res struct {
+		Jobs        [][]any  `json:"jobs"`
+		Allocatable []string `json:"allocatable"`
+		Failed      []string `json:"failed"`
+	}
+	if len(j.OpResult) != 1 || json.Unmarshal(j.OpResult[0], &res) != nil || len(res.Jobs) != 1 ||
+		strings.Join(res.Allocatable, ",") != "m3" || strings.Join(res.Failed, ",") != "nofit1" {
+		t.Errorf("partial multi-allocation result: %s", j.OpResult)
+	}
+	if cj, err := c.Client().WaitJob(ctx, id-1, meta.Index); err != nil || cj.Status != "success" {
+		t.Errorf("creation of m3 (job %d): %+v %v", id-1, cj, err)
+	}
+	if m, err := c.Client().Instance(ctx, "m3"); err != nil || m.PNode != "node22" {
+		t.Errorf("m3: %+v %v, want its primary node22", m, err)
+	}
+	if _, err := c.Client().Instance(ctx, "nofit1"); err == nil {
+		t.Error("nofit1, which the allocator could not place, was created")
 	}
 
 	// Capacity through the same list: slow and garbage fail, last is

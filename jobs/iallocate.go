@@ -156,13 +156,13 @@ func CapacityWith(ctx context.Context, f *fsm.FSM, r *iallocator.Runner, opts fu
 // order: the built-in answers nil (each creation job then places its
 // instance itself, one after another, as a single creation does); an
 // external allocator is sent one multi-allocate request of every
-// instance, and its answer gives each instance's nodes, by name. An
-// answer that leaves an instance unplaced is refused, naming them (the
-// next allocator is tried): a multi-allocation is created whole or not
-// at all. os and hv go into the request; each creation job checks its
-// nodes as given nodes are checked.
+// instance, and its answer gives each placed instance's nodes, by name,
+// and the names of those it could not place (failed), as Ganeti's
+// LUInstanceMultiAlloc takes them: the placed ones are created, the
+// failed ones reported. os and hv go into the request; each creation job
+// checks its nodes as given nodes are checked.
 func MultiAllocateWith(ctx context.Context, f *fsm.FSM, r *iallocator.Runner, opts func(*fsm.State) alloc.Options, list string,
-	reqs []alloc.Request, os, hv string, logf func(format string, args ...any)) (map[string][]string, error) {
+	reqs []alloc.Request, os, hv string, logf func(format string, args ...any)) (placed map[string][]string, failed []string, err error) {
 	var def string
 	f.Read(func(s *fsm.State, _ uint64) {
 		if s.Cluster != nil {
@@ -171,28 +171,24 @@ func MultiAllocateWith(ctx context.Context, f *fsm.FSM, r *iallocator.Runner, op
 	})
 	names, err := iallocator.Resolve(list, def)
 	if err != nil {
-		return nil, &fsm.Error{Code: fsm.CodeInval, Field: "iallocator", Msg: err.Error()}
+		return nil, nil, &fsm.Error{Code: fsm.CodeInval, Field: "iallocator", Msg: err.Error()}
 	}
-	out, _, err := iallocator.Try(names, func(name string) (map[string][]string, error) {
+	ans, _, err := iallocator.Try(names, func(name string) (*iallocator.Answer, error) {
 		if name == iallocator.Builtin {
 			return nil, nil
 		}
-		ans, err := RunExternal(ctx, f, r, opts, name, func(*fsm.State) map[string]any {
+		return RunExternal(ctx, f, r, opts, name, func(*fsm.State) map[string]any {
 			return iallocator.MultiAllocateRequest(reqs, os, hv)
 		})
-		if err != nil {
-			return nil, err
-		}
-		if len(ans.Failed) > 0 {
-			return nil, fmt.Errorf("it could not place %s (a multi-allocation is created whole)", strings.Join(ans.Failed, ", "))
-		}
-		placed := make(map[string][]string, len(ans.Allocated))
-		for _, p := range ans.Allocated {
-			placed[p.Name] = p.Nodes
-		}
-		return placed, nil
 	}, logf)
-	return out, err
+	if err != nil || ans == nil {
+		return nil, nil, err
+	}
+	placed = make(map[string][]string, len(ans.Allocated))
+	for _, p := range ans.Allocated {
+		placed[p.Name] = p.Nodes
+	}
+	return placed, append([]string{}, ans.Failed...), nil
 }
 
 // allocateWith places one instance with the allocators of list (an

@@ -84,27 +84,32 @@ func TestCapacityWith(t *testing.T) {
 }
 
 // TestMultiAllocateWith: an external allocator's multi-allocate answer
-// gives each instance's nodes; one that leaves an instance unplaced is
-// refused, naming it, and the next is tried; the built-in answers nil
-// (each creation places itself).
+// gives each placed instance's nodes and the names of those it could not
+// place (which are not created: Ganeti's LUInstanceMultiAlloc); one that
+// fails is logged and the next is tried; the built-in answers nil (each
+// creation places itself).
 func TestMultiAllocateWith(t *testing.T) {
 	f, r := multiSetup(t)
 	ctx := context.Background()
 	reqs := []alloc.Request{{Name: "a", Template: fsm.DTDiskless, MemoryMiB: 128}, {Name: "b", Template: fsm.DTDiskless, MemoryMiB: 128}}
 	logged := 0
 	logf := func(string, ...any) { logged++ }
-	got, err := MultiAllocateWith(ctx, f, r, noDead, "partial,py", reqs, "noop", "fake", logf)
-	if err != nil || len(got) != 2 || strings.Join(got["a"], ",") != "n1" || strings.Join(got["b"], ",") != "n1" {
-		t.Errorf("partial,py: %v %v", got, err)
+	got, failed, err := MultiAllocateWith(ctx, f, r, noDead, "garbage,py", reqs, "noop", "fake", logf)
+	if err != nil || len(got) != 2 || strings.Join(got["a"], ",") != "n1" || strings.Join(got["b"], ",") != "n1" || len(failed) != 0 {
+		t.Errorf("garbage,py: %v %v %v", got, failed, err)
 	}
 	if logged != 1 {
-		t.Errorf("the failure of partial was logged %d times, want once", logged)
+		t.Errorf("the failure of garbage was logged %d times, want once", logged)
 	}
-	if _, err := MultiAllocateWith(ctx, f, r, noDead, "partial", reqs, "noop", "fake", nil); err == nil || !strings.Contains(err.Error(), "could not place b") {
-		t.Errorf("partial alone: %v, want the unplaced instance named", err)
+	got, failed, err = MultiAllocateWith(ctx, f, r, noDead, "partial,py", reqs, "noop", "fake", nil)
+	if err != nil || len(got) != 1 || strings.Join(got["a"], ",") != "n1" || strings.Join(failed, ",") != "b" {
+		t.Errorf("partial: %v %v %v, want a placed and b failed", got, failed, err)
 	}
-	if got, err := MultiAllocateWith(ctx, f, r, noDead, "garbage,hail", reqs, "noop", "fake", nil); err != nil || got != nil {
-		t.Errorf("garbage,hail: %v %v, want nil (the built-in: each creation places itself)", got, err)
+	if got, failed, err := MultiAllocateWith(ctx, f, r, noDead, "garbage,hail", reqs, "noop", "fake", nil); err != nil || got != nil || failed != nil {
+		t.Errorf("garbage,hail: %v %v %v, want nil (the built-in: each creation places itself)", got, failed, err)
+	}
+	if _, _, err := MultiAllocateWith(ctx, f, r, noDead, "garbage", reqs, "noop", "fake", nil); err == nil || !strings.Contains(err.Error(), "the answer is not a JSON object") {
+		t.Errorf("garbage alone: %v, want its reason", err)
 	}
 }
 

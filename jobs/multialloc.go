@@ -10,7 +10,8 @@ import (
 // multiAllocSteps is OP_INSTANCE_MULTI_ALLOC, the last job of a
 // multi-allocation: one step that finds the creation jobs submitted with
 // it (the ones just before its own id, from the same log entry) and
-// answers Ganeti's result naming them. It changes nothing.
+// answers Ganeti's result naming them ("allocatable") and the instances
+// the allocator could not place ("failed"). It changes nothing.
 func (e *Executor) multiAllocSteps(o *fsm.OpInstanceMultiAlloc) []Step {
 	return []Step{{Name: "list the creation jobs", Run: func(ctx context.Context, sc *StepContext) (any, error) {
 		n := int64(len(o.InstanceNames))
@@ -42,6 +43,14 @@ func (e *Executor) multiAllocSteps(o *fsm.OpInstanceMultiAlloc) []Step {
 		if err != nil {
 			return nil, err
 		}
-		return map[string]any{"jobs": jobsOut, "allocatable": o.InstanceNames, "failed": []string{}}, nil
+		failed := o.Failed
+		if failed == nil {
+			failed = []string{}
+		}
+		allocatable := o.InstanceNames
+		if allocatable == nil {
+			allocatable = []string{}
+		}
+		return map[string]any{"jobs": jobsOut, "allocatable": allocatable, "failed": failed}, nil
 	}}}
 }

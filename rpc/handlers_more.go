@@ -383,10 +383,11 @@ type multiPlacement struct{ list string }
 
 // multiPlacer is what the API needs of the gntd to place a
 // multi-allocation as one (the server implements it): the nodes of each
-// instance by name, or nil when the creations place themselves (the
-// built-in allocator).
+// placed instance by name and the names of those the allocator could not
+// place, or nil when the creations place themselves (the built-in
+// allocator).
 type multiPlacer interface {
-	PlaceMulti(ctx context.Context, list string, creates []json.RawMessage) (map[string][]string, error)
+	PlaceMulti(ctx context.Context, list string, creates []json.RawMessage) (map[string][]string, []string, error)
 }
 
 // placeMulti places a multi-allocation with its allocators on the leader
@@ -394,9 +395,11 @@ type multiPlacer interface {
 // external allocator gets one multi-allocate request of every instance,
 // and each creation job (its one opcode, changed in place) then names its
 // nodes, checked as given nodes are; with the built-in each creation
-// places itself. A list naming an allocator this gntd cannot run is
-// refused.
-func (s *Server) placeMulti(r *http.Request, mp *multiPlacement, creates []fsm.JobSpec) *APIError {
+// places itself. As Ganeti's LUInstanceMultiAlloc, the instances the
+// allocator could not place get no creation job: cmd loses them, and its
+// last job, OP_INSTANCE_MULTI_ALLOC, names them in failed (its result's
+// "failed"). A list naming an allocator this gntd cannot run is refused.
+func (s *Server) placeMulti(r *http.Request, mp *multiPlacement, cmd *fsm.JobSubmitMany) *APIError {
 	if mp.list != "" {
 		if aerr := s.checkIAllocators("iallocator", mp.list); aerr != nil {
 			return aerr
@@ -406,20 +409,31 @@ func (s *Server) placeMulti(r *http.Request, mp *multiPlacement, creates []fsm.J
 	if _, self := s.b.Leader(); !ok || !self {
 		return nil
 	}
+	creates := cmd.Jobs[:len(cmd.Jobs)-1]
 	raws := make([]json.RawMessage, len(creates))
 	for k, j := range creates {
 		raws[k] = j.Ops[0]
 	}
-	placed, err := pl.PlaceMulti(r.Context(), mp.list, raws)
+	placed, failed, err := pl.PlaceMulti(r.Context(), mp.list, raws)
 	if err != nil {
 		return asAPIError(err)
 	}
+	notPlaced := map[string]bool{}
+	for _, n := range failed {
+		notPlaced[n] = true
+	}
+	var kept []fsm.JobSpec
+	var names []string
 	for k, j := range creates {
 		var op map[string]any
 		if err := json.Unmarshal(j.Ops[0], &op); err != nil {
 			return badRequest(fmt.Sprintf("instances.%d", k), "instance %d: %v", k, err)
 		}
 		name, _ := op["instance_name"].(string)
+		if notPlaced[name] {
+			continue
+		}
+		kept, names = append(kept, j), append(names, name)
 		nodes := placed[name]
 		if len(nodes) == 0 {
 			continue // the built-in: the creation places itself
@@ -435,7 +449,29 @@ func (s *Server) placeMulti(r *http.Request, mp *multiPlacement, creates []fsm.J
 		}
 		j.Ops[0] = b
 	}
+	if len(failed) == 0 {
+		return nil
+	}
+	last := cmd.Jobs[len(cmd.Jobs)-1]
+	var op map[string]any
+	if err := json.Unmarshal(last.Ops[0], &op); err != nil {
+		return badRequest("instances", "the multi-allocation: %v", err)
+	}
+	op["instance_names"], op["failed"] = orEmpty(names), failed
+	b, err := json.Marshal(op)
+	if err != nil {
+		return badRequest("instances", "the multi-allocation: %v", err)
+	}
+	last.Ops[0] = b
+	cmd.Jobs = append(kept, last)
 	return nil
+}
+
+func orEmpty(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
 
 // handleMultiAlloc: POST /2/instances-multi-alloc. The jobs are queued in
@@ -480,7 +516,7 @@ func (s *Server) handleMultiAlloc(w http.ResponseWriter, r *http.Request) {
 		cmd.Jobs = append(cmd.Jobs, spec)
 	}
 	if mp != nil {
-		if aerr := s.placeMulti(r, mp, cmd.Jobs[:len(cmd.Jobs)-1]); aerr != nil {
+		if aerr := s.placeMulti(r, mp, &cmd); aerr != nil {
 			writeError(w, aerr)
 			return
 		}

@@ -28,20 +28,21 @@ func (s *Server) Capacity(ctx context.Context, req rpc.CapacityRequest) (any, er
 func nodeDead(n *fsm.Node) bool { return n.Liveness == fsm.LivenessDead }
 
 // PlaceMulti places the creations of a multi-allocation with the
-// allocators of list (jobs.MultiAllocateWith): each instance's nodes by
-// name from an external allocator's multi-allocate answer, or nil when
-// the built-in answers (each creation places itself). A creation that is
-// not an OP_INSTANCE_CREATE is refused, naming it.
-func (s *Server) PlaceMulti(ctx context.Context, list string, creates []json.RawMessage) (map[string][]string, error) {
+// allocators of list (jobs.MultiAllocateWith): each placed instance's
+// nodes by name from an external allocator's multi-allocate answer and
+// the names of those it could not place, or nil when the built-in
+// answers (each creation places itself). A creation that is not an
+// OP_INSTANCE_CREATE is refused, naming it.
+func (s *Server) PlaceMulti(ctx context.Context, list string, creates []json.RawMessage) (map[string][]string, []string, error) {
 	ops := make([]*fsm.OpInstanceCreate, len(creates))
 	for k, raw := range creates {
 		op, err := fsm.ParseOpcode(raw)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		c, ok := op.(*fsm.OpInstanceCreate)
 		if !ok {
-			return nil, &fsm.Error{Code: fsm.CodeInval, Field: fmt.Sprintf("instances.%d", k), Msg: fmt.Sprintf("instance %d is not an instance creation", k)}
+			return nil, nil, &fsm.Error{Code: fsm.CodeInval, Field: fmt.Sprintf("instances.%d", k), Msg: fmt.Sprintf("instance %d is not an instance creation", k)}
 		}
 		ops[k] = c
 	}
@@ -56,12 +57,12 @@ func (s *Server) PlaceMulti(ctx context.Context, list string, creates []json.Raw
 		}
 	})
 	opts := func(st *fsm.State) alloc.Options { return jobs.AllocOptions(st, nodeDead) }
-	placed, err := jobs.MultiAllocateWith(ctx, s.fsm, s.iallocators(), opts, list, reqs, os, hv, nil)
+	placed, failed, err := jobs.MultiAllocateWith(ctx, s.fsm, s.iallocators(), opts, list, reqs, os, hv, nil)
 	var le *iallocator.ListError
 	if errors.As(err, &le) {
 		// No allocator of the list placed them: a placement failure, as
 		// a creation's is, with each allocator's reason.
-		return nil, &fsm.Error{Code: fsm.CodeNoRes, Field: "iallocator", Msg: "cannot place the multi-allocation: " + le.Error()}
+		return nil, nil, &fsm.Error{Code: fsm.CodeNoRes, Field: "iallocator", Msg: "cannot place the multi-allocation: " + le.Error()}
 	}
-	return placed, err
+	return placed, failed, err
 }
