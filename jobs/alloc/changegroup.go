@@ -152,7 +152,8 @@ func ResolveGroupChange(st *fsm.State, instances []string, from string, targets 
 // groups, as Ganeti's hail answers a change-group request: each instance
 // goes to the target group where it scores best (the policy ranks first:
 // unallocable groups take nothing), on nodes that have its memory, disk
-// and vcpus, keep N+1 and run its hypervisor. A drbd instance moves to
+// and vcpus, keep N+1 and can run its hypervisor (fsm.PlacementHypervisor,
+// as evacuation). A drbd instance moves to
 // two new nodes of one group (MoveRelocate: its disks are copied from its
 // primary, which must be up); a diskless one is re-created on one node
 // (MoveRecreate: it has no data). Real plain and file instances cannot
@@ -171,14 +172,14 @@ func ChangeGroupPlan(st *fsm.State, gc GroupChange, opts Options) (Plan, error) 
 		plan.NodeName = "group " + g.Name
 	}
 	var todo []inst
-	hv := map[string]string{}
 	for _, ref := range gc.Instances {
 		i := findInstance(st, ref)
 		if i == nil {
 			return plan, &fsm.Error{Code: fsm.CodeNoEnt, Field: "instance_name", Msg: fmt.Sprintf("instance %s does not exist", ref)}
 		}
-		todo = append(todo, t.instance(i))
-		hv[i.UUID] = i.Hypervisor
+		in := t.instance(i)
+		in.hv = fsm.PlacementHypervisor(st, i)
+		todo = append(todo, in)
 	}
 	sort.Slice(todo, func(a, b int) bool {
 		x, y := &todo[a], &todo[b]
@@ -196,7 +197,7 @@ func ChangeGroupPlan(st *fsm.State, gc GroupChange, opts Options) (Plan, error) 
 	sort.SliceStable(targets, func(a, b int) bool { return t.groups[targets[a]].rank < t.groups[targets[b]].rank })
 	for k := range todo {
 		in := &todo[k]
-		mv, fail := t.changeGroup(st, in, targets, hv[in.uuid])
+		mv, fail := t.changeGroup(in, targets)
 		if fail != nil {
 			fail.Instance, fail.InstanceUUID = in.name, in.uuid
 			plan.Failed = append(plan.Failed, *fail)
@@ -212,8 +213,10 @@ func ChangeGroupPlan(st *fsm.State, gc GroupChange, opts Options) (Plan, error) 
 }
 
 // changeGroup places one instance in the best of the target groups it
-// has no node in, and accounts for it there.
-func (t *table) changeGroup(st *fsm.State, in *inst, targets []int32, hv string) (Move, *Failure) {
+// has no node in, on nodes that can run its hypervisor (the others are
+// marked for the time of the call), and accounts for it there.
+func (t *table) changeGroup(in *inst, targets []int32) (Move, *Failure) {
+	defer t.unmark(t.markHypervisor(in.hv))
 	mv := Move{Instance: in.name, InstanceUUID: in.uuid, Forthcoming: in.forthcoming}
 	if in.pri < 0 {
 		return mv, failState("it has no nodes, so no group to leave")
@@ -231,16 +234,6 @@ func (t *table) changeGroup(st *fsm.State, in *inst, targets []int32, hv string)
 	}
 	if len(sc.groups) == 0 {
 		return mv, failState("no target group is open to it (each is its own group or unallocable)")
-	}
-	if hv != "" {
-		for k := range t.rows {
-			if n := st.Nodes[t.rows[k].uuid]; n != nil && n.Hypervisor != "" && n.Hypervisor != hv {
-				if sc.skip == nil {
-					sc.skip = make([]bool, len(t.rows))
-				}
-				sc.skip[k] = true
-			}
-		}
 	}
 	nd := need{mem: in.mem, disk: in.disk, cpu: in.cpu}
 	kind := MoveRecreate
@@ -265,9 +258,6 @@ func (t *table) changeGroup(st *fsm.State, in *inst, targets []int32, hv string)
 	c, ok := t.search(nd, sc)
 	if !ok {
 		why := t.explain(nd, sc)
-		if sc.skip != nil {
-			why += " (the nodes excluded run another hypervisor than " + hv + ")"
-		}
 		t.add(in, in.pri, in.secs)
 		return mv, failRes("no target group can take it: %s", why)
 	}

@@ -75,7 +75,7 @@ func TestChangeGroupPlan(t *testing.T) {
 			}(),
 			instances: []string{"z1", "z2"},
 			moves:     []string{"z1 recreate b2"}, groups: []string{"g2"},
-			failed: []string{"z2: no target group can take it", "another hypervisor than lxc"},
+			failed: []string{"z2: no target group can take it", "running another hypervisor"},
 			code:   fsm.CodeNoRes,
 		},
 		{
