@@ -155,9 +155,9 @@ func TestTLSRefusesOutsiders(t *testing.T) {
 	}
 }
 
-// addUser adds a RAPI user, again if a leader change left the outcome of
-// a try unknown.
-func addUser(ctx context.Context, t *testing.T, c *Cluster, name, password string, write bool) {
+// putUser adds a RAPI user, again if a leader change left the outcome of
+// a try unknown (setting its password if the try had added it).
+func putUser(ctx context.Context, t *testing.T, c *Cluster, name, password string, write bool) {
 	t.Helper()
 	c.Eventually(30*time.Second, 200*time.Millisecond, "adding user "+name, func() error {
 		err := c.Client().AddRAPIUser(ctx, name, password, write)
@@ -171,10 +171,18 @@ func addUser(ctx context.Context, t *testing.T, c *Cluster, name, password strin
 		}
 		return err
 	})
-	// The write is applied where it was answered; a follower authenticates
-	// against its own replica, so wait until every running candidate has
-	// applied as far as the furthest one (a client sent to a follower at
-	// once would otherwise meet a 401 there).
+}
+
+// addUser adds a RAPI user (putUser) and waits until every running
+// candidate has applied it.
+func addUser(ctx context.Context, t *testing.T, c *Cluster, name, password string, write bool) {
+	t.Helper()
+	putUser(ctx, t, c, name, password, write)
+	// A follower authenticates against its own replica; it catches up
+	// with the leader before it refuses (TestUserAtOnceOnFollowers), but
+	// not while it knows no leader, which a test that goes on to stop
+	// members may meet: wait until every running candidate has applied
+	// as far as the furthest one.
 	var index uint64
 	for _, m := range c.Candidates() {
 		if st, err := c.Status(m); err == nil && m.Running() && st.AppliedIndex > index {

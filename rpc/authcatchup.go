@@ -112,18 +112,28 @@ func (s *Server) leaderAppliedIndex(ctx context.Context, addr string) (uint64, e
 }
 
 // authCatchUp waits until the local replica has applied everything the
-// leader had applied when asked, bounded by s.authWait and ctx. It
-// returns whether the replica is now past index, the index the refused
-// credentials were checked at; it never waits on the leader, nor when no
-// leader is known.
+// leader had applied when asked, bounded by s.authWait and ctx (during an
+// election, first for a leader to be known). It returns whether the
+// replica is now past index, the index the refused credentials were
+// checked at; the leader never waits.
 func (s *Server) authCatchUp(ctx context.Context, index uint64) bool {
 	addr, self := s.b.Leader()
 	f := s.b.FSM()
-	if self || addr == "" || f == nil {
+	if self || f == nil {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.authWait)
 	defer cancel()
+	for addr == "" {
+		select {
+		case <-ctx.Done():
+			return f.Index() > index
+		case <-time.After(leaderPoll):
+		}
+		if addr, self = s.b.Leader(); self {
+			return f.Index() > index
+		}
+	}
 	target, err := s.auth.leaderIndex.get(ctx, s.authWait, func(ctx context.Context) (uint64, error) {
 		return s.leaderAppliedIndex(ctx, addr)
 	})

@@ -70,6 +70,7 @@ func TestAuthCatchUp(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		leader     bool   // the gntd is the leader itself
+		election   bool   // no leader is known when the request comes
 		change     bool   // the leader's change reaches the replica after the leader is asked
 		ahead      uint64 // the leader's index beyond the replica's after the change
 		method     string // GET /2/info, or PUT /2/tags (write access)
@@ -86,6 +87,7 @@ func TestAuthCatchUp(t *testing.T) {
 		{name: "read access everywhere", method: "PUT", user: "reader", pw: readerPW, wantStatus: 403, wantReason: "read_only", wantAsks: 1},
 		{name: "leader never waits", leader: true, change: true, user: "jack", pw: newPW, wantStatus: 401, wantReason: "unknown_user"},
 		{name: "an index that never comes", change: true, ahead: 100, user: "mallory", pw: "x", wantStatus: 401, wantReason: "unknown_user", wantAsks: 1},
+		{name: "during an election", election: true, change: true, user: "jack", pw: newPW, wantAsks: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fb := rpctest.New("node2")
@@ -113,12 +115,23 @@ func TestAuthCatchUp(t *testing.T) {
 			}
 			ls := httptest.NewServer(l)
 			defer ls.Close()
-			if tc.leader {
+			wait := 200 * time.Millisecond
+			switch {
+			case tc.leader:
 				fb.SetLeader("", "node2", true)
-			} else {
+			case tc.election:
+				// A leader becomes known while the request waits (well
+				// within its bound, however slow the machine).
+				wait = time.Minute
+				fb.SetLeader("", "", false)
+				go func() {
+					time.Sleep(50 * time.Millisecond)
+					fb.SetLeader(ls.URL, "node1", false)
+				}()
+			default:
 				fb.SetLeader(ls.URL, "node1", false)
 			}
-			srv, reg := authServerWith(t, fb, rpc.ServerOptions{AuthCatchUp: 200 * time.Millisecond})
+			srv, reg := authServerWith(t, fb, rpc.ServerOptions{AuthCatchUp: wait})
 			method, path := "GET", "/2/info"
 			if tc.method == "PUT" {
 				method, path = "PUT", "/2/tags?tag=x"
