@@ -348,7 +348,7 @@ func (o *OpInstanceCreate) checkState(s *State) *Error {
 		}
 	}
 	for i, n := range o.NICs {
-		if e := checkNICFilled(s.Cluster, fmt.Sprintf("nics.%d", i), n.Mode, n.IP); e != nil {
+		if e := checkNICFilled(s.Cluster, hv, fmt.Sprintf("nics.%d", i), n.Mode, n.VLAN, n.IP); e != nil {
 			return e
 		}
 	}
@@ -365,14 +365,27 @@ func checkHVEnabled(c *Cluster, hv string) *Error {
 	return nil
 }
 
-// checkNICFilled checks a NIC's mode as filled with the cluster's: a
-// routed NIC needs an IP.
-func checkNICFilled(c *Cluster, field, mode, ip string) *Error {
+// checkNICFilled checks a NIC's mode and vlan as filled with the
+// cluster's: a routed NIC needs an IP, and an instance of hypervisor kvm
+// (gnt's kvm driver) has bridged and routed NICs only, without a VLAN,
+// so that what it cannot connect is refused at submission rather than
+// at its start.
+func checkNICFilled(c *Cluster, hv, field, mode, vlan, ip string) *Error {
+	filled := FillParams(paramDefaults(NICParamDefs), c.NICParams)
 	if mode == "" {
-		mode, _ = FillParams(paramDefaults(NICParamDefs), c.NICParams)["mode"].(string)
+		mode, _ = filled["mode"].(string)
+	}
+	if vlan == "" {
+		vlan, _ = filled["vlan"].(string)
 	}
 	if mode == NICModeRouted && ip == "" {
 		return errf(CodeInval, field+".ip", "%s: a routed NIC needs an IP address", field)
+	}
+	if hv == HVKVM && mode != NICModeBridged && mode != NICModeRouted {
+		return errf(CodeInval, field+".mode", "%s: mode %s: the kvm hypervisor connects bridged and routed NICs only", field, mode)
+	}
+	if hv == HVKVM && vlan != "" {
+		return errf(CodeInval, field+".vlan", "%s: vlan %q: the kvm hypervisor connects no VLANs (a VLAN needs openvswitch)", field, vlan)
 	}
 	return nil
 }

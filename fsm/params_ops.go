@@ -282,9 +282,10 @@ func (o *OpInstanceSetParams) ApplyTo(c *Cluster, in *Instance, ids SetParamsIDs
 			}
 		}
 	}
+	hv := InstanceHypervisor(c, in)
 	for k, n := range out.NICs {
-		if e := checkNICFilled(c, "nics."+itoa(k), n.Mode, n.IP); e != nil {
-			return nil, nil, errf(CodeInval, e.Field, "instance %s NIC %d: a routed NIC needs an IP address", in.Name, k)
+		if e := checkNICFilled(c, hv, "nics."+itoa(k), n.Mode, n.VLAN, n.IP); e != nil {
+			return nil, nil, errf(CodeInval, e.Field, "instance %s NIC %d: %s", in.Name, k, strings.TrimPrefix(e.Msg, "nics."+itoa(k)+": "))
 		}
 	}
 	for k, d := range o.Disks {
