@@ -71,10 +71,12 @@ func instanceInfo(ctx context.Context, s *session, c *cli.Context, args []string
 }
 
 // diskStatuses is what the /info job (OP_INSTANCE_QUERY_DATA) said of the
-// instances' disks: by instance name, each disk's pstatus and sstatus;
-// err is why the nodes could not be asked.
+// instances' disks: by instance name, each disk's pstatus and sstatus,
+// and whether it runs on its primary (run_state: up or down); err is why
+// the nodes could not be asked.
 type diskStatuses struct {
 	by  map[string][]diskStatus
+	run map[string]string
 	err error
 }
 
@@ -102,7 +104,8 @@ func (s *session) instanceDiskStatus(ctx context.Context, names []string) diskSt
 		return diskStatuses{err: err}
 	}
 	var res map[string]struct {
-		Disks []diskStatus `json:"disks"`
+		Disks    []diskStatus `json:"disks"`
+		RunState string       `json:"run_state"`
 	}
 	if len(j.OpResult) == 0 {
 		return diskStatuses{err: fmt.Errorf("job %d answered no result", id)}
@@ -110,9 +113,10 @@ func (s *session) instanceDiskStatus(ctx context.Context, names []string) diskSt
 	if err := json.Unmarshal(j.OpResult[0], &res); err != nil {
 		return diskStatuses{err: fmt.Errorf("decoding job %d's result: %w", id, err)}
 	}
-	out := diskStatuses{by: map[string][]diskStatus{}}
+	out := diskStatuses{by: map[string][]diskStatus{}, run: map[string]string{}}
 	for name, r := range res {
 		out.by[name] = r.Disks
+		out.run[name] = r.RunState
 	}
 	return out
 }
@@ -144,7 +148,12 @@ func showInstance(w io.Writer, o object, status diskStatuses) {
 	fmt.Fprintf(w, "Serial number: %s\n", str(o, "serial_no"))
 	fmt.Fprintf(w, "Creation time: %s\n", epoch(o, "ctime"))
 	fmt.Fprintf(w, "Modification time: %s\n", epoch(o, "mtime"))
-	fmt.Fprintf(w, "State: configured to be %s\n", str(o, "admin_state"))
+	// Ganeti's line; the actual state only from the nodes (not --static).
+	if run := status.run[str(o, "name")]; run != "" {
+		fmt.Fprintf(w, "State: configured to be %s, actual state is %s\n", str(o, "admin_state"), run)
+	} else {
+		fmt.Fprintf(w, "State: configured to be %s\n", str(o, "admin_state"))
+	}
 	if flag(o, "forthcoming") {
 		fmt.Fprintf(w, "  Forthcoming: True (a reservation; not yet created)\n")
 	}

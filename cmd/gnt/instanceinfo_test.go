@@ -17,7 +17,7 @@ func TestInstanceInfoDiskStatus(t *testing.T) {
 	f.on("GET", "/2/instances/web1", 200, infoInstance)
 	f.on("POST", "/2/jobs", 200, `7`)
 	f.on("GET", "/2/jobs/7", 200, `{"id": 7, "status": "success", "opstatus": ["success"], "oplog": [[]],
-	  "opresult": [{"web1": {"disks": [
+	  "opresult": [{"web1": {"config_state": "up", "run_state": "down", "disks": [
 	    {"pstatus": ["/dev/xenvg/d0", null, null, null, null, false, 1], "sstatus": ["/dev/xenvg/d0", null, null, null, null, false, 1]},
 	    {"pstatus": ["/dev/xenvg/d1", null, null, null, null, false, 1], "sstatus": null}]}}]}`)
 	r := gnt(t, nil, "--server", f.addr(), "instance", "info", "web1")
@@ -29,6 +29,7 @@ func TestInstanceInfoDiskStatus(t *testing.T) {
 		t.Errorf("requests %v: want the /info job first", reqs)
 	}
 	for _, want := range []string{
+		"State: configured to be up, actual state is down\n",
 		"    - disk/0: size 1.0G\n      on primary: /dev/xenvg/d0, status ok\n      on secondary: /dev/xenvg/d0, status ok\n",
 		"      on secondary: no status (the node does not hold the disk, or is offline)\n",
 	} {
@@ -40,7 +41,7 @@ func TestInstanceInfoDiskStatus(t *testing.T) {
 	g := newFake(t)
 	g.on("GET", "/2/instances/web1", 200, infoInstance)
 	r = gnt(t, nil, "--server", g.addr(), "instance", "info", "--static", "web1")
-	if r.code != 0 || strings.Contains(r.stdout, "on primary") {
+	if r.code != 0 || strings.Contains(r.stdout, "on primary") || !strings.Contains(r.stdout, "State: configured to be up\n") {
 		t.Errorf("--static: exit %d, stdout:\n%s", r.code, r.stdout)
 	}
 	for _, req := range g.requests() {
