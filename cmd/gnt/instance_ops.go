@@ -36,7 +36,7 @@ func (e environment) instanceOpCommands() []*cli.Command {
 				&cli.StringFlag{Name: "node", Aliases: []string{"n"}, Usage: "`PNODE[:SNODE]` instead of the allocator"},
 				&cli.StringFlag{Name: "iallocator", Aliases: []string{"I"}, Usage: "allocators to try in order, `NAME[,NAME...]`: hail (built-in) or programs of the iallocators directory (default: the cluster's default list)"},
 				&cli.StringFlag{Name: "group", Usage: "place within this node group"},
-				&cli.StringSliceFlag{Name: "net", Usage: "a NIC: `mode=MODE,link=LINK,vlan=VLAN,ip=IP,mac=MAC,name=NAME`, or network=NETWORK[,ip=pool|IP] (mode and link from the network's connection; pool: its lowest free address), each optionally with Ganeti's index (0:mode=routed,...; then every --net has one) (repeatable)"},
+				&cli.StringSliceFlag{Name: "net", Usage: "a NIC: `mode=MODE,link=LINK,vlan=VLAN,ip=IP,mac=MAC,name=NAME`, or network=NETWORK[,ip=pool|IP] (mode and link from the network's connection; pool: its lowest free address), each optionally with Ganeti's index (0:mode=routed,...; then every --net has one); without --net the instance has no NIC (Ganeti's add gives it one of the cluster's defaults) (repeatable)"},
 				&cli.BoolFlag{Name: "no-start", Usage: "do not start the instance"},
 				&cli.BoolFlag{Name: "no-install", Usage: "do not install the OS"},
 				&cli.BoolFlag{Name: "forthcoming", Usage: "only reserve the resources (commit later with 'gnt instance create NAME')"},
