@@ -23,8 +23,8 @@ func setDriver(t *testing.T, d *direct, name, hv string) {
 // TestMovesKeepTheHypervisor: a drbd instance (of no hypervisor of its
 // own: its primary's driver) neither fails over nor
 // migrates to a secondary whose gntd runs another driver, and nothing
-// changes; a failover that lets the allocator choose, and a re-creation
-// of disks on given nodes, take only nodes of its driver.
+// changes; a failover that lets the allocator choose, or given a node,
+// and a new secondary given by name take only nodes of its driver.
 func TestMovesKeepTheHypervisor(t *testing.T) {
 	d, _, _ := downCluster(t, "n4")
 	// The test cluster has no default hypervisor: web1 runs under its
@@ -58,5 +58,9 @@ func TestMovesKeepTheHypervisor(t *testing.T) {
 	}
 	if res, _ := failed(t, d, `{"OP_ID":"OP_INSTANCE_FAILOVER","instance_name":"vm1","target_node":"n3"}`); !strings.Contains(res, "node n3 runs the "+other+" driver") {
 		t.Errorf("failover to a node of another driver: %s", res)
+	}
+	// Nor is a new secondary given by name taken from another driver.
+	if res, _ := failed(t, d, `{"OP_ID":"OP_INSTANCE_REPLACE_DISKS","instance_name":"web1","mode":"replace_new_secondary","remote_node":"n1"}`); !strings.Contains(res, "node n1 runs the "+other+" driver") {
+		t.Errorf("a new secondary of another driver: %s", res)
 	}
 }

@@ -301,6 +301,8 @@ func (e *Executor) chooseSecondary(ctx context.Context, sc *StepContext, o *fsm.
 				if o.RemoteNode != "" {
 					if node = s.LookupNode(o.RemoteNode); node == nil {
 						err = &fsm.Error{Code: fsm.CodeNoEnt, Field: "remote_node", Msg: fmt.Sprintf("node %s does not exist", o.RemoteNode)}
+					} else if ferr := fsm.CheckNodeHypervisor("remote_node", node, in.Name, fsm.PlacementHypervisor(s, in)); ferr != nil {
+						node, err = nil, ferr
 					}
 					return
 				}

@@ -380,15 +380,18 @@ func (b *balancer) best() *cand {
 		name := instRef(i)
 		_, disk := fsm.InstanceUsage(i, i.PrimaryNode)
 		drbd := i.DiskTemplate == fsm.DTDrbd && len(i.SecondaryNodes) == 1
+		// Only to nodes that can run its hypervisor, as every placement.
+		hv := fsm.PlacementHypervisor(b.st, i)
+		runs := func(x *bnode) bool { return fsm.HypervisorFits(x.n.Hypervisor, hv) }
 		switch {
 		case i.Forthcoming && drbd:
-			if s := b.byUUID[i.SecondaryNodes[0]]; s != nil && !s.touched {
+			if s := b.byUUID[i.SecondaryNodes[0]]; s != nil && !s.touched && runs(s) {
 				consider(cand{in: i, kind: MoveReservation, from: p, to: s, mem: i.MemoryMiB, cpu: int64(i.VCPUs), name: name})
 			}
 		case i.Forthcoming && len(i.SecondaryNodes) == 0:
 			mem, cpu := i.MemoryMiB, int64(i.VCPUs)
 			for _, x := range order {
-				if x != p && x.n.Group == p.n.Group && x.free.mem >= mem && x.free.disk >= disk && x.free.vcpus >= cpu {
+				if x != p && x.n.Group == p.n.Group && x.free.mem >= mem && x.free.disk >= disk && x.free.vcpus >= cpu && runs(x) {
 					consider(cand{in: i, kind: MoveReservation, from: p, to: x, mem: mem, disk: disk, cpu: cpu, name: name})
 					break
 				}
@@ -398,9 +401,11 @@ func (b *balancer) best() *cand {
 			if s == nil || s.touched {
 				continue
 			}
-			consider(cand{in: i, kind: MoveMigrate, from: p, to: s, mem: i.MemoryMiB, cpu: int64(i.VCPUs), name: name})
+			if runs(s) {
+				consider(cand{in: i, kind: MoveMigrate, from: p, to: s, mem: i.MemoryMiB, cpu: int64(i.VCPUs), name: name})
+			}
 			for _, x := range order {
-				if x != p && x != s && x.n.Group == p.n.Group && x.free.disk >= disk {
+				if x != p && x != s && x.n.Group == p.n.Group && x.free.disk >= disk && runs(x) {
 					consider(cand{in: i, kind: MoveSecondary, from: s, to: x, disk: disk, name: name})
 					break
 				}

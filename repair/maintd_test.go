@@ -165,6 +165,8 @@ func applyNode(t testing.TB, n map[string]any, a map[string]string) {
 			n["master_capable"] = v == "true"
 		case "oob":
 			n["ndparams"] = map[string]any{"oob_program": v}
+		case "hv":
+			n["hypervisor"] = v
 		default:
 			t.Fatalf("unknown node field %q", k)
 		}
