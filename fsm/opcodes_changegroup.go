@@ -65,8 +65,8 @@ func (o *OpInstanceChangeGroup) Locks(s *State) []LockDecl { return evacuationLo
 // the target groups (any other group when none is given): Ganeti's
 // OP_GROUP_EVACUATE, planned by an iallocator request of mode
 // change-group. The moves run one after another in the job's steps, so
-// sequential is what gnt always does; force_failover is refused (moves
-// of running instances are live migrations).
+// sequential is what gnt always does; with force_failover a running
+// instance moves stopped rather than by live migration.
 type OpGroupEvacuate struct {
 	OpCommon
 	GroupName     string   `json:"group_name"`
@@ -90,9 +90,6 @@ func (o *OpGroupEvacuate) Validate() *Error {
 	}
 	if e := validateTargetGroups(o.TargetGroups); e != nil {
 		return e
-	}
-	if o.ForceFailover {
-		return errf(CodeInval, "force_failover", "force_failover is not supported: gnt moves a running drbd instance to its new primary by live migration; shut the instances down first to move them stopped")
 	}
 	for k, g := range o.TargetGroups {
 		if g == o.GroupName {

@@ -63,7 +63,7 @@ func TestMoreOpcodesBadInput(t *testing.T) {
 		{`{"OP_ID":"OP_GROUP_EVACUATE","group_name":"` + strings.Repeat("x", MaxGroupNameLen+1) + `"}`, "group_name"},
 		{`{"OP_ID":"OP_GROUP_EVACUATE","group_name":"g","target_groups":["g"]}`, "target_groups.0"},
 		{`{"OP_ID":"OP_GROUP_EVACUATE","group_name":"g","target_groups":["h","h"]}`, "target_groups.1"},
-		{`{"OP_ID":"OP_GROUP_EVACUATE","group_name":"g","force_failover":true}`, "force_failover"},
+		{`{"OP_ID":"OP_GROUP_EVACUATE","group_name":"g","force_failover":1}`, "force_failover"},
 		{`{"OP_ID":"OP_GROUP_EVACUATE","group_name":"g","iallocator":"a,a"}`, "iallocator"},
 		{`{"OP_ID":"OP_GROUP_EVACUATE","group_name":"g","instance_name":"w"}`, "instance_name"},
 	} {
@@ -110,7 +110,7 @@ func TestGroupAssignNodesSplit(t *testing.T) {
 func TestChangeGroupOpcodesParse(t *testing.T) {
 	for _, in := range []string{
 		`{"OP_ID":"OP_INSTANCE_CHANGE_GROUP","instance_name":"w","iallocator":"hail,mine","target_groups":["g2","g3"],"early_release":true}`,
-		`{"OP_ID":"OP_GROUP_EVACUATE","group_name":"g","target_groups":["h"],"sequential":true,"force_failover":false,"early_release":true}`,
+		`{"OP_ID":"OP_GROUP_EVACUATE","group_name":"g","target_groups":["h"],"sequential":true,"force_failover":true,"early_release":true}`,
 		`{"OP_ID":"OP_INSTANCE_MULTI_ALLOC","instance_names":[],"failed":["b"]}`,
 	} {
 		if _, err := ParseOpcode([]byte(in)); err != nil {

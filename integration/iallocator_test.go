@@ -349,8 +349,9 @@ print(json.dumps({"success": True, "info": "", "result": [moved, [], jobs]}))
 // TestChangeGroup changes the node group of a running drbd instance on
 // real gntds: with the built-in allocator (gnt instance change-group),
 // with an external program answering Ganeti's change-group request, and
-// by evacuating a group (gnt group evacuate), which refuses by name a
-// plain instance it cannot move and moves nothing then. A dry run and a
+// by evacuating a group (gnt group evacuate, --force-failover: stopped
+// and started rather than migrated), which refuses by name a plain
+// instance it cannot move and moves nothing then. A dry run and a
 // target that is the instance's own group change nothing.
 func TestChangeGroup(t *testing.T) {
 	c := NewCluster(t, ClusterOptions{Candidates: 1, Nodes: 3})
@@ -435,7 +436,9 @@ func TestChangeGroup(t *testing.T) {
 		t.Errorf("a refused evacuation moved web1 to %s", w)
 	}
 	gnt("instance", "remove", "--force", "p1")
-	gnt("group", "evacuate", "default")
+	if out := gnt("group", "evacuate", "--force-failover", "default"); !strings.Contains(out, "web1: primary node21 -> node22 (failover: stopped, started there)") {
+		t.Errorf("evacuating default with --force-failover did not fail web1 over:\n%s", out)
+	}
 	if w := where(); w != "node22:node23" {
 		t.Errorf("after evacuating default: web1 on %s, want node22:node23", w)
 	}

@@ -83,12 +83,18 @@ func (e *Executor) changeGroupSteps(o *fsm.OpInstanceChangeGroup, st *fsm.OpStat
 
 // groupEvacuateSteps is OP_GROUP_EVACUATE: the plan of the allocators
 // (change-group of every instance with a node in the group), then its
-// moves as a node evacuation runs them (moveSteps), one after another.
+// moves as a node evacuation runs them (moveSteps), one after another;
+// with force_failover a running instance moves stopped (stop, start on
+// its new primary) instead of by live migration, as Ganeti turns the
+// answer's migrations into failovers.
 func (e *Executor) groupEvacuateSteps(o *fsm.OpGroupEvacuate, st *fsm.OpState) []Step {
 	return e.moveSteps(st, Step{Name: "plan", Run: func(ctx context.Context, sc *StepContext) (any, error) {
 		p, err := e.changeGroupPlanWith(ctx, sc, o.IAllocator, nil, o.GroupName, o.TargetGroups)
 		if err != nil {
 			return nil, err
+		}
+		for k := range p.Moves {
+			p.Moves[k].Failover = o.ForceFailover
 		}
 		logMoves(sc, p)
 		return p, nil
@@ -189,7 +195,7 @@ func (e *Executor) runMove(ctx context.Context, sc *StepContext, m alloc.Move) e
 				}
 			})
 			var c bool
-			if c, err = e.moveToSecondary(ctx, sc, in, nodes); err == nil {
+			if c, err = e.moveToSecondary(ctx, sc, in, nodes, m.Failover); err == nil {
 				c2 := false
 				c2, err = e.replaceSecondary(ctx, sc, in, m.OldPrimary, m.NewSecondary)
 				c = c || c2
@@ -199,11 +205,11 @@ func (e *Executor) runMove(ctx context.Context, sc *StepContext, m alloc.Move) e
 	case alloc.MoveRecreate:
 		changed, err = e.recreateOn(ctx, sc, in, nodes, m)
 	case alloc.MoveFailover:
-		changed, err = e.moveToSecondary(ctx, sc, in, nodes)
+		changed, err = e.moveToSecondary(ctx, sc, in, nodes, m.Failover)
 	case alloc.MoveReplaceSecondary:
 		changed, err = e.replaceSecondary(ctx, sc, in, m.OldSecondary, m.NewSecondary)
 	case alloc.MoveFailoverReplace:
-		if changed, err = e.moveToSecondary(ctx, sc, in, nodes); err == nil {
+		if changed, err = e.moveToSecondary(ctx, sc, in, nodes, m.Failover); err == nil {
 			// The evacuated node, the old primary, is now the secondary.
 			var c bool
 			c, err = e.replaceSecondary(ctx, sc, in, m.OldPrimary, m.NewSecondary)
@@ -287,8 +293,10 @@ func (e *Executor) reservationMoveStep(ref, target string) Step {
 
 // moveToSecondary makes a drbd instance's secondary its primary: a live
 // migration when it should run (keyed by an id of this opcode and the
-// instance, so a repeat is no effect), then the roles swap in the record.
-func (e *Executor) moveToSecondary(ctx context.Context, sc *StepContext, in *fsm.Instance, nodes map[string]*fsm.Node) (bool, error) {
+// instance, so a repeat is no effect), or with failover a stop on the
+// primary and a start on the secondary, then the roles swap in the
+// record.
+func (e *Executor) moveToSecondary(ctx context.Context, sc *StepContext, in *fsm.Instance, nodes map[string]*fsm.Node, failover bool) (bool, error) {
 	if err := needDRBD(in, "moving to the secondary"); err != nil {
 		return false, err
 	}
@@ -298,6 +306,15 @@ func (e *Executor) moveToSecondary(ctx context.Context, sc *StepContext, in *fsm
 	}
 	if err := e.runsHypervisorOf(in, dst, "instance_name"); err != nil {
 		return false, err
+	}
+	if in.AdminState == fsm.AdminUp && failover {
+		if err := e.stopForFailover(ctx, sc, in, src, false, nil); err != nil {
+			return false, err
+		}
+		sc.Logf("%s: primary %s -> %s (failover: stopped, started there)", in.Name, src.Name, dst.Name)
+		in.PrimaryNode, in.SecondaryNodes = in.SecondaryNodes[0], []string{in.PrimaryNode}
+		_, err := e.call(ctx, sc, dst, NodeCall{Op: NodeOpStart, Instance: in})
+		return true, err
 	}
 	if in.AdminState == fsm.AdminUp {
 		if err := e.usable(src, "migrating "+in.Name); err != nil {

@@ -194,10 +194,23 @@ func TestChangeGroup(t *testing.T) {
 	if g, ns := groupOf(); g != "default" || strings.Join(ns, ",") != "n1,n2" {
 		t.Fatalf("after change-group by first: web1 in %s on %v", g, ns)
 	}
-	// A group evacuation moves it out of default again.
-	runOK(t, d, `{"OP_ID":"OP_GROUP_EVACUATE","group_name":"default","target_groups":["g2"]}`)
+	// A group evacuation with force_failover moves it out of default
+	// again, stopped and started rather than migrated.
+	nodes.mu.Lock()
+	before := len(nodes.calls)
+	nodes.mu.Unlock()
+	runOK(t, d, `{"OP_ID":"OP_GROUP_EVACUATE","group_name":"default","target_groups":["g2"],"force_failover":true}`)
 	if g, _ := groupOf(); g != "g2" {
 		t.Fatalf("after evacuating default: web1 in %s", g)
+	}
+	nodes.mu.Lock()
+	calls := strings.Join(nodes.calls[before:], " ")
+	nodes.mu.Unlock()
+	if strings.Contains(calls, "migrate") || !strings.Contains(calls, NodeOpStop+"@n") || !strings.Contains(calls, NodeOpStart+"@n") {
+		t.Errorf("force_failover: the moves called %s, want a stop and a start and no migration", calls)
+	}
+	if r := nodes.running(); len(r) != 1 || !strings.HasPrefix(r[0], instanceState(d, "web1").PrimaryNode+"/") {
+		t.Errorf("running after the evacuation: %v", r)
 	}
 	var old []string
 	d.f.Read(func(s *fsm.State, _ uint64) { old = []string{s.LookupNode("n1").UUID, s.LookupNode("n2").UUID} })

@@ -23,19 +23,22 @@ func changeGroupFlags() []cli.Flag {
 func (e environment) changeGroupCommand() *cli.Command {
 	return e.groupChangeCommand("change-group", "move an instance to nodes of another node group, as the allocators plan "+
 		"(drbd: to two new nodes, disks copied, then migrated; diskless: re-created; plain and file cannot move)",
-		"NAME", "OP_INSTANCE_CHANGE_GROUP", "instance_name")
+		"NAME", "OP_INSTANCE_CHANGE_GROUP", "instance_name", nil)
 }
 
 // groupEvacuateCommand is gnt group evacuate.
 func (e environment) groupEvacuateCommand() *cli.Command {
 	return e.groupChangeCommand("evacuate", "move every instance with a node in a node group to other groups, as the allocators plan (one after another)",
-		"GROUP", "OP_GROUP_EVACUATE", "group_name")
+		"GROUP", "OP_GROUP_EVACUATE", "group_name", []cli.Flag{
+			&cli.BoolFlag{Name: "force-failover", Usage: "move running instances stopped (stop, start on the new node) instead of by live migration"},
+			&cli.BoolFlag{Name: "sequential", Usage: "accepted as Ganeti's; gnt always moves the instances one after another"},
+		})
 }
 
 // groupChangeCommand is a command submitting opcode opID for its one
-// argument, given as field.
-func (e environment) groupChangeCommand(name, usage, arg, opID, field string) *cli.Command {
-	return &cli.Command{Name: name, Usage: usage, ArgsUsage: arg, Flags: changeGroupFlags(),
+// argument, given as field, with the flags of changeGroupFlags and more.
+func (e environment) groupChangeCommand(name, usage, arg, opID, field string, more []cli.Flag) *cli.Command {
+	return &cli.Command{Name: name, Usage: usage, ArgsUsage: arg, Flags: append(changeGroupFlags(), more...),
 		Action: e.do(func(ctx context.Context, s *session, c *cli.Context, args []string) error {
 			if err := nArgs(c, args, 1, 1); err != nil {
 				return err
@@ -55,8 +58,10 @@ func submitChangeGroup(ctx context.Context, s *session, c *cli.Context, op map[s
 	if to := c.StringSlice("to"); len(to) > 0 {
 		op["target_groups"] = to
 	}
-	if c.Bool("early-release") {
-		op["early_release"] = true
+	for flag, key := range map[string]string{"early-release": "early_release", "force-failover": "force_failover", "sequential": "sequential"} {
+		if c.Bool(flag) {
+			op[key] = true
+		}
 	}
 	var q url.Values
 	if c.Bool("dry-run") {

@@ -19,6 +19,8 @@ func TestChangeGroupJobs(t *testing.T) {
 			`[{"OP_ID":"OP_INSTANCE_CHANGE_GROUP","early_release":true,"iallocator":"mine,hail","instance_name":"web1","target_groups":["g2","g3"]}]`, false},
 		{[]string{"group", "evacuate", "--dry-run", "--to", "g2", "default"},
 			`[{"OP_ID":"OP_GROUP_EVACUATE","group_name":"default","target_groups":["g2"]}]`, true},
+		{[]string{"group", "evacuate", "--force-failover", "--sequential", "default"},
+			`[{"OP_ID":"OP_GROUP_EVACUATE","force_failover":true,"group_name":"default","sequential":true}]`, false},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			f := newFake(t)

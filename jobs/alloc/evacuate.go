@@ -65,6 +65,10 @@ type Move struct {
 	// NewGroup is the name of the group a change of group moves the
 	// instance to; empty for moves within the instance's group.
 	NewGroup string `json:"new_group,omitempty"`
+	// Failover moves a running instance to its new primary stopped (a
+	// stop, then a start there) rather than by live migration
+	// (OP_GROUP_EVACUATE's force_failover).
+	Failover bool `json:"failover,omitempty"`
 }
 
 // Failure is an instance that cannot be moved, and why.
