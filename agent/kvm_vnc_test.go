@@ -589,3 +589,33 @@ func FuzzParseVNCPassword(f *testing.F) {
 		}
 	})
 }
+
+// TestVNCTLSCreds: qemu's TLS credentials object of the VNC console:
+// anonymous without a directory; x509 from it, verify-peer following
+// vnc_x509_verify and a comma of the path written twice (QEMU's option
+// syntax); each missing file named.
+func TestVNCTLSCreds(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "vnc,x509")
+	if got, err := vncTLSCreds("", false); err != nil || got != "tls-creds-anon,id=vnctls0,endpoint=server" {
+		t.Errorf("anonymous: %q %v", got, err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for i, name := range vncX509Files {
+		_, err := vncTLSCreds(dir, false)
+		if err == nil || !strings.HasPrefix(err.Error(), name+": ") || !strings.Contains(err.Error(), "need ca-cert.pem, server-cert.pem, server-key.pem there") {
+			t.Errorf("with %v only: %v, want the error to name %s", vncX509Files[:i], err, name)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	esc := strings.ReplaceAll(dir, ",", ",,")
+	for verify, peer := range map[bool]string{false: "off", true: "on"} {
+		want := "tls-creds-x509,id=vnctls0,endpoint=server,dir=" + esc + ",verify-peer=" + peer
+		if got, err := vncTLSCreds(dir, verify); err != nil || got != want {
+			t.Errorf("verify %v: %q %v, want %q", verify, got, err, want)
+		}
+	}
+}
