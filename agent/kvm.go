@@ -831,27 +831,65 @@ func (k *KVM) launch(ctx context.Context, op Op, r *kvmRecord, inst fsm.Instance
 	return accel, nil
 }
 
-// stopQEMU ends the instance's qemu: ACPI powerdown, then SIGKILL after
-// timeout (at once with force), and removes its runtime files.
+// powerdownEvery is how often a graceful stop sends the ACPI powerdown
+// again while it waits: a guest still booting ignores one that comes
+// before its ACPI handling runs (Ganeti's shutdown retries every 5 s too).
+const powerdownEvery = 5 * time.Second
+
+// powerdown asks a guest to power off, again every interval, until it is
+// gone or timeout has passed since the first request. send sends one
+// request; wait waits up to d for the guest to be gone and says whether
+// it is; now is the clock. It reports whether the guest went, how many
+// requests it sent and, when none was sent, the last error.
+func powerdown(ctx context.Context, timeout, interval time.Duration, now func() time.Time,
+	send func(context.Context) error, wait func(ctx context.Context, d time.Duration) bool) (gone bool, sent int, err error) {
+	deadline := now().Add(timeout)
+	for {
+		sctx, cancel := context.WithTimeout(ctx, min(interval, 5*time.Second))
+		if serr := send(sctx); serr != nil {
+			err = serr
+		} else {
+			sent++
+		}
+		cancel()
+		left := deadline.Sub(now())
+		if wait(ctx, min(interval, max(left, 0))) {
+			return true, sent, nil
+		}
+		if left <= interval || ctx.Err() != nil {
+			if sent > 0 {
+				err = nil
+			}
+			return false, sent, err
+		}
+	}
+}
+
+// stopQEMU ends the instance's qemu: ACPI powerdown (again every
+// powerdownEvery), then SIGKILL after timeout (at once with force), and
+// removes its runtime files.
 func (k *KVM) stopQEMU(ctx context.Context, uuid string, timeout time.Duration, force bool) (string, error) {
 	pid := k.pid(uuid)
 	out := "not running"
 	if pid != 0 {
 		out = "destroyed (forced)"
 		if !force {
-			qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			err := qmpDo(qctx, k.qmpPath(uuid), func(q *qmpConn) error { return q.call(qctx, "system_powerdown", nil, nil) })
-			cancel()
-			wctx, wcancel := context.WithTimeout(ctx, timeout)
-			gone := waitGone(wctx, pid, uuid) == nil
-			wcancel()
+			send := func(ctx context.Context) error {
+				return qmpDo(ctx, k.qmpPath(uuid), func(q *qmpConn) error { return q.call(ctx, "system_powerdown", nil, nil) })
+			}
+			wait := func(ctx context.Context, d time.Duration) bool {
+				wctx, cancel := context.WithTimeout(ctx, d)
+				defer cancel()
+				return waitGone(wctx, pid, uuid) == nil
+			}
+			gone, sent, err := powerdown(ctx, timeout, powerdownEvery, time.Now, send, wait)
 			switch {
 			case gone:
 				out = "shut down gracefully"
 			case err != nil:
 				out = fmt.Sprintf("ACPI powerdown failed (%v); destroyed", err)
 			default:
-				out = fmt.Sprintf("guest did not shut down within %s; destroyed", timeout)
+				out = fmt.Sprintf("guest did not shut down within %s (ACPI powerdown sent %d times); destroyed", timeout, sent)
 			}
 		}
 		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
