@@ -326,7 +326,7 @@ func ParseOpcode(raw []byte) (Opcode, error) {
 	}
 	op := mk()
 	if err := DecodeStrict(raw, op); err != nil {
-		return nil, err
+		return nil, unknownBEParam(raw, err)
 	}
 	if op.Common().OpID != id {
 		// quickOpID matched text that was not the top-level key.
@@ -339,6 +339,32 @@ func ParseOpcode(raw []byte) (Opcode, error) {
 		return nil, e
 	}
 	return op, nil
+}
+
+// unknownBEParam names an unknown field that is a key of the opcode's
+// beparams as the backend parameter it is (beparams.KEY, with the known
+// ones), as the cluster's beparams are refused; encoding/json names only
+// the key. Any other error is returned as it is.
+func unknownBEParam(raw []byte, err error) error {
+	var e *Error
+	if !errors.As(err, &e) || e.Field == "" || !strings.HasPrefix(e.Msg, "unknown field ") {
+		return err
+	}
+	var top struct {
+		BEParams map[string]json.RawMessage `json:"beparams"`
+	}
+	if json.Unmarshal(raw, &top) != nil {
+		return err
+	}
+	if _, ok := top.BEParams[e.Field]; !ok || findDef(BEParamDefs, e.Field) != nil {
+		return err
+	}
+	known := make([]string, len(BEParamDefs))
+	for i, d := range BEParamDefs {
+		known[i] = d.Key
+	}
+	sort.Strings(known)
+	return errf(CodeInval, "beparams."+e.Field, "unknown backend parameter %q (known: %s)", e.Field, strings.Join(known, ", "))
 }
 
 // quickOpID finds `"OP_ID":"..."` without decoding the whole opcode, as
