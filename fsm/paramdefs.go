@@ -135,7 +135,7 @@ func checkSecurityModel(field string, filled map[string]any) *Error {
 	case model == "user" && domain == "":
 		return errf(CodeInval, field+".security_domain", "%s: security_model=user needs security_domain, the user QEMU runs as", field)
 	case model != "user" && domain != "":
-		return errf(CodeInval, field+".security_domain", "%s: security_domain %q goes only with security_model=user, not %s", field, domain, model)
+		return errf(CodeInval, field+".security_domain", "%s: security_domain %q goes only with security_model=user, not %s (reset it in the same change: security_domain=default)", field, domain, model)
 	}
 	return nil
 }

@@ -208,7 +208,7 @@ func TestSecurityModelRule(t *testing.T) {
 		{`{"security_domain":"nobody"}`, `security_domain "nobody" goes only with security_model=user, not none`},
 		{`{"security_model":"pool","security_domain":"nobody"}`, "not pool"},
 		{`{"security_model":"user","security_domain":"nobody"}`, ""},
-		{`{"security_model":"pool"}`, `security_domain "nobody" goes only with security_model=user, not pool`},
+		{`{"security_model":"pool"}`, `security_domain "nobody" goes only with security_model=user, not pool (reset it in the same change: security_domain=default)`},
 		{`{"security_model":"pool","security_domain":"default"}`, ""},
 	} {
 		before := h.f.Hash()
