@@ -145,7 +145,7 @@ func (e environment) instanceOpCommands() []*cli.Command {
 			&cli.IntFlag{Name: "vcpus", Usage: "new number of vcpus"},
 			&cli.StringFlag{Name: "runtime-memory", Usage: "balloon the running instance to `SIZE` (e.g. 512M), between its minmem and maxmem (kvm)"},
 			&cli.StringSliceFlag{Name: "add-disk", Usage: "add a disk of `SIZE` (repeatable)"},
-			&cli.StringSliceFlag{Name: "disk", Usage: "change a disk: `IDX:name=NAME,mode=ro|rw` (repeatable)"},
+			&cli.StringSliceFlag{Name: "disk", Usage: "change a disk: `IDX:name=NAME,mode=ro|rw`, or add one: add:size=SIZE[,mode=rw|ro][,name=NAME] (repeatable)"},
 			&cli.StringSliceFlag{Name: "net", Usage: "NIC changes: `add[:PARAMS]`, IDX:PARAMS, IDX:remove or remove; PARAMS mode=,link=,vlan=,ip=,mac=,name= (repeatable)"},
 			hvparamsFlag("hypervisor parameters `KEY=VALUE[,...]` (-KEY or KEY=default: back to the cluster's)"),
 			beparamsFlag(),

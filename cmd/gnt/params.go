@@ -316,14 +316,23 @@ func nicParams(s string) (map[string]any, error) {
 }
 
 // parseDiskMods reads an instance's --disk modifications:
-// IDX:name=NAME,mode=ro|rw.
+// IDX:name=NAME,mode=ro|rw, or Ganeti's add:size=SIZE[,mode=..][,name=..]
+// (the same as --add-disk).
 func parseDiskMods(opts []string) ([]any, error) {
 	var out []any
 	for _, o := range opts {
 		head, rest, ok := strings.Cut(o, ":")
+		if ok && head == "add" {
+			d, err := diskSpec(rest)
+			if err != nil {
+				return nil, fmt.Errorf("--disk %q: %v", o, err)
+			}
+			out = append(out, []any{"add", -1, d})
+			continue
+		}
 		n, err := strconv.Atoi(strings.TrimSpace(head))
 		if !ok || err != nil || n < 0 {
-			return nil, fmt.Errorf("--disk %q: want IDX:name=NAME,mode=ro|rw (add disks with --add-disk)", o)
+			return nil, fmt.Errorf("--disk %q: want IDX:name=NAME,mode=ro|rw or add:size=SIZE[,mode=rw|ro][,name=NAME]", o)
 		}
 		items, err := splitParams(rest)
 		if err != nil {
