@@ -583,7 +583,7 @@ func (k *KVM) qemuArgs(inst fsm.Instance, p kvmParams, accel string) ([]string, 
 	args := []string{
 		"-name", name, "-uuid", inst.UUID,
 		"-accel", accel,
-		"-m", strconv.FormatInt(inst.MemoryMiB, 10), "-smp", strconv.Itoa(inst.VCPUs),
+		"-m", QEMUMemory(inst.MemoryMiB, accel), "-smp", strconv.Itoa(inst.VCPUs),
 		"-nodefaults", "-no-user-config", "-display", "none",
 		"-daemonize", "-pidfile", "qemu.pid",
 		"-chardev", "socket,id=qmp,path=qmp.sock,server=on,wait=off", "-mon", "chardev=qmp,mode=control",
@@ -671,6 +671,23 @@ func (k *KVM) qemuArgs(inst fsm.Instance, p kvmParams, accel string) ([]string, 
 		return nil, err
 	}
 	return append(args, na...), nil
+}
+
+// QEMUMemory is qemu's -m for a guest of mib MiB under accel: mib, or
+// under TCG 8 KiB more (two more pages of RAM for the guest). QEMU 7.2
+// (Debian 12's) reads the migration dirty bitmap of a RAM block whose size
+// is a multiple of 256 KiB 64 pages at a time and does not then reset
+// TCG's TLB entries of those pages, so guest writes through entries made
+// before are not tracked and a live migration loses them (the guest
+// crashes on the target now and then; fixed in QEMU 9.0 by "physmem: Fix
+// migration dirty bitmap coherency with TCG memory access"). A size that is
+// not such a multiple takes QEMU's page-by-page path, which resets them
+// (docs/agent.md). KVM tracks dirty pages itself: its size stays mib.
+func QEMUMemory(mib int64, accel string) string {
+	if accel == AccelTCG {
+		return strconv.FormatInt(mib<<10+8, 10) + "k"
+	}
+	return strconv.FormatInt(mib, 10)
 }
 
 // accelFor is the accelerator the instance gets: its kvm_flag, or the

@@ -164,7 +164,6 @@ func (k *KVM) MigrateSend(ctx context.Context, inst fsm.Instance, m Migration) (
 			return false, "", &OpError{Op: OpMigrateSend, Err: err}
 		}
 		uri := "tcp:" + net.JoinHostPort(host, strconv.Itoa(migrationPort(p, m.ID, inst.UUID)))
-		paused := pausedTransfer(r.Accel)
 		var qm queryMigrate
 		err = qmpDo(ctx, k.qmpPath(inst.UUID), func(q *qmpConn) error {
 			if err := q.call(ctx, "query-migrate", nil, &qm); err != nil {
@@ -177,13 +176,6 @@ func (k *KVM) MigrateSend(ctx context.Context, inst fsm.Instance, m Migration) (
 					"downtime-limit": p.int("migration_downtime"),
 				}, nil); err != nil {
 					return err
-				}
-				// Under TCG the guest is paused for the transfer (see
-				// pausedTransfer).
-				if paused {
-					if err := q.call(ctx, "stop", nil, nil); err != nil {
-						return err
-					}
 				}
 				if err := q.call(ctx, "migrate", map[string]any{"uri": uri}, nil); err != nil {
 					return err
@@ -206,9 +198,6 @@ func (k *KVM) MigrateSend(ctx context.Context, inst fsm.Instance, m Migration) (
 			}
 		})
 		if err != nil {
-			if paused && k.qemuRunState(context.WithoutCancel(ctx), inst.UUID) == "paused" {
-				qmpDo(context.WithoutCancel(ctx), k.qmpPath(inst.UUID), func(q *qmpConn) error { return q.call(ctx, "cont", nil, nil) })
-			}
 			return false, "", &OpError{Op: OpMigrateSend, Err: fmt.Errorf("migrating to %s (%s): %w", m.PeerNode, uri, err),
 				Output: "still running here"}
 		}
@@ -227,28 +216,12 @@ func (k *KVM) MigrateSend(ctx context.Context, inst fsm.Instance, m Migration) (
 		}
 		r.Migration = k.migration(m, RoleSource, PhaseSent)
 		out := fmt.Sprintf("migrated to %s (%s) in %d ms, downtime %d ms", m.PeerNode, uri, qm.TotalTime, qm.Downtime)
-		if paused {
-			out = fmt.Sprintf("migrated to %s (%s) in %d ms, the guest paused for the transfer (TCG), downtime %d ms after it",
-				m.PeerNode, uri, qm.TotalTime, qm.Downtime)
-		}
 		if qm.RAM != nil {
 			out += fmt.Sprintf(", %d MiB transferred", qm.RAM.Transferred>>20)
 		}
 		return true, out, nil
 	})
 }
-
-// pausedTransfer tells whether a guest running under accel migrates
-// paused: under TCG, QEMU 7.2 (Debian 12's) corrupts a guest migrated
-// while it runs, now and then: on this project's test machine about one
-// live migration in four of the test guest (a Debian 6.1 kernel) left it
-// crashed on the target (a kernel oops, then nothing on its console and
-// no answer to an ACPI powerdown), the same with two bare qemus driven
-// over QMP without gnt, while every migration of a guest paused first
-// (QMP stop, then migrate) carried on (docs/agent.md). The target resumes
-// the guest at finish (MigrateFinish's cont); the guest's downtime is then
-// the whole transfer. Under KVM migrations stay live.
-func pausedTransfer(accel string) bool { return accel == AccelTCG }
 
 // MigrateReceive takes the source's handoff on the target: the guest
 // already runs here; the record takes its boot id and OS. Checks first:
@@ -298,9 +271,9 @@ func (k *KVM) MigrateFinish(ctx context.Context, inst fsm.Instance, m Migration)
 		if r.State != StateReceived && !(r.State == StateIncoming && k.incomingArrived(ctx, inst.UUID)) {
 			return false, "", stateErr("migration %s is %s here, not received", m.ID, r.Migration.Phase)
 		}
-		// A guest that arrived paused (a TCG transfer, pausedTransfer)
-		// runs from here; not knowing is an error, never a guest left
-		// paused for good.
+		// A guest that arrived paused (its source was paused, or an
+		// older gntd paused TCG guests for the transfer) runs from here;
+		// not knowing is an error, never a guest left paused for good.
 		err := qmpDo(ctx, k.qmpPath(inst.UUID), func(q *qmpConn) error {
 			var st struct {
 				Status string `json:"status"`

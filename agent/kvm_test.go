@@ -358,6 +358,27 @@ func TestKVMMigrate(t *testing.T) {
 	}
 }
 
+// TestQEMUMemory: under TCG qemu's RAM is the instance's memory plus a
+// little, never a multiple of 256 KiB (QEMU 7.2 would then read its dirty
+// bitmap 64 pages at a time and lose guest writes in live migrations) and a
+// multiple of 8 KiB (QEMU rounds -m up to that); under KVM it is the
+// instance's memory.
+func TestQEMUMemory(t *testing.T) {
+	for _, mib := range []int64{1, 64, 128, 256, 1000, 4096, 65536} {
+		if got := QEMUMemory(mib, AccelKVM); got != strconv.FormatInt(mib, 10) {
+			t.Errorf("%d MiB under KVM: -m %s", mib, got)
+		}
+		got := QEMUMemory(mib, AccelTCG)
+		kib, err := strconv.ParseInt(strings.TrimSuffix(got, "k"), 10, 64)
+		if err != nil || !strings.HasSuffix(got, "k") {
+			t.Fatalf("%d MiB under TCG: -m %s, want KiB", mib, got)
+		}
+		if kib <= mib<<10 || kib >= mib<<10+256 || kib%256 == 0 || kib%8 != 0 {
+			t.Errorf("%d MiB under TCG: -m %s", mib, got)
+		}
+	}
+}
+
 // TestKVMParams: unknown keys, values of the wrong kind and settings the
 // driver does not honour are refused, each named; good values pass.
 func TestKVMParams(t *testing.T) {
