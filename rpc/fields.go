@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"context"
 	"sort"
 	"time"
 
@@ -73,6 +74,26 @@ type RuntimeSource interface {
 // RuntimePlacement is what Runtime.Seen records of an instance: its
 // primary node and admin state.
 func RuntimePlacement(i *fsm.Instance) string { return i.PrimaryNode + "/" + i.AdminState }
+
+// RuntimeWaiter is implemented by a RuntimeSource that can poll at once:
+// RuntimeAfterPoll returns the view of a poll it starts (within timeout;
+// else the view there is).
+type RuntimeWaiter interface {
+	RuntimeAfterPoll(ctx context.Context, timeout time.Duration) Runtime
+}
+
+// Running reports whether the view, fresh and taken with the instance
+// where it is now, has it running on its primary node, with what the
+// node reported of it; known is false when the view cannot tell (not
+// polled, stale, or the instance moved, started or was created since).
+func (rt *Runtime) Running(i *fsm.Instance) (is NodeInstanceStatus, running, known bool) {
+	nr, ok := rt.fresh(i.PrimaryNode)
+	if !ok || nr.Err != "" || rt.Seen != nil && rt.Seen[i.UUID] != RuntimePlacement(i) {
+		return NodeInstanceStatus{}, false, false
+	}
+	is, ok = nr.Instances[i.UUID]
+	return is, ok && is.State == NodeStateRunning, true
+}
 
 // fresh returns the node's entry if it is recent enough to be believed.
 func (rt *Runtime) fresh(node string) (NodeRuntime, bool) {

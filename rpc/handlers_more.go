@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gnt-cluster/gnt/fsm"
 )
@@ -86,12 +87,30 @@ type InstanceConsole struct {
 // naming the primary node, where the hypervisor's own tools reach the
 // console. Ganeti
 // refuses the console of an instance that is not running; so does gnt
-// (409 wrong_state), of one whose administrative state is not up.
+// (409 wrong_state), of one whose administrative state is not up. When
+// the runtime view cannot tell whether an instance that is up runs on
+// its primary (just started, migrated or failed over), the nodes are
+// polled first (RuntimeWaiter, a few seconds at most), rather than
+// answering from a view that predates the move.
 func (s *Server) serveConsole(w http.ResponseWriter, r *http.Request) error {
 	ref, aerr := instanceRef(r)
 	if aerr != nil {
 		writeError(w, aerr)
 		return nil
+	}
+	rt := s.runtimeOf()
+	if waiter, ok := s.b.(RuntimeWaiter); ok && rt != nil {
+		var unknown bool
+		s.b.FSM().Read(func(st *fsm.State, _ uint64) {
+			if i := st.LookupInstance(ref); i != nil && i.AdminState == fsm.AdminUp {
+				_, _, known := rt.Running(i)
+				unknown = !known
+			}
+		})
+		if unknown {
+			v := waiter.RuntimeAfterPoll(r.Context(), consoleWait)
+			rt = &v
+		}
 	}
 	return s.serveState(w, func(st *fsm.State) (any, *APIError) {
 		i := st.LookupInstance(ref)
@@ -110,11 +129,9 @@ func (s *Server) serveConsole(w http.ResponseWriter, r *http.Request) error {
 				port = int(p)
 			}
 		}
-		if nr, ok := s.runtimeOf().fresh(i.PrimaryNode); ok {
-			if is, ok := nr.Instances[i.UUID]; ok && is.State == NodeStateRunning && is.Console != "" {
-				return InstanceConsole{Instance: i.Name, Kind: "ssh", Host: node, Port: port, User: "root",
-					Command: []string{"socat", "STDIO,raw,echo=0,escape=0x1d", "UNIX-CONNECT:" + is.Console}}, nil
-			}
+		if is, running, _ := rt.Running(i); running && is.Console != "" {
+			return InstanceConsole{Instance: i.Name, Kind: "ssh", Host: node, Port: port, User: "root",
+				Command: []string{"socat", "STDIO,raw,echo=0,escape=0x1d", "UNIX-CONNECT:" + is.Console}}, nil
 		}
 		hv := fsm.FillHVParams(st.Cluster, i)
 		if bind, _ := hv["vnc_bind_address"].(string); bind != "" && i.NetworkPort > fsm.VNCBasePort {
@@ -125,6 +142,10 @@ func (s *Server) serveConsole(w http.ResponseWriter, r *http.Request) error {
 			Message: fmt.Sprintf("gnt's node agents offer no console access; instance %s runs on node %s, reach its console there with the hypervisor's tools", i.Name, node)}, nil
 	})
 }
+
+// consoleWait bounds how long a console request waits for a poll of the
+// nodes (their agents get runtimePollTimeout, 5 s, to answer).
+const consoleWait = 6 * time.Second
 
 // vncSecurity is the message of a "vnc" console (a slot Ganeti's vnc
 // kind leaves unset) when the console is more than plain RFB: how its

@@ -70,6 +70,23 @@ func TestInstanceConsole(t *testing.T) {
 		strings.Join(ssh.Command, " ") != "socat STDIO,raw,echo=0,escape=0x1d UNIX-CONNECT:/d/serial.sock" {
 		t.Errorf("console of a kvm guest: %s", r)
 	}
+	// Just migrated here (the view was taken with it on another node):
+	// the console polls the nodes rather than answer from that view.
+	polls := 0
+	e.b.SetRuntimeSeen(map[string]string{"u1": "elsewhere/up"})
+	e.b.SetOnPoll(func() {
+		polls++
+		e.b.SetRuntimeSeen(map[string]string{"u1": nodeOf(e.b, "node1").UUID + "/up"})
+	})
+	ssh = rpc.InstanceConsole{}
+	if r := e.do("GET", "/2/instances/web1/console", ""); r.status != http.StatusOK || json.Unmarshal(r.body, &ssh) != nil ||
+		ssh.Kind != "ssh" || polls != 1 {
+		t.Errorf("console of a guest placed otherwise than in the view: %s after %d poll(s), want ssh after 1", r, polls)
+	}
+	if r := e.do("GET", "/2/instances/web1/console", ""); r.status != http.StatusOK || polls != 1 {
+		t.Errorf("console with a view that knows the guest: %s, polled %d times, want no new poll", r, polls)
+	}
+	e.b.SetRuntimeSeen(nil)
 	// A guest with vnc_bind_address and a network port of the pool:
 	// Ganeti's "vnc" kind, the node's address when it binds to all.
 	n1 := nodeOf(e.b, "node1").UUID

@@ -38,6 +38,37 @@ type runtimeState struct {
 	seen     map[string]string          // the instances' placement at the poll (rpc.Runtime.Seen)
 	lastRead time.Time
 	kick     chan struct{}
+	// force makes the loop poll at its next wake-up even when nothing
+	// changed; polled is closed (and replaced) when a poll's view is
+	// stored (RuntimeAfterPoll waits on it).
+	force  bool
+	polled chan struct{}
+}
+
+// RuntimeAfterPoll implements rpc.RuntimeWaiter: it has the poller poll
+// now and returns the view the poll stores, or after timeout (or when
+// ctx ends) the view there is.
+func (s *Server) RuntimeAfterPoll(ctx context.Context, timeout time.Duration) rpc.Runtime {
+	r := &s.runtime
+	r.mu.Lock()
+	if r.polled == nil {
+		r.polled = make(chan struct{})
+	}
+	r.force, r.lastRead = true, time.Now()
+	ch, kick := r.polled, r.kick
+	r.mu.Unlock()
+	select {
+	case kick <- struct{}{}:
+	default:
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return s.Runtime()
 }
 
 // Runtime implements rpc.RuntimeSource. A read on a gntd whose view is
@@ -106,7 +137,11 @@ func (s *Server) runtimeLoop(ctx context.Context) {
 		// A read's kick only wakes the loop early: it polls when the
 		// view is due or the configuration changed.
 		fp := runtimeFingerprint(s.fsm)
-		if fp == lastFP && time.Since(lastPoll) < runtimePollInterval {
+		s.runtime.mu.Lock()
+		force := s.runtime.force
+		s.runtime.force = false
+		s.runtime.mu.Unlock()
+		if !force && fp == lastFP && time.Since(lastPoll) < runtimePollInterval {
 			continue
 		}
 		lastFP, lastPoll = fp, time.Now()
@@ -114,6 +149,10 @@ func (s *Server) runtimeLoop(ctx context.Context) {
 		nodes := pollRuntime(ctx, s.fsm, s.listNode, time.Now)
 		s.runtime.mu.Lock()
 		s.runtime.nodes, s.runtime.seen = nodes, seen
+		if s.runtime.polled != nil {
+			close(s.runtime.polled)
+		}
+		s.runtime.polled = make(chan struct{})
 		s.runtime.mu.Unlock()
 	}
 }

@@ -47,6 +47,8 @@ type Backend struct {
 	joins       []rpc.JoinRequest
 	transfers   []string
 	runtime     map[string]rpc.NodeRuntime
+	seen        map[string]string // rpc.Runtime.Seen (SetRuntimeSeen)
+	onPoll      func()            // RuntimeAfterPoll's poll (SetOnPoll)
 }
 
 var _ rpc.Backend = (*Backend)(nil)
@@ -485,7 +487,35 @@ func (b *Backend) Runtime() rpc.Runtime {
 	for k, v := range b.runtime {
 		nodes[k] = v
 	}
-	return rpc.Runtime{Nodes: nodes, Now: b.now()}
+	return rpc.Runtime{Nodes: nodes, Seen: b.seen, Now: b.now()}
+}
+
+// SetRuntimeSeen sets the view's instance placements (rpc.Runtime.Seen;
+// nil: not kept).
+func (b *Backend) SetRuntimeSeen(seen map[string]string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.seen = seen
+}
+
+// SetOnPoll sets what RuntimeAfterPoll's poll does (a test changes the
+// view there with SetRuntime and SetRuntimeSeen).
+func (b *Backend) SetOnPoll(fn func()) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.onPoll = fn
+}
+
+// RuntimeAfterPoll implements rpc.RuntimeWaiter: it runs the SetOnPoll
+// function, then answers the view.
+func (b *Backend) RuntimeAfterPoll(context.Context, time.Duration) rpc.Runtime {
+	b.mu.Lock()
+	fn := b.onPoll
+	b.mu.Unlock()
+	if fn != nil {
+		fn()
+	}
+	return b.Runtime()
 }
 
 // SetRuntime sets the runtime view entry of a node (by UUID).
