@@ -86,17 +86,9 @@ func TestNICQemuArgs(t *testing.T) {
 		t.Errorf("unknown nic_type: %v", err)
 	}
 	// Through the driver's command line, with the instance's nic_type.
-	k := &KVM{cfg: KVMConfig{Node: "n1"}}
 	inst.MemoryMiB, inst.VCPUs = 128, 1
 	inst.HVParams = map[string]any{"nic_type": "e1000"}
-	p, err := instanceParams(inst)
-	if err != nil {
-		t.Fatal(err)
-	}
-	args, err := k.qemuArgs(inst, p, AccelTCG)
-	if err != nil {
-		t.Fatal(err)
-	}
+	args := commandLine(t, inst)
 	if !slices.Contains(args, "e1000,netdev=net1,mac=aa:00:00:00:00:02,id=nic1") {
 		t.Errorf("qemu args without the second NIC: %q", args)
 	}

@@ -133,15 +133,37 @@ func waitCount(t *testing.T, lines <-chan string, min int, within time.Duration)
 			if !ok {
 				t.Fatalf("serial console closed before GNT-GUEST-UP above %d", min)
 			}
-			if f := strings.Fields(l); len(f) == 2 && strings.HasSuffix(f[0], "GNT-GUEST-UP") {
-				if n, err := strconv.Atoi(f[1]); err == nil && n > min {
-					return n
-				}
+			if n, ok := guestCount(l); ok && n > min {
+				return n
 			}
 		case <-deadline:
 			t.Fatalf("no GNT-GUEST-UP above %d on the serial console within %s", min, within)
 		}
 	}
+}
+
+// commandLine is the driver's qemu command line of inst under TCG on a
+// node of no configuration.
+func commandLine(t *testing.T, inst fsm.Instance) []string {
+	t.Helper()
+	p, err := instanceParams(inst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args, err := (&KVM{cfg: KVMConfig{Node: "n1"}}).qemuArgs(inst, p, AccelTCG)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return args
+}
+
+// guestCount is the count of a counter line of the test guest.
+func guestCount(line string) (int, bool) {
+	if f := strings.Fields(line); len(f) == 2 && strings.HasSuffix(f[0], "GNT-GUEST-UP") {
+		n, err := strconv.Atoi(f[1])
+		return n, err == nil
+	}
+	return 0, false
 }
 
 // expect checks a call's result: no error, and changed as given.
