@@ -35,13 +35,16 @@ const (
 	OpMigrateAbort   Op = "migrate-abort"
 	// OpBalloon changes a running instance's memory (Ballooner).
 	OpBalloon Op = "instance-balloon"
+	// OpBridgesExist says which of the bridges named are missing on the
+	// node (BridgeChecker), changing nothing.
+	OpBridgesExist Op = "bridges-exist"
 )
 
 // Ops lists every operation.
 var Ops = []Op{
 	OpStatus, OpList, OpStart, OpStop, OpReboot, OpRemove,
 	OpDiskCreate, OpDiskRemove, OpDiskAttach, OpDiskDetach, OpDiskReplace, OpDiskGrow, OpOSInstall,
-	OpMigratePrepare, OpMigrateSend, OpMigrateReceive, OpMigrateFinish, OpMigrateAbort, OpBalloon,
+	OpMigratePrepare, OpMigrateSend, OpMigrateReceive, OpMigrateFinish, OpMigrateAbort, OpBalloon, OpBridgesExist,
 }
 
 // State is what an instance is doing on one node.
@@ -170,6 +173,20 @@ type Driver interface {
 	// record of m.ID → no effect.
 	MigrateAbort(ctx context.Context, inst fsm.Instance, m Migration) (Result, error)
 }
+
+// BridgeChecker is a driver that says, changing nothing, which bridges
+// are missing on its node: Ganeti's bridges_exist, which the jobs ask
+// before an instance with bridged NICs gets anything on the node
+// (create, a NIC added or changed, a migration or failover target).
+type BridgeChecker interface {
+	// MissingBridges returns the names of bridges that are not on the
+	// node, each with why ("does not exist", or what the interface of
+	// that name is instead); an empty map when all are there.
+	MissingBridges(ctx context.Context, names []string) (map[string]string, error)
+}
+
+// BridgeAbsent is MissingBridges's reason for a name no interface has.
+const BridgeAbsent = "does not exist"
 
 // StopOptions shape Stop.
 type StopOptions struct {

@@ -45,6 +45,9 @@ type FakeConfig struct {
 	// and its failure fails the install. Without it InstallOS only
 	// records the OS.
 	OS *osdef.Config
+	// Bridges, when not nil, are the bridges the fake node has: any
+	// other is missing (MissingBridges). nil: every bridge is there.
+	Bridges []string
 	// Now and NewID replace the clock and the random boot ids in tests.
 	Now   func() time.Time
 	NewID func() string
@@ -112,6 +115,17 @@ func NewFake(cfg FakeConfig) (*Fake, error) {
 		cfg.NewID = randomID
 	}
 	return &Fake{cfg: cfg, store: st, release: make(chan struct{})}, nil
+}
+
+// MissingBridges implements BridgeChecker with the configured bridges.
+func (f *Fake) MissingBridges(_ context.Context, names []string) (map[string]string, error) {
+	missing := map[string]string{}
+	for _, n := range names {
+		if f.cfg.Bridges != nil && !slices.Contains(f.cfg.Bridges, n) {
+			missing[n] = BridgeAbsent
+		}
+	}
+	return missing, nil
 }
 
 func randomID() string {

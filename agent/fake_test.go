@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -544,6 +545,28 @@ func TestScriptStatusCheck(t *testing.T) {
 		err := tc.st.check()
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("%+v: %v, want %q", tc.st, err, tc.want)
+		}
+	}
+}
+
+// TestFakeMissingBridges: without configured bridges every bridge is
+// there; with them, any other is missing.
+func TestFakeMissingBridges(t *testing.T) {
+	for _, c := range []struct {
+		bridges []string
+		want    map[string]string
+	}{
+		{nil, map[string]string{}},
+		{[]string{"br0"}, map[string]string{"br1": BridgeAbsent}},
+		{[]string{}, map[string]string{"br0": BridgeAbsent, "br1": BridgeAbsent}},
+	} {
+		f, err := NewFake(FakeConfig{Dir: t.TempDir(), Bridges: c.bridges})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := f.MissingBridges(t.Context(), []string{"br0", "br1"})
+		if err != nil || !maps.Equal(got, c.want) {
+			t.Errorf("bridges %v: %v %v, want %v", c.bridges, got, err, c.want)
 		}
 	}
 }

@@ -211,22 +211,55 @@ func (k *KVM) setupNICs(ctx context.Context, inst fsm.Instance, nics []kvmNIC) e
 // checkBridges refuses NICs whose bridge (the link of a bridged NIC) is
 // missing on this node, or is no bridge; it changes nothing.
 func (k *KVM) checkBridges(ctx context.Context, inst fsm.Instance, nics []kvmNIC) error {
+	var names []string
 	for _, n := range nics {
-		if n.Mode != fsm.NICModeBridged {
-			continue
+		if n.Mode == fsm.NICModeBridged {
+			names = append(names, n.Link)
 		}
-		l, err := k.link(ctx, n.Link)
-		if err != nil {
-			return err
-		}
-		if l == nil {
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	missing, err := k.MissingBridges(ctx, names)
+	if err != nil {
+		return err
+	}
+	for _, n := range nics {
+		why, ok := missing[n.Link]
+		switch {
+		case !ok || n.Mode != fsm.NICModeBridged:
+		case why == BridgeAbsent:
 			return stateErr("NIC %d of instance %s: bridge %q (its link) does not exist on node %s", n.Index, inst.Name, n.Link, k.cfg.Node)
-		}
-		if l.LinkInfo.Kind != "bridge" {
-			return stateErr("NIC %d of instance %s: link %q on node %s is a %q interface, not a bridge", n.Index, inst.Name, n.Link, k.cfg.Node, l.LinkInfo.Kind)
+		default:
+			return stateErr("NIC %d of instance %s: link %q on node %s %s", n.Index, inst.Name, n.Link, k.cfg.Node, why)
 		}
 	}
 	return nil
+}
+
+// MissingBridges implements BridgeChecker: a name is missing when no
+// interface of the node (of the driver's network namespace) has it, or
+// when its interface is no bridge.
+func (k *KVM) MissingBridges(ctx context.Context, names []string) (map[string]string, error) {
+	links, err := k.links(ctx)
+	if err != nil {
+		return nil, err
+	}
+	kinds := make(map[string]string, len(links))
+	for _, l := range links {
+		kinds[l.Name] = l.LinkInfo.Kind
+	}
+	missing := map[string]string{}
+	for _, name := range names {
+		kind, ok := kinds[name]
+		switch {
+		case !ok:
+			missing[name] = BridgeAbsent
+		case kind != "bridge":
+			missing[name] = fmt.Sprintf("is a %q interface, not a bridge", kind)
+		}
+	}
+	return missing, nil
 }
 
 func (k *KVM) setupNIC(ctx context.Context, n kvmNIC) error {

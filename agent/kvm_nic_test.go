@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"slices"
@@ -187,6 +188,14 @@ func TestNICPlumbingInNetNS(t *testing.T) {
 		if taps := nsTaps(t, ns); len(taps) != 0 {
 			t.Errorf("link %s: taps left behind: %v", link, taps)
 		}
+	}
+	// The node RPC's bridges-exist: br0 is there, the others are not.
+	missing, err := k.MissingBridges(ctx, []string{"br0", "nobr", "veth0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]string{"nobr": BridgeAbsent, "veth0": `is a "veth" interface, not a bridge`}; !maps.Equal(missing, want) {
+		t.Errorf("missing bridges %v, want %v", missing, want)
 	}
 	inst.NICs = inst.NICs[:2]
 	nics, err := planNICs(inst)

@@ -24,6 +24,8 @@ func FuzzDecodeNodeRequest(f *testing.F) {
 		`{"node":"node21","nonce":"0123456789ab","op":"migrate-receive","handoff":{"migration":"m","source":"node22","instance":{"uuid":"u1"},"boot_id":"b","memory":512,"transferred":"2024-01-01T00:00:00Z"}}`,
 		`{"node":"node21","nonce":"0123456789ab","op":"debug-fault","fault":{"op":"instance-start","delay":"2s","times":1}}`,
 		`{"node":"node21","nonce":"0123456789ab","op":"list"}`,
+		`{"node":"node21","nonce":"0123456789ab","op":"bridges-exist","bridges":["br0","xen-br0"]}`,
+		`{"node":"node21","nonce":"0123456789ab","op":"bridges-exist","bridges":["br 0"]}`,
 		`{"node":"node21","nonce":"0123456789ab","op":"diagnose","command":"check-hw"}`,
 		`{"node":"node21","nonce":"0123456789ab","op":"diagnose"}`,
 		`{"node":"node21","nonce":"0123456789ab","op":"repair-command","command":"fix","input":"{\"status\":\"live-repair\"}"}`,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/gnt-cluster/gnt/fsm"
@@ -79,13 +80,21 @@ const (
 	NodeOpStorageList   = "storage-list"
 	NodeOpStorageModify = "storage-modify"
 	NodeOpStorageRepair = "storage-repair"
+	// NodeOpBridgesExist answers which of the bridges named (bridges)
+	// are missing on the node (NodeResult.MissingBridges), changing
+	// nothing: Ganeti's bridges_exist.
+	NodeOpBridgesExist = "bridges-exist"
 )
+
+// MaxNodeBridges bounds the bridges of one bridges-exist request.
+const MaxNodeBridges = 256
 
 // nodeOpFields says, per operation, which fields a request needs (and so
 // may carry): i instance, d disk, o op_id, s force, t timeout (of a
 // graceful shutdown), r reboot type,
 // m migration, p peer, h handoff, f fault, c command, n input, v
-// storage_name, a allocatable, b memory, u uid_pool (optional).
+// storage_name, a allocatable, b memory, u uid_pool (optional), g
+// bridges.
 var nodeOpFields = map[string]string{
 	NodeOpStatus:         "i",
 	NodeOpList:           "",
@@ -113,6 +122,7 @@ var nodeOpFields = map[string]string{
 	NodeOpStorageList:    "",
 	NodeOpStorageModify:  "va",
 	NodeOpStorageRepair:  "v",
+	NodeOpBridgesExist:   "g",
 }
 
 // NodeOps lists the node RPC's operations.
@@ -175,6 +185,9 @@ type NodeRequest struct {
 	// instance-reboot, migrate-prepare) when it is not empty: a guest of
 	// security_model=pool runs under an unused uid of it.
 	UIDPool [][]int64 `json:"uid_pool,omitempty"`
+	// Bridges are the interface names bridges-exist asks about (1 to
+	// MaxNodeBridges, each a Linux interface name).
+	Bridges []string `json:"bridges,omitempty"`
 }
 
 // NodeHandoff is a migration's handoff (the agent's Handoff).
@@ -286,6 +299,10 @@ type NodeResult struct {
 	OS *NodeOSReport `json:"os,omitempty"`
 	// Storage answers storage-list: the node's storage units.
 	Storage *NodeStorageReport `json:"storage,omitempty"`
+	// MissingBridges answers bridges-exist: the bridges asked about
+	// that the node lacks, each with why ("does not exist", or what the
+	// interface of that name is instead).
+	MissingBridges map[string]string `json:"missing_bridges,omitempty"`
 }
 
 // NodeStorageReport is a node's storage units (the agent's
@@ -449,6 +466,14 @@ func (e *NodeTransportError) Is(target error) bool { return target == ErrNodeTra
 // maxNodeTimeout bounds instance-stop's timeout field.
 const maxNodeTimeout = 24 * 3600
 
+// maxIfName is Linux's limit on an interface name (IFNAMSIZ - 1).
+const maxIfName = 15
+
+// validIfName accepts what Linux takes as an interface name.
+func validIfName(s string) bool {
+	return s != "" && len(s) <= maxIfName && s != "." && s != ".." && !strings.ContainsAny(s, " \t\n/:")
+}
+
 // DecodeNodeRequest parses and checks a node RPC request body: one JSON
 // object, no unknown fields, a known operation with every field it needs
 // and none it does not take. The error is a *NodeError (bad_request or
@@ -514,6 +539,7 @@ func DecodeNodeRequest(body []byte) (NodeRequest, error) {
 		{'a', "allocatable", req.Allocatable != nil},
 		{'b', "memory", req.MemoryMiB != 0},
 		{'u', "uid_pool", req.UIDPool != nil},
+		{'g', "bridges", req.Bridges != nil},
 	}
 	for _, g := range given {
 		if g.isSet && !has(g.flag) {
@@ -568,6 +594,16 @@ func DecodeNodeRequest(body []byte) (NodeRequest, error) {
 	if req.UIDPool != nil {
 		if _, e := fsm.UIDRangesFromJSON("uid_pool", req.UIDPool); e != nil {
 			return bad(e.Field, "%s", e.Msg)
+		}
+	}
+	if has('g') {
+		if n := len(req.Bridges); n == 0 || n > MaxNodeBridges {
+			return bad("bridges", "%s needs 1 to %d bridge names, got %d", req.Op, MaxNodeBridges, n)
+		}
+		for _, b := range req.Bridges {
+			if !validIfName(b) {
+				return bad("bridges", "bridge %q is not an interface name (1 to %d characters, no spaces, slashes or colons)", b, maxIfName)
+			}
 		}
 	}
 	if has('a') && req.Allocatable == nil {

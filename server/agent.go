@@ -376,6 +376,22 @@ func (a *agentAdapter) Call(ctx context.Context, req rpc.NodeRequest) (rpc.NodeR
 		}
 		out.Changed, out.Output = true, o
 		return out, nil
+	case rpc.NodeOpBridgesExist:
+		b, ok := a.d.(agent.BridgeChecker)
+		if !ok {
+			// The exec driver's scripts connect the NICs themselves:
+			// there is nothing gntd can check for them.
+			out.Output = fmt.Sprintf("the %s driver does not check bridges (its scripts connect the NICs)", a.d.Name())
+			return out, nil
+		}
+		missing, err := b.MissingBridges(ctx, req.Bridges)
+		if err != nil {
+			return out, rpc.NewNodeError(rpc.NodeCodeFailed, "bridges-exist on %s: %v", a.node, err)
+		}
+		if len(missing) > 0 {
+			out.MissingBridges = missing
+		}
+		return out, nil
 	case rpc.NodeOpStatus:
 		st, err := a.d.Status(ctx, inst)
 		if err != nil {

@@ -162,6 +162,15 @@ func TestAgentOverRPC(t *testing.T) {
 	if faults, err := c2.SetFault(ctx, rpc.NodeFault{Clear: true}); err != nil || len(faults) != 0 {
 		t.Fatalf("clear: %+v %v", faults, err)
 	}
+
+	// bridges-exist: the fake node has every bridge; a bad name is
+	// refused by the decoder.
+	if m, err := c1.MissingBridges(ctx, []string{"br0", "xen-br0"}); err != nil || len(m) != 0 {
+		t.Fatalf("bridges-exist: %v %v", m, err)
+	}
+	if _, err := c1.MissingBridges(ctx, []string{"br/0"}); !errors.Is(err, rpc.ErrNodeBadRequest) {
+		t.Fatalf("bridges-exist of a bad name: %v", err)
+	}
 }
 
 // TestAgentExecDriver: with --hypervisor exec and no hooks directory the
@@ -178,6 +187,10 @@ func TestAgentExecDriver(t *testing.T) {
 	}
 	if _, err := c.SetFault(ctx, rpc.NodeFault{Clear: true}); err == nil {
 		t.Fatal("debug-fault without --debug")
+	}
+	// The scripts connect the NICs: no bridge is checked, and it says so.
+	if r, err := c.Do(ctx, rpc.NodeRequest{Op: rpc.NodeOpBridgesExist, Bridges: []string{"br0"}}); err != nil || len(r.MissingBridges) != 0 || !strings.Contains(r.Output, "does not check bridges") {
+		t.Fatalf("bridges-exist on exec: %+v %v", r, err)
 	}
 }
 

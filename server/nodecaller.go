@@ -55,7 +55,7 @@ func (n *nodeCaller) Call(ctx context.Context, node *fsm.Node, c jobs.NodeCall) 
 		Timeout: c.Timeout.Seconds(), Force: c.Force, RebootType: c.RebootType,
 		Migration: c.Migration, PeerNode: c.PeerNode, Peer: c.Peer, Command: c.Command, Input: c.Input,
 		StorageName: c.StorageName, Allocatable: c.Allocatable, MemoryMiB: c.MemoryMiB,
-		UIDPool: uidPoolJSON(c.UIDPool)})
+		UIDPool: uidPoolJSON(c.UIDPool), Bridges: c.Bridges})
 	if err != nil {
 		var ne *rpc.NodeError
 		if errors.As(err, &ne) {
@@ -63,7 +63,7 @@ func (n *nodeCaller) Call(ctx context.Context, node *fsm.Node, c jobs.NodeCall) 
 		}
 		return jobs.NodeReply{}, &jobs.NodeCallError{Code: "transport", Msg: err.Error()}
 	}
-	out := jobs.NodeReply{Changed: res.Changed, Output: res.Output}
+	out := jobs.NodeReply{Changed: res.Changed, Output: res.Output, MissingBridges: res.MissingBridges}
 	if res.Storage != nil {
 		out.StorageErrors = res.Storage.Errors
 		for _, u := range res.Storage.Units {
