@@ -233,7 +233,35 @@ func (e *Executor) createRecord(ctx context.Context, sc *StepContext, o *fsm.OpI
 		_, err = allocateWith(e, ctx, sc, o.IAllocator, baseReq, o.OSType, o.Hypervisor,
 			func(nodes []string) (struct{}, error) { return struct{}{}, plan(nodes) })
 	}
+	if err == nil && expect != -1 && !o.Forthcoming {
+		if err = e.createBridges(ctx, sc, o, in, res.Primary); err != nil {
+			return nil, err
+		}
+	}
 	return e.createFinish(sc, o, opUUID, res, err, in, expect, moves)
+}
+
+// createBridges checks, before the instance is recorded, that the
+// bridges of its bridged NICs (the request's, or the reservation's being
+// committed) exist on the primary node the placement chose: Ganeti's
+// create refuses them in its prerequisites, leaving nothing behind.
+func (e *Executor) createBridges(ctx context.Context, sc *StepContext, o *fsm.OpInstanceCreate, in fsm.Instance, primary string) error {
+	probe := fsm.Instance{Name: o.InstanceName, NICs: in.NICs}
+	if !o.Commit {
+		probe.NICs = nil
+		for _, n := range o.NICs {
+			probe.NICs = append(probe.NICs, fsm.NIC{Mode: n.Mode, Link: n.Link})
+		}
+	}
+	if len(probe.NICs) == 0 || primary == "" {
+		return nil
+	}
+	var node *fsm.Node
+	e.FSM.Read(func(s *fsm.State, _ uint64) { node = s.Nodes[primary] })
+	if err := e.usable(node, "checking the bridges of "+o.InstanceName); err != nil {
+		return err
+	}
+	return e.checkBridges(ctx, sc, node, &probe, nil)
 }
 
 // CreateRequest is the placement request of an instance creation on the
@@ -839,6 +867,9 @@ func (e *Executor) failoverSteps(o *fsm.OpInstanceFailover) []Step {
 			if err := notDrained(target); err != nil {
 				return nil, err
 			}
+			if err := e.checkBridges(ctx, sc, target, in, nil); err != nil {
+				return nil, err
+			}
 			return nil, e.stopForFailover(ctx, sc, in, nodes[in.PrimaryNode], o.IgnoreConsistency, o.ShutdownTimeout)
 		}},
 		{Name: "switch to the secondary", Run: func(ctx context.Context, sc *StepContext) (any, error) {
@@ -1111,6 +1142,9 @@ func (e *Executor) migrationSteps(o *fsm.OpInstanceMigrate) []Step {
 			// Checked before the migration starts only: a target
 			// drained later must still be able to finish it.
 			if err := notDrained(dst); err != nil {
+				return nil, err
+			}
+			if err := e.checkBridges(ctx, sc, dst, in, nil); err != nil {
 				return nil, err
 			}
 			_, err = e.call(ctx, sc, dst, NodeCall{Op: NodeOpMigratePrepare, Instance: in, Migration: opID(sc), PeerNode: src.Name})

@@ -702,9 +702,41 @@ func (e *Executor) renameStep(o *fsm.OpInstanceRename) Step {
 	}}
 }
 
+// checkNewBridges refuses a modification whose added or changed bridged
+// NICs (of next, the instance as modified, against old) have no bridge on
+// the instance's primary node, as Ganeti's modify checks the bridges of
+// the NICs it adds or changes. A reservation (no node yet) is not
+// checked, nor is an instance whose primary is offline or dead (it cannot
+// answer; its start checks).
+func (e *Executor) checkNewBridges(ctx context.Context, sc *StepContext, old, next *fsm.Instance) error {
+	if next.Forthcoming || next.PrimaryNode == "" {
+		return nil
+	}
+	before := map[string]fsm.NIC{}
+	for _, n := range old.NICs {
+		before[n.UUID] = n
+	}
+	changed := map[int]bool{}
+	for k, n := range next.NICs {
+		if b, ok := before[n.UUID]; !ok || b.Mode != n.Mode || b.Link != n.Link {
+			changed[k] = true
+		}
+	}
+	if len(changed) == 0 {
+		return nil
+	}
+	var node *fsm.Node
+	e.FSM.Read(func(s *fsm.State, _ uint64) { node = s.Nodes[next.PrimaryNode] })
+	if err := e.usable(node, "checking the bridges of "+next.Name); err != nil {
+		sc.Logf("WARNING: bridges of %s not checked: %v", next.Name, err)
+		return nil
+	}
+	return e.checkBridges(ctx, sc, node, next, func(k int) bool { return changed[k] })
+}
+
 func (e *Executor) setParamsSteps(o *fsm.OpInstanceSetParams) []Step {
 	return []Step{
-		{Name: "record the parameters", Run: func(_ context.Context, sc *StepContext) (any, error) {
+		{Name: "record the parameters", Run: func(ctx context.Context, sc *StepContext) (any, error) {
 			in, _, err := e.instanceOf(o.Ref())
 			if err != nil {
 				return nil, err
@@ -718,6 +750,9 @@ func (e *Executor) setParamsSteps(o *fsm.OpInstanceSetParams) []Step {
 			})
 			if perr != nil {
 				return nil, perr
+			}
+			if err := e.checkNewBridges(ctx, sc, in, next); err != nil {
+				return nil, err
 			}
 			in = next
 			for _, d := range o.Disks {

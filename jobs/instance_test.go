@@ -35,6 +35,9 @@ type fakeNodes struct {
 	// shutdowns holds the stop and reboot calls' grace: "op timeout
 	// force" each.
 	shutdowns []string
+	// bridges holds each node's bridges (bridges-exist); a node not in
+	// it has every bridge.
+	bridges map[string][]string
 }
 
 func newFakeNodes() *fakeNodes {
@@ -50,6 +53,17 @@ func (f *fakeNodes) Call(_ context.Context, node *fsm.Node, c NodeCall) (NodeRep
 	}
 	if err := f.fail[c.Op+"@"+node.Name]; err != nil {
 		return NodeReply{}, err
+	}
+	if c.Op == NodeOpBridgesExist {
+		missing := map[string]string{}
+		if have, ok := f.bridges[node.Name]; ok {
+			for _, b := range c.Bridges {
+				if !slices.Contains(have, b) {
+					missing[b] = "does not exist"
+				}
+			}
+		}
+		return NodeReply{MissingBridges: missing}, nil
 	}
 	key := node.Name + "/" + c.Instance.UUID
 	changed := true

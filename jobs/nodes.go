@@ -2,8 +2,10 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gnt-cluster/gnt/fsm"
@@ -33,6 +35,7 @@ const (
 	NodeOpStorageList    = "storage-list"
 	NodeOpStorageModify  = "storage-modify"
 	NodeOpStorageRepair  = "storage-repair"
+	NodeOpBridgesExist   = "bridges-exist"
 )
 
 // NodeCall is one request to a node's agent. Every operation but
@@ -66,6 +69,8 @@ type NodeCall struct {
 	// UIDPool is the cluster's user-id pool; call fills it in for the
 	// operations that start a guest.
 	UIDPool []fsm.UIDRange
+	// Bridges are the bridges bridges-exist asks about.
+	Bridges []string
 }
 
 // NodeReply is an agent's answer.
@@ -86,6 +91,9 @@ type NodeReply struct {
 	// the listings that failed on it.
 	Storage       []StorageUnit
 	StorageErrors []string
+	// MissingBridges (bridges-exist) are the bridges asked about that
+	// the node lacks, each with why.
+	MissingBridges map[string]string
 }
 
 // StorageUnit is a storage unit a node reports; sizes in MiB.
@@ -143,6 +151,59 @@ func (e *Executor) filled(in *fsm.Instance) *fsm.Instance {
 		}
 	})
 	return &x
+}
+
+// checkBridges refuses an instance's bridged NICs whose bridge is
+// missing on node (Ganeti's _CheckNicsBridgesExist), before anything is
+// done there: the create job on the primary before it records the
+// instance, modify for the NICs it adds or changes (only, when not nil:
+// only(k) says whether NIC k is checked), migrate and failover on the
+// target. A NIC's mode and link are the cluster's nicparams where it has
+// none. An agent of an older gntd, which does not know the operation, is
+// not asked again: the guest's start refuses a missing bridge there.
+func (e *Executor) checkBridges(ctx context.Context, sc *StepContext, node *fsm.Node, in *fsm.Instance, only func(k int) bool) error {
+	type bridged struct {
+		k    int
+		link string
+	}
+	var nics []bridged
+	var names []string
+	e.FSM.Read(func(s *fsm.State, _ uint64) {
+		for k := range in.NICs {
+			if only != nil && !only(k) {
+				continue
+			}
+			mode, link, _ := fsm.FilledNIC(s.Cluster, &in.NICs[k])
+			if (mode == "" || mode == fsm.NICModeBridged) && link != "" {
+				nics = append(nics, bridged{k, link})
+				if !slices.Contains(names, link) {
+					names = append(names, link)
+				}
+			}
+		}
+	})
+	if len(names) == 0 {
+		return nil
+	}
+	r, err := e.call(ctx, sc, node, NodeCall{Op: NodeOpBridgesExist, Bridges: names})
+	var ne *NodeCallError
+	if errors.As(err, &ne) && ne.Code == "unknown_op" {
+		sc.Logf("WARNING: node %s cannot check bridges (an older gntd): %s not checked before the start", node.Name, strings.Join(names, ", "))
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("checking the bridges of %s: %w", in.Name, err)
+	}
+	var msgs []string
+	for _, n := range nics {
+		if why, ok := r.MissingBridges[n.link]; ok {
+			msgs = append(msgs, fmt.Sprintf("NIC %d of instance %s: bridge %q (its link) %s on node %s", n.k, in.Name, n.link, why, node.Name))
+		}
+	}
+	if len(msgs) > 0 {
+		return &fsm.Error{Code: fsm.CodeState, Field: "nics", Msg: strings.Join(msgs, "; ")}
+	}
+	return nil
 }
 
 // nodeCallTimeout bounds one agent call.

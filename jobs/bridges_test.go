@@ -1,0 +1,112 @@
+package jobs
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gnt-cluster/gnt/fsm"
+)
+
+// callsSince returns the agent calls made after the first n.
+func (f *fakeNodes) callsSince(n int) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.calls[n:]...)
+}
+
+func (f *fakeNodes) callCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.calls)
+}
+
+// TestBridgesCheckedFirst: a bridged NIC whose bridge the node lacks is
+// refused, naming the NIC, the bridge and the node, before anything is
+// done: a create records nothing and creates no disk (the primary's
+// agent is asked first), a modify adding such a NIC changes nothing, and
+// a migration or failover to a node without the instance's bridge leaves
+// it running where it is. With the bridges there, each goes on.
+func TestBridgesCheckedFirst(t *testing.T) {
+	d, epoch := instanceSetup(t)
+	nodes := newFakeNodes()
+	nodes.bridges = map[string][]string{"n1": {"br0"}, "n2": {"br0"}}
+	runExecutorWith(t, &Executor{FSM: d.f, Apply: d, Epoch: epoch, Concurrency: 4, Strategy: fastStrategy, Nodes: nodes})
+	create := func(name, nics string) string {
+		return `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"` + name + `","disk_template":"drbd","disks":[{"size":1024}],"beparams":{"memory":512},"os_type":"debian","pnode":"n1","snode":"n2","nics":` + nics + `}`
+	}
+	for _, c := range []struct{ nics, want string }{
+		{`[{"mode":"bridged","link":"br0"},{"mode":"bridged","link":"nosuch"}]`, `NIC 1 of instance web1: bridge "nosuch" (its link) does not exist on node n1`},
+		// No link: the cluster's nicparams link, gnt-br0.
+		{`[{}]`, `NIC 0 of instance web1: bridge "gnt-br0" (its link) does not exist on node n1`},
+	} {
+		before := nodes.callCount()
+		res, log := failed(t, d, create("web1", c.nics))
+		if !strings.Contains(res+log, c.want) {
+			t.Errorf("create with NICs %s: %s\n%s\nwant %q", c.nics, res, log, c.want)
+		}
+		if in := instanceState(d, "web1"); in != nil {
+			t.Errorf("create with NICs %s recorded web1: %+v", c.nics, in)
+		}
+		if calls := nodes.callsSince(before); !slices.Equal(calls, []string{"bridges-exist@n1"}) {
+			t.Errorf("create with NICs %s: agent calls %v, want the bridge check only", c.nics, calls)
+		}
+	}
+	// A routed NIC has no bridge to check.
+	before := nodes.callCount()
+	runOK(t, d, create("web2", `[{"mode":"routed","ip":"198.51.100.9"}]`))
+	if calls := nodes.callsSince(before); slices.Contains(calls, "bridges-exist@n1") {
+		t.Errorf("routed NIC: bridges checked: %v", calls)
+	}
+
+	before = nodes.callCount()
+	runOK(t, d, create("web1", `[{"mode":"bridged","link":"br0"}]`))
+	if calls := nodes.callsSince(before); len(calls) < 2 || calls[0] != "bridges-exist@n1" || calls[1] != "disk-create@n1" {
+		t.Errorf("create on br0: agent calls %v, want the bridge check, then the disks", calls)
+	}
+
+	res, log := failed(t, d, `{"OP_ID":"OP_INSTANCE_SET_PARAMS","instance_name":"web1","nics":[["add",-1,{"mode":"bridged","link":"br9"}]]}`)
+	if want := `NIC 1 of instance web1: bridge "br9" (its link) does not exist on node n1`; !strings.Contains(res+log, want) {
+		t.Errorf("modify adding a NIC on br9: %s\n%s\nwant %q", res, log, want)
+	}
+	if in := instanceState(d, "web1"); len(in.NICs) != 1 {
+		t.Errorf("NICs after the refused modify: %+v", in.NICs)
+	}
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_SET_PARAMS","instance_name":"web1","nics":[["add",-1,{"mode":"bridged","link":"br0"}]]}`)
+	if in := instanceState(d, "web1"); len(in.NICs) != 2 {
+		t.Errorf("NICs after adding one on br0: %+v", in.NICs)
+	}
+
+	// n2 loses br0: neither migration nor failover goes there.
+	nodes.mu.Lock()
+	nodes.bridges["n2"] = nil
+	nodes.mu.Unlock()
+	primary := instanceState(d, "web1").PrimaryNode
+	for _, op := range []string{
+		`{"OP_ID":"OP_INSTANCE_MIGRATE","instance_name":"web1"}`,
+		`{"OP_ID":"OP_INSTANCE_FAILOVER","instance_name":"web1"}`,
+	} {
+		before := nodes.callCount()
+		res, log := failed(t, d, op)
+		if want := `NIC 0 of instance web1: bridge "br0" (its link) does not exist on node n2`; !strings.Contains(res+log, want) {
+			t.Errorf("%s: %s\n%s\nwant %q", op, res, log, want)
+		}
+		if calls := nodes.callsSince(before); !slices.Equal(calls, []string{"bridges-exist@n2"}) {
+			t.Errorf("%s: agent calls %v, want the bridge check only", op, calls)
+		}
+		if in := instanceState(d, "web1"); in.PrimaryNode != primary || in.AdminState != fsm.AdminUp {
+			t.Errorf("%s moved web1: %+v", op, in)
+		}
+	}
+	web1 := instanceState(d, "web1").UUID
+	if r := nodes.running(); !slices.Contains(r, "n1/"+web1) || slices.Contains(r, "n2/"+web1) {
+		t.Errorf("running after the refused moves: %v", r)
+	}
+	nodes.mu.Lock()
+	nodes.bridges["n2"] = []string{"br0"}
+	nodes.mu.Unlock()
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_MIGRATE","instance_name":"web1"}`)
+	if r := nodes.running(); slices.Contains(r, "n1/"+web1) || !slices.Contains(r, "n2/"+web1) {
+		t.Errorf("running after the migration: %v", r)
+	}
+}
