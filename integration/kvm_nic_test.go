@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +17,9 @@ import (
 // network namespace the test creates with a bridge br0, runs a guest
 // created through the API with a NIC on br0: its tap is a port of the
 // bridge while it runs and is gone after shutdown and remove; a NIC on a
-// bridge the node lacks fails the start naming the bridge, with no tap.
+// bridge the node lacks fails the create naming the NIC, the bridge and
+// the node, before anything is recorded or made: no instance, no record
+// on the node, no tap.
 func TestKVMBridgedNIC(t *testing.T) {
 	kernel, initrd := needKVMGuest(t)
 	skipUnlessRoot(t, "the NIC test creates a network namespace and a bridge")
@@ -62,11 +65,23 @@ func TestKVMBridgedNIC(t *testing.T) {
 		t.Errorf("qemu command line without the tap %s and MAC %v: %q", tap, info.NICMACs, cmd)
 	}
 
-	if st, log := create("vm2", "nobr"); st == fsm.StatusSuccess || !strings.Contains(log, `bridge \"nobr\" (its link) does not exist on node `+m.Name) {
-		t.Errorf("create on a missing bridge: %s, want an error naming the bridge\n%s", st, log)
+	st, log := create("vm2", "nobr")
+	if st == fsm.StatusSuccess || !strings.Contains(log, `NIC 0 of instance vm2: bridge \"nobr\" (its link) does not exist on node `+m.Name) {
+		t.Errorf("create on a missing bridge: %s, want an error naming the NIC, the bridge and the node\n%s", st, log)
 	}
 	if out := ip("-o", "link", "show", "type", "tun"); strings.Count(out, "\n") != 1 {
-		t.Errorf("taps after the refused start: %q, want vm1's only", out)
+		t.Errorf("taps after the refused create: %q, want vm1's only", out)
+	}
+	// Refused before anything was made: no record in the cluster, none
+	// on the node, no start tried.
+	if _, err := c.Client().Instance(ctx, "vm2"); err == nil {
+		t.Errorf("vm2 recorded after its refused create")
+	}
+	if recs, _ := filepath.Glob(filepath.Join(m.DataDir, "agent", "kvm", "*.json")); len(recs) != 1 {
+		t.Errorf("kvm records on the node after the refused create: %v, want vm1's only", recs)
+	}
+	if strings.Contains(log, "instance-start") || strings.Contains(log, "recorded vm2") {
+		t.Errorf("the refused create tried a start:\n%s", log)
 	}
 
 	if out, err := c.GNT("instance", "shutdown", "vm1"); err != nil {
