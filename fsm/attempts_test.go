@@ -3,6 +3,8 @@ package fsm
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"strconv"
 	"reflect"
 	"strings"
 	"testing"
@@ -10,7 +12,8 @@ import (
 
 // runGuard applies a scenario, events separated by spaces ("leader": a
 // new leader's LeaderEstablish; "start", "attempt", "step": an executor
-// record carrying the latest epoch; "cancel": an operator's cancel), to a
+// record carrying the latest epoch; "start~1,2" and "attempt~1,2" name
+// epochs 1 and 2 as survived; "cancel": an operator's cancel), to a
 // fresh state holding one queued job of a four-step opcode. It returns
 // the job, the error of the last record, if any, and the harness.
 func runGuard(t *testing.T, events string) (*Job, *Error, *harness) {
@@ -29,15 +32,26 @@ func runGuard(t *testing.T, events string) (*Job, *Error, *harness) {
 	)
 	for _, ev := range strings.Fields(events) {
 		var c Command
+		ev, surv, _ := strings.Cut(ev, "~")
+		var survived []uint64
+		for _, e := range strings.Split(surv, ",") {
+			if e != "" {
+				n, err := strconv.ParseUint(e, 10, 64)
+				if err != nil {
+					t.Fatalf("event %q: %v", ev, err)
+				}
+				survived = append(survived, n)
+			}
+		}
 		switch ev {
 		case "leader":
 			r := h.apply(LeaderEstablish{Now: h.now, Node: "n1", LogVersion: LogVersion}).(Response)
 			epoch = r.Epoch
 			continue
 		case "start":
-			c = JobUpdate{Now: h.now, Epoch: epoch, JobID: id, Action: ActionStart}
+			c = JobUpdate{Now: h.now, Epoch: epoch, JobID: id, Action: ActionStart, Incarnation: fmt.Sprintf("inc%d", epoch), Survived: survived}
 		case "attempt":
-			c = JobUpdate{Now: h.now, Epoch: epoch, JobID: id, Action: ActionAttempt}
+			c = JobUpdate{Now: h.now, Epoch: epoch, JobID: id, Action: ActionAttempt, Incarnation: fmt.Sprintf("inc%d", epoch), Survived: survived}
 		case "step":
 			c = JobUpdate{Now: h.now, Epoch: epoch, JobID: id, Action: ActionStep, Step: steps, StepName: "delay"}
 			steps++
@@ -92,6 +106,16 @@ func TestPoisonGuard(t *testing.T) {
 		{name: "a cancel beats the guard", events: "leader start leader attempt cancel leader attempt",
 			status: StatusCanceled, attempts: []uint64{1, 2}},
 		{name: "an opcode not started is not resumed", events: "leader attempt", status: StatusQueued, err: CodeState},
+		{name: "leaders that stepped down and live on are no deaths", events: "leader start leader attempt leader attempt~1,2",
+			status: StatusRunning, attempts: []uint64{1, 2, 3}},
+		{name: "a survivor ends the row of deaths before it", events: "leader start leader attempt leader attempt~2",
+			status: StatusRunning, attempts: []uint64{1, 2, 3}},
+		{name: "a death after a survivor is one in a row", events: "leader start leader attempt leader attempt~1,2 leader attempt",
+			status: StatusRunning, attempts: []uint64{1, 2, 3, 4}},
+		{name: "two deaths after a survivor fail it", events: "leader start leader attempt leader attempt~1,2 leader attempt leader attempt",
+			status: StatusError, attempts: []uint64{1, 2, 3, 4, 5}, poison: []uint64{3, 4}},
+		{name: "a survivor before progress does not excuse the deaths since", events: "leader start step leader attempt leader attempt leader attempt~1",
+			status: StatusError, attempts: []uint64{1, 2, 3, 4}, poison: []uint64{2, 3}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			job, err, _ := runGuard(t, tc.events)
@@ -122,6 +146,72 @@ func TestPoisonGuard(t *testing.T) {
 			}
 			if tc.status == StatusCanceled && len(job.Ops[0].Steps) != 0 {
 				t.Errorf("steps recorded after the cancel: %v", job.Ops[0].Steps)
+			}
+		})
+	}
+}
+
+// TestAttemptRecordsLeader: an attempt keeps the master node of its
+// epoch and the incarnation its executor gave, the evidence a later
+// executor checks (SuspectAttempts).
+func TestAttemptRecordsLeader(t *testing.T) {
+	job, _, _ := runGuard(t, "leader start leader attempt")
+	for i, a := range job.Attempts {
+		if a.Node != "n1" || a.Incarnation != fmt.Sprintf("inc%d", i+1) {
+			t.Errorf("attempt %d: node %q, incarnation %q", i, a.Node, a.Incarnation)
+		}
+	}
+	if got := epochsOf(job.SuspectAttempts(3)); !reflect.DeepEqual(got, []uint64{1, 2}) {
+		t.Errorf("suspects of epoch 3: %v, want [1 2]", got)
+	}
+	if got := job.SuspectAttempts(2); got != nil {
+		t.Errorf("epoch 2 attempted already, yet suspects %v", got)
+	}
+	job, _, _ = runGuard(t, "leader start leader attempt step")
+	if got := job.SuspectAttempts(3); got != nil {
+		t.Errorf("progress since the attempts, yet suspects %v", got)
+	}
+}
+
+// TestSurvivalDeterministic: replicas applying the same records with the
+// same survived epochs end in the same state.
+func TestSurvivalDeterministic(t *testing.T) {
+	const events = "leader start leader attempt leader attempt~1,2 step leader attempt"
+	_, _, a := runGuard(t, events)
+	_, _, b := runGuard(t, events)
+	if a.f.Hash() != b.f.Hash() {
+		t.Error("the same records gave different states")
+	}
+}
+
+// TestSurvivalBadInput: malformed evidence is refused with the rule it
+// breaks and changes nothing.
+func TestSurvivalBadInput(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		up    JobUpdate
+		field string
+	}{
+		{"on a step", JobUpdate{Action: ActionStep, Survived: []uint64{1}}, "survived"},
+		{"incarnation on a finish", JobUpdate{Action: ActionFinish, Status: StatusSuccess, Incarnation: "x"}, "survived"},
+		{"own epoch", JobUpdate{Action: ActionAttempt, Survived: []uint64{2}}, "survived"},
+		{"later epoch", JobUpdate{Action: ActionAttempt, Survived: []uint64{9}}, "survived"},
+		{"epoch 0", JobUpdate{Action: ActionAttempt, Survived: []uint64{0}}, "survived"},
+		{"twice", JobUpdate{Action: ActionAttempt, Survived: []uint64{1, 1}}, "survived"},
+		{"too many", JobUpdate{Action: ActionAttempt, Survived: make([]uint64, maxAttempts+1)}, "survived"},
+		{"long incarnation", JobUpdate{Action: ActionAttempt, Incarnation: strings.Repeat("a", maxIncarnation+1)}, "incarnation"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			job, _, h := runGuard(t, "leader start leader")
+			before := h.f.Hash()
+			up := tc.up
+			up.Now, up.Epoch, up.JobID = h.now, 2, job.ID
+			r := h.apply(up).(Response)
+			if r.Err == nil || r.Err.Code != CodeInval || r.Err.Field != tc.field {
+				t.Fatalf("got %v, want an inval error on %s", r.Err, tc.field)
+			}
+			if h.f.Hash() != before {
+				t.Error("a refused record changed the state")
 			}
 		})
 	}

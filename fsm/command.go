@@ -301,7 +301,13 @@ type LeaderEstablish struct {
 // 30 refuses as unknown, and OP_INSTANCE_MULTI_ALLOC's failed (the
 // instances an allocator could not place), which it refuses as an
 // unknown field.
-const LogVersion = 31
+//
+// Version 32 lets the poison-job guard tell a leader that stepped down
+// from one that died: JobUpdate.Incarnation and JobUpdate.Survived on
+// start and attempt records, kept in the job's attempts (Attempt.Node,
+// Attempt.Incarnation), which a replica of version 31 refuses as unknown
+// fields.
+const LogVersion = 32
 
 // Job update actions.
 const (
@@ -339,6 +345,15 @@ type JobUpdate struct {
 	// the step made, applied in one transaction with its record; if one
 	// is refused, nothing of the update is applied.
 	Changes []StepChange `json:"changes,omitempty"`
+	// Incarnation (start, attempt) is the incarnation of the proposing
+	// executor's gntd, kept in the attempt it records (poison-job guard,
+	// attempts.go). Since LogVersion 32.
+	Incarnation string `json:"incarnation,omitempty"`
+	// Survived (start, attempt) are earlier epochs whose leaders the
+	// executor found running with the incarnation their attempts
+	// recorded: the guard does not count them as deaths. Since
+	// LogVersion 32.
+	Survived []uint64 `json:"survived,omitempty"`
 }
 
 // JobCancel asks to cancel a job: a job that has not started is canceled

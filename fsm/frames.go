@@ -153,17 +153,20 @@ func DecodeJobSubmit(body []byte) (JobSubmit, *Error) {
 type jobUpdateRare struct {
 	Locks   []LockDecl   `json:"locks,omitempty"`
 	Changes []StepChange `json:"changes,omitempty"`
+	// Incarnation and Survived since LogVersion 32.
+	Incarnation string   `json:"incarnation,omitempty"`
+	Survived    []uint64 `json:"survived,omitempty"`
 }
 
 // encode writes a JobUpdate as CmdJobUpdateFrames: Now, Epoch, JobID,
 // OpIndex, Action, Status, Result, the log lines (a count and strings),
-// Step, StepName, then Locks and Changes as one JSON byte string (empty
-// when both are).
+// Step, StepName, then Locks, Changes, Incarnation and Survived as one
+// JSON byte string (empty when none is set).
 func (c JobUpdate) encode() ([]byte, error) {
 	var rare []byte
-	if len(c.Locks) > 0 || len(c.Changes) > 0 {
+	if len(c.Locks) > 0 || len(c.Changes) > 0 || c.Incarnation != "" || len(c.Survived) > 0 {
 		var err error
-		if rare, err = json.Marshal(jobUpdateRare{Locks: c.Locks, Changes: c.Changes}); err != nil {
+		if rare, err = json.Marshal(jobUpdateRare{Locks: c.Locks, Changes: c.Changes, Incarnation: c.Incarnation, Survived: c.Survived}); err != nil {
 			return nil, err
 		}
 	}
@@ -231,7 +234,7 @@ func DecodeJobUpdate(body []byte) (JobUpdate, *Error) {
 		if err := DecodeStrict(rare, &x); err != nil {
 			return JobUpdate{}, AsError(err)
 		}
-		c.Locks, c.Changes = x.Locks, x.Changes
+		c.Locks, c.Changes, c.Incarnation, c.Survived = x.Locks, x.Changes, x.Incarnation, x.Survived
 	}
 	return c, nil
 }

@@ -983,6 +983,7 @@ func TestJobUpdateFrames(t *testing.T) {
 		{Now: 1700000000000000123, Epoch: 3, JobID: 42, OpIndex: 1, Action: ActionFinish, Status: StatusSuccess, Result: json.RawMessage(`{"a":[1,2]}`), Log: []string{"one", "tw\"o"}, StepName: "delay 1/1"},
 		{Now: -1, Action: ActionStart, Locks: []LockDecl{{Level: LockNode, Names: []string{"n1"}, Exclusive: true}}},
 		{Now: 5, JobID: 7, Action: ActionStep, Step: 2, StepName: "power off", Changes: []StepChange{{NodePowered: &NodePowered{Node: "u1", Powered: false}}}},
+		{Now: 6, Epoch: 4, JobID: 7, Action: ActionAttempt, Incarnation: "0123abcd", Survived: []uint64{2, 3}},
 	} {
 		b := framesRoundTrip(t, u, CmdJobUpdateFrames, DecodeJobUpdate)
 		for cut := 0; cut < len(b)-1; cut++ {

@@ -567,6 +567,9 @@ func (s *State) applyJobUpdate(c *JobUpdate) Response {
 			return Response{Err: errf(CodeState, "op_index", "opcode %d of job %d is %s; opcodes run in order", i, c.JobID, old.Ops[i].Status)}
 		}
 	}
+	if e := c.validateSurvival(); e != nil {
+		return Response{Err: e}
+	}
 	job := old.clone()
 	op := job.Ops[c.OpIndex]
 	ts := TimestampFromNanos(c.Now)
@@ -597,7 +600,7 @@ func (s *State) applyJobUpdate(c *JobUpdate) Response {
 		start()
 		op.Locks = c.Locks
 		job.addLog(op, ts, c.Log...)
-		job.attempt(op, c.Epoch, ts, c.OpIndex)
+		job.attempt(op, c, ts, s.masterName())
 	case ActionAttempt:
 		if op.Status != StatusRunning {
 			return Response{Err: errf(CodeState, "action", "opcode %d of job %d is %s, not running: only a started opcode is resumed", c.OpIndex, c.JobID, op.Status)}
@@ -608,7 +611,7 @@ func (s *State) applyJobUpdate(c *JobUpdate) Response {
 			job.cancelFrom(c.OpIndex, ts)
 			break
 		}
-		job.attempt(op, c.Epoch, ts, c.OpIndex)
+		job.attempt(op, c, ts, s.masterName())
 	case ActionStep:
 		if op.Status != StatusRunning {
 			return Response{Err: errf(CodeState, "action", "opcode %d of job %d is %s, not running", c.OpIndex, c.JobID, op.Status)}
