@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
