@@ -81,6 +81,13 @@ type Executor struct {
 	// means for real (os.Exit, or a panic in the job's goroutine). Tests
 	// set it to stop the executor instead.
 	Crash func(mode string)
+	// Incarnation is this gntd's incarnation (a random id drawn at its
+	// start), recorded with each attempt for the poison-job guard.
+	Incarnation string
+	// Incarnations asks the earlier leaders of a job it resumes for
+	// their incarnation, so that leaders that only stepped down are not
+	// counted as deaths (survivors.go); nil counts every one.
+	Incarnations IncarnationProbe
 	// Pacer, when set, hears of every pick so the applier can let the
 	// updates of the jobs it launched ride the next Raft entry (pacer.go).
 	Pacer *Pacer
@@ -518,6 +525,7 @@ func (e *Executor) runOp(ctx context.Context, job *fsm.Job, idx int, resume bool
 		return true, nil
 	}
 	if rec != nil {
+		rec.Incarnation, rec.Survived = e.Incarnation, e.survivors(ctx, job)
 		if goOn, err := record(*rec); !goOn {
 			return err
 		}
@@ -532,7 +540,8 @@ func (e *Executor) runOp(ctx context.Context, job *fsm.Job, idx int, resume bool
 	if !started && serr == nil && len(steps) > 1 {
 		// Steps of a test's own (Executor.Steps) may be several where
 		// the opcode's are one: each step's record needs a started opcode.
-		if goOn, err := record(fsm.JobUpdate{JobID: job.ID, OpIndex: idx, Action: fsm.ActionStart, Locks: decl}); !goOn {
+		if goOn, err := record(fsm.JobUpdate{JobID: job.ID, OpIndex: idx, Action: fsm.ActionStart, Locks: decl,
+			Incarnation: e.Incarnation, Survived: e.survivors(ctx, job)}); !goOn {
 			return err
 		}
 	}

@@ -27,14 +27,23 @@ type leader struct {
 // set, replaces the opcodes' steps.
 func lead(t *testing.T, d *direct, debug bool, steps func(fsm.Opcode) ([]Step, error)) *leader {
 	t.Helper()
+	return startLeader(t, d, func(ex *Executor, l *leader) {
+		ex.Steps, ex.Debug, ex.Crash = steps, debug, func(string) { l.kill() }
+	})
+}
+
+// startLeader elects a new leader over d and starts its executor, set up
+// further by configure.
+func startLeader(t *testing.T, d *direct, configure func(*Executor, *leader)) *leader {
+	t.Helper()
 	r, _, _ := d.Apply(context.Background(), fsm.LeaderEstablish{Now: time.Now().UnixNano(), Node: "n1", LogVersion: fsm.LogVersion})
 	if r.Err != nil {
 		t.Fatal(r.Err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &leader{epoch: r.Epoch, crashed: make(chan struct{}), done: make(chan struct{}), cancel: cancel}
-	ex := &Executor{FSM: d.f, Apply: d, Epoch: r.Epoch, Concurrency: 2, Strategy: fastStrategy, Steps: steps, Debug: debug,
-		Crash: func(string) { l.kill() }}
+	ex := &Executor{FSM: d.f, Apply: d, Epoch: r.Epoch, Concurrency: 2, Strategy: fastStrategy}
+	configure(ex, l)
 	go func() {
 		if err := ex.Run(context.WithValue(ctx, leaderKey{}, l)); err != nil {
 			t.Errorf("the executor of epoch %d stopped with %v", l.epoch, err)
@@ -312,5 +321,121 @@ func TestTestCrashNeedsDebug(t *testing.T) {
 	j := readJob(d, id)
 	if j.Status != fsm.StatusError || !strings.Contains(string(j.Ops[0].Result), "runs only on a gntd started with --debug") {
 		t.Errorf("job %s: %s", j.Status, j.Ops[0].Result)
+	}
+}
+
+// fakeIncarnations answers every node's incarnation with inc, or with
+// err, and counts the questions.
+type fakeIncarnations struct {
+	inc string
+	err error
+	mu  sync.Mutex
+	n   int
+}
+
+func (f *fakeIncarnations) Incarnation(context.Context, *fsm.Node) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n++
+	return f.inc, f.err
+}
+
+func (f *fakeIncarnations) asked() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.n
+}
+
+// stepDownTwice runs a job whose step holds until released under two
+// leaders of gntd incarnation "inc-1" that step down (their executors
+// stop, their gntd lives on) while it runs; a third leader, asking probe
+// for their incarnation, then resumes it with the step released. It
+// returns the job once finalized, and the epochs of the two leaders.
+func stepDownTwice(t *testing.T, probe IncarnationProbe) (*fsm.Job, []uint64) {
+	t.Helper()
+	d, _ := setup(t)
+	id := submit(t, d, `{"OP_ID":"OP_TEST_DELAY","duration":0,"repeat":2}`)
+	running, release := make(chan struct{}, 4), make(chan struct{})
+	steps := func(fsm.Opcode) ([]Step, error) {
+		step := Step{Name: "held", Run: func(ctx context.Context, sc *StepContext) (any, error) {
+			running <- struct{}{}
+			select {
+			case <-release:
+				return nil, nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}}
+		return []Step{step}, nil
+	}
+	var epochs []uint64
+	for range fsm.PoisonDeaths {
+		l := leadAs(t, d, "inc-1", probe, steps)
+		<-running
+		l.stop() // a step-down: the executor stops, the gntd runs on
+		epochs = append(epochs, l.epoch)
+	}
+	close(release)
+	l := leadAs(t, d, "inc-2", probe, steps)
+	var j *fsm.Job
+	for j = readJob(d, id); !fsm.Finalized(j.Status); j = readJob(d, id) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	l.stop()
+	return j, epochs
+}
+
+// leadAs is lead with the executor's incarnation and incarnation probe.
+func leadAs(t *testing.T, d *direct, inc string, probe IncarnationProbe, steps func(fsm.Opcode) ([]Step, error)) *leader {
+	t.Helper()
+	return startLeader(t, d, func(ex *Executor, _ *leader) {
+		ex.Steps, ex.Incarnation, ex.Incarnations = steps, inc, probe
+	})
+}
+
+// TestSteppedDownLeadersAreNoDeaths: two leaders that stepped down while
+// a job ran, their gntd still running with the incarnation their attempts
+// recorded, are not counted as deaths: the third leader marks them
+// survived and runs the job to success.
+func TestSteppedDownLeadersAreNoDeaths(t *testing.T) {
+	probe := &fakeIncarnations{inc: "inc-1"}
+	j, epochs := stepDownTwice(t, probe)
+	if j.Status != fsm.StatusSuccess || len(j.PoisonEpochs) != 0 {
+		t.Fatalf("job %s, poison epochs %v, log %v", j.Status, j.PoisonEpochs, j.Ops[0].Log)
+	}
+	if len(j.Attempts) != 3 || j.Attempts[0].Incarnation != "inc-1" || j.Attempts[2].Incarnation != "inc-2" || j.Attempts[0].Node != "n1" {
+		t.Fatalf("attempts %+v", j.Attempts)
+	}
+	// The row ends at the latest survivor: the leader of the second
+	// epoch is marked, and the first is behind it.
+	if !j.Attempts[1].Survived || j.Attempts[1].Epoch != epochs[1] {
+		t.Errorf("attempts %+v: epoch %d not marked survived", j.Attempts, epochs[1])
+	}
+	// Only the third leader asked (two suspects would fail the job); the
+	// second, with one suspect, did not need to.
+	if n := probe.asked(); n != fsm.PoisonDeaths {
+		t.Errorf("the leaders were asked %d times, want %d", n, fsm.PoisonDeaths)
+	}
+}
+
+// TestRestartedOrSilentLeadersAreDeaths: when the earlier leaders' gntds
+// answer with another incarnation (they restarted) or do not answer, the
+// guard fails the job as before.
+func TestRestartedOrSilentLeadersAreDeaths(t *testing.T) {
+	for name, probe := range map[string]*fakeIncarnations{
+		"restarted": {inc: "inc-9"},
+		"silent":    {err: context.DeadlineExceeded},
+	} {
+		t.Run(name, func(t *testing.T) {
+			j, epochs := stepDownTwice(t, probe)
+			if j.Status != fsm.StatusError || !reflect.DeepEqual(j.PoisonEpochs, epochs) {
+				t.Fatalf("job %s, poison epochs %v, want error and %v", j.Status, j.PoisonEpochs, epochs)
+			}
+			for _, a := range j.Attempts {
+				if a.Survived {
+					t.Errorf("attempt %+v marked survived", a)
+				}
+			}
+		})
 	}
 }
