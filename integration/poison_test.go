@@ -160,3 +160,66 @@ func TestCrashOnceThenResumed(t *testing.T) {
 	first.Start(t)
 	c.WaitConverged(30 * time.Second)
 }
+
+// TestSteppedDownLeadersDoNotPoison: leadership is handed over twice
+// (gnt cluster master-failover) while the first step of a slow job runs,
+// each new leader resuming the step from its start; no gntd dies. The
+// third leader asks the two before it for their incarnation over the
+// node RPC, finds them running on, and does not count them as deaths:
+// the job succeeds where the guard used to fail it.
+func TestSteppedDownLeadersDoNotPoison(t *testing.T) {
+	c := NewCluster(t, ClusterOptions{Candidates: 3})
+	first := c.WaitLeader(10 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cl := c.Client()
+	// Two steps of 20 s: the handovers happen while the first one runs.
+	id, _, err := cl.SubmitJob(ctx, []map[string]any{delayOp(20, 2, nil)}, "stepped-down leaders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	attempts := func(n int) {
+		c.Eventually(time.Minute, 50*time.Millisecond, fmt.Sprintf("job %d attempted %d times", id, n), func() error {
+			j, err := c.job(id)
+			if err != nil {
+				return err
+			}
+			if len(j.Attempts) < n {
+				return fmt.Errorf("job %d is %s with attempts %+v", id, j.Status, j.Attempts)
+			}
+			return nil
+		})
+	}
+	attempts(1)
+	leaders := []string{first.Name}
+	for _, to := range c.Followers(first) {
+		m, err := c.Client().MasterFailover(ctx, to.Name)
+		if err != nil || m != to.Name {
+			t.Fatalf("master-failover to %s: %q, %v", to.Name, m, err)
+		}
+		leaders = append(leaders, to.Name)
+		attempts(len(leaders))
+	}
+	j := c.waitFinal(id, 3*time.Minute)
+	if j.Status != fsm.StatusSuccess || len(j.PoisonEpochs) != 0 {
+		t.Fatalf("job %d ended %s, poison epochs %v, attempts %+v: %s", id, j.Status, j.PoisonEpochs, j.Attempts, j.OpResult)
+	}
+	survived := false
+	for _, a := range j.Attempts {
+		if a.Progress != 0 {
+			t.Fatalf("attempts %+v: a step completed between the handovers, so the guard was not put to the test", j.Attempts)
+		}
+		if a.Incarnation == "" || a.Node == "" {
+			t.Errorf("attempt %+v names no leader incarnation", a)
+		}
+		survived = survived || a.Survived
+	}
+	if !survived || len(j.Attempts) < len(leaders) {
+		t.Errorf("attempts %+v under leaders %v: none marked survived", j.Attempts, leaders)
+	}
+	for _, m := range c.Candidates() {
+		if !m.Running() {
+			t.Errorf("%s died", m.Name)
+		}
+	}
+}

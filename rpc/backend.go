@@ -119,6 +119,10 @@ type Status struct {
 	// Maintd is the address maintd's HTTP API listens on, with the epoch
 	// of the leadership it serves; absent where maintd does not run.
 	Maintd *MaintdStatus `json:"maintd,omitempty"`
+	// Incarnation is a random id the gntd drew when it started: another
+	// one means it restarted (the poison-job guard tells a leader that
+	// stepped down from one that died by it).
+	Incarnation string `json:"incarnation,omitempty"`
 }
 
 // MaintdStatus says where this gntd's maintd listens.

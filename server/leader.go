@@ -129,6 +129,7 @@ func (s *Server) leaderLoop(ctx context.Context, r *raft.Raft) {
 		{name: "executor", run: func(ctx context.Context, epoch uint64) error {
 			ex := &jobs.Executor{FSM: s.fsm, Apply: s, Epoch: epoch, Concurrency: s.cfg.ExecutorConcurrency,
 				Log: s.log.Named("executor"), Nodes: &s.nodes, Dead: nodeDead, Leadership: leadershipHandover{s}, Probe: apiProbe{client: s.httpClient()}, Pacer: s.pacer,
+				Incarnation: s.incarnation, Incarnations: incarnationProbe{s},
 				OOB:         &oob.Runner{Programs: s.oobPrograms(), Done: s.metrics.ops.oobDone},
 				IAllocators: s.iallocators(),
 				Debug:       s.cfg.Debug,

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/gnt-cluster/gnt/repair"
-	"github.com/gnt-cluster/gnt/rpc"
 )
 
 // The maintd port (1816) is open on every gntd, so that a bookmark of any
@@ -119,23 +118,9 @@ func (s *Server) leaderMaintd(ctx context.Context) (string, error) {
 		return addr, nil
 	}
 	c.mu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+api+"/2/gnt/status", nil)
+	st, err := s.peerStatusOf(ctx, api)
 	if err != nil {
-		return "", err
-	}
-	resp, err := s.httpClient().Do(req)
-	if err != nil {
-		return "", fmt.Errorf("asking the leader at %s: %w", api, err)
-	}
-	defer resp.Body.Close()
-	var st rpc.Status
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("the leader at %s answered %s", api, resp.Status)
-	}
-	if err := json.NewDecoder(http.MaxBytesReader(nil, resp.Body, 1<<20)).Decode(&st); err != nil {
-		return "", fmt.Errorf("the leader at %s: %w", api, err)
+		return "", fmt.Errorf("the leader %w", err)
 	}
 	if st.Maintd == nil || st.Maintd.Addr == "" {
 		return "", fmt.Errorf("the leader at %s runs no maintd yet", api)

@@ -49,6 +49,7 @@ type Server struct {
 	id          identity
 	candidates  []string // API addresses learnt from the last join answer
 	established bool     // leadership established (after Barrier and LeaderEstablish)
+	incarnation string   // drawn at New, in every status answer (incarnation.go)
 	// maintd is the running maintd service (leader only), the epoch it
 	// serves and the address its HTTP API listens on (maintd.go).
 	maintd      *repair.Service
@@ -111,7 +112,7 @@ func New(cfg Config, log hclog.Logger) (*Server, error) {
 	s := &Server{
 		cfg: cfg, log: log, dir: dataDir{cfg.DataDir}, fsm: fsm.New(),
 		reg: prometheus.NewRegistry(), raftEvents: make(chan struct{}, 1),
-		peerStatus: map[string]peerHealth{}, pacer: jobs.NewPacer(),
+		peerStatus: map[string]peerHealth{}, pacer: jobs.NewPacer(), incarnation: newIncarnation(),
 	}
 	s.gossip.kick = make(chan struct{}, 1)
 	s.runtime.kick = make(chan struct{}, 1)
@@ -545,7 +546,7 @@ func (s *Server) JoinKey() []byte {
 
 // Status implements rpc.Backend.
 func (s *Server) Status() rpc.Status {
-	st := rpc.Status{Name: s.cfg.Name, Version: Version, Build: s.cfg.Build, RaftState: "none"}
+	st := rpc.Status{Name: s.cfg.Name, Version: Version, Build: s.cfg.Build, RaftState: "none", Incarnation: s.incarnation}
 	s.mu.Lock()
 	st.ClusterUUID = s.id.ClusterUUID
 	st.Established = s.established
