@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -149,7 +150,10 @@ func filesUnder(dir string) []string {
 // restarted gntd reports it with the same boot id; it live-migrates to
 // another node and back (gnt instance migrate -n: the counter goes on,
 // one qemu at a time) and fails over (gnt instance failover -n); a kill
-// -9 of its qemu shows ERROR_down in the API;
+// -9 of its qemu shows ERROR_down in the API (the failover starts it
+// with a VNC console over TLS instead of the serial one: the console
+// answer names node13's address, where the real qemu greets RFB and
+// offers VeNCrypt);
 // its disk grows; removing it leaves no file behind.
 func TestKVMGuests(t *testing.T) {
 	kernel, initrd := needKVMGuest(t)
@@ -290,13 +294,41 @@ func TestKVMGuests(t *testing.T) {
 		}
 	}
 
-	// Failover to node13: stopped on node12, started there.
+	// Failover to node13: stopped on node12, started there, with the
+	// VNC console set meanwhile (it takes effect at that start): on
+	// node13's address (network only on loopback, and two nodes of one
+	// host cannot share an address for it), anonymous TLS, no serial
+	// console (which Ganeti's console answer puts first).
+	if out, err := c.GNT("instance", "modify", "-H", "serial_console=false,vnc_tls=true,vnc_bind_address="+n13.IP, "vm1"); err != nil {
+		t.Fatalf("modify -H vnc_*: %v\n%s", err, out)
+	}
+	// The cluster's hypervisor is its nodes' driver's: vm1 gets its
+	// network port with vnc_bind_address.
+	info, err = c.Client().Instance(ctx, "vm1")
+	if err != nil || info.NetworkPort == nil || *info.NetworkPort <= fsm.VNCBasePort {
+		t.Fatalf("vm1's network port after modify -H vnc_bind_address: %v %v", info.NetworkPort, err)
+	}
+	port := *info.NetworkPort
 	if out, err := c.GNT("instance", "failover", "-f", "-n", "node13", "vm1"); err != nil {
 		t.Fatalf("failover: %v\n%s", err, out)
 	}
-	guestCounter(t, n13, uuid, -1, 3*time.Minute)
-	if qemuPID(n12, uuid) != 0 {
-		t.Fatalf("qemu still runs on node12 after the failover")
+	if qemuPID(n12, uuid) != 0 || qemuPID(n13, uuid) == 0 {
+		t.Fatalf("after the failover: qemu on node12 %d, on node13 %d; want one, on node13", qemuPID(n12, uuid), qemuPID(n13, uuid))
+	}
+	// The console: Ganeti's vnc kind on node13, and there the real
+	// qemu greets RFB 3.8 and offers VeNCrypt alone.
+	want := fmt.Sprintf("map[display:%d host:%s instance:vm1 kind:vnc message:VNC over TLS (VeNCrypt), anonymous: encrypted, the server not authenticated. port:%d]", port-fsm.VNCBasePort, n13.IP, port)
+	c.Eventually(60*time.Second, 500*time.Millisecond, "vm1's console on node13", func() error {
+		if got := fmt.Sprint(c.GetObject(t, "/2/instances/vm1/console")); got != want {
+			return fmt.Errorf("console %s, want %s", got, want)
+		}
+		return nil
+	})
+	if types, err := rfbSecurityTypes(net.JoinHostPort(n13.IP, strconv.Itoa(port))); err != nil || string(types) != "\x13" {
+		t.Fatalf("VNC of vm1 on node13: security types %v (%v), want [19] (VeNCrypt)", types, err)
+	}
+	if out, err := c.GNT("instance", "console", "vm1"); err != nil || !strings.Contains(out, fmt.Sprintf("Instance vm1 has VNC listening on %s:%d (display %d).\nVNC over TLS (VeNCrypt), anonymous", n13.IP, port, port-fsm.VNCBasePort)) {
+		t.Fatalf("gnt instance console vm1: %v\n%s", err, out)
 	}
 
 	// kill -9 of qemu: the API's runtime view says ERROR_down.
@@ -354,6 +386,31 @@ func TestKVMGuests(t *testing.T) {
 			return nil
 		})
 	}
+}
+
+// rfbSecurityTypes connects to the VNC server at addr, checks its RFB
+// 3.8 greeting, answers it and returns the security types offered.
+func rfbSecurityTypes(addr string) ([]byte, error) {
+	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(time.Minute))
+	greet := make([]byte, 12)
+	if _, err := io.ReadFull(c, greet); err != nil || string(greet) != "RFB 003.008\n" {
+		return nil, fmt.Errorf("greeting %q (%v), want RFB 003.008", greet, err)
+	}
+	if _, err := c.Write(greet); err != nil {
+		return nil, err
+	}
+	var n [1]byte
+	if _, err := io.ReadFull(c, n[:]); err != nil {
+		return nil, err
+	}
+	types := make([]byte, n[0])
+	_, err = io.ReadFull(c, types)
+	return types, err
 }
 
 func deref(s *string) string {
