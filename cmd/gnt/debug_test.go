@@ -53,7 +53,8 @@ func TestJobInfoShowsPoisonGuard(t *testing.T) {
 		"ops": [{"OP_ID": "OP_TEST_CRASH"}], "opstatus": ["error"], "opresult": ["failed by the poison-job guard"], "oplog": [[]],
 		"received_ts": [1700000000, 0], "start_ts": [1700000000, 0], "end_ts": [1700000009, 0],
 		"gnt_attempts": [{"epoch": 5, "ts": [1700000000, 0], "op_index": 0, "progress": 0},
-			{"epoch": 6, "ts": [1700000003, 0], "op_index": 0, "progress": 0}, {"epoch": 7, "ts": [1700000009, 0], "op_index": 0, "progress": 0}],
+			{"epoch": 6, "ts": [1700000003, 0], "op_index": 0, "progress": 0}, {"epoch": 7, "ts": [1700000009, 0], "op_index": 0, "progress": 0,
+			"node": "node2", "incarnation": "ab", "survived": true}],
 		"gnt_poison_epochs": [5, 6]}`)
 	r := gnt(t, nil, "--server", f.addr(), "job", "info", "9")
 	if r.code != 0 {
@@ -63,6 +64,7 @@ func TestJobInfoShowsPoisonGuard(t *testing.T) {
 		"  Failed by the poison-job guard: the leaders of executor epochs 5, 6 were lost while it ran\n",
 		"  Executor attempts:\n    - executor epoch 5 at ",
 		"    - executor epoch 7 at ",
+		", opcode 0, leader node2 (stepped down, its gntd ran on: no death)\n",
 	} {
 		if !strings.Contains(r.stdout, w) {
 			t.Errorf("output lacks %q:\n%s", w, r.stdout)

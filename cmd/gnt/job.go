@@ -237,7 +237,14 @@ func showJob(w io.Writer, j *job) {
 	if len(j.Attempts) > 0 {
 		fmt.Fprintf(w, "  Executor attempts:\n")
 		for _, a := range j.Attempts {
-			fmt.Fprintf(w, "    - executor epoch %d at %s, opcode %d\n", a.Epoch, formatStamp(a.Time), a.OpIndex)
+			fmt.Fprintf(w, "    - executor epoch %d at %s, opcode %d", a.Epoch, formatStamp(a.Time), a.OpIndex)
+			if a.Node != "" {
+				fmt.Fprintf(w, ", leader %s", a.Node)
+			}
+			if a.Survived {
+				fmt.Fprintf(w, " (stepped down, its gntd ran on: no death)")
+			}
+			fmt.Fprintln(w)
 		}
 	}
 	fmt.Fprintf(w, "  Received:         %s\n", formatStamp(j.ReceivedTS))

@@ -320,6 +320,9 @@ type job struct {
 		Epoch   uint64 `json:"epoch"`
 		Time    stamp  `json:"ts"`
 		OpIndex int    `json:"op_index"`
+		Node    string `json:"node"`
+		// Survived: a later leader found this one's gntd running on.
+		Survived bool `json:"survived"`
 	} `json:"gnt_attempts"`
 	PoisonEpochs []uint64 `json:"gnt_poison_epochs"`
 }
