@@ -26,7 +26,8 @@ func (f *fakeNodes) callCount() int {
 // done: a create records nothing and creates no disk (the primary's
 // agent is asked first), a modify adding such a NIC changes nothing, and
 // a migration or failover to a node without the instance's bridge leaves
-// it running where it is. With the bridges there, each goes on.
+// it running where it is (a node evacuation's move too). With the
+// bridges there, each goes on.
 func TestBridgesCheckedFirst(t *testing.T) {
 	d, epoch := instanceSetup(t)
 	nodes := newFakeNodes()
@@ -85,6 +86,7 @@ func TestBridgesCheckedFirst(t *testing.T) {
 	for _, op := range []string{
 		`{"OP_ID":"OP_INSTANCE_MIGRATE","instance_name":"web1"}`,
 		`{"OP_ID":"OP_INSTANCE_FAILOVER","instance_name":"web1"}`,
+		`{"OP_ID":"OP_NODE_EVACUATE","node_name":"n1","mode":"primary-only"}`,
 	} {
 		before := nodes.callCount()
 		res, log := failed(t, d, op)

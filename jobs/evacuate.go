@@ -307,6 +307,9 @@ func (e *Executor) moveToSecondary(ctx context.Context, sc *StepContext, in *fsm
 	if err := e.runsHypervisorOf(in, dst, "instance_name"); err != nil {
 		return false, err
 	}
+	if err := e.checkBridges(ctx, sc, dst, in, nil); err != nil {
+		return false, err
+	}
 	if in.AdminState == fsm.AdminUp && failover {
 		if err := e.stopForFailover(ctx, sc, in, src, false, nil); err != nil {
 			return false, err
@@ -384,6 +387,9 @@ func (e *Executor) recreateOn(ctx context.Context, sc *StepContext, in *fsm.Inst
 	var dst *fsm.Node
 	e.FSM.Read(func(s *fsm.State, _ uint64) { dst = s.Nodes[m.NewPrimary] })
 	if err := e.usable(dst, "re-creating "+in.Name); err != nil {
+		return false, err
+	}
+	if err := e.checkBridges(ctx, sc, dst, in, nil); err != nil {
 		return false, err
 	}
 	if src := nodes[in.PrimaryNode]; src != nil && e.usable(src, "") == nil {
