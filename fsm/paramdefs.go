@@ -41,9 +41,6 @@ type ParamDef struct {
 	// Check, when set, checks a string value further (returns what is
 	// wrong, or "").
 	Check func(string) string
-	// Refuse, when set, names why a valid value cannot be taken (a
-	// setting gnt does not support yet), or returns "".
-	Refuse func(any) string
 	// Doc is a one-line description.
 	Doc string
 }
@@ -371,9 +368,6 @@ func NormalizeParams(field, what string, defs []ParamDef, m map[string]any, rese
 			continue
 		}
 		nv, msg := normalizeValue(d, v)
-		if msg == "" && d.Refuse != nil {
-			msg = d.Refuse(nv)
-		}
 		if msg != "" {
 			return nil, errf(CodeInval, f, "%s parameter %s: %s", what, k, msg)
 		}
