@@ -687,8 +687,8 @@ func (f *fakeLVM) run(_ context.Context, tool string, args ...string) ([]byte, e
 	if vg != f.vg {
 		return nil, fmt.Errorf("%s: volume group %q not found", tool, vg)
 	}
-	if tool != "lvs" {
-		f.calls = append(f.calls, tool+" "+args[0]+" "+lv)
+	if c := lvmCall(tool, args); c != "" {
+		f.calls = append(f.calls, c)
 	}
 	size := func() int64 {
 		for i, a := range args {
@@ -721,7 +721,6 @@ func (f *fakeLVM) run(_ context.Context, tool string, args ...string) ([]byte, e
 				lv = args[i+1]
 			}
 		}
-		f.calls[len(f.calls)-1] = "lvcreate " + lv
 		if f.lvs[lv] != nil {
 			return nil, fmt.Errorf("lvcreate: %s already exists", lv)
 		}
@@ -755,10 +754,55 @@ func (f *fakeLVM) took() (out []string) {
 	return out
 }
 
+// lvmCall is how the plain-disk tests record an LVM command: the tool,
+// its first argument and the logical volume ("lvcreate <lv>" for
+// lvcreate); "" for lvs, which only reads.
+func lvmCall(tool string, args []string) string {
+	if tool == "lvs" || len(args) == 0 {
+		return ""
+	}
+	if tool == "lvcreate" {
+		for i, a := range args[:len(args)-1] {
+			if a == "-n" {
+				return "lvcreate " + args[i+1]
+			}
+		}
+	}
+	_, lv, _ := strings.Cut(args[len(args)-1], "/")
+	return tool + " " + args[0] + " " + lv
+}
+
+// lvmRecorder runs LVM commands with run and records them as the fake
+// volume group does (lvmCall), so that a real volume group's run can be
+// checked against the same expected commands.
+type lvmRecorder struct {
+	mu    sync.Mutex
+	run   LVMRunner
+	calls []string
+}
+
+// Run records the command and runs it.
+func (r *lvmRecorder) Run(ctx context.Context, tool string, args ...string) ([]byte, error) {
+	r.mu.Lock()
+	if c := lvmCall(tool, args); c != "" {
+		r.calls = append(r.calls, c)
+	}
+	r.mu.Unlock()
+	return r.run(ctx, tool, args...)
+}
+
+// took returns the commands run since the last call.
+func (r *lvmRecorder) took() (out []string) {
+	r.mu.Lock()
+	out, r.calls = r.calls, nil
+	r.mu.Unlock()
+	return out
+}
+
 // TestKVMPlainDisks drives the plain disks of the kvm driver against an
-// in-memory volume group: each operation runs the LVM command it needs,
-// once (a repeat changes nothing and runs none), and moving a plain
-// instance to another node is refused naming why.
+// in-memory volume group (plainDiskSteps); a node without a volume group
+// refuses plain disks, saying so. TestInGuestLVM runs the same steps
+// against a real volume group.
 func TestKVMPlainDisks(t *testing.T) {
 	lvm := &fakeLVM{vg: "testvg", lvs: map[string]*fakeLV{}}
 	dir := t.TempDir()
@@ -766,10 +810,38 @@ func TestKVMPlainDisks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	d := plainDiskSteps(t, k, "testvg", lvm.took, false)
+	if len(lvm.lvs) != 0 {
+		t.Errorf("volumes left: %v", lvm.lvs)
+	}
+
+	// A node without a volume group refuses plain disks, saying so.
+	k2, err := NewKVM(KVMConfig{Dir: t.TempDir(), Node: "n2", LVM: lvm.run, Accel: AccelTCG, QEMU: "/nonexistent/qemu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst := guestInstance("", "", fsm.DTPlain, d)
+	if _, err := k2.DiskCreate(context.Background(), inst, d.UUID); !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), "no volume group is configured on node n2") {
+		t.Errorf("plain disk without a volume group: %v", err)
+	}
+}
+
+// plainDiskSteps drives the plain disks of k (volume group vg, no qemu)
+// through their life: each operation runs the LVM command it needs, once
+// (a repeat changes nothing and runs none: took returns the commands run
+// since its last call, as lvmCall writes them), lvs then shows the
+// volume's size and activation as the operation left them, and moving a
+// plain instance to another node is refused naming why; at the end no
+// volume is left. With devices, the volume's device node /dev/<vg>/<lv>
+// must exist exactly while it is active (a real volume group's). It
+// returns the disk it used.
+func plainDiskSteps(t *testing.T, k *KVM, vg string, took func() []string, devices bool) fsm.Disk {
+	t.Helper()
 	ctx := context.Background()
 	d := fsm.Disk{UUID: "0d15c000-0000-4000-8000-000000000001", SizeMiB: 64, Mode: "rw"}
 	inst := guestInstance("", "", fsm.DTPlain, d)
 	lv := lvName(inst.UUID, d.UUID)
+	dev := "/dev/" + vg + "/" + lv
 	step := func(what string, r Result, err error, changed bool, calls ...string) {
 		t.Helper()
 		if err != nil {
@@ -778,30 +850,47 @@ func TestKVMPlainDisks(t *testing.T) {
 		if r.Changed != changed {
 			t.Errorf("%s: changed %v, want %v (%s)", what, r.Changed, changed, r.Output)
 		}
-		if got := lvm.took(); strings.Join(got, ";") != strings.Join(calls, ";") {
+		if got := took(); strings.Join(got, ";") != strings.Join(calls, ";") {
 			t.Errorf("%s: ran %q, want %q", what, got, calls)
+		}
+	}
+	state := func(what string, size int64, active bool) {
+		t.Helper()
+		sz, act, err := k.lvState(ctx, vg, lv)
+		if err != nil || sz != size || (size >= 0 && act != active) {
+			t.Errorf("after %s: lvs says %d MiB, active %v (%v); want %d MiB, active %v", what, sz, act, err, size, active)
+		}
+		if !devices {
+			return
+		}
+		if _, err := os.Stat(dev); (err == nil) != (size >= 0 && active) {
+			t.Errorf("after %s: device %s: %v; want it there exactly while the volume is active", what, dev, err)
 		}
 	}
 	r, err := k.DiskCreate(ctx, inst, d.UUID)
 	step("create", r, err, true, "lvcreate "+lv)
+	state("create", 64, true)
 	r, err = k.DiskCreate(ctx, inst, d.UUID)
 	step("create again", r, err, false)
 	st, err := k.Status(ctx, inst)
-	if err != nil || len(st.Disks) != 1 || st.Disks[0].SizeMiB != 64 || st.Disks[0].Path != "/dev/testvg/"+lv {
+	if err != nil || len(st.Disks) != 1 || st.Disks[0].SizeMiB != 64 || st.Disks[0].Path != dev {
 		t.Fatalf("status: %+v %v", st, err)
 	}
 	grown := inst
 	grown.Disks = []fsm.Disk{{UUID: d.UUID, SizeMiB: 128, Mode: "rw"}}
 	r, err = k.DiskGrow(ctx, grown, d.UUID)
 	step("grow", r, err, true, "lvextend -L "+lv)
+	state("grow", 128, true)
 	r, err = k.DiskGrow(ctx, grown, d.UUID)
 	step("grow again", r, err, false)
 	r, err = k.DiskAttach(ctx, grown, d.UUID)
 	step("attach an active volume", r, err, true)
 	r, err = k.DiskDetach(ctx, grown, d.UUID)
 	step("detach (deactivates)", r, err, true, "lvchange -an "+lv)
+	state("detach", 128, false)
 	r, err = k.DiskAttach(ctx, grown, d.UUID)
 	step("attach (activates)", r, err, true, "lvchange -ay "+lv)
+	state("attach", 128, true)
 	for _, mig := range []func() (Result, error){
 		func() (Result, error) { return k.MigratePrepare(ctx, grown, Migration{ID: "m1"}) },
 		func() (Result, error) { return k.MigrateSend(ctx, grown, Migration{ID: "m1", Peer: "127.0.0.2:1811"}) },
@@ -812,24 +901,16 @@ func TestKVMPlainDisks(t *testing.T) {
 	}
 	r, err = k.DiskRemove(ctx, grown, d.UUID)
 	step("remove", r, err, true, "lvremove -y "+lv)
+	state("remove", -1, false)
 	r, err = k.DiskRemove(ctx, grown, d.UUID)
 	step("remove again", r, err, false)
 	r, err = k.DiskCreate(ctx, inst, d.UUID)
 	step("create for the instance's removal", r, err, true, "lvcreate "+lv)
+	state("create for the instance's removal", 64, true)
 	r, err = k.Remove(ctx, inst)
 	step("remove the instance", r, err, true, "lvremove -y "+lv)
-	if len(lvm.lvs) != 0 {
-		t.Errorf("volumes left: %v", lvm.lvs)
-	}
-
-	// A node without a volume group refuses plain disks, saying so.
-	k2, err := NewKVM(KVMConfig{Dir: t.TempDir(), Node: "n2", LVM: lvm.run, Accel: AccelTCG, QEMU: "/nonexistent/qemu"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := k2.DiskCreate(ctx, inst, d.UUID); !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), "no volume group is configured on node n2") {
-		t.Errorf("plain disk without a volume group: %v", err)
-	}
+	state("the instance's removal", -1, false)
+	return d
 }
 
 // needVG skips the test, saying why, when a volume group cannot be made
@@ -899,11 +980,21 @@ func needDeviceMapper(t *testing.T) {
 }
 
 // TestStorageRealVG: the node's storage listing reads a real volume group
-// and its physical volume (on a loop device), and modify-storage's
-// pvchange -x n makes the volume not allocatable, which the next listing
-// shows (placement then stops counting its free space).
+// and its physical volume on a loop device (storageSteps).
 func TestStorageRealVG(t *testing.T) {
 	vg, pv := needVG(t, 64)
+	storageSteps(t, vg, pv, 64)
+}
+
+// storageSteps checks the node's storage report and repairs against the
+// real volume group vg on its one physical volume pv of about size MiB:
+// the listing reads both (size, free, allocatable) from vgs and pvs;
+// modify-storage's pvchange -x n makes the volume not allocatable, which
+// the next listing shows (placement then stops counting its free space),
+// and -x y makes it allocatable again; repair-storage's vgreduce
+// --removemissing on the healthy group succeeds and leaves it whole.
+func storageSteps(t *testing.T, vg, pv string, size int64) {
+	t.Helper()
 	s := Storage{}
 	ctx := context.Background()
 	find := func(typ, name string) StorageUnit {
@@ -920,10 +1011,11 @@ func TestStorageRealVG(t *testing.T) {
 		t.Fatalf("no %s %s in %+v", typ, name, rep.Units)
 		return StorageUnit{}
 	}
-	if u := find(StorageLVMVG, vg); u.SizeMiB <= 0 || u.SizeMiB > 64 || u.FreeMiB != u.SizeMiB {
+	// LVM keeps some of the volume for its metadata.
+	if u := find(StorageLVMVG, vg); u.SizeMiB <= size-8 || u.SizeMiB > size || u.FreeMiB != u.SizeMiB || u.UsedMiB != 0 || !u.Allocatable {
 		t.Errorf("volume group: %+v", u)
 	}
-	if u := find(StorageLVMPV, pv); u.VG != vg || !u.Allocatable {
+	if u := find(StorageLVMPV, pv); u.VG != vg || !u.Allocatable || u.SizeMiB <= size-8 || u.SizeMiB > size || u.FreeMiB != u.SizeMiB {
 		t.Errorf("physical volume: %+v", u)
 	}
 	if _, err := s.ModifyPV(ctx, pv, false); err != nil {
@@ -931,6 +1023,18 @@ func TestStorageRealVG(t *testing.T) {
 	}
 	if u := find(StorageLVMPV, pv); u.Allocatable {
 		t.Errorf("physical volume after pvchange -x n: %+v", u)
+	}
+	if _, err := s.ModifyPV(ctx, pv, true); err != nil {
+		t.Fatal(err)
+	}
+	if u := find(StorageLVMPV, pv); !u.Allocatable {
+		t.Errorf("physical volume after pvchange -x y: %+v", u)
+	}
+	if out, err := s.RepairVG(ctx, vg); err != nil {
+		t.Fatalf("repair-storage: %v %s", err, out)
+	}
+	if u := find(StorageLVMPV, pv); u.VG != vg || !u.Allocatable {
+		t.Errorf("physical volume after repair: %+v", u)
 	}
 }
 
