@@ -116,28 +116,8 @@ func TestKVMQcow2(t *testing.T) {
 	expect(t, "disk create again", false)(k.DiskCreate(ctx, inst, disk0))
 	expect(t, "start", true)(k.Start(ctx, inst))
 	waitCount(t, serialLines(t, k.SerialPath(inst.UUID)), -1, 3*time.Minute)
-	drv := func() string {
-		var blocks []struct {
-			Device   string `json:"device"`
-			Inserted *struct {
-				Drv  string `json:"drv"`
-				File string `json:"file"`
-			} `json:"inserted"`
-		}
-		if err := qmpDo(ctx, k.qmpPath(inst.UUID), func(q *qmpConn) error {
-			return q.call(ctx, "query-block", nil, &blocks)
-		}); err != nil {
-			t.Fatal(err)
-		}
-		for _, b := range blocks {
-			if b.Device == "disk-"+disk0 && b.Inserted != nil {
-				return b.Inserted.Drv + " " + b.Inserted.File
-			}
-		}
-		return ""
-	}
-	if got := drv(); got != "qcow2 "+path {
-		t.Fatalf("QEMU's drive: %q, want qcow2 %s", got, path)
+	if drv, file, _ := qemuDrive(t, k, inst.UUID, disk0); drv != "qcow2" || file != path {
+		t.Fatalf("QEMU's drive: %s %s, want qcow2 %s", drv, file, path)
 	}
 	inst.Disks[0].SizeMiB = 24
 	expect(t, "grow online", true)(k.DiskGrow(ctx, inst, disk0))
@@ -196,4 +176,34 @@ func TestKVMBalloon(t *testing.T) {
 	expect(t, "balloon back up", true)(k.Balloon(ctx, inst, 256))
 	expect(t, "stop", true)(k.Stop(ctx, inst, StopOptions{Force: true}))
 	expect(t, "remove", true)(k.Remove(ctx, inst))
+}
+
+// qemuDrive is what QMP query-block says of a disk of the instance's
+// running qemu: its block driver, file and virtual size in bytes ("" when
+// qemu has no such disk).
+func qemuDrive(t *testing.T, k *KVM, inst, disk string) (drv, file string, size int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var blocks []struct {
+		Device   string `json:"device"`
+		Inserted *struct {
+			Drv   string `json:"drv"`
+			File  string `json:"file"`
+			Image struct {
+				VirtualSize int64 `json:"virtual-size"`
+			} `json:"image"`
+		} `json:"inserted"`
+	}
+	if err := qmpDo(ctx, k.qmpPath(inst), func(q *qmpConn) error {
+		return q.call(ctx, "query-block", nil, &blocks)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range blocks {
+		if b.Device == "disk-"+disk && b.Inserted != nil {
+			return b.Inserted.Drv, b.Inserted.File, b.Inserted.Image.VirtualSize
+		}
+	}
+	return "", "", 0
 }

@@ -23,14 +23,18 @@ import (
 // modules and this package's tests built statically) and a blank virtio
 // disk. The guest's init makes a volume group on the disk and runs
 // TestInGuestLVM, which drives the driver's plain-disk operations and the
-// storage report and repairs with the real RunLVM. Nested qemu is too
-// slow under TCG: the guest-side test runs no qemu.
+// storage report and repairs with the real RunLVM, then has the driver
+// start qemu (copied into the guest with its firmware) on a plain disk.
+// Nested TCG is too slow to boot that qemu's guest: it is not waited for.
 
 // Environment of TestInGuestLVM: the volume group and its physical
 // volume that the guest's init made.
 const (
 	envGuestVG = "GNT_IN_GUEST_VG"
 	envGuestPV = "GNT_IN_GUEST_PV"
+	// With qemu in the guest: its path, and the kernel its guest boots.
+	envGuestQEMU   = "GNT_IN_GUEST_QEMU"
+	envGuestKernel = "GNT_IN_GUEST_KERNEL"
 )
 
 // Lines of the guest's console: its result ("GNT-LVM-GUEST RESULT <exit
@@ -47,7 +51,8 @@ const guestVGSize = 256
 // TestInGuestLVM runs inside the guest of TestKVMPlainInGuest (elsewhere
 // it skips, saying so): the storage report and repairs, then the plain
 // disks' steps of TestKVMPlainDisks, each against the real volume group
-// with the real LVM tools.
+// with the real LVM tools, and, when the guest has qemu, those of
+// TestKVMPlainGuest without waiting for qemu's guest.
 func TestInGuestLVM(t *testing.T) {
 	vg, pv := os.Getenv(envGuestVG), os.Getenv(envGuestPV)
 	if vg == "" || pv == "" {
@@ -60,6 +65,17 @@ func TestInGuestLVM(t *testing.T) {
 		t.Fatal(err)
 	}
 	plainDiskSteps(t, k, vg, rec.took, true)
+	if q := os.Getenv(envGuestQEMU); q != "" {
+		// qemu nested in this TCG guest: it opens the volume, and
+		// block_resize reaches it; its own guest need not boot.
+		dir := t.TempDir()
+		kq, err := NewKVM(KVMConfig{Dir: dir, Node: "guest", Addr: "127.0.0.1", VolumeGroup: vg, Accel: AccelTCG, QEMU: q})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { killAll(dir) })
+		plainQEMUSteps(t, kq, vg, os.Getenv(envGuestKernel), "", false)
+	}
 	out, err := RunLVM(t.Context(), "lvs", "--noheadings", "-o", "lv_name", "--", vg)
 	if err != nil || strings.TrimSpace(string(out)) != "" {
 		t.Errorf("volumes left in %s: %q %v", vg, out, err)
@@ -154,6 +170,8 @@ func TestKVMPlainInGuest(t *testing.T) {
 // lvmGuest is what the LVM guest is made of on this host.
 type lvmGuest struct {
 	qemu, goTool, kernel, modDir, lvm, ip, busybox string
+	// nested: qemu runs in the guest too (its firmware is there).
+	nested bool
 	// mods are the kernel modules to load, in order (built-in ones are
 	// left out).
 	mods []string
@@ -207,6 +225,13 @@ func needLVMGuest(t *testing.T) lvmGuest {
 	}
 	if g.ip == "" {
 		t.Skip("SKIP: ip is not installed (apt-get install iproute2): the LVM guest test of the kvm driver not run")
+	}
+	g.nested = true
+	for _, f := range qemuFirmware {
+		if _, err := os.Stat(f); err != nil {
+			g.nested = false
+			t.Logf("NOTE: %v: qemu is not copied into the guest; the plain disk's qemu steps (start, grow while running) not run", err)
+		}
 	}
 	g.busybox = "/bin/busybox"
 	if !staticELF(g.busybox) {
@@ -316,10 +341,18 @@ done
 lvm pvcreate -q -y /dev/vda || fail "pvcreate /dev/vda"
 lvm vgcreate -q -y gntguest /dev/vda || fail "vgcreate gntguest"
 cd /tmp
-GNT_IN_GUEST_VG=gntguest GNT_IN_GUEST_PV=/dev/vda /agent.test -test.run '^TestInGuestLVM$' -test.v -test.count=1 2>&1
+q=
+[ -x /usr/bin/qemu-system-x86_64 ] && q="GNT_IN_GUEST_QEMU=/usr/bin/qemu-system-x86_64 GNT_IN_GUEST_KERNEL=/boot/vmlinuz"
+env $q GNT_IN_GUEST_VG=gntguest GNT_IN_GUEST_PV=/dev/vda /agent.test -test.run '^TestInGuestLVM$' -test.v -test.count=1 2>&1
 echo "GNT-LVM-GUEST RESULT $?"
 poweroff -f
 `
+
+// qemuFirmware are the files qemu loads to boot a kernel (SeaBIOS and
+// its option ROMs) and, as Debian's qemu loads TCG from a module, that
+// module, copied into the guest for the nested qemu.
+var qemuFirmware = []string{"/usr/share/seabios/bios-256k.bin", "/usr/share/qemu/linuxboot_dma.bin",
+	"/usr/lib/x86_64-linux-gnu/qemu/accel-tcg-x86_64.so"}
 
 // guestLVMConf keeps LVM from waiting for udev, which the guest does not
 // run: LVM makes the device nodes itself.
@@ -341,7 +374,7 @@ var guestLVMTools = []string{"lvs", "lvcreate", "lvextend", "lvremove", "lvchang
 // to path, with the test binary bin as /agent.test.
 func (g lvmGuest) initramfs(path, bin string) error {
 	w := &cpioWriter{}
-	for _, d := range []string{"bin", "sbin", "dev", "proc", "sys", "tmp", "etc", "etc/lvm", "lib", "lib/modules", "run"} {
+	for _, d := range []string{"bin", "sbin", "usr", "usr/bin", "dev", "proc", "sys", "tmp", "etc", "etc/lvm", "lib", "lib/modules", "run"} {
 		w.dir(d)
 	}
 	w.node("dev/console", 0o600, 5, 1)
@@ -361,8 +394,25 @@ func (g lvmGuest) initramfs(path, bin string) error {
 	if err := w.file("sbin/ip", g.ip, 0o755); err != nil {
 		return err
 	}
+	bins := []string{g.lvm, g.ip}
+	if g.nested {
+		bins = append(bins, g.qemu)
+		if err := w.file("usr/bin/qemu-system-x86_64", g.qemu, 0o755); err != nil {
+			return err
+		}
+		w.dir("boot")
+		if err := w.file("boot/vmlinuz", g.kernel, 0o644); err != nil {
+			return err
+		}
+		for _, f := range qemuFirmware {
+			w.parents(f[1:])
+			if err := w.file(f[1:], f, 0o644); err != nil {
+				return err
+			}
+		}
+	}
 	seen := map[string]bool{}
-	for _, bin := range []string{g.lvm, g.ip} {
+	for _, bin := range bins {
 		libs, err := sharedLibs(bin)
 		if err != nil {
 			return err

@@ -1039,9 +1039,8 @@ func storageSteps(t *testing.T, vg, pv string, size int64) {
 }
 
 // TestKVMPlainGuest: with a volume group on a loop device, the kvm driver
-// makes a plain disk (a logical volume), boots a real guest with it
-// attached, grows it while the guest runs, stops the guest, deactivates
-// and removes it, leaving no volume behind.
+// runs a real guest on a plain disk (plainQEMUSteps), waiting for its
+// marker on the serial console.
 func TestKVMPlainGuest(t *testing.T) {
 	needDeviceMapper(t)
 	kernel, initrd := needGuest(t)
@@ -1052,6 +1051,18 @@ func TestKVMPlainGuest(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { killAll(dir) })
+	plainQEMUSteps(t, k, vg, kernel, initrd, true)
+}
+
+// plainQEMUSteps: the kvm driver k makes a plain disk (a logical volume
+// in vg), starts qemu with it attached (QMP query-block shows qemu has
+// the volume's device open, raw), grows it while qemu runs (lvextend,
+// then QMP block_resize, which succeeds; query-block shows the new size,
+// which qemu reads from the device), stops qemu,
+// deactivates and removes the volume, leaving none behind. With serial,
+// it waits for the guest's marker on its serial console before growing.
+func plainQEMUSteps(t *testing.T, k *KVM, vg, kernel, initrd string, serial bool) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	d := fsm.Disk{UUID: "0d15c000-0000-4000-8000-000000000002", SizeMiB: 32, Mode: "rw"}
@@ -1065,12 +1076,24 @@ func TestKVMPlainGuest(t *testing.T) {
 	if _, err := k.Start(ctx, inst); err != nil {
 		t.Fatal(err)
 	}
-	lines := serialLines(t, k.SerialPath(inst.UUID))
-	waitCount(t, lines, 1, 3*time.Minute)
+	dev := "/dev/" + vg + "/" + lvName(inst.UUID, d.UUID)
+	if drv, file, size := qemuDrive(t, k, inst.UUID, d.UUID); drv != "raw" || file != dev || size != 32<<20 {
+		t.Errorf("QEMU's drive: %s %s of %d bytes, want raw %s of 32 MiB", drv, file, size, dev)
+	}
+	if serial {
+		lines := serialLines(t, k.SerialPath(inst.UUID))
+		waitCount(t, lines, 1, 3*time.Minute)
+	}
 	grown := inst
 	grown.Disks = []fsm.Disk{{UUID: d.UUID, SizeMiB: 64, Mode: "rw"}}
 	if r, err := k.DiskGrow(ctx, grown, d.UUID); err != nil || !r.Changed {
 		t.Fatalf("grow while running: %+v %v", r, err)
+	}
+	if sz, _, err := k.lvState(ctx, vg, lvName(inst.UUID, d.UUID)); err != nil || sz != 64 {
+		t.Errorf("volume after growing: %d MiB, %v; want 64", sz, err)
+	}
+	if _, _, size := qemuDrive(t, k, inst.UUID, d.UUID); size != 64<<20 {
+		t.Errorf("QEMU's drive after growing: %d bytes, want 64 MiB", size)
 	}
 	if _, err := k.Stop(ctx, grown, StopOptions{Timeout: 10 * time.Second, Force: true}); err != nil {
 		t.Fatal(err)
