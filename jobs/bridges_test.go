@@ -21,6 +21,16 @@ func (f *fakeNodes) callCount() int {
 	return len(f.calls)
 }
 
+// bridgesSetup runs an executor whose nodes n1 and n2 both have br0.
+func bridgesSetup(t *testing.T) (*direct, *fakeNodes) {
+	t.Helper()
+	d, epoch := instanceSetup(t)
+	nodes := newFakeNodes()
+	nodes.bridges = map[string][]string{"n1": {"br0"}, "n2": {"br0"}}
+	runExecutorWith(t, &Executor{FSM: d.f, Apply: d, Epoch: epoch, Concurrency: 4, Strategy: fastStrategy, Nodes: nodes})
+	return d, nodes
+}
+
 // TestBridgesCheckedFirst: a bridged NIC whose bridge the node lacks is
 // refused, naming the NIC, the bridge and the node, before anything is
 // done: a create records nothing and creates no disk (the primary's
@@ -29,10 +39,7 @@ func (f *fakeNodes) callCount() int {
 // it running where it is (a node evacuation's move too). With the
 // bridges there, each goes on.
 func TestBridgesCheckedFirst(t *testing.T) {
-	d, epoch := instanceSetup(t)
-	nodes := newFakeNodes()
-	nodes.bridges = map[string][]string{"n1": {"br0"}, "n2": {"br0"}}
-	runExecutorWith(t, &Executor{FSM: d.f, Apply: d, Epoch: epoch, Concurrency: 4, Strategy: fastStrategy, Nodes: nodes})
+	d, nodes := bridgesSetup(t)
 	create := func(name, nics string) string {
 		return `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"` + name + `","disk_template":"drbd","disks":[{"size":1024}],"beparams":{"memory":512},"os_type":"debian","pnode":"n1","snode":"n2","nics":` + nics + `}`
 	}
@@ -110,5 +117,50 @@ func TestBridgesCheckedFirst(t *testing.T) {
 	runOK(t, d, `{"OP_ID":"OP_INSTANCE_MIGRATE","instance_name":"web1"}`)
 	if r := nodes.running(); slices.Contains(r, "n1/"+web1) || !slices.Contains(r, "n2/"+web1) {
 		t.Errorf("running after the migration: %v", r)
+	}
+}
+
+// TestBridgesDryRun: a dry run asks the node whether the bridges exist
+// (the call only reads) and fails when one is missing, as a real run
+// would, without recording or creating anything; with the bridges there
+// it succeeds, having asked, and changes nothing.
+func TestBridgesDryRun(t *testing.T) {
+	d, nodes := bridgesSetup(t)
+	create := func(link, dry string) string {
+		return `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"web1","disk_template":"drbd","disks":[{"size":1024}],"beparams":{"memory":512},"os_type":"debian","pnode":"n1","snode":"n2","nics":[{"mode":"bridged","link":"` + link + `"}]` + dry + `}`
+	}
+	before, cfg := nodes.callCount(), configOf(d)
+	res, log := failed(t, d, create("nosuch", `,"dry_run":true`))
+	if want := `NIC 0 of instance web1: bridge "nosuch" (its link) does not exist on node n1`; !strings.Contains(res+log, want) {
+		t.Errorf("dry run on a missing bridge: %s\n%s\nwant %q", res, log, want)
+	}
+	if calls := nodes.callsSince(before); !slices.Equal(calls, []string{"bridges-exist@n1"}) {
+		t.Errorf("dry run: agent calls %v, want the bridge check only", calls)
+	}
+	before = nodes.callCount()
+	runOK(t, d, create("br0", `,"dry_run":true`))
+	if calls := nodes.callsSince(before); !slices.Equal(calls, []string{"bridges-exist@n1"}) {
+		t.Errorf("dry run on br0: agent calls %v, want the bridge check only", calls)
+	}
+	if configOf(d) != cfg {
+		t.Fatal("the dry runs changed the configuration")
+	}
+
+	runOK(t, d, create("br0", ""))
+	nodes.mu.Lock()
+	nodes.bridges["n2"] = nil
+	nodes.mu.Unlock()
+	for _, op := range []string{
+		`{"OP_ID":"OP_INSTANCE_MIGRATE","instance_name":"web1","dry_run":true}`,
+		`{"OP_ID":"OP_INSTANCE_FAILOVER","instance_name":"web1","dry_run":true}`,
+	} {
+		before = nodes.callCount()
+		res, log := failed(t, d, op)
+		if want := `NIC 0 of instance web1: bridge "br0" (its link) does not exist on node n2`; !strings.Contains(res+log, want) {
+			t.Errorf("%s: %s\n%s\nwant %q", op, res, log, want)
+		}
+		if calls := nodes.callsSince(before); !slices.Equal(calls, []string{"bridges-exist@n2"}) {
+			t.Errorf("%s: agent calls %v, want the bridge check only", op, calls)
+		}
 	}
 }

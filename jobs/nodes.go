@@ -206,14 +206,20 @@ func (e *Executor) checkBridges(ctx context.Context, sc *StepContext, node *fsm.
 	return nil
 }
 
+// readOnlyNodeOps are the agent operations that change nothing on the
+// node: a dry run makes them, so that it fails where the real run's
+// checks would (bridges-exist).
+var readOnlyNodeOps = map[string]bool{NodeOpBridgesExist: true}
+
 // nodeCallTimeout bounds one agent call.
 const nodeCallTimeout = 10 * time.Minute
 
 // call runs one agent operation on a node, logging what it printed.
 func (e *Executor) call(ctx context.Context, sc *StepContext, node *fsm.Node, c NodeCall) (NodeReply, error) {
-	if sc.dryRun {
-		// No agent is called in a dry run: the step's checks before
-		// this point ran; the call is described.
+	if sc.dryRun && !(readOnlyNodeOps[c.Op] && e.Nodes != nil) {
+		// No agent is called in a dry run but to read (as Ganeti's
+		// dry run runs CheckPrereq): the step's checks before this
+		// point ran; the call is described.
 		what := c.Op
 		if c.Instance != nil {
 			what += " " + c.Instance.Name
