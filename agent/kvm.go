@@ -80,6 +80,10 @@ type KVM struct {
 	// checked once at start; netAdminWhy says so or why not.
 	netAdmin    bool
 	netAdminWhy string
+	// sysNet is where the kernel lists the node's interfaces
+	// (/sys/class/net): the taps are looked for there before the ip
+	// command is run to delete them.
+	sysNet string
 	// uids hands out the uids of guests of security_model=pool
 	// (uidpool.go), lock files in <Dir>/run/uid-pool.
 	uids uidLocks
@@ -139,7 +143,7 @@ func NewKVM(cfg KVMConfig) (*KVM, error) {
 		return nil, fmt.Errorf("kvm: accelerator %q: want kvm, tcg or empty (probe)", cfg.Accel)
 	}
 	k := &KVM{cfg: cfg, store: st, probeDone: make(chan struct{}),
-		uids: uidLocks{dir: filepath.Join(cfg.Dir, "run", "uid-pool"), inUse: procUIDInUse}}
+		uids: uidLocks{dir: filepath.Join(cfg.Dir, "run", "uid-pool"), inUse: procUIDInUse}, sysNet: "/sys/class/net"}
 	k.netAdmin, k.netAdminWhy = probeNetAdmin()
 	if !k.netAdmin {
 		k.warn("kvm driver: "+k.netAdminWhy, "node", cfg.Node)

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -325,8 +327,19 @@ func (k *KVM) removeTaps(ctx context.Context, uuid string, from int) error {
 }
 
 // dropTaps deletes every tap of instance uuid once its qemu is gone. A
-// node without the ip command has no taps of ours.
+// node without the ip command has no taps of ours. Outside a network
+// namespace the taps are looked for by name in sysNet first, so that an
+// instance without taps there (one without NICs, or whose taps are
+// gone) needs no ip command; a tap left by an earlier, partial removal
+// is found there and deleted.
 func (k *KVM) dropTaps(ctx context.Context, uuid string) error {
+	if k.cfg.NetNS == "" && k.sysNet != "" {
+		if ents, err := os.ReadDir(k.sysNet); err == nil && !slices.ContainsFunc(ents, func(e os.DirEntry) bool {
+			return strings.HasPrefix(e.Name(), tapPrefix(uuid))
+		}) {
+			return nil
+		}
+	}
 	if _, err := exec.LookPath("ip"); err != nil {
 		return nil
 	}

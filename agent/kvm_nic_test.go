@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -369,5 +370,80 @@ func TestKVMNoTaps(t *testing.T) {
 	}
 	if ok, why := k.Taps(); ok || !strings.Contains(why, "CAP_NET_ADMIN") {
 		t.Errorf("Taps() = %v %q", ok, why)
+	}
+}
+
+// TestKVMRemoveTapsByName: removing an instance looks for its taps by
+// name in the node's interface list before it runs ip, so an instance
+// without taps is removed on a node whose ip cannot list interfaces
+// (here an ip that fails every command, as busybox's does -j); a tap
+// left by an earlier, partial removal is still found and deleted.
+func TestKVMRemoveTapsByName(t *testing.T) {
+	bin, sys := t.TempDir(), t.TempDir()
+	calls := filepath.Join(bin, "calls")
+	// The fake ip lists the taps in sys with -j (when allowed by the
+	// file ok) and deletes them; it fails anything else.
+	script := `#!/bin/sh
+echo "$*" >> ` + calls + `
+[ -e ` + bin + `/ok ] || { echo "ip: unknown option" >&2; exit 1; }
+case "$*" in
+"-j -d link show") printf '['; sep=; for f in ` + sys + `/*; do [ -e "$f" ] || continue; printf '%s{"ifname":"%s"}' "$sep" "$(basename "$f")"; sep=,; done; echo ']';;
+"link del dev "*) rm "` + sys + `/$4";;
+*) exit 1;;
+esac
+`
+	if err := os.WriteFile(filepath.Join(bin, "ip"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
+	k, err := NewKVM(KVMConfig{Dir: t.TempDir(), Node: "n1", Accel: AccelTCG})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.sysNet = sys
+	ctx := context.Background()
+	os.WriteFile(filepath.Join(sys, "eth0"), nil, 0o600)
+	record := func(inst fsm.Instance) {
+		t.Helper()
+		if _, err := k.mutate(ctx, OpStop, inst, "", func(rec **kvmRecord) (bool, string, error) {
+			*rec = &kvmRecord{Instance: inst, State: StateStopped}
+			return true, "", nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ipCalls := func() string {
+		b, _ := os.ReadFile(calls)
+		os.Remove(calls)
+		return strings.TrimSpace(string(b))
+	}
+
+	bare := fsm.Instance{Name: "bare", UUID: "0a1b2c3d-0000-4000-8000-000000000001", DiskTemplate: fsm.DTDiskless, MemoryMiB: 64, VCPUs: 1}
+	record(bare)
+	if r, err := k.Remove(ctx, bare); err != nil || !r.Changed {
+		t.Fatalf("remove of an instance without NICs: %+v %v", r, err)
+	}
+	if c := ipCalls(); c != "" {
+		t.Errorf("ip ran for an instance without taps: %q", c)
+	}
+
+	// A tap of nic (whose NIC is gone from the instance) is left.
+	nic := fsm.Instance{Name: "nic", UUID: "5e6f7a8b-0000-4000-8000-000000000002", DiskTemplate: fsm.DTDiskless, MemoryMiB: 64, VCPUs: 1}
+	record(nic)
+	tap := tapName(nic.UUID, 0)
+	os.WriteFile(filepath.Join(sys, tap), nil, 0o600)
+	if _, err := k.Remove(ctx, nic); err == nil || !strings.Contains(err.Error(), "unknown option") {
+		t.Fatalf("remove with a tap left and ip failing: %v", err)
+	}
+	ipCalls()
+	os.WriteFile(filepath.Join(bin, "ok"), nil, 0o600)
+	if r, err := k.Remove(ctx, nic); err != nil || !r.Changed {
+		t.Fatalf("remove with a tap left: %+v %v", r, err)
+	}
+	if c := ipCalls(); c != "-j -d link show\nlink del dev "+tap {
+		t.Errorf("ip calls: %q", c)
+	}
+	if _, err := os.Stat(filepath.Join(sys, tap)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("tap %s left: %v", tap, err)
 	}
 }
