@@ -21,10 +21,11 @@ func (f *fakeNodes) callCount() int {
 	return len(f.calls)
 }
 
-// bridgesSetup runs an executor whose nodes n1 and n2 both have br0.
-func bridgesSetup(t *testing.T) (*direct, *fakeNodes) {
+// bridgesSetup runs an executor whose nodes n1 and n2 both have br0
+// (more nodes have every bridge until nodes.bridges says otherwise).
+func bridgesSetup(t *testing.T, more ...string) (*direct, *fakeNodes) {
 	t.Helper()
-	d, epoch := instanceSetup(t)
+	d, epoch := instanceSetup(t, more...)
 	nodes := newFakeNodes()
 	nodes.bridges = map[string][]string{"n1": {"br0"}, "n2": {"br0"}}
 	runExecutorWith(t, &Executor{FSM: d.f, Apply: d, Epoch: epoch, Concurrency: 4, Strategy: fastStrategy, Nodes: nodes})
@@ -162,5 +163,45 @@ func TestBridgesDryRun(t *testing.T) {
 		if calls := nodes.callsSince(before); !slices.Equal(calls, []string{"bridges-exist@n2"}) {
 			t.Errorf("%s: agent calls %v, want the bridge check only", op, calls)
 		}
+	}
+}
+
+// TestBridgesRecreateDisks: recreate-disks onto other nodes asks the new
+// primary whether the instance's bridges exist before it records the
+// move or creates a disk; a missing bridge leaves the instance where it
+// is.
+func TestBridgesRecreateDisks(t *testing.T) {
+	d, nodes := bridgesSetup(t, "n3")
+	nodes.mu.Lock()
+	nodes.bridges["n3"] = nil
+	nodes.mu.Unlock()
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"web1","disk_template":"plain","disks":[{"size":1024}],"beparams":{"memory":512},"os_type":"debian","pnode":"n1","start":false,"nics":[{"mode":"bridged","link":"br0"}]}`)
+	before, cfg := nodes.callCount(), configOf(d)
+	res, log := failed(t, d, `{"OP_ID":"OP_INSTANCE_RECREATE_DISKS","instance_name":"web1","nodes":["n3"]}`)
+	if want := `NIC 0 of instance web1: bridge "br0" (its link) does not exist on node n3`; !strings.Contains(res+log, want) {
+		t.Errorf("recreate onto n3: %s\n%s\nwant %q", res, log, want)
+	}
+	if calls := nodes.callsSince(before); !slices.Equal(calls, []string{"bridges-exist@n3"}) {
+		t.Errorf("recreate onto n3: agent calls %v, want the bridge check only", calls)
+	}
+	if configOf(d) != cfg {
+		t.Fatal("the refused recreate changed the configuration")
+	}
+	nodes.mu.Lock()
+	nodes.bridges["n3"] = []string{"br0"}
+	nodes.mu.Unlock()
+	before = nodes.callCount()
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_RECREATE_DISKS","instance_name":"web1","nodes":["n3"]}`)
+	if calls := nodes.callsSince(before); len(calls) < 2 || calls[0] != "bridges-exist@n3" || calls[1] != "disk-create@n3" {
+		t.Errorf("recreate onto n3 with br0: agent calls %v", calls)
+	}
+	if in := instanceState(d, "web1"); in.PrimaryNode != nodeUUID(d, "n3") {
+		t.Errorf("web1 after the recreate: primary %s", in.PrimaryNode)
+	}
+	// In place (no new nodes): no bridge to ask about.
+	before = nodes.callCount()
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_RECREATE_DISKS","instance_name":"web1"}`)
+	if calls := nodes.callsSince(before); slices.Contains(calls, "bridges-exist@n3") {
+		t.Errorf("recreate in place asked about bridges: %v", calls)
 	}
 }

@@ -667,6 +667,19 @@ func (e *Executor) recreateNodes(ctx context.Context, sc *StepContext, o *fsm.Op
 		sc.Logf("Selected nodes for instance %s via iallocator %s: %s", in.Name, o.IAllocator, strings.Join(names, ", "))
 	}
 	moved := uuids[0] != in.PrimaryNode || !slices.Equal(uuids[1:], in.SecondaryNodes)
+	if uuids[0] != in.PrimaryNode {
+		// The new primary starts the instance: its bridges are checked
+		// before the move is recorded (Ganeti's _CheckNicsBridgesExist).
+		var primary fsm.Node
+		e.FSM.Read(func(s *fsm.State, _ uint64) {
+			if n := s.Nodes[uuids[0]]; n != nil {
+				primary = *n
+			}
+		})
+		if err := e.checkBridges(ctx, sc, &primary, in, nil); err != nil {
+			return nil, err
+		}
+	}
 	if moved {
 		var left []string
 		for _, u := range append([]string{in.PrimaryNode}, in.SecondaryNodes...) {
