@@ -1088,9 +1088,6 @@ func (s *Server) prepareOps(r *http.Request, body []byte, build opsBuilder, now 
 			aerr = s.vetOS(r.Context(), op)
 		}
 		if aerr == nil {
-			aerr = s.vetClusterBridges(r.Context(), op)
-		}
-		if aerr == nil {
 			aerr = s.vetIAllocator(raw)
 		}
 		if aerr != nil {
