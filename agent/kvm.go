@@ -707,6 +707,42 @@ func (k *KVM) accelFor(ctx context.Context, p kvmParams) (string, error) {
 	return a, err
 }
 
+// startPlan is what launch and preflight both work out before anything
+// is made: the instance's parameters, the accelerator (its error passed
+// through wrapAccel), the qemu command line with the VNC console's
+// arguments, and the CAP_NET_ADMIN that NICs need (without it the taps
+// cannot be created: gntd's capabilities, probed at start).
+type startPlan struct {
+	p     kvmParams
+	accel string
+	args  []string
+	vnc   *vncPlan
+}
+
+func (k *KVM) planStart(ctx context.Context, inst fsm.Instance, wrapAccel func(error) error) (startPlan, error) {
+	var sp startPlan
+	var err error
+	if sp.p, err = instanceParams(inst); err != nil {
+		return sp, err
+	}
+	if sp.accel, err = k.accelFor(ctx, sp.p); err != nil {
+		return sp, wrapAccel(err)
+	}
+	if sp.args, err = k.qemuArgs(inst, sp.p, sp.accel); err != nil {
+		return sp, err
+	}
+	if len(inst.NICs) > 0 && !k.netAdmin {
+		return sp, stateErr("instance %s has %d NIC(s), and on node %s %s", inst.Name, len(inst.NICs), k.cfg.Node, k.netAdminWhy)
+	}
+	if sp.vnc, err = k.planVNC(inst, sp.p); err != nil {
+		return sp, err
+	}
+	if sp.vnc != nil {
+		sp.args = append(sp.args, sp.vnc.args...)
+	}
+	return sp, nil
+}
+
 // preflight runs the checks of launch that make nothing: the parameters
 // and the command line they give, the NICs (plan, CAP_NET_ADMIN,
 // bridges), the VNC console and the user of security_model=user. Reboot
@@ -714,28 +750,16 @@ func (k *KVM) accelFor(ctx context.Context, p kvmParams) (string, error) {
 // would be refused (a parameter changed since the guest started) leaves
 // the guest running.
 func (k *KVM) preflight(ctx context.Context, inst fsm.Instance) error {
-	p, err := instanceParams(inst)
+	sp, err := k.planStart(ctx, inst, func(err error) error { return err })
 	if err != nil {
 		return err
 	}
-	accel, err := k.accelFor(ctx, p)
-	if err != nil {
-		return err
-	}
-	if _, err := k.qemuArgs(inst, p, accel); err != nil {
-		return err
-	}
-	if len(inst.NICs) > 0 && !k.netAdmin {
-		return stateErr("instance %s has %d NIC(s), and on node %s %s", inst.Name, len(inst.NICs), k.cfg.Node, k.netAdminWhy)
-	}
+	p := sp.p
 	nics, err := planNICs(inst)
 	if err != nil {
 		return err
 	}
 	if err := k.checkBridges(ctx, inst, nics); err != nil {
-		return err
-	}
-	if _, err := k.planVNC(inst, p); err != nil {
 		return err
 	}
 	if p.str("security_model") != "pool" {
@@ -750,30 +774,11 @@ func (k *KVM) preflight(ctx context.Context, inst fsm.Instance) error {
 // launch starts the instance's qemu (extra arguments appended) and
 // records it running in r.
 func (k *KVM) launch(ctx context.Context, op Op, r *kvmRecord, inst fsm.Instance, extra ...string) (string, error) {
-	p, err := instanceParams(inst)
+	sp, err := k.planStart(ctx, inst, func(err error) error { return &OpError{Op: op, Err: err} })
 	if err != nil {
 		return "", err
 	}
-	accel, err := k.accelFor(ctx, p)
-	if err != nil {
-		return "", &OpError{Op: op, Err: err}
-	}
-	args, err := k.qemuArgs(inst, p, accel)
-	if err != nil {
-		return "", err
-	}
-	// Checked before anything is made: without CAP_NET_ADMIN the taps
-	// cannot be created (gntd's capabilities, probed at start).
-	if len(inst.NICs) > 0 && !k.netAdmin {
-		return "", stateErr("instance %s has %d NIC(s), and on node %s %s", inst.Name, len(inst.NICs), k.cfg.Node, k.netAdminWhy)
-	}
-	vnc, err := k.planVNC(inst, p)
-	if err != nil {
-		return "", err
-	}
-	if vnc != nil {
-		args = append(args, vnc.args...)
-	}
+	p, accel, args, vnc := sp.p, sp.accel, sp.args, sp.vnc
 	if err := k.activatePlain(ctx, op, inst); err != nil {
 		return "", err
 	}
@@ -1377,8 +1382,10 @@ func (k *KVM) DiskGrow(ctx context.Context, inst fsm.Instance, disk string) (Res
 		}
 		d := r.noteDisk(disk, sz)
 		running := d.Attached && k.pid(inst.UUID) != 0
-		if inst.DiskTemplate == fsm.DTPlain {
-			// The volume grows first; a running qemu then learns the size.
+		// The storage grows first, but a running qemu grows a file disk
+		// itself (block_resize), while a volume must grow before qemu
+		// learns its new size.
+		if !running || inst.DiskTemplate == fsm.DTPlain {
 			if err := k.growStorage(ctx, inst, disk, path, cd.SizeMiB); err != nil {
 				return false, "", err
 			}
@@ -1395,10 +1402,6 @@ func (k *KVM) DiskGrow(ctx context.Context, inst fsm.Instance, disk string) (Res
 			}
 			if err != nil {
 				return false, "", &OpError{Op: OpDiskGrow, Err: err}
-			}
-		} else if inst.DiskTemplate != fsm.DTPlain {
-			if err := k.growStorage(ctx, inst, disk, path, cd.SizeMiB); err != nil {
-				return false, "", err
 			}
 		}
 		d.SizeMiB = cd.SizeMiB
