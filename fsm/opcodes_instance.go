@@ -371,13 +371,7 @@ func checkHVEnabled(c *Cluster, hv string) *Error {
 // so that what it cannot connect is refused at submission rather than
 // at its start.
 func checkNICFilled(c *Cluster, hv, field, mode, vlan, ip string) *Error {
-	filled := FillParams(paramDefaults(NICParamDefs), c.NICParams)
-	if mode == "" {
-		mode, _ = filled["mode"].(string)
-	}
-	if vlan == "" {
-		vlan, _ = filled["vlan"].(string)
-	}
+	mode, _, vlan = FilledNIC(c, &NIC{Mode: mode, VLAN: vlan})
 	if mode == NICModeRouted && ip == "" {
 		return errf(CodeInval, field+".ip", "%s: a routed NIC needs an IP address", field)
 	}

@@ -58,17 +58,15 @@ func instanceGroups(st *fsm.State, i *fsm.Instance) []string {
 
 // findInstance finds an instance by name or UUID, or nil.
 func findInstance(st *fsm.State, ref string) *fsm.Instance {
-	if u, _ := resolveInstance(st, ref); u != "" {
-		return st.Instances[u]
-	}
-	return st.Instances[ref]
+	u, _ := resolveInstance(st, ref)
+	return st.Instances[u]
 }
 
 func lookupGroup(st *fsm.State, ref string) *fsm.Group {
-	if g := st.Groups[ref]; g != nil {
+	if g := st.LookupGroup(ref); g != nil {
 		return g
 	}
-	for _, g := range st.Groups {
+	for _, g := range st.Groups { // a state built without its indexes
 		if g.Name == ref {
 			return g
 		}
@@ -181,13 +179,6 @@ func ChangeGroupPlan(st *fsm.State, gc GroupChange, opts Options) (Plan, error) 
 		in.hv = fsm.PlacementHypervisor(st, i)
 		todo = append(todo, in)
 	}
-	sort.Slice(todo, func(a, b int) bool {
-		x, y := &todo[a], &todo[b]
-		if x.forthcoming != y.forthcoming {
-			return !x.forthcoming
-		}
-		return x.name < y.name || x.name == y.name && x.uuid < y.uuid
-	})
 	var targets []int32
 	for _, u := range gc.Targets {
 		if g, ok := t.groupRef(u); ok {
@@ -195,16 +186,7 @@ func ChangeGroupPlan(st *fsm.State, gc GroupChange, opts Options) (Plan, error) 
 		}
 	}
 	sort.SliceStable(targets, func(a, b int) bool { return t.groups[targets[a]].rank < t.groups[targets[b]].rank })
-	for k := range todo {
-		in := &todo[k]
-		mv, fail := t.changeGroup(in, targets)
-		if fail != nil {
-			fail.Instance, fail.InstanceUUID = in.name, in.uuid
-			plan.Failed = append(plan.Failed, *fail)
-			continue
-		}
-		plan.Moves = append(plan.Moves, mv)
-	}
+	planEach(&plan, todo, func(in *inst) (Move, *Failure) { return t.changeGroup(in, targets) })
 	what := "instance(s)"
 	if plan.NodeName != "" {
 		what = "instance(s) of " + plan.NodeName

@@ -168,6 +168,16 @@ func EvacuatePlan(st *fsm.State, node string, mode EvacMode, opts Options) (Plan
 			consider(i)
 		}
 	}
+	plan := Plan{Node: n.UUID, NodeName: n.Name, Mode: mode, Moves: []Move{}}
+	planEach(&plan, todo, e.one)
+	return plan, failedError(plan.Failed, fmt.Sprintf("cannot evacuate %d of %d instances from %s (%s)", len(plan.Failed), len(todo), n.Name, mode))
+}
+
+// planEach plans the instances of todo one after the other, each move
+// accounted for before the next is chosen: real instances before
+// forthcoming ones, then by name (and UUID). It adds the moves to plan
+// and the failures, named, to plan.Failed.
+func planEach(plan *Plan, todo []inst, one func(*inst) (Move, *Failure)) {
 	sort.Slice(todo, func(a, b int) bool {
 		x, y := &todo[a], &todo[b]
 		if x.forthcoming != y.forthcoming {
@@ -175,10 +185,9 @@ func EvacuatePlan(st *fsm.State, node string, mode EvacMode, opts Options) (Plan
 		}
 		return x.name < y.name || x.name == y.name && x.uuid < y.uuid
 	})
-	plan := Plan{Node: n.UUID, NodeName: n.Name, Mode: mode, Moves: []Move{}}
 	for k := range todo {
 		in := &todo[k]
-		mv, fail := e.one(in)
+		mv, fail := one(in)
 		if fail != nil {
 			fail.Instance, fail.InstanceUUID = in.name, in.uuid
 			plan.Failed = append(plan.Failed, *fail)
@@ -186,7 +195,6 @@ func EvacuatePlan(st *fsm.State, node string, mode EvacMode, opts Options) (Plan
 		}
 		plan.Moves = append(plan.Moves, mv)
 	}
-	return plan, failedError(plan.Failed, fmt.Sprintf("cannot evacuate %d of %d instances from %s (%s)", len(plan.Failed), len(todo), n.Name, mode))
 }
 
 // failedError is nil without failures, else an *fsm.Error: head, then
@@ -251,7 +259,7 @@ func (e *evac) one(in *inst) (Move, *Failure) {
 		if fail != nil {
 			return mv, fail
 		}
-		return e.moved(mv, MoveReplaceSecondary, in.pri, newSec), nil
+		return e.t.moved(mv, MoveReplaceSecondary, in.pri, newSec), nil
 	}
 	switch in.template {
 	case TemplateDRBD:
@@ -269,14 +277,14 @@ func (e *evac) one(in *inst) (Move, *Failure) {
 			return mv, fail
 		}
 		if e.mode != EvacAll {
-			return e.moved(mv, MoveFailover, s, e.n), nil
+			return e.t.moved(mv, MoveFailover, s, e.n), nil
 		}
 		newSec, fail := e.replaceSecondary(in, s)
 		if fail != nil {
 			e.undoFailover(in, s)
 			return e.relocate(mv, in, fail)
 		}
-		return e.moved(mv, MoveFailoverReplace, s, newSec), nil
+		return e.t.moved(mv, MoveFailoverReplace, s, newSec), nil
 	case TemplatePlain, TemplateDiskless:
 		if in.template == TemplatePlain && !in.forthcoming && !e.opts.AllowRecreate {
 			return mv, failState("instances of disk template plain cannot be relocated (re-creating its disks elsewhere, empty, needs allow recreate)")
@@ -296,8 +304,6 @@ func templateName(t string) string {
 	}
 	return t
 }
-
-func (e *evac) moved(mv Move, kind string, pri, sec int32) Move { return e.t.moved(mv, kind, pri, sec) }
 
 // moved completes mv with its kind and new nodes (rows; sec -1: none).
 func (t *table) moved(mv Move, kind string, pri, sec int32) Move {
@@ -395,7 +401,7 @@ func (e *evac) relocate(mv Move, in *inst, first *Failure) (Move, *Failure) {
 	if len(in.secs) == 1 && c.pri == in.secs[0] {
 		kind = MoveFailoverReplace
 	}
-	return e.moved(mv, kind, c.pri, c.sec), nil
+	return e.t.moved(mv, kind, c.pri, c.sec), nil
 }
 
 // recreate re-places a single-node instance on the best node of its group.
@@ -412,5 +418,5 @@ func (e *evac) recreate(mv Move, in *inst) (Move, *Failure) {
 		return mv, failRes("no node can take it: %s", why)
 	}
 	t.add(in, c.pri, nil)
-	return e.moved(mv, MoveRecreate, c.pri, -1), nil
+	return e.t.moved(mv, MoveRecreate, c.pri, -1), nil
 }
