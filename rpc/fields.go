@@ -87,12 +87,22 @@ type RuntimeWaiter interface {
 // node reported of it; known is false when the view cannot tell (not
 // polled, stale, or the instance moved, started or was created since).
 func (rt *Runtime) Running(i *fsm.Instance) (is NodeInstanceStatus, running, known bool) {
-	nr, ok := rt.fresh(i.PrimaryNode)
-	if !ok || nr.Err != "" || rt.Seen != nil && rt.Seen[i.UUID] != RuntimePlacement(i) {
+	nr, ok := rt.current(i, i.PrimaryNode)
+	if !ok || nr.Err != "" {
 		return NodeInstanceStatus{}, false, false
 	}
 	is, ok = nr.Instances[i.UUID]
 	return is, ok && is.State == NodeStateRunning, true
+}
+
+// current returns node's entry when it is fresh and was taken with the
+// instance placed as it is now (not moved, started or created since).
+func (rt *Runtime) current(i *fsm.Instance, node string) (NodeRuntime, bool) {
+	nr, ok := rt.fresh(node)
+	if !ok || rt.Seen != nil && rt.Seen[i.UUID] != RuntimePlacement(i) {
+		return NodeRuntime{}, false
+	}
+	return nr, true
 }
 
 // fresh returns the node's entry if it is recent enough to be believed.
@@ -161,8 +171,8 @@ func InstanceStatus(st *fsm.State, i *fsm.Instance, rt *Runtime) (status, operSt
 	if pn.Liveness == fsm.LivenessDead {
 		return InstStatusNodeDown, nil
 	}
-	nr, ok := rt.fresh(pn.UUID)
-	if !ok || rt.Seen != nil && rt.Seen[i.UUID] != RuntimePlacement(i) {
+	nr, ok := rt.current(i, pn.UUID)
+	if !ok {
 		return nil, nil
 	}
 	if nr.Err != "" {

@@ -439,6 +439,9 @@ func (s *Server) placeMulti(r *http.Request, mp *multiPlacement, cmd *fsm.JobSub
 	if err != nil {
 		return asAPIError(err)
 	}
+	if len(placed) == 0 && len(failed) == 0 {
+		return nil // the built-in allocator places in the jobs
+	}
 	notPlaced := map[string]bool{}
 	for _, n := range failed {
 		notPlaced[n] = true

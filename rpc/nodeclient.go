@@ -311,16 +311,6 @@ func (c *NodeClient) OSList(ctx context.Context) (NodeOSReport, error) {
 	return *res.OS, nil
 }
 
-// MissingBridges asks which of the bridges named are missing on the node
-// (bridges-exist), each with why; an empty answer: all are there.
-func (c *NodeClient) MissingBridges(ctx context.Context, bridges []string) (map[string]string, error) {
-	res, err := c.Do(ctx, NodeRequest{Op: NodeOpBridgesExist, Bridges: bridges})
-	if err != nil {
-		return nil, err
-	}
-	return res.MissingBridges, nil
-}
-
 // RepairCommand runs the whitelisted repair command on the node with
 // input on its stdin; Output has what it printed. Unlike every other
 // operation it is not idempotent: a transport error leaves unknown

@@ -1171,34 +1171,24 @@ func opError(n, i int, e *fsm.Error) *APIError {
 // drbd on nodes whose agents said they take no drbd disks
 // (fsm.State.CheckDRBDNodes), so that it is never their job that fails.
 func checkDRBDOps(st *fsm.State, ops []json.RawMessage) *fsm.Error {
-	type create struct {
-		ID       string `json:"OP_ID"`
-		Template string `json:"disk_template"`
-		PNode    string `json:"pnode"`
-		SNode    string `json:"snode"`
-	}
 	for i, raw := range ops {
 		if !bytes.Contains(raw, []byte(`"drbd"`)) {
 			continue
 		}
-		var o struct {
-			create
-			Instances []create `json:"instances"`
+		var c struct {
+			ID       string `json:"OP_ID"`
+			Template string `json:"disk_template"`
+			PNode    string `json:"pnode"`
+			SNode    string `json:"snode"`
 		}
-		if json.Unmarshal(raw, &o) != nil {
-			continue // malformed: the state machine says why
+		if json.Unmarshal(raw, &c) != nil || c.ID != "OP_INSTANCE_CREATE" || c.Template != fsm.DTDrbd {
+			continue // malformed ones: the state machine says why
 		}
-		all := append([]create{o.create}, o.Instances...)
-		for _, c := range all {
-			if c.Template != fsm.DTDrbd || o.ID != "OP_INSTANCE_CREATE" && o.ID != "OP_INSTANCE_MULTI_ALLOC" {
-				continue
+		if e := st.CheckDRBDNodes(c.PNode, c.SNode); e != nil {
+			if len(ops) > 1 {
+				e = &fsm.Error{Code: e.Code, Field: e.Field, Msg: fmt.Sprintf("opcode %d: %s", i, e.Msg)}
 			}
-			if e := st.CheckDRBDNodes(c.PNode, c.SNode); e != nil {
-				if len(ops) > 1 {
-					e = &fsm.Error{Code: e.Code, Field: e.Field, Msg: fmt.Sprintf("opcode %d: %s", i, e.Msg)}
-				}
-				return e
-			}
+			return e
 		}
 	}
 	return nil

@@ -165,10 +165,10 @@ func TestAgentOverRPC(t *testing.T) {
 
 	// bridges-exist: the fake node has every bridge; a bad name is
 	// refused by the decoder.
-	if m, err := c1.MissingBridges(ctx, []string{"br0", "xen-br0"}); err != nil || len(m) != 0 {
-		t.Fatalf("bridges-exist: %v %v", m, err)
+	if res, err := c1.Do(ctx, rpc.NodeRequest{Op: rpc.NodeOpBridgesExist, Bridges: []string{"br0", "xen-br0"}}); err != nil || len(res.MissingBridges) != 0 {
+		t.Fatalf("bridges-exist: %v %v", res.MissingBridges, err)
 	}
-	if _, err := c1.MissingBridges(ctx, []string{"br/0"}); !errors.Is(err, rpc.ErrNodeBadRequest) {
+	if _, err := c1.Do(ctx, rpc.NodeRequest{Op: rpc.NodeOpBridgesExist, Bridges: []string{"br/0"}}); !errors.Is(err, rpc.ErrNodeBadRequest) {
 		t.Fatalf("bridges-exist of a bad name: %v", err)
 	}
 }
