@@ -124,9 +124,9 @@ func TestBenchKVM(t *testing.T) {
 			t.Fatalf("startup job %d: %s", id, j.Status)
 		}
 		// The test guest's acpid starts beside its first markers: an ACPI
-		// powerdown that comes before it is lost (one try, then gnt
-		// destroys the guest after shutdown_timeout). Both stop a guest
-		// that has run its init for two seconds.
+		// powerdown that comes before it is lost (gnt sends it again every
+		// 5 s, which would then be measured). Both stop a guest that has
+		// run its init for two seconds.
 		guestCounter(t, a, uuid, 20, 3*time.Minute)
 		t0 = time.Now()
 		j := job("shutdown", map[string]any{"OP_ID": "OP_INSTANCE_SHUTDOWN"})

@@ -74,8 +74,11 @@ except rc.GanetiApiError as e:
 			uids = strings.Fields(rest)
 		}
 	}
+	if len(uids) != 4 {
+		t.Fatalf("vm1's qemu runs with uids %v, want one uid of the pool", uids)
+	}
 	uid, _ := strconv.ParseInt(uids[0], 10, 64)
-	if len(uids) != 4 || uids[1] != uids[0] || uids[2] != uids[0] || uids[3] != uids[0] || !(uid >= lo && uid <= lo+1 || uid == lo+5) {
+	if uids[1] != uids[0] || uids[2] != uids[0] || uids[3] != uids[0] || !(uid >= lo && uid <= lo+1 || uid == lo+5) {
 		t.Fatalf("vm1's qemu runs with uids %v, want one uid of the pool", uids)
 	}
 
