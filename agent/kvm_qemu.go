@@ -91,15 +91,10 @@ func isQEMUOf(pid int, uuid string) bool {
 // liveCmdline is the command line of pid when it is a live process (not
 // a zombie); ok false when it is not.
 func liveCmdline(pid int) (cmdline []byte, ok bool) {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
+	if !procAlive(pid) {
 		return nil, false
 	}
-	// The state follows the command name in parentheses.
-	if i := bytes.LastIndexByte(stat, ')'); i < 0 || i+2 >= len(stat) || stat[i+2] == 'Z' || stat[i+2] == 'X' {
-		return nil, false
-	}
-	cmdline, err = os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 	return cmdline, err == nil
 }
 
@@ -140,11 +135,27 @@ func waitGone(ctx context.Context, pid int, uuid string) error {
 // its files.
 const exitingMax = 10 * time.Second
 
+// procAlive tells whether pid is a process that is neither gone nor a
+// zombie (the state follows the command name in parentheses in its stat).
+func procAlive(pid int) bool {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(stat, ')')
+	return i >= 0 && i+2 < len(stat) && stat[i+2] != 'Z' && stat[i+2] != 'X'
+}
+
 // exiting tells whether pid is a process past the release of its memory
-// (an empty command line) but not yet a zombie.
+// (its command line empty or unreadable) but not yet a zombie.
 func exiting(pid int) bool {
-	cmdline, ok := liveCmdline(pid)
-	return ok && len(cmdline) == 0
+	if !procAlive(pid) {
+		return false // gone, or a zombie: its files are closed
+	}
+	// Past the release of its memory, the command line reads empty or
+	// fails; a live process with one is another that took the pid.
+	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	return err != nil || len(cmdline) == 0
 }
 
 // probeKernel is the newest /boot/vmlinuz-*, the kernel the accelerator
