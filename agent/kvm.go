@@ -408,12 +408,13 @@ func newKVMRecord(inst fsm.Instance) *kvmRecord {
 
 // missingDisk names the first configured disk whose storage is absent.
 func (k *KVM) missingDisk(ctx context.Context, inst fsm.Instance) (string, error) {
+	sizes := k.newDiskSizes()
 	for _, d := range inst.Disks {
 		p, err := k.diskPath(inst, d.UUID)
 		if err != nil {
 			return "", err
 		}
-		sz, err := k.storageSize(ctx, inst, d.UUID, p)
+		sz, err := sizes.size(ctx, inst, d.UUID, p)
 		if err != nil {
 			return "", err
 		}
@@ -425,8 +426,9 @@ func (k *KVM) missingDisk(ctx context.Context, inst fsm.Instance) (string, error
 }
 
 // status builds the Status of a record from what is on this node: the
-// disks' files, whether its qemu lives, and (when it does) QMP.
-func (k *KVM) status(ctx context.Context, r *kvmRecord) Status {
+// disks' storage (as sizes says), whether its qemu lives, and (when it
+// does) QMP.
+func (k *KVM) status(ctx context.Context, r *kvmRecord, sizes *diskSizes) Status {
 	inst := r.Instance
 	st := Status{UUID: inst.UUID, Name: inst.Name, OS: r.OS, LastOp: r.LastOp, Disks: []DiskStatus{}}
 	seen := map[string]bool{}
@@ -439,7 +441,7 @@ func (k *KVM) status(ctx context.Context, r *kvmRecord) Status {
 		if err != nil {
 			return
 		}
-		if sz, err := k.storageSize(ctx, inst, id, p); err == nil && sz >= 0 {
+		if sz, err := sizes.size(ctx, inst, id, p); err == nil && sz >= 0 {
 			if gen == "" {
 				gen = "created"
 			}
@@ -532,7 +534,7 @@ func (k *KVM) Status(ctx context.Context, inst fsm.Instance) (Status, error) {
 	if !ok {
 		return Status{}, notFound("instance %s", inst.UUID)
 	}
-	return k.status(ctx, &rec), nil
+	return k.status(ctx, &rec, k.newDiskSizes()), nil
 }
 
 // List implements Driver.
@@ -551,7 +553,9 @@ func (k *KVM) List(ctx context.Context) ([]Status, error) {
 		}
 	}
 	// Each running guest is asked through QMP (bounded by 2 s): eight
-	// at a time, so that a few unresponsive ones do not add up.
+	// at a time, so that a few unresponsive ones do not add up. The
+	// volume group is listed once for all their plain disks.
+	sizes := k.newDiskSizes()
 	out := make([]Status, len(recs))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
@@ -560,7 +564,7 @@ func (k *KVM) List(ctx context.Context) ([]Status, error) {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			out[i] = k.status(ctx, r)
+			out[i] = k.status(ctx, r, sizes)
 		}()
 	}
 	wg.Wait()
@@ -849,9 +853,10 @@ func (k *KVM) launch(ctx context.Context, op Op, r *kvmRecord, inst fsm.Instance
 		}
 	}
 	r.Accel, r.RunMemory, r.RunVCPUs = accel, inst.MemoryMiB, inst.VCPUs
+	sizes := k.newDiskSizes()
 	for _, d := range inst.Disks {
 		p, _ := k.diskPath(inst, d.UUID)
-		sz, _ := k.storageSize(ctx, inst, d.UUID, p)
+		sz, _ := sizes.size(ctx, inst, d.UUID, p)
 		r.noteDisk(d.UUID, sz).Attached = true
 	}
 	return accel, nil
@@ -1095,12 +1100,13 @@ func (k *KVM) Remove(ctx context.Context, inst fsm.Instance) (Result, error) {
 			ids[d.UUID] = true
 		}
 		n := 0
+		sizes := k.newDiskSizes() // removing one disk's volume leaves the others' as listed
 		for id := range ids {
 			p, err := k.diskPath(inst, id)
 			if err != nil {
 				continue
 			}
-			if sz, _ := k.storageSize(ctx, inst, id, p); sz >= 0 {
+			if sz, _ := sizes.size(ctx, inst, id, p); sz >= 0 {
 				n++
 			}
 			if err := k.removeStorage(ctx, OpRemove, inst, id, p); err != nil {

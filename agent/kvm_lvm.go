@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 
 	"github.com/gnt-cluster/gnt/fsm"
 )
@@ -39,43 +40,73 @@ func (k *KVM) volumeGroup() (string, error) {
 	return k.cfg.VolumeGroup, nil
 }
 
+// lvsArgs lists a volume group's logical volumes as ParseLVS reads them.
+func lvsArgs(vg string) []string {
+	return []string{"--noheadings", "--nosuffix", "--units", "m", "--separator", "|", "-o", "lv_name,lv_size,lv_attr", "--", vg}
+}
+
+// listLVs is what one run of lvs says of every logical volume of vg.
+func (k *KVM) listLVs(ctx context.Context, vg string) (map[string]LV, error) {
+	out, err := k.lvm()(ctx, "lvs", lvsArgs(vg)...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseLVS(out)
+}
+
 // lvState is what lvs says of a logical volume: size in MiB (-1 when it
 // does not exist) and whether it is active.
 func (k *KVM) lvState(ctx context.Context, vg, lv string) (size int64, active bool, err error) {
-	out, err := k.lvm()(ctx, "lvs", "--noheadings", "--nosuffix", "--units", "m", "--separator", "|", "-o", "lv_name,lv_size,lv_attr", "--", vg)
+	lvs, err := k.listLVs(ctx, vg)
 	if err != nil {
 		return 0, false, err
 	}
-	return ParseLVS(out, lv)
+	size, active = lvLookup(lvs, lv)
+	return size, active, nil
 }
 
-// ParseLVS reads the logical volume lv in `lvs --noheadings --nosuffix
-// --units m --separator '|' -o lv_name,lv_size,lv_attr`: its size in MiB
-// (-1 when it is not listed) and whether it is active (lv_attr's fifth
-// character 'a'). A line that is not three fields, a bad name or size, or
-// an attribute that is not 1 to 16 characters is refused.
-func ParseLVS(out []byte, lv string) (size int64, active bool, err error) {
+// lvLookup is the size in MiB (-1: not listed) and activation of lv in
+// a listing.
+func lvLookup(lvs map[string]LV, lv string) (size int64, active bool) {
+	if l, ok := lvs[lv]; ok {
+		return l.SizeMiB, l.Active
+	}
+	return -1, false
+}
+
+// LV is a logical volume as lvs lists it.
+type LV struct {
+	SizeMiB int64 // lv_size, whole MiB
+	Active  bool  // lv_attr's fifth character is 'a'
+}
+
+// ParseLVS reads `lvs --noheadings --nosuffix --units m --separator '|'
+// -o lv_name,lv_size,lv_attr` into its logical volumes by name. A line
+// that is not three fields, a bad name or size, an attribute that is not
+// 1 to 16 characters, or a name listed twice is refused.
+func ParseLVS(out []byte) (map[string]LV, error) {
 	rows, err := splitLVM(out, 3, "lvs")
 	if err != nil {
-		return 0, false, err
+		return nil, err
 	}
-	size = -1
+	lvs := make(map[string]LV, len(rows))
 	for _, f := range rows {
 		if err := checkLVMName("lvs: lv_name", f[0]); err != nil {
-			return 0, false, err
+			return nil, err
 		}
 		if len(f[2]) < 1 || len(f[2]) > 16 {
-			return 0, false, fmt.Errorf("lvs: lv_attr of %s is %q; want 1 to 16 characters", f[0], f[2])
+			return nil, fmt.Errorf("lvs: lv_attr of %s is %q; want 1 to 16 characters", f[0], f[2])
 		}
 		sz, err := parseMiB("lvs: lv_size of "+f[0], f[1])
 		if err != nil {
-			return 0, false, err
+			return nil, err
 		}
-		if f[0] == lv {
-			size, active = sz, len(f[2]) >= 5 && f[2][4] == 'a'
+		if _, dup := lvs[f[0]]; dup {
+			return nil, fmt.Errorf("lvs: logical volume %s is listed twice", f[0])
 		}
+		lvs[f[0]] = LV{SizeMiB: sz, Active: len(f[2]) >= 5 && f[2][4] == 'a'}
 	}
-	return size, active, nil
+	return lvs, nil
 }
 
 // diskLV looks up the logical volume of an instance's disk: its volume
@@ -135,17 +166,42 @@ func (k *KVM) activatePlain(ctx context.Context, op Op, inst fsm.Instance) error
 }
 
 // storageSize is the size in MiB of the disk's storage here, -1 when
-// absent: its file's, or its logical volume's for plain.
+// absent: its file's, or its logical volume's for plain (one lvs of its
+// own; a pass over many disks asks a diskSizes instead).
 func (k *KVM) storageSize(ctx context.Context, inst fsm.Instance, disk, path string) (int64, error) {
+	return k.newDiskSizes().size(ctx, inst, disk, path)
+}
+
+// diskSizes answers storageSize for the disks of one pass over many (a
+// status poll of every instance, a start's check of its disks): plain
+// ones from a single listing of the volume group, made when the first
+// plain disk is asked for and kept for the rest of the pass, so that a
+// pass runs lvs at most once however many plain disks it looks at. It
+// is safe for concurrent use.
+type diskSizes struct {
+	k    *KVM
+	once sync.Once
+	lvs  map[string]LV
+	err  error
+}
+
+func (k *KVM) newDiskSizes() *diskSizes { return &diskSizes{k: k} }
+
+// size is the size in MiB of the disk's storage, -1 when absent.
+func (s *diskSizes) size(ctx context.Context, inst fsm.Instance, disk, path string) (int64, error) {
 	if inst.DiskTemplate != fsm.DTPlain {
 		return diskSize(path)
 	}
-	vg, err := k.volumeGroup()
+	vg, err := s.k.volumeGroup()
 	if err != nil {
 		return 0, err
 	}
-	sz, _, err := k.lvState(ctx, vg, lvName(inst.UUID, disk))
-	return sz, err
+	s.once.Do(func() { s.lvs, s.err = s.k.listLVs(ctx, vg) })
+	if s.err != nil {
+		return 0, s.err
+	}
+	sz, _ := lvLookup(s.lvs, lvName(inst.UUID, disk))
+	return sz, nil
 }
 
 // createStorage makes the disk's storage: a raw sparse file (made under a

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -668,10 +669,11 @@ func TestKVMParamsEachActs(t *testing.T) {
 // it answers lvs and carries out lvcreate, lvextend, lvremove and
 // lvchange as LVM would, recording each command.
 type fakeLVM struct {
-	mu    sync.Mutex
-	vg    string
-	lvs   map[string]*fakeLV
-	calls []string
+	mu      sync.Mutex
+	vg      string
+	lvs     map[string]*fakeLV
+	calls   []string
+	lvsRuns int // how many times lvs ran
 }
 
 type fakeLV struct {
@@ -682,6 +684,9 @@ type fakeLV struct {
 func (f *fakeLVM) run(_ context.Context, tool string, args ...string) ([]byte, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if tool == "lvs" {
+		f.lvsRuns++
+	}
 	last := args[len(args)-1]
 	vg, lv, _ := strings.Cut(last, "/")
 	if vg != f.vg {
@@ -823,6 +828,107 @@ func TestKVMPlainDisks(t *testing.T) {
 	inst := guestInstance("", "", fsm.DTPlain, d)
 	if _, err := k2.DiskCreate(context.Background(), inst, d.UUID); !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), "no volume group is configured on node n2") {
 		t.Errorf("plain disk without a volume group: %v", err)
+	}
+}
+
+// TestKVMPlainPoll: a status poll (List, Status) lists the volume group
+// once however many plain disks its instances have, and says of each disk
+// what asking lvs of it alone says; a failing lvs is run once too, and
+// the poll then lists no plain disk.
+func TestKVMPlainPoll(t *testing.T) {
+	ctx := context.Background()
+	lvm := &fakeLVM{vg: "testvg", lvs: map[string]*fakeLV{"other": {size: 8}}}
+	k, err := NewKVM(KVMConfig{Dir: t.TempDir(), Node: "n1", Addr: "127.0.0.1", VolumeGroup: "testvg", LVM: lvm.run, Accel: AccelTCG, QEMU: "/nonexistent/qemu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	disks := func(n int, first int64) (ds []fsm.Disk) {
+		for i := range n {
+			ds = append(ds, fsm.Disk{UUID: fmt.Sprintf("0d15c000-0000-4000-8000-%012d", first+int64(i)), SizeMiB: first + int64(i), Mode: "rw"})
+		}
+		return ds
+	}
+	a := guestInstance("", "", fsm.DTPlain, disks(5, 64)...)
+	b := guestInstance("", "", fsm.DTPlain, disks(3, 200)...)
+	b.Name, b.UUID = "guest2", "6b5a1c1e-0000-4000-8000-00000000c0df"
+	for _, inst := range []fsm.Instance{a, b} {
+		for _, d := range inst.Disks {
+			if _, err := k.DiskCreate(ctx, inst, d.UUID); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	attached := map[string]bool{a.Disks[1].UUID: true, b.Disks[0].UUID: true}
+	for _, inst := range []fsm.Instance{a, b} {
+		for _, d := range inst.Disks {
+			if attached[d.UUID] {
+				if _, err := k.DiskAttach(ctx, inst, d.UUID); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	lvm.mu.Lock()
+	delete(lvm.lvs, lvName(b.UUID, b.Disks[2].UUID)) // gone behind gnt's back
+	lvm.lvs[lvName(b.UUID, b.Disks[0].UUID)].size = 300
+	lvm.mu.Unlock()
+
+	// What each disk's own lvs says, as a status lists it.
+	alone := func(inst fsm.Instance) []DiskStatus {
+		out := []DiskStatus{}
+		for _, d := range inst.Disks {
+			p, _ := k.diskPath(inst, d.UUID)
+			sz, err := k.storageSize(ctx, inst, d.UUID, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sz >= 0 {
+				out = append(out, DiskStatus{UUID: d.UUID, SizeMiB: sz, Attached: attached[d.UUID], Generation: "created", Path: p})
+			}
+		}
+		return out
+	}
+	wantA, wantB := alone(a), alone(b)
+	if len(wantA) != 5 || wantA[4].SizeMiB != 68 || len(wantB) != 2 || wantB[0].SizeMiB != 300 {
+		t.Fatalf("disks alone: %+v %+v", wantA, wantB)
+	}
+	runs := func() int {
+		lvm.mu.Lock()
+		defer lvm.mu.Unlock()
+		n := lvm.lvsRuns
+		lvm.lvsRuns = 0
+		return n
+	}
+	runs()
+	sts, err := k.List(ctx)
+	if err != nil || len(sts) != 2 {
+		t.Fatalf("list: %+v %v", sts, err)
+	}
+	if n := runs(); n != 1 {
+		t.Errorf("list of 2 instances with 8 plain disks ran lvs %d times, want 1", n)
+	}
+	for i, want := range [][]DiskStatus{wantA, wantB} {
+		if !reflect.DeepEqual(sts[i].Disks, want) {
+			t.Errorf("list: %s's disks %+v, want %+v", sts[i].Name, sts[i].Disks, want)
+		}
+	}
+	st, err := k.Status(ctx, a)
+	if err != nil || !reflect.DeepEqual(st.Disks, wantA) {
+		t.Errorf("status: %+v %v, want disks %+v", st.Disks, err, wantA)
+	}
+	if n := runs(); n != 1 {
+		t.Errorf("status of an instance with 5 plain disks ran lvs %d times, want 1", n)
+	}
+
+	lvm.mu.Lock()
+	lvm.vg = "elsewhere" // lvs fails
+	lvm.mu.Unlock()
+	sts, err = k.List(ctx)
+	if err != nil || len(sts) != 2 || len(sts[0].Disks)+len(sts[1].Disks) != 0 {
+		t.Errorf("list with lvs failing: %+v %v, want both instances without disks", sts, err)
+	}
+	if n := runs(); n != 1 {
+		t.Errorf("list with lvs failing ran it %d times, want 1", n)
 	}
 }
 

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -99,41 +100,71 @@ func FuzzParseLVM(f *testing.F) {
 	})
 }
 
-// TestParseLVS reads a logical volume's size and state from lvs, and
-// refuses malformed listings naming what is wrong.
+// TestParseLVS reads every logical volume's size and state from lvs,
+// and refuses malformed listings naming what is wrong.
 func TestParseLVS(t *testing.T) {
-	out := []byte("  a.b|64.00|-wi-a-----\n  c.d|128.50|-wi-------\n")
 	for _, c := range []struct {
-		lv     string
-		size   int64
-		active bool
-	}{{"a.b", 64, true}, {"c.d", 128, false}, {"e.f", -1, false}} {
-		size, active, err := ParseLVS(out, c.lv)
-		if err != nil || size != c.size || active != c.active {
-			t.Errorf("%s: %d %v %v, want %d %v", c.lv, size, active, err, c.size, c.active)
+		name, out string
+		want      map[string]LV
+	}{
+		{"two volumes", "  a.b|64.00|-wi-a-----\n  c.d|128.50|-wi-------\n", map[string]LV{"a.b": {64, true}, "c.d": {128, false}}},
+		{"short attr is inactive", "a.b|1|-wi-\n", map[string]LV{"a.b": {1, false}}},
+		{"blank lines", "\n  \n a.b | 2 | -wi-a- \n\n", map[string]LV{"a.b": {2, true}}},
+		{"empty volume group", "", map[string]LV{}},
+	} {
+		got, err := ParseLVS([]byte(c.out))
+		if err != nil || !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: %v %v, want %v", c.name, got, err, c.want)
 		}
 	}
 	for _, c := range []struct{ name, out, want string }{
 		{"two fields", "a.b|64.00\n", "line 1 has 2 fields, want 3"},
+		{"four fields", "a.b|64.00|-wi-a-----|x\n", "line 1 has 4 fields, want 3"},
 		{"bad size", "a.b|lots|-wi-a-----\n", `lv_size of a.b "lots" is not a size`},
 		{"negative size", "a.b|-1|-wi-a-----\n", "is not a size"},
+		{"NaN size", "a.b|NaN|-wi-a-----\n", "is not a size"},
 		{"no attr", "a.b|64.00|\n", "lv_attr of a.b"},
 		{"long attr", "a.b|64.00|" + strings.Repeat("a", 17) + "\n", "want 1 to 16 characters"},
 		{"control byte in name", "a\x01b|64.00|-wi-a-----\n", "lv_name"},
+		{"empty name", "|64.00|-wi-a-----\n", "lv_name"},
+		{"bad row after good ones", "a.b|1|-wi-a-----\nc.d|x|-wi-a-----\n", `lv_size of c.d "x"`},
+		{"name twice", "a.b|1|-wi-a-----\na.b|2|-wi-------\n", "a.b is listed twice"},
+		{"too long", strings.Repeat("a.b|1|-wi-a-----\n", MaxLVMOutput/16), "over the limit"},
 	} {
-		if _, _, err := ParseLVS([]byte(c.out), "a.b"); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: %v, want an error with %q", c.name, err, c.want)
+		if got, err := ParseLVS([]byte(c.out)); err == nil || got != nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v %v, want an error with %q and nothing listed", c.name, got, err, c.want)
 		}
 	}
 }
 
+// FuzzParseLVS: whatever ParseLVS accepts has one entry per listed line,
+// each a name LVM prints and a size of 0 or more.
 func FuzzParseLVS(f *testing.F) {
-	f.Add([]byte("  a.b|64.00|-wi-a-----\n"), "a.b")
-	f.Add([]byte("|||\n"), "")
-	f.Fuzz(func(t *testing.T, b []byte, lv string) {
-		size, active, err := ParseLVS(b, lv)
-		if err == nil && (size < -1 || size == -1 && active) {
-			t.Fatalf("accepted size %d active %v from %q", size, active, b)
+	f.Add([]byte("  a.b|64.00|-wi-a-----\n"))
+	f.Add([]byte("  a.b|64.00|-wi-a-----\n  c.d|128.50|-wi-------\n"))
+	f.Add([]byte("|||\n"))
+	f.Add([]byte("a.b|1|x\na.b|1|x\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		lvs, err := ParseLVS(b)
+		if err != nil {
+			if lvs != nil {
+				t.Fatalf("error %v with a listing %v", err, lvs)
+			}
+			return
+		}
+		lines := 0
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.TrimSpace(l) != "" {
+				lines++
+			}
+		}
+		if len(lvs) != lines {
+			t.Fatalf("%d volumes from %d lines of %q", len(lvs), lines, b)
+		}
+		for name, lv := range lvs {
+			if checkLVMName("", name) != nil || lv.SizeMiB < 0 {
+				t.Fatalf("accepted %q %+v from %q", name, lv, b)
+			}
 		}
 	})
 }
