@@ -79,7 +79,7 @@ func (t *txn) setNetworkPort(in, old *Instance) *Error {
 	if !NeedsNetworkPort(t.clusterRO(), in) {
 		return nil
 	}
-	p := t.freePort(in.UUID)
+	p := t.portPicker(in.UUID).take()
 	if p == 0 {
 		return errf(CodeState, "instance.network_port", "instance %s needs a network port and the cluster's pool (%d-%d) has none free: every port is held by an instance", in.Name, FirstNetworkPort, LastNetworkPort)
 	}
@@ -87,34 +87,52 @@ func (t *txn) setNetworkPort(in, old *Instance) *Error {
 	return nil
 }
 
-// freePort is the lowest port of the pool that no instance but skip holds
-// in the transaction's view (0: none).
-func (t *txn) freePort(skip string) int {
+// portPicker hands out the ports of the pool that are free in a
+// transaction's view, lowest first: held neither by a record the
+// transaction stages nor by a stored record it leaves alone (a port of
+// skip's is free). A port it hands out counts as held from then on.
+type portPicker struct {
+	t      *txn
+	skip   string
+	staged map[int]bool
+	next   int // every port below is held or handed out
+}
+
+// portPicker collects the ports the transaction's records hold, once.
+func (t *txn) portPicker(skip string) *portPicker {
 	staged := map[int]bool{}
 	for u, i := range t.insts {
 		if u != skip && i != nil && i.NetworkPort != 0 {
 			staged[i.NetworkPort] = true
 		}
 	}
-	for p := FirstNetworkPort; p <= LastNetworkPort; p++ {
-		if staged[p] {
+	return &portPicker{t: t, skip: skip, staged: staged, next: FirstNetworkPort}
+}
+
+// take is the lowest free port not handed out yet (0: none is left). It
+// goes on from where the last one was found: the ports below stay held
+// as long as the transaction frees none, so that handing out K ports
+// walks the pool once.
+func (pp *portPicker) take() int {
+	for ; pp.next <= LastNetworkPort; pp.next++ {
+		p := pp.next
+		if pp.staged[p] {
 			continue
 		}
-		if u, ok := t.st.ports[p]; ok && u != skip {
-			if _, changed := t.insts[u]; !changed {
+		if u, ok := pp.t.st.ports[p]; ok && u != pp.skip {
+			if _, changed := pp.t.insts[u]; !changed {
 				continue // held by a record this transaction leaves alone
 			}
 		}
+		pp.next++
 		return p
 	}
 	return 0
 }
 
-// assignMissingPorts gives every instance that needs a port and has none
-// one, in the order of their UUIDs. With strict, a pool too small fails
-// (and the caller's transaction changes nothing); otherwise the
-// instances left without get theirs at their next change.
-func (t *txn) assignMissingPorts(strict bool) *Error {
+// portless lists, in the order of their UUIDs, the instances of the
+// transaction's view that need a port and hold none.
+func (t *txn) portless() []*Instance {
 	us := make([]string, 0, len(t.st.Instances))
 	for u := range t.st.Instances {
 		us = append(us, u)
@@ -125,22 +143,37 @@ func (t *txn) assignMissingPorts(strict bool) *Error {
 		}
 	}
 	sort.Strings(us)
+	var out []*Instance
 	for _, u := range us {
 		i, ok := t.insts[u]
 		if !ok {
 			i = t.st.Instances[u]
 		}
-		if i == nil || i.NetworkPort != 0 || !NeedsNetworkPort(t.clusterRO(), i) {
-			continue
+		if i != nil && i.NetworkPort == 0 && NeedsNetworkPort(t.clusterRO(), i) {
+			out = append(out, i)
 		}
-		p := t.freePort(u)
+	}
+	return out
+}
+
+// assignMissingPorts gives every instance that needs a port and has none
+// one, in the order of their UUIDs: the lowest free ones, in that order.
+// With strict, a pool too small fails (and the caller's transaction
+// changes nothing); otherwise the instances left without get theirs at
+// their next change. It walks the pool once: the instances it gives
+// ports to held none before (neither staged nor stored), so none frees a
+// port for another.
+func (t *txn) assignMissingPorts(strict bool) *Error {
+	pick := t.portPicker("")
+	for _, i := range t.portless() {
+		p := pick.take()
 		if p == 0 {
 			if strict {
 				return errf(CodeState, "network_port", "instance %s would need a network port and the cluster's pool (%d-%d) has none free", i.Name, FirstNetworkPort, LastNetworkPort)
 			}
 			return nil
 		}
-		t.instanceRW(u).NetworkPort = p
+		t.instanceRW(i.UUID).NetworkPort = p
 	}
 	return nil
 }

@@ -2,6 +2,9 @@ package fsm
 
 import (
 	"fmt"
+	"math/rand"
+	"reflect"
+	"sort"
 	"strings"
 	"testing"
 )
@@ -220,5 +223,180 @@ func TestNetworkPortUpgrade(t *testing.T) {
 	}
 	if portOf(s, "x") != 11000 || portOf(s, "y") != 11001 {
 		t.Errorf("after default_hypervisor kvm: x %d, y %d, want 11000, 11001 (by UUID)", portOf(s, "x"), portOf(s, "y"))
+	}
+}
+
+// refAssignMissingPorts is the first implementation of
+// assignMissingPorts, kept as the reference its one pass must agree
+// with: for each instance, a new picker, which searches the pool from
+// its start.
+func refAssignMissingPorts(t *txn, strict bool) bool {
+	for _, i := range t.portless() {
+		p := t.portPicker(i.UUID).take()
+		if p == 0 {
+			return !strict
+		}
+		t.instanceRW(i.UUID).NetworkPort = p
+	}
+	return true
+}
+
+// portWorld is a state of n instances, random by seed: of every
+// hypervisor, some reservations, some with vnc_bind_address, the first
+// holders of them holding a port of the pool (distinct, anywhere in it);
+// and stage, which changes a transaction over it alike for a seed: with
+// churn, records removed and others stored again without their port or
+// with another (one a record of the transaction may also hold); new ones.
+func portWorld(seed int64, n, holders int, churn bool) (s *State, stage func(*txn)) {
+	r := rand.New(rand.NewSource(seed))
+	s = netWorld()
+	s.Cluster.DefaultHypervisor = []string{"", HVKVM, HVFake}[r.Intn(3)]
+	if r.Intn(2) == 0 {
+		s.Cluster.HVParams = map[string]map[string]any{HVFake: {"vnc_bind_address": "0.0.0.0"}}
+	}
+	pool := r.Perm(LastNetworkPort - FirstNetworkPort + 1)
+	mk := func(r *rand.Rand, u string) *Instance {
+		in := &Instance{Name: "i" + u, UUID: u, Hypervisor: []string{"", HVKVM, HVFake, HVExec}[r.Intn(4)], Forthcoming: r.Intn(10) == 0}
+		if r.Intn(3) == 0 {
+			in.HVParams = map[string]any{"vnc_bind_address": "127.0.0.1"}
+		}
+		return in
+	}
+	for k := range n {
+		u := fmt.Sprintf("%08x", r.Uint32())
+		in := mk(r, u)
+		if k < holders {
+			in.NetworkPort = FirstNetworkPort + pool[k]
+		}
+		s.Instances[u] = in
+	}
+	s.reindex()
+	stageSeed := r.Int63()
+	return s, func(t *txn) {
+		r := rand.New(rand.NewSource(stageSeed))
+		us := make([]string, 0, len(s.Instances))
+		for u := range s.Instances {
+			us = append(us, u)
+		}
+		sort.Strings(us)
+		for _, u := range us {
+			if !churn {
+				break
+			}
+			switch r.Intn(12) {
+			case 0:
+				t.insts[u] = nil
+			case 1:
+				t.instanceRW(u).NetworkPort = 0
+			case 2:
+				t.instanceRW(u).NetworkPort = FirstNetworkPort + r.Intn(40)
+			}
+		}
+		for range r.Intn(20) {
+			in := mk(r, fmt.Sprintf("%08x", r.Uint32()))
+			if r.Intn(3) == 0 {
+				in.NetworkPort = FirstNetworkPort + r.Intn(40)
+			}
+			t.insts[in.UUID] = in
+		}
+	}
+}
+
+// viewPorts is every instance's port in a transaction's view (-1: removed).
+func viewPorts(t *txn) map[string]int {
+	out := map[string]int{}
+	for u, i := range t.st.Instances {
+		out[u] = i.NetworkPort
+	}
+	for u, i := range t.insts {
+		if i == nil {
+			out[u] = -1
+		} else {
+			out[u] = i.NetworkPort
+		}
+	}
+	return out
+}
+
+// TestAssignMissingPortsAsBefore: on states random by seed, small and
+// with the pool about full, with and without strict, the one pass of
+// assignMissingPorts gives the same instances the same ports, stages
+// the same records and fails alike as the first implementation, which
+// searched the pool again for each instance.
+func TestAssignMissingPortsAsBefore(t *testing.T) {
+	pool := LastNetworkPort - FirstNetworkPort + 1
+	type world struct {
+		n, holders int
+		churn      bool
+	}
+	var worlds []world
+	for k := range 40 {
+		worlds = append(worlds, world{k * 7, k * 3, true})
+	}
+	// The pool about full: some instances are left without a port.
+	worlds = append(worlds, world{pool + 30, pool - 25, true}, world{pool + 200, pool - 20, false}, world{pool + 5, pool, false})
+	assigned, failed := 0, 0
+	for k, w := range worlds {
+		for _, strict := range []bool{false, true} {
+			seed := int64(k)*2 + 1
+			s, stage := portWorld(seed, w.n, w.holders, w.churn)
+			ref, got := s.begin(1), s.begin(1)
+			stage(ref)
+			stage(got)
+			before := viewPorts(got)
+			refOK := refAssignMissingPorts(ref, strict)
+			e := got.assignMissingPorts(strict)
+			if (e == nil) != refOK {
+				t.Fatalf("seed %d (%d instances, strict %v): error %v, the first implementation ok %v", seed, w.n, strict, e, refOK)
+			}
+			if e != nil {
+				failed++
+			}
+			if e != nil && (e.Code != CodeState || !strings.Contains(e.Msg, "pool (11000-14999) has none free")) {
+				t.Errorf("seed %d: error %v does not name the pool", seed, e)
+			}
+			rp, gp := viewPorts(ref), viewPorts(got)
+			if !reflect.DeepEqual(rp, gp) {
+				for u := range rp {
+					if rp[u] != gp[u] {
+						t.Errorf("seed %d (%d instances, strict %v): %s has port %d, the first implementation gave %d", seed, w.n, strict, u, gp[u], rp[u])
+					}
+				}
+				t.FailNow()
+			}
+			if len(ref.insts) != len(got.insts) {
+				t.Errorf("seed %d: %d records staged, the first implementation %d", seed, len(got.insts), len(ref.insts))
+			}
+			for u, p := range gp {
+				if p != before[u] {
+					assigned++
+				}
+			}
+		}
+	}
+	if assigned < 1000 || failed < 2 {
+		t.Errorf("%d ports given out and %d pools found too small over all states: the states do not test the pool", assigned, failed)
+	}
+}
+
+// BenchmarkAssignMissingPorts gives ports to 3000 instances of 4000, the
+// other 1000 holding theirs.
+func BenchmarkAssignMissingPorts(b *testing.B) {
+	s := netWorld()
+	s.Cluster.DefaultHypervisor = HVKVM
+	for k := range 4000 {
+		u := fmt.Sprintf("%08d", k*7919%4000)
+		in := &Instance{Name: "i" + u, UUID: u}
+		if k%4 == 0 {
+			in.NetworkPort = FirstNetworkPort + k
+		}
+		s.Instances[u] = in
+	}
+	s.reindex()
+	for b.Loop() {
+		t := s.begin(1)
+		if e := t.assignMissingPorts(true); e != nil {
+			b.Fatal(e)
+		}
 	}
 }
