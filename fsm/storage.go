@@ -302,6 +302,30 @@ func (n *NodeStorage) Space(template string, usedNow int64) (sp Space, ok bool) 
 // MaxNoDRBDLen bounds the reason a node gives for taking no drbd disks.
 const MaxNoDRBDLen = 512
 
+// NoDRBD is why the node takes no drbd disks, as its agent reported
+// (NodeStorage.NoDRBD); "" when it takes them or reported nothing.
+func (n *Node) NoDRBD() string {
+	if n == nil || n.Storage == nil {
+		return ""
+	}
+	return n.Storage.NoDRBD
+}
+
+// noDRBDReasons is the reasons of the named nodes (names or UUIDs; ""
+// and unknown ones skipped) that take no drbd disks.
+func (s *State) noDRBDReasons(refs ...string) []string {
+	var reasons []string
+	for _, ref := range refs {
+		if ref == "" {
+			continue
+		}
+		if why := s.LookupNode(ref).NoDRBD(); why != "" {
+			reasons = append(reasons, why)
+		}
+	}
+	return reasons
+}
+
 // CheckDRBDNodes says why an instance of template drbd cannot be created
 // on the given nodes (names or UUIDs; "" for a node the allocator
 // chooses), from what the nodes' agents reported (NodeStorage.NoDRBD): a
@@ -311,34 +335,68 @@ const MaxNoDRBDLen = 512
 // It reads the state only: the API checks a submission with it, so that
 // a node without DRBD refuses the instance then, never its job later.
 func (s *State) CheckDRBDNodes(pnode, snode string) *Error {
-	var reasons []string
-	for _, ref := range []string{pnode, snode} {
-		if ref == "" {
-			continue
-		}
-		if n := s.LookupNode(ref); n != nil && n.Storage != nil && n.Storage.NoDRBD != "" {
-			reasons = append(reasons, n.Storage.NoDRBD)
-		}
-	}
-	if len(reasons) > 0 {
+	if reasons := s.noDRBDReasons(pnode, snode); len(reasons) > 0 {
 		return errf(CodeState, "disk_template", "disk template drbd needs DRBD on both nodes: %s", joinReasons(reasons))
 	}
 	if pnode != "" && snode != "" {
 		return nil
 	}
 	able := 0
+	var reasons []string
 	for _, n := range s.SortedNodes() {
 		if n.Offline || !n.VMCapable {
 			continue
 		}
-		if n.Storage != nil && n.Storage.NoDRBD != "" {
-			reasons = append(reasons, n.Storage.NoDRBD)
+		if why := n.NoDRBD(); why != "" {
+			reasons = append(reasons, why)
 			continue
 		}
 		able++
 	}
 	if able < 2 && len(reasons) > 0 {
 		return errf(CodeState, "disk_template", "disk template drbd needs DRBD on two nodes and %d node(s) have it: %s", able, joinReasons(reasons))
+	}
+	return nil
+}
+
+// CheckDRBDOp says why op would put drbd disks on a node that takes none
+// (CheckDRBDNodes), or nil: an instance creation of template drbd (a
+// commit: of its reservation's template and nodes), replace_new_secondary
+// with remote_node, and a re-creation of a drbd instance's disks on
+// given nodes. The nodes an allocator chooses are not known yet: the
+// allocator never chooses a node that takes no drbd disks for them. It
+// reads the state only; an opcode about an instance that does not exist
+// passes (its job says so).
+func (s *State) CheckDRBDOp(op Opcode) *Error {
+	switch o := op.(type) {
+	case *OpInstanceCreate:
+		template, pnode, snode := o.Template(), o.PNode, o.SNode
+		if o.Commit {
+			if in := s.LookupInstance(o.InstanceName); in != nil && in.Forthcoming {
+				template = in.DiskTemplate
+				if in.PrimaryNode != "" && len(in.SecondaryNodes) == 1 {
+					pnode, snode = in.PrimaryNode, in.SecondaryNodes[0]
+				}
+			}
+		}
+		if template != DTDrbd {
+			return nil
+		}
+		return s.CheckDRBDNodes(pnode, snode)
+	case *OpInstanceReplaceDisks:
+		if o.Mode != ReplaceNewSecondary || o.RemoteNode == "" {
+			return nil
+		}
+		if reasons := s.noDRBDReasons(o.RemoteNode); len(reasons) > 0 {
+			return errf(CodeState, "remote_node", "a new drbd secondary needs DRBD on its node: %s", joinReasons(reasons))
+		}
+	case *OpInstanceRecreateDisks:
+		if in := s.LookupInstance(o.Ref()); in == nil || in.DiskTemplate != DTDrbd || len(o.Nodes) == 0 {
+			return nil
+		}
+		if reasons := s.noDRBDReasons(o.Nodes...); len(reasons) > 0 {
+			return errf(CodeState, "nodes", "re-creating drbd disks needs DRBD on both nodes: %s", joinReasons(reasons))
+		}
 	}
 	return nil
 }

@@ -129,7 +129,7 @@ func checkJob(r *http.Request, body []byte, build opsBuilder) *APIError {
 	if _, err := queryWait(r.URL.Query(), 0, MaxJobWait); err != nil {
 		return err
 	}
-	_, aerr := clientChecks.prepareOps(r, body, build, time.Now())
+	_, _, aerr := clientChecks.prepareOps(r, body, build, time.Now())
 	return aerr
 }
 

@@ -491,6 +491,23 @@ func (s *Server) placeMulti(r *http.Request, mp *multiPlacement, cmd *fsm.JobSub
 	return nil
 }
 
+// parseJobs parses the opcodes of jobs again (after a change to their
+// text that ParseOpcode has not seen).
+func parseJobs(jobs []fsm.JobSpec) ([][]fsm.Opcode, *APIError) {
+	out := make([][]fsm.Opcode, len(jobs))
+	for k, j := range jobs {
+		out[k] = make([]fsm.Opcode, len(j.Ops))
+		for i, raw := range j.Ops {
+			op, err := fsm.ParseOpcode(raw)
+			if err != nil {
+				return nil, FromFSM(fsm.AsError(err))
+			}
+			out[k][i] = op
+		}
+	}
+	return out, nil
+}
+
 func orEmpty(s []string) []string {
 	if s == nil {
 		return []string{}
@@ -520,8 +537,9 @@ func (s *Server) handleMultiAlloc(w http.ResponseWriter, r *http.Request) {
 	now := s.b.Now()
 	token := r.Header.Get(HeaderSubmitToken)
 	cmd := fsm.JobSubmitMany{Now: now.UnixNano(), Token: token}
+	parsed := make([][]fsm.Opcode, 0, len(jobsOps))
 	for k, ops := range jobsOps {
-		built, aerr := s.prepareOps(r, body, func(*http.Request, []byte) ([]any, *APIError) { return ops, nil }, now)
+		built, p, aerr := s.prepareOps(r, body, func(*http.Request, []byte) ([]any, *APIError) { return ops, nil }, now)
 		if aerr != nil {
 			if k < len(jobsOps)-1 {
 				aerr.Message = fmt.Sprintf("instance %d: %s", k, aerr.Message)
@@ -537,10 +555,17 @@ func (s *Server) handleMultiAlloc(w http.ResponseWriter, r *http.Request) {
 		for i := range spec.UUIDs {
 			spec.UUIDs[i] = s.b.NewUUID()
 		}
-		cmd.Jobs = append(cmd.Jobs, spec)
+		cmd.Jobs, parsed = append(cmd.Jobs, spec), append(parsed, p)
 	}
 	if mp != nil {
 		if aerr := s.placeMulti(r, mp, &cmd); aerr != nil {
+			writeError(w, aerr)
+			return
+		}
+		// The allocator's nodes are in the creations now, and the
+		// instances it could not place are gone: the opcodes are
+		// parsed again for the check.
+		if parsed, aerr = parseJobs(cmd.Jobs); aerr != nil {
 			writeError(w, aerr)
 			return
 		}
@@ -549,7 +574,10 @@ func (s *Server) handleMultiAlloc(w http.ResponseWriter, r *http.Request) {
 		if st.Resent(token) {
 			return nil
 		}
-		return st.CheckJobs(cmd.Jobs)
+		if e := st.CheckJobs(cmd.Jobs); e != nil {
+			return e
+		}
+		return checkDRBDJobs(st, parsed)
 	}
 	s.applyCommand(w, r, body, cmd, check, func(resp fsm.Response) any {
 		if len(resp.JobIDs) == 0 {

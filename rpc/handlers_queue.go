@@ -187,9 +187,10 @@ func (s *Server) handleSubmitJobs(w http.ResponseWriter, r *http.Request) {
 	now := s.b.Now()
 	token := r.Header.Get(HeaderSubmitToken)
 	cmd := fsm.JobSubmitMany{Now: now.UnixNano(), Token: token}
+	parsed := make([][]fsm.Opcode, 0, len(req.Jobs))
 	for k, ops := range req.Jobs {
 		raw := ops
-		built, aerr := s.prepareOps(r, body, func(*http.Request, []byte) ([]any, *APIError) {
+		built, p, aerr := s.prepareOps(r, body, func(*http.Request, []byte) ([]any, *APIError) {
 			out := make([]any, len(raw))
 			for i, o := range raw {
 				out[i] = o
@@ -210,7 +211,7 @@ func (s *Server) handleSubmitJobs(w http.ResponseWriter, r *http.Request) {
 		for i := range spec.UUIDs {
 			spec.UUIDs[i] = s.b.NewUUID()
 		}
-		cmd.Jobs = append(cmd.Jobs, spec)
+		cmd.Jobs, parsed = append(cmd.Jobs, spec), append(parsed, p)
 	}
 	if e := checkRelativeDeps(cmd.Jobs); e != nil {
 		writeError(w, FromFSM(e))
@@ -220,7 +221,10 @@ func (s *Server) handleSubmitJobs(w http.ResponseWriter, r *http.Request) {
 		if st.Resent(token) {
 			return nil // a resend answers with the jobs the first one made
 		}
-		return st.CheckJobs(cmd.Jobs)
+		if e := st.CheckJobs(cmd.Jobs); e != nil {
+			return e
+		}
+		return checkDRBDJobs(st, parsed)
 	}
 	s.applyCommand(w, r, body, cmd, check, func(resp fsm.Response) any {
 		return SubmitJobsResponse{JobIDs: resp.JobIDs}

@@ -998,7 +998,7 @@ func (s *Server) jobHandler(build opsBuilder) http.HandlerFunc {
 			if aerr := checkToken(r); aerr != nil {
 				return aerr
 			}
-			_, aerr := s.prepareOps(r, body, build, s.b.Now())
+			_, _, aerr := s.prepareOps(r, body, build, s.b.Now())
 			return aerr
 		}
 		// Except that a request that may set an OOB helper is checked
@@ -1015,12 +1015,12 @@ func (s *Server) jobHandler(build opsBuilder) http.HandlerFunc {
 				return nil
 			}
 			now := s.b.Now()
-			ops, aerr := s.prepareOps(r, body, build, now)
+			ops, parsed, aerr := s.prepareOps(r, body, build, now)
 			if aerr != nil {
 				writeError(w, aerr)
 				return nil
 			}
-			return s.submit(w, r, ops, now, hold)
+			return s.submit(w, r, ops, parsed, now, hold)
 		})
 	}
 }
@@ -1043,25 +1043,26 @@ func checkToken(r *http.Request) *APIError {
 
 // prepareOps builds the opcodes of a request, adds the reason trail and
 // dry_run, and validates each with fsm.ParseOpcode, vetOOBProgram, vetOS and
-// vetIAllocator.
-func (s *Server) prepareOps(r *http.Request, body []byte, build opsBuilder, now time.Time) ([]json.RawMessage, *APIError) {
+// vetIAllocator. It returns them encoded and as ParseOpcode decoded them
+// (without the trail), for the checks against the state (checkDRBDOps).
+func (s *Server) prepareOps(r *http.Request, body []byte, build opsBuilder, now time.Time) ([]json.RawMessage, []fsm.Opcode, *APIError) {
 	q := r.URL.Query()
 	dryRun, aerr := queryFlag(q, "dry-run")
 	if aerr != nil {
-		return nil, aerr
+		return nil, nil, aerr
 	}
 	if aerr := checkRequestText(r); aerr != nil {
-		return nil, aerr
+		return nil, nil, aerr
 	}
 	if reason := q.Get("reason"); len(reason) > fsm.MaxReasonTextLen {
-		return nil, badRequest("reason", "reason is %d bytes long; at most %d", len(reason), fsm.MaxReasonTextLen)
+		return nil, nil, badRequest("reason", "reason is %d bytes long; at most %d", len(reason), fsm.MaxReasonTextLen)
 	}
 	ops, aerr := build(r, body)
 	if aerr != nil {
-		return nil, aerr
+		return nil, nil, aerr
 	}
 	if e := fsm.CheckJobSize(len(ops)); e != nil {
-		return nil, FromFSM(e)
+		return nil, nil, FromFSM(e)
 	}
 	ns := now.UnixNano()
 	var trail []fsm.ReasonEntry
@@ -1071,17 +1072,18 @@ func (s *Server) prepareOps(r *http.Request, body []byte, build opsBuilder, now 
 	trail = append(trail, fsm.ReasonEntry{Source: "gnt:library:rlib2", Text: r.Method + " " + r.URL.Path, TimeNS: ns})
 	trailJSON := fsm.AppendReasonTrail(make([]byte, 0, 128), trail)
 	out := make([]json.RawMessage, len(ops))
+	parsed := make([]fsm.Opcode, len(ops))
 	for i, o := range ops {
 		raw, ok := o.(json.RawMessage)
 		if !ok {
 			var err error
 			if raw, err = json.Marshal(o); err != nil {
-				return nil, badRequest("", "encoding opcode %d: %v", i, err)
+				return nil, nil, badRequest("", "encoding opcode %d: %v", i, err)
 			}
 		}
 		op, err := fsm.ParseOpcode(raw)
 		if err != nil {
-			return nil, opError(len(ops), i, fsm.AsError(err))
+			return nil, nil, opError(len(ops), i, fsm.AsError(err))
 		}
 		aerr := s.vetOOBProgram(op)
 		if aerr == nil {
@@ -1095,8 +1097,9 @@ func (s *Server) prepareOps(r *http.Request, body []byte, build opsBuilder, now 
 				aerr.Message = fmt.Sprintf("opcode %d: %s", i, aerr.Message)
 				aerr.Explain = aerr.Message
 			}
-			return nil, aerr
+			return nil, nil, aerr
 		}
+		parsed[i] = op
 		if spliced, ok := withTrail(raw, trailJSON); ok && !dryRun && len(op.Common().Reason) == 0 {
 			out[i] = spliced
 			continue
@@ -1110,10 +1113,10 @@ func (s *Server) prepareOps(r *http.Request, body []byte, build opsBuilder, now 
 			c.DryRun = &yes
 		}
 		if out[i], err = json.Marshal(op); err != nil {
-			return nil, badRequest("", "encoding opcode %d: %v", i, err)
+			return nil, nil, badRequest("", "encoding opcode %d: %v", i, err)
 		}
 	}
-	return out, nil
+	return out, parsed, nil
 }
 
 // withTrail adds "reason": trail to an opcode object that has no reason
@@ -1167,26 +1170,29 @@ func opError(n, i int, e *fsm.Error) *APIError {
 	return FromFSM(e)
 }
 
-// checkDRBDOps refuses, at submission, the instance creations of template
-// drbd on nodes whose agents said they take no drbd disks
-// (fsm.State.CheckDRBDNodes), so that it is never their job that fails.
-func checkDRBDOps(st *fsm.State, ops []json.RawMessage) *fsm.Error {
-	for i, raw := range ops {
-		if !bytes.Contains(raw, []byte(`"drbd"`)) {
-			continue
-		}
-		var c struct {
-			ID       string `json:"OP_ID"`
-			Template string `json:"disk_template"`
-			PNode    string `json:"pnode"`
-			SNode    string `json:"snode"`
-		}
-		if json.Unmarshal(raw, &c) != nil || c.ID != "OP_INSTANCE_CREATE" || c.Template != fsm.DTDrbd {
-			continue // malformed ones: the state machine says why
-		}
-		if e := st.CheckDRBDNodes(c.PNode, c.SNode); e != nil {
+// checkDRBDOps refuses, at submission, the opcodes of a job (parsed, in
+// order) that would put drbd disks on nodes whose agents said they take
+// none (fsm.State.CheckDRBDOp), so that it is never their job that fails.
+// Every submission path calls it, on the leader's state, before its Raft
+// write.
+func checkDRBDOps(st *fsm.State, ops []fsm.Opcode) *fsm.Error {
+	for i, op := range ops {
+		if e := st.CheckDRBDOp(op); e != nil {
 			if len(ops) > 1 {
 				e = &fsm.Error{Code: e.Code, Field: e.Field, Msg: fmt.Sprintf("opcode %d: %s", i, e.Msg)}
+			}
+			return e
+		}
+	}
+	return nil
+}
+
+// checkDRBDJobs is checkDRBDOps for the jobs of one submission.
+func checkDRBDJobs(st *fsm.State, jobs [][]fsm.Opcode) *fsm.Error {
+	for k, ops := range jobs {
+		if e := checkDRBDOps(st, ops); e != nil {
+			if len(jobs) > 1 {
+				e = &fsm.Error{Code: e.Code, Field: e.Field, Msg: fmt.Sprintf("job %d of the submission: %s", k, e.Msg)}
 			}
 			return e
 		}
@@ -1199,7 +1205,7 @@ func checkDRBDOps(st *fsm.State, ops []json.RawMessage) *fsm.Error {
 // X-Gnt-Job-Status its status then. With hold > 0 the answer waits until
 // the job is finalized (or hold passes): a client that wants the outcome
 // then needs one request, not a submission and a wait.
-func (s *Server) submit(w http.ResponseWriter, r *http.Request, ops []json.RawMessage, now time.Time, hold time.Duration) error {
+func (s *Server) submit(w http.ResponseWriter, r *http.Request, ops []json.RawMessage, parsed []fsm.Opcode, now time.Time, hold time.Duration) error {
 	if aerr := s.refuseDebugOps(ops); aerr != nil {
 		writeError(w, aerr)
 		return nil
@@ -1228,7 +1234,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, ops []json.RawMe
 			e = st.CheckJobs([]fsm.JobSpec{{Ops: ops, UUIDs: uuids}})
 		}
 		if e == nil && st.Initialized() {
-			e = checkDRBDOps(st, ops)
+			e = checkDRBDOps(st, parsed)
 		}
 	})
 	if e != nil {
