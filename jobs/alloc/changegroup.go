@@ -152,7 +152,7 @@ func ResolveGroupChange(st *fsm.State, instances []string, from string, targets 
 // unallocable groups take nothing), on nodes that have its memory, disk
 // and vcpus, keep N+1 and can run its hypervisor (fsm.PlacementHypervisor,
 // as evacuation). A drbd instance moves to
-// two new nodes of one group (MoveRelocate: its disks are copied from its
+// two new nodes of one group that take drbd disks (MoveRelocate: its disks are copied from its
 // primary, which must be up); a diskless one is re-created on one node
 // (MoveRecreate: it has no data). Real plain and file instances cannot
 // change group (their data would stay behind; hail refuses them too), nor
@@ -230,6 +230,7 @@ func (t *table) changeGroup(in *inst, targets []int32) (Move, *Failure) {
 			}
 		}
 		nd.drbd, kind = true, MoveRelocate
+		defer t.unmark(t.markNoDRBD())
 	case in.forthcoming || in.template == TemplateDiskless:
 	case in.template == TemplatePlain || in.template == TemplateFile:
 		return mv, failState("instances of disk template %s cannot change group: their data would stay behind (re-created empty)", in.template)

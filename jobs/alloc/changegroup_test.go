@@ -38,6 +38,19 @@ func TestChangeGroupPlan(t *testing.T) {
 			moves:     []string{"d1 relocate b1/b2"}, groups: []string{"g2"},
 		},
 		{
+			name:      "drbd goes only to nodes with DRBD",
+			c:         twoGroups().node("b3", "g2", 8*gib, 100*gib, 8).withNode("b1", noDRBD).inst("d1", TemplateDRBD, "a1", "a2", 2*gib, 10*gib, 2),
+			instances: []string{"d1"},
+			moves:     []string{"d1 relocate b2/b3"}, groups: []string{"g2"},
+		},
+		{
+			name:      "drbd: no target group with two nodes with DRBD",
+			c:         twoGroups().withNode("b1", noDRBD).inst("d1", TemplateDRBD, "a1", "a2", 2*gib, 10*gib, 2),
+			instances: []string{"d1"},
+			failed:    []string{"d1: no target group can take it: ", "b1 is without DRBD (node b1 has no DRBD (no /proc/drbd))"},
+			code:      fsm.CodeNoRes,
+		},
+		{
 			name: "diskless is re-created; plain and file are refused by name",
 			c: twoGroups().inst("z1", TemplateDiskless, "a1", "", 1*gib, 0, 1).
 				inst("p1", TemplatePlain, "a1", "", 1*gib, 10*gib, 1).

@@ -349,12 +349,14 @@ func (e *evac) undoFailover(in *inst, s int32) {
 }
 
 // replaceSecondary gives the instance, whose primary is p, the best new
-// secondary of p's group instead of the evacuated node, and returns it.
+// secondary of p's group instead of the evacuated node, and returns it;
+// a node without DRBD is never chosen.
 func (e *evac) replaceSecondary(in *inst, p int32) (int32, *Failure) {
 	t, n := e.t, e.n
 	if b := t.rows[p].bad; !in.forthcoming && (b == badOffline || b == badDead) {
 		return -1, failState("its primary node %s is %s: its disks cannot be copied to a new secondary", t.rows[p].name, b)
 	}
+	defer t.unmark(t.markNoDRBD())
 	t.removeSec(in, p, n)
 	nd := need{mem: in.mem, disk: in.disk, cpu: in.cpu, drbd: true}
 	best, bestD := int32(-1), 0.0
@@ -376,12 +378,14 @@ func (e *evac) replaceSecondary(in *inst, p int32) (int32, *Failure) {
 }
 
 // relocate re-places a drbd instance on the best new pair of its group,
-// after first failed (the reason the simpler moves were impossible).
+// after first failed (the reason the simpler moves were impossible), on
+// nodes with DRBD.
 func (e *evac) relocate(mv Move, in *inst, first *Failure) (Move, *Failure) {
 	t, n := e.t, e.n
 	if b := t.rows[n].bad; !in.forthcoming && (b == badOffline || b == badDead) {
 		return mv, first // the disks can only be copied after a failover
 	}
+	defer t.unmark(t.markNoDRBD())
 	nd := need{mem: in.mem, disk: in.disk, cpu: in.cpu, drbd: true}
 	g := t.rows[n].group
 	if in.pri >= 0 {

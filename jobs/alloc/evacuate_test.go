@@ -162,6 +162,36 @@ func TestEvacuatePlan(t *testing.T) {
 			code:   fsm.CodeNoRes,
 		},
 		{
+			name: "no new secondary without DRBD",
+			c: base().withNode("n3", noDRBD).
+				inst("d2", TemplateDRBD, "n2", "n1", 2*gib, 10*gib, 2),
+			node: "n1", mode: EvacSecondary,
+			moves: []string{"d2 replace_secondary n2/n4"}, // n3 would score as well
+		},
+		{
+			name: "no node with DRBD for a new secondary: the reason is named",
+			c:    base().withNode("n3", noDRBD).withNode("n4", noDRBD).inst("d2", TemplateDRBD, "n2", "n1", 2*gib, 10*gib, 2),
+			node: "n1", mode: EvacSecondary, code: fsm.CodeNoRes,
+			failed: []string{"d2: no drbd secondary for a primary on n2: n2 cannot be its own secondary; n1 is being evacuated; n3, n4 are without DRBD (node n3 has no DRBD (no /proc/drbd); node n4 has no DRBD (no /proc/drbd))"},
+		},
+		{
+			name: "all: failover, then a new secondary with DRBD; a plain one may go without",
+			c: base().withNode("n3", noDRBD).
+				inst("d1", TemplateDRBD, "n1", "n2", 2*gib, 10*gib, 2).
+				inst("z1", TemplateDiskless, "n1", "", 1*gib, 0, 1),
+			node: "n1", mode: EvacAll,
+			moves: []string{"d1 failover_replace n2/n4", "z1 recreate n3"},
+		},
+		{
+			name: "all: relocation to a new pair with DRBD",
+			c: newCluster().node("n1", "g", 8*gib, 100*gib, 8).node("n2", "g", 8*gib, 100*gib, 8).
+				node("n3", "g", 8*gib, 100*gib, 8, noDRBD).node("n4", "g", 8*gib, 100*gib, 8).node("n5", "g", 8*gib, 100*gib, 8).
+				inst("d1", TemplateDRBD, "n1", "n2", 2*gib, 10*gib, 2).
+				inst("big", TemplatePlain, "n2", "", 7*gib, 1*gib, 1),
+			node: "n1", mode: EvacAll,
+			moves: []string{"d1 relocate n4/n5"},
+		},
+		{
 			name: "hypervisors: recreated only on a node of its driver (the node it ran on is kvm)",
 			c:    hvNodes().inst("z1", TemplateDiskless, "n1", "", 1*gib, 0, 1),
 			node: "n1", mode: EvacPrimary,

@@ -55,6 +55,8 @@ type notes struct {
 	skip []bool
 	bad  map[string][]string
 	seen map[int32]bool
+	// noDRBD is the reasons of the nodes without DRBD, as they gave them.
+	noDRBD []string
 }
 
 func (t *table) notes(skip []bool) *notes {
@@ -74,6 +76,9 @@ func (n *notes) note(k int32) bool {
 	if !n.seen[k] {
 		n.seen[k] = true
 		n.bad[reason] = append(n.bad[reason], r.name)
+		if reason == badNoDRBD {
+			n.noDRBD = append(n.noDRBD, r.noDRBD)
+		}
 	}
 	return true
 }
@@ -81,7 +86,12 @@ func (n *notes) note(k int32) bool {
 func (n *notes) parts() []string {
 	var out []string
 	for _, reason := range badOrder {
-		if names := n.bad[reason]; len(names) > 0 {
+		names := n.bad[reason]
+		switch {
+		case len(names) == 0:
+		case reason == badNoDRBD:
+			out = append(out, listNames(names)+isAre(len(names))+" "+reason+" ("+listReasons(n.noDRBD)+")")
+		default:
 			out = append(out, listNames(names)+isAre(len(names))+" "+reason)
 		}
 	}
@@ -254,6 +264,15 @@ func listNames(names []string) string {
 		return strings.Join(names[:maxListed], ", ") + more(len(names))
 	}
 	return strings.Join(names, ", ")
+}
+
+// listReasons joins the first reasons nodes gave, each naming its node.
+func listReasons(rs []string) string {
+	const most = 3
+	if len(rs) > most {
+		return strings.Join(rs[:most], "; ") + fmt.Sprintf("; and %d more", len(rs)-most)
+	}
+	return strings.Join(rs, "; ")
 }
 
 func more(n int) string {

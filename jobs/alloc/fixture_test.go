@@ -51,6 +51,11 @@ func runs(hv string) func(*fsm.Node) { return func(n *fsm.Node) { n.Hypervisor =
 func forthcoming(i *fsm.Instance)    { i.Forthcoming = true }
 func down(i *fsm.Instance)           { i.AdminState = "down" }
 
+// noDRBD: the node's agent reported it takes no drbd disks.
+func noDRBD(n *fsm.Node) {
+	n.Storage = &fsm.NodeStorage{NoDRBD: "node " + n.Name + " has no DRBD (no /proc/drbd)"}
+}
+
 // inst adds an instance; sec is "" for plain and diskless; disk 0 means
 // no disks.
 func (c *cluster) inst(name, template, pri, sec string, mem, disk int64, vcpus int, mods ...func(*fsm.Instance)) *cluster {

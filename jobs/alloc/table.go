@@ -18,9 +18,10 @@ const (
 	badEvacuating = "being evacuated"
 	badExcluded   = "excluded"
 	badHypervisor = "running another hypervisor"
+	badNoDRBD     = "without DRBD"
 )
 
-var badOrder = []string{badOffline, badDead, badDrained, badNotVM, badEvacuating, badHypervisor, badExcluded}
+var badOrder = []string{badOffline, badDead, badDrained, badNotVM, badEvacuating, badHypervisor, badNoDRBD, badExcluded}
 
 // row is one node of the resource table.
 type row struct {
@@ -28,12 +29,14 @@ type row struct {
 	group      int32
 	bad        string // why the node takes nothing; "" when usable
 	hv         string // the driver the node's gntd runs ("" not known)
-	memTotal   int64
-	diskTotal  int64
-	cpuCap     int64
-	memUsed    int64
-	diskUsed   int64
-	cpuUsed    int64
+	// noDRBD is why the node takes no drbd disks (fsm.Node.NoDRBD).
+	noDRBD    string
+	memTotal  int64
+	diskTotal int64
+	cpuCap    int64
+	memUsed   int64
+	diskUsed  int64
+	cpuUsed   int64
 	// peers holds, per primary p (a row), the memory of the drbd
 	// instances with primary p and this node as secondary; rMem is the
 	// largest. Read and change them through table.peersOf: while lazy
@@ -145,7 +148,24 @@ func (t *table) markHypervisor(hv string) []int32 {
 	return marked
 }
 
-// unmark makes the rows markHypervisor marked usable again.
+// markNoDRBD makes the usable nodes that take no drbd disks take
+// nothing, and returns them (for unmark): a drbd instance's new nodes are
+// chosen among the others.
+func (t *table) markNoDRBD() []int32 {
+	var marked []int32
+	for k := range t.rows {
+		if r := &t.rows[k]; r.bad == "" && r.noDRBD != "" {
+			r.bad = badNoDRBD
+			marked = append(marked, int32(k))
+		}
+	}
+	if len(marked) > 0 {
+		t.sumGroups()
+	}
+	return marked
+}
+
+// unmark makes the rows markHypervisor or markNoDRBD marked usable again.
 func (t *table) unmark(rows []int32) {
 	for _, k := range rows {
 		t.rows[k].bad = ""
@@ -213,7 +233,7 @@ func buildTable(st *fsm.State, opts Options, skip, leaving, template string) *ta
 	for _, n := range nodes {
 		idx := int32(len(t.rows))
 		r := row{
-			uuid: n.UUID, name: n.Name, group: groupIdx[n.Group], hv: n.Hypervisor,
+			uuid: n.UUID, name: n.Name, group: groupIdx[n.Group], hv: n.Hypervisor, noDRBD: n.NoDRBD(),
 			memTotal: n.Resources.MemoryMiB, diskTotal: n.Resources.DiskMiB,
 			cpuCap: int64(math.Floor(float64(n.Resources.CPUs)*ratio + 1e-9)),
 		}
