@@ -38,6 +38,9 @@ type Input struct {
 	Nodes              map[string]Node      `json:"nodes"`
 	Instances          map[string]Instance  `json:"instances"`
 	Request            map[string]any       `json:"request"`
+	// drbd: the request places drbd disks (placesDRBD), so the nodes
+	// without DRBD are reported drained.
+	drbd bool
 }
 
 // NodeGroup is a node group of the input, keyed by UUID.
@@ -64,6 +67,11 @@ type Node struct {
 	Offline         bool           `json:"offline"`
 	Group           string         `json:"group"`
 	NDParams        map[string]any `json:"ndparams"`
+	// NoDRBD (a gnt extension) is why the node takes no drbd disks, as
+	// its agent reported it. When the request places drbd disks, such a
+	// node is also reported drained, so that an allocator that knows
+	// nothing of this key never chooses it.
+	NoDRBD string `json:"no_drbd,omitempty"`
 
 	TotalMemory    *int64 `json:"total_memory,omitempty"`
 	ReservedMemory *int64 `json:"reserved_memory,omitempty"`
@@ -133,8 +141,10 @@ func i64(v int64) *int64 { return &v }
 // (Request maps built by AllocateRequest and the like). The resource
 // figures are the built-in allocator's (alloc.Usage with opts), so an
 // external allocator and the built-in see the same cluster; a node
-// opts.Dead names is reported offline. Every instance is listed,
-// forthcoming ones too (with forthcoming set, a gnt extension).
+// opts.Dead names is reported offline, and, when the request places drbd
+// disks, a node whose agent said it takes none is reported drained (with
+// its reason in no_drbd). Every instance is listed, forthcoming ones too
+// (with forthcoming set, a gnt extension).
 func NewInput(st *fsm.State, opts alloc.Options, request map[string]any) *Input {
 	in := &Input{Version: Version, ClusterName: st.Cluster.Name, ClusterTags: orEmpty(st.Cluster.Tags),
 		EnabledHypervisors: orEmpty(st.Cluster.EnabledHypervisors), IPolicy: defaultIPolicy(),
@@ -161,6 +171,7 @@ func NewInput(st *fsm.State, opts alloc.Options, request map[string]any) *Input 
 		if out.SecondaryIP == "" {
 			out.SecondaryIP = out.PrimaryIP
 		}
+		out.NoDRBD = n.NoDRBD()
 		if !out.Offline && n.VMCapable {
 			us := usage[u]
 			out.TotalMemory, out.ReservedMemory, out.FreeMemory = i64(us.MemoryTotal), i64(0), i64(us.MemoryTotal-us.MemoryUsed)
@@ -202,7 +213,46 @@ func NewInput(st *fsm.State, opts alloc.Options, request map[string]any) *Input 
 		}
 		in.Instances[key] = ni
 	}
+	if in.drbd = in.placesDRBD(); in.drbd {
+		for name, n := range in.Nodes {
+			if n.NoDRBD != "" {
+				n.Drained = true
+				in.Nodes[name] = n
+			}
+		}
+	}
 	return in
+}
+
+// placesDRBD says whether the request (as AllocateRequest and the like
+// build it) may put drbd disks on the nodes it asks for: an allocation
+// of template drbd (one of a multi-allocation), a relocation (gnt
+// relocates drbd secondaries only), or an evacuation or change of group
+// of any drbd instance of the input.
+func (in *Input) placesDRBD() bool {
+	isDRBD := func(name string) bool { return in.Instances[name].DiskTemplate == alloc.TemplateDRBD }
+	switch in.Request["type"] {
+	case ModeAllocate:
+		return in.Request["disk_template"] == alloc.TemplateDRBD
+	case ModeMultiAllocate:
+		list, _ := in.Request["instances"].([]map[string]any)
+		for _, r := range list {
+			if r["disk_template"] == alloc.TemplateDRBD {
+				return true
+			}
+		}
+	case ModeRelocate:
+		name, _ := in.Request["name"].(string)
+		return isDRBD(name)
+	case ModeNodeEvacuate, ModeChangeGroup:
+		names, _ := in.Request["instances"].([]string)
+		for _, n := range names {
+			if isDRBD(n) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func orEmpty(s []string) []string {
