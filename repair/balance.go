@@ -37,7 +37,8 @@ import (
 //   - a running drbd instance live-migrated to its secondary (memory and
 //     vcpus move, the disks stay: the least invasive move there is);
 //   - a running drbd instance given a new secondary, the node of its group
-//     with the lowest load term and the disk free (hbal's replace-disks
+//     with the lowest load term and the disk free that takes drbd disks
+//     (fsm.Node.NoDRBD is empty) (hbal's replace-disks
 //     move, the only one that moves a real instance's disk: it copies
 //     every disk, so it comes last).
 //
@@ -405,7 +406,8 @@ func (b *balancer) best() *cand {
 				consider(cand{in: i, kind: MoveMigrate, from: p, to: s, mem: i.MemoryMiB, cpu: int64(i.VCPUs), name: name})
 			}
 			for _, x := range order {
-				if x != p && x != s && x.n.Group == p.n.Group && x.free.disk >= disk && runs(x) {
+				// Never to a node whose agent said it takes no drbd disks.
+				if x != p && x != s && x.n.Group == p.n.Group && x.free.disk >= disk && runs(x) && x.n.NoDRBD() == "" {
 					consider(cand{in: i, kind: MoveSecondary, from: s, to: x, disk: disk, name: name})
 					break
 				}

@@ -167,6 +167,8 @@ func applyNode(t testing.TB, n map[string]any, a map[string]string) {
 			n["ndparams"] = map[string]any{"oob_program": v}
 		case "hv":
 			n["hypervisor"] = v
+		case "nodrbd":
+			n["storage"] = map[string]any{"no_drbd": fmt.Sprintf("node %v has no DRBD", n["name"])}
 		default:
 			t.Fatalf("unknown node field %q", k)
 		}
