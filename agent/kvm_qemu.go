@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The qemu processes of the kvm driver: how they are started
@@ -101,23 +103,125 @@ func liveCmdline(pid int) (cmdline []byte, ok bool) {
 // killQEMU sends SIGKILL to the instance's qemu and waits until it is
 // gone (bounded by ctx).
 func killQEMU(ctx context.Context, pid int, uuid string) error {
-	if pid <= 1 || !isQEMUOf(pid, uuid) {
+	if pid <= 1 {
 		return nil
 	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+	p, err := openProc(pid)
+	if err != nil {
 		return err
 	}
-	return waitGone(ctx, pid, uuid)
+	defer p.close()
+	if !isQEMUOf(pid, uuid) {
+		return p.wait(ctx, pid, uuid) // exiting already, or not qemu
+	}
+	if err := p.kill(pid); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return err
+	}
+	return p.wait(ctx, pid, uuid)
 }
 
-// waitGone polls until the process is no longer the instance's live qemu
-// and, when it is exiting, until it has closed its files: an exiting
-// process loses its command line (its memory) before its files, so for a
-// moment its image locks are still held (a qemu-img on the disk right
-// after would fail to get the write lock). That second wait is bounded
-// by exitingMax, in case the pid is taken by a kernel thread (no command
-// line either).
+// waitGone waits until the instance's qemu at pid has exited, all its
+// threads with it, so that it holds no file any more (bounded by ctx). A
+// process whose main thread is a zombie can still have threads that hold
+// the image files and their locks open (a qemu-img on the disk right
+// after would fail to get its write lock): only a pidfd tells when the
+// whole process is gone.
 func waitGone(ctx context.Context, pid int, uuid string) error {
+	p, err := openProc(pid)
+	if err != nil {
+		return err
+	}
+	defer p.close()
+	return p.wait(ctx, pid, uuid)
+}
+
+// proc is a process held by a pidfd (fd -1: it was gone when opened, or
+// the kernel has no pidfds and the /proc polling of waitProc is used).
+type proc struct {
+	fd   int
+	gone bool
+	noFD bool
+}
+
+// openProc opens a pidfd for pid. A pid with no process (reaped) is
+// gone; a kernel without pidfds (before 5.3) falls back to polling /proc.
+func openProc(pid int) (*proc, error) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	switch {
+	case err == nil:
+		return &proc{fd: fd}, nil
+	case errors.Is(err, unix.ESRCH):
+		return &proc{fd: -1, gone: true}, nil
+	case errors.Is(err, unix.ENOSYS):
+		return &proc{fd: -1, noFD: true}, nil
+	default:
+		return nil, fmt.Errorf("pidfd_open of qemu (pid %d): %w", pid, err)
+	}
+}
+
+func (p *proc) close() {
+	if p.fd >= 0 {
+		unix.Close(p.fd)
+	}
+}
+
+// kill sends SIGKILL through the pidfd, so it reaches this process even
+// if its pid were taken by another meanwhile.
+func (p *proc) kill(pid int) error {
+	switch {
+	case p.gone:
+		return nil
+	case p.noFD:
+		return syscall.Kill(pid, syscall.SIGKILL)
+	}
+	return unix.PidfdSendSignal(p.fd, unix.SIGKILL, nil, 0)
+}
+
+// wait waits until the process has exited with all its threads (a pidfd
+// polls readable then), bounded by ctx. A live process that is not the
+// instance's qemu (its pid taken by another) is not waited for.
+func (p *proc) wait(ctx context.Context, pid int, uuid string) error {
+	switch {
+	case p.gone:
+		return nil
+	case p.noFD:
+		return waitProc(ctx, pid, uuid)
+	case !isQEMUOf(pid, uuid) && procAlive(pid) && !exiting(pid):
+		return nil
+	}
+	for {
+		done, err := pidfdReady(p.fd)
+		if err != nil {
+			return fmt.Errorf("waiting for qemu (pid %d) to exit: %w", pid, err)
+		}
+		if done {
+			return nil
+		}
+		if err := sleep(ctx, 20*time.Millisecond); err != nil {
+			return fmt.Errorf("qemu (pid %d) still running: %w", pid, err)
+		}
+	}
+}
+
+// pidfdReady tells, without blocking, whether the pidfd's process has
+// exited with all its threads.
+func pidfdReady(fd int) (bool, error) {
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(fds, 0)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		return n > 0, err
+	}
+}
+
+// waitProc is waitGone on kernels without pidfds: it polls /proc until
+// the process is no longer the instance's live qemu and, while it is
+// exiting (its command line gone, not yet a zombie), a little longer,
+// bounded by exitingMax: threads can still hold its files after that,
+// which only a pidfd would tell.
+func waitProc(ctx context.Context, pid int, uuid string) error {
 	for isQEMUOf(pid, uuid) {
 		if err := sleep(ctx, 50*time.Millisecond); err != nil {
 			return fmt.Errorf("qemu (pid %d) still running: %w", pid, err)
@@ -131,8 +235,7 @@ func waitGone(ctx context.Context, pid int, uuid string) error {
 	return nil
 }
 
-// exitingMax bounds how long waitGone waits for an exiting qemu to close
-// its files.
+// exitingMax bounds how long waitProc waits for an exiting qemu.
 const exitingMax = 10 * time.Second
 
 // procAlive tells whether pid is a process that is neither gone nor a
@@ -150,10 +253,8 @@ func procAlive(pid int) bool {
 // (its command line empty or unreadable) but not yet a zombie.
 func exiting(pid int) bool {
 	if !procAlive(pid) {
-		return false // gone, or a zombie: its files are closed
+		return false
 	}
-	// Past the release of its memory, the command line reads empty or
-	// fails; a live process with one is another that took the pid.
 	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 	return err != nil || len(cmdline) == 0
 }
