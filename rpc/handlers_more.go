@@ -574,10 +574,11 @@ func (s *Server) handleMultiAlloc(w http.ResponseWriter, r *http.Request) {
 		if st.Resent(token) {
 			return nil
 		}
-		if e := st.CheckJobs(cmd.Jobs); e != nil {
+		// As submit: the nodes' DRBD first, then the rest.
+		if e := checkDRBDJobs(st, parsed); e != nil {
 			return e
 		}
-		return checkDRBDJobs(st, parsed)
+		return st.CheckJobs(cmd.Jobs)
 	}
 	s.applyCommand(w, r, body, cmd, check, func(resp fsm.Response) any {
 		if len(resp.JobIDs) == 0 {

@@ -221,10 +221,11 @@ func (s *Server) handleSubmitJobs(w http.ResponseWriter, r *http.Request) {
 		if st.Resent(token) {
 			return nil // a resend answers with the jobs the first one made
 		}
-		if e := st.CheckJobs(cmd.Jobs); e != nil {
+		// As submit: the nodes' DRBD first, then the rest.
+		if e := checkDRBDJobs(st, parsed); e != nil {
 			return e
 		}
-		return checkDRBDJobs(st, parsed)
+		return st.CheckJobs(cmd.Jobs)
 	}
 	s.applyCommand(w, r, body, cmd, check, func(resp fsm.Response) any {
 		return SubmitJobsResponse{JobIDs: resp.JobIDs}
