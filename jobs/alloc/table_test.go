@@ -178,3 +178,31 @@ func TestStoragePlacement(t *testing.T) {
 		t.Fatalf("capacity %+v, %v", capRes, err)
 	}
 }
+
+// TestAllocateDRBDSkipsNodesWithoutDRBD: a drbd placement never chooses
+// a node whose agent said it takes no drbd disks, even the emptiest one,
+// whether the allocator chooses both nodes or the secondary of a given
+// primary; a plain placement still may. Given, such a node is refused
+// naming its reason.
+func TestAllocateDRBDSkipsNodesWithoutDRBD(t *testing.T) {
+	// n0 is the largest node by far: every placement would choose it.
+	c := newCluster().node("n0", "g", 64*gib, 400*gib, 32, noDRBD).node("n1", "g", 8*gib, 100*gib, 8).
+		node("n2", "g", 8*gib, 100*gib, 8).node("n3", "g", 8*gib, 100*gib, 8)
+	for _, req := range []Request{drbd(1*gib, 10*gib, 1), func() Request { r := drbd(1*gib, 10*gib, 1); r.Nodes = []string{"n2"}; return r }()} {
+		res, err := Allocate(c.st, req, Options{})
+		if err != nil {
+			t.Fatalf("%+v: %v", req, err)
+		}
+		if res.PrimaryName == "n0" || res.SecondaryName == "n0" || res.SecondaryName == "" {
+			t.Errorf("%+v placed on %v, want two nodes other than n0", req, res.NodeNames())
+		}
+	}
+	if res, err := Allocate(c.st, plain(1*gib, 10*gib, 1), Options{}); err != nil || res.PrimaryName != "n0" {
+		t.Errorf("plain placed on %v, %v; want n0", res.NodeNames(), err)
+	}
+	req := drbd(1*gib, 10*gib, 1)
+	req.Nodes = []string{"n1", "n0"}
+	if res, err := Allocate(c.st, req, Options{}); err == nil || !strings.Contains(err.Error(), "n0 has 0 (node n0 has no DRBD (no /proc/drbd))") {
+		t.Errorf("drbd on n1, n0: %v, %v; want a refusal naming n0's reason", res.NodeNames(), err)
+	}
+}
