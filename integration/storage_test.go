@@ -160,7 +160,8 @@ func TestStorageUnitsRecorded(t *testing.T) {
 // have) and why it takes no drbd disks; once the leader recorded it, a
 // plain instance on it is refused by the allocator naming the missing
 // volume group, and a drbd instance is refused at submission naming why,
-// with no job made. No guest is started.
+// with no job made, by POST /2/instances, POST /2/gnt/jobs and POST
+// /2/instances-multi-alloc alike. No guest is started.
 func TestStorageKVMPlacement(t *testing.T) {
 	c := NewCluster(t, ClusterOptions{Candidates: 1, Nodes: 1, MemberArgs: func(name, _ string) []string {
 		if name == "node21" {
@@ -192,8 +193,28 @@ func TestStorageKVMPlacement(t *testing.T) {
 		id, _, err := c.Client().Submit(ctx, "POST", "/2/instances", nil, body)
 		return id, err
 	}
+	jobsBefore, err := c.GNT("job", "list")
+	if err != nil {
+		t.Fatalf("job list: %v\n%s", err, jobsBefore)
+	}
 	if id, err := create("drbd"); err == nil || !strings.Contains(err.Error(), "disk template drbd needs DRBD on both nodes: node node21 ") {
 		t.Errorf("drbd on a kvm node: job %d, %v; want a refusal at submission naming node21", id, err)
+	}
+	// The other submission paths refuse it alike: several jobs at once,
+	// and a multi-allocation naming its nodes.
+	op := map[string]any{"OP_ID": "OP_INSTANCE_CREATE", "instance_name": "vm2", "disk_template": "drbd", "nics": []any{},
+		"disks": []any{map[string]any{"size": 64}}, "hypervisor": "kvm", "os_type": "noop", "no_install": true,
+		"start": false, "pnode": "node21", "snode": "node11"}
+	if ids, _, err := c.Client().SubmitJobs(ctx, [][]map[string]any{{op}}, ""); err == nil || !strings.Contains(err.Error(), "disk template drbd needs DRBD on both nodes: node node21 ") {
+		t.Errorf("drbd on a kvm node by POST /2/gnt/jobs: jobs %v, %v; want a refusal at submission naming node21", ids, err)
+	}
+	delete(op, "OP_ID")
+	if id, _, err := c.Client().Submit(ctx, "POST", "/2/instances-multi-alloc", nil, map[string]any{"instances": []any{op}}); err == nil ||
+		!strings.Contains(err.Error(), "disk template drbd needs DRBD on both nodes: node node21 ") {
+		t.Errorf("drbd on a kvm node by a multi-allocation: job %d, %v; want a refusal at submission naming node21", id, err)
+	}
+	if jobsAfter, err := c.GNT("job", "list"); err != nil || jobsAfter != jobsBefore {
+		t.Errorf("the refused submissions made jobs: %v\n%s\nbefore:\n%s", err, jobsAfter, jobsBefore)
 	}
 	id, err := create("plain")
 	if err != nil {
