@@ -405,7 +405,7 @@ func RunDev(ctx context.Context, o DevOptions) error {
 	}
 	if o.Hypervisor == "kvm" {
 		out.Printf("[dev] kvm: guests boot %s with %s; sharedfile disks in %s\n", kernel, initrd, shared)
-		out.Printf("[dev] try: gnt instance add -t sharedfile --disk 16M --memory 128 --os-type gnt-image+default -n node12 vm1 (more in docs/tour.md)\n")
+		out.Printf("[dev] try: gnt instance add -t sharedfile --disk 16M --memory 128 --os-type gnt-image+default -n node12 --no-nics vm1 (more in docs/tour.md)\n")
 	}
 	out.Printf("[dev] try: gnt cluster info; gnt node list   (Ctrl-C stops everything)\n\n")
 	<-ctx.Done()

@@ -40,7 +40,11 @@ func TestFlagsBecomeRequests(t *testing.T) {
 		{[]string{"group", "add-tags", "g1", "t"}, `PUT /2/groups/g1/tags?tag=t`},
 		{[]string{"instance", "remove-tags", "i1", "t"}, `DELETE /2/instances/i1/tags?tag=t`},
 		{[]string{"instance", "add", "web1", "--memory", "4G", "--no-move-reservations"},
-			`POST /2/instances {"__version__":1,"beparams":{"memory":4096},"gnt_move_reservations":false,"instance_name":"web1"}`},
+			`POST /2/instances {"__version__":1,"beparams":{"memory":4096},"gnt_move_reservations":false,"instance_name":"web1","nics":[{}]}`},
+		// Without --net one NIC of the cluster's nicparams, as Ganeti's
+		// add; --no-nics none.
+		{[]string{"instance", "add", "-t", "diskless", "--no-nics", "web1"},
+			`POST /2/instances {"__version__":1,"disk_template":"diskless","instance_name":"web1","nics":[]}`},
 		// Global flags may follow the command, as with Ganeti's commands.
 		{[]string{"node", "remove", "n1", "--reason", "hardware swap", "--force"}, `DELETE /2/nodes/n1?reason=hardware+swap`},
 		{[]string{"cluster", "master-failover", "--to", "n2"}, `POST /2/gnt/master-failover {"target":"n2"}`},
@@ -214,6 +218,24 @@ func TestYesNoIsStrict(t *testing.T) {
 		}
 		if !strings.Contains(r.stderr, "--drained") || !strings.Contains(r.stderr, "yes or no") {
 			t.Errorf("--drained %q: stderr %q", v, r.stderr)
+		}
+	}
+	if reqs := f.requests(); len(reqs) != 0 {
+		t.Errorf("nothing should be sent on a usage error: %v", reqs)
+	}
+}
+
+// TestNoNICsWithNet: --no-nics beside --net is refused by name (Ganeti's
+// add lets --net win; gnt drops neither), and nothing is sent.
+func TestNoNICsWithNet(t *testing.T) {
+	f := newFake(t)
+	for _, args := range [][]string{
+		{"instance", "add", "-t", "diskless", "--no-nics", "--net", "mode=routed,ip=192.0.2.9", "i1"},
+		{"instance", "add", "-t", "diskless", "--net", "0:link=br1", "--no-nics", "i1"},
+	} {
+		r := gnt(t, nil, append([]string{"--server", f.addr()}, args...)...)
+		if r.code != 2 || !strings.Contains(r.stderr, "--no-nics and --net exclude each other") {
+			t.Errorf("%v: exit %d, stderr %q", args, r.code, r.stderr)
 		}
 	}
 	if reqs := f.requests(); len(reqs) != 0 {

@@ -36,7 +36,8 @@ func (e environment) instanceOpCommands() []*cli.Command {
 				&cli.StringFlag{Name: "node", Aliases: []string{"n"}, Usage: "`PNODE[:SNODE]` instead of the allocator"},
 				&cli.StringFlag{Name: "iallocator", Aliases: []string{"I"}, Usage: "allocators to try in order, `NAME[,NAME...]`: hail (built-in) or programs of the iallocators directory (default: the cluster's default list)"},
 				&cli.StringFlag{Name: "group", Usage: "place within this node group"},
-				&cli.StringSliceFlag{Name: "net", Usage: "a NIC: `mode=MODE,link=LINK,vlan=VLAN,ip=IP,mac=MAC,name=NAME`, or network=NETWORK[,ip=pool|IP] (mode and link from the network's connection; pool: its lowest free address), each optionally with Ganeti's index (0:mode=routed,...; then every --net has one); without --net the instance has no NIC (Ganeti's add gives it one of the cluster's defaults) (repeatable)"},
+				&cli.StringSliceFlag{Name: "net", Usage: "a NIC: `mode=MODE,link=LINK,vlan=VLAN,ip=IP,mac=MAC,name=NAME`, or network=NETWORK[,ip=pool|IP] (mode and link from the network's connection; pool: its lowest free address), each optionally with Ganeti's index (0:mode=routed,...; then every --net has one); without --net the instance has one NIC of the cluster's nicparams (gnt cluster info; --no-nics for none) (repeatable)"},
+				&cli.BoolFlag{Name: "no-nics", Usage: "create the instance without NICs (instead of one of the cluster's nicparams; not with --net)"},
 				&cli.BoolFlag{Name: "no-start", Usage: "do not start the instance"},
 				&cli.BoolFlag{Name: "no-install", Usage: "do not install the OS"},
 				&cli.BoolFlag{Name: "forthcoming", Usage: "only reserve the resources (commit later with 'gnt instance create NAME')"},
@@ -390,8 +391,16 @@ func instanceAdd(ctx context.Context, s *session, c *cli.Context, args []string)
 	if err != nil {
 		return usagef(c, "%v", err)
 	}
-	if len(nics) > 0 {
+	switch {
+	case c.Bool("no-nics") && len(nics) > 0:
+		return usagef(c, "--no-nics and --net exclude each other: --no-nics creates the instance without NICs, --net gives it these")
+	case c.Bool("no-nics"):
+		body["nics"] = []map[string]any{}
+	case len(nics) > 0:
 		body["nics"] = nics
+	default:
+		// Ganeti's add: one NIC, its mode and link the cluster's nicparams.
+		body["nics"] = []map[string]any{{}}
 	}
 	for flag, field := range map[string]string{"no-start": "start", "no-install": "no_install", "forthcoming": "forthcoming"} {
 		if c.Bool(flag) {
