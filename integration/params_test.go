@@ -17,7 +17,8 @@ import (
 
 // TestParametersRoundTrip drives the parameter model through gnt's CLI
 // against real gntds: the cluster's -H/-B/-N/-D/--enabled-hypervisors,
-// an instance's -H/-B/-O and --net at creation and modification; each
+// an instance's -H/-B/-O and --net (or none: one NIC of the cluster's
+// nicparams; --no-nics: none) at creation and modification; each
 // value shows in the API's fields (filled and custom), and a global
 // hypervisor parameter, an unknown key and a routed NIC without an IP
 // are refused by name, changing nothing.
@@ -60,6 +61,15 @@ func TestParametersRoundTrip(t *testing.T) {
 	same("nic.links", in["nic.links"], `["br7","br7"]`)
 	same("nic.vlans", in["nic.vlans"], `[".5",""]`)
 
+	// Without --net one NIC of the cluster's nicparams (Ganeti's add),
+	// with --no-nics none.
+	run("instance", "add", "-t", "diskless", "-n", "node21", "--no-start", "--no-install", "pw3")
+	in3 := get("/2/instances/pw3")
+	same("pw3 nic.modes", in3["nic.modes"], `["bridged"]`)
+	same("pw3 nic.links", in3["nic.links"], `["br7"]`)
+	run("instance", "add", "-t", "diskless", "-n", "node21", "--no-start", "--no-install", "--no-nics", "pw4")
+	same("pw4 nic.modes", get("/2/instances/pw4")["nic.modes"], `[]`)
+
 	run("instance", "modify", "pw1", "-H", "-kernel_path,serial_speed=115200", "--net", "1:link=br8", "-B", "always_failover")
 	in = get("/2/instances/pw1")
 	same("custom_hvparams", in["custom_hvparams"], `{"acpi":false,"serial_speed":115200}`)
@@ -79,6 +89,7 @@ func TestParametersRoundTrip(t *testing.T) {
 		{[]string{"cluster", "modify", "-D", "rbd:pool=x"}, "diskparams.rbd"},
 		{[]string{"instance", "add", "-t", "diskless", "-n", "node21", "--no-start", "-H", "exec:acpi=no", "pw2"}, "hvparams.acpi"},
 		{[]string{"instance", "add", "-t", "diskless", "-n", "node21", "--no-start", "-H", "exec", "pw2"}, "exec is not enabled"},
+		{[]string{"instance", "add", "-t", "diskless", "-n", "node21", "--no-start", "--no-nics", "--net", "mode=routed,ip=192.0.2.78", "pw2"}, "--no-nics and --net exclude each other"},
 	} {
 		out, code := c.GNTExit(bad.args...)
 		if code == 0 || !strings.Contains(out, bad.want) {
