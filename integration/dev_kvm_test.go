@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,7 +19,9 @@ import (
 // six members run the kvm driver with one shared file storage dir, and
 // the cluster's kvm hvparams boot the test guest (`make guest`; here
 // built into a temp dir given as --guest-dir), so a sharedfile instance
-// created through gnt with no hvparams of its own prints its marker on
+// created through gnt with no hvparams of its own (and --no-nics: with
+// the default NIC it is refused naming the missing bridge gnt-br0,
+// where the machine has none) prints its marker on
 // its serial console, and again on the node hail chooses for a failover
 // (gnt instance failover -I hail); with the failover autorepair tag,
 // that node killed (gntd and qemu) and marked offline, harep brings it
@@ -93,6 +96,14 @@ func TestDevKVM(t *testing.T) {
 
 	// The tour's instance: no hvparams, the cluster's boot the guest;
 	// --no-nics, as this machine need not have the default NIC's bridge.
+	// Without it (and without that bridge) the create is refused naming
+	// the bridge, before anything is made.
+	if _, err := net.InterfaceByName("gnt-br0"); err != nil {
+		if o, err := gnt(8*time.Minute, "instance", "add", "-t", "sharedfile", "--disk", "16M", "--memory", "128",
+			"--os-type", "gnt-image+default", "-n", "node12", "vm0"); err == nil || !strings.Contains(o, `bridge "gnt-br0" (its link) does not exist on node node12`) {
+			t.Fatalf("gnt instance add vm0 with the default NIC on a machine without gnt-br0: %v\n%s\nwant a refusal naming the bridge", err, o)
+		}
+	}
 	if o, err := gnt(8*time.Minute, "instance", "add", "-t", "sharedfile", "--disk", "16M", "--memory", "128",
 		"--os-type", "gnt-image+default", "-n", "node12", "--no-nics", "vm1"); err != nil {
 		t.Fatalf("gnt instance add: %v\n%s", err, o)
