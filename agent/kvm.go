@@ -1222,7 +1222,7 @@ func (k *KVM) DiskAttach(ctx context.Context, inst fsm.Instance, disk string) (R
 			return false, "", notFound("disk %s is not present on this node", disk)
 		}
 		if inst.DiskTemplate == fsm.DTPlain {
-			if err := k.lvActivate(ctx, OpDiskAttach, inst, disk, true); err != nil {
+			if err := k.lvActivate(ctx, OpDiskAttach, inst, true, disk); err != nil {
 				return false, "", err
 			}
 		}
@@ -1351,7 +1351,7 @@ func (k *KVM) DiskDetach(ctx context.Context, inst fsm.Instance, disk string) (R
 		}
 		d.Attached = false
 		if inst.DiskTemplate == fsm.DTPlain {
-			if err := k.lvActivate(ctx, OpDiskDetach, inst, disk, false); err != nil && !errors.Is(err, ErrNotFound) {
+			if err := k.lvActivate(ctx, OpDiskDetach, inst, false, disk); err != nil && !errors.Is(err, ErrNotFound) {
 				return false, "", err
 			}
 			return true, "detached and deactivated disk " + disk, nil

@@ -131,38 +131,48 @@ func (k *KVM) lvDo(ctx context.Context, op Op, tool string, args ...string) erro
 	return nil
 }
 
-// lvActivate activates (or deactivates) the disk's volume when it is not
-// already so.
-func (k *KVM) lvActivate(ctx context.Context, op Op, inst fsm.Instance, disk string, on bool) error {
-	vg, lv, sz, active, err := k.diskLV(ctx, op, inst, disk)
+// lvActivate activates (or deactivates) the volumes of the instance's
+// disks that are not already so, as one listing of the volume group says.
+func (k *KVM) lvActivate(ctx context.Context, op Op, inst fsm.Instance, on bool, disks ...string) error {
+	vg, err := k.volumeGroup()
 	if err != nil {
 		return err
 	}
-	if sz < 0 {
-		return notFound("disk %s: logical volume %s/%s does not exist on this node", disk, vg, lv)
-	}
-	if active == on {
-		return nil
+	lvs, err := k.listLVs(ctx, vg)
+	if err != nil {
+		return &OpError{Op: op, Err: err}
 	}
 	flag := "-an"
 	if on {
 		flag = "-ay"
 	}
-	return k.lvDo(ctx, op, "lvchange", flag, "--", vg+"/"+lv)
+	for _, disk := range disks {
+		lv := lvName(inst.UUID, disk)
+		sz, active := lvLookup(lvs, lv)
+		if sz < 0 {
+			return notFound("disk %s: logical volume %s/%s does not exist on this node", disk, vg, lv)
+		}
+		if active == on {
+			continue
+		}
+		if err := k.lvDo(ctx, op, "lvchange", flag, "--", vg+"/"+lv); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-// plainDisks activates every plain disk of the instance (before qemu
+// activatePlain activates every plain disk of the instance (before qemu
 // opens them); nothing for other templates.
 func (k *KVM) activatePlain(ctx context.Context, op Op, inst fsm.Instance) error {
 	if inst.DiskTemplate != fsm.DTPlain {
 		return nil
 	}
-	for _, d := range inst.Disks {
-		if err := k.lvActivate(ctx, op, inst, d.UUID, true); err != nil {
-			return err
-		}
+	disks := make([]string, len(inst.Disks))
+	for i, d := range inst.Disks {
+		disks[i] = d.UUID
 	}
-	return nil
+	return k.lvActivate(ctx, op, inst, true, disks...)
 }
 
 // storageSize is the size in MiB of the disk's storage here, -1 when

@@ -833,8 +833,9 @@ func TestKVMPlainDisks(t *testing.T) {
 
 // TestKVMPlainPoll: a status poll (List, Status) lists the volume group
 // once however many plain disks its instances have, and says of each disk
-// what asking lvs of it alone says; a failing lvs is run once too, and
-// the poll then lists no plain disk.
+// what asking lvs of it alone says; a start's activation of its volumes
+// lists it once too; a failing lvs is run once, and the poll then lists
+// no plain disk.
 func TestKVMPlainPoll(t *testing.T) {
 	ctx := context.Background()
 	lvm := &fakeLVM{vg: "testvg", lvs: map[string]*fakeLV{"other": {size: 8}}}
@@ -918,6 +919,28 @@ func TestKVMPlainPoll(t *testing.T) {
 	}
 	if n := runs(); n != 1 {
 		t.Errorf("status of an instance with 5 plain disks ran lvs %d times, want 1", n)
+	}
+
+	// A start activates every inactive volume of its instance from one
+	// listing too.
+	lvm.mu.Lock()
+	for _, d := range a.Disks[2:4] {
+		lvm.lvs[lvName(a.UUID, d.UUID)].active = false
+	}
+	lvm.mu.Unlock()
+	lvm.took()
+	if err := k.activatePlain(ctx, OpStart, a); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, d := range a.Disks[2:4] {
+		want = append(want, "lvchange -ay "+lvName(a.UUID, d.UUID))
+	}
+	if got := lvm.took(); !reflect.DeepEqual(got, want) {
+		t.Errorf("activating the instance's volumes ran %q, want %q", got, want)
+	}
+	if n := runs(); n != 1 {
+		t.Errorf("activating 5 plain disks ran lvs %d times, want 1", n)
 	}
 
 	lvm.mu.Lock()
