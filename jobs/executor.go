@@ -490,6 +490,18 @@ func (e *Executor) runOp(ctx context.Context, job *fsm.Job, idx int, resume bool
 			return nil // canceled while it waited, or failed a dependency
 		}
 		st = job.Ops[idx]
+		// The nodes' DRBD, checked as at submission (rpc's checkDRBDOps):
+		// a node may have said it takes no drbd disks since the job was
+		// queued, and balancing submits its moves without that check.
+		// The opcode fails before anything of it runs, with the same
+		// message.
+		var derr *fsm.Error
+		e.FSM.Read(func(s *fsm.State, _ uint64) { derr = s.CheckDRBDOp(op) })
+		if derr != nil {
+			_, err := e.update(ctx, fsm.JobUpdate{JobID: job.ID, OpIndex: idx, Action: fsm.ActionFinish,
+				Status: fsm.StatusError, Result: mustJSON(derr.Error())})
+			return err
+		}
 	}
 	if fsm.IsConfigOnly(op) {
 		_, err := e.update(ctx, fsm.JobUpdate{JobID: job.ID, OpIndex: idx, Action: fsm.ActionApply})
