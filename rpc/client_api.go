@@ -167,10 +167,13 @@ type GroupInfo struct {
 
 // BEParams are an instance's backend parameters.
 type BEParams struct {
-	Memory int64 `json:"memory"`
-	MaxMem int64 `json:"maxmem"`
-	MinMem int64 `json:"minmem"`
-	VCPUs  int   `json:"vcpus"`
+	Memory         int64 `json:"memory"`
+	MaxMem         int64 `json:"maxmem"`
+	MinMem         int64 `json:"minmem"`
+	VCPUs          int   `json:"vcpus"`
+	AutoBalance    bool  `json:"auto_balance"`
+	AlwaysFailover bool  `json:"always_failover"`
+	SpindleUse     int   `json:"spindle_use"`
 }
 
 // InstanceInfo is an instance object.

@@ -408,7 +408,7 @@ func TestInstances(t *testing.T) {
 		NICModes: []string{"bridged", "bridged"}, NICLinks: []string{"br0", "gnt-br0"}, NICUUIDs: []string{"n1", "n2"},
 		NICNames: []*string{nil, nil}, NICNetworks: []*string{nil, nil}, NICNetworksNames: []*string{nil, nil}, NICBridges: []*string{&br, &br2},
 		DiskUUIDs: []string{"d1", "d2"}, DiskNames: []*string{nil, nil},
-		BEParams: rpc.BEParams{Memory: 512, MaxMem: 512, MinMem: 512, VCPUs: 2},
+		BEParams: rpc.BEParams{Memory: 512, MaxMem: 512, MinMem: 512, VCPUs: 2, AutoBalance: true, SpindleUse: 1},
 		Tags:     []string{"a", "b"}}
 	if !reflect.DeepEqual(i, want) {
 		t.Errorf("instance\n got %+v\nwant %+v", i, want)

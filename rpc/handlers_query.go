@@ -98,10 +98,19 @@ func asJSONMap(v any) map[string]any {
 	return m
 }
 
-// instanceRow adds to an instance's object the per-parameter be/ fields
-// and the counts Ganeti derives from its lists.
+// instanceRow is an instance's query row: its object with the fields
+// AddDerivedInstanceFields adds.
 func instanceRow(v map[string]any) map[string]any {
 	m := asJSONMap(v)
+	AddDerivedInstanceFields(m)
+	return asJSONMap(m)
+}
+
+// AddDerivedInstanceFields adds to an instance's object, as decoded from
+// JSON, the fields Ganeti's queries derive from it: be/ for each of its
+// beparams, disk.count and nic.count. The query API's rows have them, and
+// gnt instance list computes them from the bulk listing.
+func AddDerivedInstanceFields(m map[string]any) {
 	if be, ok := m["beparams"].(map[string]any); ok {
 		for k, x := range be {
 			m["be/"+k] = x
@@ -111,7 +120,6 @@ func instanceRow(v map[string]any) map[string]any {
 	macs, _ := m["nic.macs"].([]any)
 	m["disk.count"] = len(sizes)
 	m["nic.count"] = len(macs)
-	return asJSONMap(m)
 }
 
 // objectDocs are the fields of every configuration object: tags, serial

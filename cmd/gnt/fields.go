@@ -69,7 +69,8 @@ gnt_storage_reported|` + kindTime + `|StorageReported|gnt: when the storage unit
 gnt_taps|` + kindText + `|Taps|gnt: whether the kvm driver can create tap devices (CAP_NET_ADMIN), yes or no and why (null: another driver, or not known)
 `)
 
-// The fields of GET /2/instances?bulk=1 (rpc.InstanceInfo).
+// The fields of GET /2/instances?bulk=1 (rpc.InstanceInfo), and those
+// instanceListing.derive adds (rpc.AddDerivedInstanceFields).
 var instanceFieldDefs = fieldTable(`
 name|` + kindText + `|Instance|Instance name
 uuid|` + kindText + `|UUID|Instance UUID
@@ -86,10 +87,28 @@ nic.modes|` + kindOther + `|NIC_modes|List containing each network interface's m
 nic.links|` + kindOther + `|NIC_links|List containing each network interface's link
 nic.networks|` + kindOther + `|NIC_networks|List containing each network interface's network (UUID)
 nic.networks.names|` + kindOther + `|NIC_networks_names|List containing each network interface's network name
+nic.uuids|` + kindOther + `|NIC_UUIDs|List containing each network interface's UUID
+nic.names|` + kindOther + `|NIC_Names|List containing each network interface's name
+nic.bridges|` + kindOther + `|NIC_bridges|List containing each network interface's bridge (its link in bridged mode)
+nic.count|` + kindNumber + `|NICs|Number of network interfaces
+disk.uuids|` + kindOther + `|Disk_UUIDs|List of disk UUIDs
+disk.names|` + kindOther + `|Disk_names|List of disk names
+disk.count|` + kindNumber + `|Disks|Number of disks
 network_port|` + kindOther + `|Network_port|Instance network port if available (e.g. for VNC console)
+status|` + kindText + `|Status|Instance status: running, ADMIN_down, ADMIN_offline, ERROR_up, ERROR_down, ERROR_wrongnode, ERROR_nodedown, ERROR_nodeoffline
+oper_state|` + kindBool + `|Running|Actual state of instance
+oper_ram|` + kindSize + `|Memory|Actual memory usage as seen by hypervisor (empty: not reported)
+oper_vcpus|` + kindNumber + `|VCPUs|Actual number of VCPUs as seen by hypervisor (empty: not reported)
 beparams|` + kindOther + `|BackendParameters|Backend parameters (merged)
 beparams.memory|` + kindSize + `|ConfigMemory|The memory size
 beparams.vcpus|` + kindNumber + `|ConfigVCPUs|The number of virtual CPUs
+be/memory|` + kindSize + `|ConfigMemory|The memory size of the instance
+be/vcpus|` + kindNumber + `|ConfigVCPUs|The number of virtual CPUs
+be/maxmem|` + kindSize + `|ConfigMaxMem|The maximum memory size of the instance
+be/minmem|` + kindSize + `|ConfigMinMem|The minimum memory size of the instance
+be/auto_balance|` + kindBool + `|Auto_balance|Whether the instance counts in N+1 and may be balanced
+be/always_failover|` + kindBool + `|Always_failover|Whether migrations of the instance are failovers
+be/spindle_use|` + kindNumber + `|Spindle_use|Disk spindles the instance uses
 forthcoming|` + kindBool + `|Forthcoming|Whether the instance is only a reservation of resources
 tags|` + kindOther + `|Tags|Tags
 serial_no|` + kindNumber + `|SerialNo|Instance object serial number, incremented on each modification

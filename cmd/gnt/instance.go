@@ -52,6 +52,7 @@ var instanceListing = listing{
 		{title: "VCPUs", field: "beparams.vcpus"},
 	},
 	fields: instanceFieldDefs,
+	derive: rpc.AddDerivedInstanceFields,
 }
 
 func instanceList(ctx context.Context, s *session, c *cli.Context, args []string) error {

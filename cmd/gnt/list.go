@@ -22,6 +22,9 @@ type listing struct {
 	keep func(object) bool
 	// query holds extra query parameters of the listing request.
 	query url.Values
+	// derive, when set, adds to each object the fields -o may name that
+	// the listing derives from others (an instance's nic.count, be/...).
+	derive func(object)
 }
 
 // bulk reads all objects of a kind, both as the server sent them and
@@ -93,6 +96,11 @@ func (s *session) list(ctx context.Context, l listing, names []string, c *cli.Co
 	}
 	if s.cfg.JSON() {
 		return printJSONList(s.stdout, raws)
+	}
+	if l.derive != nil {
+		for _, o := range objs {
+			l.derive(o)
+		}
 	}
 	if bad := opts.unknownFields(l.fields, objs); len(bad) > 0 {
 		return usagef(c, "unknown field(s) of %ss: %s (see 'gnt %s list-fields')", l.kind, strings.Join(bad, ", "), l.noun())

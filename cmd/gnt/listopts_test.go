@@ -14,7 +14,7 @@ func TestListOptions(t *testing.T) {
 	f := newFake(t)
 	f.on("GET", "/2/nodes", 200, twoNodes)
 	f.on("GET", "/2/instances", 200, `[{"name": "web1", "pnode": "n1", "os": "debian", "admin_state": "up", "beparams": {"memory": 1536, "vcpus": 2},
-		"disk_usage": 10240, "snodes": ["n2"]}]`)
+		"disk_usage": 10240, "snodes": ["n2"], "disk.sizes": [10240, 512], "nic.macs": ["aa:00:00:00:00:01"], "status": "running", "oper_ram": 1536}]`)
 	f.on("GET", "/2/groups", 200, `[{"name": "default", "node_cnt": 2, "alloc_policy": "preferred", "node_list": ["n1", "n2"]}]`)
 	f.on("GET", "/2/jobs", 200, `[{"id": 7, "status": "success", "summary": ["A", "B"], "priority": 0}]`)
 	for _, tc := range []struct {
@@ -34,6 +34,9 @@ func TestListOptions(t *testing.T) {
 		{[]string{"instance", "list", "-o", "name,pnode,snodes,beparams.memory,disk_usage", "--units", "m"},
 			"Instance Primary_node Secondary_Nodes ConfigMemory DiskUsage\nweb1     n1           n2              1536         10240\n", ""},
 		{[]string{"instance", "list", "--no-headers"}, "web1 debian n1 up 1.5G 2\n", ""},
+		// Fields Ganeti's list derives: counts and be/ parameters.
+		{[]string{"instance", "list", "-o", "name,status,oper_ram,nic.count,disk.count,be/memory,be/vcpus"},
+			"Instance Status  Memory NICs Disks ConfigMemory ConfigVCPUs\nweb1     running 1.5G   1    2     1.5G         2\n", ""},
 		{[]string{"group", "list", "-o", "name,node_list", "--separator", ";"}, "Group;NodeList\ndefault;n1,n2\n", ""},
 		{[]string{"job", "list", "-o", "id,priority,summary", "--no-headers"}, "7 0 A,B\n", ""},
 		{[]string{"job", "list", "-o", "+priority"}, "ID Status  Summary Prio\n7  success A,B     0\n", ""},
@@ -129,6 +132,9 @@ func TestFieldsAreServed(t *testing.T) {
 		{"network", served(rpc.NetworkInfo{}), networkFields},
 		{"job", jobs, jobFieldDefs},
 	} {
+		if tc.kind == "instance" {
+			instanceListing.derive(tc.obj)
+		}
 		for _, d := range tc.defs {
 			if _, ok := lookupField(tc.obj, d.name); !ok {
 				t.Errorf("%s field %s is described but not served", tc.kind, d.name)
