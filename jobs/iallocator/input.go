@@ -38,9 +38,6 @@ type Input struct {
 	Nodes              map[string]Node      `json:"nodes"`
 	Instances          map[string]Instance  `json:"instances"`
 	Request            map[string]any       `json:"request"`
-	// drbd: the request places drbd disks (placesDRBD), so the nodes
-	// without DRBD are reported drained.
-	drbd bool
 }
 
 // NodeGroup is a node group of the input, keyed by UUID.
@@ -213,7 +210,7 @@ func NewInput(st *fsm.State, opts alloc.Options, request map[string]any) *Input 
 		}
 		in.Instances[key] = ni
 	}
-	if in.drbd = in.placesDRBD(); in.drbd {
+	if in.placesDRBD() {
 		for name, n := range in.Nodes {
 			if n.NoDRBD != "" {
 				n.Drained = true

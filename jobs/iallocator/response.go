@@ -125,7 +125,10 @@ func usableNode(in *Input, name, what string) error {
 		return fmt.Errorf("%s names node %q, which the cluster does not have", what, short(name, 100))
 	case n.Offline:
 		return fmt.Errorf("%s names node %s, which is offline", what, name)
-	case n.NoDRBD != "" && in.drbd:
+	case n.Drained && n.NoDRBD != "":
+		// Drained as NewInput reports a node without DRBD to a request
+		// that places drbd disks (or by the operator too: either way the
+		// answer may not use it).
 		return fmt.Errorf("%s names node %s, which takes no drbd disks: %s", what, name, n.NoDRBD)
 	case n.Drained:
 		return fmt.Errorf("%s names node %s, which is drained", what, name)
