@@ -225,10 +225,21 @@ func NewInput(st *fsm.State, opts alloc.Options, request map[string]any) *Input 
 // build it) may put drbd disks on the nodes it asks for: an allocation
 // of template drbd (one of a multi-allocation), a relocation (gnt
 // relocates drbd secondaries only), or an evacuation or change of group
-// of any drbd instance of the input.
+// of any drbd instance of the input. A primary-only evacuation places
+// drbd disks only for a forthcoming drbd instance (which gnt relocates
+// when it cannot fail over, alloc's evacuation): the others fail over to
+// their secondaries, placing none (as in hail).
 func (in *Input) placesDRBD() bool {
 	isDRBD := func(name string) bool { return in.Instances[name].DiskTemplate == alloc.TemplateDRBD }
 	switch in.Request["type"] {
+	case ModeNodeEvacuate:
+		names, _ := in.Request["instances"].([]string)
+		primaryOnly := in.Request["evac_mode"] == string(alloc.EvacPrimary)
+		for _, n := range names {
+			if isDRBD(n) && (!primaryOnly || in.Instances[n].Forthcoming) {
+				return true
+			}
+		}
 	case ModeAllocate:
 		return in.Request["disk_template"] == alloc.TemplateDRBD
 	case ModeMultiAllocate:
@@ -241,7 +252,7 @@ func (in *Input) placesDRBD() bool {
 	case ModeRelocate:
 		name, _ := in.Request["name"].(string)
 		return isDRBD(name)
-	case ModeNodeEvacuate, ModeChangeGroup:
+	case ModeChangeGroup:
 		names, _ := in.Request["instances"].([]string)
 		for _, n := range names {
 			if isDRBD(n) {

@@ -43,7 +43,9 @@ func TestInputStorage(t *testing.T) {
 // reported with its reason (no_drbd) and, in every request that may put
 // drbd disks on the nodes it asks for, as drained, so that any allocator
 // leaves it out; an answer that names it anyway is refused, naming why.
-// A request of plain disks only sees it as it is.
+// A request of plain disks only sees it as it is, and so does a
+// primary-only evacuation, whose drbd instances fail over (unless one is
+// forthcoming: it may be relocated).
 func TestInputNoDRBD(t *testing.T) {
 	why := "node n4 has no DRBD (no /proc/drbd: the drbd kernel module is not loaded)"
 	plain := alloc.Request{Name: "new", Template: alloc.TemplatePlain, MemoryMiB: 256, VCPUs: 1, Disks: []int64{1024}}
@@ -68,6 +70,12 @@ func TestInputNoDRBD(t *testing.T) {
 			`{"success":true,"info":"","result":["n4"]}`},
 		{"node-evacuate with a drbd instance", func(*fsm.State) map[string]any { return NodeEvacuateRequest([]string{"web", "db"}, "all") }, true,
 			`{"success":true,"info":"","result":[[["web","g1",["n2","n4"]]],[["db",""]],[]]}`},
+		{"node-evacuate primary-only of a drbd instance", func(*fsm.State) map[string]any { return NodeEvacuateRequest([]string{"web", "db"}, "primary-only") }, false,
+			`{"success":true,"info":"","result":[[["db","g1",["n4"]]],[["web",""]],[]]}`},
+		{"node-evacuate primary-only of a forthcoming drbd instance", func(st *fsm.State) map[string]any {
+			st.Instances["u-web"].Forthcoming = true
+			return NodeEvacuateRequest([]string{"web", "db"}, "primary-only")
+		}, true, `{"success":true,"info":"","result":[[["web","g1",["n2","n4"]]],[["db",""]],[]]}`},
 		{"change-group of a drbd instance", func(*fsm.State) map[string]any { return ChangeGroupRequest([]string{"web"}, []string{"u-g2"}) }, true, ""},
 		{"change-group of a plain instance", func(*fsm.State) map[string]any { return ChangeGroupRequest([]string{"db"}, []string{"u-g2"}) }, false, ""},
 	} {
