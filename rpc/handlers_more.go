@@ -574,11 +574,7 @@ func (s *Server) handleMultiAlloc(w http.ResponseWriter, r *http.Request) {
 		if st.Resent(token) {
 			return nil
 		}
-		// As submit: the nodes' DRBD first, then the rest.
-		if e := checkDRBDJobs(st, parsed); e != nil {
-			return e
-		}
-		return st.CheckJobs(cmd.Jobs)
+		return checkSubmission(st, cmd.Jobs, parsed)
 	}
 	s.applyCommand(w, r, body, cmd, check, func(resp fsm.Response) any {
 		if len(resp.JobIDs) == 0 {

@@ -213,7 +213,7 @@ func (s *Server) handleSubmitJobs(w http.ResponseWriter, r *http.Request) {
 		}
 		cmd.Jobs, parsed = append(cmd.Jobs, spec), append(parsed, p)
 	}
-	if e := checkRelativeDeps(cmd.Jobs); e != nil {
+	if e := checkRelativeDeps(parsed); e != nil {
 		writeError(w, FromFSM(e))
 		return
 	}
@@ -221,11 +221,7 @@ func (s *Server) handleSubmitJobs(w http.ResponseWriter, r *http.Request) {
 		if st.Resent(token) {
 			return nil // a resend answers with the jobs the first one made
 		}
-		// As submit: the nodes' DRBD first, then the rest.
-		if e := checkDRBDJobs(st, parsed); e != nil {
-			return e
-		}
-		return st.CheckJobs(cmd.Jobs)
+		return checkSubmission(st, cmd.Jobs, parsed)
 	}
 	s.applyCommand(w, r, body, cmd, check, func(resp fsm.Response) any {
 		return SubmitJobsResponse{JobIDs: resp.JobIDs}
@@ -245,13 +241,9 @@ func archivedAsJob(a *fsm.ArchivedJob) *fsm.Job {
 
 // checkRelativeDeps refuses relative dependencies that point outside the
 // submission, which needs no state.
-func checkRelativeDeps(jobs []fsm.JobSpec) *fsm.Error {
-	for k, spec := range jobs {
-		for i, raw := range spec.Ops {
-			op, err := fsm.ParseOpcode(raw)
-			if err != nil {
-				return fsm.AsError(err)
-			}
+func checkRelativeDeps(jobs [][]fsm.Opcode) *fsm.Error {
+	for k, ops := range jobs {
+		for i, op := range ops {
 			deps, _ := op.Common().Dependencies()
 			for _, d := range deps {
 				if d.JobID < 0 && int64(k)+d.JobID < 0 {

@@ -1200,6 +1200,20 @@ func checkDRBDJobs(st *fsm.State, jobs [][]fsm.Opcode) *fsm.Error {
 	return nil
 }
 
+// checkSubmission checks the jobs of a submission (parsed: their
+// opcodes as prepareOps parsed them) on the leader's state before their
+// Raft write, in the one order of every submission path (submit,
+// POST /2/gnt/jobs, multi-allocations), so an opcode gets the same
+// refusal whichever path it came by: the nodes' DRBD first
+// (checkDRBDJobs), then the rest of the jobs (fsm.State.CheckJobs: their
+// dependencies); with jobs nil only the nodes' DRBD.
+func checkSubmission(st *fsm.State, jobs []fsm.JobSpec, parsed [][]fsm.Opcode) *fsm.Error {
+	if e := checkDRBDJobs(st, parsed); e != nil || jobs == nil {
+		return e
+	}
+	return st.CheckJobs(jobs)
+}
+
 // submit builds the job and applies it through Raft; the answer is the
 // job id, with X-Gnt-Index the index it was applied at and
 // X-Gnt-Job-Status its status then. With hold > 0 the answer waits until
@@ -1214,27 +1228,28 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, ops []json.RawMe
 	for i := range uuids {
 		uuids[i] = s.b.NewUUID()
 	}
-	// Dependencies are the only part of a submission prepareOps could not
-	// check without the state; check them on the leader's state so a bad
-	// one costs no Raft write.
+	// Dependencies and the nodes' DRBD are what prepareOps could not
+	// check without the state; they are checked on the leader's state
+	// (checkSubmission) so a bad one costs no Raft write.
 	hasDeps := false
 	for _, op := range ops {
 		hasDeps = hasDeps || bytes.Contains(op, []byte(`"depends"`))
 	}
+	var jobs []fsm.JobSpec
+	if hasDeps {
+		jobs = []fsm.JobSpec{{Ops: ops, UUIDs: uuids}}
+	}
 	token := r.Header.Get(HeaderSubmitToken)
 	var e *fsm.Error
 	s.b.FSM().Read(func(st *fsm.State, idx uint64) {
-		if st.Resent(token) {
+		if st.Resent(token) || !st.Initialized() {
 			// A resent submission: it will answer with the job the
-			// first one made, whose dependencies were checked then.
+			// first one made, which was checked then. (An uninitialized
+			// cluster's apply refuses the job, saying why.)
 			return
 		}
-		if hasDeps && st.Initialized() {
+		if e = checkSubmission(st, jobs, [][]fsm.Opcode{parsed}); e != nil {
 			setIndex(w, idx)
-			e = st.CheckJobs([]fsm.JobSpec{{Ops: ops, UUIDs: uuids}})
-		}
-		if e == nil && st.Initialized() {
-			e = checkDRBDOps(st, parsed)
 		}
 	})
 	if e != nil {
