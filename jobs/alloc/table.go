@@ -300,10 +300,10 @@ func (r *row) useStorage(n *fsm.Node, template string) {
 	if template == TemplateDiskless {
 		return
 	}
-	if template == TemplateDRBD && n.Storage != nil && n.Storage.NoDRBD != "" {
+	if template == TemplateDRBD && r.noDRBD != "" {
 		// The node takes no drbd disks (no DRBD, or a driver without
 		// them): no room, the reason in messages.
-		r.unit, r.diskTotal = n.Storage.NoDRBD, r.diskUsed
+		r.unit, r.diskTotal = r.noDRBD, r.diskUsed
 		return
 	}
 	sp, ok := n.Storage.Space(template, r.diskUsed)
