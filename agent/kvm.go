@@ -1109,7 +1109,7 @@ func (k *KVM) Remove(ctx context.Context, inst fsm.Instance) (Result, error) {
 			if sz, _ := sizes.size(ctx, inst, id, p); sz >= 0 {
 				n++
 			}
-			if err := k.removeStorage(ctx, OpRemove, inst, id, p); err != nil {
+			if err := k.removeStorage(ctx, OpRemove, inst, id, p, sizes); err != nil {
 				return false, "", err
 			}
 		}
@@ -1200,7 +1200,7 @@ func (k *KVM) DiskRemove(ctx context.Context, inst fsm.Instance, disk string) (R
 		if d := r.disk(disk); d != nil && d.Attached && k.pid(inst.UUID) != 0 {
 			return false, "", stateErr("disk %s is attached to instance %s, which runs here; detach it first", disk, inst.Name)
 		}
-		if err := k.removeStorage(ctx, OpDiskRemove, inst, disk, path); err != nil {
+		if err := k.removeStorage(ctx, OpDiskRemove, inst, disk, path, k.newDiskSizes()); err != nil {
 			return false, "", err
 		}
 		if r != nil {

@@ -109,20 +109,6 @@ func ParseLVS(out []byte) (map[string]LV, error) {
 	return lvs, nil
 }
 
-// diskLV looks up the logical volume of an instance's disk: its volume
-// group and name, size (-1: absent) and whether it is active.
-func (k *KVM) diskLV(ctx context.Context, op Op, inst fsm.Instance, disk string) (vg, lv string, size int64, active bool, err error) {
-	if vg, err = k.volumeGroup(); err != nil {
-		return "", "", 0, false, err
-	}
-	lv = lvName(inst.UUID, disk)
-	size, active, err = k.lvState(ctx, vg, lv)
-	if err != nil {
-		return "", "", 0, false, &OpError{Op: op, Err: err}
-	}
-	return vg, lv, size, active, nil
-}
-
 // lvDo runs an LVM tool on an instance's disk volume, as an OpError of op.
 func (k *KVM) lvDo(ctx context.Context, op Op, tool string, args ...string) error {
 	if out, err := k.lvm()(ctx, tool, args...); err != nil {
@@ -244,19 +230,28 @@ func (k *KVM) createStorage(ctx context.Context, inst fsm.Instance, disk, path s
 	return nil
 }
 
-// removeStorage removes the disk's storage (absent: nothing to do).
-func (k *KVM) removeStorage(ctx context.Context, op Op, inst fsm.Instance, disk, path string) error {
+// removeStorage removes the disk's storage (absent: nothing to do). A
+// logical volume is looked up in the listing of sizes, so that removing
+// several disks lists the volume group once.
+func (k *KVM) removeStorage(ctx context.Context, op Op, inst fsm.Instance, disk, path string, sizes *diskSizes) error {
 	if inst.DiskTemplate != fsm.DTPlain {
 		if err := removeDiskFile(path); err != nil {
 			return &OpError{Op: op, Err: err}
 		}
 		return nil
 	}
-	vg, lv, sz, _, err := k.diskLV(ctx, op, inst, disk)
-	if err != nil || sz < 0 {
+	vg, err := k.volumeGroup()
+	if err != nil {
 		return err
 	}
-	return k.lvDo(ctx, op, "lvremove", "-y", "--", vg+"/"+lv)
+	sz, err := sizes.size(ctx, inst, disk, path)
+	if err != nil {
+		return &OpError{Op: op, Err: err}
+	}
+	if sz < 0 {
+		return nil
+	}
+	return k.lvDo(ctx, op, "lvremove", "-y", "--", vg+"/"+lvName(inst.UUID, disk))
 }
 
 // growStorage grows a disk's storage that no running qemu has open (a

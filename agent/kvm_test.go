@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -835,7 +836,7 @@ func TestKVMPlainDisks(t *testing.T) {
 // once however many plain disks its instances have, and says of each disk
 // what asking lvs of it alone says; a start's activation of its volumes
 // lists it once too; a failing lvs is run once, and the poll then lists
-// no plain disk.
+// no plain disk; removing an instance lists it once for all its disks.
 func TestKVMPlainPoll(t *testing.T) {
 	ctx := context.Background()
 	lvm := &fakeLVM{vg: "testvg", lvs: map[string]*fakeLV{"other": {size: 8}}}
@@ -952,6 +953,26 @@ func TestKVMPlainPoll(t *testing.T) {
 	}
 	if n := runs(); n != 1 {
 		t.Errorf("list with lvs failing ran it %d times, want 1", n)
+	}
+
+	// Removing an instance lists the volume group once for all its
+	// disks, and removes the volumes listed (not the one gone).
+	lvm.mu.Lock()
+	lvm.vg = "testvg"
+	lvm.mu.Unlock()
+	lvm.took()
+	if _, err := k.Remove(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	want = []string{"lvremove -y " + lvName(b.UUID, b.Disks[0].UUID), "lvremove -y " + lvName(b.UUID, b.Disks[1].UUID)}
+	got := lvm.took()
+	slices.Sort(got)
+	slices.Sort(want)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("removing the instance ran %q, want %q", got, want)
+	}
+	if n := runs(); n != 1 {
+		t.Errorf("removing an instance with 3 plain disks ran lvs %d times, want 1", n)
 	}
 }
 
