@@ -143,16 +143,18 @@ type proc struct {
 	noFD bool
 }
 
-// openProc opens a pidfd for pid. A pid with no process (reaped) is
-// gone; a kernel without pidfds (before 5.3) falls back to polling /proc.
+// openProc opens a pidfd for pid. A pid with no process (reaped), or
+// one that is now a thread of another process (EINVAL: not a process's
+// main thread), is gone; where pidfds are unavailable (a kernel before
+// 5.3, or a seccomp profile refusing them) /proc is polled instead.
 func openProc(pid int) (*proc, error) {
 	fd, err := unix.PidfdOpen(pid, 0)
 	switch {
 	case err == nil:
 		return &proc{fd: fd}, nil
-	case errors.Is(err, unix.ESRCH):
+	case errors.Is(err, unix.ESRCH), errors.Is(err, unix.EINVAL):
 		return &proc{fd: -1, gone: true}, nil
-	case errors.Is(err, unix.ENOSYS):
+	case errors.Is(err, unix.ENOSYS), errors.Is(err, unix.EPERM):
 		return &proc{fd: -1, noFD: true}, nil
 	default:
 		return nil, fmt.Errorf("pidfd_open of qemu (pid %d): %w", pid, err)
@@ -179,7 +181,9 @@ func (p *proc) kill(pid int) error {
 
 // wait waits until the process has exited with all its threads (a pidfd
 // polls readable then), bounded by ctx. A live process that is not the
-// instance's qemu (its pid taken by another) is not waited for.
+// instance's qemu (its pid taken by another) is not waited for; one that
+// no longer shows as the instance's qemu (exiting, or a kernel thread
+// that took the pid: no command line either) at most exitingMax.
 func (p *proc) wait(ctx context.Context, pid int, uuid string) error {
 	switch {
 	case p.gone:
@@ -189,12 +193,19 @@ func (p *proc) wait(ctx context.Context, pid int, uuid string) error {
 	case !isQEMUOf(pid, uuid) && procAlive(pid) && !exiting(pid):
 		return nil
 	}
+	var deadline time.Time
 	for {
 		done, err := pidfdReady(p.fd)
 		if err != nil {
 			return fmt.Errorf("waiting for qemu (pid %d) to exit: %w", pid, err)
 		}
 		if done {
+			return nil
+		}
+		if deadline.IsZero() && !isQEMUOf(pid, uuid) {
+			deadline = time.Now().Add(exitingMax)
+		}
+		if !deadline.IsZero() && time.Now().After(deadline) {
 			return nil
 		}
 		if err := sleep(ctx, 20*time.Millisecond); err != nil {
@@ -235,7 +246,8 @@ func waitProc(ctx context.Context, pid int, uuid string) error {
 	return nil
 }
 
-// exitingMax bounds how long waitProc waits for an exiting qemu.
+// exitingMax bounds how long waitGone waits for a process that no
+// longer shows as the instance's qemu.
 const exitingMax = 10 * time.Second
 
 // procAlive tells whether pid is a process that is neither gone nor a
