@@ -28,6 +28,39 @@ type LockDecl struct {
 	Exclusive bool     `json:"exclusive,omitempty"`
 }
 
+// LocksCover tells whether the locks held cover those wanted: each
+// wanted lock is held at its level in a mode at least as strong, by name
+// or with its whole level (no names: Ganeti's ALL_SET).
+func LocksCover(held, want []LockDecl) bool {
+	for _, w := range want {
+		names := map[string]bool{}
+		whole := false
+		for _, h := range held {
+			if h.Level != w.Level || (w.Exclusive && !h.Exclusive) {
+				continue
+			}
+			if len(h.Names) == 0 {
+				whole = true
+			}
+			for _, n := range h.Names {
+				names[n] = true
+			}
+		}
+		if whole {
+			continue
+		}
+		if len(w.Names) == 0 {
+			return false
+		}
+		for _, n := range w.Names {
+			if !names[n] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 func bgl(exclusive bool) LockDecl {
 	return LockDecl{Level: LockCluster, Names: []string{LockBGL}, Exclusive: exclusive}
 }

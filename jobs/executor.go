@@ -481,10 +481,13 @@ func (e *Executor) runOp(ctx context.Context, job *fsm.Job, idx int, resume bool
 	}
 	started := st.Status == fsm.StatusRunning
 	resumed := started && resume // an earlier executor started it
+	decl := st.Locks
 	if !started {
-		if err := e.prepare(ctx, job, idx, op); err != nil {
+		held, err := e.prepare(ctx, job, idx, op)
+		if err != nil {
 			return err
 		}
+		decl = held
 		job = e.readJob(job.ID)
 		if job == nil || fsm.Finalized(job.Status) || job.CurrentOp() != idx {
 			return nil // canceled while it waited, or failed a dependency
@@ -512,10 +515,6 @@ func (e *Executor) runOp(ctx context.Context, job *fsm.Job, idx int, resume bool
 	// recorded, by the start record of an opcode it starts or by an
 	// attempt record of one an earlier executor started. Either may come
 	// back with the job failed by the guard, or canceled as requested.
-	decl := st.Locks
-	if !started {
-		e.FSM.Read(func(s *fsm.State, _ uint64) { decl = op.Locks(s) })
-	}
 	var rec *fsm.JobUpdate
 	switch {
 	case started && !job.AttemptedBy(e.Epoch):
@@ -715,8 +714,16 @@ func (e *Executor) resumeCheck(ctx context.Context, sc *StepContext, st Step, re
 // prepare gets a queued opcode ready to run: it checks the dependencies
 // and takes the opcode's locks, with Ganeti's growing timeouts; when the
 // timeouts are used up it raises the opcode's priority by one and starts
-// over (at the highest priority it waits without timeout).
-func (e *Executor) prepare(ctx context.Context, job *fsm.Job, idx int, op fsm.Opcode) error {
+// over (at the highest priority it waits without timeout). It returns the
+// locks it holds.
+//
+// The locks an opcode needs are read from the state before they are
+// waited for, and the state can change meanwhile: a job holding the
+// instance's lock gives it a new secondary, say. So once they are
+// granted they are read again, under them, and when the opcode now needs
+// locks it does not hold, they are released and the new ones waited for
+// (Ganeti's lock, verify, retry).
+func (e *Executor) prepare(ctx context.Context, job *fsm.Job, idx int, op fsm.Opcode) ([]fsm.LockDecl, error) {
 	var (
 		verdict fsm.DepVerdict
 		msg     string
@@ -728,17 +735,17 @@ func (e *Executor) prepare(ctx context.Context, job *fsm.Job, idx int, op fsm.Op
 	})
 	switch verdict {
 	case fsm.DepWait:
-		return errNotRunnable
+		return nil, errNotRunnable
 	case fsm.DepCancel:
 		_, err := e.update(ctx, fsm.JobUpdate{JobID: job.ID, OpIndex: idx, Action: fsm.ActionCancel, Log: []string{msg}})
-		return err
+		return nil, err
 	case fsm.DepWrongStatus:
 		_, err := e.update(ctx, fsm.JobUpdate{JobID: job.ID, OpIndex: idx, Action: fsm.ActionFinish,
 			Status: fsm.StatusError, Result: mustJSON(msg), Log: []string{msg}})
-		return err
+		return nil, err
 	}
 	if len(decl) == 0 {
-		return nil
+		return nil, nil
 	}
 	reqs := toRequests(decl)
 	prio := job.Ops[idx].Priority
@@ -753,10 +760,10 @@ func (e *Executor) prepare(ctx context.Context, job *fsm.Job, idx int, op fsm.Op
 			resp, err := e.update(ctx, fsm.JobUpdate{JobID: job.ID, OpIndex: idx, Action: fsm.ActionPriority,
 				Log: []string{fmt.Sprintf("could not acquire locks %s in time; raising the priority to %d", fsm.DescribeLocks(decl), prio-1)}})
 			if err != nil {
-				return err
+				return nil, err
 			}
 			if resp.Job != nil && (fsm.Finalized(resp.Job.Status) || resp.Job.CancelRequested) {
-				return nil
+				return nil, nil
 			}
 			prio--
 			e.Locks.SetPriority(job.ID, prio)
@@ -768,18 +775,26 @@ func (e *Executor) prepare(ctx context.Context, job *fsm.Job, idx int, op fsm.Op
 		}
 		err := e.Locks.Acquire(ctx, job.ID, prio, reqs, timeout)
 		if err == nil {
-			return nil
+			var now []fsm.LockDecl
+			e.FSM.Read(func(s *fsm.State, _ uint64) { now = op.Locks(s) })
+			if fsm.LocksCover(decl, now) {
+				return decl, nil
+			}
+			e.Locks.ReleaseAll(job.ID)
+			decl, reqs = now, toRequests(now)
+			attempt = -1
+			continue
 		}
 		if !errors.Is(err, locking.ErrTimeout) {
-			return err
+			return nil, err
 		}
 		if cur := e.readJob(job.ID); cur == nil || fsm.Finalized(cur.Status) {
-			return nil // canceled while waiting
+			return nil, nil // canceled while waiting
 		}
 		if !waiting {
 			if _, err := e.update(ctx, fsm.JobUpdate{JobID: job.ID, OpIndex: idx, Action: fsm.ActionWait,
 				Log: []string{"waiting for locks " + fsm.DescribeLocks(decl)}}); err != nil {
-				return err
+				return nil, err
 			}
 			waiting = true
 		}
