@@ -285,7 +285,7 @@ var queryResources = prepareResources(map[string]*queryResource{
 			{"custom_ndparams", "CustomNDParams", qlang.KindOther, "Custom node parameters"},
 			{"ipolicy", "InstancePolicy", qlang.KindOther, "Instance policy limitations (merged; gnt enforces none)"},
 			{"custom_ipolicy", "CustomInstancePolicy", qlang.KindOther, "Custom instance policy limitations"},
-			{"diskparams", "DiskParameters", qlang.KindOther, "Disk parameters (merged; gnt has none)"},
+			{"diskparams", "DiskParameters", qlang.KindOther, "Disk parameters of every disk template (merged: cluster, then group)"},
 			{"custom_diskparams", "CustomDiskParameters", qlang.KindOther, "Custom disk parameters"},
 		}, objectDocs("Group")),
 		sample: func() map[string]any { return asJSONMap(GroupInfo{}) },

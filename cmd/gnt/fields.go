@@ -51,6 +51,12 @@ mfree|` + kindSize + `|MFree|Memory available for instance allocations
 dtotal|` + kindSize + `|DTotal|Total disk space in volume group used for instance disk allocation
 dfree|` + kindSize + `|DFree|Available disk space in volume group
 ctotal|` + kindNumber + `|CTotal|Number of logical processors
+mnode|` + kindSize + `|MNode|Amount of memory used by node (empty: not known to gnt)
+cnos|` + kindNumber + `|CNOs|Number of logical processors used by the node OS (empty: not known to gnt)
+cnodes|` + kindNumber + `|CNodes|Number of NUMA domains of node (empty: not known to gnt)
+csockets|` + kindNumber + `|CSockets|Number of physical CPU sockets (empty: not known to gnt)
+sptotal|` + kindNumber + `|SpTotal|Total number of spindles (empty: no spindle accounting)
+spfree|` + kindNumber + `|SpFree|Available spindles (empty: no spindle accounting)
 pinst_cnt|` + kindNumber + `|Pinst|Number of instances with this node as primary
 sinst_cnt|` + kindNumber + `|Sinst|Number of instances with this node as secondary
 pinst_list|` + kindOther + `|PriInstances|List of instances with this node as primary
@@ -125,6 +131,10 @@ node_cnt|` + kindNumber + `|Nodes|Number of nodes
 node_list|` + kindOther + `|NodeList|List of nodes
 ndparams|` + kindOther + `|NDParams|Node parameters (effective: cluster, then group)
 custom_ndparams|` + kindOther + `|CustomNDParams|Custom node parameters
+diskparams|` + kindOther + `|DiskParameters|Disk parameters of every disk template (effective: cluster, then group)
+custom_diskparams|` + kindOther + `|CustomDiskParameters|Custom disk parameters
+ipolicy|` + kindOther + `|InstancePolicy|Instance policy limitations (gnt enforces none: empty)
+custom_ipolicy|` + kindOther + `|CustomInstancePolicy|Custom instance policy limitations
 tags|` + kindOther + `|Tags|Tags
 serial_no|` + kindNumber + `|SerialNo|Group object serial number, incremented on each modification
 ctime|` + kindTime + `|CTime|Creation timestamp
