@@ -174,13 +174,45 @@ func TestAttemptRecordsLeader(t *testing.T) {
 }
 
 // TestSurvivalDeterministic: replicas applying the same records with the
-// same survived epochs end in the same state.
+// same survived epochs end in the same state; the survivors are part of
+// that state (the records without them give another one) and a snapshot
+// keeps them.
 func TestSurvivalDeterministic(t *testing.T) {
 	const events = "leader start leader attempt leader attempt~1,2 step leader attempt"
-	_, _, a := runGuard(t, events)
+	job, _, a := runGuard(t, events)
 	_, _, b := runGuard(t, events)
 	if a.f.Hash() != b.f.Hash() {
 		t.Error("the same records gave different states")
+	}
+	var survived []uint64
+	for _, at := range job.Attempts {
+		if at.Survived {
+			survived = append(survived, at.Epoch)
+		}
+	}
+	// The walk back from epoch 3's attempt stops at epoch 2, the first
+	// survivor: epoch 1 is no longer in the row.
+	if !reflect.DeepEqual(survived, []uint64{2}) {
+		t.Fatalf("attempts marked survived: %v, want epoch 2", survived)
+	}
+	if _, _, c := runGuard(t, strings.ReplaceAll(events, "~1,2", "")); c.f.Hash() == a.f.Hash() {
+		t.Error("the records without survivors gave the same state")
+	}
+	snap, err := a.f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := New()
+	if err := g.Restore(bytes.NewReader(snap)); err != nil {
+		t.Fatal(err)
+	}
+	g.Read(func(s *State, _ uint64) {
+		if j := s.Jobs[job.ID]; !reflect.DeepEqual(j.Attempts, job.Attempts) {
+			t.Errorf("restored attempts %+v, want %+v", j.Attempts, job.Attempts)
+		}
+	})
+	if g.Hash() != a.f.Hash() {
+		t.Error("the restored state differs")
 	}
 }
 
