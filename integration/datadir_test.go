@@ -47,26 +47,9 @@ func TestDataDirRefusals(t *testing.T) {
 
 	// ---- POST /2/gnt/init on gntds that belong to the cluster: the
 	// initialised candidate, and a plain node that joined with the key.
-	before := markState(ctx, t, c)
 	keyBefore := readFileT(t, filepath.Join(node.DataDir, "cluster.key"))
 	idBefore := readFileT(t, filepath.Join(node.DataDir, "node.json"))
-	for _, m := range []*Member{cand, node} {
-		body := []byte(`{"cluster_name":"other.example.com"}`)
-		if m == cand {
-			// Once the cluster exists, init needs write access like
-			// any change: refused before it is even looked at.
-			if res := rawAPI(ctx, insecureHTTP, "POST", "https://"+m.APIAddr()+"/2/gnt/init", body); res.Status != http.StatusUnauthorized {
-				t.Errorf("init on %s without credentials: %d %s, want 401", m.Name, res.Status, res.Body)
-			}
-		}
-		res := rawAPI(ctx, c.HTTP(), "POST", "https://"+m.APIAddr()+"/2/gnt/init", body)
-		if res.Err != nil || res.Status != http.StatusConflict || res.API.ErrorCode != "wrong_state" || res.API.Message == "" {
-			t.Errorf("init on %s: %d %s %q (%v); want 409 wrong_state", m.Name, res.Status, res.API.ErrorCode, res.API.Message, res.Err)
-		} else {
-			t.Logf("init on %s refused: %s", m.Name, res.API.Message)
-		}
-	}
-	before.expectSame(ctx, t, c, true, "refused init")
+	refusedUnchanged(ctx, t, c, true, "refused init", func() { refuseInit(ctx, t, c, cand, node) })
 	if info2, err := c.Client().Info(ctx); err != nil || info2.UUID != info.UUID || info2.Name != info.Name {
 		t.Errorf("after refused init: cluster %s %s (%v), want %s %s", info2.Name, info2.UUID, err, info.Name, info.UUID)
 	}
@@ -170,6 +153,30 @@ func TestDataDirRefusals(t *testing.T) {
 		return nil
 	})
 	t.Logf("whole test %v", time.Since(start).Round(time.Millisecond))
+}
+
+// refuseInit sends POST /2/gnt/init to gntds that belong to a cluster:
+// the initialised candidate (without credentials too) and a plain node
+// that joined with the key; each must answer 409 wrong_state (401
+// without credentials).
+func refuseInit(ctx context.Context, t *testing.T, c *Cluster, members ...*Member) {
+	t.Helper()
+	for i, m := range members {
+		body := []byte(`{"cluster_name":"other.example.com"}`)
+		if i == 0 {
+			// Once the cluster exists, init needs write access like
+			// any change: refused before it is even looked at.
+			if res := rawAPI(ctx, insecureHTTP, "POST", "https://"+m.APIAddr()+"/2/gnt/init", body); res.Status != http.StatusUnauthorized {
+				t.Errorf("init on %s without credentials: %d %s, want 401", m.Name, res.Status, res.Body)
+			}
+		}
+		res := rawAPI(ctx, c.HTTP(), "POST", "https://"+m.APIAddr()+"/2/gnt/init", body)
+		if res.Err != nil || res.Status != http.StatusConflict || res.API.ErrorCode != "wrong_state" || res.API.Message == "" {
+			t.Errorf("init on %s: %d %s %q (%v); want 409 wrong_state", m.Name, res.Status, res.API.ErrorCode, res.API.Message, res.Err)
+		} else {
+			t.Logf("init on %s refused: %s", m.Name, res.API.Message)
+		}
+	}
 }
 
 type mismatch struct{ what, got, want string }
