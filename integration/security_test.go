@@ -273,39 +273,39 @@ func TestAPIAuthentication(t *testing.T) {
 		}
 		return nil
 	})
-	mark := markState(ctx, t, c)
-	for _, m := range []*Member{leader, follower} {
-		for _, tc := range []struct {
-			name, user, pw, method, path, ctype string
-			header                              http.Header
-			body                                string
-			code                                int
-		}{
-			{"anonymous write", "", "", "PUT", "/2/tags?tag=x", "", nil, "", 401},
-			{"anonymous read", "", "", "GET", "/2/info", "", nil, "", 401},
-			{"anonymous node removal", "", "", "DELETE", "/2/nodes/node12", "", nil, "", 401},
-			{"wrong password", "writer", "nope", "PUT", "/2/tags?tag=x", "", nil, "", 401},
-			{"unknown user", "mallory", "x", "GET", "/2/info", "", nil, "", 401},
-			{"read user writes", "reader", "r-secret", "PUT", "/2/tags?tag=x", "", nil, "", 403},
-			{"read user waits on a job", "reader", "r-secret", "GET", "/2/jobs/1/wait", "", nil, "", 403},
-			{"text/plain change", "writer", "w-secret", "POST", "/2/groups", "text/plain", nil, `{"name":"g2"}`, 415},
-			{"foreign origin", "writer", "w-secret", "PUT", "/2/tags?tag=x", "", http.Header{"Origin": {"https://evil.example"}}, "", 403},
-			{"read user reads", "reader", "r-secret", "GET", "/2/info", "", nil, "", 200},
-		} {
-			code, hdr, body := apiCall(t, c, m, tc.user, tc.pw, tc.method, tc.path, tc.ctype, tc.header, tc.body)
-			if code != tc.code {
-				t.Errorf("%s on %s: %d %s, want %d", tc.name, m.Name, code, body, tc.code)
-				continue
-			}
-			if code == 401 && hdr.Get("WWW-Authenticate") != `Basic realm="Ganeti Remote API"` {
-				t.Errorf("%s on %s: WWW-Authenticate %q", tc.name, m.Name, hdr.Get("WWW-Authenticate"))
-			}
-			if code >= 400 && (!bytes.Contains(body, []byte(`"explain"`)) || !bytes.Contains(body, []byte(`"message"`))) {
-				t.Errorf("%s on %s: error body without Ganeti's keys: %s", tc.name, m.Name, body)
+	refusedUnchanged(ctx, t, c, false, "after refused requests", func() {
+		for _, m := range []*Member{leader, follower} {
+			for _, tc := range []struct {
+				name, user, pw, method, path, ctype string
+				header                              http.Header
+				body                                string
+				code                                int
+			}{
+				{"anonymous write", "", "", "PUT", "/2/tags?tag=x", "", nil, "", 401},
+				{"anonymous read", "", "", "GET", "/2/info", "", nil, "", 401},
+				{"anonymous node removal", "", "", "DELETE", "/2/nodes/node12", "", nil, "", 401},
+				{"wrong password", "writer", "nope", "PUT", "/2/tags?tag=x", "", nil, "", 401},
+				{"unknown user", "mallory", "x", "GET", "/2/info", "", nil, "", 401},
+				{"read user writes", "reader", "r-secret", "PUT", "/2/tags?tag=x", "", nil, "", 403},
+				{"read user waits on a job", "reader", "r-secret", "GET", "/2/jobs/1/wait", "", nil, "", 403},
+				{"text/plain change", "writer", "w-secret", "POST", "/2/groups", "text/plain", nil, `{"name":"g2"}`, 415},
+				{"foreign origin", "writer", "w-secret", "PUT", "/2/tags?tag=x", "", http.Header{"Origin": {"https://evil.example"}}, "", 403},
+				{"read user reads", "reader", "r-secret", "GET", "/2/info", "", nil, "", 200},
+			} {
+				code, hdr, body := apiCall(t, c, m, tc.user, tc.pw, tc.method, tc.path, tc.ctype, tc.header, tc.body)
+				if code != tc.code {
+					t.Errorf("%s on %s: %d %s, want %d", tc.name, m.Name, code, body, tc.code)
+					continue
+				}
+				if code == 401 && hdr.Get("WWW-Authenticate") != `Basic realm="Ganeti Remote API"` {
+					t.Errorf("%s on %s: WWW-Authenticate %q", tc.name, m.Name, hdr.Get("WWW-Authenticate"))
+				}
+				if code >= 400 && (!bytes.Contains(body, []byte(`"explain"`)) || !bytes.Contains(body, []byte(`"message"`))) {
+					t.Errorf("%s on %s: error body without Ganeti's keys: %s", tc.name, m.Name, body)
+				}
 			}
 		}
-	}
-	mark.expectSame(ctx, t, c, false, "after refused requests")
+	})
 
 	// A write user writes through the follower.
 	code, _, body := apiCall(t, c, follower, "writer", "w-secret", "PUT", "/2/tags?tag=by-writer", "", nil, "")
