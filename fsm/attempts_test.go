@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -198,14 +197,7 @@ func TestSurvivalDeterministic(t *testing.T) {
 	if _, _, c := runGuard(t, strings.ReplaceAll(events, "~1,2", "")); c.f.Hash() == a.f.Hash() {
 		t.Error("the records without survivors gave the same state")
 	}
-	snap, err := a.f.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := New()
-	if err := g.Restore(bytes.NewReader(snap)); err != nil {
-		t.Fatal(err)
-	}
+	g := restored(t, snapshotOf(t, a.f))
 	g.Read(func(s *State, _ uint64) {
 		if j := s.Jobs[job.ID]; !reflect.DeepEqual(j.Attempts, job.Attempts) {
 			t.Errorf("restored attempts %+v, want %+v", j.Attempts, job.Attempts)
@@ -296,14 +288,7 @@ func TestAttemptsBounded(t *testing.T) {
 // snapshot and restore.
 func TestAttemptsInSnapshot(t *testing.T) {
 	job, _, h := runGuard(t, "leader start leader attempt leader attempt")
-	snap, err := h.f.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := New()
-	if err := g.Restore(bytes.NewReader(snap)); err != nil {
-		t.Fatal(err)
-	}
+	g := restored(t, snapshotOf(t, h.f))
 	g.Read(func(s *State, _ uint64) {
 		j := s.Jobs[job.ID]
 		if !reflect.DeepEqual(j.Attempts, job.Attempts) || !reflect.DeepEqual(j.PoisonEpochs, []uint64{1, 2}) {
