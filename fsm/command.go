@@ -307,7 +307,11 @@ type LeaderEstablish struct {
 // start and attempt records, kept in the job's attempts (Attempt.Node,
 // Attempt.Incarnation), which a replica of version 31 refuses as unknown
 // fields.
-const LogVersion = 32
+//
+// Version 33 adds a drbd disk's logical id (Disk.DRBD: port, secret and
+// each node's minor), which InstancePut allocates and a replica of version
+// 32 refuses as an unknown field.
+const LogVersion = 33
 
 // Job update actions.
 const (

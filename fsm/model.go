@@ -158,6 +158,36 @@ type Disk struct {
 	SizeMiB     int64  `json:"size"`
 	Mode        string `json:"mode"`
 	Forthcoming bool   `json:"forthcoming,omitempty"`
+	// DRBD is the logical id of a disk of template drbd (nil for other
+	// templates, and for a drbd disk of a record written before
+	// LogVersion 33 until its next change).
+	DRBD *DRBDLogicalID `json:"drbd,omitempty"`
+}
+
+// DRBDLogicalID is a drbd disk's network identity, Ganeti's logical_id
+// (pnode, snode, port, pminor, sminor, secret): the TCP port both ends
+// listen on (from the cluster's port pool), the shared secret of the
+// peers' authentication (cram-hmac-alg md5), and each node's minor
+// (/dev/drbd<minor>). The cluster allocates port and minors when the
+// record is stored; the step that writes the record draws the secret.
+// A change of secondary keeps port and secret and gives the new node a
+// minor of its own, as Ganeti's replace-disks does.
+type DRBDLogicalID struct {
+	Port   int       `json:"port"`
+	Secret string    `json:"secret"`
+	Ends   []DRBDEnd `json:"ends"`
+}
+
+// DRBDEnd is one node's end of a drbd disk.
+type DRBDEnd struct {
+	// Node is the node's UUID; Minor its DRBD minor for this disk.
+	Node  string `json:"node"`
+	Minor int    `json:"minor"`
+	// Name and IP are the node's name and secondary IP. They are not
+	// stored: the executor fills them in the copy of the instance the
+	// node agents receive, which connect the two ends with them.
+	Name string `json:"name,omitempty"`
+	IP   string `json:"ip,omitempty"`
 }
 
 // NIC is an instance network interface.
@@ -296,6 +326,13 @@ func (i *Instance) clone() *Instance {
 	x := *i
 	x.SecondaryNodes = cloneStrings(i.SecondaryNodes)
 	x.Disks = append([]Disk(nil), i.Disks...)
+	for k := range x.Disks {
+		if d := x.Disks[k].DRBD; d != nil {
+			c := *d
+			c.Ends = append([]DRBDEnd(nil), d.Ends...)
+			x.Disks[k].DRBD = &c
+		}
+	}
 	x.NICs = append([]NIC(nil), i.NICs...)
 	x.Tags = cloneStrings(i.Tags)
 	x.HVParams = cloneMap(i.HVParams)
