@@ -284,6 +284,9 @@ type DiskStatus struct {
 	// Path is the disk's file or device on this node, where the driver
 	// has one (activate-disks answers it).
 	Path string `json:"path,omitempty"`
+	// DRBD is the device of a drbd disk on this node, nil for other
+	// templates or while it is not set up.
+	DRBD *fsm.DRBDDevice `json:"drbd,omitempty"`
 }
 
 // LastOp is the last operation that reached a driver for an instance.

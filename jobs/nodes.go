@@ -87,6 +87,9 @@ type NodeReply struct {
 	// the driver has them.
 	Disks     []string
 	DiskPaths map[string]string
+	// DRBD (status) are the devices of its drbd disks on the node, by
+	// disk UUID.
+	DRBD map[string]fsm.DRBDDevice
 	// Storage (storage-list) are the node's storage units, StorageErrors
 	// the listings that failed on it.
 	Storage       []StorageUnit

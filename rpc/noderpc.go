@@ -223,6 +223,8 @@ type NodeDisk struct {
 	// Path is the disk's file or device on the node, when its driver
 	// has one.
 	Path string `json:"path,omitempty"`
+	// DRBD is a drbd disk's device on the node (nil for other templates).
+	DRBD *fsm.DRBDDevice `json:"drbd,omitempty"`
 }
 
 // NodeMigration is a migration as one of its nodes records it.

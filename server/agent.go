@@ -515,7 +515,7 @@ func toNodeStatus(st agent.Status) rpc.NodeInstanceStatus {
 	out := rpc.NodeInstanceStatus{UUID: st.UUID, Name: st.Name, State: string(st.State), OS: st.OS, BootID: st.BootID,
 		Disks: make([]rpc.NodeDisk, 0, len(st.Disks)), MemoryMiB: st.MemoryMiB, VCPUs: st.VCPUs, Console: st.Console}
 	for _, d := range st.Disks {
-		out.Disks = append(out.Disks, rpc.NodeDisk{UUID: d.UUID, SizeMiB: d.SizeMiB, Attached: d.Attached, Generation: d.Generation, Path: d.Path})
+		out.Disks = append(out.Disks, rpc.NodeDisk{UUID: d.UUID, SizeMiB: d.SizeMiB, Attached: d.Attached, Generation: d.Generation, Path: d.Path, DRBD: d.DRBD})
 	}
 	if m := st.Migration; m != nil {
 		out.Migration = &rpc.NodeMigration{ID: m.ID, Role: m.Role, Phase: m.Phase, PeerNode: m.PeerNode, Peer: m.Peer, Changed: m.Changed}

@@ -80,6 +80,12 @@ func (n *nodeCaller) Call(ctx context.Context, node *fsm.Node, c jobs.NodeCall) 
 				}
 				out.DiskPaths[d.UUID] = d.Path
 			}
+			if d.DRBD != nil {
+				if out.DRBD == nil {
+					out.DRBD = map[string]fsm.DRBDDevice{}
+				}
+				out.DRBD[d.UUID] = *d.DRBD
+			}
 		}
 	}
 	return out, nil
