@@ -1491,24 +1491,3 @@ func migrationPort(p kvmParams, id, uuid string) int {
 
 // Ensure interface.
 var _ Driver = (*KVM)(nil)
-
-// KVMNoDRBD says why a kvm node takes no drbd disks: DRBD is missing (no
-// /proc/drbd: the kernel module is not loaded; no drbdsetup: the tools
-// are not installed), or, where DRBD is there, that the kvm driver has no
-// drbd disks yet. The leader refuses drbd instances on such nodes when
-// they are submitted.
-func KVMNoDRBD(node string) string {
-	var missing []string
-	if _, err := os.Stat("/proc/drbd"); err != nil {
-		missing = append(missing, "no /proc/drbd: the drbd kernel module is not loaded")
-	}
-	if _, err := exec.LookPath("drbdsetup"); err != nil {
-		if _, err := os.Stat("/sbin/drbdsetup"); err != nil {
-			missing = append(missing, "no drbdsetup: drbd-utils is not installed")
-		}
-	}
-	if len(missing) > 0 {
-		return "node " + node + " has no DRBD (" + strings.Join(missing, "; ") + ")"
-	}
-	return "node " + node + " has DRBD, but the kvm driver runs no drbd disks yet (use plain, file or sharedfile)"
-}

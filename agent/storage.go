@@ -102,19 +102,37 @@ type Storage struct {
 // none), in the C locale, with LVMTimeout, keeping at most MaxLVMOutput
 // bytes of stdout.
 func RunLVM(ctx context.Context, tool string, args ...string) ([]byte, error) {
-	path, err := exec.LookPath(tool)
-	if err != nil {
-		if p := filepath.Join("/sbin", tool); fileExists(p) {
-			path = p
-		} else {
-			return nil, fmt.Errorf("%w (no %s)", ErrNoLVM, tool)
+	path := findTool(tool)
+	if path == "" {
+		return nil, fmt.Errorf("%w (no %s)", ErrNoLVM, tool)
+	}
+	return runTool(ctx, path, tool, args, LVMTimeout, MaxLVMOutput)
+}
+
+// findTool is the path of a system tool: in the PATH, else in /sbin or
+// /usr/sbin (which a service's PATH may lack); "" when none has it.
+func findTool(tool string) string {
+	if p, err := exec.LookPath(tool); err == nil {
+		return p
+	}
+	for _, dir := range []string{"/sbin", "/usr/sbin"} {
+		if p := filepath.Join(dir, tool); fileExists(p) {
+			return p
 		}
 	}
-	rctx, cancel := context.WithTimeout(ctx, LVMTimeout)
+	return ""
+}
+
+// runTool runs the program at path (named tool in errors) in the C
+// locale with a timeout, keeping at most max bytes of stdout: more is an
+// error, never output parsed in part. A failure carries the command and
+// its stderr (bounded).
+func runTool(ctx context.Context, path, tool string, args []string, timeout time.Duration, max int) ([]byte, error) {
+	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cmd := exec.CommandContext(rctx, path, args...)
 	cmd.Env = []string{"PATH=" + commandPath, "LC_ALL=C"}
-	out := &boundedBuffer{max: MaxLVMOutput}
+	out := &boundedBuffer{max: max}
 	errBuf := &boundedBuffer{max: 4096}
 	cmd.Stdout, cmd.Stderr = out, errBuf
 	killGroupOnCancel(cmd)
@@ -125,7 +143,7 @@ func RunLVM(ctx context.Context, tool string, args ...string) ([]byte, error) {
 	dropped := out.dropped
 	out.mu.Unlock()
 	if dropped > 0 {
-		return nil, fmt.Errorf("%s printed more than %d bytes", tool, MaxLVMOutput)
+		return nil, fmt.Errorf("%s printed more than %d bytes", tool, max)
 	}
 	return out.Bytes(), nil
 }
