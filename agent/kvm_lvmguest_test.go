@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -37,11 +38,11 @@ const (
 	envGuestKernel = "GNT_IN_GUEST_KERNEL"
 )
 
-// Lines of the guest's console: its result ("GNT-LVM-GUEST RESULT <exit
+// Lines of a test guest's console: its result ("GNT-GUEST RESULT <exit
 // status of the test binary>") and a failure of its init.
 const (
-	guestResult = "GNT-LVM-GUEST RESULT "
-	guestFail   = "GNT-LVM-GUEST FAIL "
+	guestResult = "GNT-GUEST RESULT "
+	guestFail   = "GNT-GUEST FAIL "
 )
 
 // guestVGSize is the size in MiB of the guest's disk, its one physical
@@ -85,7 +86,128 @@ func TestInGuestLVM(t *testing.T) {
 // TestKVMPlainInGuest boots the LVM guest and fails on any failure it
 // prints, or when it has not finished within 4 minutes.
 func TestKVMPlainInGuest(t *testing.T) {
-	g := needLVMGuest(t)
+	g := needTestGuest(t, "the LVM guest test of the kvm driver", "dm-mod", "virtio_pci", "virtio_blk")
+	g.boot(t, guestBoot{
+		init:    guestInit([]string{"gntguest"}, "", "GNT_IN_GUEST_VG=gntguest GNT_IN_GUEST_PV=/dev/vda", "TestInGuestLVM"),
+		test:    "TestInGuestLVM",
+		disks:   1,
+		diskMiB: guestVGSize,
+		memMiB:  512,
+		bound:   4 * time.Minute,
+	})
+}
+
+// testGuest is what a test guest (a Debian kernel, busybox and LVM in an
+// initramfs, booted by QEMU under TCG) is made of on this host.
+type testGuest struct {
+	// what names the test, for the skip messages.
+	what                                           string
+	qemu, goTool, kernel, modDir, lvm, ip, busybox string
+	// nested: qemu runs in the guest too (its firmware is there).
+	nested bool
+	// mods are the kernel modules to load, in order (built-in ones are
+	// left out).
+	mods []string
+	// bins are more programs copied into the guest with their shared
+	// libraries.
+	bins []guestBin
+}
+
+// guestBin is a host's program (src) copied into a test guest as name
+// (a path relative to the guest's root).
+type guestBin struct{ name, src string }
+
+// needTestGuest skips the test (named by what), naming what is missing,
+// unless the host has QEMU, a Debian kernel in /boot whose modules
+// directory has the modules named (and their dependencies), LVM,
+// iproute2's ip, a static busybox and the go tool.
+func needTestGuest(t *testing.T, what string, modules ...string) testGuest {
+	t.Helper()
+	const install = "(apt-get install qemu-system-x86 linux-image-amd64 lvm2 busybox-static)"
+	g := testGuest{what: what}
+	var err error
+	if g.qemu, err = exec.LookPath("qemu-system-x86_64"); err != nil {
+		t.Skipf("SKIP: qemu-system-x86_64 is not installed %s: %s not run", install, what)
+	}
+	ks, _ := filepath.Glob("/boot/vmlinuz-*")
+	sort.Sort(sort.Reverse(sort.StringSlice(ks)))
+	var why []string
+	for _, k := range ks {
+		kver := strings.TrimPrefix(k, "/boot/vmlinuz-")
+		md := filepath.Join("/lib/modules", kver)
+		mods, err := guestModules(md, modules...)
+		if err != nil {
+			why = append(why, fmt.Sprintf("%s: %v", k, err))
+			continue
+		}
+		g.kernel, g.modDir, g.mods = k, md, mods
+		break
+	}
+	if g.kernel == "" {
+		t.Skipf("SKIP: no kernel in /boot with its modules in /lib/modules having %s %s (%s): %s not run",
+			strings.Join(modules, ", "), install, strings.Join(why, "; "), what)
+	}
+	for _, p := range []string{"/usr/sbin/lvm", "/sbin/lvm"} {
+		if _, err := os.Stat(p); err == nil {
+			g.lvm = p
+			break
+		}
+	}
+	if g.lvm == "" {
+		t.Skipf("SKIP: lvm is not installed %s: %s not run", install, what)
+	}
+	// The driver's instance removal lists taps with iproute2's ip -j,
+	// which busybox's ip does not know.
+	for _, p := range []string{"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"} {
+		if _, err := os.Stat(p); err == nil {
+			g.ip = p
+			break
+		}
+	}
+	if g.ip == "" {
+		t.Skipf("SKIP: ip is not installed (apt-get install iproute2): %s not run", what)
+	}
+	g.nested = true
+	for _, f := range qemuFirmware {
+		if _, err := os.Stat(f); err != nil {
+			g.nested = false
+			t.Logf("NOTE: %v: qemu is not copied into the guest; the steps of %s that run qemu are not run", err, what)
+		}
+	}
+	g.busybox = "/bin/busybox"
+	if !staticELF(g.busybox) {
+		t.Skipf("SKIP: %s is not a static busybox %s: %s not run", g.busybox, install, what)
+	}
+	if g.goTool, err = exec.LookPath("go"); err != nil {
+		g.goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+		if _, err := os.Stat(g.goTool); err != nil {
+			t.Skipf("SKIP: no go tool on PATH or in GOROOT to build the guest's test binary: %s not run", what)
+		}
+	}
+	if _, err := exec.LookPath("ldd"); err != nil {
+		t.Skipf("SKIP: no ldd to list lvm's shared libraries (apt-get install libc-bin): %s not run", what)
+	}
+	return g
+}
+
+// guestBoot is one boot of a test guest.
+type guestBoot struct {
+	// init is the guest's /init (guestInit), test the in-guest test it
+	// runs, whose PASS line is looked for.
+	init, test string
+	// disks blank virtio disks of diskMiB each (vda, vdb, ...).
+	disks, diskMiB int
+	memMiB         int
+	// bound is how long the guest may take to print its result.
+	bound time.Duration
+}
+
+// boot builds this package's tests statically into the guest's
+// initramfs, boots the guest and reads its console: it fails on any
+// failure printed, when the in-guest test did not pass, or when no
+// result came within b.bound; the console is logged.
+func (g testGuest) boot(t *testing.T, b guestBoot) {
+	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "agent.test")
 	build := exec.Command(g.goTool, "test", "-c", "-o", bin, ".")
@@ -94,25 +216,29 @@ func TestKVMPlainInGuest(t *testing.T) {
 		t.Fatalf("building the guest's test binary: %v\n%s", err, out)
 	}
 	initrd := filepath.Join(dir, "initramfs.cpio")
-	if err := g.initramfs(initrd, bin); err != nil {
+	if err := g.initramfs(initrd, bin, b.init); err != nil {
 		t.Fatal(err)
 	}
-	disk := filepath.Join(dir, "pv.img")
-	if err := os.WriteFile(disk, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(disk, guestVGSize<<20); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(g.qemu, "-accel", "tcg", "-m", "512", "-smp", "1", "-nodefaults", "-display", "none",
+	args := []string{"-accel", "tcg", "-m", strconv.Itoa(b.memMiB), "-smp", "1", "-nodefaults", "-display", "none",
 		"-serial", "stdio", "-no-reboot", "-kernel", g.kernel, "-initrd", initrd,
-		"-append", "console=ttyS0 rdinit=/init panic=-1 quiet",
-		"-drive", "file="+disk+",format=raw,if=virtio,cache=unsafe")
+		"-append", "console=ttyS0 rdinit=/init panic=-1 quiet"}
+	for i := 0; i < b.disks; i++ {
+		disk := filepath.Join(dir, fmt.Sprintf("pv%d.img", i))
+		if err := os.WriteFile(disk, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(disk, int64(b.diskMiB)<<20); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "-drive", "file="+disk+",format=raw,if=virtio,cache=unsafe")
+	}
+	cmd := exec.Command(g.qemu, args...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd.Stderr = cmd.Stdout
+	began := time.Now()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +262,7 @@ func TestKVMPlainInGuest(t *testing.T) {
 	}()
 	var console []string
 	dump := func() { t.Logf("guest console:\n%s", strings.Join(console, "\n")) }
-	timeout := time.NewTimer(4 * time.Minute)
+	timeout := time.NewTimer(b.bound)
 	defer timeout.Stop()
 	passed := false
 	for {
@@ -150,103 +276,22 @@ func TestKVMPlainInGuest(t *testing.T) {
 			switch {
 			case strings.HasPrefix(l, "--- FAIL") || strings.HasPrefix(l, guestFail):
 				t.Errorf("guest: %s", l)
-			case strings.HasPrefix(l, "--- PASS: TestInGuestLVM "):
+			case strings.HasPrefix(l, "--- PASS: "+b.test+" "):
 				passed = true
 			case strings.HasPrefix(l, guestResult):
 				if rc := strings.TrimPrefix(l, guestResult); rc != "0" || !passed {
 					dump()
-					t.Fatalf("guest's test binary exited %s (TestInGuestLVM passed: %v)", rc, passed)
+					t.Fatalf("guest's test binary exited %s (%s passed: %v)", rc, b.test, passed)
 				}
 				dump()
+				t.Logf("the guest ran %s in %s", b.test, time.Since(began).Round(time.Second))
 				return
 			}
 		case <-timeout.C:
 			dump()
-			t.Fatal("the guest printed no result within 4 minutes")
+			t.Fatalf("the guest printed no result within %s", b.bound)
 		}
 	}
-}
-
-// lvmGuest is what the LVM guest is made of on this host.
-type lvmGuest struct {
-	qemu, goTool, kernel, modDir, lvm, ip, busybox string
-	// nested: qemu runs in the guest too (its firmware is there).
-	nested bool
-	// mods are the kernel modules to load, in order (built-in ones are
-	// left out).
-	mods []string
-}
-
-// needLVMGuest skips the test, naming what is missing, unless the host
-// has QEMU, a Debian kernel in /boot whose modules directory has
-// device-mapper (dm-mod) and virtio-blk, LVM, iproute2's ip, a static
-// busybox and the go tool.
-func needLVMGuest(t *testing.T) lvmGuest {
-	t.Helper()
-	const install = "(apt-get install qemu-system-x86 linux-image-amd64 lvm2 busybox-static)"
-	var g lvmGuest
-	var err error
-	if g.qemu, err = exec.LookPath("qemu-system-x86_64"); err != nil {
-		t.Skipf("SKIP: qemu-system-x86_64 is not installed %s: the LVM guest test of the kvm driver not run", install)
-	}
-	ks, _ := filepath.Glob("/boot/vmlinuz-*")
-	sort.Sort(sort.Reverse(sort.StringSlice(ks)))
-	var why []string
-	for _, k := range ks {
-		kver := strings.TrimPrefix(k, "/boot/vmlinuz-")
-		md := filepath.Join("/lib/modules", kver)
-		mods, err := guestModules(md, "dm-mod", "virtio_pci", "virtio_blk")
-		if err != nil {
-			why = append(why, fmt.Sprintf("%s: %v", k, err))
-			continue
-		}
-		g.kernel, g.modDir, g.mods = k, md, mods
-		break
-	}
-	if g.kernel == "" {
-		t.Skipf("SKIP: no kernel in /boot with its modules in /lib/modules having dm-mod and virtio_blk %s (%s): the LVM guest test of the kvm driver not run", install, strings.Join(why, "; "))
-	}
-	for _, p := range []string{"/usr/sbin/lvm", "/sbin/lvm"} {
-		if _, err := os.Stat(p); err == nil {
-			g.lvm = p
-			break
-		}
-	}
-	if g.lvm == "" {
-		t.Skipf("SKIP: lvm is not installed %s: the LVM guest test of the kvm driver not run", install)
-	}
-	// The driver's instance removal lists taps with iproute2's ip -j,
-	// which busybox's ip does not know.
-	for _, p := range []string{"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"} {
-		if _, err := os.Stat(p); err == nil {
-			g.ip = p
-			break
-		}
-	}
-	if g.ip == "" {
-		t.Skip("SKIP: ip is not installed (apt-get install iproute2): the LVM guest test of the kvm driver not run")
-	}
-	g.nested = true
-	for _, f := range qemuFirmware {
-		if _, err := os.Stat(f); err != nil {
-			g.nested = false
-			t.Logf("NOTE: %v: qemu is not copied into the guest; the plain disk's qemu steps (start, grow while running) not run", err)
-		}
-	}
-	g.busybox = "/bin/busybox"
-	if !staticELF(g.busybox) {
-		t.Skipf("SKIP: %s is not a static busybox %s: the LVM guest test of the kvm driver not run", g.busybox, install)
-	}
-	if g.goTool, err = exec.LookPath("go"); err != nil {
-		g.goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
-		if _, err := os.Stat(g.goTool); err != nil {
-			t.Skip("SKIP: no go tool on PATH or in GOROOT to build the guest's test binary: the LVM guest test of the kvm driver not run")
-		}
-	}
-	if _, err := exec.LookPath("ldd"); err != nil {
-		t.Skip("SKIP: no ldd to list lvm's shared libraries (apt-get install libc-bin): the LVM guest test of the kvm driver not run")
-	}
-	return g
 }
 
 // staticELF tells whether path is an ELF executable without an
@@ -267,8 +312,11 @@ func staticELF(path string) bool {
 
 // guestModules lists, in the order to load them, the files (relative to
 // modDir) of the named modules and of what they depend on, from
-// modDir/modules.dep; a module built into the kernel (modules.builtin)
-// needs none. A module in neither is an error.
+// modDir/modules.dep, and of their soft dependencies loaded before them
+// (modules.softdep's "pre:", through modules.alias: libcrc32c needs a
+// crc32c, which the guest has no modprobe to load on demand); a module
+// built into the kernel (modules.builtin) needs none. A module in neither
+// is an error.
 func guestModules(modDir string, names ...string) ([]string, error) {
 	norm := func(s string) string { return strings.ReplaceAll(s, "-", "_") }
 	modName := func(file string) string {
@@ -293,59 +341,128 @@ func guestModules(modDir string, names ...string) ([]string, error) {
 		}
 		deps[modName(file)] = append([]string{file}, strings.Fields(rest)...)
 	}
+	pre := map[string][]string{} // module name: what must be loaded before it
+	if b, err := os.ReadFile(filepath.Join(modDir, "modules.softdep")); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			// softdep <module> pre: <names> post: <names>
+			f := strings.Fields(l)
+			if len(f) < 2 || f[0] != "softdep" {
+				continue
+			}
+			inPre := false
+			for _, w := range f[2:] {
+				switch {
+				case w == "pre:" || w == "post:":
+					inPre = w == "pre:"
+				case inPre:
+					pre[norm(f[1])] = append(pre[norm(f[1])], w)
+				}
+			}
+		}
+	}
+	aliases := map[string][]string{} // alias: the modules that have it
+	if b, err := os.ReadFile(filepath.Join(modDir, "modules.alias")); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(l); len(f) == 3 && f[0] == "alias" {
+				aliases[f[1]] = append(aliases[f[1]], norm(f[2]))
+			}
+		}
+	}
+	// resolve names the module of a soft dependency: itself, or of the
+	// modules with that alias a generic one (the guest's TCG CPU may
+	// lack an optimised one's instructions), else the first.
+	resolve := func(n string) string {
+		if _, ok := deps[norm(n)]; ok || builtin[norm(n)] {
+			return norm(n)
+		}
+		as := aliases[n]
+		for _, a := range as {
+			if strings.HasSuffix(a, "_generic") {
+				return a
+			}
+		}
+		if len(as) > 0 {
+			return as[0]
+		}
+		return ""
+	}
 	var order []string
 	seen := map[string]bool{}
-	for _, n := range names {
-		if builtin[norm(n)] {
-			continue
+	var add func(n string) error
+	add = func(n string) error {
+		if builtin[n] || seen[n] {
+			return nil
 		}
-		d, ok := deps[norm(n)]
+		seen[n] = true
+		d, ok := deps[n]
 		if !ok {
-			return nil, fmt.Errorf("module %s is neither built in nor in modules.dep", n)
+			return fmt.Errorf("module %s is neither built in nor in modules.dep", n)
+		}
+		for _, p := range pre[n] {
+			m := resolve(p)
+			if m == "" {
+				return fmt.Errorf("soft dependency %s of module %s: no module has that name or alias", p, n)
+			}
+			if err := add(m); err != nil {
+				return err
+			}
 		}
 		// modules.dep lists all dependencies, each after those it
 		// depends on: load them from the last.
 		for i := len(d) - 1; i >= 1; i-- {
-			if !seen[d[i]] {
-				seen[d[i]] = true
-				order = append(order, d[i])
+			if err := add(modName(d[i])); err != nil {
+				return err
 			}
 		}
-		if !seen[d[0]] {
-			seen[d[0]] = true
-			order = append(order, d[0])
+		order = append(order, d[0])
+		return nil
+	}
+	for _, n := range names {
+		if err := add(norm(n)); err != nil {
+			return nil, err
 		}
 	}
 	return order, nil
 }
 
-// guestInit is the LVM guest's /init: it loads the modules, waits for the
-// virtio disk, makes the volume group on it and runs TestInGuestLVM,
-// printing its output and exit status on the console, then powers off.
-const guestInit = `#!/bin/busybox sh
+// guestInit is a test guest's /init: it loads the modules, waits for
+// the virtio disks and makes volume group vgs[i] on the i-th (vda, vdb,
+// ...), runs the shell commands setup, then the test binary's test with
+// the environment env (and, when qemu was copied in, envGuestQEMU and
+// envGuestKernel), printing its output and exit status on the console,
+// then powers off.
+func guestInit(vgs []string, setup, env, test string) string {
+	var disks strings.Builder
+	for i, vg := range vgs {
+		fmt.Fprintf(&disks, "disk /dev/vd%c %s\n", 'a'+i, vg)
+	}
+	return guestInitHead + disks.String() + setup + "\ncd /tmp\n" +
+		"q=\n[ -x /usr/bin/qemu-system-x86_64 ] && q=\"" + envGuestQEMU + "=/usr/bin/qemu-system-x86_64 " + envGuestKernel + "=/boot/vmlinuz\"\n" +
+		"env $q " + env + " /agent.test -test.run '^" + test + "$' -test.v -test.count=1 2>&1\n" +
+		"echo \"" + guestResult + "$?\"\npoweroff -f\n"
+}
+
+// guestInitHead begins every test guest's /init.
+const guestInitHead = `#!/bin/busybox sh
 /bin/busybox --install -s /bin
 export PATH=/sbin:/bin:/usr/sbin:/usr/bin
 mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev 2>/dev/null
 mkdir -p /tmp /run/lock/lvm /run/lvm
-fail() { echo "GNT-LVM-GUEST FAIL $*"; echo "GNT-LVM-GUEST RESULT 1"; poweroff -f; }
+fail() { echo "GNT-GUEST FAIL $*"; echo "GNT-GUEST RESULT 1"; poweroff -f; }
 for m in $(cat /lib/modules/order); do
 	insmod /lib/modules/$m || fail "insmod $m"
 done
-n=0
-while [ ! -b /dev/vda ]; do
-	n=$((n+1)); [ $n -gt 100 ] && fail "no /dev/vda"
-	usleep 100000
-done
-lvm pvcreate -q -y /dev/vda || fail "pvcreate /dev/vda"
-lvm vgcreate -q -y gntguest /dev/vda || fail "vgcreate gntguest"
-cd /tmp
-q=
-[ -x /usr/bin/qemu-system-x86_64 ] && q="GNT_IN_GUEST_QEMU=/usr/bin/qemu-system-x86_64 GNT_IN_GUEST_KERNEL=/boot/vmlinuz"
-env $q GNT_IN_GUEST_VG=gntguest GNT_IN_GUEST_PV=/dev/vda /agent.test -test.run '^TestInGuestLVM$' -test.v -test.count=1 2>&1
-echo "GNT-LVM-GUEST RESULT $?"
-poweroff -f
+disk() {
+	n=0
+	while [ ! -b $1 ]; do
+		n=$((n+1)); [ $n -gt 100 ] && fail "no $1"
+		usleep 100000
+	done
+	lvm pvcreate -q -y $1 || fail "pvcreate $1"
+	lvm vgcreate -q -y $2 $1 || fail "vgcreate $2"
+}
 `
 
 // qemuFirmware are the files qemu loads to boot a kernel (SeaBIOS and
@@ -370,9 +487,10 @@ devices {
 // each a link to lvm.
 var guestLVMTools = []string{"lvs", "lvcreate", "lvextend", "lvremove", "lvchange", "vgs", "pvs", "pvchange", "vgreduce", "pvcreate", "vgcreate"}
 
-// initramfs writes the LVM guest's initramfs (an uncompressed newc cpio)
-// to path, with the test binary bin as /agent.test.
-func (g lvmGuest) initramfs(path, bin string) error {
+// initramfs writes the test guest's initramfs (an uncompressed newc
+// cpio) to path, with init as /init and the test binary bin as
+// /agent.test.
+func (g testGuest) initramfs(path, bin, init string) error {
 	w := &cpioWriter{}
 	for _, d := range []string{"bin", "sbin", "usr", "usr/bin", "dev", "proc", "sys", "tmp", "etc", "etc/lvm", "lib", "lib/modules", "run"} {
 		w.dir(d)
@@ -382,7 +500,7 @@ func (g lvmGuest) initramfs(path, bin string) error {
 		return err
 	}
 	w.symlink("bin/sh", "busybox")
-	w.data("init", []byte(guestInit), 0o755)
+	w.data("init", []byte(init), 0o755)
 	w.data("etc/lvm/lvm.conf", []byte(guestLVMConf), 0o644)
 	if err := w.file("sbin/lvm", g.lvm, 0o755); err != nil {
 		return err
@@ -395,6 +513,13 @@ func (g lvmGuest) initramfs(path, bin string) error {
 		return err
 	}
 	bins := []string{g.lvm, g.ip}
+	for _, b := range g.bins {
+		w.parents(b.name)
+		if err := w.file(b.name, b.src, 0o755); err != nil {
+			return err
+		}
+		bins = append(bins, b.src)
+	}
 	if g.nested {
 		bins = append(bins, g.qemu)
 		if err := w.file("usr/bin/qemu-system-x86_64", g.qemu, 0o755); err != nil {
@@ -567,4 +692,41 @@ func (w *cpioWriter) node(name string, perm uint32, major, minor int) {
 func (w *cpioWriter) close() []byte {
 	w.entry("TRAILER!!!", 0, 0, 0, nil)
 	return w.buf.Bytes()
+}
+
+// TestGuestModules: the load order of a test guest's modules from a
+// modules directory's lists: dependencies first, a soft dependency's
+// generic module before the module, built-in ones left out; a module in
+// no list, or a soft dependency nothing provides, is an error naming it.
+func TestGuestModules(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("modules.dep", `kernel/drbd.ko: kernel/lru_cache.ko kernel/libcrc32c.ko
+kernel/lru_cache.ko:
+kernel/libcrc32c.ko:
+kernel/crc32c-intel.ko:
+kernel/crc32c_generic.ko.xz:
+kernel/xfs.ko: kernel/libcrc32c.ko
+kernel/odd.ko:
+`)
+	write("modules.builtin", "kernel/dm-mod.ko\n")
+	write("modules.softdep", "# soft\nsoftdep libcrc32c pre: crc32c post: nothing\nsoftdep odd pre: missing\nsoftdep cifs md5\n")
+	write("modules.alias", "alias crc32c crc32c_intel\nalias crc32c crc32c_generic\n")
+	got, err := guestModules(dir, "drbd", "dm-mod", "xfs")
+	want := []string{"kernel/crc32c_generic.ko.xz", "kernel/libcrc32c.ko", "kernel/lru_cache.ko", "kernel/drbd.ko", "kernel/xfs.ko"}
+	if err != nil || strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("drbd, dm-mod, xfs: %v %v, want %v", got, err, want)
+	}
+	for name, why := range map[string]string{
+		"nosuch": "module nosuch is neither built in nor in modules.dep",
+		"odd":    "soft dependency missing of module odd",
+	} {
+		if got, err := guestModules(dir, name); err == nil || !strings.Contains(err.Error(), why) {
+			t.Errorf("%s: %v %v, want an error saying %q", name, got, err, why)
+		}
+	}
 }
