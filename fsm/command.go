@@ -310,7 +310,10 @@ type LeaderEstablish struct {
 //
 // Version 33 adds a drbd disk's logical id (Disk.DRBD: port, secret and
 // each node's minor), which InstancePut allocates and a replica of version
-// 32 refuses as an unknown field.
+// 32 refuses as an unknown field: from version 33 InstancePut gives each
+// drbd disk its port (from the pool network ports draw from) and minors,
+// keeps them across changes, and refuses a drbd record without a secret
+// (drbdids.go).
 const LogVersion = 33
 
 // Job update actions.

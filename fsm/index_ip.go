@@ -23,6 +23,7 @@ func (s *State) indexInstance(u string, i *Instance) {
 	if i.NetworkPort != 0 {
 		s.ports[i.NetworkPort] = u
 	}
+	s.indexDRBD(u, i)
 	if i.Name != "" { // an unnamed reservation is found by UUID only
 		s.instByName[i.Name] = u
 	}
@@ -52,6 +53,7 @@ func (s *State) unindexInstance(u string, i *Instance) {
 	if i.NetworkPort != 0 && s.ports[i.NetworkPort] == u {
 		delete(s.ports, i.NetworkPort)
 	}
+	s.unindexDRBD(u, i)
 	if i.Name != "" && s.instByName[i.Name] == i.UUID {
 		delete(s.instByName, i.Name)
 	}

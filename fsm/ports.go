@@ -5,7 +5,8 @@ import "sort"
 // The cluster's TCP/UDP port pool (Ganeti's tcpudp_port_pool and
 // AllocatePort): an instance whose hypervisor needs a port of its own (the
 // kvm driver's VNC console) gets one, Instance.NetworkPort, when its
-// record is stored. The choice is made in apply and depends only on the
+// record is stored, and so does each drbd disk (its DRBDLogicalID.Port,
+// drbdids.go): both draw from this one pool. The choice is made in apply and depends only on the
 // state: the lowest port of the pool no instance holds, so a removed
 // instance's port is the next one given out. The port is the instance's:
 // failover, migration, rename and modification keep it; removal frees it.
@@ -54,8 +55,8 @@ func NeedsNetworkPort(c *Cluster, in *Instance) bool {
 	return false
 }
 
-// InstanceByPort returns the instance holding a port of the pool, nil if
-// none.
+// InstanceByPort returns the instance holding a port of the pool (as its
+// network_port or a drbd disk's port), nil if none.
 func (s *State) InstanceByPort(port int) *Instance {
 	return s.Instances[s.ports[port]]
 }
@@ -79,7 +80,7 @@ func (t *txn) setNetworkPort(in, old *Instance) *Error {
 	if !NeedsNetworkPort(t.clusterRO(), in) {
 		return nil
 	}
-	p := t.portPicker(in.UUID).take()
+	p := t.recordPortPicker(in, old).take()
 	if p == 0 {
 		return errf(CodeState, "instance.network_port", "instance %s needs a network port and the cluster's pool (%d-%d) has none free: every port is held by an instance", in.Name, FirstNetworkPort, LastNetworkPort)
 	}
@@ -98,15 +99,46 @@ type portPicker struct {
 	next   int // every port below is held or handed out
 }
 
-// portPicker collects the ports the transaction's records hold, once.
+// portPicker collects the ports the transaction's records hold, once:
+// network ports and drbd disks' ports.
 func (t *txn) portPicker(skip string) *portPicker {
 	staged := map[int]bool{}
 	for u, i := range t.insts {
-		if u != skip && i != nil && i.NetworkPort != 0 {
+		if u == skip || i == nil {
+			continue
+		}
+		if i.NetworkPort != 0 {
 			staged[i.NetworkPort] = true
+		}
+		for _, d := range i.Disks {
+			if d.DRBD != nil && d.DRBD.Port != 0 {
+				staged[d.DRBD.Port] = true
+			}
 		}
 	}
 	return &portPicker{t: t, skip: skip, staged: staged, next: FirstNetworkPort}
+}
+
+// recordPortPicker is the picker for a record in about to be stored over
+// old (nil: a new record): the ports old holds count as held (in keeps
+// them, or they are freed when the transaction commits), and so do those
+// in names.
+func (t *txn) recordPortPicker(in, old *Instance) *portPicker {
+	pp := t.portPicker(in.UUID)
+	for _, i := range []*Instance{old, in} {
+		if i == nil {
+			continue
+		}
+		if i.NetworkPort != 0 {
+			pp.staged[i.NetworkPort] = true
+		}
+		for _, d := range i.Disks {
+			if d.DRBD != nil && d.DRBD.Port != 0 {
+				pp.staged[d.DRBD.Port] = true
+			}
+		}
+	}
+	return pp
 }
 
 // take is the lowest free port not handed out yet (0: none is left). It

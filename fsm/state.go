@@ -57,9 +57,12 @@ type State struct {
 	// the instances' NICs take from each network's pool.
 	netIPs map[string]map[string]string
 	usage  usageIndex // see index_usage.go
-	// ports maps each network port of the pool to the instance holding
-	// it (ports.go).
-	ports   map[int]string
+	// ports maps each port of the pool to the instance holding it: its
+	// network_port or a drbd disk's port (ports.go, drbdids.go).
+	ports map[int]string
+	// minors maps node UUID -> drbd minor -> the instance whose drbd
+	// disk holds it there (drbdids.go).
+	minors  map[string]map[int]string
 	pending int
 	// execPending holds the unfinished jobs that need the executor, so the
 	// leader finds its work without scanning the retained history.
@@ -112,6 +115,7 @@ func (s *State) reindex() {
 	s.netIPs = map[string]map[string]string{}
 	s.usage = usageIndex{}
 	s.ports = map[int]string{}
+	s.minors = map[string]map[int]string{}
 	if s.Networks == nil {
 		s.Networks = map[string]*Network{}
 	}

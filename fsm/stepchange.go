@@ -192,6 +192,9 @@ func (p *InstancePut) apply(t *txn) *Error {
 	if e := t.setNetworkPort(&in, old); e != nil {
 		return e
 	}
+	if e := t.setDRBDIDs(&in, old); e != nil {
+		return e
+	}
 	rec := in.clone()
 	if old != nil {
 		rec.SerialNo, rec.CTime = old.SerialNo, old.CTime
