@@ -438,6 +438,19 @@ func (e *Executor) objectName(uuid string) string {
 	return name
 }
 
+// storedInstance is an instance's stored record by UUID (a copy), nil if
+// there is none.
+func (e *Executor) storedInstance(uuid string) *fsm.Instance {
+	var in *fsm.Instance
+	e.FSM.Read(func(s *fsm.State, _ uint64) {
+		if i := s.Instances[uuid]; i != nil {
+			c := *i
+			in = &c
+		}
+	})
+	return in
+}
+
 func (e *Executor) readJob(id int64) *fsm.Job {
 	var job *fsm.Job
 	e.FSM.Read(func(s *fsm.State, _ uint64) { job = s.Jobs[id] })
@@ -578,6 +591,7 @@ func (e *Executor) runOp(ctx context.Context, job *fsm.Job, idx int, resume bool
 	if sc.dryRun {
 		sc.name = e.objectName
 	}
+	sc.stored = e.storedInstance
 	var (
 		result  any
 		retries int

@@ -36,7 +36,7 @@ func (d *direct) Apply(_ context.Context, c fsm.Command) (fsm.Response, uint64, 
 func setup(t *testing.T) (*direct, uint64) {
 	d := &direct{f: fsm.New()}
 	d.Apply(context.Background(), fsm.ClusterInit{Now: 1, Name: "c", UUID: "u1", GroupUUID: "g1", Node: fsm.NodeSpec{Name: "n1", UUID: "n1", PrimaryIP: "192.0.2.1"}})
-	r, _, _ := d.Apply(context.Background(), fsm.LeaderEstablish{Now: 2, Node: "n1"})
+	r, _, _ := d.Apply(context.Background(), fsm.LeaderEstablish{Now: 2, Node: "n1", LogVersion: fsm.LogVersion})
 	if r.Err != nil {
 		t.Fatal(r.Err)
 	}

@@ -131,9 +131,9 @@ type NodeCaller interface {
 // filled returns a copy of an instance with its effective parameters:
 // HVParams (fsm.FillHVParams with the cluster's), BEParams, OSParams (the
 // cluster's for its OS under its own), DiskParams (its template's, its
-// primary node's group's over the cluster's) and each NIC's mode, link and vlan
-// (the cluster's nicparams where the NIC has none), its Hypervisor
-// named: what the agents' drivers and OS scripts read. Every agent call
+// primary node's group's over the cluster's), each NIC's mode, link and vlan
+// (the cluster's nicparams where the NIC has none), each drbd disk's ends'
+// node names and addresses (fillDRBDEnds), its Hypervisor named: what the agents' drivers and OS scripts read. Every agent call
 // about an instance goes through call, so this is the one place.
 func (e *Executor) filled(in *fsm.Instance) *fsm.Instance {
 	x := *in
@@ -152,6 +152,7 @@ func (e *Executor) filled(in *fsm.Instance) *fsm.Instance {
 			n.Mode, n.Link, n.VLAN = fsm.FilledNIC(s.Cluster, &n)
 			x.NICs[k] = n
 		}
+		fillDRBDEnds(s, &x)
 	})
 	return &x
 }

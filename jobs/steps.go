@@ -54,6 +54,9 @@ type StepContext struct {
 	// name gives the name of a node or instance UUID (the UUID itself
 	// when the state has no such object), for a dry run's account.
 	name func(uuid string) string
+	// stored reads an instance's stored record by UUID (nil: none), for
+	// the secrets of drbd disks in the records the step proposes.
+	stored func(uuid string) *fsm.Instance
 }
 
 // DryRun reports whether the opcode is a dry run (see Executor.runOp).
@@ -61,11 +64,20 @@ func (sc *StepContext) DryRun() bool { return sc.dryRun }
 
 // Change queues a configuration change made by the step; it is applied
 // in one transaction with the step's record, or the step fails. In a dry
-// run the change is described instead.
+// run the change is described instead. This is the one place where the
+// records steps propose get the secrets of their new drbd disks
+// (withDRBDSecrets).
 func (sc *StepContext) Change(c fsm.StepChange) {
 	if sc.dryRun {
 		sc.wouldf("record %s", describeChange(c, sc.nameOf))
 		return
+	}
+	if p := c.InstancePut; p != nil {
+		var old *fsm.Instance
+		if sc.stored != nil {
+			old = sc.stored(p.Instance.UUID)
+		}
+		c.InstancePut = &fsm.InstancePut{Instance: withDRBDSecrets(p.Instance, old), ExpectSerial: p.ExpectSerial}
 	}
 	sc.changes = append(sc.changes, c)
 }
