@@ -38,6 +38,11 @@ type fakeNodes struct {
 	// bridges holds each node's bridges (bridges-exist); a node not in
 	// it has every bridge.
 	bridges map[string][]string
+	// drbd gives the drbd device a status reports for a disk present on
+	// a node (nil, or false: none, as the fake driver reports); seen
+	// holds the instance each call carried.
+	drbd func(node, disk string) (fsm.DRBDDevice, bool)
+	seen []NodeCall
 }
 
 func newFakeNodes() *fakeNodes {
@@ -48,6 +53,7 @@ func (f *fakeNodes) Call(_ context.Context, node *fsm.Node, c NodeCall) (NodeRep
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, c.Op+"@"+node.Name)
+	f.seen = append(f.seen, c)
 	if f.down[node.Name] {
 		return NodeReply{}, &NodeCallError{Code: "transport", Msg: "connection refused"}
 	}
@@ -71,17 +77,27 @@ func (f *fakeNodes) Call(_ context.Context, node *fsm.Node, c NodeCall) (NodeRep
 	case NodeOpStatus:
 		var disks []string
 		paths := map[string]string{}
+		var devs map[string]fsm.DRBDDevice
 		for d, ok := range f.disks[key] {
 			if ok {
 				disks = append(disks, d)
 				paths[d] = "/disks/" + node.Name + "/" + d
+				if f.drbd == nil {
+					continue
+				}
+				if dev, ok := f.drbd(node.Name, d); ok {
+					if devs == nil {
+						devs = map[string]fsm.DRBDDevice{}
+					}
+					devs[d] = dev
+				}
 			}
 		}
 		switch {
 		case f.run[key]:
-			return NodeReply{State: "running", Disks: disks, DiskPaths: paths}, nil
+			return NodeReply{State: "running", Disks: disks, DiskPaths: paths, DRBD: devs}, nil
 		case f.disks[key] != nil || f.os[key] != "":
-			return NodeReply{State: "stopped", Disks: disks, DiskPaths: paths}, nil
+			return NodeReply{State: "stopped", Disks: disks, DiskPaths: paths, DRBD: devs}, nil
 		}
 		return NodeReply{}, &NodeCallError{Code: "not_found", Msg: "no such instance"}
 	case NodeOpDiskCreate:

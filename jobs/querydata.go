@@ -110,23 +110,83 @@ func (e *Executor) queryNode(ctx context.Context, sc *StepContext, in *fsm.Insta
 	return &r, nil
 }
 
-// Ganeti's local disk status values (ldisk_status).
-const ldsOkay = 1
+// Ganeti's local disk status values (ldisk_status: LDS_OKAY, LDS_SYNC,
+// LDS_UNKNOWN, LDS_FAULTY) and the block major of drbd devices.
+const (
+	ldsOkay    = 1
+	ldsSync    = 2
+	ldsUnknown = 3
+	ldsFaulty  = 4
+	drbdMajor  = 147
+)
 
 // diskStatus is Ganeti's block device status of one disk on one node
 // (dev_path, major, minor, sync_percent, estimated_time, is_degraded,
 // ldisk_status), or null when the node was not asked or does not hold
 // the disk. gnt's disks are files and logical volumes, neither synced
-// nor degraded; their device numbers are not reported.
+// nor degraded, whose device numbers are not reported; a drbd device the
+// node reports has its status (drbdStatus).
 func diskStatus(r *NodeReply, disk string) any {
 	if r == nil || !slices.Contains(r.Disks, disk) {
 		return nil
+	}
+	if dev, ok := r.DRBD[disk]; ok {
+		return drbdStatus(dev)
 	}
 	var path any
 	if p := r.DiskPaths[disk]; p != "" {
 		path = p
 	}
 	return []any{path, nil, nil, nil, nil, false, ldsOkay}
+}
+
+// drbdStatus is Ganeti's block device status of a drbd device as its
+// node reports it: /dev/drbd<minor>, major 147, the resync's progress
+// and estimated time (null when none is under way), degraded unless
+// connected with both sides up to date, and the local disk's status as
+// Ganeti's DRBD8Dev.GetSyncStatus rates it (up to date: okay; diskless:
+// faulty; the target of a resync: sync; unknown otherwise).
+func drbdStatus(dev fsm.DRBDDevice) []any {
+	var pct, eta any
+	if dev.SyncPercent != nil {
+		pct = *dev.SyncPercent
+	}
+	if dev.EstimatedSeconds != nil {
+		eta = *dev.EstimatedSeconds
+	}
+	lds := ldsUnknown
+	switch {
+	case dev.LocalOK():
+		lds = ldsOkay
+	case dev.Disk == "Diskless":
+		lds = ldsFaulty
+	case dev.SyncPercent != nil:
+		lds = ldsSync
+	}
+	return []any{fmt.Sprintf("/dev/drbd%d", dev.Minor), drbdMajor, dev.Minor, pct, eta, !dev.InSync(), lds}
+}
+
+// drbdIDs are a drbd disk's logical_id as Ganeti's LUInstanceQueryData
+// shows it, (first node, second node, port, first minor, second minor,
+// secret), the nodes as allocated and the secret hidden (null), and its
+// drbd_info (primary and secondary node names and minors, port); null
+// both for a disk without a logical id.
+func drbdIDs(in *fsm.Instance, d *fsm.Disk, name func(string) string) (logical, info any) {
+	id := d.DRBD
+	if id == nil || len(id.Ends) != 2 {
+		return nil, nil
+	}
+	p, s := id.DRBDEndOf(in.PrimaryNode), &id.Ends[0]
+	if p == nil {
+		return nil, nil
+	}
+	if s == p {
+		s = &id.Ends[1]
+	}
+	logical = []any{id.Ends[0].Node, id.Ends[1].Node, id.Port, id.Ends[0].Minor, id.Ends[1].Minor, nil}
+	info = map[string]any{"primary_node": name(p.Node), "primary_minor": p.Minor,
+		"secondary_node": name(s.Node), "secondary_minor": s.Minor, "port": id.Port}
+	return logical, info
 }
 
 // queryData is Ganeti's description of one instance (LUInstanceQueryData's
@@ -152,8 +212,9 @@ func queryData(c *fsm.Cluster, in *fsm.Instance, run any, p, s *NodeReply, nodes
 		if d.Name != "" {
 			dname = d.Name
 		}
+		logical, info := drbdIDs(in, &d, name)
 		disks[k] = map[string]any{
-			"iv_name": fmt.Sprintf("disk/%d", k), "dev_type": in.DiskTemplate, "logical_id": nil, "drbd_info": nil,
+			"iv_name": fmt.Sprintf("disk/%d", k), "dev_type": in.DiskTemplate, "logical_id": logical, "drbd_info": info,
 			"pstatus": diskStatus(p, d.UUID), "sstatus": diskStatus(s, d.UUID), "children": []any{}, "mode": d.Mode, "size": d.SizeMiB,
 			"spindles": nil, "name": dname, "uuid": d.UUID,
 		}
