@@ -452,7 +452,7 @@ func noDRBD(node, proc string, find func(string) string) string {
 	if p.Major != 8 || p.Minor != 4 {
 		return fmt.Sprintf("node %s has DRBD %s, which is not supported: gnt drives DRBD 8.4 as Ganeti does", node, p.Version)
 	}
-	return "node " + node + " has DRBD " + p.Version + ", but the kvm driver runs no drbd disks yet (use plain, file or sharedfile)"
+	return ""
 }
 
 // readBounded reads a file of at most max bytes (more is an error).

@@ -45,6 +45,14 @@ type KVMConfig struct {
 	// RunLVM).
 	VolumeGroup string
 	LVM         LVMRunner
+	// DRBD runs drbdsetup and drbdmeta for the disks of template drbd
+	// (kvm_drbd.go; nil: RunDRBD), whose volumes are in VolumeGroup.
+	// ProcDRBD is where the kernel lists DRBD's devices (empty:
+	// /proc/drbd), SysBlock where it lists block devices with their
+	// sizes (empty: /sys/block).
+	DRBD     DRBDRunner
+	ProcDRBD string
+	SysBlock string
 	// Accel forces the accelerator (AccelKVM or AccelTCG); empty probes
 	// KVM once (ProbeTimeout, default 15 s) and falls back to TCG.
 	Accel        string
@@ -297,6 +305,8 @@ func (k *KVM) diskPath(inst fsm.Instance, disk string) (string, error) {
 			return "", err
 		}
 		return "/dev/" + vg + "/" + lvName(inst.UUID, disk), nil
+	case fsm.DTDrbd:
+		return k.drbdPath(inst, disk)
 	case "file":
 		dir = k.cfg.FileStorageDir
 	case "sharedfile":
@@ -304,7 +314,7 @@ func (k *KVM) diskPath(inst fsm.Instance, disk string) (string, error) {
 	case fsm.DTDiskless:
 		return "", invalid("instance %s is diskless", inst.Name)
 	default:
-		return "", fmt.Errorf("%w: disk template %q (the kvm driver has plain, file, sharedfile and diskless)", ErrNotSupported, inst.DiskTemplate)
+		return "", fmt.Errorf("%w: disk template %q (the kvm driver has drbd, plain, file, sharedfile and diskless)", ErrNotSupported, inst.DiskTemplate)
 	}
 	if dir == "" {
 		return "", fmt.Errorf("%w: no %s storage directory is configured on node %s", ErrNotSupported, inst.DiskTemplate, k.cfg.Node)
@@ -445,7 +455,13 @@ func (k *KVM) status(ctx context.Context, r *kvmRecord, sizes *diskSizes) Status
 			if gen == "" {
 				gen = "created"
 			}
-			st.Disks = append(st.Disks, DiskStatus{UUID: id, SizeMiB: sz, Attached: attached, Generation: gen, Path: p})
+			ds := DiskStatus{UUID: id, SizeMiB: sz, Attached: attached, Generation: gen, Path: p}
+			if inst.DiskTemplate == fsm.DTDrbd {
+				if proc, err := sizes.procDRBD(); err == nil {
+					ds.DRBD = k.drbdStatus(inst, id, proc)
+				}
+			}
+			st.Disks = append(st.Disks, ds)
 		}
 	}
 	for _, d := range inst.Disks {
@@ -786,6 +802,10 @@ func (k *KVM) launch(ctx context.Context, op Op, r *kvmRecord, inst fsm.Instance
 	if err := k.activatePlain(ctx, op, inst); err != nil {
 		return "", err
 	}
+	if err := k.drbdActivate(ctx, op, inst); err != nil {
+		k.drbdDemote(context.WithoutCancel(ctx), op, inst, op == OpMigratePrepare)
+		return "", err
+	}
 	args = append(args, extra...)
 	dir := k.runDir(inst.UUID)
 	// What an earlier qemu of the instance left (one killed from
@@ -802,6 +822,7 @@ func (k *KVM) launch(ctx context.Context, op Op, r *kvmRecord, inst fsm.Instance
 	}
 	fail := func(err error) (string, error) {
 		k.dropRunDir(inst.UUID)
+		k.drbdDemote(context.WithoutCancel(ctx), op, inst, op == OpMigratePrepare)
 		if uid != nil {
 			k.uids.release(uid)
 		}
@@ -840,6 +861,7 @@ func (k *KVM) launch(ctx context.Context, op Op, r *kvmRecord, inst fsm.Instance
 		uid.unlock()
 	}
 	if k.pid(inst.UUID) == 0 {
+		k.drbdDemote(context.WithoutCancel(ctx), op, inst, op == OpMigratePrepare)
 		return "", &OpError{Op: op, Err: errors.New("qemu started but its process is gone"), Output: out}
 	}
 	if vnc != nil && vnc.password != "" {
@@ -1019,6 +1041,13 @@ func (k *KVM) Stop(ctx context.Context, inst fsm.Instance, o StopOptions) (Resul
 		if err != nil {
 			return false, "", &OpError{Op: OpStop, Err: err}
 		}
+		// Without qemu, this node's drbd disks are secondary.
+		if demoted, err := k.drbdDemote(ctx, OpStop, inst, false); err != nil {
+			return false, "", err
+		} else if demoted && !running {
+			r.State, r.BootID = StateStopped, ""
+			return true, "not running; made its drbd disks secondary", nil
+		}
 		if !running {
 			if r.State == StateRunning {
 				r.State, r.BootID = StateStopped, ""
@@ -1102,6 +1131,16 @@ func (k *KVM) Remove(ctx context.Context, inst fsm.Instance) (Result, error) {
 		n := 0
 		sizes := k.newDiskSizes() // removing one disk's volume leaves the others' as listed
 		for id := range ids {
+			if inst.DiskTemplate == fsm.DTDrbd {
+				changed, err := k.drbdRemove(ctx, OpRemove, inst, r, id, sizes)
+				if err != nil {
+					return false, "", err
+				}
+				if changed {
+					n++
+				}
+				continue
+			}
 			p, err := k.diskPath(inst, id)
 			if err != nil {
 				continue
@@ -1162,6 +1201,9 @@ func (k *KVM) DiskCreate(ctx context.Context, inst fsm.Instance, disk string) (R
 	if cd.SizeMiB <= 0 {
 		return Result{}, invalid("disk %s has size %d", disk, cd.SizeMiB)
 	}
+	if inst.DiskTemplate == fsm.DTDrbd {
+		return k.drbdCreate(ctx, inst, cd)
+	}
 	return k.diskOp(ctx, OpDiskCreate, inst, disk, func(rec **kvmRecord, path string, sz int64) (bool, string, error) {
 		r := *rec
 		if r == nil {
@@ -1188,6 +1230,25 @@ func (k *KVM) DiskCreate(ctx context.Context, inst fsm.Instance, disk string) (R
 func (k *KVM) DiskRemove(ctx context.Context, inst fsm.Instance, disk string) (Result, error) {
 	if disk == "" {
 		return Result{}, invalid("no disk UUID given")
+	}
+	if inst.DiskTemplate == fsm.DTDrbd {
+		return k.mutate(ctx, OpDiskRemove, inst, "", func(rec **kvmRecord) (bool, string, error) {
+			r := *rec
+			if d := r.disk(disk); d != nil && d.Attached && k.pid(inst.UUID) != 0 {
+				return false, "", stateErr("disk %s is attached to instance %s, which runs here; detach it first", disk, inst.Name)
+			}
+			changed, err := k.drbdRemove(ctx, OpDiskRemove, inst, r, disk, k.newDiskSizes())
+			if err != nil {
+				return false, "", err
+			}
+			if r != nil {
+				r.Disks = slices.DeleteFunc(r.Disks, func(x DiskStatus) bool { return x.UUID == disk })
+			}
+			if !changed {
+				return false, "not present", nil
+			}
+			return true, "removed disk " + disk, nil
+		})
 	}
 	return k.diskOp(ctx, OpDiskRemove, inst, disk, func(rec **kvmRecord, path string, sz int64) (bool, string, error) {
 		r := *rec
@@ -1231,7 +1292,21 @@ func (k *KVM) DiskAttach(ctx context.Context, inst fsm.Instance, disk string) (R
 			*rec = r
 		}
 		d := r.noteDisk(disk, sz)
+		reconnected := ""
+		if inst.DiskTemplate == fsm.DTDrbd {
+			out, running, err := k.drbdAttach(ctx, inst, disk)
+			if err != nil {
+				return false, "", err
+			}
+			if d.Attached && out != "" && !running {
+				return true, out, nil
+			}
+			reconnected = out
+		}
 		if d.Attached {
+			if reconnected != "" {
+				return true, reconnected, nil
+			}
 			return false, "already attached", nil
 		}
 		if k.pid(inst.UUID) != 0 {
@@ -1347,6 +1422,11 @@ func (k *KVM) DiskDetach(ctx context.Context, inst fsm.Instance, disk string) (R
 				return false, "", &OpError{Op: OpDiskDetach, Err: err}
 			}
 			d.Attached = false
+			if inst.DiskTemplate == fsm.DTDrbd {
+				if err := k.drbdDetach(ctx, inst, disk); err != nil {
+					return false, "", err
+				}
+			}
 			return true, "hot-unplugged disk " + disk, nil
 		}
 		d.Attached = false
@@ -1356,13 +1436,31 @@ func (k *KVM) DiskDetach(ctx context.Context, inst fsm.Instance, disk string) (R
 			}
 			return true, "detached and deactivated disk " + disk, nil
 		}
+		if inst.DiskTemplate == fsm.DTDrbd {
+			if err := k.drbdDetach(ctx, inst, disk); err != nil {
+				return false, "", err
+			}
+			return true, "detached disk " + disk + " (secondary here)", nil
+		}
 		return true, "detached disk " + disk, nil
 	})
 }
 
-// DiskReplace implements Driver: file disks have no peer to resync from.
+// DiskReplace implements Driver: a drbd disk's volumes made anew here,
+// resynchronised from the peer (kvm_drbd.go); other templates have no
+// peer to resync from.
 func (k *KVM) DiskReplace(ctx context.Context, inst fsm.Instance, disk, opID string) (Result, error) {
-	return Result{}, fmt.Errorf("%w: disk replace needs a replicated template (drbd); the kvm driver has plain, file, sharedfile and diskless", ErrNotSupported)
+	if inst.DiskTemplate != fsm.DTDrbd {
+		return Result{}, fmt.Errorf("%w: disk replace needs a replicated template (drbd), and instance %s is %s", ErrNotSupported, inst.Name, inst.DiskTemplate)
+	}
+	if opID == "" {
+		return Result{}, invalid("disk replace needs an op id")
+	}
+	cd, _, err := configDisk(inst, disk)
+	if err != nil {
+		return Result{}, err
+	}
+	return k.drbdReplace(ctx, inst, cd, opID)
 }
 
 // DiskGrow implements Driver: qemu-img resize, and QMP block_resize when
@@ -1371,6 +1469,9 @@ func (k *KVM) DiskGrow(ctx context.Context, inst fsm.Instance, disk string) (Res
 	cd, _, err := configDisk(inst, disk)
 	if err != nil {
 		return Result{}, err
+	}
+	if inst.DiskTemplate == fsm.DTDrbd {
+		return k.drbdGrow(ctx, inst, cd)
 	}
 	return k.diskOp(ctx, OpDiskGrow, inst, disk, func(rec **kvmRecord, path string, sz int64) (bool, string, error) {
 		switch {
@@ -1397,22 +1498,31 @@ func (k *KVM) DiskGrow(ctx context.Context, inst fsm.Instance, disk string) (Res
 			}
 		}
 		if running {
-			err = qmpDo(ctx, k.qmpPath(inst.UUID), func(q *qmpConn) error {
-				return q.call(ctx, "block_resize", map[string]any{"device": "disk-" + disk, "size": cd.SizeMiB << 20}, nil)
-			})
-			if err != nil {
-				// A hot-plugged disk is named by its node name.
-				err = qmpDo(ctx, k.qmpPath(inst.UUID), func(q *qmpConn) error {
-					return q.call(ctx, "block_resize", map[string]any{"node-name": blockNodeName(disk), "size": cd.SizeMiB << 20}, nil)
-				})
-			}
-			if err != nil {
-				return false, "", &OpError{Op: OpDiskGrow, Err: err}
+			if err := k.blockResize(ctx, inst.UUID, disk, cd.SizeMiB); err != nil {
+				return false, "", err
 			}
 		}
 		d.SizeMiB = cd.SizeMiB
 		return true, fmt.Sprintf("grew disk %s from %d to %d MiB", disk, sz, cd.SizeMiB), nil
 	})
+}
+
+// blockResize tells the instance's running qemu the disk's new size
+// (MiB), so the guest sees it.
+func (k *KVM) blockResize(ctx context.Context, uuid, disk string, mib int64) error {
+	err := qmpDo(ctx, k.qmpPath(uuid), func(q *qmpConn) error {
+		return q.call(ctx, "block_resize", map[string]any{"device": "disk-" + disk, "size": mib << 20}, nil)
+	})
+	if err != nil {
+		// A hot-plugged disk is named by its node name.
+		err = qmpDo(ctx, k.qmpPath(uuid), func(q *qmpConn) error {
+			return q.call(ctx, "block_resize", map[string]any{"node-name": blockNodeName(disk), "size": mib << 20}, nil)
+		})
+	}
+	if err != nil {
+		return &OpError{Op: OpDiskGrow, Err: err}
+	}
+	return nil
 }
 
 // InstallOS implements Driver. With KVMConfig.OS it runs the OS
@@ -1446,6 +1556,15 @@ func (k *KVM) InstallOS(ctx context.Context, inst fsm.Instance, opID string) (Re
 		}
 		if r == nil {
 			r = newKVMRecord(inst)
+		}
+		if inst.DiskTemplate == fsm.DTDrbd {
+			// The OS is written through this node's devices, primary
+			// for the install and secondary after.
+			if err := k.drbdActivate(ctx, OpOSInstall, inst); err != nil {
+				k.drbdDemote(context.WithoutCancel(ctx), OpOSInstall, inst, false)
+				return false, "", err
+			}
+			defer k.drbdDemote(context.WithoutCancel(ctx), OpOSInstall, inst, false)
 		}
 		out := "installed " + inst.OS + " (noop: nothing written)"
 		if k.cfg.OS != nil {

@@ -120,6 +120,16 @@ func (k *KVM) lvDo(ctx context.Context, op Op, tool string, args ...string) erro
 // lvActivate activates (or deactivates) the volumes of the instance's
 // disks that are not already so, as one listing of the volume group says.
 func (k *KVM) lvActivate(ctx context.Context, op Op, inst fsm.Instance, on bool, disks ...string) error {
+	names := make([]string, len(disks))
+	for i, disk := range disks {
+		names[i] = lvName(inst.UUID, disk)
+	}
+	return k.activateLVs(ctx, op, on, names...)
+}
+
+// activateLVs activates (or deactivates) the named volumes of the
+// volume group that are not already so.
+func (k *KVM) activateLVs(ctx context.Context, op Op, on bool, names ...string) error {
 	vg, err := k.volumeGroup()
 	if err != nil {
 		return err
@@ -132,11 +142,10 @@ func (k *KVM) lvActivate(ctx context.Context, op Op, inst fsm.Instance, on bool,
 	if on {
 		flag = "-ay"
 	}
-	for _, disk := range disks {
-		lv := lvName(inst.UUID, disk)
+	for _, lv := range names {
 		sz, active := lvLookup(lvs, lv)
 		if sz < 0 {
-			return notFound("disk %s: logical volume %s/%s does not exist on this node", disk, vg, lv)
+			return notFound("logical volume %s/%s does not exist on this node", vg, lv)
 		}
 		if active == on {
 			continue
@@ -179,22 +188,38 @@ type diskSizes struct {
 	once sync.Once
 	lvs  map[string]LV
 	err  error
+	// proc is /proc/drbd, read when the first drbd disk's state is
+	// asked for.
+	procOnce sync.Once
+	proc     ProcDRBD
+	procErr  error
+}
+
+// list lists the volume group vg once for the pass.
+func (s *diskSizes) list(ctx context.Context, vg string) error {
+	s.once.Do(func() { s.lvs, s.err = s.k.listLVs(ctx, vg) })
+	return s.err
+}
+
+// procDRBD is /proc/drbd, read once for the pass.
+func (s *diskSizes) procDRBD() (ProcDRBD, error) {
+	s.procOnce.Do(func() { s.proc, s.procErr = s.k.readProcDRBD() })
+	return s.proc, s.procErr
 }
 
 func (k *KVM) newDiskSizes() *diskSizes { return &diskSizes{k: k} }
 
 // size is the size in MiB of the disk's storage, -1 when absent.
 func (s *diskSizes) size(ctx context.Context, inst fsm.Instance, disk, path string) (int64, error) {
-	if inst.DiskTemplate != fsm.DTPlain {
+	if !onLVM(inst) {
 		return diskSize(path)
 	}
 	vg, err := s.k.volumeGroup()
 	if err != nil {
 		return 0, err
 	}
-	s.once.Do(func() { s.lvs, s.err = s.k.listLVs(ctx, vg) })
-	if s.err != nil {
-		return 0, s.err
+	if err := s.list(ctx, vg); err != nil {
+		return 0, err
 	}
 	sz, _ := lvLookup(s.lvs, lvName(inst.UUID, disk))
 	return sz, nil
@@ -271,10 +296,17 @@ func (k *KVM) growStorage(ctx context.Context, inst fsm.Instance, disk, path str
 // errNoPlainMove refuses moving a plain instance between nodes.
 var errNoPlainMove = errors.New("plain disks are logical volumes local to their node; without drbd an instance of template plain cannot move (migrate or fail over) to another node")
 
+// onLVM is whether the instance's disks are logical volumes (plain), or
+// DRBD devices over logical volumes (drbd: the data volume is the disk's
+// size).
+func onLVM(inst fsm.Instance) bool {
+	return inst.DiskTemplate == fsm.DTPlain || inst.DiskTemplate == fsm.DTDrbd
+}
+
 // fileDriver is QEMU's block driver of the instance's disks' storage:
-// host_device for logical volumes, file for files.
+// host_device for logical volumes and DRBD devices, file for files.
 func fileDriver(inst fsm.Instance) string {
-	if inst.DiskTemplate == fsm.DTPlain {
+	if onLVM(inst) {
 		return "host_device"
 	}
 	return "file"

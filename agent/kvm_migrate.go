@@ -148,6 +148,11 @@ func (k *KVM) MigrateSend(ctx context.Context, inst fsm.Instance, m Migration) (
 	return k.mutate(ctx, OpMigrateSend, inst, "", func(rec **kvmRecord) (bool, string, error) {
 		r := *rec
 		if isKVMMigration(r, m.ID, RoleSource) && r.Migration.Phase == PhaseSent {
+			// A sent source's drbd disks are secondary (a demotion cut
+			// short is done now).
+			if _, err := k.drbdDemote(ctx, OpMigrateSend, inst, false); err != nil {
+				return false, "", err
+			}
 			return false, "already sent to " + r.Migration.PeerNode, nil
 		}
 		pid := k.pid(inst.UUID)
@@ -162,6 +167,11 @@ func (k *KVM) MigrateSend(ctx context.Context, inst fsm.Instance, m Migration) (
 		r.Migration = k.migration(m, RoleSource, PhaseSending)
 		if err := k.store.save(inst.UUID, r); err != nil {
 			return false, "", &OpError{Op: OpMigrateSend, Err: err}
+		}
+		// The target becomes primary too when qemu there takes the
+		// guest: this side allows it first (drbd).
+		if err := k.drbdTwoPrimariesAll(ctx, OpMigrateSend, inst, true); err != nil {
+			return false, "", err
 		}
 		uri := "tcp:" + net.JoinHostPort(host, strconv.Itoa(migrationPort(p, m.ID, inst.UUID)))
 		var qm queryMigrate
@@ -215,6 +225,9 @@ func (k *KVM) MigrateSend(ctx context.Context, inst fsm.Instance, m Migration) (
 			r.Disks[i].Attached = false
 		}
 		r.Migration = k.migration(m, RoleSource, PhaseSent)
+		if _, err := k.drbdDemote(ctx, OpMigrateSend, inst, false); err != nil {
+			return false, "", err
+		}
 		out := fmt.Sprintf("migrated to %s (%s) in %d ms, downtime %d ms", m.PeerNode, uri, qm.TotalTime, qm.Downtime)
 		if qm.RAM != nil {
 			out += fmt.Sprintf(", %d MiB transferred", qm.RAM.Transferred>>20)
@@ -263,6 +276,9 @@ func (k *KVM) MigrateFinish(ctx context.Context, inst fsm.Instance, m Migration)
 			return false, "", stateErr("this node has no migration %s of instance %s", m.ID, inst.Name)
 		}
 		if r.State == StateRunning && r.Migration.Phase == PhaseFinished {
+			if err := k.drbdTwoPrimariesAll(ctx, OpMigrateFinish, inst, false); err != nil {
+				return false, "", err
+			}
 			return false, "already finished", nil
 		}
 		if k.pid(inst.UUID) == 0 {
@@ -291,6 +307,11 @@ func (k *KVM) MigrateFinish(ctx context.Context, inst fsm.Instance, m Migration)
 		}
 		if r.BootID == "" {
 			r.BootID = randomID() // the handoff was lost
+		}
+		// The source is secondary again once it sent: one primary, and
+		// two no longer allowed (drbd).
+		if err := k.drbdTwoPrimariesAll(ctx, OpMigrateFinish, inst, false); err != nil {
+			return false, "", err
 		}
 		r.State, r.Incoming = StateRunning, ""
 		r.Migration.Phase, r.Migration.Changed = PhaseFinished, time.Now().UTC()
@@ -345,6 +366,11 @@ func (k *KVM) MigrateAbort(ctx context.Context, inst fsm.Instance, m Migration) 
 		}
 		if _, err := k.stopQEMU(ctx, inst.UUID, 0, true); err != nil {
 			return false, "", &OpError{Op: OpMigrateAbort, Err: err}
+		}
+		// The source keeps the guest: this side is secondary, and two
+		// primaries are no longer allowed (drbd).
+		if _, err := k.drbdDemote(ctx, OpMigrateAbort, inst, true); err != nil {
+			return false, "", err
 		}
 		mig.Phase, mig.Changed = PhaseAborted, time.Now().UTC()
 		r.State, r.BootID, r.Incoming = StateStopped, "", ""

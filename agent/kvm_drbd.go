@@ -1,0 +1,808 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/gnt-cluster/gnt/fsm"
+)
+
+// Disks of template drbd: DRBD 8.4 devices over two logical volumes of
+// the node's volume group, as Ganeti's DRBD84CmdGenerator drives them.
+// Each disk has its data volume "<instance uuid>.<disk uuid>" (the
+// disk's size) and its metadata volume "<...>_meta" (fsm.DRBDMetaMiB,
+// flexible external metadata), the minor its logical id gives this
+// node's end, and the resource "resource<minor>"; qemu opens
+// /dev/drbd<minor>.
+//
+// Every operation first assembles the device idempotently, from what
+// /proc/drbd and `drbdsetup show <minor>` say: the resource and minor
+// set up, the volumes attached, the network connected to the peer end
+// of the logical id (a device connected to another peer address, after
+// the secondary changed, is disconnected and connected to the configured
+// one). Then roles: the instance's node is primary while qemu runs
+// there (start refused while the peer is primary), secondary otherwise;
+// two primaries only during a live migration (allow-two-primaries set by
+// the target's MigratePrepare and the source's MigrateSend, cleared by
+// MigrateFinish or the target's MigrateAbort).
+
+// drbdDisk is a drbd disk as this node drives it.
+type drbdDisk struct {
+	uuid     string
+	size     int64
+	minor    int
+	res      string
+	local    string // drbdsetup's form: "ipv4:10.0.0.1:11000"
+	peer     string
+	peerName string
+	secret   string
+	primary  bool // this node is the instance's primary node
+	data     string
+	meta     string // logical volume names
+	dataDev  string
+	metaDev  string
+	protocol string
+	rate     int
+}
+
+func (d drbdDisk) dev() string { return "/dev/drbd" + strconv.Itoa(d.minor) }
+func (d drbdDisk) m() string   { return strconv.Itoa(d.minor) }
+
+// metaLVName is the metadata volume of a drbd disk.
+func metaLVName(inst, disk string) string { return lvName(inst, disk) + "_meta" }
+
+func (k *KVM) drbdRun() DRBDRunner {
+	if k.cfg.DRBD != nil {
+		return k.cfg.DRBD
+	}
+	return RunDRBD
+}
+
+// drbdOf is the configured disk's DRBD as this node's end drives it; a
+// disk whose logical id misses what that needs is refused (ErrInvalid).
+func (k *KVM) drbdOf(inst fsm.Instance, disk fsm.Disk) (drbdDisk, error) {
+	what := fmt.Sprintf("disk %s of instance %s (template drbd)", disk.UUID, inst.Name)
+	id := disk.DRBD
+	switch {
+	case id == nil:
+		return drbdDisk{}, invalid("%s has no logical id (port, secret, minors)", what)
+	case id.Secret == "":
+		return drbdDisk{}, invalid("%s has no shared secret in its logical id", what)
+	case id.Port < 1 || id.Port > 65535:
+		return drbdDisk{}, invalid("%s has port %d in its logical id, not 1 to 65535", what, id.Port)
+	case len(id.Ends) != 2:
+		return drbdDisk{}, invalid("%s has %d ends in its logical id, want 2 (primary and secondary)", what, len(id.Ends))
+	}
+	li := -1
+	for i, e := range id.Ends {
+		if e.Name == k.cfg.Node {
+			li = i
+		}
+	}
+	if li < 0 {
+		return drbdDisk{}, invalid("%s has no end for node %s in its logical id", what, k.cfg.Node)
+	}
+	local, peer := id.Ends[li], id.Ends[1-li]
+	vg, err := k.volumeGroup()
+	if err != nil {
+		return drbdDisk{}, err
+	}
+	d := drbdDisk{uuid: disk.UUID, size: disk.SizeMiB, minor: local.Minor, res: "resource" + strconv.Itoa(local.Minor),
+		peerName: peer.Name, secret: id.Secret, primary: inst.PrimaryNode == local.Node,
+		data: lvName(inst.UUID, disk.UUID), meta: metaLVName(inst.UUID, disk.UUID), protocol: "C", rate: 61440}
+	if local.Minor < 0 || local.Minor > MaxDRBDMinor {
+		return drbdDisk{}, invalid("%s has minor %d for node %s, not 0 to %d", what, local.Minor, k.cfg.Node, MaxDRBDMinor)
+	}
+	if strings.ContainsAny(id.Secret, " \t\n\"'\\") || len(id.Secret) > 64 {
+		return drbdDisk{}, invalid("%s has a shared secret DRBD cannot take (more than 64 bytes, or spaces or quotes)", what)
+	}
+	for _, e := range []struct {
+		end fsm.DRBDEnd
+		to  *string
+	}{{local, &d.local}, {peer, &d.peer}} {
+		ip := net.ParseIP(e.end.IP)
+		switch {
+		case e.end.IP == "":
+			return drbdDisk{}, invalid("%s has no IP for node %s in its logical id", what, e.end.Name)
+		case ip == nil:
+			return drbdDisk{}, invalid("%s has IP %q for node %s, not an IP address", what, e.end.IP, e.end.Name)
+		case ip.To4() != nil:
+			*e.to = "ipv4:" + ip.String() + ":" + strconv.Itoa(id.Port)
+		default:
+			*e.to = "ipv6:[" + ip.String() + "]:" + strconv.Itoa(id.Port)
+		}
+	}
+	if d.peerName == "" {
+		d.peerName = peer.Node
+	}
+	d.dataDev, d.metaDev = "/dev/"+vg+"/"+d.data, "/dev/"+vg+"/"+d.meta
+	if p, ok := inst.DiskParams["protocol"].(string); ok && (p == "A" || p == "B" || p == "C") {
+		d.protocol = p
+	}
+	switch r := inst.DiskParams["resync-rate"].(type) {
+	case float64:
+		d.rate = int(r)
+	case int:
+		d.rate = r
+	case int64:
+		d.rate = int(r)
+	}
+	if d.rate < 1 || d.rate > 4194304 {
+		d.rate = 61440
+	}
+	return d, nil
+}
+
+// drbdConfigDisk finds disk id in the instance's configuration, or else in
+// the configuration the record last saw (a disk being removed).
+func drbdConfigDisk(inst fsm.Instance, r *kvmRecord, id string) (fsm.Disk, bool) {
+	if d, _, err := configDisk(inst, id); err == nil {
+		return d, true
+	}
+	if r != nil {
+		if d, _, err := configDisk(r.Instance, id); err == nil {
+			return d, true
+		}
+	}
+	return fsm.Disk{}, false
+}
+
+// drbdPath is the device qemu opens for a configured drbd disk.
+func (k *KVM) drbdPath(inst fsm.Instance, disk string) (string, error) {
+	d, err := k.drbdByID(inst, disk)
+	if err != nil {
+		return "", err
+	}
+	return d.dev(), nil
+}
+
+// drbdByID is drbdOf of the configured disk with UUID disk.
+func (k *KVM) drbdByID(inst fsm.Instance, disk string) (drbdDisk, error) {
+	cd, _, err := configDisk(inst, disk)
+	if err != nil {
+		return drbdDisk{}, err
+	}
+	return k.drbdOf(inst, cd)
+}
+
+// readProcDRBD reads and parses the node's /proc/drbd.
+func (k *KVM) readProcDRBD() (ProcDRBD, error) {
+	path := k.cfg.ProcDRBD
+	if path == "" {
+		path = procDRBDPath
+	}
+	data, err := readBounded(path, MaxProcDRBD)
+	if err != nil {
+		return ProcDRBD{}, fmt.Errorf("DRBD: %w", err)
+	}
+	return ParseProcDRBD(data)
+}
+
+// drbdDo runs a DRBD tool that changes something, as an OpError of op.
+func (k *KVM) drbdDo(ctx context.Context, op Op, tool string, args ...string) error {
+	if out, err := k.drbdRun()(ctx, tool, args...); err != nil {
+		return &OpError{Op: op, Err: err, Output: truncate(string(out), qemuOutput)}
+	}
+	return nil
+}
+
+// drbdDevice is what this node's DRBD says of a disk's minor: its line of
+// /proc/drbd and its configuration (drbdsetup show); ok is false when the
+// minor is not set up (not listed, or listed unconfigured).
+type drbdDevice struct {
+	ok   bool
+	proc fsm.DRBDDevice
+	show DRBDShow
+}
+
+// drbdLook reads the minor's state. A minor set up for another disk's
+// volumes is refused (ErrState), never touched.
+func (k *KVM) drbdLook(ctx context.Context, op Op, d drbdDisk) (drbdDevice, error) {
+	p, err := k.readProcDRBD()
+	if err != nil {
+		return drbdDevice{}, &OpError{Op: op, Err: err}
+	}
+	dev, ok := p.Devices[d.minor]
+	if !ok || dev.Connection == DRBDUnconfigured {
+		return drbdDevice{proc: fsm.DRBDDevice{Minor: d.minor, Connection: DRBDUnconfigured}}, nil
+	}
+	out, err := k.drbdRun()(ctx, "drbdsetup", "show", d.m())
+	if err != nil {
+		return drbdDevice{}, &OpError{Op: op, Err: err}
+	}
+	show, err := ParseDRBDShow(out)
+	if err != nil {
+		return drbdDevice{}, &OpError{Op: op, Err: err}
+	}
+	if show.Resource != d.res || show.Disk != "" && show.Disk != d.dataDev {
+		return drbdDevice{}, stateErr("DRBD minor %d on node %s is in use by resource %s with disk %q, not by disk %s (%s, %s)",
+			d.minor, k.cfg.Node, show.Resource, show.Disk, d.uuid, d.res, d.dataDev)
+	}
+	return drbdDevice{ok: true, proc: dev, show: show}, nil
+}
+
+// showAddr is drbdsetup's form of an address drbdsetup show prints
+// ("ipv4 10.0.0.1:11000" → "ipv4:10.0.0.1:11000").
+func showAddr(s string) string { return strings.Replace(s, " ", ":", 1) }
+
+// drbdAssemble sets the disk's device up as far as it is not: resource and
+// minor, the volumes attached, the network connected to the configured
+// peer. It reports what it did ("" for nothing) and the device's state
+// after.
+func (k *KVM) drbdAssemble(ctx context.Context, op Op, inst fsm.Instance, d drbdDisk) (string, drbdDevice, error) {
+	dev, err := k.drbdLook(ctx, op, d)
+	if err != nil {
+		return "", dev, err
+	}
+	var did []string
+	if !dev.ok {
+		// A resource left without its minor (a crash between the two)
+		// goes first; down of an unknown resource does nothing.
+		for _, args := range [][]string{{"down", d.res}, {"new-resource", d.res}, {"new-minor", d.res, d.m(), "0"}} {
+			if err := k.drbdDo(ctx, op, "drbdsetup", args...); err != nil {
+				return "", dev, err
+			}
+		}
+		did = append(did, "set up minor "+d.m())
+	}
+	if dev.show.Disk == "" {
+		if err := k.activateLVs(ctx, op, true, d.data, d.meta); err != nil {
+			return "", dev, err
+		}
+		for _, c := range []struct {
+			tool string
+			args []string
+		}{
+			{"drbdmeta", []string{d.dev(), "v08", d.metaDev, "flex-external", "apply-al"}},
+			{"drbdsetup", []string{"attach", d.m(), d.dataDev, d.metaDev, "flexible", "--on-io-error=detach", "--size", strconv.FormatInt(d.size, 10) + "m"}},
+			{"drbdsetup", []string{"disk-options", d.m(), "--resync-rate", strconv.Itoa(d.rate)}},
+		} {
+			if err := k.drbdDo(ctx, op, c.tool, c.args...); err != nil {
+				return "", dev, err
+			}
+		}
+		did = append(did, "attached "+d.data)
+	}
+	if dev.show.Peer != "" && (showAddr(dev.show.Peer) != d.peer || showAddr(dev.show.Local) != d.local) {
+		if err := k.drbdDo(ctx, op, "drbdsetup", "disconnect", showAddr(dev.show.Local), showAddr(dev.show.Peer)); err != nil {
+			return "", dev, err
+		}
+		did = append(did, "disconnected from "+showAddr(dev.show.Peer))
+		dev.show.Peer = ""
+	}
+	if dev.show.Peer == "" {
+		err := k.drbdDo(ctx, op, "drbdsetup", "connect", d.res, d.local, d.peer, "--protocol", d.protocol,
+			"--after-sb-0pri", "discard-zero-changes", "--after-sb-1pri", "consensus",
+			"--cram-hmac-alg", "md5", "--shared-secret", d.secret)
+		if err != nil {
+			return "", dev, err
+		}
+		did = append(did, "connected to "+d.peerName+" ("+d.peer+")")
+	}
+	if len(did) == 0 {
+		return "", dev, nil
+	}
+	dev, err = k.drbdLook(ctx, op, d)
+	return fmt.Sprintf("disk %s (minor %d): %s", d.uuid, d.minor, strings.Join(did, ", ")), dev, err
+}
+
+// drbdPrimary makes the device primary here, refusing (ErrState) while
+// the peer is primary unless two primaries are what is asked (a
+// migration's target).
+func (k *KVM) drbdPrimary(ctx context.Context, op Op, d drbdDisk, dev drbdDevice, two bool) (bool, error) {
+	if dev.proc.Role == "Primary" {
+		return false, nil
+	}
+	if dev.proc.PeerRole == "Primary" && !two {
+		return false, stateErr("disk %s (DRBD minor %d) is primary on the peer node %s; stop the instance there first", d.uuid, d.minor, d.peerName)
+	}
+	if dev.proc.Disk != fsm.DRBDUpToDate && dev.proc.PeerDisk != fsm.DRBDUpToDate {
+		return false, stateErr("disk %s (DRBD minor %d) has no up-to-date data on either node (here %s, on %s %s)",
+			d.uuid, d.minor, dev.proc.Disk, d.peerName, dev.proc.PeerDisk)
+	}
+	return true, k.drbdDo(ctx, op, "drbdsetup", "primary", d.m())
+}
+
+// drbdSecondary makes the device secondary here (it is not running).
+func (k *KVM) drbdSecondary(ctx context.Context, op Op, d drbdDisk, dev drbdDevice) (bool, error) {
+	if !dev.ok || dev.proc.Role != "Primary" {
+		return false, nil
+	}
+	return true, k.drbdDo(ctx, op, "drbdsetup", "secondary", d.m())
+}
+
+// drbdTwoPrimaries allows (or forbids) two primaries on the connection;
+// DRBD hands the setting to the connected peer.
+func (k *KVM) drbdTwoPrimaries(ctx context.Context, op Op, d drbdDisk, dev drbdDevice, on bool) (bool, error) {
+	if !dev.ok || dev.show.Peer == "" || dev.show.TwoPrimary == on {
+		return false, nil
+	}
+	v := "no"
+	if on {
+		v = "yes"
+	}
+	return true, k.drbdDo(ctx, op, "drbdsetup", "net-options", d.local, d.peer, "--allow-two-primaries="+v)
+}
+
+// drbdDisks is every configured disk of a drbd instance as this node
+// drives it (nil for other templates).
+func (k *KVM) drbdDisks(inst fsm.Instance) ([]drbdDisk, error) {
+	if inst.DiskTemplate != fsm.DTDrbd {
+		return nil, nil
+	}
+	out := make([]drbdDisk, len(inst.Disks))
+	for i, cd := range inst.Disks {
+		d, err := k.drbdOf(inst, cd)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = d
+	}
+	return out, nil
+}
+
+// drbdActivate assembles every drbd disk of the instance and makes it
+// primary here, before qemu opens them: a start (refused while the peer
+// is primary), or the target of a migration (two primaries allowed
+// first).
+func (k *KVM) drbdActivate(ctx context.Context, op Op, inst fsm.Instance) error {
+	ds, err := k.drbdDisks(inst)
+	if err != nil {
+		return err
+	}
+	two := op == OpMigratePrepare
+	for _, d := range ds {
+		_, dev, err := k.drbdAssemble(ctx, op, inst, d)
+		if err != nil {
+			return err
+		}
+		if two {
+			if _, err := k.drbdTwoPrimaries(ctx, op, d, dev, true); err != nil {
+				return err
+			}
+		}
+		if _, err := k.drbdPrimary(ctx, op, d, dev, two); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// drbdDemote makes every drbd disk of the instance that is set up here
+// secondary (qemu no longer runs here) and, with single, forbids two
+// primaries again. It reports whether it changed anything.
+func (k *KVM) drbdDemote(ctx context.Context, op Op, inst fsm.Instance, single bool) (bool, error) {
+	ds, err := k.drbdDisks(inst)
+	if err != nil {
+		return false, err
+	}
+	changed := false
+	for _, d := range ds {
+		dev, err := k.drbdLook(ctx, op, d)
+		if err != nil {
+			return changed, err
+		}
+		c, err := k.drbdSecondary(ctx, op, d, dev)
+		changed = changed || c
+		if err != nil {
+			return changed, err
+		}
+		if single {
+			c, err := k.drbdTwoPrimaries(ctx, op, d, dev, false)
+			changed = changed || c
+			if err != nil {
+				return changed, err
+			}
+		}
+	}
+	return changed, nil
+}
+
+// drbdTwoPrimariesAll allows or forbids two primaries for every drbd disk
+// of the instance, each assembled first.
+func (k *KVM) drbdTwoPrimariesAll(ctx context.Context, op Op, inst fsm.Instance, on bool) error {
+	ds, err := k.drbdDisks(inst)
+	if err != nil {
+		return err
+	}
+	for _, d := range ds {
+		_, dev, err := k.drbdAssemble(ctx, op, inst, d)
+		if err != nil {
+			return err
+		}
+		if _, err := k.drbdTwoPrimaries(ctx, op, d, dev, on); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// drbdCreate implements DiskCreate for a drbd disk: the data and
+// metadata volumes, the metadata, the device assembled; on the
+// instance's primary node a device that has no up-to-date data on either
+// side is made the resync's source (primary --force, then secondary).
+func (k *KVM) drbdCreate(ctx context.Context, inst fsm.Instance, cd fsm.Disk) (Result, error) {
+	d, err := k.drbdOf(inst, cd)
+	if err != nil {
+		return Result{}, err
+	}
+	return k.mutate(ctx, OpDiskCreate, inst, "", func(rec **kvmRecord) (bool, string, error) {
+		r := *rec
+		if r == nil {
+			r = newKVMRecord(inst)
+		}
+		var did []string
+		fresh, err := k.drbdVolumes(ctx, OpDiskCreate, inst, d, r.disk(d.uuid) == nil)
+		if err != nil {
+			return false, "", err
+		}
+		if fresh != "" {
+			did = append(did, fresh)
+		}
+		out, dev, err := k.drbdAssemble(ctx, OpDiskCreate, inst, d)
+		if err != nil {
+			return false, "", err
+		}
+		if out != "" {
+			did = append(did, out)
+		}
+		if d.primary && dev.proc.Disk == "Inconsistent" && dev.proc.PeerDisk != fsm.DRBDUpToDate &&
+			dev.proc.Role != "Primary" && dev.proc.PeerRole != "Primary" {
+			if err := k.drbdDo(ctx, OpDiskCreate, "drbdsetup", "primary", d.m(), "--force"); err != nil {
+				return false, "", err
+			}
+			if err := k.drbdDo(ctx, OpDiskCreate, "drbdsetup", "secondary", d.m()); err != nil {
+				return false, "", err
+			}
+			did = append(did, "made the resync's source")
+		} else if dev.proc.Role == "Primary" && k.pid(inst.UUID) == 0 && (r.Migration == nil || r.Migration.Phase == PhaseAborted || r.Migration.Phase == PhaseFinished) {
+			// Primary without qemu here: a create cut short after
+			// its primary --force.
+			if err := k.drbdDo(ctx, OpDiskCreate, "drbdsetup", "secondary", d.m()); err != nil {
+				return false, "", err
+			}
+			did = append(did, "made secondary")
+		}
+		r.noteDisk(d.uuid, d.size)
+		*rec = r
+		if len(did) == 0 {
+			return false, "already present", nil
+		}
+		return true, strings.Join(did, "; "), nil
+	})
+}
+
+// drbdVolumes makes the disk's volumes that are missing and, when they
+// are new to this node's record (fresh) and not attached, DRBD's
+// metadata on them. A data volume of another size is refused.
+func (k *KVM) drbdVolumes(ctx context.Context, op Op, inst fsm.Instance, d drbdDisk, fresh bool) (string, error) {
+	vg, err := k.volumeGroup()
+	if err != nil {
+		return "", err
+	}
+	lvs, err := k.listLVs(ctx, vg)
+	if err != nil {
+		return "", &OpError{Op: op, Err: err}
+	}
+	dataSz, _ := lvLookup(lvs, d.data)
+	metaSz, _ := lvLookup(lvs, d.meta)
+	if dataSz >= 0 && dataSz != d.size {
+		return "", stateErr("disk %s is present with %d MiB, not the configured %d MiB", d.uuid, dataSz, d.size)
+	}
+	var did []string
+	for _, v := range []struct {
+		name string
+		sz   int64
+		size int64
+	}{{d.data, dataSz, d.size}, {d.meta, metaSz, fsm.DRBDMetaMiB}} {
+		if v.sz >= 0 {
+			continue
+		}
+		if err := k.lvDo(ctx, op, "lvcreate", "-Wy", "-y", "-L", strconv.FormatInt(v.size, 10)+"m", "-n", v.name, "--", vg); err != nil {
+			return "", err
+		}
+		did = append(did, fmt.Sprintf("created %s/%s (%d MiB)", vg, v.name, v.size))
+		fresh = true
+	}
+	if fresh {
+		dev, err := k.drbdLook(ctx, op, d)
+		if err != nil {
+			return "", err
+		}
+		if dev.show.Disk == "" {
+			if err := k.drbdDo(ctx, op, "drbdmeta", "--force", d.dev(), "v08", d.metaDev, "flex-external", "create-md"); err != nil {
+				return "", err
+			}
+			did = append(did, "created DRBD metadata")
+		}
+	}
+	return strings.Join(did, ", "), nil
+}
+
+// drbdRemove takes the disk's device down (when it is set up for this
+// disk) and removes its volumes; sizes lists the volume group.
+func (k *KVM) drbdRemove(ctx context.Context, op Op, inst fsm.Instance, r *kvmRecord, disk string, sizes *diskSizes) (bool, error) {
+	var d drbdDisk
+	var dev drbdDevice
+	if cd, ok := drbdConfigDisk(inst, r, disk); ok {
+		var err error
+		if d, err = k.drbdOf(inst, cd); err != nil {
+			return false, err
+		}
+		if dev, err = k.drbdLook(ctx, op, d); err != nil {
+			return false, err
+		}
+	} else {
+		// A disk no longer configured: its minor is the one whose
+		// device holds its data volume, if any.
+		var err error
+		if d, dev, err = k.drbdFind(ctx, op, inst, disk); err != nil {
+			return false, err
+		}
+	}
+	changed := false
+	if dev.ok {
+		if dev.proc.Role == "Primary" && k.pid(inst.UUID) != 0 {
+			return false, stateErr("disk %s (DRBD minor %d) is primary for instance %s, which runs here; stop it first", disk, d.minor, inst.Name)
+		}
+		if err := k.drbdDo(ctx, op, "drbdsetup", "down", d.res); err != nil {
+			return false, err
+		}
+		changed = true
+	}
+	vg, err := k.volumeGroup()
+	if err != nil {
+		return false, err
+	}
+	if err := sizes.list(ctx, vg); err != nil {
+		return false, &OpError{Op: op, Err: err}
+	}
+	for _, lv := range []string{d.data, d.meta} {
+		if sz, _ := lvLookup(sizes.lvs, lv); sz < 0 {
+			continue
+		}
+		if err := k.lvDo(ctx, op, "lvremove", "-y", "--", vg+"/"+lv); err != nil {
+			return false, err
+		}
+		changed = true
+	}
+	return changed, nil
+}
+
+// drbdFind finds the minor whose device holds the data volume of an
+// instance's disk that is no longer configured (ok false in the device
+// when none does).
+func (k *KVM) drbdFind(ctx context.Context, op Op, inst fsm.Instance, disk string) (drbdDisk, drbdDevice, error) {
+	vg, err := k.volumeGroup()
+	if err != nil {
+		return drbdDisk{}, drbdDevice{}, err
+	}
+	d := drbdDisk{uuid: disk, minor: -1, data: lvName(inst.UUID, disk), meta: metaLVName(inst.UUID, disk)}
+	d.dataDev = "/dev/" + vg + "/" + d.data
+	p, err := k.readProcDRBD()
+	if err != nil {
+		return d, drbdDevice{}, &OpError{Op: op, Err: err}
+	}
+	for m, dev := range p.Devices {
+		if dev.Connection == DRBDUnconfigured {
+			continue
+		}
+		out, err := k.drbdRun()(ctx, "drbdsetup", "show", strconv.Itoa(m))
+		if err != nil {
+			return d, drbdDevice{}, &OpError{Op: op, Err: err}
+		}
+		show, err := ParseDRBDShow(out)
+		if err != nil {
+			return d, drbdDevice{}, &OpError{Op: op, Err: err}
+		}
+		if show.Disk == d.dataDev {
+			d.minor, d.res = m, show.Resource
+			return d, drbdDevice{ok: true, proc: dev, show: show}, nil
+		}
+	}
+	return d, drbdDevice{}, nil
+}
+
+// drbdGrow implements DiskGrow for a drbd disk: the data volume grows on
+// each node; on the instance's primary node DRBD then takes the new size
+// (drbdsetup resize: the secondary's volume must have grown first), and
+// a running qemu learns it.
+func (k *KVM) drbdGrow(ctx context.Context, inst fsm.Instance, cd fsm.Disk) (Result, error) {
+	d, err := k.drbdOf(inst, cd)
+	if err != nil {
+		return Result{}, err
+	}
+	return k.mutate(ctx, OpDiskGrow, inst, "", func(rec **kvmRecord) (bool, string, error) {
+		vg, err := k.volumeGroup()
+		if err != nil {
+			return false, "", err
+		}
+		sz, _, err := k.lvState(ctx, vg, d.data)
+		if err != nil {
+			return false, "", &OpError{Op: OpDiskGrow, Err: err}
+		}
+		switch {
+		case sz < 0:
+			return false, "", notFound("disk %s is not present on this node", d.uuid)
+		case sz > d.size:
+			return false, "", stateErr("disk %s has %d MiB, more than the configured %d MiB; disks do not shrink", d.uuid, sz, d.size)
+		}
+		var did []string
+		if sz < d.size {
+			if err := k.lvDo(ctx, OpDiskGrow, "lvextend", "-L", strconv.FormatInt(d.size, 10)+"m", "--", vg+"/"+d.data); err != nil {
+				return false, "", err
+			}
+			did = append(did, fmt.Sprintf("grew %s from %d to %d MiB", d.data, sz, d.size))
+		}
+		if d.primary {
+			if _, _, err := k.drbdAssemble(ctx, OpDiskGrow, inst, d); err != nil {
+				return false, "", err
+			}
+			devSz, err := k.drbdSize(d.minor)
+			if err != nil {
+				return false, "", &OpError{Op: OpDiskGrow, Err: err}
+			}
+			if devSz < d.size {
+				if err := k.drbdDo(ctx, OpDiskGrow, "drbdsetup", "resize", d.m(), "--size", strconv.FormatInt(d.size, 10)+"m"); err != nil {
+					return false, "", err
+				}
+				did = append(did, fmt.Sprintf("resized DRBD minor %d from %d to %d MiB", d.minor, devSz, d.size))
+				if r := *rec; r != nil && k.pid(inst.UUID) != 0 {
+					if rd := r.disk(d.uuid); rd != nil && rd.Attached {
+						if err := k.blockResize(ctx, inst.UUID, d.uuid, d.size); err != nil {
+							return false, "", err
+						}
+						did = append(did, "told qemu")
+					}
+				}
+			}
+		}
+		r := *rec
+		if r == nil {
+			r = newKVMRecord(inst)
+			*rec = r
+		}
+		r.noteDisk(d.uuid, d.size)
+		if len(did) == 0 {
+			return false, fmt.Sprintf("disk %s has %d MiB already", d.uuid, d.size), nil
+		}
+		return true, strings.Join(did, "; "), nil
+	})
+}
+
+// drbdSize is the size in MiB of the minor's device as the kernel says
+// (<SysBlock>/drbd<minor>/size, in 512-byte sectors).
+func (k *KVM) drbdSize(minor int) (int64, error) {
+	dir := k.cfg.SysBlock
+	if dir == "" {
+		dir = "/sys/block"
+	}
+	data, err := readBounded(filepath.Join(dir, "drbd"+strconv.Itoa(minor), "size"), 64)
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("size of drbd%d: %q is not a number of sectors", minor, strings.TrimSpace(string(data)))
+	}
+	return n >> 11, nil
+}
+
+// drbdReplace implements DiskReplace for a drbd disk: the local volumes
+// detached, made anew with new metadata, and attached again, so that the
+// device resyncs from its peer, which must be connected and up to date.
+func (k *KVM) drbdReplace(ctx context.Context, inst fsm.Instance, cd fsm.Disk, opID string) (Result, error) {
+	d, err := k.drbdOf(inst, cd)
+	if err != nil {
+		return Result{}, err
+	}
+	return k.mutate(ctx, OpDiskReplace, inst, opID, func(rec **kvmRecord) (bool, string, error) {
+		r := *rec
+		if r.done(OpDiskReplace, opID) {
+			return false, "already replaced for " + opID, nil
+		}
+		vg, err := k.volumeGroup()
+		if err != nil {
+			return false, "", err
+		}
+		lvs, err := k.listLVs(ctx, vg)
+		if err != nil {
+			return false, "", &OpError{Op: OpDiskReplace, Err: err}
+		}
+		if sz, _ := lvLookup(lvs, d.data); sz < 0 && r.disk(d.uuid) == nil {
+			return false, "", notFound("disk %s is not present on this node", d.uuid)
+		}
+		dev, err := k.drbdLook(ctx, OpDiskReplace, d)
+		if err != nil {
+			return false, "", err
+		}
+		if dev.proc.PeerDisk != fsm.DRBDUpToDate {
+			return false, "", stateErr("disk %s (DRBD minor %d): the peer %s's disk is %s (connection %s); replacing this node's needs an up-to-date peer to resync from",
+				d.uuid, d.minor, d.peerName, orUnknown(dev.proc.PeerDisk), dev.proc.Connection)
+		}
+		if dev.show.Disk != "" {
+			if err := k.drbdDo(ctx, OpDiskReplace, "drbdsetup", "detach", d.m()); err != nil {
+				return false, "", err
+			}
+		}
+		for _, lv := range []string{d.data, d.meta} {
+			if sz, _ := lvLookup(lvs, lv); sz >= 0 {
+				if err := k.lvDo(ctx, OpDiskReplace, "lvremove", "-y", "--", vg+"/"+lv); err != nil {
+					return false, "", err
+				}
+			}
+		}
+		if _, err := k.drbdVolumes(ctx, OpDiskReplace, inst, d, true); err != nil {
+			return false, "", err
+		}
+		if _, _, err := k.drbdAssemble(ctx, OpDiskReplace, inst, d); err != nil {
+			return false, "", err
+		}
+		if r == nil {
+			r = newKVMRecord(inst)
+			*rec = r
+		}
+		r.noteDisk(d.uuid, d.size).Generation = opID
+		return true, fmt.Sprintf("replaced disk %s's volumes on %s; DRBD minor %d resyncs from %s", d.uuid, k.cfg.Node, d.minor, d.peerName), nil
+	})
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
+// drbdStatus is what /proc/drbd says of a configured drbd disk's minor
+// here (nil: not set up, or not known).
+func (k *KVM) drbdStatus(inst fsm.Instance, disk string, p ProcDRBD) *fsm.DRBDDevice {
+	d, err := k.drbdByID(inst, disk)
+	if err != nil {
+		return nil
+	}
+	dev, ok := p.Devices[d.minor]
+	if !ok || dev.Connection == DRBDUnconfigured {
+		return nil
+	}
+	return &dev
+}
+
+// drbdAttach assembles a drbd disk for DiskAttach (reconnecting it to a
+// changed peer) and, when the instance runs here, makes it primary
+// before qemu takes it. It says what it did and whether qemu runs.
+func (k *KVM) drbdAttach(ctx context.Context, inst fsm.Instance, disk string) (string, bool, error) {
+	d, err := k.drbdByID(inst, disk)
+	if err != nil {
+		return "", false, err
+	}
+	out, dev, err := k.drbdAssemble(ctx, OpDiskAttach, inst, d)
+	if err != nil {
+		return "", false, err
+	}
+	running := k.pid(inst.UUID) != 0
+	if running {
+		if _, err := k.drbdPrimary(ctx, OpDiskAttach, d, dev, false); err != nil {
+			return "", true, err
+		}
+	}
+	return out, running, nil
+}
+
+// drbdDetach makes a detached drbd disk secondary here.
+func (k *KVM) drbdDetach(ctx context.Context, inst fsm.Instance, disk string) error {
+	d, err := k.drbdByID(inst, disk)
+	if err != nil {
+		return err
+	}
+	dev, err := k.drbdLook(ctx, OpDiskDetach, d)
+	if err != nil {
+		return err
+	}
+	_, err = k.drbdSecondary(ctx, OpDiskDetach, d, dev)
+	return err
+}
