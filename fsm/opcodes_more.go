@@ -299,8 +299,8 @@ func (o *OpInstanceMultiAlloc) Locks(*State) []LockDecl { return nil }
 // checked then), then the storage on every node of the instance. amount
 // is MiB to add, or with absolute the new size; an absolute size equal
 // to the configured one grows only the storage (a retry after a node
-// failed). wait_for_sync is accepted: gnt's agents answer once the disk
-// has its size. The job engine runs it.
+// failed). Unless wait_for_sync is false, the resync of a drbd disk is
+// waited for. The job engine runs it.
 type OpInstanceGrowDisk struct {
 	OpCommon
 	OpInstanceRef

@@ -105,7 +105,7 @@ func downClusterWith(t *testing.T, tweak func(*Executor), more ...string) (*dire
 	runExecutorWith(t, ex)
 	runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"web1","disk_template":"drbd","disks":[{"size":1024}],"beparams":{"memory":512},"os_type":"debian","pnode":"n2","snode":"n3"}`)
 	nodes.mu.Lock()
-	nodes.calls = nil
+	nodes.calls, nodes.seen = nil, nil
 	nodes.mu.Unlock()
 	return d, nodes, dead
 }
@@ -280,7 +280,9 @@ func TestReplaceSecondaryOfOfflineNode(t *testing.T) {
 	if c := nodes.callsTo("n3"); len(c) != 0 {
 		t.Errorf("calls to the offline old secondary: %v", c)
 	}
-	if steps := j.Ops[0].Steps; len(steps) != 1 || steps[0].Name != "choose the new secondary" ||
+	// The choice, then the new secondary recorded; the last step (its
+	// disks created) is recorded by the finish.
+	if steps := j.Ops[0].Steps; len(steps) != 2 || steps[0].Name != "choose the new secondary" || steps[1].Name != "record the new secondary n1" ||
 		!strings.Contains(string(steps[0].Result), `"new_secondary_name":"n1"`) || !strings.Contains(string(steps[0].Result), `"old_secondary_name":"n3"`) {
 		t.Errorf("recorded steps %+v", steps)
 	}

@@ -1,8 +1,12 @@
 package jobs
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
 
 	"github.com/gnt-cluster/gnt/fsm"
 )
@@ -86,4 +90,104 @@ func fillDRBDEnds(s *fsm.State, x *fsm.Instance) {
 		}
 		d.DRBD = &id
 	}
+}
+
+// The resync wait (Ganeti's WaitForSync): the primary's agent is asked
+// for the instance's status every drbdSyncPoll, and the job's log gets
+// each disk's progress at every poll, until every drbd disk is connected
+// with both sides up to date. A disk whose state stays the same for
+// drbdSyncStalled polls in a row (no progress: disconnected, or a resync
+// that does not move) fails the wait, naming the disk and its state. A
+// disk the primary reports no drbd device for is not a real drbd device
+// (the fake driver simulates drbd): there is nothing to wait for.
+const (
+	drbdSyncPoll    = 2 * time.Second
+	drbdSyncStalled = 60
+)
+
+// waitForSync waits for the resync of in's drbd disks (see above); what
+// names the operation in the log.
+func (e *Executor) waitForSync(ctx context.Context, sc *StepContext, in *fsm.Instance, what string) error {
+	if in.DiskTemplate != fsm.DTDrbd || len(in.Disks) == 0 || sc.dryRun {
+		if sc.dryRun && in.DiskTemplate == fsm.DTDrbd {
+			sc.wouldf("wait for the resync of %s's disks", in.Name)
+		}
+		return nil
+	}
+	var primary *fsm.Node
+	e.FSM.Read(func(s *fsm.State, _ uint64) { primary = s.Nodes[in.PrimaryNode] })
+	if err := e.usable(primary, "waiting for the resync of "+in.Name); err != nil {
+		return err
+	}
+	last := map[string]string{}
+	stalled := map[string]int{}
+	for polls := 0; ; polls++ {
+		r, err := e.statusOf(ctx, sc, primary, in)
+		if err != nil {
+			return fmt.Errorf("waiting for the resync of %s: %w", in.Name, err)
+		}
+		var pending []string
+		for k, d := range in.Disks {
+			dev, ok := r.DRBD[d.UUID]
+			if !ok || dev.InSync() {
+				continue
+			}
+			state := drbdStateWords(dev)
+			pending = append(pending, fmt.Sprintf("disk/%d %s", k, state))
+			if last[d.UUID] == state {
+				stalled[d.UUID]++
+			} else {
+				last[d.UUID], stalled[d.UUID] = state, 0
+			}
+			if stalled[d.UUID] >= drbdSyncStalled {
+				return fmt.Errorf("%s: disk/%d of %s on %s has not changed for %d polls %s apart: %s", what, k, in.Name, primary.Name, drbdSyncStalled, drbdSyncPoll, state)
+			}
+		}
+		if len(pending) == 0 {
+			if polls > 0 {
+				sc.Logf("%s: the disks of %s are in sync", what, in.Name)
+			}
+			return nil
+		}
+		sc.Logf("%s: waiting for the resync of %s: %s", what, in.Name, strings.Join(pending, "; "))
+		if err := sc.Sleep(ctx, drbdSyncPoll); err != nil {
+			return err
+		}
+	}
+}
+
+// drbdStateWords describes a drbd device for the job's log: its
+// connection and disk states and a resync's progress.
+func drbdStateWords(dev fsm.DRBDDevice) string {
+	s := fmt.Sprintf("%s %s/%s", dev.Connection, dev.Disk, dev.PeerDisk)
+	if dev.SyncPercent != nil {
+		s += fmt.Sprintf(", %.1f%% synced", *dev.SyncPercent)
+		if dev.EstimatedSeconds != nil {
+			s += fmt.Sprintf(", about %ds left", *dev.EstimatedSeconds)
+		}
+	}
+	return s
+}
+
+// reconnectDRBD asks the primary's agent to attach each drbd disk of in
+// after its secondary changed: the primary's devices are still connected
+// to the old secondary's address (or to none), and every drbd operation
+// of the agent reconciles the device's network with the ends the record
+// names, so this connects them to the new secondary, whose devices wait
+// for their peer since they were created. Plain records need nothing.
+func (e *Executor) reconnectDRBD(ctx context.Context, sc *StepContext, in *fsm.Instance) error {
+	if in.DiskTemplate != fsm.DTDrbd {
+		return nil
+	}
+	var primary *fsm.Node
+	e.FSM.Read(func(s *fsm.State, _ uint64) { primary = s.Nodes[in.PrimaryNode] })
+	if err := e.usable(primary, "connecting "+in.Name+"'s disks to its new secondary"); err != nil {
+		return err
+	}
+	for _, d := range in.Disks {
+		if _, err := e.call(ctx, sc, primary, NodeCall{Op: NodeOpDiskAttach, Instance: in, Disk: d.UUID}); err != nil {
+			return err
+		}
+	}
+	return nil
 }

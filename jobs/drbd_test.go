@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gnt-cluster/gnt/fsm"
@@ -132,5 +134,156 @@ func TestQueryDataDRBD(t *testing.T) {
 		if got := js(disk[field]); got != want {
 			t.Errorf("%s = %s, want %s", field, got, want)
 		}
+	}
+}
+
+// drbdCluster is downCluster (web1: drbd on n2 and n3, n4 spare) with an
+// executor that does not sleep between polls, and the agents' drbd
+// devices reported by dev (nil: none, as the fake driver).
+func drbdCluster(t *testing.T, dev func(node, disk string, poll int) (fsm.DRBDDevice, bool)) (*direct, *fakeNodes) {
+	t.Helper()
+	d, nodes, _ := downClusterWith(t, func(ex *Executor) { ex.Sleep = noSleep }, "n4")
+	if dev != nil {
+		polls := 0
+		nodes.mu.Lock()
+		nodes.drbd = func(node, disk string) (fsm.DRBDDevice, bool) {
+			polls++
+			return dev(node, disk, polls)
+		}
+		nodes.mu.Unlock()
+	}
+	return d, nodes
+}
+
+// syncing is a device resyncing from its primary until poll `done`, then
+// in sync.
+func syncing(done int) func(node, disk string, poll int) (fsm.DRBDDevice, bool) {
+	return func(_, _ string, poll int) (fsm.DRBDDevice, bool) {
+		if poll >= done {
+			return fsm.DRBDDevice{Connection: "Connected", Role: "Primary", PeerRole: "Secondary", Disk: "UpToDate", PeerDisk: "UpToDate"}, true
+		}
+		pct, eta := 40.0+float64(poll), 30-poll
+		return fsm.DRBDDevice{Connection: "SyncSource", Role: "Primary", PeerRole: "Secondary", Disk: "UpToDate", PeerDisk: "Inconsistent",
+			SyncPercent: &pct, EstimatedSeconds: &eta}, true
+	}
+}
+
+// TestGrowDiskOrderAndSync: grow-disk grows the secondary's storage
+// before the primary's, then waits for the resync, logging its progress
+// at each poll; with wait_for_sync false it does not wait.
+func TestGrowDiskOrderAndSync(t *testing.T) {
+	d, nodes := drbdCluster(t, syncing(3))
+	j := runOK(t, d, `{"OP_ID":"OP_INSTANCE_GROW_DISK","instance_name":"web1","disk":0,"amount":1024}`)
+	nodes.mu.Lock()
+	var grows []string
+	for _, c := range nodes.calls {
+		if strings.HasPrefix(c, NodeOpDiskGrow) {
+			grows = append(grows, c)
+		}
+	}
+	calls := strings.Join(nodes.calls, " ")
+	nodes.calls, nodes.seen = nil, nil
+	nodes.mu.Unlock()
+	if got := strings.Join(grows, " "); got != "disk-grow@n3 disk-grow@n2" {
+		t.Errorf("grow calls %s, want the secondary's first", got)
+	}
+	if !strings.HasSuffix(calls, "disk-grow@n2 status@n2 status@n2 status@n2") {
+		t.Errorf("calls %s: want three polls of the primary after the grow", calls)
+	}
+	log := jobLog(j)
+	for _, want := range []string{
+		"grow-disk: waiting for the resync of web1: disk/0 SyncSource UpToDate/Inconsistent, 41.0% synced, about 29s left",
+		"42.0% synced, about 28s left",
+		"grow-disk: the disks of web1 are in sync",
+	} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %q:\n%s", want, log)
+		}
+	}
+	j = runOK(t, d, `{"OP_ID":"OP_INSTANCE_GROW_DISK","instance_name":"web1","disk":0,"amount":1024,"wait_for_sync":false}`)
+	if log := jobLog(j); !strings.Contains(log, "not waiting for the resync of disk 0 of web1") {
+		t.Errorf("wait_for_sync false: log\n%s", log)
+	}
+	if c := nodes.callsTo("n2"); slices.Contains(c, "status@n2") {
+		t.Errorf("wait_for_sync false polled: %v", c)
+	}
+}
+
+// TestWaitForSyncStalls: a disk whose state does not change fails the
+// wait after drbdSyncStalled polls, naming the disk and its state; a
+// device the node does not report (the fake driver) is not waited for.
+func TestWaitForSyncStalls(t *testing.T) {
+	d, nodes := drbdCluster(t, func(node, _ string, _ int) (fsm.DRBDDevice, bool) {
+		return fsm.DRBDDevice{Connection: "WFConnection", Role: "Primary", PeerRole: "Unknown", Disk: "UpToDate", PeerDisk: "DUnknown"}, true
+	})
+	res, _ := failed(t, d, `{"OP_ID":"OP_INSTANCE_REPLACE_DISKS","instance_name":"web1","mode":"replace_on_secondary"}`)
+	want := fmt.Sprintf("replace_on_secondary: disk/0 of web1 on n2 has not changed for %d polls 2s apart: WFConnection UpToDate/DUnknown", drbdSyncStalled)
+	if !strings.Contains(res, want) {
+		t.Errorf("result %s, want %q", res, want)
+	}
+	if n := strings.Count(strings.Join(nodes.callsTo("n2"), " "), "status@n2"); n != drbdSyncStalled+1 {
+		t.Errorf("%d polls, want %d", n, drbdSyncStalled+1)
+	}
+	nodes.mu.Lock()
+	nodes.drbd = nil
+	nodes.mu.Unlock()
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_REPLACE_DISKS","instance_name":"web1","mode":"replace_on_secondary"}`)
+}
+
+// TestCreateWaitsForSync: a drbd instance's create waits for the first
+// resync before it installs the OS (wait_for_sync true by default), and
+// does not with wait_for_sync false.
+func TestCreateWaitsForSync(t *testing.T) {
+	d, nodes := drbdCluster(t, syncing(2))
+	j := runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"web2","disk_template":"drbd","disks":[{"size":1024}],"beparams":{"memory":256},"os_type":"debian","pnode":"n3","snode":"n4"}`)
+	nodes.mu.Lock()
+	calls := strings.Join(nodes.calls, " ")
+	nodes.mu.Unlock()
+	if !strings.Contains(calls, "disk-create@n4 status@n3 status@n3 os-install@n3") {
+		t.Errorf("calls %s: want two polls of the primary between the secondary's disks and the install", calls)
+	}
+	if log := jobLog(j); !strings.Contains(log, "create: the disks of web2 are in sync") {
+		t.Errorf("log:\n%s", log)
+	}
+	j = runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"web3","disk_template":"drbd","disks":[{"size":1024}],"beparams":{"memory":256},"os_type":"debian","pnode":"n3","snode":"n4","wait_for_sync":false}`)
+	if log := jobLog(j); !strings.Contains(log, "not waiting for the resync of web3's disks (wait_for_sync is false)") {
+		t.Errorf("log:\n%s", log)
+	}
+}
+
+// TestNewSecondaryReconnects: replace_new_secondary records the new
+// secondary first (the state gives it its minor, port and secret stay),
+// removes the old secondary's copy, creates the disks on the new node
+// with ids naming it, connects the primary's devices to it (disk-attach
+// on the primary) and waits for the resync.
+func TestNewSecondaryReconnects(t *testing.T) {
+	d, nodes := drbdCluster(t, syncing(2))
+	before := drbdID(t, d, "web1", 0)
+	j := runOK(t, d, `{"OP_ID":"OP_INSTANCE_REPLACE_DISKS","instance_name":"web1","mode":"replace_new_secondary","remote_node":"n4"}`)
+	after := drbdID(t, d, "web1", 0)
+	n2, n4 := nodeUUID(d, "n2"), nodeUUID(d, "n4")
+	if after.Port != before.Port || after.Secret != before.Secret || fmt.Sprint(after.Ends) != fmt.Sprint([]fsm.DRBDEnd{{Node: n2}, {Node: n4}}) {
+		t.Errorf("id after the new secondary %+v, before %+v", after, before)
+	}
+	nodes.mu.Lock()
+	defer nodes.mu.Unlock()
+	var seq []string
+	for k, c := range nodes.seen {
+		if c.Op == NodeOpBridgesExist {
+			continue
+		}
+		seq = append(seq, nodes.calls[k])
+		if c.Op == NodeOpDiskCreate || c.Op == NodeOpDiskAttach {
+			ends := c.Instance.Disks[0].DRBD.Ends
+			if len(ends) != 2 || ends[1].Node != n4 || ends[1].Name != "n4" || ends[1].IP != "192.0.2.4" {
+				t.Errorf("%s carried ends %+v, want n4's", nodes.calls[k], ends)
+			}
+		}
+	}
+	if got := strings.Join(seq, " "); got != "instance-remove@n3 disk-create@n4 disk-attach@n2 status@n2 status@n2" {
+		t.Errorf("calls %s", got)
+	}
+	if log := jobLog(j); !strings.Contains(log, "new secondary n4: the disks of web1 are in sync") {
+		t.Errorf("log:\n%s", log)
 	}
 }

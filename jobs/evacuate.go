@@ -18,7 +18,7 @@ import (
 // planned returns the plan step and, once the plan is recorded, one step
 // per move; before that a placeholder that the executor replaces when the
 // plan step is recorded.
-func (e *Executor) planned(st *fsm.OpState, plan Step, move func(alloc.Move) Step) []Step {
+func (e *Executor) planned(st *fsm.OpState, plan Step, move func(alloc.Move) []Step) []Step {
 	var p alloc.Plan
 	if ok, err := recordedPlan(st, &p); err != nil || !ok {
 		return []Step{plan, {Name: "moves", Run: func(context.Context, *StepContext) (any, error) {
@@ -27,7 +27,7 @@ func (e *Executor) planned(st *fsm.OpState, plan Step, move func(alloc.Move) Ste
 	}
 	steps := []Step{plan}
 	for _, m := range p.Moves {
-		steps = append(steps, move(m))
+		steps = append(steps, move(m)...)
 	}
 	if len(p.Moves) == 0 {
 		steps = append(steps, Step{Name: "nothing to move", Run: func(_ context.Context, sc *StepContext) (any, error) {
@@ -105,10 +105,8 @@ func (e *Executor) groupEvacuateSteps(o *fsm.OpGroupEvacuate, st *fsm.OpState) [
 // (runMove), as node evacuation, change of group and group evacuation
 // run them.
 func (e *Executor) moveSteps(st *fsm.OpState, plan Step) []Step {
-	steps := e.planned(st, plan, func(m alloc.Move) Step {
-		return Step{Name: fmt.Sprintf("%s %s", m.Kind, m.Instance), Run: func(ctx context.Context, sc *StepContext) (any, error) {
-			return nil, e.runMove(ctx, sc, m)
-		}}
+	steps := e.planned(st, plan, func(m alloc.Move) []Step {
+		return e.moveStepsOf(m, fmt.Sprintf("%s %s", m.Kind, m.Instance))
 	})
 	// The result is Ganeti's node-evac-res1 form, {"jobs": [[true, id],
 	// ...]}: the jobs that did the moves. gnt does them in this job's
@@ -152,23 +150,117 @@ func (e *Executor) nodeMigrateSteps(o *fsm.OpNodeMigrate, st *fsm.OpState) []Ste
 		sc.Logf("migrating %d instance(s) off %s", len(p.Moves), p.NodeName)
 		return p, nil
 	}}
-	return e.planned(st, plan, func(m alloc.Move) Step {
-		return Step{Name: "migrate " + m.Instance, Run: func(ctx context.Context, sc *StepContext) (any, error) {
-			return nil, e.runMove(ctx, sc, m)
-		}}
+	return e.planned(st, plan, func(m alloc.Move) []Step {
+		return e.moveStepsOf(m, "migrate "+m.Instance)
 	})
 }
 
-// runMove carries out one move of a plan on a working copy of the
-// instance's record, recorded with the step when it changed.
-func (e *Executor) runMove(ctx context.Context, sc *StepContext, m alloc.Move) error {
+// movePhase is one part of a move, run on a working copy of the
+// instance's record; it reports whether it changed the record, which the
+// step then records.
+type movePhase struct {
+	name string
+	run  func(ctx context.Context, sc *StepContext, in *fsm.Instance, nodes map[string]*fsm.Node) (bool, error)
+}
+
+// movePhases are the parts of a move, each a step of its own: a part
+// that gives a drbd instance a new secondary records it before the next
+// part creates the disks there (dropSecondary, syncSecondary), so the
+// state has given the new node its drbd minors first.
+func (e *Executor) movePhases(m alloc.Move) []movePhase {
+	failover := func(target string) movePhase {
+		return movePhase{"move to " + nameOr(m, target), func(ctx context.Context, sc *StepContext, in *fsm.Instance, nodes map[string]*fsm.Node) (bool, error) {
+			if in.PrimaryNode == target {
+				return false, nil // moved already
+			}
+			if len(in.SecondaryNodes) != 1 || in.SecondaryNodes[0] != target {
+				return false, fmt.Errorf("instance %s's secondary is no longer the planned %s", in.Name, nameOr(m, target))
+			}
+			return e.moveToSecondary(ctx, sc, in, nodes, m.Failover)
+		}}
+	}
+	drop := func(old, next string) movePhase {
+		return movePhase{"record the secondary " + nameOr(m, next), func(ctx context.Context, sc *StepContext, in *fsm.Instance, _ map[string]*fsm.Node) (bool, error) {
+			return e.dropSecondary(ctx, sc, in, old, next)
+		}}
+	}
+	sync := func(sec string) movePhase {
+		return movePhase{"create the disks on " + nameOr(m, sec), func(ctx context.Context, sc *StepContext, in *fsm.Instance, _ map[string]*fsm.Node) (bool, error) {
+			return false, e.syncSecondary(ctx, sc, in, sec)
+		}}
+	}
+	switch m.Kind {
+	case alloc.MoveRelocate:
+		// hail's change-all: the secondary is replaced by the new
+		// primary, the instance moves there, and the old primary (now
+		// the secondary) is replaced by the new secondary.
+		return []movePhase{drop(m.OldSecondary, m.NewPrimary), sync(m.NewPrimary), failover(m.NewPrimary),
+			drop(m.OldPrimary, m.NewSecondary), sync(m.NewSecondary)}
+	case alloc.MoveRecreate:
+		return []movePhase{{"", func(ctx context.Context, sc *StepContext, in *fsm.Instance, nodes map[string]*fsm.Node) (bool, error) {
+			return e.recreateOn(ctx, sc, in, nodes, m)
+		}}}
+	case alloc.MoveFailover:
+		return []movePhase{failover(m.NewPrimary)}
+	case alloc.MoveReplaceSecondary:
+		return []movePhase{drop(m.OldSecondary, m.NewSecondary), sync(m.NewSecondary)}
+	case alloc.MoveFailoverReplace:
+		// The evacuated node, the old primary, becomes the secondary
+		// and is replaced.
+		return []movePhase{failover(m.NewPrimary), drop(m.OldPrimary, m.NewSecondary), sync(m.NewSecondary)}
+	}
+	return []movePhase{{"", func(context.Context, *StepContext, *fsm.Instance, map[string]*fsm.Node) (bool, error) {
+		return false, fmt.Errorf("moving %s by %s is not known to this gntd; move it by hand", m.Instance, m.Kind)
+	}}}
+}
+
+// nameOr is a node of a move by name where the move names it.
+func nameOr(m alloc.Move, u string) string {
+	switch u {
+	case m.NewPrimary:
+		return m.NewPrimaryName
+	case m.NewSecondary:
+		return m.NewSecondaryName
+	case m.OldPrimary:
+		return m.OldPrimaryName
+	case m.OldSecondary:
+		return m.OldSecondaryName
+	}
+	return u
+}
+
+// moveStepsOf are the steps of one move: one per part (a move of one
+// part keeps the name given).
+func (e *Executor) moveStepsOf(m alloc.Move, name string) []Step {
+	phases := e.movePhases(m)
+	steps := make([]Step, len(phases))
+	for k := range phases {
+		n := name
+		if len(phases) > 1 {
+			n = name + ": " + phases[k].name
+		}
+		steps[k] = Step{Name: n, Run: func(ctx context.Context, sc *StepContext) (any, error) {
+			return nil, e.runMove(ctx, sc, m, phases, k)
+		}}
+	}
+	return steps
+}
+
+// runMove carries out part k of a move of a plan on a working copy of
+// the instance's record, recorded with the step when it changed. A
+// reservation moves whole in the first part (the others have nothing to
+// do); a dry run goes through every part in the first step, on one
+// working copy, since no part records anything.
+func (e *Executor) runMove(ctx context.Context, sc *StepContext, m alloc.Move, phases []movePhase, k int) error {
 	in, nodes, err := e.instanceOf(m.InstanceUUID)
 	if err != nil {
 		return err
 	}
 	expect := in.SerialNo
-	changed := false
 	if in.Forthcoming {
+		if k > 0 {
+			return nil
+		}
 		// A reservation has nothing on the nodes: only its record moves
 		// (the state checks that it fits there).
 		if m.NewPrimary != "" {
@@ -182,44 +274,25 @@ func (e *Executor) runMove(ctx context.Context, sc *StepContext, m alloc.Move) e
 		put(sc, in, expect)
 		return nil
 	}
-	switch m.Kind {
-	case alloc.MoveRelocate:
-		// hail's change-all: the secondary is replaced by the new
-		// primary, the instance moves there, and the old primary (now
-		// the secondary) is replaced by the new secondary.
-		changed, err = e.replaceSecondary(ctx, sc, in, m.OldSecondary, m.NewPrimary)
-		if err == nil {
-			e.FSM.Read(func(s *fsm.State, _ uint64) {
-				for _, u := range append([]string{in.PrimaryNode}, in.SecondaryNodes...) {
-					nodes[u] = s.Nodes[u]
-				}
-			})
-			var c bool
-			if c, err = e.moveToSecondary(ctx, sc, in, nodes, m.Failover); err == nil {
-				c2 := false
-				c2, err = e.replaceSecondary(ctx, sc, in, m.OldPrimary, m.NewSecondary)
-				c = c || c2
-			}
-			changed = changed || c
+	run := phases[k : k+1]
+	if sc.dryRun {
+		if k > 0 {
+			return nil
 		}
-	case alloc.MoveRecreate:
-		changed, err = e.recreateOn(ctx, sc, in, nodes, m)
-	case alloc.MoveFailover:
-		changed, err = e.moveToSecondary(ctx, sc, in, nodes, m.Failover)
-	case alloc.MoveReplaceSecondary:
-		changed, err = e.replaceSecondary(ctx, sc, in, m.OldSecondary, m.NewSecondary)
-	case alloc.MoveFailoverReplace:
-		if changed, err = e.moveToSecondary(ctx, sc, in, nodes, m.Failover); err == nil {
-			// The evacuated node, the old primary, is now the secondary.
-			var c bool
-			c, err = e.replaceSecondary(ctx, sc, in, m.OldPrimary, m.NewSecondary)
-			changed = changed || c
-		}
-	default:
-		err = fmt.Errorf("moving %s by %s is not known to this gntd; move it by hand", m.Instance, m.Kind)
+		run = phases
 	}
-	if err != nil {
-		return err
+	changed := false
+	for _, p := range run {
+		c, err := p.run(ctx, sc, in, nodes)
+		if err != nil {
+			return err
+		}
+		changed = changed || c
+		e.FSM.Read(func(s *fsm.State, _ uint64) {
+			for _, u := range append([]string{in.PrimaryNode}, in.SecondaryNodes...) {
+				nodes[u] = s.Nodes[u]
+			}
+		})
 	}
 	if changed {
 		put(sc, in, expect)
@@ -287,7 +360,7 @@ func (e *Executor) reservationMoveStep(ref, target string) Step {
 		if err != nil {
 			return nil, err
 		}
-		return m, e.runMove(ctx, sc, m)
+		return m, e.runMove(ctx, sc, m, e.movePhases(m), 0) // a reservation: its first part moves it whole
 	}}
 }
 
@@ -342,10 +415,21 @@ func (e *Executor) moveToSecondary(ctx context.Context, sc *StepContext, in *fsm
 	return true, nil
 }
 
-// replaceSecondary gives a drbd instance a new secondary: its disks are
-// created there and the old secondary's copy is removed; the caller
-// records the new secondary.
-func (e *Executor) replaceSecondary(ctx context.Context, sc *StepContext, in *fsm.Instance, oldSec, newSec string) (bool, error) {
+// A drbd instance gets a new secondary in two parts, each a step of its
+// own, because the new node's drbd minors come from the state: the
+// state allocates them when the record naming the new secondary is
+// stored, and the agents need them to create the disks there.
+//
+// dropSecondary is the first part: the old secondary's copy is removed
+// (as Ganeti's replace-disks takes down the old secondary's devices
+// before it connects the new one; the primary keeps the data), or left
+// with a warning when that node is down, and in gets the new secondary,
+// which the caller records. It changes nothing when in's secondary is
+// newSec already (a step run again).
+func (e *Executor) dropSecondary(ctx context.Context, sc *StepContext, in *fsm.Instance, oldSec, newSec string) (bool, error) {
+	if len(in.SecondaryNodes) == 1 && in.SecondaryNodes[0] == newSec {
+		return false, nil
+	}
 	if len(in.SecondaryNodes) != 1 || in.SecondaryNodes[0] != oldSec {
 		return false, fmt.Errorf("instance %s's secondary is no longer the planned %s", in.Name, oldSec)
 	}
@@ -353,11 +437,6 @@ func (e *Executor) replaceSecondary(ctx context.Context, sc *StepContext, in *fs
 	e.FSM.Read(func(s *fsm.State, _ uint64) { oldNode, newNode = s.Nodes[oldSec], s.Nodes[newSec] })
 	if err := e.usable(newNode, "creating "+in.Name+"'s new secondary"); err != nil {
 		return false, err
-	}
-	for _, d := range in.Disks {
-		if _, err := e.call(ctx, sc, newNode, NodeCall{Op: NodeOpDiskCreate, Instance: in, Disk: d.UUID}); err != nil {
-			return false, err
-		}
 	}
 	switch {
 	case oldNode == nil:
@@ -374,6 +453,30 @@ func (e *Executor) replaceSecondary(ctx context.Context, sc *StepContext, in *fs
 	sc.Logf("%s: secondary -> %s", in.Name, newNode.Name)
 	in.SecondaryNodes = []string{newSec}
 	return true, nil
+}
+
+// syncSecondary is the second part: in's disks are created on its
+// (recorded) secondary, the primary's drbd devices are connected to it
+// (reconnectDRBD), and the resync is waited for. Each call is
+// idempotent, so the step runs again after a leader change.
+func (e *Executor) syncSecondary(ctx context.Context, sc *StepContext, in *fsm.Instance, want string) error {
+	if len(in.SecondaryNodes) != 1 || in.SecondaryNodes[0] != want {
+		return fmt.Errorf("instance %s's secondary is no longer the planned %s", in.Name, want)
+	}
+	var sec *fsm.Node
+	e.FSM.Read(func(s *fsm.State, _ uint64) { sec = s.Nodes[want] })
+	if err := e.usable(sec, "creating "+in.Name+"'s disks on its new secondary"); err != nil {
+		return err
+	}
+	for _, d := range in.Disks {
+		if _, err := e.call(ctx, sc, sec, NodeCall{Op: NodeOpDiskCreate, Instance: in, Disk: d.UUID}); err != nil {
+			return err
+		}
+	}
+	if err := e.reconnectDRBD(ctx, sc, in); err != nil {
+		return err
+	}
+	return e.waitForSync(ctx, sc, in, "new secondary "+sec.Name)
 }
 
 // recreateOn moves a plain or diskless instance to m.NewPrimary by

@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/gnt-cluster/gnt/fsm"
 )
@@ -12,7 +13,10 @@ import (
 // the configuration cannot hold), then each node of the instance grows
 // its storage to the configured size, which the agents do at most once
 // (a disk of that size already is left alone), so the step can run again
-// after a leader change.
+// after a leader change: the secondary before the primary (a drbd device
+// is resized on the primary, over grown storage on both ends); then,
+// unless wait_for_sync is false, the resync of a drbd disk is waited
+// for.
 func (e *Executor) growDiskSteps(o *fsm.OpInstanceGrowDisk) []Step {
 	return []Step{
 		{Name: "record the new size", Run: func(_ context.Context, sc *StepContext) (any, error) {
@@ -69,7 +73,9 @@ func (e *Executor) growDiskSteps(o *fsm.OpInstanceGrowDisk) []Step {
 				}
 				in = &grown
 			}
-			for _, u := range append([]string{in.PrimaryNode}, in.SecondaryNodes...) {
+			// The secondaries first: a drbd device grows (drbdsetup resize,
+			// on the primary) only once the storage under both ends has.
+			for _, u := range append(slices.Clone(in.SecondaryNodes), in.PrimaryNode) {
 				node := nodes[u]
 				if err := e.usable(node, "growing disk "+d.UUID+" of "+in.Name); err != nil {
 					return nil, err
@@ -78,7 +84,13 @@ func (e *Executor) growDiskSteps(o *fsm.OpInstanceGrowDisk) []Step {
 					return nil, err
 				}
 			}
-			return nil, nil
+			if o.WaitForSync != nil && !*o.WaitForSync {
+				if in.DiskTemplate == fsm.DTDrbd {
+					sc.Logf("not waiting for the resync of disk %d of %s (wait_for_sync is false)", o.Disk, in.Name)
+				}
+				return nil, nil
+			}
+			return nil, e.waitForSync(ctx, sc, in, "grow-disk")
 		}},
 	}
 }

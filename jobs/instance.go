@@ -161,7 +161,7 @@ func (e *Executor) createSteps(o *fsm.OpInstanceCreate) []Step {
 	if template != fsm.DTDiskless && template != "" {
 		steps = append(steps, createOn(false))
 		if template == fsm.DTDrbd {
-			steps = append(steps, createOn(true))
+			steps = append(steps, createOn(true), e.createSyncStep(o))
 		}
 		if !o.NoInstall && osType != "" {
 			steps = append(steps, Step{Name: "install the OS", Run: func(ctx context.Context, sc *StepContext) (any, error) {
@@ -185,6 +185,23 @@ func (e *Executor) createSteps(o *fsm.OpInstanceCreate) []Step {
 		steps = append(steps, startStep(e, o.InstanceName, false))
 	}
 	return steps
+}
+
+// createSyncStep waits for the initial resync of a new drbd instance's
+// disks (Ganeti's wait_for_sync of OP_INSTANCE_CREATE, true unless
+// false), before its OS is installed, as Ganeti does.
+func (e *Executor) createSyncStep(o *fsm.OpInstanceCreate) Step {
+	return Step{Name: "wait for the disks to sync", Run: func(ctx context.Context, sc *StepContext) (any, error) {
+		in, _, err := e.instanceOf(o.InstanceName)
+		if err != nil {
+			return nil, err
+		}
+		if o.WaitForSync != nil && !*o.WaitForSync {
+			sc.Logf("not waiting for the resync of %s's disks (wait_for_sync is false)", in.Name)
+			return nil, nil
+		}
+		return nil, e.waitForSync(ctx, sc, in, "create")
+	}}
 }
 
 // createRecord places the instance (or checks the given nodes, or the

@@ -222,7 +222,13 @@ func (e *Executor) replaceDisksSteps(o *fsm.OpInstanceReplaceDisks, st *fsm.OpSt
 			return nil, fmt.Errorf("the new secondary was not recorded")
 		}}}
 	}
-	return []Step{choose, {Name: "replace the secondary by " + c.NewName, Run: func(ctx context.Context, sc *StepContext) (any, error) {
+	// check reads the instance for the next steps and refuses what can
+	// no longer go on: the primary must answer (the new secondary is
+	// synchronised from it), and the node chosen stays the choice after
+	// a leader change (its disks may be there already), so when it can
+	// no longer take the instance the opcode fails instead of choosing
+	// another.
+	check := func() (*fsm.Instance, error) {
 		in, nodes, err := e.instanceOf(o.Ref())
 		if err != nil {
 			return nil, err
@@ -235,19 +241,43 @@ func (e *Executor) replaceDisksSteps(o *fsm.OpInstanceReplaceDisks, st *fsm.OpSt
 		}
 		var newNode *fsm.Node
 		e.FSM.Read(func(s *fsm.State, _ uint64) { newNode = s.Nodes[c.New] })
-		// The node chosen stays the choice after a leader change (its
-		// disks may be there already): when it can no longer take the
-		// instance the opcode fails instead of choosing another.
 		if err := e.takesSecondary(newNode, c.NewName); err != nil {
 			return nil, err
 		}
+		return in, nil
+	}
+	// The new secondary is recorded first (the state gives it its drbd
+	// minors), then its disks are created and synchronised: a dry run,
+	// which records nothing, goes through both in the first.
+	drop := func(ctx context.Context, sc *StepContext, in *fsm.Instance) error {
 		expect := in.SerialNo
-		if _, err := e.replaceSecondary(ctx, sc, in, c.Old, c.New); err != nil {
-			return nil, err
+		changed, err := e.dropSecondary(ctx, sc, in, c.Old, c.New)
+		if err == nil && changed {
+			put(sc, in, expect)
 		}
-		put(sc, in, expect)
-		return nil, nil
-	}}}
+		return err
+	}
+	return []Step{choose,
+		{Name: "record the new secondary " + c.NewName, Run: func(ctx context.Context, sc *StepContext) (any, error) {
+			in, err := check()
+			if err != nil {
+				return nil, err
+			}
+			if err := drop(ctx, sc, in); err != nil || !sc.dryRun {
+				return nil, err
+			}
+			return nil, e.syncSecondary(ctx, sc, in, c.New)
+		}},
+		{Name: "replace the secondary by " + c.NewName, Run: func(ctx context.Context, sc *StepContext) (any, error) {
+			if sc.dryRun {
+				return nil, nil
+			}
+			in, err := check()
+			if err != nil {
+				return nil, err
+			}
+			return nil, e.syncSecondary(ctx, sc, in, c.New)
+		}}}
 }
 
 // Allocator choices that do not answer the probe are skipped, at most
@@ -459,7 +489,9 @@ func (e *Executor) replaceDisksStep(o *fsm.OpInstanceReplaceDisks) Step {
 			}
 		}
 		sc.Logf("replaced %d disk(s) of %s on %s", len(disks), in.Name, node.Name)
-		return nil, nil
+		// As Ganeti's replace-disks, the opcode ends when the new
+		// storage is in sync again.
+		return nil, e.waitForSync(ctx, sc, in, o.Mode)
 	}}
 }
 
@@ -557,7 +589,12 @@ func (e *Executor) recreateDisksSteps(o *fsm.OpInstanceRecreateDisks) []Step {
 				}
 			}
 			sc.Logf("disks of %s are present on its nodes (missing ones created empty)", in.Name)
-			return nil, nil
+			// A drbd primary that kept its devices may still be connected
+			// to a secondary the record no longer names: reconnectDRBD.
+			if err := e.reconnectDRBD(ctx, sc, in); err != nil {
+				return nil, err
+			}
+			return nil, e.waitForSync(ctx, sc, in, "recreate-disks")
 		}},
 	}
 }

@@ -111,6 +111,10 @@ func (f *fakeNodes) Call(_ context.Context, node *fsm.Node, c NodeCall) (NodeRep
 			return NodeReply{}, &NodeCallError{Code: "not_found", Msg: "no disk " + c.Disk}
 		}
 	case NodeOpDiskDetach:
+	case NodeOpDiskGrow:
+		if !f.disks[key][c.Disk] {
+			return NodeReply{}, &NodeCallError{Code: "not_found", Msg: "no disk " + c.Disk}
+		}
 	case NodeOpDiskReplace:
 		if !f.disks[key][c.Disk] {
 			if f.disks[key] == nil {
@@ -436,8 +440,12 @@ func TestNodeEvacuateAndMigrate(t *testing.T) {
 	if r := nodes.running(); len(r) != 1 || !strings.HasPrefix(r[0], "n2/") {
 		t.Fatalf("running after evacuate: %v", r)
 	}
-	if steps := j.Ops[0].Steps; len(steps) != 1 || steps[0].Name != "plan" {
-		t.Errorf("evacuation steps recorded: %+v (the plan, then the move recorded by the finish)", steps)
+	var names []string
+	for _, s := range j.Ops[0].Steps {
+		names = append(names, s.Name)
+	}
+	if got := strings.Join(names, ", "); got != "plan, failover_replace web1: move to n2, failover_replace web1: record the secondary n3" {
+		t.Errorf("evacuation steps recorded: %s (the plan, then the move's parts, the last recorded by the finish)", got)
 	}
 	// Ganeti's node-evac-res1 result: the jobs that did the moves.
 	if want := fmt.Sprintf(`{"jobs":[[true,%d]]}`, j.ID); string(j.Ops[0].Result) != want {
