@@ -86,6 +86,9 @@ type diskStatuses struct {
 type diskStatus struct {
 	PStatus []any `json:"pstatus"`
 	SStatus []any `json:"sstatus"`
+	// DRBDInfo is a drbd disk's port and each node's minor (null for
+	// other disks).
+	DRBDInfo map[string]any `json:"drbd_info"`
 }
 
 // instanceDiskStatus runs one OP_INSTANCE_QUERY_DATA job for the named
@@ -133,6 +136,9 @@ func diskStatusLine(st []any) string {
 	if path == "" {
 		path = "(no path reported)"
 	}
+	if major, ok := st[1].(float64); ok {
+		return drbdStatusLine(path, major, st)
+	}
 	state := "ok"
 	if degraded, _ := st[5].(bool); degraded {
 		state = "degraded"
@@ -141,6 +147,44 @@ func diskStatusLine(st []any) string {
 		state = "faulty or unknown"
 	}
 	return path + ", status " + state
+}
+
+// drbdStatusLine is diskStatusLine for a device with numbers (a drbd
+// device), as Ganeti's gnt-instance info: "/dev/drbd0 (147:0), in sync,
+// status ok", or a resync's progress, or *DEGRADED*.
+func drbdStatusLine(path string, major float64, st []any) string {
+	minor, _ := st[2].(float64)
+	line := fmt.Sprintf("%s (%d:%d), ", path, int(major), int(minor))
+	degraded, _ := st[5].(bool)
+	switch pct, ok := st[3].(float64); {
+	case ok:
+		eta := "unknown"
+		if s, ok := st[4].(float64); ok {
+			eta = fmt.Sprintf("%ds", int(s))
+		}
+		line += fmt.Sprintf("*RECOVERING* %.1f%%, ETA %s", pct, eta)
+	case degraded:
+		line += "*DEGRADED*"
+	default:
+		line += "in sync"
+	}
+	lds, _ := st[6].(float64)
+	name := map[float64]string{1: "ok", 2: "sync", 3: "unknown", 4: "faulty"}[lds]
+	if name == "" {
+		name = "unknown"
+	}
+	return line + ", status " + name
+}
+
+// drbdInfoLine is a drbd disk's port and minors (drbd_info), "" when the
+// disk has none.
+func drbdInfoLine(info map[string]any) string {
+	if info == nil {
+		return ""
+	}
+	num := func(k string) string { return fmt.Sprint(info[k]) }
+	return fmt.Sprintf("drbd: port %s, primary %s minor %s, secondary %s minor %s",
+		num("port"), num("primary_node"), num("primary_minor"), num("secondary_node"), num("secondary_minor"))
 }
 
 func showInstance(w io.Writer, o object, status diskStatuses) {
@@ -183,6 +227,9 @@ func showInstance(w io.Writer, o object, status diskStatuses) {
 		case status.err != nil:
 			fmt.Fprintf(w, "      status: unknown: %v\n", status.err)
 		case i < len(disks):
+			if l := drbdInfoLine(disks[i].DRBDInfo); l != "" {
+				fmt.Fprintf(w, "      %s\n", l)
+			}
 			fmt.Fprintf(w, "      on primary: %s\n", diskStatusLine(disks[i].PStatus))
 			if len(list(o, "snodes")) > 0 {
 				fmt.Fprintf(w, "      on secondary: %s\n", diskStatusLine(disks[i].SStatus))

@@ -50,6 +50,28 @@ func TestInstanceInfoDiskStatus(t *testing.T) {
 		}
 	}
 
+	// A drbd disk: its port and minors, each side's device and sync.
+	k := newFake(t)
+	k.on("GET", "/2/instances/web1", 200, infoInstance)
+	k.on("POST", "/2/jobs", 200, `9`)
+	k.on("GET", "/2/jobs/9", 200, `{"id": 9, "status": "success", "opstatus": ["success"], "oplog": [[]],
+	  "opresult": [{"web1": {"config_state": "up", "run_state": "up", "disks": [
+	    {"drbd_info": {"port": 11000, "primary_node": "n1", "primary_minor": 0, "secondary_node": "n2", "secondary_minor": 3},
+	     "pstatus": ["/dev/drbd0", 147, 0, 40.5, 20, true, 1], "sstatus": ["/dev/drbd3", 147, 3, 40.5, null, true, 2]},
+	    {"drbd_info": {"port": 11001, "primary_node": "n1", "primary_minor": 1, "secondary_node": "n2", "secondary_minor": 4},
+	     "pstatus": ["/dev/drbd1", 147, 1, null, null, false, 1], "sstatus": ["/dev/drbd4", 147, 4, null, null, true, 4]}]}}]}`)
+	r = gnt(t, nil, "--server", k.addr(), "instance", "info", "web1")
+	for _, want := range []string{
+		"    - disk/0: size 1.0G\n      drbd: port 11000, primary n1 minor 0, secondary n2 minor 3\n" +
+			"      on primary: /dev/drbd0 (147:0), *RECOVERING* 40.5%, ETA 20s, status ok\n" +
+			"      on secondary: /dev/drbd3 (147:3), *RECOVERING* 40.5%, ETA unknown, status sync\n",
+		"      on primary: /dev/drbd1 (147:1), in sync, status ok\n      on secondary: /dev/drbd4 (147:4), *DEGRADED*, status faulty\n",
+	} {
+		if r.code != 0 || !strings.Contains(r.stdout, want) {
+			t.Errorf("drbd: exit %d, stdout lacks %q:\n%s", r.code, want, r.stdout)
+		}
+	}
+
 	h := newFake(t)
 	h.on("GET", "/2/instances/web1", 200, infoInstance)
 	h.on("POST", "/2/jobs", 200, `8`)
