@@ -1,12 +1,15 @@
 package jobs
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/gnt-cluster/gnt/fsm"
 )
@@ -285,5 +288,80 @@ func TestNewSecondaryReconnects(t *testing.T) {
 	}
 	if log := jobLog(j); !strings.Contains(log, "new secondary n4: the disks of web1 are in sync") {
 		t.Errorf("log:\n%s", log)
+	}
+}
+
+// stallingNodes is fakeNodes whose first disk-create never answers: the
+// executor making it stops there, as a leader that steps down.
+type stallingNodes struct {
+	*fakeNodes
+	once sync.Once
+	hit  chan struct{}
+}
+
+func (s *stallingNodes) Call(ctx context.Context, node *fsm.Node, c NodeCall) (NodeReply, error) {
+	if c.Op == NodeOpDiskCreate {
+		stall := false
+		s.once.Do(func() { stall = true })
+		if stall {
+			close(s.hit)
+			<-ctx.Done()
+			return NodeReply{}, ctx.Err()
+		}
+	}
+	return s.fakeNodes.Call(ctx, node, c)
+}
+
+// TestDRBDSecretAcrossLeaderChange: a create that a leader left after
+// its record step is resumed by the next leader, whose agent calls carry
+// the secret the first one drew and recorded: no step proposes another.
+func TestDRBDSecretAcrossLeaderChange(t *testing.T) {
+	d, epoch := instanceSetup(t, "n3")
+	nodes := newFakeNodes()
+	stalling := &stallingNodes{fakeNodes: nodes, hit: make(chan struct{})}
+	first := startExecutor(t, &Executor{FSM: d.f, Apply: d, Epoch: epoch, Nodes: stalling})
+	id := submitUUID(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"web1","disk_template":"drbd","disks":[{"size":1024},{"size":512}],"beparams":{"memory":512},"pnode":"n2","snode":"n3"}`)
+	select {
+	case <-stalling.hit: // the record is stored; the disks are being created
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the first leader never created disks:\n%s", jobLog(readJobCopy(d, id)))
+	}
+	first.stop()
+	recorded := instanceState(d, "web1")
+	secrets := map[string]string{}
+	for _, disk := range recorded.Disks {
+		if disk.DRBD == nil || !hexSecret.MatchString(disk.DRBD.Secret) {
+			t.Fatalf("recorded disk %+v", disk)
+		}
+		secrets[disk.UUID] = disk.DRBD.Secret
+	}
+	r, _, _ := d.Apply(t.Context(), fsm.LeaderEstablish{Now: 9, Node: "n1", LogVersion: fsm.LogVersion})
+	startExecutor(t, &Executor{FSM: d.f, Apply: d, Epoch: r.Epoch, Nodes: nodes})
+	if j := finished(t, d, id); j.Status != fsm.StatusSuccess {
+		t.Fatalf("%s %s\n%s", j.Status, opResult(j, 0), jobLog(j))
+	}
+	for _, disk := range instanceState(d, "web1").Disks {
+		if disk.DRBD.Secret != secrets[disk.UUID] {
+			t.Errorf("disk %s's secret changed after the leader change", disk.UUID)
+		}
+	}
+	nodes.mu.Lock()
+	defer nodes.mu.Unlock()
+	creates := 0
+	for _, c := range nodes.seen {
+		if c.Instance == nil {
+			continue
+		}
+		if c.Op == NodeOpDiskCreate {
+			creates++
+		}
+		for _, disk := range c.Instance.Disks {
+			if disk.DRBD == nil || disk.DRBD.Secret != secrets[disk.UUID] {
+				t.Errorf("%s carried disk %s with another secret", c.Op, disk.UUID)
+			}
+		}
+	}
+	if creates != 4 {
+		t.Errorf("%d disk-create calls by the second leader, want 4", creates)
 	}
 }
