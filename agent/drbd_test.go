@@ -34,6 +34,26 @@ func TestParseProcDRBD(t *testing.T) {
 		t.Errorf("got %+v\nwant %+v", p, want)
 	}
 
+	// Blank lines between minors, as 8.4.11 writes them during a
+	// resync to a new peer.
+	data, err = os.ReadFile(filepath.Join("testdata", "drbd", "proc-newpeer-8.4.11.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err = ParseProcDRBD(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = ProcDRBD{Version: "8.4.11", Major: 8, Minor: 4, Devices: map[int]fsm.DRBDDevice{
+		1: {Minor: 1, Connection: "SyncSource", Role: "Secondary", PeerRole: "Secondary", Disk: "UpToDate", PeerDisk: "Inconsistent",
+			SyncPercent: fptr(93.8), EstimatedSeconds: iptr(0)},
+		3: {Minor: 3, Connection: "SyncTarget", Role: "Secondary", PeerRole: "Secondary", Disk: "Inconsistent", PeerDisk: "UpToDate",
+			SyncPercent: fptr(93.8), EstimatedSeconds: iptr(0)},
+	}}
+	if !reflect.DeepEqual(p, want) {
+		t.Errorf("got %+v\nwant %+v", p, want)
+	}
+
 	other := "version: 8.4.2 (api:1/proto:86-101)\nGIT-hash: 7ad5f8 build by x, 2013-04-10\n\n" +
 		" 2: cs:Unconfigured\n" +
 		" 4: cs:WFConnection ro:Primary/Unknown ds:UpToDate/DUnknown C r-----\n    ns:0 nr:0 dw:0\n" +
@@ -101,7 +121,7 @@ func TestParseProcDRBDRefusals(t *testing.T) {
 // FuzzParseProcDRBD: any input is parsed or refused, never a panic; a
 // parse gives only minors in range with the states a line can say.
 func FuzzParseProcDRBD(f *testing.F) {
-	for _, name := range []string{"proc-sync-8.4.11.txt", "proc-connected-8.4.11.txt"} {
+	for _, name := range []string{"proc-sync-8.4.11.txt", "proc-connected-8.4.11.txt", "proc-newpeer-8.4.11.txt"} {
 		data, err := os.ReadFile(filepath.Join("testdata", "drbd", name))
 		if err != nil {
 			f.Fatal(err)
