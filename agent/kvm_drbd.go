@@ -609,8 +609,9 @@ func (k *KVM) drbdFind(ctx context.Context, op Op, inst fsm.Instance, disk strin
 
 // drbdGrow implements DiskGrow for a drbd disk: the data volume grows on
 // each node; on the instance's primary node DRBD then takes the new size
-// (drbdsetup resize: the secondary's volume must have grown first), and
-// a running qemu learns it.
+// (drbdsetup resize: the secondary's volume must have grown first; the
+// device is primary for it, made so and secondary again when the
+// instance does not run), and a running qemu learns it.
 func (k *KVM) drbdGrow(ctx context.Context, inst fsm.Instance, cd fsm.Disk) (Result, error) {
 	d, err := k.drbdOf(inst, cd)
 	if err != nil {
@@ -639,7 +640,8 @@ func (k *KVM) drbdGrow(ctx context.Context, inst fsm.Instance, cd fsm.Disk) (Res
 			did = append(did, fmt.Sprintf("grew %s from %d to %d MiB", d.data, sz, d.size))
 		}
 		if d.primary {
-			if _, _, err := k.drbdAssemble(ctx, OpDiskGrow, inst, d); err != nil {
+			_, dev, err := k.drbdAssemble(ctx, OpDiskGrow, inst, d)
+			if err != nil {
 				return false, "", err
 			}
 			devSz, err := k.drbdSize(d.minor)
@@ -647,7 +649,20 @@ func (k *KVM) drbdGrow(ctx context.Context, inst fsm.Instance, cd fsm.Disk) (Res
 				return false, "", &OpError{Op: OpDiskGrow, Err: err}
 			}
 			if devSz < d.size {
-				if err := k.drbdDo(ctx, OpDiskGrow, "drbdsetup", "resize", d.m(), "--size", strconv.FormatInt(d.size, 10)+"m"); err != nil {
+				// DRBD resizes only with a primary: a stopped
+				// instance's device is primary for the resize, as
+				// Ganeti assembles it for grow-disk.
+				promoted, err := k.drbdPrimary(ctx, OpDiskGrow, d, dev, false)
+				if err != nil {
+					return false, "", err
+				}
+				err = k.drbdDo(ctx, OpDiskGrow, "drbdsetup", "resize", d.m(), "--size", strconv.FormatInt(d.size, 10)+"m")
+				if promoted {
+					if serr := k.drbdDo(context.WithoutCancel(ctx), OpDiskGrow, "drbdsetup", "secondary", d.m()); err == nil {
+						err = serr
+					}
+				}
+				if err != nil {
 					return false, "", err
 				}
 				did = append(did, fmt.Sprintf("resized DRBD minor %d from %d to %d MiB", d.minor, devSz, d.size))

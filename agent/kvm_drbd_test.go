@@ -305,6 +305,9 @@ func (f *fakeDRBD) run(_ context.Context, tool string, args ...string) ([]byte, 
 		if err != nil {
 			return nil, err
 		}
+		if m.role != "Primary" && (m.peerMinor == nil || m.peerMinor.role != "Primary") {
+			return nil, errors.New("0: Failure: (131) Need one Primary node to resize.")
+		}
 		m.size = size()
 	default:
 		return nil, fmt.Errorf("unexpected %s", call)
@@ -555,7 +558,7 @@ func TestKVMDRBDDisks(t *testing.T) {
 	r, err = n2.k.DiskGrow(ctx, grown, disk)
 	drbdStep(t, "grow on the secondary", n2, r, err, true, nil, "lvextend -L "+lv)
 	r, err = n1.k.DiskGrow(ctx, grown, disk)
-	drbdStep(t, "grow on the primary", n1, r, err, true, []string{"drbdsetup resize 0 --size 128m"}, "lvextend -L "+lv)
+	drbdStep(t, "grow on the primary", n1, r, err, true, []string{"drbdsetup primary 0", "drbdsetup resize 0 --size 128m", "drbdsetup secondary 0"}, "lvextend -L "+lv)
 	for _, n := range []*drbdNode{n1, n2} {
 		r, err = n.k.DiskGrow(ctx, grown, disk)
 		drbdStep(t, "grow again on "+n.k.cfg.Node, n, r, err, false, nil)
