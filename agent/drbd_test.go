@@ -16,67 +16,51 @@ func iptr(i int) *int         { return &i }
 // TestParseProcDRBD reads /proc/drbd as DRBD 8.4.11 wrote it (a resync
 // under way; captured in a guest), and the states of the other forms.
 func TestParseProcDRBD(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("testdata", "drbd", "proc-sync-8.4.11.txt"))
-	if err != nil {
-		t.Fatal(err)
+	syncing := func(a, b int, pct float64, secs int) map[int]fsm.DRBDDevice {
+		return map[int]fsm.DRBDDevice{
+			a: {Minor: a, Connection: "SyncSource", Role: "Secondary", PeerRole: "Secondary", Disk: "UpToDate", PeerDisk: "Inconsistent",
+				SyncPercent: fptr(pct), EstimatedSeconds: iptr(secs)},
+			b: {Minor: b, Connection: "SyncTarget", Role: "Secondary", PeerRole: "Secondary", Disk: "Inconsistent", PeerDisk: "UpToDate",
+				SyncPercent: fptr(pct), EstimatedSeconds: iptr(secs)},
+		}
 	}
-	p, err := ParseProcDRBD(data)
-	if err != nil {
-		t.Fatal(err)
+	read := func(name string) string {
+		data, err := os.ReadFile(filepath.Join("testdata", "drbd", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(data)
 	}
-	want := ProcDRBD{Version: "8.4.11", Major: 8, Minor: 4, Devices: map[int]fsm.DRBDDevice{
-		0: {Minor: 0, Connection: "SyncSource", Role: "Secondary", PeerRole: "Secondary", Disk: "UpToDate", PeerDisk: "Inconsistent",
-			SyncPercent: fptr(18.8), EstimatedSeconds: iptr(21)},
-		1: {Minor: 1, Connection: "SyncTarget", Role: "Secondary", PeerRole: "Secondary", Disk: "Inconsistent", PeerDisk: "UpToDate",
-			SyncPercent: fptr(18.8), EstimatedSeconds: iptr(21)},
-	}}
-	if !reflect.DeepEqual(p, want) {
-		t.Errorf("got %+v\nwant %+v", p, want)
-	}
-
-	// Blank lines between minors, as 8.4.11 writes them during a
-	// resync to a new peer.
-	data, err = os.ReadFile(filepath.Join("testdata", "drbd", "proc-newpeer-8.4.11.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err = ParseProcDRBD(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want = ProcDRBD{Version: "8.4.11", Major: 8, Minor: 4, Devices: map[int]fsm.DRBDDevice{
-		1: {Minor: 1, Connection: "SyncSource", Role: "Secondary", PeerRole: "Secondary", Disk: "UpToDate", PeerDisk: "Inconsistent",
-			SyncPercent: fptr(93.8), EstimatedSeconds: iptr(0)},
-		3: {Minor: 3, Connection: "SyncTarget", Role: "Secondary", PeerRole: "Secondary", Disk: "Inconsistent", PeerDisk: "UpToDate",
-			SyncPercent: fptr(93.8), EstimatedSeconds: iptr(0)},
-	}}
-	if !reflect.DeepEqual(p, want) {
-		t.Errorf("got %+v\nwant %+v", p, want)
-	}
-
-	other := "version: 8.4.2 (api:1/proto:86-101)\nGIT-hash: 7ad5f8 build by x, 2013-04-10\n\n" +
-		" 2: cs:Unconfigured\n" +
-		" 4: cs:WFConnection ro:Primary/Unknown ds:UpToDate/DUnknown C r-----\n    ns:0 nr:0 dw:0\n" +
-		" 8: cs:StandAlone ro:Secondary/Unknown ds:UpToDate/DUnknown   r-----\n" +
-		" 9: cs:SyncTarget ro:Secondary/Primary ds:Inconsistent/UpToDate A r-----\n" +
-		"      [>....................] sync'ed:  2.4% (14996/15360)Mfinish: 1:04:08 speed: 61,736 (61,736) K/sec\n"
-	p, err = ParseProcDRBD([]byte(other))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want = ProcDRBD{Version: "8.4.2", Major: 8, Minor: 4, Devices: map[int]fsm.DRBDDevice{
-		2: {Minor: 2, Connection: DRBDUnconfigured},
-		4: {Minor: 4, Connection: "WFConnection", Role: "Primary", PeerRole: "Unknown", Disk: "UpToDate", PeerDisk: "DUnknown"},
-		8: {Minor: 8, Connection: "StandAlone", Role: "Secondary", PeerRole: "Unknown", Disk: "UpToDate", PeerDisk: "DUnknown"},
-		9: {Minor: 9, Connection: "SyncTarget", Role: "Secondary", PeerRole: "Primary", Disk: "Inconsistent", PeerDisk: "UpToDate",
-			SyncPercent: fptr(2.4), EstimatedSeconds: iptr(3600 + 4*60 + 8)},
-	}}
-	if !reflect.DeepEqual(p, want) {
-		t.Errorf("got %+v\nwant %+v", p, want)
+	for _, c := range []struct {
+		what, in string
+		want     ProcDRBD
+	}{
+		{"8.4.11 resyncing", read("proc-sync-8.4.11.txt"), ProcDRBD{Version: "8.4.11", Major: 8, Minor: 4, Devices: syncing(0, 1, 18.8, 21)}},
+		// Blank lines between minors, as 8.4.11 writes them during a
+		// resync to a new peer.
+		{"8.4.11 resyncing to a new peer", read("proc-newpeer-8.4.11.txt"), ProcDRBD{Version: "8.4.11", Major: 8, Minor: 4, Devices: syncing(1, 3, 93.8, 0)}},
+		{"the other forms", "version: 8.4.2 (api:1/proto:86-101)\nGIT-hash: 7ad5f8 build by x, 2013-04-10\n\n" +
+			" 2: cs:Unconfigured\n" +
+			" 4: cs:WFConnection ro:Primary/Unknown ds:UpToDate/DUnknown C r-----\n    ns:0 nr:0 dw:0\n" +
+			" 8: cs:StandAlone ro:Secondary/Unknown ds:UpToDate/DUnknown   r-----\n" +
+			" 9: cs:SyncTarget ro:Secondary/Primary ds:Inconsistent/UpToDate A r-----\n" +
+			"      [>....................] sync'ed:  2.4% (14996/15360)Mfinish: 1:04:08 speed: 61,736 (61,736) K/sec\n",
+			ProcDRBD{Version: "8.4.2", Major: 8, Minor: 4, Devices: map[int]fsm.DRBDDevice{
+				2: {Minor: 2, Connection: DRBDUnconfigured},
+				4: {Minor: 4, Connection: "WFConnection", Role: "Primary", PeerRole: "Unknown", Disk: "UpToDate", PeerDisk: "DUnknown"},
+				8: {Minor: 8, Connection: "StandAlone", Role: "Secondary", PeerRole: "Unknown", Disk: "UpToDate", PeerDisk: "DUnknown"},
+				9: {Minor: 9, Connection: "SyncTarget", Role: "Secondary", PeerRole: "Primary", Disk: "Inconsistent", PeerDisk: "UpToDate",
+					SyncPercent: fptr(2.4), EstimatedSeconds: iptr(3600 + 4*60 + 8)},
+			}}},
+	} {
+		p, err := ParseProcDRBD([]byte(c.in))
+		if err != nil || !reflect.DeepEqual(p, c.want) {
+			t.Errorf("%s: %+v %v\nwant %+v", c.what, p, err, c.want)
+		}
 	}
 
 	// A module without minors (DRBD 9 lists none).
-	p, err = ParseProcDRBD([]byte("version: 9.2.4 (api:2/proto:86-122)\nGIT-hash: abc\nTransports (api:18): tcp (9.2.4)\n"))
+	p, err := ParseProcDRBD([]byte("version: 9.2.4 (api:2/proto:86-122)\nGIT-hash: abc\nTransports (api:18): tcp (9.2.4)\n"))
 	if err != nil || p.Major != 9 || p.Minor != 2 || len(p.Devices) != 0 {
 		t.Errorf("drbd 9: %+v %v", p, err)
 	}
