@@ -334,9 +334,9 @@ func (o *OpInstanceGrowDisk) Locks(s *State) []LockDecl { return instanceLocks(s
 // nodes (Ganeti's LUInstanceActivateDisks): each disk is checked present
 // on every node of the instance and attached to it on the primary; the
 // result is Ganeti's list of [node, disk name, path] on the primary.
-// ignore_size and wait_for_sync are accepted: gnt's agents keep the
-// configured size and answer once a disk is there. The job engine runs
-// it.
+// ignore_size is accepted: gnt's agents keep the configured size; with
+// wait_for_sync the job waits for the resync of drbd disks. The job
+// engine runs it.
 type OpInstanceActivateDisks struct {
 	OpCommon
 	OpInstanceRef

@@ -68,6 +68,10 @@ func (e *Executor) activateDisksStep(o *fsm.OpInstanceActivateDisks) Step {
 			}
 		}
 		sc.Logf("the %d disk(s) of %s are active on %s", len(in.Disks), in.Name, nodeName(nodes, in.PrimaryNode))
+		if o.WaitForSync != nil && *o.WaitForSync {
+			// Ganeti's wait_for_sync of activate-disks: off by default.
+			return out, e.waitForSync(ctx, sc, in, "activate-disks")
+		}
 		return out, nil
 	}}
 }

@@ -142,16 +142,17 @@ func TestQueryDataDRBD(t *testing.T) {
 
 // drbdCluster is downCluster (web1: drbd on n2 and n3, n4 spare) with an
 // executor that does not sleep between polls, and the agents' drbd
-// devices reported by dev (nil: none, as the fake driver).
+// devices reported by dev (nil: none, as the fake driver), which learns
+// how many times the node reported its devices.
 func drbdCluster(t *testing.T, dev func(node, disk string, poll int) (fsm.DRBDDevice, bool)) (*direct, *fakeNodes) {
 	t.Helper()
 	d, nodes, _ := downClusterWith(t, func(ex *Executor) { ex.Sleep = noSleep }, "n4")
 	if dev != nil {
-		polls := 0
+		polls := map[string]int{} // per node
 		nodes.mu.Lock()
 		nodes.drbd = func(node, disk string) (fsm.DRBDDevice, bool) {
-			polls++
-			return dev(node, disk, polls)
+			polls[node]++
+			return dev(node, disk, polls[node])
 		}
 		nodes.mu.Unlock()
 	}
@@ -335,9 +336,16 @@ func TestDRBDSecretAcrossLeaderChange(t *testing.T) {
 		}
 		secrets[disk.UUID] = disk.DRBD.Secret
 	}
+	// The second leader's calls are counted from here (the first one's
+	// are over once it stopped).
+	nodes.mu.Lock()
+	firstCalls := nodes.seen
+	nodes.seen = nil
+	nodes.mu.Unlock()
 	r, _, _ := d.Apply(t.Context(), fsm.LeaderEstablish{Now: 9, Node: "n1", LogVersion: fsm.LogVersion})
 	startExecutor(t, &Executor{FSM: d.f, Apply: d, Epoch: r.Epoch, Nodes: nodes})
-	if j := finished(t, d, id); j.Status != fsm.StatusSuccess {
+	j := finished(t, d, id)
+	if j.Status != fsm.StatusSuccess {
 		t.Fatalf("%s %s\n%s", j.Status, opResult(j, 0), jobLog(j))
 	}
 	for _, disk := range instanceState(d, "web1").Disks {
@@ -348,11 +356,11 @@ func TestDRBDSecretAcrossLeaderChange(t *testing.T) {
 	nodes.mu.Lock()
 	defer nodes.mu.Unlock()
 	creates := 0
-	for _, c := range nodes.seen {
+	for k, c := range append(firstCalls, nodes.seen...) {
 		if c.Instance == nil {
 			continue
 		}
-		if c.Op == NodeOpDiskCreate {
+		if c.Op == NodeOpDiskCreate && k >= len(firstCalls) {
 			creates++
 		}
 		for _, disk := range c.Instance.Disks {
@@ -362,6 +370,26 @@ func TestDRBDSecretAcrossLeaderChange(t *testing.T) {
 		}
 	}
 	if creates != 4 {
-		t.Errorf("%d disk-create calls by the second leader, want 4", creates)
+		t.Errorf("%d disk-create calls by the second leader, want 4: %v\n%s", creates, nodes.calls, jobLog(j))
+	}
+}
+
+// TestActivateDisksWaitForSync: activate-disks waits for the resync only
+// when wait_for_sync asks it to (Ganeti's default is not to).
+func TestActivateDisksWaitForSync(t *testing.T) {
+	// The primary's polls 1 and 2 are the two activations' checks; the
+	// wait sees a resync at poll 3, none at poll 4.
+	d, nodes := drbdCluster(t, syncing(4))
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_ACTIVATE_DISKS","instance_name":"web1"}`)
+	polls := func() int { return strings.Count(strings.Join(nodes.callsTo("n2"), " "), "status@n2") }
+	if n := polls(); n != 1 {
+		t.Errorf("%d status calls without wait_for_sync, want 1 (the check of the disks)", n)
+	}
+	j := runOK(t, d, `{"OP_ID":"OP_INSTANCE_ACTIVATE_DISKS","instance_name":"web1","wait_for_sync":true}`)
+	if n := polls(); n != 1+1+2 {
+		t.Errorf("%d status calls in all, want 4 (two checks, two more polls)", n)
+	}
+	if log := jobLog(j); !strings.Contains(log, "activate-disks: the disks of web1 are in sync") {
+		t.Errorf("log:\n%s", log)
 	}
 }
