@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -88,6 +89,18 @@ func TestInstanceLifecycleOnAgents(t *testing.T) {
 	if p := check("after failover"); p != first {
 		t.Fatalf("failover left web1 on %s, want %s", p, first)
 	}
+	// The cluster gave the drbd disk a port and a minor on each node;
+	// migration and failover kept them.
+	drbdInfo := func(primary string) (port, secondary string) {
+		t.Helper()
+		out, err := c.GNT("instance", "info", "web1")
+		m := regexp.MustCompile(`drbd: port (1\d{4}), primary ` + primary + ` minor \d+, secondary (node\d+) minor \d+`).FindStringSubmatch(out)
+		if err != nil || m == nil {
+			t.Fatalf("instance info: %v: no drbd line with primary %s\n%s", err, primary, out)
+		}
+		return m[1], m[2]
+	}
+	port, _ := drbdInfo(first)
 	// Ganeti's list options through the binary; without a terminal a
 	// command that asks first is refused, and nothing happens.
 	if out, err := c.GNT("instance", "list", "-o", "name,pnode,beparams.memory,disk_template", "--separator=|", "--no-headers", "web1"); err != nil ||
@@ -147,6 +160,10 @@ func TestInstanceLifecycleOnAgents(t *testing.T) {
 	np, ns, _, err := c.instanceNodes("web1")
 	if err != nil || np == p || len(ns) != 1 || ns[0] == p {
 		t.Fatalf("after evacuating %s: primary %s, secondaries %v (%v)", p, np, ns, err)
+	}
+	// A new secondary: the port stays.
+	if p2, s2 := drbdInfo(np); p2 != port || s2 != ns[0] {
+		t.Errorf("after evacuating %s: drbd port %s secondary %s, want port %s secondary %s", p, p2, s2, port, ns[0])
 	}
 	all := append(append([]*Member{}, nodes...), c.Candidates()...)
 	if running := c.runningOn(t, in.UUID, all); len(running) != 1 || running[0] != np {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gnt-cluster/gnt/fsm"
+	"github.com/gnt-cluster/gnt/jobs/alloc"
 )
 
 var hexSecret = regexp.MustCompile(`^[0-9a-f]{40}$`)
@@ -391,5 +392,37 @@ func TestActivateDisksWaitForSync(t *testing.T) {
 	}
 	if log := jobLog(j); !strings.Contains(log, "activate-disks: the disks of web1 are in sync") {
 		t.Errorf("log:\n%s", log)
+	}
+}
+
+// TestMoveStepsLayout: a move of a plan runs as one step per part; a job
+// whose recorded steps name one step per move (started by an older
+// gntd) goes on with one step per move.
+func TestMoveStepsLayout(t *testing.T) {
+	plan := alloc.Plan{Moves: []alloc.Move{
+		{Instance: "web1", Kind: alloc.MoveFailoverReplace, NewPrimary: "n2", NewPrimaryName: "n2", NewSecondary: "n3", NewSecondaryName: "n3", OldPrimary: "n1"},
+		{Instance: "web2", Kind: alloc.MoveReplaceSecondary, NewSecondary: "n4", NewSecondaryName: "n4", OldSecondary: "n1"},
+	}}
+	names := func(recorded ...string) string {
+		st := &fsm.OpState{Steps: []fsm.StepRecord{{Name: "plan", Result: mustJSON(plan)}}}
+		for _, r := range recorded {
+			st.Steps = append(st.Steps, fsm.StepRecord{Name: r})
+		}
+		var out []string
+		for _, s := range (&Executor{}).moveSteps(st, Step{Name: "plan"}) {
+			out = append(out, s.Name)
+		}
+		return strings.Join(out, ", ")
+	}
+	parts := "plan, failover_replace web1: move to n2, failover_replace web1: record the secondary n3, failover_replace web1: create the disks on n3, " +
+		"replace_secondary web2: record the secondary n4, replace_secondary web2: create the disks on n4"
+	if got := names(); got != parts {
+		t.Errorf("new job: %s", got)
+	}
+	if got := names("failover_replace web1: move to n2"); got != parts {
+		t.Errorf("a job of this gntd resumed: %s", got)
+	}
+	if got, want := names("failover_replace web1"), "plan, failover_replace web1, replace_secondary web2"; got != want {
+		t.Errorf("a job of an older gntd: %s, want %s", got, want)
 	}
 }

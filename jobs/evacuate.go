@@ -105,9 +105,17 @@ func (e *Executor) groupEvacuateSteps(o *fsm.OpGroupEvacuate, st *fsm.OpState) [
 // (runMove), as node evacuation, change of group and group evacuation
 // run them.
 func (e *Executor) moveSteps(st *fsm.OpState, plan Step) []Step {
-	steps := e.planned(st, plan, func(m alloc.Move) []Step {
-		return e.moveStepsOf(m, fmt.Sprintf("%s %s", m.Kind, m.Instance))
-	})
+	layout := func(whole bool) []Step {
+		return e.planned(st, plan, func(m alloc.Move) []Step {
+			return e.moveStepsOf(m, fmt.Sprintf("%s %s", m.Kind, m.Instance), whole)
+		})
+	}
+	steps := layout(false)
+	if st != nil && !sameStepNames(st.Steps, steps) {
+		// An older gntd started this job with one step per move, which
+		// its recorded steps name: it goes on so, each move whole.
+		steps = layout(true)
+	}
 	// The result is Ganeti's node-evac-res1 form, {"jobs": [[true, id],
 	// ...]}: the jobs that did the moves. gnt does them in this job's
 	// own steps, so the list names this job (a client that waits for
@@ -151,7 +159,7 @@ func (e *Executor) nodeMigrateSteps(o *fsm.OpNodeMigrate, st *fsm.OpState) []Ste
 		return p, nil
 	}}
 	return e.planned(st, plan, func(m alloc.Move) []Step {
-		return e.moveStepsOf(m, "migrate "+m.Instance)
+		return e.moveStepsOf(m, "migrate "+m.Instance, false)
 	})
 }
 
@@ -230,9 +238,28 @@ func nameOr(m alloc.Move, u string) string {
 }
 
 // moveStepsOf are the steps of one move: one per part (a move of one
-// part keeps the name given).
-func (e *Executor) moveStepsOf(m alloc.Move, name string) []Step {
+// part keeps the name given), or with whole the one step of the name
+// given that runs every part, as gntd did before the parts (a job such
+// a gntd started goes on so).
+
+// sameStepNames reports whether the steps recorded after the first (the
+// plan) are named as the steps built.
+func sameStepNames(recorded []fsm.StepRecord, steps []Step) bool {
+	for i := 1; i < len(recorded); i++ {
+		if i >= len(steps) || recorded[i].Name != steps[i].Name {
+			return false
+		}
+	}
+	return true
+}
+
+func (e *Executor) moveStepsOf(m alloc.Move, name string, whole bool) []Step {
 	phases := e.movePhases(m)
+	if whole {
+		return []Step{{Name: name, Run: func(ctx context.Context, sc *StepContext) (any, error) {
+			return nil, e.runMove(ctx, sc, m, phases, -1)
+		}}}
+	}
 	steps := make([]Step, len(phases))
 	for k := range phases {
 		n := name
@@ -247,10 +274,10 @@ func (e *Executor) moveStepsOf(m alloc.Move, name string) []Step {
 }
 
 // runMove carries out part k of a move of a plan on a working copy of
-// the instance's record, recorded with the step when it changed. A
-// reservation moves whole in the first part (the others have nothing to
-// do); a dry run goes through every part in the first step, on one
-// working copy, since no part records anything.
+// the instance's record, recorded with the step when it changed (k -1:
+// every part). A reservation moves whole in the first part (the others
+// have nothing to do); a dry run goes through every part in the first
+// step, on one working copy, since no part records anything.
 func (e *Executor) runMove(ctx context.Context, sc *StepContext, m alloc.Move, phases []movePhase, k int) error {
 	in, nodes, err := e.instanceOf(m.InstanceUUID)
 	if err != nil {
@@ -274,12 +301,12 @@ func (e *Executor) runMove(ctx context.Context, sc *StepContext, m alloc.Move, p
 		put(sc, in, expect)
 		return nil
 	}
-	run := phases[k : k+1]
-	if sc.dryRun {
-		if k > 0 {
-			return nil
-		}
-		run = phases
+	run := phases
+	switch {
+	case sc.dryRun && k > 0:
+		return nil
+	case !sc.dryRun && k >= 0:
+		run = phases[k : k+1]
 	}
 	changed := false
 	for _, p := range run {
