@@ -1,0 +1,493 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/gnt-cluster/gnt/fsm"
+)
+
+// The drbd disks of the kvm driver against real DRBD 8.4. This machine's
+// own kernel has no drbd module, so TestKVMDRBDInGuest boots the test
+// guest of TestKVMPlainInGuest (kvm_lvmguest_test.go) with a Debian
+// kernel's drbd module and drbd-utils' 8.4 drbdsetup and drbdmeta, and
+// three blank virtio disks, each the volume group of one "node": three
+// kvm drivers in one guest, on 127.0.0.1, .2 and .3 (all on lo). The
+// guest runs TestInGuestDRBD, which drives a drbd instance through the
+// Driver interface as the jobs do: create, start, live migration, grow,
+// replace on the secondary, a new secondary, removal.
+
+// envGuestDRBD lists the in-guest test's volume groups, one a node,
+// comma-separated.
+const envGuestDRBD = "GNT_IN_GUEST_DRBD_VGS"
+
+// drbdGuestVGs are the DRBD guest's volume groups (one a disk), and
+// drbdGuestVGSize their disks' size in MiB: room for a disk's data
+// volume grown to 64 MiB, its 128 MiB metadata volume, and a replace.
+var drbdGuestVGs = []string{"gntdrbda", "gntdrbdb", "gntdrbdc"}
+
+const drbdGuestVGSize = 512
+
+// drbdGuestSetup prepares the DRBD guest: the directories drbdsetup and
+// drbdmeta lock and record in, and the loopback the nodes talk over.
+const drbdGuestSetup = `mkdir -p /var/lock /var/run/drbd /var/lib/drbd /run/lock
+ip link set lo up || fail "ip link set lo up"
+`
+
+// The DRBD 8.4 tools of Debian's drbd-utils (drbdsetup-84 is its 8.4
+// drbdsetup; drbdmeta serves every version).
+var (
+	drbdSetup84 = "/lib/drbd/drbdsetup-84"
+	drbdMetas   = []string{"/usr/sbin/drbdmeta", "/sbin/drbdmeta"}
+)
+
+// TestKVMDRBDInGuest boots the DRBD guest and fails on any failure it
+// prints, or when it has not finished within 12 minutes (the machine is
+// shared: a run takes about a minute on an idle one).
+func TestKVMDRBDInGuest(t *testing.T) {
+	const what = "the DRBD guest test of the kvm driver"
+	const utils = "(apt-get install --no-install-recommends drbd-utils)"
+	if _, err := os.Stat(drbdSetup84); err != nil {
+		t.Skipf("SKIP: no DRBD 8.4 drbdsetup %s (%v): %s not run", utils, err, what)
+	}
+	meta := ""
+	for _, p := range drbdMetas {
+		if _, err := os.Stat(p); err == nil {
+			meta = p
+			break
+		}
+	}
+	if meta == "" {
+		t.Skipf("SKIP: no drbdmeta in %s %s: %s not run", strings.Join(drbdMetas, " or "), utils, what)
+	}
+	g := needTestGuest(t, what, "drbd", "dm-mod", "virtio_pci", "virtio_blk")
+	g.bins = append(g.bins, guestBin{"sbin/drbdsetup", drbdSetup84}, guestBin{"sbin/drbdmeta", meta})
+	g.boot(t, guestBoot{
+		init:    guestInit(drbdGuestVGs, drbdGuestSetup, envGuestDRBD+"="+strings.Join(drbdGuestVGs, ","), "TestInGuestDRBD"),
+		test:    "TestInGuestDRBD",
+		disks:   len(drbdGuestVGs),
+		diskMiB: drbdGuestVGSize,
+		memMiB:  1024,
+		bound:   12 * time.Minute,
+	})
+}
+
+// guestDRBDNode is one of the DRBD guest's nodes: a kvm driver on its own
+// volume group and loopback address.
+type guestDRBDNode struct {
+	name, uuid, ip, vg string
+	// minor is the node's minor for the test's disk: minors are the
+	// guest kernel's, shared by the three nodes.
+	minor int
+	dir   string
+	k     *KVM
+}
+
+func (n *guestDRBDNode) end() fsm.DRBDEnd {
+	return fsm.DRBDEnd{Node: n.uuid, Minor: n.minor, Name: n.name, IP: n.ip}
+}
+
+// guestDRBDInstance is the test's drbd instance on primary and secondary
+// with one disk of sizeMiB.
+func guestDRBDInstance(kernel string, primary, secondary *guestDRBDNode, sizeMiB int64) fsm.Instance {
+	d := fsm.Disk{UUID: "0d15c000-0000-4000-8000-0000000d4bd0", SizeMiB: sizeMiB, Mode: "rw",
+		DRBD: &fsm.DRBDLogicalID{Port: 11000, Secret: "gnt-drbd-guest-secret", Ends: []fsm.DRBDEnd{primary.end(), secondary.end()}}}
+	inst := guestInstance(kernel, "", fsm.DTDrbd, d)
+	inst.PrimaryNode, inst.SecondaryNodes = primary.uuid, []string{secondary.uuid}
+	return inst
+}
+
+// TestInGuestDRBD runs inside the guest of TestKVMDRBDInGuest (elsewhere
+// it skips, saying so).
+func TestInGuestDRBD(t *testing.T) {
+	vgs := strings.Split(os.Getenv(envGuestDRBD), ",")
+	if len(vgs) != 3 {
+		t.Skipf("SKIP: runs only inside the guest of TestKVMDRBDInGuest (%s does not name three volume groups)", envGuestDRBD)
+	}
+	if why := KVMNoDRBD("drbd-a"); why != "" {
+		t.Fatalf("this guest has DRBD 8.4 and drbdsetup, but: %s", why)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	qemu, kernel := os.Getenv(envGuestQEMU), os.Getenv(envGuestKernel)
+	if qemu == "" {
+		qemu = "/nonexistent/qemu"
+	}
+	nodes := map[string]*guestDRBDNode{}
+	var a, b, c *guestDRBDNode
+	for i, p := range []**guestDRBDNode{&a, &b, &c} {
+		n := &guestDRBDNode{name: fmt.Sprintf("drbd-%c", 'a'+i), uuid: fmt.Sprintf("0de0000%d-0000-4000-8000-00000000d4bd", i),
+			ip: fmt.Sprintf("127.0.0.%d", i+1), vg: vgs[i], minor: i, dir: t.TempDir()}
+		k, err := NewKVM(KVMConfig{Dir: n.dir, Node: n.name, Addr: n.ip, VolumeGroup: n.vg, Accel: AccelTCG, QEMU: qemu})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.k = k
+		t.Cleanup(func() { killAll(n.dir) })
+		nodes[n.name] = n
+		*p = n
+	}
+	for _, n := range nodes {
+		// A migration's handoff goes straight to the target's driver.
+		n.k.SetSend(func(ctx context.Context, m Migration, h Handoff) error {
+			to := nodes[m.PeerNode]
+			if to == nil {
+				return fmt.Errorf("no node %s", m.PeerNode)
+			}
+			_, err := to.k.MigrateReceive(ctx, h)
+			return err
+		})
+	}
+	began := time.Now()
+	step := func(format string, args ...any) {
+		t.Logf("[%s] %s", time.Since(began).Round(100*time.Millisecond), fmt.Sprintf(format, args...))
+	}
+	must := func(what string, r Result, err error, changed bool) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if r.Changed != changed {
+			t.Fatalf("%s: changed %v, want %v (%s)", what, r.Changed, changed, r.Output)
+		}
+	}
+
+	// 1. The disk created on the secondary, then on the primary, which
+	// makes itself the sync source.
+	inst := guestDRBDInstance(kernel, a, b, 32)
+	disk := inst.Disks[0].UUID
+	r, err := b.k.DiskCreate(ctx, inst, disk)
+	must("DiskCreate on drbd-b", r, err, true)
+	r, err = a.k.DiskCreate(ctx, inst, disk)
+	must("DiskCreate on drbd-a", r, err, true)
+	took := waitDRBDSync(t, ctx, a, inst)
+	step("1. created (32 MiB): in sync after %s", took)
+	for _, n := range []*guestDRBDNode{a, b} {
+		ds := guestDRBDDisk(t, ctx, n, inst)
+		if want := "/dev/drbd" + strconv.Itoa(n.minor); ds.Path != want || ds.DRBD.Minor != n.minor {
+			t.Errorf("%s: the disk's path %q, minor %d; want %s", n.name, ds.Path, ds.DRBD.Minor, want)
+		}
+		if sizes := lvSizes(t, ctx, n.vg); !equalSizes(sizes, 32, fsm.DRBDMetaMiB) {
+			t.Errorf("%s: volumes of %v MiB, want 32 and %d", n.name, sizes, fsm.DRBDMetaMiB)
+		}
+		r, err := n.k.DiskCreate(ctx, inst, disk)
+		must("DiskCreate again on "+n.name, r, err, false)
+	}
+	checkRoles(t, ctx, inst, a, "Secondary", b, "Secondary")
+
+	// 2 and 3. Started on drbd-a (the primary), a marker written to its
+	// device, a live migration to drbd-b, which reads the marker.
+	marker := []byte(fmt.Sprintf("gnt drbd marker %d", time.Now().UnixNano()))
+	const markerAt = 1 << 20
+	if os.Getenv(envGuestQEMU) != "" {
+		r, err = a.k.Start(ctx, inst)
+		must("Start on drbd-a", r, err, true)
+		if _, file, _ := qemuDrive(t, a.k, inst.UUID, disk); file != "/dev/drbd0" {
+			t.Errorf("qemu on drbd-a has the disk as %q, want /dev/drbd0", file)
+		}
+		checkRoles(t, ctx, inst, a, "Primary", b, "Secondary")
+		if _, err := b.k.Start(ctx, inst); !errors.Is(err, ErrState) || !strings.Contains(fmt.Sprint(err), "drbd-a") {
+			t.Errorf("Start on drbd-b while drbd-a is primary: %v, want ErrState naming drbd-a", err)
+		}
+		writeDirect(t, "/dev/drbd0", markerAt, marker)
+		step("2. started on drbd-a (Primary/Secondary), marker written to /dev/drbd0")
+		m := Migration{ID: "drbd-migration-1", PeerNode: a.name}
+		r, err = b.k.MigratePrepare(ctx, inst, m)
+		must("MigratePrepare on drbd-b", r, err, true)
+		checkRoles(t, ctx, inst, a, "Primary", b, "Primary")
+		r, err = a.k.MigrateSend(ctx, inst, Migration{ID: m.ID, PeerNode: b.name, Peer: b.ip + ":1811"})
+		must("MigrateSend on drbd-a", r, err, true)
+		sent := r.Output
+		r, err = b.k.MigrateFinish(ctx, inst, m)
+		must("MigrateFinish on drbd-b", r, err, true)
+		inst.PrimaryNode, inst.SecondaryNodes = b.uuid, []string{a.uuid}
+		checkRoles(t, ctx, inst, a, "Secondary", b, "Primary")
+		if _, file, _ := qemuDrive(t, b.k, inst.UUID, disk); file != "/dev/drbd1" {
+			t.Errorf("qemu on drbd-b has the disk as %q, want /dev/drbd1", file)
+		}
+		step("3. live migration drbd-a -> drbd-b: %s; roles Secondary/Primary", sent)
+		if got := readDirect(t, "/dev/drbd1", markerAt, len(marker)); !bytes.Equal(got, marker) {
+			t.Errorf("drbd-b's /dev/drbd1 reads %q, want the marker %q written on drbd-a", got, marker)
+		}
+		step("3. marker read back on drbd-b")
+		// A migration back, aborted once prepared: the target is
+		// secondary again and two primaries are no longer allowed.
+		m2 := Migration{ID: "drbd-migration-2", PeerNode: b.name}
+		r, err = a.k.MigratePrepare(ctx, inst, m2)
+		must("MigratePrepare on drbd-a", r, err, true)
+		checkRoles(t, ctx, inst, a, "Primary", b, "Primary")
+		if _, err := b.k.MigrateAbort(ctx, inst, Migration{ID: m2.ID, PeerNode: a.name, Peer: a.ip + ":1811"}); err != nil {
+			t.Fatalf("MigrateAbort on drbd-b (the source): %v", err)
+		}
+		r, err = a.k.MigrateAbort(ctx, inst, m2)
+		must("MigrateAbort on drbd-a (the target)", r, err, true)
+		checkRoles(t, ctx, inst, a, "Secondary", b, "Primary")
+		if out, err := RunDRBD(ctx, "drbdsetup", "primary", "0"); err == nil {
+			t.Errorf("drbd-a could be made primary beside drbd-b after the aborted migration: two primaries still allowed (%s)", out)
+			drbdsetup(t, ctx, "secondary", "0")
+		}
+		step("3. a migration back aborted once prepared: Secondary/Primary, two primaries no longer allowed")
+		r, err = b.k.Stop(ctx, inst, StopOptions{Timeout: 10 * time.Second, Force: true})
+		must("Stop on drbd-b", r, err, true)
+		checkRoles(t, ctx, inst, a, "Secondary", b, "Secondary")
+		step("3. stopped on drbd-b: Secondary/Secondary")
+	} else {
+		// No qemu in the guest: the roles switched by hand.
+		step("NOTE: no qemu in the guest: Start, the live migration and Stop not run; the marker goes over by hand-switched roles")
+		drbdsetup(t, ctx, "primary", "0")
+		writeDirect(t, "/dev/drbd0", markerAt, marker)
+		drbdsetup(t, ctx, "secondary", "0")
+		drbdsetup(t, ctx, "primary", "1")
+		got := readDirect(t, "/dev/drbd1", markerAt, len(marker))
+		drbdsetup(t, ctx, "secondary", "1")
+		if !bytes.Equal(got, marker) {
+			t.Errorf("drbd-b's /dev/drbd1 reads %q, want the marker %q written on drbd-a", got, marker)
+		}
+		inst.PrimaryNode, inst.SecondaryNodes = b.uuid, []string{a.uuid}
+	}
+
+	// 4. Grown to 64 MiB: the secondary (drbd-a) first, then the
+	// primary (drbd-b), which resizes the device.
+	grown := inst
+	grown.Disks = []fsm.Disk{inst.Disks[0]}
+	grown.Disks[0].SizeMiB = 64
+	inst = grown
+	r, err = a.k.DiskGrow(ctx, inst, disk)
+	must("DiskGrow on drbd-a", r, err, true)
+	r, err = b.k.DiskGrow(ctx, inst, disk)
+	must("DiskGrow on drbd-b", r, err, true)
+	took = waitDRBDSync(t, ctx, b, inst)
+	for _, n := range []*guestDRBDNode{a, b} {
+		if sizes := lvSizes(t, ctx, n.vg); !equalSizes(sizes, 64, fsm.DRBDMetaMiB) {
+			t.Errorf("%s: volumes of %v MiB after growing, want 64 and %d", n.name, sizes, fsm.DRBDMetaMiB)
+		}
+		if sz := drbdSizeMiB(t, n.minor); sz != 64 {
+			t.Errorf("%s: /dev/drbd%d has %d MiB after growing, want 64", n.name, n.minor, sz)
+		}
+		r, err := n.k.DiskGrow(ctx, inst, disk)
+		must("DiskGrow again on "+n.name, r, err, false)
+	}
+	step("4. grown to 64 MiB on both, device resized: in sync after %s", took)
+
+	// 5. The secondary's storage replaced: it resyncs from the primary.
+	r, err = a.k.DiskReplace(ctx, inst, disk, "replace-1")
+	must("DiskReplace on drbd-a", r, err, true)
+	took = waitDRBDSync(t, ctx, b, inst)
+	if ds := guestDRBDDisk(t, ctx, a, inst); ds.Generation != "replace-1" {
+		t.Errorf("drbd-a: the disk's generation %q after the replace, want replace-1", ds.Generation)
+	}
+	if sizes := lvSizes(t, ctx, a.vg); !equalSizes(sizes, 64, fsm.DRBDMetaMiB) {
+		t.Errorf("drbd-a: volumes of %v MiB after the replace, want 64 and %d", sizes, fsm.DRBDMetaMiB)
+	}
+	r, err = a.k.DiskReplace(ctx, inst, disk, "replace-1")
+	must("DiskReplace again on drbd-a", r, err, false)
+	step("5. drbd-a's storage replaced: in sync again after %s", took)
+
+	// 6. A new secondary, drbd-c, as the jobs' replaceSecondary makes
+	// it, but for the order: the old secondary's copy is removed first,
+	// since in one kernel DRBD refuses a second connection to the
+	// primary's address (nodes of their own have their own kernels):
+	// then the disk is created on drbd-c and the primary reconnected to
+	// it.
+	r, err = a.k.Remove(ctx, inst)
+	must("Remove on drbd-a (the old secondary)", r, err, true)
+	if sizes := lvSizes(t, ctx, a.vg); len(sizes) != 0 {
+		t.Errorf("drbd-a: volumes of %v MiB left after Remove", sizes)
+	}
+	moved := guestDRBDInstance(kernel, b, c, 64)
+	r, err = c.k.DiskCreate(ctx, moved, disk)
+	must("DiskCreate on drbd-c", r, err, true)
+	inst = moved
+	if _, err := b.k.DiskAttach(ctx, inst, disk); err != nil {
+		t.Fatalf("DiskAttach on drbd-b (reconnecting to drbd-c): %v", err)
+	}
+	took = waitDRBDSync(t, ctx, b, inst)
+	checkRoles(t, ctx, inst, b, "Secondary", c, "Secondary")
+	step("6. new secondary drbd-c: drbd-b reconnected to it, in sync after %s", took)
+	if got := drbdMinors(t); !slices.Equal(got, []int{1, 2}) {
+		t.Errorf("minors configured: %v, want 1 and 2 (drbd-a's 0 gone)", got)
+	}
+
+	// 7. Removed everywhere: no volumes, no minors.
+	r, err = c.k.DiskRemove(ctx, inst, disk)
+	must("DiskRemove on drbd-c", r, err, true)
+	r, err = c.k.DiskRemove(ctx, inst, disk)
+	must("DiskRemove again on drbd-c", r, err, false)
+	r, err = b.k.Remove(ctx, inst)
+	must("Remove on drbd-b", r, err, true)
+	for _, n := range nodes {
+		if sizes := lvSizes(t, ctx, n.vg); len(sizes) != 0 {
+			t.Errorf("%s: volumes of %v MiB left", n.name, sizes)
+		}
+	}
+	if got := drbdMinors(t); len(got) != 0 {
+		t.Errorf("minors still configured: %v", got)
+	}
+	step("7. removed: no volumes, no minors")
+}
+
+// guestDRBDDisk is the test disk's status on node n, which must have its
+// device.
+func guestDRBDDisk(t *testing.T, ctx context.Context, n *guestDRBDNode, inst fsm.Instance) DiskStatus {
+	t.Helper()
+	st, err := n.k.Status(ctx, inst)
+	if err != nil {
+		t.Fatalf("%s: status: %v", n.name, err)
+	}
+	ds, ok := st.Disk(inst.Disks[0].UUID)
+	if !ok || ds.DRBD == nil {
+		t.Fatalf("%s: status has no drbd device for the disk: %+v", n.name, st.Disks)
+	}
+	return ds
+}
+
+// waitDRBDSync waits, at most 4 minutes, for the disk to be in sync as
+// node n reports it, and returns how long that took.
+func waitDRBDSync(t *testing.T, ctx context.Context, n *guestDRBDNode, inst fsm.Instance) time.Duration {
+	t.Helper()
+	began := time.Now()
+	deadline := began.Add(4 * time.Minute)
+	for {
+		ds := guestDRBDDisk(t, ctx, n, inst)
+		if ds.DRBD.InSync() {
+			return time.Since(began).Round(100 * time.Millisecond)
+		}
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile("/proc/drbd")
+			t.Fatalf("%s: the disk is not in sync after 4 minutes: %+v\n/proc/drbd:\n%s", n.name, *ds.DRBD, b)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// checkRoles checks the roles of the disk's device on two nodes, each
+// as the node reports it.
+func checkRoles(t *testing.T, ctx context.Context, inst fsm.Instance, n1 *guestDRBDNode, role1 string, n2 *guestDRBDNode, role2 string) {
+	t.Helper()
+	for _, c := range []struct {
+		n    *guestDRBDNode
+		role string
+	}{{n1, role1}, {n2, role2}} {
+		if d := guestDRBDDisk(t, ctx, c.n, inst).DRBD; d.Role != c.role {
+			t.Errorf("%s: role %s, want %s (%+v)", c.n.name, d.Role, c.role, *d)
+		}
+	}
+}
+
+// lvSizes lists the sizes in MiB of the volume group's logical volumes,
+// smallest first.
+func lvSizes(t *testing.T, ctx context.Context, vg string) []int64 {
+	t.Helper()
+	out, err := RunLVM(ctx, "lvs", "--noheadings", "--units", "m", "--nosuffix", "-o", "lv_size", "--", vg)
+	if err != nil {
+		t.Fatalf("lvs %s: %v\n%s", vg, err, out)
+	}
+	var sizes []int64
+	for _, f := range strings.Fields(string(out)) {
+		v, err := strconv.ParseFloat(f, 64)
+		if err != nil {
+			t.Fatalf("lvs %s: size %q: %v", vg, f, err)
+		}
+		sizes = append(sizes, int64(v))
+	}
+	slices.Sort(sizes)
+	return sizes
+}
+
+// equalSizes tells whether got (sorted) are the sizes want.
+func equalSizes(got []int64, want ...int64) bool {
+	slices.Sort(want)
+	return slices.Equal(got, want)
+}
+
+// drbdSizeMiB is the size of /dev/drbd<minor> as the kernel has it.
+func drbdSizeMiB(t *testing.T, minor int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/sys/block/drbd%d/size", minor))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sectors, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sectors >> 11
+}
+
+// drbdMinors lists the minors /proc/drbd shows configured.
+func drbdMinors(t *testing.T) []int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/drbd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := ParseProcDRBD(b)
+	if err != nil {
+		t.Fatalf("/proc/drbd: %v\n%s", err, b)
+	}
+	minors := []int{}
+	for m, d := range p.Devices {
+		if d.Connection != DRBDUnconfigured {
+			minors = append(minors, m)
+		}
+	}
+	slices.Sort(minors)
+	return minors
+}
+
+// drbdsetup runs the guest's drbdsetup.
+func drbdsetup(t *testing.T, ctx context.Context, args ...string) {
+	t.Helper()
+	if out, err := RunDRBD(ctx, "drbdsetup", args...); err != nil {
+		t.Fatalf("drbdsetup %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// directBlock returns a 4 KiB block aligned for O_DIRECT.
+func directBlock() []byte {
+	buf := make([]byte, 8192)
+	off := int(4096 - uintptr(unsafe.Pointer(&buf[0]))%4096)
+	return buf[off : off+4096]
+}
+
+// writeDirect writes data at offset at (4 KiB aligned) of the device,
+// bypassing the page cache, and syncs it.
+func writeDirect(t *testing.T, dev string, at int64, data []byte) {
+	t.Helper()
+	f, err := os.OpenFile(dev, os.O_WRONLY|syscall.O_DIRECT|os.O_SYNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	blk := directBlock()
+	copy(blk, data)
+	if _, err := f.WriteAt(blk, at); err != nil {
+		t.Fatalf("writing %s: %v", dev, err)
+	}
+}
+
+// readDirect reads n bytes at offset at (4 KiB aligned) of the device,
+// bypassing the page cache.
+func readDirect(t *testing.T, dev string, at int64, n int) []byte {
+	t.Helper()
+	f, err := os.OpenFile(dev, os.O_RDONLY|syscall.O_DIRECT, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	blk := directBlock()
+	if _, err := f.ReadAt(blk, at); err != nil {
+		t.Fatalf("reading %s: %v", dev, err)
+	}
+	return blk[:n]
+}
