@@ -191,3 +191,32 @@ func (e *Executor) reconnectDRBD(ctx context.Context, sc *StepContext, in *fsm.I
 	}
 	return nil
 }
+
+// checkTargetDisks refuses to make target the primary of in when one of
+// its drbd disks is not up to date there (Ganeti's CheckDiskConsistency
+// before a failover or migration): that copy would become the only one
+// the guest reads. With ignore (failover's ignore_consistency, or a
+// primary marked offline) it is a warning. A disk the target reports no
+// drbd device for (the fake driver) is not checked.
+func (e *Executor) checkTargetDisks(ctx context.Context, sc *StepContext, in *fsm.Instance, target *fsm.Node, what string, ignore bool) error {
+	if in.DiskTemplate != fsm.DTDrbd || sc.dryRun {
+		return nil
+	}
+	r, err := e.statusOf(ctx, sc, target, in)
+	if err != nil {
+		return fmt.Errorf("checking the disks of %s on %s before the %s: %w", in.Name, target.Name, what, err)
+	}
+	for k, d := range in.Disks {
+		dev, ok := r.DRBD[d.UUID]
+		if !ok || dev.LocalOK() {
+			continue
+		}
+		msg := fmt.Sprintf("disk/%d of %s is not up to date on %s (%s)", k, in.Name, target.Name, drbdStateWords(dev))
+		if ignore {
+			sc.Logf("WARNING: %s; the %s goes on as asked", msg, what)
+			continue
+		}
+		return &fsm.Error{Code: fsm.CodeState, Field: "instance_name", Msg: fmt.Sprintf("%s: aborting the %s (wait for the resync)", msg, what)}
+	}
+	return nil
+}

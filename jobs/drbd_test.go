@@ -426,3 +426,41 @@ func TestMoveStepsLayout(t *testing.T) {
 		t.Errorf("a job of an older gntd: %s, want %s", got, want)
 	}
 }
+
+// TestMoveChecksTargetDisks: failover and migration refuse a target whose
+// drbd disk is not up to date there (nothing is stopped or moved);
+// failover's ignore_consistency goes on with a warning.
+func TestMoveChecksTargetDisks(t *testing.T) {
+	d, nodes := drbdCluster(t, func(node, _ string, _ int) (fsm.DRBDDevice, bool) {
+		if node == "n3" {
+			pct := 12.5
+			return fsm.DRBDDevice{Connection: "SyncTarget", Role: "Secondary", PeerRole: "Primary", Disk: "Inconsistent", PeerDisk: "UpToDate", SyncPercent: &pct}, true
+		}
+		return fsm.DRBDDevice{Connection: "SyncSource", Role: "Primary", PeerRole: "Secondary", Disk: "UpToDate", PeerDisk: "Inconsistent"}, true
+	})
+	want := "disk/0 of web1 is not up to date on n3 (SyncTarget Inconsistent/UpToDate, 12.5% synced): aborting the "
+	for _, c := range []struct{ op, what string }{
+		{`{"OP_ID":"OP_INSTANCE_MIGRATE","instance_name":"web1"}`, "migration"},
+		{`{"OP_ID":"OP_INSTANCE_FAILOVER","instance_name":"web1"}`, "failover"},
+	} {
+		res, _ := failed(t, d, c.op)
+		if !strings.Contains(res, want+c.what+" (wait for the resync)") {
+			t.Errorf("%s: %s", c.what, res)
+		}
+		if in := instanceState(d, "web1"); in.PrimaryNode != nodeUUID(d, "n2") {
+			t.Fatalf("the refused %s moved web1", c.what)
+		}
+	}
+	for _, c := range nodes.callsTo("n2") {
+		if c == "instance-stop@n2" || c == "migrate-send@n2" {
+			t.Errorf("the refused moves called %s", c)
+		}
+	}
+	j := runOK(t, d, `{"OP_ID":"OP_INSTANCE_FAILOVER","instance_name":"web1","ignore_consistency":true}`)
+	if log := jobLog(j); !strings.Contains(log, "WARNING: "+want[:len(want)-len(": aborting the ")]+"; the failover goes on as asked") {
+		t.Errorf("log:\n%s", log)
+	}
+	if in := instanceState(d, "web1"); in.PrimaryNode != nodeUUID(d, "n3") {
+		t.Errorf("failover with ignore_consistency left web1 on %s", in.PrimaryNode)
+	}
+}

@@ -410,6 +410,13 @@ func (e *Executor) moveToSecondary(ctx context.Context, sc *StepContext, in *fsm
 	if err := e.checkBridges(ctx, sc, dst, in, nil); err != nil {
 		return false, err
 	}
+	what := "migration"
+	if in.AdminState != fsm.AdminUp || failover {
+		what = "failover"
+	}
+	if err := e.checkTargetDisks(ctx, sc, in, dst, what, src != nil && src.Offline); err != nil {
+		return false, err
+	}
 	if in.AdminState == fsm.AdminUp && failover {
 		if err := e.stopForFailover(ctx, sc, in, src, false, nil); err != nil {
 			return false, err

@@ -887,7 +887,11 @@ func (e *Executor) failoverSteps(o *fsm.OpInstanceFailover) []Step {
 			if err := e.checkBridges(ctx, sc, target, in, nil); err != nil {
 				return nil, err
 			}
-			return nil, e.stopForFailover(ctx, sc, in, nodes[in.PrimaryNode], o.IgnoreConsistency, o.ShutdownTimeout)
+			primary := nodes[in.PrimaryNode]
+			if err := e.checkTargetDisks(ctx, sc, in, target, "failover", o.IgnoreConsistency || primary != nil && primary.Offline); err != nil {
+				return nil, err
+			}
+			return nil, e.stopForFailover(ctx, sc, in, primary, o.IgnoreConsistency, o.ShutdownTimeout)
 		}},
 		{Name: "switch to the secondary", Run: func(ctx context.Context, sc *StepContext) (any, error) {
 			in, nodes, err := e.instanceOf(o.Ref())
@@ -1162,6 +1166,9 @@ func (e *Executor) migrationSteps(o *fsm.OpInstanceMigrate) []Step {
 				return nil, err
 			}
 			if err := e.checkBridges(ctx, sc, dst, in, nil); err != nil {
+				return nil, err
+			}
+			if err := e.checkTargetDisks(ctx, sc, in, dst, "migration", false); err != nil {
 				return nil, err
 			}
 			_, err = e.call(ctx, sc, dst, NodeCall{Op: NodeOpMigratePrepare, Instance: in, Migration: opID(sc), PeerNode: src.Name})
