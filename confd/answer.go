@@ -2,6 +2,7 @@ package confd
 
 import (
 	"encoding/json"
+	"fmt"
 	"sort"
 	"strconv"
 
@@ -180,6 +181,11 @@ func AppendAnswer(dst []byte, v View, q *Request) ([]byte, int, int64) {
 		if q.Type == ReqNodeInstances {
 			prim, sec := []*fsm.Instance{}, []*fsm.Instance{}
 			for _, i := range insts {
+				if ds := withoutSecrets(i.Disks); len(ds) > 0 && &ds[0] != &i.Disks[0] {
+					c := *i
+					c.Disks = ds
+					i = &c
+				}
 				if i.PrimaryNode == n.UUID {
 					prim = append(prim, i)
 				} else {
@@ -188,16 +194,40 @@ func AppendAnswer(dst []byte, v View, q *Request) ([]byte, int, int64) {
 			}
 			return ok(appendJSON(dst, [2][]*fsm.Instance{prim, sec}))
 		}
-		// The configuration records no DRBD minors: a node without DRBD
-		// instances has none (an empty list, as Ganeti answers), and for
-		// one with DRBD instances the answer cannot be computed, which
+		// Ganeti's answer: each drbd minor the node holds, [node name,
+		// minor, instance name, "disk/N", "primary" or "secondary", peer
+		// node name], by instance name and disk index. A drbd disk
+		// without a logical id (a record from before the cluster kept
+		// them, until its next change) makes the answer unknown, which
 		// Ganeti's code for that is NOTIMPLEMENTED.
+		minors := [][]any{}
 		for _, i := range insts {
-			if i.DiskTemplate == "drbd" {
-				return appendString(dst, "DRBD minors are not recorded in this configuration"), StatusNotImplemented, serial
+			if i.DiskTemplate != fsm.DTDrbd {
+				continue
+			}
+			role := "secondary"
+			if i.PrimaryNode == n.UUID {
+				role = "primary"
+			}
+			for k := range i.Disks {
+				d := &i.Disks[k]
+				if !fsm.NeedsDRBDID(i, d) {
+					continue
+				}
+				own := d.DRBD.DRBDEndOf(n.UUID)
+				if own == nil {
+					return appendString(dst, fmt.Sprintf("the drbd minors of instance %s are not recorded yet (its record predates them; they are given at its next change)", i.Name)), StatusNotImplemented, serial
+				}
+				peer := ""
+				for _, e := range d.DRBD.Ends {
+					if e.Node != n.UUID {
+						peer = st.NodeName(e.Node)
+					}
+				}
+				minors = append(minors, []any{n.Name, own.Minor, i.Name, fmt.Sprintf("disk/%d", k), role, peer})
 			}
 		}
-		return ok(append(dst, "[]"...))
+		return ok(appendJSON(dst, minors))
 
 	case ReqInstanceDisks:
 		if qs.Kind != QueryString {
@@ -207,7 +237,7 @@ func AppendAnswer(dst []byte, v View, q *Request) ([]byte, int, int64) {
 		if i == nil {
 			return fail(ErrorUnknownEntry)
 		}
-		return ok(appendJSON(dst, nonNil(i.Disks)))
+		return ok(appendJSON(dst, withoutSecrets(nonNil(i.Disks))))
 
 	case ReqConfigQuery:
 		if qs.Kind != QueryString {
@@ -311,4 +341,23 @@ func appendJSON(dst []byte, v any) []byte {
 		b, _ = json.Marshal(err.Error())
 	}
 	return append(dst, asciiJSON(b)...)
+}
+
+// withoutSecrets is disks with their drbd secrets left out (their peers'
+// shared secret is no business of a confd client); the state's records
+// are not changed.
+func withoutSecrets(disks []fsm.Disk) []fsm.Disk {
+	out := disks
+	for k, d := range disks {
+		if d.DRBD == nil || d.DRBD.Secret == "" {
+			continue
+		}
+		if &out[0] == &disks[0] {
+			out = append([]fsm.Disk(nil), disks...)
+		}
+		id := *d.DRBD
+		id.Secret = ""
+		out[k].DRBD = &id
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package confd
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -77,7 +78,8 @@ func TestAnswers(t *testing.T) {
 		{"instance ips with dict", ReqInstancesIPsList, dict(func(q *Query) {}), "", StatusError, `2`},
 
 		{"drbd of a node without drbd", ReqNodeDrbd, str("node1"), "", StatusOK, `[]`},
-		{"drbd of a node with drbd", ReqNodeDrbd, str("node5"), "", StatusNotImplemented, `"DRBD minors are not recorded in this configuration"`},
+		{"drbd of a node with drbd", ReqNodeDrbd, str("node5"), "", StatusOK, `[["node5",3,"inst2","disk/0","secondary","node2"],["node5",4,"inst2","disk/1","secondary","node2"]]`},
+		{"drbd of a drbd primary", ReqNodeDrbd, str("node2"), "", StatusOK, `[["node2",0,"inst2","disk/0","primary","node5"],["node2",1,"inst2","disk/1","primary","node5"]]`},
 		{"drbd unknown node", ReqNodeDrbd, str("nope"), "", StatusError, `0`},
 		{"drbd no query", ReqNodeDrbd, Query{}, "", StatusError, `2`},
 
@@ -85,7 +87,7 @@ func TestAnswers(t *testing.T) {
 		{"node instances dict", ReqNodeInstances, dict(func(q *Query) {}), "", StatusError, `2`},
 
 		{"instance disks unknown", ReqInstanceDisks, str("nope"), "", StatusError, `0`},
-		{"instance disks", ReqInstanceDisks, str("inst2"), "", StatusOK, `[{"uuid":"d2","size":2048,"mode":"rw"},{"uuid":"d3","size":10,"mode":"ro"}]`},
+		{"instance disks", ReqInstanceDisks, str("inst2"), "", StatusOK, `[{"uuid":"d2","size":2048,"mode":"rw","drbd":{"port":11000,"secret":"","ends":[{"node":"uuid-node2","minor":0},{"node":"uuid-node5","minor":3}]}},{"uuid":"d3","size":10,"mode":"ro","drbd":{"port":11001,"secret":"","ends":[{"node":"uuid-node2","minor":1},{"node":"uuid-node5","minor":4}]}}]`},
 		{"instance disks none", ReqInstanceDisks, str("inst3"), "", StatusOK, `[]`},
 		{"instance disks null", ReqInstanceDisks, Query{}, "", StatusError, `2`},
 
@@ -119,6 +121,22 @@ func TestAnswers(t *testing.T) {
 	}
 }
 
+// TestNodeDrbdUnrecorded: a drbd disk whose record has no logical id yet
+// makes NODE_DRBD of its nodes NOT IMPLEMENTED, naming the instance; the
+// secrets never leave in INSTANCE_DISKS, and the state keeps them.
+func TestNodeDrbdUnrecorded(t *testing.T) {
+	st := testState(t)
+	if ans, _, _ := AppendAnswer(nil, View{State: st}, &Request{Type: ReqInstanceDisks, Query: str("inst2")}); strings.Contains(string(ans), `"ab"`) ||
+		st.LookupInstance("inst2").Disks[0].DRBD.Secret != "ab" {
+		t.Errorf("instance disks %s; stored secret %q", ans, st.LookupInstance("inst2").Disks[0].DRBD.Secret)
+	}
+	st.LookupInstance("inst2").Disks[1].DRBD = nil
+	ans, status, _ := AppendAnswer(nil, View{State: st}, &Request{Type: ReqNodeDrbd, Query: str("node5")})
+	if status != StatusNotImplemented || !strings.Contains(string(ans), "the drbd minors of instance inst2 are not recorded yet") {
+		t.Errorf("status %d answer %s", status, ans)
+	}
+}
+
 func TestNodeInstancesAnswer(t *testing.T) {
 	st := testState(t)
 	ans, status, _ := AppendAnswer(nil, View{State: st}, &Request{Type: ReqNodeInstances, Query: str("node5")})
@@ -126,8 +144,8 @@ func TestNodeInstancesAnswer(t *testing.T) {
 	if err := json.Unmarshal(ans, &got); err != nil || status != StatusOK {
 		t.Fatalf("%s: %v", ans, err)
 	}
-	if len(got[0]) != 1 || got[0][0].Name != "inst1" || len(got[1]) != 1 || got[1][0].Name != "inst2" {
-		t.Errorf("node5 instances: %s", ans)
+	if len(got[0]) != 1 || got[0][0].Name != "inst1" || len(got[1]) != 1 || got[1][0].Name != "inst2" || strings.Contains(string(ans), `"ab"`) {
+		t.Errorf("node5 instances (drbd secrets left out): %s", ans)
 	}
 }
 

@@ -79,8 +79,11 @@ func testFSM(t testing.TB) *fsm.FSM {
 			Disks: []fsm.Disk{{UUID: "d1", SizeMiB: 1024, Mode: "rw"}},
 			NICs:  []fsm.NIC{{UUID: "n1", MAC: "aa:00:00:00:00:01", IP: "192.0.2.10"}, {UUID: "n2", MAC: "aa:00:00:00:00:02", IP: "198.51.100.10", Link: "br1"}}},
 		{Name: "inst2", PrimaryNode: "uuid-node2", SecondaryNodes: []string{"uuid-node5"}, DiskTemplate: "drbd",
-			Disks: []fsm.Disk{{UUID: "d2", SizeMiB: 2048, Mode: "rw"}, {UUID: "d3", SizeMiB: 10, Mode: "ro"}},
-			NICs:  []fsm.NIC{{UUID: "n3", MAC: "aa:00:00:00:00:03", IP: "192.0.2.11", Link: DefaultNICLink}}},
+			Disks: []fsm.Disk{
+				{UUID: "d2", SizeMiB: 2048, Mode: "rw", DRBD: &fsm.DRBDLogicalID{Port: 11000, Secret: "ab", Ends: []fsm.DRBDEnd{{Node: "uuid-node2"}, {Node: "uuid-node5", Minor: 3}}}},
+				{UUID: "d3", SizeMiB: 10, Mode: "ro", DRBD: &fsm.DRBDLogicalID{Port: 11001, Secret: "cd", Ends: []fsm.DRBDEnd{{Node: "uuid-node2", Minor: 1}, {Node: "uuid-node5", Minor: 4}}}},
+			},
+			NICs: []fsm.NIC{{UUID: "n3", MAC: "aa:00:00:00:00:03", IP: "192.0.2.11", Link: DefaultNICLink}}},
 		{Name: "inst3", PrimaryNode: "uuid-node4", DiskTemplate: "diskless"},
 	}
 	return restore(t, 17, nodes, insts)
