@@ -1388,6 +1388,15 @@ func (k *KVM) DiskDetach(ctx context.Context, inst fsm.Instance, disk string) (R
 		r := *rec
 		d := r.disk(disk)
 		if d == nil || !d.Attached {
+			if _, _, err := configDisk(inst, disk); err == nil && inst.DiskTemplate == fsm.DTDrbd && k.pid(inst.UUID) == 0 {
+				// Not attached, but its device may be primary (a
+				// detach cut short): secondary here.
+				if demoted, err := k.drbdDetach(ctx, inst, disk); err != nil {
+					return false, "", err
+				} else if demoted {
+					return true, "not attached; made disk " + disk + " secondary here", nil
+				}
+			}
 			return false, "not attached", nil
 		}
 		if k.pid(inst.UUID) != 0 {
@@ -1423,7 +1432,7 @@ func (k *KVM) DiskDetach(ctx context.Context, inst fsm.Instance, disk string) (R
 			}
 			d.Attached = false
 			if inst.DiskTemplate == fsm.DTDrbd {
-				if err := k.drbdDetach(ctx, inst, disk); err != nil {
+				if _, err := k.drbdDetach(ctx, inst, disk); err != nil {
 					return false, "", err
 				}
 			}
@@ -1437,7 +1446,7 @@ func (k *KVM) DiskDetach(ctx context.Context, inst fsm.Instance, disk string) (R
 			return true, "detached and deactivated disk " + disk, nil
 		}
 		if inst.DiskTemplate == fsm.DTDrbd {
-			if err := k.drbdDetach(ctx, inst, disk); err != nil {
+			if _, err := k.drbdDetach(ctx, inst, disk); err != nil {
 				return false, "", err
 			}
 			return true, "detached disk " + disk + " (secondary here)", nil
