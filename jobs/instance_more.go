@@ -227,8 +227,9 @@ func (e *Executor) replaceDisksSteps(o *fsm.OpInstanceReplaceDisks, st *fsm.OpSt
 	// synchronised from it), and the node chosen stays the choice after
 	// a leader change (its disks may be there already), so when it can
 	// no longer take the instance the opcode fails instead of choosing
-	// another.
-	check := func() (*fsm.Instance, error) {
+	// another. Once it is recorded, the node only has to answer
+	// (syncSecondary): a node drained since still gets its disks.
+	check := func(recorded bool) (*fsm.Instance, error) {
 		in, nodes, err := e.instanceOf(o.Ref())
 		if err != nil {
 			return nil, err
@@ -238,6 +239,9 @@ func (e *Executor) replaceDisksSteps(o *fsm.OpInstanceReplaceDisks, st *fsm.OpSt
 		}
 		if err := e.usable(nodes[in.PrimaryNode], "replacing the secondary of "+in.Name); err != nil {
 			return nil, err
+		}
+		if recorded {
+			return in, nil
 		}
 		var newNode *fsm.Node
 		e.FSM.Read(func(s *fsm.State, _ uint64) { newNode = s.Nodes[c.New] })
@@ -259,7 +263,7 @@ func (e *Executor) replaceDisksSteps(o *fsm.OpInstanceReplaceDisks, st *fsm.OpSt
 	}
 	return []Step{choose,
 		{Name: "record the new secondary " + c.NewName, Run: func(ctx context.Context, sc *StepContext) (any, error) {
-			in, err := check()
+			in, err := check(false)
 			if err != nil {
 				return nil, err
 			}
@@ -272,7 +276,7 @@ func (e *Executor) replaceDisksSteps(o *fsm.OpInstanceReplaceDisks, st *fsm.OpSt
 			if sc.dryRun {
 				return nil, nil
 			}
-			in, err := check()
+			in, err := check(true)
 			if err != nil {
 				return nil, err
 			}
