@@ -169,6 +169,29 @@ func drbdStateWords(dev fsm.DRBDDevice) string {
 	return s
 }
 
+// settleDRBD leaves the drbd disks of an instance that is not marked up
+// as they were before reconnectDRBD: secondary on its primary too (the
+// agents' attach makes a primary's device primary, as Ganeti's
+// activate-disks; its detach makes it secondary again), as Ganeti's
+// replace-disks shuts down the disks it activated for a stopped
+// instance.
+func (e *Executor) settleDRBD(ctx context.Context, sc *StepContext, in *fsm.Instance) error {
+	if in.DiskTemplate != fsm.DTDrbd || in.AdminState == fsm.AdminUp {
+		return nil
+	}
+	var primary *fsm.Node
+	e.FSM.Read(func(s *fsm.State, _ uint64) { primary = s.Nodes[in.PrimaryNode] })
+	if err := e.usable(primary, "deactivating the disks of "+in.Name); err != nil {
+		return err
+	}
+	for _, d := range in.Disks {
+		if _, err := e.call(ctx, sc, primary, NodeCall{Op: NodeOpDiskDetach, Instance: in, Disk: d.UUID}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // reconnectDRBD asks the primary's agent to attach each drbd disk of in
 // after its secondary changed: the primary's devices are still connected
 // to the old secondary's address (or to none), and every drbd operation

@@ -464,3 +464,31 @@ func TestMoveChecksTargetDisks(t *testing.T) {
 		t.Errorf("failover with ignore_consistency left web1 on %s", in.PrimaryNode)
 	}
 }
+
+// TestStoppedInstanceDisksSettle: for an instance marked down, the
+// primary's devices that the reconnection after a new secondary made
+// primary are made secondary again (disk-detach), and an evacuation that
+// moves it to its secondary first makes its old primary's devices
+// secondary (a stop, no effect on a guest that does not run).
+func TestStoppedInstanceDisksSettle(t *testing.T) {
+	d, nodes := drbdCluster(t, nil)
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_SHUTDOWN","instance_name":"web1"}`)
+	nodes.mu.Lock()
+	nodes.calls = nil
+	nodes.mu.Unlock()
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_REPLACE_DISKS","instance_name":"web1","mode":"replace_new_secondary","remote_node":"n4"}`)
+	nodes.mu.Lock()
+	got := strings.Join(nodes.calls, " ")
+	nodes.calls = nil
+	nodes.mu.Unlock()
+	if !strings.HasSuffix(got, "disk-create@n4 disk-attach@n2 status@n2 disk-detach@n2") {
+		t.Errorf("calls %s: want the primary's disks detached after the resync", got)
+	}
+	runOK(t, d, `{"OP_ID":"OP_NODE_EVACUATE","node_name":"n2","mode":"primary-only"}`)
+	if got := strings.Join(nodes.callsTo("n2"), " "); !strings.Contains(got, "instance-stop@n2") {
+		t.Errorf("calls to the old primary %s: want a stop", got)
+	}
+	if in := instanceState(d, "web1"); in.PrimaryNode != nodeUUID(d, "n4") {
+		t.Errorf("web1's primary after the evacuation: %s", in.PrimaryNode)
+	}
+}

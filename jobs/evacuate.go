@@ -426,6 +426,14 @@ func (e *Executor) moveToSecondary(ctx context.Context, sc *StepContext, in *fsm
 		_, err := e.call(ctx, sc, dst, NodeCall{Op: NodeOpStart, Instance: in})
 		return true, err
 	}
+	if in.AdminState != fsm.AdminUp && in.DiskTemplate == fsm.DTDrbd && src != nil && e.usable(src, "") == nil {
+		// A stopped instance's drbd devices may still be primary on its
+		// primary (activated disks): the stop, no effect on the guest,
+		// makes them secondary so that the new primary can start it.
+		if _, err := e.call(ctx, sc, src, NodeCall{Op: NodeOpStop, Instance: in, Force: true}); err != nil {
+			return false, err
+		}
+	}
 	if in.AdminState == fsm.AdminUp {
 		if err := e.usable(src, "migrating "+in.Name); err != nil {
 			return false, fmt.Errorf("%v; fail the instance over instead", err)
@@ -510,7 +518,10 @@ func (e *Executor) syncSecondary(ctx context.Context, sc *StepContext, in *fsm.I
 	if err := e.reconnectDRBD(ctx, sc, in); err != nil {
 		return err
 	}
-	return e.waitForSync(ctx, sc, in, "new secondary "+sec.Name)
+	if err := e.waitForSync(ctx, sc, in, "new secondary "+sec.Name); err != nil {
+		return err
+	}
+	return e.settleDRBD(ctx, sc, in)
 }
 
 // recreateOn moves a plain or diskless instance to m.NewPrimary by

@@ -598,7 +598,10 @@ func (e *Executor) recreateDisksSteps(o *fsm.OpInstanceRecreateDisks) []Step {
 			if err := e.reconnectDRBD(ctx, sc, in); err != nil {
 				return nil, err
 			}
-			return nil, e.waitForSync(ctx, sc, in, "recreate-disks")
+			if err := e.waitForSync(ctx, sc, in, "recreate-disks"); err != nil {
+				return nil, err
+			}
+			return nil, e.settleDRBD(ctx, sc, in)
 		}},
 	}
 }
