@@ -53,7 +53,7 @@ var (
 
 // TestKVMDRBDInGuest boots the DRBD guest and fails on any failure it
 // prints, or when it has not finished within 12 minutes (the machine is
-// shared: a run takes about a minute on an idle one).
+// shared: a run takes one to two minutes on an idle one).
 func TestKVMDRBDInGuest(t *testing.T) {
 	const what = "the DRBD guest test of the kvm driver"
 	const utils = "(apt-get install --no-install-recommends drbd-utils)"
@@ -172,6 +172,14 @@ func TestInGuestDRBD(t *testing.T) {
 	must("DiskCreate on drbd-a", r, err, true)
 	took := waitDRBDSync(t, ctx, a, inst)
 	step("1. created (32 MiB): in sync after %s", took)
+	// A driver started again on drbd-a's directory finds the device.
+	again, err := NewKVM(KVMConfig{Dir: a.dir, Node: a.name, Addr: a.ip, VolumeGroup: a.vg, Accel: AccelTCG, QEMU: qemu})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := again.Status(ctx, inst); err != nil || len(st.Disks) != 1 || st.Disks[0].DRBD == nil || !st.Disks[0].DRBD.InSync() {
+		t.Errorf("drbd-a's status from a new driver: %+v %v", st, err)
+	}
 	for _, n := range []*guestDRBDNode{a, b} {
 		ds := guestDRBDDisk(t, ctx, n, inst)
 		if want := "/dev/drbd" + strconv.Itoa(n.minor); ds.Path != want || ds.DRBD.Minor != n.minor {
@@ -220,6 +228,19 @@ func TestInGuestDRBD(t *testing.T) {
 			t.Errorf("drbd-b's /dev/drbd1 reads %q, want the marker %q written on drbd-a", got, marker)
 		}
 		step("3. marker read back on drbd-b")
+		// The running primary's storage replaced (replace-disks -p):
+		// the device goes on from its peer meanwhile, resyncs from it,
+		// and the marker is read from the new volume.
+		r, err = b.k.DiskReplace(ctx, inst, disk, "replace-p")
+		must("DiskReplace on drbd-b (the running primary)", r, err, true)
+		took := waitDRBDSync(t, ctx, b, inst)
+		if ds := guestDRBDDisk(t, ctx, b, inst); ds.Generation != "replace-p" || ds.DRBD.Role != "Primary" {
+			t.Errorf("drbd-b after the replace: generation %q, role %s; want replace-p, Primary", ds.Generation, ds.DRBD.Role)
+		}
+		if got := readDirect(t, "/dev/drbd1", markerAt, len(marker)); !bytes.Equal(got, marker) {
+			t.Errorf("drbd-b's /dev/drbd1 reads %q after the replace, want the marker %q", got, marker)
+		}
+		step("3. drbd-b's storage replaced while running: in sync after %s, marker read back", took)
 		// A migration back, aborted once prepared: the target is
 		// secondary again and two primaries are no longer allowed.
 		m2 := Migration{ID: "drbd-migration-2", PeerNode: b.name}
@@ -312,8 +333,17 @@ func TestInGuestDRBD(t *testing.T) {
 		t.Fatalf("DiskAttach on drbd-b (reconnecting to drbd-c): %v", err)
 	}
 	took = waitDRBDSync(t, ctx, b, inst)
+	// The attach on the primary node is also activate-disks: the
+	// device is primary there, its path usable (the marker, through
+	// both replaces, read back), until the detach (deactivate-disks).
+	checkRoles(t, ctx, inst, b, "Primary", c, "Secondary")
+	if got := readDirect(t, guestDRBDDisk(t, ctx, b, inst).Path, markerAt, len(marker)); !bytes.Equal(got, marker) {
+		t.Errorf("drbd-b's activated disk reads %q, want the marker %q", got, marker)
+	}
+	r, err = b.k.DiskDetach(ctx, inst, disk)
+	must("DiskDetach on drbd-b", r, err, true)
 	checkRoles(t, ctx, inst, b, "Secondary", c, "Secondary")
-	step("6. new secondary drbd-c: drbd-b reconnected to it, in sync after %s", took)
+	step("6. new secondary drbd-c: drbd-b reconnected to it (and primary: activated), in sync after %s; marker read back; detached: Secondary/Secondary", took)
 	if got := drbdMinors(t); !slices.Equal(got, []int{1, 2}) {
 		t.Errorf("minors configured: %v, want 1 and 2 (drbd-a's 0 gone)", got)
 	}
