@@ -150,6 +150,10 @@ func TestInstanceLifecycleOnAgents(t *testing.T) {
 		t.Fatalf("the interrupted migration left web1 on %s", p)
 	}
 	leader.Start(t)
+	// The evacuation may choose the restarted node as the new secondary:
+	// its agent must answer first (it once did not yet, and the job
+	// failed on its disk-create).
+	c.WaitAgent(leader, 30*time.Second)
 
 	// Evacuating the primary's node moves web1 off it entirely; it runs
 	// once, on a node the configuration names.
