@@ -94,7 +94,9 @@ func fillDRBDEnds(s *fsm.State, x *fsm.Instance) {
 
 // The resync wait (Ganeti's WaitForSync): the primary's agent is asked
 // for the instance's status every drbdSyncPoll, and the job's log gets
-// each disk's progress at every poll, until every drbd disk is connected
+// each disk's progress at every poll (after drbdSyncLines lines, only
+// when a disk's state or whole percent changed, so that a long resync
+// does not fill the job's record), until every drbd disk is connected
 // with both sides up to date. A disk whose state stays the same for
 // drbdSyncStalled polls in a row (no progress: disconnected, or a resync
 // that does not move) fails the wait, naming the disk and its state. A
@@ -103,6 +105,7 @@ func fillDRBDEnds(s *fsm.State, x *fsm.Instance) {
 const (
 	drbdSyncPoll    = 2 * time.Second
 	drbdSyncStalled = 60
+	drbdSyncLines   = 30
 )
 
 // waitForSync waits for the resync of in's drbd disks (see above); what
@@ -121,12 +124,13 @@ func (e *Executor) waitForSync(ctx context.Context, sc *StepContext, in *fsm.Ins
 	}
 	last := map[string]string{}
 	stalled := map[string]int{}
+	lines, lastCoarse := 0, ""
 	for polls := 0; ; polls++ {
 		r, err := e.statusOf(ctx, sc, primary, in)
 		if err != nil {
 			return fmt.Errorf("waiting for the resync of %s: %w", in.Name, err)
 		}
-		var pending []string
+		var pending, coarse []string
 		for k, d := range in.Disks {
 			dev, ok := r.DRBD[d.UUID]
 			if !ok || dev.InSync() {
@@ -134,6 +138,11 @@ func (e *Executor) waitForSync(ctx context.Context, sc *StepContext, in *fsm.Ins
 			}
 			state := drbdStateWords(dev)
 			pending = append(pending, fmt.Sprintf("disk/%d %s", k, state))
+			c := fmt.Sprintf("%d %s %s/%s", k, dev.Connection, dev.Disk, dev.PeerDisk)
+			if dev.SyncPercent != nil {
+				c += fmt.Sprintf(" %d", int(*dev.SyncPercent))
+			}
+			coarse = append(coarse, c)
 			if last[d.UUID] == state {
 				stalled[d.UUID]++
 			} else {
@@ -149,7 +158,10 @@ func (e *Executor) waitForSync(ctx context.Context, sc *StepContext, in *fsm.Ins
 			}
 			return nil
 		}
-		sc.Logf("%s: waiting for the resync of %s: %s", what, in.Name, strings.Join(pending, "; "))
+		if c := strings.Join(coarse, ";"); lines < drbdSyncLines || c != lastCoarse {
+			sc.Logf("%s: waiting for the resync of %s: %s", what, in.Name, strings.Join(pending, "; "))
+			lines, lastCoarse = lines+1, c
+		}
 		if err := sc.Sleep(ctx, drbdSyncPoll); err != nil {
 			return err
 		}

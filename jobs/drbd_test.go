@@ -492,3 +492,22 @@ func TestStoppedInstanceDisksSettle(t *testing.T) {
 		t.Errorf("web1's primary after the evacuation: %s", in.PrimaryNode)
 	}
 }
+
+// TestWaitForSyncLogBound: a long resync logs every poll at first, then
+// only when a disk's whole percent changes.
+func TestWaitForSyncLogBound(t *testing.T) {
+	const polls = 200
+	d, _ := drbdCluster(t, func(_, _ string, poll int) (fsm.DRBDDevice, bool) {
+		if poll > polls {
+			return fsm.DRBDDevice{Connection: "Connected", Disk: "UpToDate", PeerDisk: "UpToDate"}, true
+		}
+		pct := float64(poll) / 4 // a whole percent every 4 polls
+		return fsm.DRBDDevice{Connection: "SyncSource", Disk: "UpToDate", PeerDisk: "Inconsistent", SyncPercent: &pct}, true
+	})
+	j := runOK(t, d, `{"OP_ID":"OP_INSTANCE_REPLACE_DISKS","instance_name":"web1","mode":"replace_on_secondary"}`)
+	n := strings.Count(jobLog(j), "waiting for the resync of web1")
+	// 30 lines, then one per whole percent from 7 (poll 31: 7.75%) to 50.
+	if want := drbdSyncLines + 50 - 7; n != want {
+		t.Errorf("%d progress lines for %d polls, want %d", n, polls, want)
+	}
+}
