@@ -314,7 +314,11 @@ type LeaderEstablish struct {
 // drbd disk its port (from the pool network ports draw from) and minors,
 // keeps them across changes, and refuses a drbd record without a secret
 // (drbdids.go).
-const LogVersion = 33
+//
+// Version 34 accepts wait_for_sync in OP_INSTANCE_SET_PARAMS (the job
+// waits for the resync of the drbd disks it adds), which a replica of
+// version 33 refuses as unsupported.
+const LogVersion = 34
 
 // Job update actions.
 const (

@@ -1009,6 +1009,9 @@ type OpInstanceSetParams struct {
 	RuntimeMem *int64 `json:"runtime_mem,omitempty"`
 	// DiskTemplate is Ganeti's template conversion, refused by name.
 	DiskTemplate string `json:"disk_template,omitempty"`
+	// WaitForSync (Ganeti's, default true) makes the job wait for the
+	// resync of the drbd disks it adds (since LogVersion 34).
+	WaitForSync *bool `json:"wait_for_sync,omitempty"`
 }
 
 // NICMod is one NIC modification: Ganeti's [op, index, params] triple,

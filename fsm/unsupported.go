@@ -33,7 +33,6 @@ var unsupportedReasons = map[string]string{
 	"hotplug_if_possible":     "gnt always hot-plugs the disks it adds to a running instance",
 	"ignore_ipolicy":          "gnt enforces no instance policy, so there is none to ignore here",
 	"conflicts_check":         "gnt always refuses an IP another NIC of the cluster has",
-	"wait_for_sync":           "gnt does not wait for the sync of disks it adds",
 	// Node evacuation.
 	"ignore_soft_errors": "gnt's allocator reports no soft errors",
 	// Cluster modification.

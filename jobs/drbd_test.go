@@ -511,3 +511,24 @@ func TestWaitForSyncLogBound(t *testing.T) {
 		t.Errorf("%d progress lines for %d polls, want %d", n, polls, want)
 	}
 }
+
+// TestModifyAddDiskWaitsForSync: a drbd disk added by modify gets its own
+// logical id (a new port, the next minors, a secret of its own), and the
+// job waits for its resync unless wait_for_sync is false.
+func TestModifyAddDiskWaitsForSync(t *testing.T) {
+	d, _ := drbdCluster(t, syncing(2))
+	first := drbdID(t, d, "web1", 0)
+	j := runOK(t, d, `{"OP_ID":"OP_INSTANCE_SET_PARAMS","instance_name":"web1","disks":[["add",-1,{"size":512}]]}`)
+	added := drbdID(t, d, "web1", 1)
+	if added.Port == first.Port || added.Secret == first.Secret || !hexSecret.MatchString(added.Secret) ||
+		added.Ends[0].Minor != 1 || added.Ends[1].Minor != 1 {
+		t.Errorf("the added disk's id %+v (the first's %+v)", added, first)
+	}
+	if log := jobLog(j); !strings.Contains(log, "modify: the disks of web1 are in sync") {
+		t.Errorf("log:\n%s", log)
+	}
+	j = runOK(t, d, `{"OP_ID":"OP_INSTANCE_SET_PARAMS","instance_name":"web1","disks":[["add",-1,{"size":512}]],"wait_for_sync":false}`)
+	if log := jobLog(j); !strings.Contains(log, "not waiting for the resync of the disks added to web1") {
+		t.Errorf("log:\n%s", log)
+	}
+}

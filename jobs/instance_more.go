@@ -860,7 +860,15 @@ func (e *Executor) setParamsSteps(o *fsm.OpInstanceSetParams) []Step {
 					}
 				}
 			}
-			return nil, nil
+			// Ganeti's _PostAddDisk: the new drbd disks resync from
+			// the primary, waited for unless wait_for_sync is false.
+			if o.WaitForSync != nil && !*o.WaitForSync {
+				if in.DiskTemplate == fsm.DTDrbd {
+					sc.Logf("not waiting for the resync of the disks added to %s (wait_for_sync is false)", in.Name)
+				}
+				return nil, nil
+			}
+			return nil, e.waitForSync(ctx, sc, in, "modify")
 		}},
 		{Name: "set the runtime memory", Run: func(ctx context.Context, sc *StepContext) (any, error) {
 			if o.RuntimeMem == nil {

@@ -22,7 +22,7 @@ var ganetiRefused = map[string][]string{
 		"helper_startup_timeout", "helper_shutdown_timeout"},
 	"PUT /2/instances/web2/modify": {"force_variant", "ignore_ipolicy", "disk_template", "ext_params",
 		"file_driver", "file_storage_dir", "pnode", "pnode_uuid", "remote_node", "remote_node_uuid", "iallocator",
-		"osparams_private", "wait_for_sync", "conflicts_check", "hotplug", "instance_communication"},
+		"osparams_private", "conflicts_check", "hotplug", "instance_communication"},
 	"POST /2/instances/web2/reinstall":     {"force_variant", "osparams_private", "osparams_secret"},
 	"POST /2/instances/web2/replace-disks": {"remote_node_uuid", "ignore_ipolicy"},
 	"POST /2/nodes/node1/evacuate":         {"remote_node_uuid", "ignore_soft_errors"},

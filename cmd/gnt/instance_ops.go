@@ -40,6 +40,7 @@ func (e environment) instanceOpCommands() []*cli.Command {
 				&cli.BoolFlag{Name: "no-nics", Usage: "create the instance without NICs (instead of one of the cluster's nicparams; not with --net)"},
 				&cli.BoolFlag{Name: "no-start", Usage: "do not start the instance"},
 				&cli.BoolFlag{Name: "no-install", Usage: "do not install the OS"},
+				&cli.BoolFlag{Name: "no-wait-for-sync", Usage: "do not wait for the first resync of drbd disks (before the OS install)"},
 				&cli.BoolFlag{Name: "forthcoming", Usage: "only reserve the resources (commit later with 'gnt instance create NAME')"},
 				&cli.BoolFlag{Name: "dry-run", Usage: "only show where the allocator would place it"},
 				&cli.BoolFlag{Name: "no-move-reservations", Usage: "do not let the allocator move forthcoming instances to make room"},
@@ -154,6 +155,7 @@ func (e environment) instanceOpCommands() []*cli.Command {
 			&cli.StringFlag{Name: "os-name", Usage: "change the instance's OS `NAME` (no reinstall)"},
 			&cli.BoolFlag{Name: "offline", Usage: "mark the (stopped) instance offline"},
 			&cli.BoolFlag{Name: "online", Usage: "mark an offline instance online again (stopped)"},
+			&cli.BoolFlag{Name: "no-wait-for-sync", Usage: "do not wait for the resync of the drbd disks added"},
 		}, instanceModify),
 	}
 }
@@ -311,6 +313,9 @@ func instanceModify(ctx context.Context, s *session, c *cli.Context, args []stri
 	}
 	if len(disks) > 0 {
 		body["disks"] = disks
+		if c.Bool("no-wait-for-sync") {
+			body["wait_for_sync"] = false
+		}
 	}
 	_, err := s.change(ctx, http.MethodPut, instancePath(args[0])+"/modify", nil, body)
 	return err
@@ -357,6 +362,9 @@ func instanceAdd(ctx context.Context, s *session, c *cli.Context, args []string)
 	}
 	if t := c.String("disk-template"); t != "" {
 		body["disk_template"] = t
+	}
+	if c.Bool("no-wait-for-sync") {
+		body["wait_for_sync"] = false
 	}
 	disks, err := indexedSpecs("--disk", c.StringSlice("disk"), diskSpec)
 	if err != nil {
