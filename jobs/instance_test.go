@@ -757,10 +757,17 @@ func TestCommitCreatesWhatTheReservationDescribes(t *testing.T) {
 			t.Fatalf("after a refused commit: %+v", in)
 		}
 	}
+	if in := instanceState(d, "res1"); in.Disks[0].DRBD != nil {
+		t.Errorf("a reservation's disk holds a drbd id: %+v", in.Disks[0].DRBD)
+	}
 	runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"res1","commit":true,"pnode":"n2"}`)
 	in := instanceState(d, "res1")
 	if in == nil || in.Forthcoming || in.AdminState != fsm.AdminUp {
 		t.Fatalf("res1 after commit = %+v", in)
+	}
+	// Made real, its drbd disk gets its id, the executor its secret.
+	if id := in.Disks[0].DRBD; id == nil || id.Port == 0 || len(id.Secret) != 40 || len(id.Ends) != 2 {
+		t.Errorf("res1's disk after commit: %+v", id)
 	}
 	nodes.mu.Lock()
 	defer nodes.mu.Unlock()
