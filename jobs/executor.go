@@ -177,6 +177,9 @@ func (e *Executor) Run(ctx context.Context) error {
 	// There are at most as many workers as jobs ever ran at once.
 	idle := make(chan jobTask) // unbuffered: a send succeeds only to an idle worker
 	launch := func(id int64, resume bool, gen uint64) {
+		if ctx.Err() != nil {
+			return // ending: a job picked meanwhile is the next leader's
+		}
 		running[id] = true
 		t := jobTask{id: id, resume: resume, gen: gen}
 		select {
@@ -460,6 +463,11 @@ func (e *Executor) readJob(id int64) *fsm.Job {
 // runJob runs the job's opcodes from the first one that is not finished.
 func (e *Executor) runJob(ctx context.Context, id int64, resume bool) error {
 	for {
+		// An executor that is ending (ctx cancelled: it stepped down or
+		// was fenced) starts no opcode: the next leader runs it.
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		job := e.readJob(id)
 		if job == nil || fsm.Finalized(job.Status) {
 			return nil
