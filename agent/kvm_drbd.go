@@ -788,8 +788,11 @@ func (k *KVM) drbdStatus(inst fsm.Instance, disk string, p ProcDRBD) *fsm.DRBDDe
 }
 
 // drbdAttach assembles a drbd disk for DiskAttach (reconnecting it to a
-// changed peer) and, when the instance runs here, makes it primary
-// before qemu takes it. It says what it did and whether qemu runs.
+// changed peer) and, on the instance's primary node or where qemu runs,
+// makes it primary: before qemu takes it, or for activate-disks, whose
+// path is then usable (as Ganeti's activate-disks assembles the primary
+// as primary; deactivate-disks, DiskDetach, makes it secondary again).
+// It says what it did and whether qemu runs.
 func (k *KVM) drbdAttach(ctx context.Context, inst fsm.Instance, disk string) (string, bool, error) {
 	d, err := k.drbdByID(inst, disk)
 	if err != nil {
@@ -800,7 +803,7 @@ func (k *KVM) drbdAttach(ctx context.Context, inst fsm.Instance, disk string) (s
 		return "", false, err
 	}
 	running := k.pid(inst.UUID) != 0
-	if running {
+	if running || d.primary {
 		promoted, err := k.drbdPrimary(ctx, OpDiskAttach, d, dev, false)
 		if err != nil {
 			return "", running, err

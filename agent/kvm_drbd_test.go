@@ -571,22 +571,23 @@ func TestKVMDRBDDisks(t *testing.T) {
 		"lvcreate "+lv, "lvcreate "+lv+"_meta")
 	r, err = n1.k.DiskAttach(ctx, moved, disk)
 	drbdStep(t, "attach on the primary", n1, r, err, true, []string{
-		"drbdsetup disconnect ipv4:127.0.0.1:11000 ipv4:127.0.0.2:11000", connectArgs("resource0", 1, 3)})
+		"drbdsetup disconnect ipv4:127.0.0.1:11000 ipv4:127.0.0.2:11000", connectArgs("resource0", 1, 3), "drbdsetup primary 0"})
 	if st := n3.drbd.state(t, 5); !st.InSync() {
 		t.Errorf("new secondary: %+v", st)
 	}
 	r, err = n1.k.DiskAttach(ctx, moved, disk)
 	drbdStep(t, "attach again", n1, r, err, false, nil)
-	// The instance does not run: the device stays secondary.
-	if st := n1.drbd.state(t, 0); st.Role != "Secondary" {
+	// An attached disk's device (activate-disks) is primary on the
+	// instance's primary node until it is detached (deactivate-disks).
+	if st := n1.drbd.state(t, 0); st.Role != "Primary" {
 		t.Errorf("attached on the primary node: %+v", st)
 	}
 	r, err = n1.k.DiskDetach(ctx, moved, disk)
-	drbdStep(t, "detach on the primary", n1, r, err, true, nil)
+	drbdStep(t, "detach on the primary", n1, r, err, true, []string{"drbdsetup secondary 0"})
 	r, err = n1.k.DiskDetach(ctx, moved, disk)
 	drbdStep(t, "detach again", n1, r, err, false, nil)
-	// A detached disk found primary without qemu (a detach cut short)
-	// is made secondary.
+	// A detached disk found primary (a detach cut short) is made
+	// secondary.
 	n1.drbd.set(0, func(m *fakeMinor) { m.role = "Primary" })
 	n1.drbd.took()
 	r, err = n1.k.DiskDetach(ctx, moved, disk)
