@@ -45,8 +45,11 @@ type drbdDisk struct {
 	meta     string // logical volume names
 	dataDev  string
 	metaDev  string
-	protocol string
-	rate     int
+	// From the instance's disk parameters (drbdParams): the options of
+	// attach, of disk-options (the resync's speed) and of connect, and
+	// the stripes of the data and metadata volumes.
+	attachOpts, syncOpts, netOpts []string
+	dataStripes, metaStripes      int
 }
 
 func (d drbdDisk) dev() string { return "/dev/drbd" + strconv.Itoa(d.minor) }
@@ -93,7 +96,7 @@ func (k *KVM) drbdOf(inst fsm.Instance, disk fsm.Disk) (drbdDisk, error) {
 	}
 	d := drbdDisk{uuid: disk.UUID, size: disk.SizeMiB, minor: local.Minor, res: "resource" + strconv.Itoa(local.Minor),
 		peerName: peer.Name, secret: id.Secret, primary: inst.PrimaryNode == local.Node,
-		data: lvName(inst.UUID, disk.UUID), meta: metaLVName(inst.UUID, disk.UUID), protocol: "C", rate: 61440}
+		data: lvName(inst.UUID, disk.UUID), meta: metaLVName(inst.UUID, disk.UUID)}
 	if local.Minor < 0 || local.Minor > MaxDRBDMinor {
 		return drbdDisk{}, invalid("%s has minor %d for node %s, not 0 to %d", what, local.Minor, k.cfg.Node, MaxDRBDMinor)
 	}
@@ -120,21 +123,153 @@ func (k *KVM) drbdOf(inst fsm.Instance, disk fsm.Disk) (drbdDisk, error) {
 		d.peerName = peer.Node
 	}
 	d.dataDev, d.metaDev = "/dev/"+vg+"/"+d.data, "/dev/"+vg+"/"+d.meta
-	if p, ok := inst.DiskParams["protocol"].(string); ok && (p == "A" || p == "B" || p == "C") {
-		d.protocol = p
-	}
-	switch r := inst.DiskParams["resync-rate"].(type) {
-	case float64:
-		d.rate = int(r)
-	case int:
-		d.rate = r
-	case int64:
-		d.rate = int(r)
-	}
-	if d.rate < 1 || d.rate > 4194304 {
-		d.rate = 61440
+	if err := d.params(inst, vg); err != nil {
+		return drbdDisk{}, err
 	}
 	return d, nil
+}
+
+// params reads the instance's drbd disk parameters as Ganeti's DRBD 8.4
+// commands take them: protocol, disk-barriers (letters b, f, d of the
+// barriers to disable, or n for none) and meta-barriers, resync-rate or
+// dynamic-resync with its c-* settings, disk-custom and net-custom
+// (options appended to attach and connect), data-stripes and
+// meta-stripes. A value DRBD cannot take is refused (ErrInvalid);
+// default-metavg naming another volume group than the node's is not
+// supported (the metadata volume is in the node's).
+func (d *drbdDisk) params(inst fsm.Instance, vg string) error {
+	p := inst.DiskParams
+	bad := func(key string, v any, want string) error {
+		return invalid("disk parameter %s of instance %s is %v; want %s", key, inst.Name, v, want)
+	}
+	num := func(key string, def, lo, hi int) (int, error) {
+		v, ok := p[key]
+		if !ok {
+			return def, nil
+		}
+		var n int
+		switch x := v.(type) {
+		case float64:
+			if x != float64(int(x)) {
+				return 0, bad(key, v, "a whole number")
+			}
+			n = int(x)
+		case int:
+			n = x
+		case int64:
+			n = int(x)
+		default:
+			return 0, bad(key, v, "a number")
+		}
+		if n < lo || n > hi {
+			return 0, bad(key, v, fmt.Sprintf("%d to %d", lo, hi))
+		}
+		return n, nil
+	}
+	str := func(key, def string) (string, error) {
+		v, ok := p[key]
+		if !ok {
+			return def, nil
+		}
+		s, isStr := v.(string)
+		if !isStr {
+			return "", bad(key, v, "a string")
+		}
+		return s, nil
+	}
+	flag := func(key string) (bool, error) {
+		v, ok := p[key]
+		if !ok {
+			return false, nil
+		}
+		b, isBool := v.(bool)
+		if !isBool {
+			return false, bad(key, v, "true or false")
+		}
+		return b, nil
+	}
+	proto, err := str("protocol", "C")
+	if err != nil {
+		return err
+	}
+	if proto != "A" && proto != "B" && proto != "C" {
+		return bad("protocol", proto, "A, B or C")
+	}
+	barriers, err := str("disk-barriers", "n")
+	if err != nil {
+		return err
+	}
+	metaBarriers, err := flag("meta-barriers")
+	if err != nil {
+		return err
+	}
+	if metaBarriers {
+		d.attachOpts = append(d.attachOpts, "--md-flushes=no")
+	}
+	if barriers != "n" {
+		for i, c := range barriers {
+			if !strings.ContainsRune("bfd", c) || strings.ContainsRune(barriers[:i], c) {
+				return bad("disk-barriers", barriers, `n (none disabled), or any of b (barriers), f (flushes), d (drain), each once`)
+			}
+		}
+		for _, b := range []struct{ letter, opt string }{{"f", "--disk-flushes=no"}, {"d", "--disk-drain=no"}, {"b", "--disk-barrier=no"}} {
+			if strings.Contains(barriers, b.letter) {
+				d.attachOpts = append(d.attachOpts, b.opt)
+			}
+		}
+	}
+	custom, err := str("disk-custom", "")
+	if err != nil {
+		return err
+	}
+	d.attachOpts = append(d.attachOpts, strings.Fields(custom)...)
+	dynamic, err := flag("dynamic-resync")
+	if err != nil {
+		return err
+	}
+	if dynamic {
+		for _, c := range []struct {
+			key         string
+			def, lo, hi int
+		}{{"c-plan-ahead", 20, 1, 300}, {"c-fill-target", 0, 0, 1048576}, {"c-delay-target", 1, 1, 100}, {"c-max-rate", 61440, 250, 4194304}, {"c-min-rate", 4096, 0, 4194304}} {
+			n, err := num(c.key, c.def, c.lo, c.hi)
+			if err != nil {
+				if c.key == "c-plan-ahead" {
+					return fmt.Errorf("%w (0 disables DRBD's dynamic resync controller: set dynamic-resync false instead)", err)
+				}
+				return err
+			}
+			d.syncOpts = append(d.syncOpts, "--"+c.key, strconv.Itoa(n))
+		}
+	} else {
+		rate, err := num("resync-rate", 61440, 1, 4194304)
+		if err != nil {
+			return err
+		}
+		d.syncOpts = []string{"--resync-rate", strconv.Itoa(rate)}
+	}
+	d.netOpts = []string{"--protocol", proto, "--after-sb-0pri", "discard-zero-changes", "--after-sb-1pri", "consensus",
+		"--cram-hmac-alg", "md5", "--shared-secret", d.secret}
+	netCustom, err := str("net-custom", "")
+	if err != nil {
+		return err
+	}
+	d.netOpts = append(d.netOpts, strings.Fields(netCustom)...)
+	if d.dataStripes, err = num("data-stripes", 1, 1, 64); err != nil {
+		return err
+	}
+	if d.metaStripes, err = num("meta-stripes", 1, 1, 64); err != nil {
+		return err
+	}
+	metaVG, err := str("default-metavg", "")
+	if err != nil {
+		return err
+	}
+	if metaVG != "" && metaVG != vg {
+		return fmt.Errorf("%w: disk parameter default-metavg of instance %s is %s: the kvm driver keeps a drbd disk's metadata volume in the node's volume group, %s",
+			ErrNotSupported, inst.Name, metaVG, vg)
+	}
+	return nil
 }
 
 // drbdConfigDisk finds disk id in the instance's configuration, or else in
@@ -258,8 +393,8 @@ func (k *KVM) drbdAssemble(ctx context.Context, op Op, inst fsm.Instance, d drbd
 			args []string
 		}{
 			{"drbdmeta", []string{d.dev(), "v08", d.metaDev, "flex-external", "apply-al"}},
-			{"drbdsetup", []string{"attach", d.m(), d.dataDev, d.metaDev, "flexible", "--on-io-error=detach", "--size", strconv.FormatInt(d.size, 10) + "m"}},
-			{"drbdsetup", []string{"disk-options", d.m(), "--resync-rate", strconv.Itoa(d.rate)}},
+			{"drbdsetup", append([]string{"attach", d.m(), d.dataDev, d.metaDev, "flexible", "--on-io-error=detach", "--size", strconv.FormatInt(d.size, 10) + "m"}, d.attachOpts...)},
+			{"drbdsetup", append([]string{"disk-options", d.m()}, d.syncOpts...)},
 		} {
 			if err := k.drbdDo(ctx, op, c.tool, c.args...); err != nil {
 				return "", dev, err
@@ -275,10 +410,7 @@ func (k *KVM) drbdAssemble(ctx context.Context, op Op, inst fsm.Instance, d drbd
 		dev.show.Peer = ""
 	}
 	if dev.show.Peer == "" {
-		err := k.drbdDo(ctx, op, "drbdsetup", "connect", d.res, d.local, d.peer, "--protocol", d.protocol,
-			"--after-sb-0pri", "discard-zero-changes", "--after-sb-1pri", "consensus",
-			"--cram-hmac-alg", "md5", "--shared-secret", d.secret)
-		if err != nil {
+		if err := k.drbdDo(ctx, op, "drbdsetup", append([]string{"connect", d.res, d.local, d.peer}, d.netOpts...)...); err != nil {
 			return "", dev, err
 		}
 		did = append(did, "connected to "+d.peerName+" ("+d.peer+")")
@@ -495,14 +627,19 @@ func (k *KVM) drbdVolumes(ctx context.Context, op Op, inst fsm.Instance, d drbdD
 	}
 	var did []string
 	for _, v := range []struct {
-		name string
-		sz   int64
-		size int64
-	}{{d.data, dataSz, d.size}, {d.meta, metaSz, fsm.DRBDMetaMiB}} {
+		name    string
+		sz      int64
+		size    int64
+		stripes int
+	}{{d.data, dataSz, d.size, d.dataStripes}, {d.meta, metaSz, fsm.DRBDMetaMiB, d.metaStripes}} {
 		if v.sz >= 0 {
 			continue
 		}
-		if err := k.lvDo(ctx, op, "lvcreate", "-Wy", "-y", "-L", strconv.FormatInt(v.size, 10)+"m", "-n", v.name, "--", vg); err != nil {
+		args := []string{"-Wy", "-y", "-L", strconv.FormatInt(v.size, 10) + "m", "-n", v.name}
+		if v.stripes > 1 {
+			args = append(args, "-i", strconv.Itoa(v.stripes))
+		}
+		if err := k.lvDo(ctx, op, "lvcreate", append(args, "--", vg)...); err != nil {
 			return "", err
 		}
 		did = append(did, fmt.Sprintf("created %s/%s (%d MiB)", vg, v.name, v.size))
