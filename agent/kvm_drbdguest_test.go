@@ -264,7 +264,7 @@ func TestInGuestDRBD(t *testing.T) {
 		step("3. stopped on drbd-b: Secondary/Secondary")
 	} else {
 		// No qemu in the guest: the roles switched by hand.
-		step("NOTE: no qemu in the guest: Start, the live migration and Stop not run; the marker goes over by hand-switched roles")
+		step("NOTE: no qemu in the guest: Start, the live migration, the replace on the running primary, the aborted migration and Stop not run; the marker goes over by hand-switched roles")
 		drbdsetup(t, ctx, "primary", "0")
 		writeDirect(t, "/dev/drbd0", markerAt, marker)
 		drbdsetup(t, ctx, "secondary", "0")
