@@ -100,8 +100,8 @@ func (k *KVM) drbdOf(inst fsm.Instance, disk fsm.Disk) (drbdDisk, error) {
 	if local.Minor < 0 || local.Minor > MaxDRBDMinor {
 		return drbdDisk{}, invalid("%s has minor %d for node %s, not 0 to %d", what, local.Minor, k.cfg.Node, MaxDRBDMinor)
 	}
-	if strings.ContainsAny(id.Secret, " \t\n\"'\\") || len(id.Secret) > 64 {
-		return drbdDisk{}, invalid("%s has a shared secret DRBD cannot take (more than 64 bytes, or spaces or quotes)", what)
+	if strings.ContainsAny(id.Secret, " \t\n\"'\\") || len(id.Secret) > fsm.MaxDRBDSecret {
+		return drbdDisk{}, invalid("%s has a shared secret DRBD cannot take (more than %d bytes, or spaces or quotes)", what, fsm.MaxDRBDSecret)
 	}
 	for _, e := range []struct {
 		end fsm.DRBDEnd
