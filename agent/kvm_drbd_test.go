@@ -40,14 +40,13 @@ type fakeDRBD struct {
 }
 
 type fakeMinor struct {
-	res            string
-	disk, meta     string
-	size           int64 // MiB
-	local, peer    string
-	two            bool
-	role, ds       string
-	forcedUpToDate bool
-	peerMinor      *fakeMinor
+	res         string
+	disk, meta  string
+	size        int64 // MiB
+	local, peer string
+	two         bool
+	role, ds    string
+	peerMinor   *fakeMinor
 }
 
 func newFakeDRBDNet(t *testing.T, names ...string) *fakeDRBDNet {
