@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -415,16 +416,22 @@ func unquote(s string) string {
 // procDRBDPath is /proc/drbd, KVMConfig.ProcDRBD overriding it.
 const procDRBDPath = "/proc/drbd"
 
+// drbdHelperPath is where the drbd module says which program it runs on
+// DRBD's events (its usermode_helper parameter).
+const drbdHelperPath = "/sys/module/drbd/parameters/usermode_helper"
+
 // KVMNoDRBD says why a kvm node takes no drbd disks, "" when it takes
-// them: /proc/drbd must show a DRBD 8.4 module and drbdsetup and drbdmeta
-// must be installed. The leader refuses drbd instances on a node that
-// says why not when they are submitted.
+// them: /proc/drbd must show a DRBD 8.4 module, drbdsetup and drbdmeta
+// must be installed, and the module must not run drbdadm on DRBD's
+// events. The leader refuses drbd instances on a node that says why not
+// when they are submitted.
 func KVMNoDRBD(node string) string {
-	return noDRBD(node, procDRBDPath, findTool)
+	return noDRBD(node, procDRBDPath, drbdHelperPath, findTool)
 }
 
-// noDRBD is KVMNoDRBD reading proc and looking tools up with find.
-func noDRBD(node, proc string, find func(string) string) string {
+// noDRBD is KVMNoDRBD reading proc and the module's helper parameter and
+// looking tools up with find.
+func noDRBD(node, proc, helperParam string, find func(string) string) string {
 	var missing []string
 	data, err := readBounded(proc, MaxProcDRBD)
 	switch {
@@ -451,6 +458,17 @@ func noDRBD(node, proc string, find func(string) string) string {
 	}
 	if p.Major != 8 || p.Minor != 4 {
 		return fmt.Sprintf("node %s has DRBD %s, which is not supported: gnt drives DRBD 8.4 as Ganeti does", node, p.Version)
+	}
+	// drbdadm, DRBD's default helper, knows nothing of gnt's devices
+	// (there is no drbd.conf for them) and fails: DRBD then drops the
+	// connection of every resync (before-resync-source exit code 10).
+	if data, err := readBounded(helperParam, 4096); err == nil {
+		helper := strings.TrimSpace(string(data))
+		if strings.HasPrefix(filepath.Base(helper), "drbdadm") && fileExists(helper) {
+			return fmt.Sprintf("node %s's drbd module runs %s on DRBD's events, which drops every resync of gnt's devices "+
+				"(drbdadm has no configuration of them): set its usermode_helper to /bin/true, as Ganeti does "+
+				"(modprobe drbd usermode_helper=/bin/true, or echo /bin/true > %s)", node, helper, helperParam)
+		}
 	}
 	return ""
 }

@@ -200,8 +200,9 @@ func FuzzParseDRBDShow(f *testing.F) {
 	})
 }
 
-// TestNoDRBD: a node takes drbd disks only with a DRBD 8.4 module and
-// drbd-utils; otherwise it says why.
+// TestNoDRBD: a node takes drbd disks only with a DRBD 8.4 module that
+// does not run drbdadm on its events, and drbd-utils; otherwise it says
+// why.
 func TestNoDRBD(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, s string) string {
@@ -220,20 +221,31 @@ func TestNoDRBD(t *testing.T) {
 		return "/sbin/" + t
 	}
 	v84 := write("v84", "version: 8.4.11 (api:1/proto:86-101)\nsrcversion: F73C\n")
+	drbdadm := write("drbdadm", "#!/bin/sh\nexit 10\n")
+	helperTrue := write("helper-true", "/bin/true\n")
+	helperAdm := write("helper-adm", drbdadm+"\n")
+	helperGone := write("helper-gone", filepath.Join(dir, "no", "drbdadm")+"\n")
 	for _, c := range []struct {
-		proc string
-		find func(string) string
-		want string
+		proc, helper string
+		find         func(string) string
+		want         string
 	}{
-		{v84, all, ""},
-		{filepath.Join(dir, "absent"), all, "node n1 has no DRBD (no " + filepath.Join(dir, "absent") + ": the drbd kernel module is not loaded)"},
-		{filepath.Join(dir, "absent"), none, "node n1 has no DRBD (no " + filepath.Join(dir, "absent") + ": the drbd kernel module is not loaded; no drbdsetup, no drbdmeta: drbd-utils is not installed)"},
-		{v84, noMeta, "node n1 has no DRBD (no drbdmeta: drbd-utils is not installed)"},
-		{write("v9", "version: 9.2.4 (api:2/proto:86-122)\n"), all, "node n1 has DRBD 9.2.4, which is not supported: gnt drives DRBD 8.4 as Ganeti does"},
-		{write("v83", "version: 8.3.11 (api:88/proto:86-96)\n"), all, "node n1 has DRBD 8.3.11, which is not supported: gnt drives DRBD 8.4 as Ganeti does"},
-		{write("bad", "garbage\n"), all, "node n1 has no usable DRBD (/proc/drbd line 1: want the version line"},
+		{v84, helperTrue, all, ""},
+		{v84, helperGone, all, ""},
+		{v84, filepath.Join(dir, "no-param"), all, ""},
+		{v84, helperAdm, all, "node n1's drbd module runs " + drbdadm + " on DRBD's events, which drops every resync of gnt's devices " +
+			"(drbdadm has no configuration of them): set its usermode_helper to /bin/true, as Ganeti does (modprobe drbd usermode_helper=/bin/true, or echo /bin/true > " + helperAdm + ")"},
+		{filepath.Join(dir, "absent"), "", all, "node n1 has no DRBD (no " + filepath.Join(dir, "absent") + ": the drbd kernel module is not loaded)"},
+		{filepath.Join(dir, "absent"), "", none, "node n1 has no DRBD (no " + filepath.Join(dir, "absent") + ": the drbd kernel module is not loaded; no drbdsetup, no drbdmeta: drbd-utils is not installed)"},
+		{v84, "", noMeta, "node n1 has no DRBD (no drbdmeta: drbd-utils is not installed)"},
+		{write("v9", "version: 9.2.4 (api:2/proto:86-122)\n"), "", all, "node n1 has DRBD 9.2.4, which is not supported: gnt drives DRBD 8.4 as Ganeti does"},
+		{write("v83", "version: 8.3.11 (api:88/proto:86-96)\n"), "", all, "node n1 has DRBD 8.3.11, which is not supported: gnt drives DRBD 8.4 as Ganeti does"},
+		{write("bad", "garbage\n"), "", all, "node n1 has no usable DRBD (/proc/drbd line 1: want the version line"},
 	} {
-		if got := noDRBD("n1", c.proc, c.find); got != c.want && (c.want == "" || !strings.HasPrefix(got, c.want)) {
+		if c.helper == "" {
+			c.helper = helperTrue
+		}
+		if got := noDRBD("n1", c.proc, c.helper, c.find); got != c.want && (c.want == "" || !strings.HasPrefix(got, c.want)) {
 			t.Errorf("%s: %q, want %q", filepath.Base(c.proc), got, c.want)
 		}
 	}
