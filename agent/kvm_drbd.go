@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -661,25 +662,32 @@ func (k *KVM) drbdVolumes(ctx context.Context, op Op, inst fsm.Instance, d drbdD
 }
 
 // drbdRemove takes the disk's device down (when it is set up for this
-// disk) and removes its volumes; sizes lists the volume group.
+// disk) and removes its volumes; sizes lists the volume group. A disk
+// whose configuration no longer gives this node's minor has its device
+// found by its data volume (drbdFind).
 func (k *KVM) drbdRemove(ctx context.Context, op Op, inst fsm.Instance, r *kvmRecord, disk string, sizes *diskSizes) (bool, error) {
 	var d drbdDisk
 	var dev drbdDevice
-	if cd, ok := drbdConfigDisk(inst, r, disk); ok {
-		var err error
-		if d, err = k.drbdOf(inst, cd); err != nil {
-			return false, err
-		}
+	cd, configured := drbdConfigDisk(inst, r, disk)
+	var err error
+	if configured {
+		d, err = k.drbdOf(inst, cd)
+	}
+	switch {
+	case configured && err == nil:
 		if dev, err = k.drbdLook(ctx, op, d); err != nil {
 			return false, err
 		}
-	} else {
-		// A disk no longer configured: its minor is the one whose
-		// device holds its data volume, if any.
-		var err error
+	case !configured || errors.Is(err, ErrInvalid):
+		// A disk no longer configured, or whose logical id does not
+		// name this node's end (an old secondary removed after the
+		// record changed): its minor is the one whose device holds its
+		// data volume, if any, so that nothing is left behind.
 		if d, dev, err = k.drbdFind(ctx, op, inst, disk); err != nil {
 			return false, err
 		}
+	default:
+		return false, err
 	}
 	changed := false
 	if dev.ok {
