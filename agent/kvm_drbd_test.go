@@ -751,3 +751,55 @@ func TestKVMDRBDRemoveUnconfigured(t *testing.T) {
 		drbdStep(t, "remove with "+c.what, n1, r, err, true, []string{"drbdsetup down resource3"}, "lvremove -y "+lv, "lvremove -y "+lv+"_meta")
 	}
 }
+
+// TestKVMDRBDParams: the instance's drbd disk parameters reach DRBD's
+// and LVM's commands as Ganeti's give them; values DRBD cannot take are
+// refused, naming the parameter, and nothing is run.
+func TestKVMDRBDParams(t *testing.T) {
+	ctx := context.Background()
+	ns, inst, disk := twoDRBDNodes(t, 0)
+	n2 := ns[1]
+	var lvcreates []string
+	n2.k.cfg.LVM = func(ctx context.Context, tool string, args ...string) ([]byte, error) {
+		if tool == "lvcreate" {
+			lvcreates = append(lvcreates, strings.Join(args[:len(args)-2], " "))
+		}
+		return n2.lvm.run(ctx, tool, args...)
+	}
+	for _, c := range []struct {
+		params map[string]any
+		is     error
+		err    string
+	}{
+		{map[string]any{"protocol": "D"}, ErrInvalid, "disk parameter protocol of instance guest1 is D; want A, B or C"},
+		{map[string]any{"disk-barriers": "bx"}, ErrInvalid, "disk parameter disk-barriers of instance guest1 is bx; want n (none disabled), or any of b"},
+		{map[string]any{"disk-barriers": "bb"}, ErrInvalid, "disk-barriers of instance guest1 is bb"},
+		{map[string]any{"meta-barriers": "yes"}, ErrInvalid, "meta-barriers of instance guest1 is yes; want true or false"},
+		{map[string]any{"resync-rate": 0.0}, ErrInvalid, "resync-rate of instance guest1 is 0; want 1 to 4194304"},
+		{map[string]any{"resync-rate": 1.5}, ErrInvalid, "resync-rate of instance guest1 is 1.5; want a whole number"},
+		{map[string]any{"dynamic-resync": true, "c-plan-ahead": 0}, ErrInvalid, "c-plan-ahead of instance guest1 is 0; want 1 to 300 (0 disables DRBD's dynamic resync controller"},
+		{map[string]any{"data-stripes": 65}, ErrInvalid, "data-stripes of instance guest1 is 65; want 1 to 64"},
+		{map[string]any{"default-metavg": "othervg"}, ErrNotSupported, "default-metavg of instance guest1 is othervg"},
+	} {
+		bad := inst
+		bad.DiskParams = c.params
+		if _, err := n2.k.DiskCreate(ctx, bad, disk); !errors.Is(err, c.is) || !strings.Contains(err.Error(), c.err) {
+			t.Errorf("%v: %v, want %q", c.params, err, c.err)
+		}
+	}
+	drbdStep(t, "refused creates", n2, Result{}, nil, false, nil)
+
+	inst.DiskParams = map[string]any{"protocol": "B", "disk-barriers": "bf", "meta-barriers": true, "disk-custom": "--al-extents 3389",
+		"dynamic-resync": true, "c-plan-ahead": 30.0, "net-custom": " --max-buffers 8000 ", "data-stripes": 2, "default-metavg": n2.vg}
+	r, err := n2.k.DiskCreate(ctx, inst, disk)
+	cmds := assembleCmds(n2, inst, 1, 2, 1, 64)
+	cmds[4] += " --md-flushes=no --disk-flushes=no --disk-barrier=no --al-extents 3389"
+	cmds[5] = "drbdsetup disk-options 1 --c-plan-ahead 30 --c-fill-target 0 --c-delay-target 1 --c-max-rate 61440 --c-min-rate 4096"
+	cmds[6] = strings.Replace(cmds[6], "--protocol C", "--protocol B", 1) + " --max-buffers 8000"
+	lv := lvName(inst.UUID, disk)
+	drbdStep(t, "create with parameters", n2, r, err, true, append([]string{createMD(n2, inst, 1)}, cmds...), "lvcreate "+lv, "lvcreate "+lv+"_meta")
+	want := []string{"-Wy -y -L 64m -n " + lv + " -i 2", "-Wy -y -L 128m -n " + lv + "_meta"}
+	if !reflect.DeepEqual(lvcreates, want) {
+		t.Errorf("lvcreate ran with %q, want %q", lvcreates, want)
+	}
+}
