@@ -132,16 +132,20 @@ func (s *Server) volumeGroup() string {
 // file, sharedfile and plain; "" where it keeps none (the fake and exec
 // drivers keep their disks, if any, elsewhere, so placement counts their
 // declared disk).
-// noDRBD is why the node takes no drbd disks ("" for the fake and exec
-// drivers, which simulate them or leave them to scripts).
-type driverDisks struct{ file, shared, vg, noDRBD string }
+// noDRBD says why the node takes no drbd disks, asked at each storage
+// report (a module loaded or set up later counts; nil for the fake and
+// exec drivers, which simulate them or leave them to scripts).
+type driverDisks struct {
+	file, shared, vg string
+	noDRBD           func() string
+}
 
 func (s *Server) driverDisks() driverDisks {
 	if s.cfg.HypervisorName() != HypervisorKVM {
 		return driverDisks{}
 	}
 	return driverDisks{file: s.fileStorageDir(), shared: s.cfg.SharedFileStorageDir, vg: s.volumeGroup(),
-		noDRBD: agent.KVMNoDRBD(s.cfg.Name)}
+		noDRBD: func() string { return agent.KVMNoDRBD(s.cfg.Name) }}
 }
 
 // newDriver builds the configured hypervisor driver.
@@ -345,7 +349,10 @@ func (a *agentAdapter) Call(ctx context.Context, req rpc.NodeRequest) (rpc.NodeR
 			return out, rpc.NewNodeError(rpc.NodeCodeFailed, "storage units: %v", err)
 		}
 		ns := rpc.NodeStorageReport{Units: make([]rpc.NodeStorageUnit, 0, len(rep.Units)), Errors: rep.Errors,
-			FileDir: a.disks.file, SharedFileDir: a.disks.shared, VG: a.disks.vg, NoDRBD: a.disks.noDRBD}
+			FileDir: a.disks.file, SharedFileDir: a.disks.shared, VG: a.disks.vg}
+		if a.disks.noDRBD != nil {
+			ns.NoDRBD = a.disks.noDRBD()
+		}
 		for _, u := range rep.Units {
 			ns.Units = append(ns.Units, rpc.NodeStorageUnit{Type: u.Type, Name: u.Name, VG: u.VG, Size: u.SizeMiB, Used: u.UsedMiB, Free: u.FreeMiB, Allocatable: u.Allocatable})
 		}
