@@ -247,27 +247,49 @@ func checkVLAN(s string) string {
 	return ""
 }
 
-// diskParamDefs are the disk parameters of each disk template.
+// MaxDRBDRate bounds DRBD 8.4's rates (resync-rate, c-max-rate,
+// c-min-rate) in KiB/s: drbdsetup refuses more (4 GiB/s).
+const MaxDRBDRate = 4194304
+
+// checkDiskBarriers checks the drbd disk parameter disk-barriers as the
+// kvm driver takes it: n, or letters b, f, d, each at most once (empty:
+// none disabled, as n).
+func checkDiskBarriers(s string) string {
+	if s == "n" {
+		return ""
+	}
+	for i, c := range s {
+		if !strings.ContainsRune("bfd", c) || strings.ContainsRune(s[:i], c) {
+			return "is not n (none disabled) nor any of b (barriers), f (flushes), d (drain), each once"
+		}
+	}
+	return ""
+}
+
+// diskParamDefs are the disk parameters of each disk template. The drbd
+// ranges are what the kvm driver's DRBD 8.4 commands take (agent
+// kvm_drbd.go params), so a value a node cannot use is refused when it
+// is submitted, never when a disk is used.
 var diskParamDefs = map[string][]ParamDef{
 	DTPlain: {
 		integer("stripes", 1, 1, 64, "LVM stripes of a logical volume"),
 	},
 	DTDrbd: {
-		integer("resync-rate", 61440, 0, 1<<30, "DRBD resync rate in KiB/s"),
+		integer("resync-rate", 61440, 1, MaxDRBDRate, "DRBD resync rate in KiB/s"),
 		integer("data-stripes", 1, 1, 64, "LVM stripes of the data volume"),
 		integer("meta-stripes", 1, 1, 64, "LVM stripes of the metadata volume"),
-		str("disk-barriers", "n", "DRBD disk barriers to disable (b, f, d, n)"),
+		{Key: "disk-barriers", Kind: KindString, Default: "n", Check: checkDiskBarriers, Doc: "DRBD disk barriers to disable: n (none), or any of b, f, d (barriers, flushes, drain), each once"},
 		boolean("meta-barriers", false, "disable DRBD metadata flushes"),
 		str("default-metavg", "", "volume group of the metadata (empty: the cluster's)"),
 		str("disk-custom", "", "extra drbdsetup disk options"),
 		str("net-custom", "", "extra drbdsetup net options"),
 		enum("protocol", "C", []string{"A", "B", "C"}, "DRBD replication protocol"),
 		boolean("dynamic-resync", false, "DRBD dynamic resync speed"),
-		integer("c-plan-ahead", 20, 0, 300, "dynamic resync: plan ahead (0.1 s)"),
-		integer("c-fill-target", 0, 0, 1<<30, "dynamic resync: fill target (sectors)"),
+		integer("c-plan-ahead", 20, 1, 300, "dynamic resync: plan ahead (0.1 s)"),
+		integer("c-fill-target", 0, 0, 1048576, "dynamic resync: fill target (sectors)"),
 		integer("c-delay-target", 1, 1, 100, "dynamic resync: delay target (0.1 s)"),
-		integer("c-max-rate", 61440, 0, 1<<30, "dynamic resync: max rate in KiB/s"),
-		integer("c-min-rate", 4096, 0, 1<<30, "dynamic resync: min rate in KiB/s"),
+		integer("c-max-rate", 61440, 250, MaxDRBDRate, "dynamic resync: max rate in KiB/s"),
+		integer("c-min-rate", 4096, 0, MaxDRBDRate, "dynamic resync: min rate in KiB/s"),
 	},
 	DTDiskless: {},
 	// Ganeti has no image format parameter (its file disks are raw, its

@@ -191,3 +191,62 @@ func TestVNCTLSParams(t *testing.T) {
 		t.Errorf("dropping the cluster's vnc_x509_path under its vnc_x509_verify: %v", r.Err)
 	}
 }
+
+// TestDRBDDiskParamRanges: the drbd disk parameters take what the kvm
+// driver's DRBD 8.4 commands take (agent kvm_drbd.go params): a value
+// outside is refused at submission, cluster-wide and per group, naming
+// the parameter and its range, and the bounds themselves are accepted.
+func TestDRBDDiskParamRanges(t *testing.T) {
+	cm := func(kv string) string {
+		return `{"OP_ID":"OP_CLUSTER_SET_PARAMS","diskparams":{"drbd":{` + kv + `}}}`
+	}
+	gm := func(kv string) string {
+		return `{"OP_ID":"OP_GROUP_SET_PARAMS","group_name":"default","diskparams":{"drbd":{` + kv + `}}}`
+	}
+	for _, c := range []struct {
+		kv, key, want string // want: what the refusal names ("" = accepted)
+	}{
+		{`"resync-rate":0`, "resync-rate", "1..4194304"},
+		{`"resync-rate":4194305`, "resync-rate", "1..4194304"},
+		{`"resync-rate":1`, "resync-rate", ""},
+		{`"resync-rate":4194304`, "resync-rate", ""},
+		{`"c-plan-ahead":0`, "c-plan-ahead", "1..300"},
+		{`"c-plan-ahead":301`, "c-plan-ahead", "1..300"},
+		{`"c-plan-ahead":1`, "c-plan-ahead", ""},
+		{`"c-fill-target":1048577`, "c-fill-target", "0..1048576"},
+		{`"c-fill-target":0`, "c-fill-target", ""},
+		{`"c-delay-target":0`, "c-delay-target", "1..100"},
+		{`"c-max-rate":249`, "c-max-rate", "250..4194304"},
+		{`"c-max-rate":4194305`, "c-max-rate", "250..4194304"},
+		{`"c-max-rate":250`, "c-max-rate", ""},
+		{`"c-min-rate":4194305`, "c-min-rate", "0..4194304"},
+		{`"c-min-rate":0`, "c-min-rate", ""},
+		{`"disk-barriers":"x"`, "disk-barriers", "each once"},
+		{`"disk-barriers":"bb"`, "disk-barriers", "each once"},
+		{`"disk-barriers":"nb"`, "disk-barriers", "each once"},
+		{`"disk-barriers":"bfd"`, "disk-barriers", ""},
+		{`"disk-barriers":"n"`, "disk-barriers", ""},
+	} {
+		for _, op := range []string{cm(c.kv), gm(c.kv)} {
+			f, h := paramsFSM(t)
+			before := f.Hash()
+			r := submitOp(h, op)
+			if c.want == "" {
+				if r.Err != nil {
+					t.Errorf("%s refused: %s", op, r.Err.Msg)
+				}
+				continue
+			}
+			if r.Err == nil {
+				t.Errorf("%s accepted", op)
+				continue
+			}
+			if r.Err.Field != "diskparams.drbd."+c.key || !strings.Contains(r.Err.Msg, c.want) {
+				t.Errorf("%s: field %q, message %q; want field diskparams.drbd.%s and %q named", op, r.Err.Field, r.Err.Msg, c.key, c.want)
+			}
+			if f.Hash() != before {
+				t.Errorf("%s: a refused submission changed the state", op)
+			}
+		}
+	}
+}
