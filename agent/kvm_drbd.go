@@ -319,11 +319,21 @@ func (k *KVM) readProcDRBD() (ProcDRBD, error) {
 }
 
 // drbdDo runs a DRBD tool that changes something, as an OpError of op.
+// The shared secret of a connect is not repeated in the error (it names
+// the command): job logs show errors.
 func (k *KVM) drbdDo(ctx context.Context, op Op, tool string, args ...string) error {
-	if out, err := k.drbdRun()(ctx, tool, args...); err != nil {
-		return &OpError{Op: op, Err: err, Output: truncate(string(out), qemuOutput)}
+	out, err := k.drbdRun()(ctx, tool, args...)
+	if err == nil {
+		return nil
 	}
-	return nil
+	output := truncate(string(out), qemuOutput)
+	for i, a := range args[:max(len(args)-1, 0)] {
+		if a == "--shared-secret" && args[i+1] != "" {
+			err = errors.New(strings.ReplaceAll(err.Error(), args[i+1], "<secret>"))
+			output = strings.ReplaceAll(output, args[i+1], "<secret>")
+		}
+	}
+	return &OpError{Op: op, Err: err, Output: output}
 }
 
 // drbdDevice is what this node's DRBD says of a disk's minor: its line of

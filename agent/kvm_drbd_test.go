@@ -642,9 +642,14 @@ func TestKVMDRBDResume(t *testing.T) {
 	ns, inst, disk := twoDRBDNodes(t, 0)
 	n1, n2 := ns[0], ns[1]
 	for _, cut := range []string{"drbdsetup new-minor", "drbdsetup attach", "drbdsetup connect", "drbdsetup secondary"} {
-		n1.drbd.fail[cut] = errors.New("injected")
-		if _, err := n1.k.DiskCreate(ctx, inst, disk); err == nil {
+		n1.drbd.fail[cut] = errors.New("injected: " + cut + " ... --shared-secret " + drbdSecret)
+		_, err := n1.k.DiskCreate(ctx, inst, disk)
+		if err == nil {
 			t.Fatalf("create cut at %s succeeded", cut)
+		}
+		// The secret of a failed connect is not in the error.
+		if strings.Contains(err.Error(), drbdSecret) != (cut != "drbdsetup connect") {
+			t.Errorf("create cut at %s: %v", cut, err)
 		}
 	}
 	if _, err := n1.k.DiskCreate(ctx, inst, disk); err != nil {
