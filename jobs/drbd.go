@@ -228,11 +228,16 @@ func (e *Executor) reconnectDRBD(ctx context.Context, sc *StepContext, in *fsm.I
 }
 
 // checkTargetDisks refuses to make target the primary of in when one of
-// its drbd disks is not up to date there (Ganeti's CheckDiskConsistency
-// before a failover or migration): that copy would become the only one
-// the guest reads. With ignore (failover's ignore_consistency, or a
-// primary marked offline) it is a warning. A disk the target reports no
-// drbd device for (the fake driver) is not checked.
+// its drbd disks is degraded there (Ganeti's CheckDiskConsistency and
+// is_degraded before a failover or migration): not connected to its
+// peer, or either side not up to date. A disconnected device may say
+// UpToDate however much its peer wrote since (DRBD's default fencing),
+// and that copy would become the only one the guest reads. With ignore
+// (failover's ignore_consistency, or a primary marked offline) it is a
+// warning. A reply that carries a drbd device for no disk at all comes
+// from a driver without real DRBD (the fake driver simulates it): there
+// is nothing to check; one that carries devices for some disks and not
+// for another means that disk's device is not set up there: degraded.
 func (e *Executor) checkTargetDisks(ctx context.Context, sc *StepContext, in *fsm.Instance, target *fsm.Node, what string, ignore bool) error {
 	if in.DiskTemplate != fsm.DTDrbd || sc.dryRun {
 		return nil
@@ -241,17 +246,45 @@ func (e *Executor) checkTargetDisks(ctx context.Context, sc *StepContext, in *fs
 	if err != nil {
 		return fmt.Errorf("checking the disks of %s on %s before the %s: %w", in.Name, target.Name, what, err)
 	}
+	if len(r.DRBD) == 0 {
+		return nil
+	}
 	for k, d := range in.Disks {
-		dev, ok := r.DRBD[d.UUID]
-		if !ok || dev.LocalOK() {
+		var msg string
+		switch dev, ok := r.DRBD[d.UUID]; {
+		case !ok:
+			msg = fmt.Sprintf("disk/%d of %s has no drbd device set up on %s", k, in.Name, target.Name)
+		case !dev.InSync():
+			msg = fmt.Sprintf("disk/%d of %s is degraded on %s (%s)", k, in.Name, target.Name, drbdStateWords(dev))
+		default:
 			continue
 		}
-		msg := fmt.Sprintf("disk/%d of %s is not up to date on %s (%s)", k, in.Name, target.Name, drbdStateWords(dev))
 		if ignore {
 			sc.Logf("WARNING: %s; the %s goes on as asked", msg, what)
 			continue
 		}
-		return &fsm.Error{Code: fsm.CodeState, Field: "instance_name", Msg: fmt.Sprintf("%s: aborting the %s (wait for the resync)", msg, what)}
+		return &fsm.Error{Code: fsm.CodeState, Field: "instance_name", Msg: fmt.Sprintf("%s: aborting the %s (activate the disks and wait for the resync)", msg, what)}
 	}
 	return nil
+}
+
+// readyForMigration brings up the drbd devices of in on target, its
+// secondary (the agent's attach on a node that is not the instance's
+// primary only sets the device up and connects it: after a reboot of the
+// secondary it is not), waits for the resync, then checks that the
+// target's disks are in sync (checkTargetDisks): a live migration makes
+// both sides primary, and only a connected, up-to-date pair can be.
+func (e *Executor) readyForMigration(ctx context.Context, sc *StepContext, in *fsm.Instance, target *fsm.Node) error {
+	if in.DiskTemplate != fsm.DTDrbd {
+		return nil
+	}
+	for _, d := range in.Disks {
+		if _, err := e.call(ctx, sc, target, NodeCall{Op: NodeOpDiskAttach, Instance: in, Disk: d.UUID}); err != nil {
+			return fmt.Errorf("setting up the disks of %s on %s before the migration: %w", in.Name, target.Name, err)
+		}
+	}
+	if err := e.waitForSync(ctx, sc, in, "migration"); err != nil {
+		return err
+	}
+	return e.checkTargetDisks(ctx, sc, in, target, "migration", false)
 }

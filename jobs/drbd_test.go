@@ -241,15 +241,7 @@ func TestWaitForSyncStalls(t *testing.T) {
 func TestCreateWaitsForSync(t *testing.T) {
 	d, nodes := drbdCluster(t, syncing(2))
 	j := runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"web2","disk_template":"drbd","disks":[{"size":1024}],"beparams":{"memory":256},"os_type":"debian","pnode":"n3","snode":"n4"}`)
-	nodes.mu.Lock()
-	calls := strings.Join(nodes.calls, " ")
-	nodes.mu.Unlock()
-	if !strings.Contains(calls, "disk-create@n4 status@n3 status@n3 os-install@n3") {
-		t.Errorf("calls %s: want two polls of the primary between the secondary's disks and the install", calls)
-	}
-	if log := jobLog(j); !strings.Contains(log, "create: the disks of web2 are in sync") {
-		t.Errorf("log:\n%s", log)
-	}
+	wantCallsAndLog(t, nodes, j, "disk-create@n4 status@n3 status@n3 os-install@n3", "create: the disks of web2 are in sync")
 	j = runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"web3","disk_template":"drbd","disks":[{"size":1024}],"beparams":{"memory":256},"os_type":"debian","pnode":"n3","snode":"n4","wait_for_sync":false}`)
 	if log := jobLog(j); !strings.Contains(log, "not waiting for the resync of web3's disks (wait_for_sync is false)") {
 		t.Errorf("log:\n%s", log)
@@ -428,8 +420,8 @@ func TestMoveStepsLayout(t *testing.T) {
 }
 
 // TestMoveChecksTargetDisks: failover and migration refuse a target whose
-// drbd disk is not up to date there (nothing is stopped or moved);
-// failover's ignore_consistency goes on with a warning.
+// drbd disk is degraded there (nothing is stopped or moved); failover's
+// ignore_consistency goes on with a warning.
 func TestMoveChecksTargetDisks(t *testing.T) {
 	d, nodes := drbdCluster(t, func(node, _ string, _ int) (fsm.DRBDDevice, bool) {
 		if node == "n3" {
@@ -438,30 +430,93 @@ func TestMoveChecksTargetDisks(t *testing.T) {
 		}
 		return fsm.DRBDDevice{Connection: "SyncSource", Role: "Primary", PeerRole: "Secondary", Disk: "UpToDate", PeerDisk: "Inconsistent"}, true
 	})
-	want := "disk/0 of web1 is not up to date on n3 (SyncTarget Inconsistent/UpToDate, 12.5% synced): aborting the "
-	for _, c := range []struct{ op, what string }{
-		{`{"OP_ID":"OP_INSTANCE_MIGRATE","instance_name":"web1"}`, "migration"},
-		{`{"OP_ID":"OP_INSTANCE_FAILOVER","instance_name":"web1"}`, "failover"},
-	} {
-		res, _ := failed(t, d, c.op)
-		if !strings.Contains(res, want+c.what+" (wait for the resync)") {
-			t.Errorf("%s: %s", c.what, res)
-		}
-		if in := instanceState(d, "web1"); in.PrimaryNode != nodeUUID(d, "n2") {
-			t.Fatalf("the refused %s moved web1", c.what)
-		}
+	want := "disk/0 of web1 is degraded on n3 (SyncTarget Inconsistent/UpToDate, 12.5% synced): aborting the failover (activate the disks and wait for the resync)"
+	res, _ := failed(t, d, `{"OP_ID":"OP_INSTANCE_FAILOVER","instance_name":"web1"}`)
+	if !strings.Contains(res, want) {
+		t.Errorf("failover: %s", res)
 	}
-	for _, c := range nodes.callsTo("n2") {
-		if c == "instance-stop@n2" || c == "migrate-send@n2" {
+	// The migration waits for the resync first: it does not end here.
+	res, _ = failed(t, d, `{"OP_ID":"OP_INSTANCE_MIGRATE","instance_name":"web1"}`)
+	if !strings.Contains(res, "migration: disk/0 of web1 on n2 has not changed") {
+		t.Errorf("migration: %s", res)
+	}
+	if in := instanceState(d, "web1"); in.PrimaryNode != nodeUUID(d, "n2") {
+		t.Fatalf("a refused move moved web1")
+	}
+	for _, c := range append(nodes.callsTo("n2"), nodes.callsTo("n3")...) {
+		if c == "instance-stop@n2" || c == "migrate-send@n2" || c == "migrate-prepare@n3" {
 			t.Errorf("the refused moves called %s", c)
 		}
 	}
 	j := runOK(t, d, `{"OP_ID":"OP_INSTANCE_FAILOVER","instance_name":"web1","ignore_consistency":true}`)
-	if log := jobLog(j); !strings.Contains(log, "WARNING: "+want[:len(want)-len(": aborting the ")]+"; the failover goes on as asked") {
+	if log := jobLog(j); !strings.Contains(log, "WARNING: disk/0 of web1 is degraded on n3 (SyncTarget Inconsistent/UpToDate, 12.5% synced); the failover goes on as asked") {
 		t.Errorf("log:\n%s", log)
 	}
 	if in := instanceState(d, "web1"); in.PrimaryNode != nodeUUID(d, "n3") {
 		t.Errorf("failover with ignore_consistency left web1 on %s", in.PrimaryNode)
+	}
+}
+
+// TestMoveRefusesDisconnectedTarget: a secondary whose device is not
+// connected to its peer is degraded even when it says UpToDate (DRBD's
+// default fencing lets a disconnected secondary say so however much the
+// primary wrote since), and so is a disk whose device is not set up on a
+// node that reports devices for the other disks.
+func TestMoveRefusesDisconnectedTarget(t *testing.T) {
+	d, nodes := drbdCluster(t, func(node, _ string, _ int) (fsm.DRBDDevice, bool) {
+		return fsm.DRBDDevice{Connection: "WFConnection", Role: "Secondary", PeerRole: "Unknown", Disk: "UpToDate", PeerDisk: "DUnknown"}, true
+	})
+	res, _ := failed(t, d, `{"OP_ID":"OP_INSTANCE_FAILOVER","instance_name":"web1"}`)
+	if !strings.Contains(res, "disk/0 of web1 is degraded on n3 (WFConnection UpToDate/DUnknown): aborting the failover") {
+		t.Errorf("failover to a disconnected secondary: %s", res)
+	}
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_CREATE","instance_name":"web2","disk_template":"drbd","disks":[{"size":1024},{"size":512}],"beparams":{"memory":256},"os_type":"debian","pnode":"n3","snode":"n4","wait_for_sync":false}`)
+	second := instanceState(d, "web2").Disks[1].UUID
+	nodes.mu.Lock()
+	nodes.drbd = func(node, disk string) (fsm.DRBDDevice, bool) {
+		if node == "n4" && disk == second {
+			return fsm.DRBDDevice{}, false
+		}
+		return fsm.DRBDDevice{Connection: "Connected", Role: "Secondary", PeerRole: "Primary", Disk: "UpToDate", PeerDisk: "UpToDate"}, true
+	}
+	nodes.mu.Unlock()
+	res, _ = failed(t, d, `{"OP_ID":"OP_INSTANCE_FAILOVER","instance_name":"web2"}`)
+	if !strings.Contains(res, "disk/1 of web2 has no drbd device set up on n4: aborting the failover") {
+		t.Errorf("failover to a secondary without disk 1's device: %s", res)
+	}
+	if in := instanceState(d, "web2"); in.PrimaryNode != nodeUUID(d, "n3") {
+		t.Errorf("a refused failover moved web2")
+	}
+}
+
+// TestMigrationSetsUpTargetFirst: before a live migration the target's
+// drbd devices are set up (disk-attach on the secondary) and the resync
+// waited for; only then is the target prepared.
+func TestMigrationSetsUpTargetFirst(t *testing.T) {
+	// The primary's polls show a resync until the third; the target is
+	// in sync when it is checked, after the wait.
+	d, nodes := drbdCluster(t, func(node, disk string, poll int) (fsm.DRBDDevice, bool) {
+		if node == "n3" {
+			poll = 3
+		}
+		return syncing(3)(node, disk, poll)
+	})
+	j := runOK(t, d, `{"OP_ID":"OP_INSTANCE_MIGRATE","instance_name":"web1"}`)
+	wantCallsAndLog(t, nodes, j, "disk-attach@n3 status@n2 status@n2 status@n2 status@n3 migrate-prepare@n3", "migration: the disks of web1 are in sync")
+}
+
+// wantCallsAndLog checks that the agent calls so far hold the sequence
+// calls and that j's log holds line.
+func wantCallsAndLog(t *testing.T, nodes *fakeNodes, j *fsm.Job, calls, line string) {
+	t.Helper()
+	nodes.mu.Lock()
+	got := strings.Join(nodes.calls, " ")
+	nodes.mu.Unlock()
+	if !strings.Contains(got, calls) {
+		t.Errorf("calls %s, want %s among them", got, calls)
+	}
+	if log := jobLog(j); !strings.Contains(log, line) {
+		t.Errorf("log lacks %q:\n%s", line, log)
 	}
 }
 

@@ -414,7 +414,11 @@ func (e *Executor) moveToSecondary(ctx context.Context, sc *StepContext, in *fsm
 	if in.AdminState != fsm.AdminUp || failover {
 		what = "failover"
 	}
-	if err := e.checkTargetDisks(ctx, sc, in, dst, what, src != nil && src.Offline); err != nil {
+	if what == "migration" {
+		if err := e.readyForMigration(ctx, sc, in, dst); err != nil {
+			return false, err
+		}
+	} else if err := e.checkTargetDisks(ctx, sc, in, dst, what, src != nil && src.Offline); err != nil {
 		return false, err
 	}
 	if in.AdminState == fsm.AdminUp && failover {

@@ -1168,7 +1168,7 @@ func (e *Executor) migrationSteps(o *fsm.OpInstanceMigrate) []Step {
 			if err := e.checkBridges(ctx, sc, dst, in, nil); err != nil {
 				return nil, err
 			}
-			if err := e.checkTargetDisks(ctx, sc, in, dst, "migration", false); err != nil {
+			if err := e.readyForMigration(ctx, sc, in, dst); err != nil {
 				return nil, err
 			}
 			_, err = e.call(ctx, sc, dst, NodeCall{Op: NodeOpMigratePrepare, Instance: in, Migration: opID(sc), PeerNode: src.Name})
