@@ -532,10 +532,7 @@ func TestStoppedInstanceDisksSettle(t *testing.T) {
 	nodes.calls = nil
 	nodes.mu.Unlock()
 	runOK(t, d, `{"OP_ID":"OP_INSTANCE_REPLACE_DISKS","instance_name":"web1","mode":"replace_new_secondary","remote_node":"n4"}`)
-	nodes.mu.Lock()
-	got := strings.Join(nodes.calls, " ")
-	nodes.calls = nil
-	nodes.mu.Unlock()
+	got := nodes.takeCalls()
 	if !strings.HasSuffix(got, "disk-create@n4 disk-attach@n2 status@n2 disk-detach@n2") {
 		t.Errorf("calls %s: want the primary's disks detached after the resync", got)
 	}
@@ -586,4 +583,94 @@ func TestModifyAddDiskWaitsForSync(t *testing.T) {
 	if log := jobLog(j); !strings.Contains(log, "not waiting for the resync of the disks added to web1") {
 		t.Errorf("log:\n%s", log)
 	}
+}
+
+// TestFailedMigrationAborted: a migration whose send fails is aborted on
+// both nodes, the source first (agent/driver.go MigrateAbort), and the
+// job's log says so; the instance stays on its primary. When the source
+// refuses the abort (it sent the instance) the target is left for
+// migrate --cleanup. The same holds for an evacuation's migration.
+func TestFailedMigrationAborted(t *testing.T) {
+	d, nodes := drbdCluster(t, nil)
+	nodes.mu.Lock()
+	nodes.fail["migrate-send@n2"] = &NodeCallError{Code: "failed", Msg: "qemu migration failed"}
+	nodes.mu.Unlock()
+	res, log := failed(t, d, `{"OP_ID":"OP_INSTANCE_MIGRATE","instance_name":"web1"}`)
+	if !strings.Contains(res, "qemu migration failed") {
+		t.Errorf("result %s", res)
+	}
+	calls := nodes.takeCalls()
+	if !strings.HasSuffix(calls, "migrate-prepare@n3 migrate-send@n2 migrate-abort@n2 migrate-abort@n3") {
+		t.Errorf("calls %s: want the source then the target aborted after the failed send", calls)
+	}
+	if !strings.Contains(log, "the migration of web1 is aborted on n2 and n3; it stays on n2") {
+		t.Errorf("log:\n%s", log)
+	}
+	if in := instanceState(d, "web1"); in.PrimaryNode != nodeUUID(d, "n2") {
+		t.Errorf("a failed migration moved web1")
+	}
+	nodes.mu.Lock()
+	nodes.fail["migrate-abort@n2"] = &NodeCallError{Code: "wrong_state", Msg: "already sent"}
+	nodes.mu.Unlock()
+	_, log = failed(t, d, `{"OP_ID":"OP_INSTANCE_MIGRATE","instance_name":"web1"}`)
+	if c := nodes.callsTo("n3"); slices.Contains(c, "migrate-abort@n3") {
+		t.Errorf("the target was aborted after the source refused: %v", c)
+	}
+	if !strings.Contains(log, "WARNING: the source n2 did not abort the migration") || !strings.Contains(log, "run migrate --cleanup") {
+		t.Errorf("log:\n%s", log)
+	}
+	nodes.mu.Lock()
+	delete(nodes.fail, "migrate-abort@n2")
+	nodes.calls = nil
+	nodes.mu.Unlock()
+	failed(t, d, `{"OP_ID":"OP_NODE_EVACUATE","node_name":"n2","mode":"primary-only"}`)
+	nodes.mu.Lock()
+	calls = strings.Join(nodes.calls, " ")
+	nodes.mu.Unlock()
+	if !strings.Contains(calls, "migrate-send@n2 migrate-abort@n2 migrate-abort@n3") {
+		t.Errorf("evacuation calls %s: want the failed send aborted", calls)
+	}
+}
+
+// TestMigrateCleanupEndsMigration: migrate --cleanup aborts a migration
+// the secondary is still prepared for (incoming), the primary first, and
+// finishes one the secondary received while the primary no longer runs
+// the instance, recording the secondary as the primary.
+func TestMigrateCleanupEndsMigration(t *testing.T) {
+	d, nodes := drbdCluster(t, nil)
+	in := instanceState(d, "web1")
+	cleanup := `{"OP_ID":"OP_INSTANCE_MIGRATE","instance_name":"web1","cleanup":true}`
+	nodes.mu.Lock()
+	nodes.mig = map[string]NodeMigration{"n3/" + in.UUID: {ID: "m1", Role: "target", Phase: "prepared"}}
+	nodes.mu.Unlock()
+	j := runOK(t, d, cleanup)
+	wantCallsAndLog(t, nodes, j, "status@n3 migrate-abort@n2 migrate-abort@n3", "instance confirmed to be running on its primary node (n2)")
+	if got := instanceState(d, "web1"); got.PrimaryNode != in.PrimaryNode {
+		t.Errorf("cleanup of an incoming target moved web1")
+	}
+	nodes.mu.Lock()
+	nodes.mig["n3/"+in.UUID] = NodeMigration{ID: "m2", Role: "target", Phase: "received"}
+	nodes.run["n2/"+in.UUID] = false
+	nodes.calls = nil
+	nodes.mu.Unlock()
+	j = runOK(t, d, cleanup)
+	wantCallsAndLog(t, nodes, j, "status@n3 migrate-finish@n3", "instance running on secondary node (n3), updating config")
+	if got := instanceState(d, "web1"); got.PrimaryNode != nodeUUID(d, "n3") {
+		t.Errorf("cleanup of a received migration left web1 on %s", got.PrimaryNode)
+	}
+	nodes.mu.Lock()
+	running := nodes.run["n3/"+in.UUID]
+	nodes.mu.Unlock()
+	if !running {
+		t.Errorf("the received copy was not resumed")
+	}
+}
+
+// takeCalls returns the agent calls so far, one line, and forgets them.
+func (f *fakeNodes) takeCalls() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	got := strings.Join(f.calls, " ")
+	f.calls = nil
+	return got
 }

@@ -452,6 +452,9 @@ func (e *Executor) moveToSecondary(ctx context.Context, sc *StepContext, in *fsm
 			{dst, NodeCall{Op: NodeOpMigrateFinish, Instance: in, Migration: id}},
 		} {
 			if _, err := e.call(ctx, sc, c.node, c.call); err != nil {
+				if c.call.Op == NodeOpMigrateSend {
+					err = e.abortMigration(ctx, sc, in, src, dst, id, err)
+				}
 				return false, err
 			}
 		}

@@ -1057,6 +1057,11 @@ func (e *Executor) migrateSteps(o *fsm.OpInstanceMigrate, st *fsm.OpState) []Ste
 // instance runs and makes the configuration say so. Both nodes must
 // answer (Ganeti: "Can't contact node"); gnt's agents resynchronise the
 // disks themselves, so Ganeti's DRBD reconfiguration has no counterpart.
+// A migration the secondary still holds is ended first: one it is
+// prepared for (incoming), or one it received while the primary does not
+// run the instance, is aborted on both nodes (the primary first) or
+// finished there (the secondary then holds the only copy: it resumes
+// there and becomes the primary).
 func (e *Executor) migrateCleanupStep(o *fsm.OpInstanceMigrate) Step {
 	return Step{Name: "clean up after a failed migration", Run: func(ctx context.Context, sc *StepContext) (any, error) {
 		in, nodes, err := e.instanceOf(o.Ref())
@@ -1066,7 +1071,8 @@ func (e *Executor) migrateCleanupStep(o *fsm.OpInstanceMigrate) Step {
 		if err := needDRBD(in, "migration"); err != nil {
 			return nil, err
 		}
-		var states [2]string
+		var replies [2]NodeReply
+		var pair [2]*fsm.Node
 		for k, u := range []string{in.PrimaryNode, in.SecondaryNodes[0]} {
 			node := nodes[u]
 			if err := e.usable(node, "cleaning up the migration of "+in.Name); err != nil {
@@ -1076,10 +1082,33 @@ func (e *Executor) migrateCleanupStep(o *fsm.OpInstanceMigrate) Step {
 			if err != nil {
 				return nil, fmt.Errorf("cannot contact node %s: %w", node.Name, err)
 			}
-			states[k] = r.State
+			replies[k], pair[k] = r, node
 		}
-		src, dst := nodeName(nodes, in.PrimaryNode), nodeName(nodes, in.SecondaryNodes[0])
-		onSrc, onDst := states[0] == "running", states[1] == "running"
+		states := [2]string{replies[0].State, replies[1].State}
+		src, dst := pair[0].Name, pair[1].Name
+		onSrc := states[0] == "running"
+		if left := states[1]; left == "incoming" || left == "received" {
+			m := replies[1].Migration
+			if m == nil || m.ID == "" {
+				return nil, fmt.Errorf("%s is %s on %s but the node names no migration: cannot end it", in.Name, left, dst)
+			}
+			if left == "received" && !onSrc {
+				sc.Logf("* instance received by the secondary node (%s) in migration %s and not running on %s: finishing it there", dst, m.ID, src)
+				if _, err := e.call(ctx, sc, pair[1], NodeCall{Op: NodeOpMigrateFinish, Instance: in, Migration: m.ID}); err != nil {
+					return nil, err
+				}
+				states[1] = "running"
+			} else {
+				sc.Logf("* the secondary node (%s) is %s for migration %s: aborting it", dst, left, m.ID)
+				for _, node := range pair {
+					if _, err := e.call(ctx, sc, node, NodeCall{Op: NodeOpMigrateAbort, Instance: in, Migration: m.ID}); err != nil {
+						return nil, err
+					}
+				}
+				states[1] = "stopped"
+			}
+		}
+		onDst := states[1] == "running"
 		switch {
 		case onSrc && onDst:
 			return nil, fmt.Errorf("instance %s seems to be running on two nodes (%s and %s), or the hypervisor is confused; you will have to ensure manually that it runs only on one and restart this operation", in.Name, src, dst)
@@ -1179,8 +1208,10 @@ func (e *Executor) migrationSteps(o *fsm.OpInstanceMigrate) []Step {
 			if err != nil {
 				return nil, err
 			}
-			_, err = e.call(ctx, sc, src, NodeCall{Op: NodeOpMigrateSend, Instance: in, Migration: opID(sc), PeerNode: dst.Name, Peer: dst.Addrs.Agent})
-			return nil, err
+			if _, err := e.call(ctx, sc, src, NodeCall{Op: NodeOpMigrateSend, Instance: in, Migration: opID(sc), PeerNode: dst.Name, Peer: dst.Addrs.Agent}); err != nil {
+				return nil, e.abortMigration(ctx, sc, in, src, dst, opID(sc), err)
+			}
+			return nil, nil
 		}},
 		{Name: "resume on the target", Run: func(ctx context.Context, sc *StepContext) (any, error) {
 			in, src, dst, err := target(sc)
@@ -1201,4 +1232,26 @@ func (e *Executor) migrationSteps(o *fsm.OpInstanceMigrate) []Step {
 			return nil, nil
 		}},
 	}
+}
+
+// abortMigration gives a live migration whose send failed up on both
+// nodes, the source first as the Driver contract asks (agent/driver.go
+// MigrateAbort): the source keeps the instance running, the target
+// discards what it prepared or received and undoes its drbd devices'
+// roles, so that exactly one side is primary again. When the source
+// refuses (it sent the instance: the target holds the only copy) the
+// target is left as it is for migrate --cleanup to finish. The job's log
+// says what was done; failed, the send's error, is returned.
+func (e *Executor) abortMigration(ctx context.Context, sc *StepContext, in *fsm.Instance, src, dst *fsm.Node, id string, failed error) error {
+	sc.Logf("the migration of %s from %s to %s failed (%v): aborting it", in.Name, src.Name, dst.Name, failed)
+	if _, err := e.call(ctx, sc, src, NodeCall{Op: NodeOpMigrateAbort, Instance: in, Migration: id}); err != nil {
+		sc.Logf("WARNING: the source %s did not abort the migration (%v); the target %s is left as it is: run migrate --cleanup", src.Name, err, dst.Name)
+		return failed
+	}
+	if _, err := e.call(ctx, sc, dst, NodeCall{Op: NodeOpMigrateAbort, Instance: in, Migration: id}); err != nil {
+		sc.Logf("WARNING: the target %s did not abort the migration (%v): run migrate --cleanup", dst.Name, err)
+		return failed
+	}
+	sc.Logf("the migration of %s is aborted on %s and %s; it stays on %s", in.Name, src.Name, dst.Name, src.Name)
+	return failed
 }

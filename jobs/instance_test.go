@@ -43,6 +43,10 @@ type fakeNodes struct {
 	// holds the instance each call carried.
 	drbd func(node, disk string) (fsm.DRBDDevice, bool)
 	seen []NodeCall
+	// mig holds each node's record of the instance's last migration
+	// (node/instance); a target prepared or received reports incoming
+	// or received.
+	mig map[string]NodeMigration
 }
 
 func newFakeNodes() *fakeNodes {
@@ -93,9 +97,17 @@ func (f *fakeNodes) Call(_ context.Context, node *fsm.Node, c NodeCall) (NodeRep
 				}
 			}
 		}
+		var mig *NodeMigration
+		if m, ok := f.mig[key]; ok {
+			mig = &m
+			if m.Role == "target" && (m.Phase == "prepared" || m.Phase == "received") {
+				state := map[string]string{"prepared": "incoming", "received": "received"}[m.Phase]
+				return NodeReply{State: state, Disks: disks, DiskPaths: paths, DRBD: devs, Migration: mig}, nil
+			}
+		}
 		switch {
 		case f.run[key]:
-			return NodeReply{State: "running", Disks: disks, DiskPaths: paths, DRBD: devs}, nil
+			return NodeReply{State: "running", Disks: disks, DiskPaths: paths, DRBD: devs, Migration: mig}, nil
 		case f.disks[key] != nil || f.os[key] != "":
 			return NodeReply{State: "stopped", Disks: disks, DiskPaths: paths, DRBD: devs}, nil
 		}
@@ -153,11 +165,24 @@ func (f *fakeNodes) Call(_ context.Context, node *fsm.Node, c NodeCall) (NodeRep
 		}
 		delete(f.disks, key)
 		delete(f.os, key)
-	case NodeOpMigratePrepare, NodeOpMigrateAbort:
+	case NodeOpMigratePrepare:
+		if f.mig == nil {
+			f.mig = map[string]NodeMigration{}
+		}
+		f.mig[key] = NodeMigration{ID: c.Migration, Role: "target", Phase: "prepared"}
+	case NodeOpMigrateAbort:
+		if m, ok := f.mig[key]; ok && m.ID == c.Migration {
+			m.Phase = "aborted"
+			f.mig[key] = m
+		}
 	case NodeOpMigrateSend:
 		changed = f.run[key]
 		f.run[key] = false
 	case NodeOpMigrateFinish:
+		if m, ok := f.mig[key]; ok && m.ID == c.Migration {
+			m.Phase = "finished"
+			f.mig[key] = m
+		}
 		changed = !f.run[key]
 		f.run[key] = true
 	default:

@@ -90,6 +90,9 @@ type NodeReply struct {
 	// DRBD (status) are the devices of its drbd disks on the node, by
 	// disk UUID.
 	DRBD map[string]fsm.DRBDDevice
+	// Migration (status) is the last live migration of the instance the
+	// node recorded, nil when none.
+	Migration *NodeMigration
 	// Storage (storage-list) are the node's storage units, StorageErrors
 	// the listings that failed on it.
 	Storage       []StorageUnit
@@ -97,6 +100,13 @@ type NodeReply struct {
 	// MissingBridges (bridges-exist) are the bridges asked about that
 	// the node lacks, each with why.
 	MissingBridges map[string]string
+}
+
+// NodeMigration is a live migration as one of its nodes records it:
+// its id, the node's role (source or target) and its phase there
+// (prepared, sending, sent, received, finished, aborted; agent/driver.go).
+type NodeMigration struct {
+	ID, Role, Phase string
 }
 
 // StorageUnit is a storage unit a node reports; sizes in MiB.

@@ -72,6 +72,9 @@ func (n *nodeCaller) Call(ctx context.Context, node *fsm.Node, c jobs.NodeCall) 
 	}
 	if res.Status != nil {
 		out.State = res.Status.State
+		if m := res.Status.Migration; m != nil {
+			out.Migration = &jobs.NodeMigration{ID: m.ID, Role: m.Role, Phase: m.Phase}
+		}
 		for _, d := range res.Status.Disks {
 			out.Disks = append(out.Disks, d.UUID)
 			if d.Path != "" {
