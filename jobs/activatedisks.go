@@ -10,7 +10,8 @@ import (
 // activateDisksStep is OP_INSTANCE_ACTIVATE_DISKS: every disk of the
 // instance must be present on each of its nodes (a missing one is
 // re-created with recreate-disks, not here: activation does not make
-// empty disks), is attached on the primary, and the result is Ganeti's
+// empty disks), is attached on the primary (a drbd disk's device is set
+// up on the secondary first), and the result is Ganeti's
 // [[node, disk name, path], ...] for the primary. The agents' attach is
 // idempotent, so the step can run again after a leader change.
 func (e *Executor) activateDisksStep(o *fsm.OpInstanceActivateDisks) Step {
@@ -51,13 +52,19 @@ func (e *Executor) activateDisksStep(o *fsm.OpInstanceActivateDisks) Step {
 					}
 				}
 			}
-			if u != in.PrimaryNode {
+			if u != in.PrimaryNode && in.DiskTemplate != fsm.DTDrbd {
 				continue
 			}
+			// A drbd disk's device is set up on its secondary too (the
+			// agent's attach there only assembles and connects it): a
+			// secondary that rebooted resyncs from the primary.
 			for _, d := range in.Disks {
 				if _, err := e.call(ctx, sc, node, NodeCall{Op: NodeOpDiskAttach, Instance: in, Disk: d.UUID}); err != nil {
 					return nil, err
 				}
+			}
+			if u != in.PrimaryNode {
+				continue
 			}
 			for i, d := range in.Disks {
 				name := d.Name

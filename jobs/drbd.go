@@ -227,6 +227,32 @@ func (e *Executor) reconnectDRBD(ctx context.Context, sc *StepContext, in *fsm.I
 	return nil
 }
 
+// assembleSecondaries sets up the drbd devices of in on its secondaries
+// before it starts on its primary, as Ganeti's start assembles the disks
+// on every node: the agent's attach on a node that is not the instance's
+// primary only sets the device up and connects it, so a secondary that
+// rebooted since resyncs from the primary instead of leaving the
+// instance degraded. A secondary that is down or fails is a warning: the
+// instance starts degraded, as it would without this.
+func (e *Executor) assembleSecondaries(ctx context.Context, sc *StepContext, in *fsm.Instance) {
+	if in.DiskTemplate != fsm.DTDrbd {
+		return
+	}
+	for _, u := range in.SecondaryNodes {
+		var node *fsm.Node
+		e.FSM.Read(func(s *fsm.State, _ uint64) { node = s.Nodes[u] })
+		if err := e.usable(node, "setting up the disks of "+in.Name); err != nil {
+			sc.Logf("WARNING: %v: %s starts with its disks degraded", err, in.Name)
+			continue
+		}
+		for k, d := range in.Disks {
+			if _, err := e.call(ctx, sc, node, NodeCall{Op: NodeOpDiskAttach, Instance: in, Disk: d.UUID}); err != nil {
+				sc.Logf("WARNING: disk/%d of %s is not set up on its secondary %s (%v): it starts degraded", k, in.Name, node.Name, err)
+			}
+		}
+	}
+}
+
 // checkTargetDisks refuses to make target the primary of in when one of
 // its drbd disks is degraded there (Ganeti's CheckDiskConsistency and
 // is_degraded before a failover or migration): not connected to its

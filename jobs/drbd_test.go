@@ -674,3 +674,34 @@ func (f *fakeNodes) takeCalls() string {
 	f.calls = nil
 	return got
 }
+
+// TestStartAssemblesSecondary: activate-disks and every start of a drbd
+// instance on its primary (start, failover's start on the new primary)
+// set up the secondary's devices first (disk-attach there), so that a
+// secondary that rebooted resyncs; a secondary that does not answer is a
+// warning and the instance starts.
+func TestStartAssemblesSecondary(t *testing.T) {
+	d, nodes := drbdCluster(t, nil)
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_ACTIVATE_DISKS","instance_name":"web1"}`)
+	if got := nodes.takeCalls(); !strings.Contains(got, "status@n3 disk-attach@n3 status@n2 disk-attach@n2") {
+		t.Errorf("activate-disks calls %s: want the secondary's disks attached before the primary's", got)
+	}
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_SHUTDOWN","instance_name":"web1"}`)
+	nodes.takeCalls()
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_STARTUP","instance_name":"web1"}`)
+	if got := nodes.takeCalls(); !strings.Contains(got, "disk-attach@n3 instance-start@n2") {
+		t.Errorf("start calls %s: want the secondary's disks attached before the start", got)
+	}
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_FAILOVER","instance_name":"web1"}`)
+	if got := nodes.takeCalls(); !strings.Contains(got, "disk-attach@n2 instance-start@n3") {
+		t.Errorf("failover calls %s: want the new secondary's disks attached before the start on the new primary", got)
+	}
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_SHUTDOWN","instance_name":"web1"}`)
+	nodes.mu.Lock()
+	nodes.fail["disk-attach@n2"] = &NodeCallError{Code: "failed", Msg: "drbdsetup attach failed"}
+	nodes.mu.Unlock()
+	j := runOK(t, d, `{"OP_ID":"OP_INSTANCE_STARTUP","instance_name":"web1"}`)
+	if log := jobLog(j); !strings.Contains(log, "WARNING: disk/0 of web1 is not set up on its secondary n2") {
+		t.Errorf("log:\n%s", log)
+	}
+}

@@ -244,6 +244,7 @@ func (e *Executor) epoStart(ctx context.Context, sc *StepContext, name string, b
 		case back[node.Name]:
 			return fmt.Errorf("its primary node %s did not come back", node.Name)
 		}
+		e.assembleSecondaries(ctx, sc, in)
 		_, err = e.call(ctx, sc, node, NodeCall{Op: NodeOpStart, Instance: in})
 		if err == nil {
 			sc.Logf("%s runs on %s", in.Name, node.Name)

@@ -427,6 +427,7 @@ func (e *Executor) moveToSecondary(ctx context.Context, sc *StepContext, in *fsm
 		}
 		sc.Logf("%s: primary %s -> %s (failover: stopped, started there)", in.Name, src.Name, dst.Name)
 		in.PrimaryNode, in.SecondaryNodes = in.SecondaryNodes[0], []string{in.PrimaryNode}
+		e.assembleSecondaries(ctx, sc, in)
 		_, err := e.call(ctx, sc, dst, NodeCall{Op: NodeOpStart, Instance: in})
 		return true, err
 	}

@@ -537,6 +537,7 @@ func startStep(e *Executor, ref string, noRemember bool) Step {
 		if err := e.usable(node, "starting "+in.Name); err != nil {
 			return nil, err
 		}
+		e.assembleSecondaries(ctx, sc, in)
 		if _, err := e.call(ctx, sc, node, NodeCall{Op: NodeOpStart, Instance: in}); err != nil {
 			return nil, err
 		}
@@ -925,6 +926,7 @@ func (e *Executor) failoverSteps(o *fsm.OpInstanceFailover) []Step {
 			if err := e.usable(node, "starting "+in.Name); err != nil {
 				return nil, err
 			}
+			e.assembleSecondaries(ctx, sc, in)
 			_, err = e.call(ctx, sc, node, NodeCall{Op: NodeOpStart, Instance: in})
 			return nil, err
 		}},

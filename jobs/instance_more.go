@@ -124,6 +124,7 @@ func (e *Executor) reinstallSteps(o *fsm.OpInstanceReinstall) []Step {
 			}
 			sc.Logf("reinstalled %s with OS %s on %s", in.Name, in.OS, node.Name)
 			if up {
+				e.assembleSecondaries(ctx, sc, in)
 				if _, err := e.call(ctx, sc, node, NodeCall{Op: NodeOpStart, Instance: in}); err != nil {
 					return nil, err
 				}
