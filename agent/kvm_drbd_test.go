@@ -665,6 +665,45 @@ func TestKVMDRBDResume(t *testing.T) {
 	n1.lvm.took()
 	r, err := n1.k.DiskCreate(ctx, inst, disk)
 	drbdStep(t, "create once more", n1, r, err, false, nil)
+
+	// A grow cut after the volume grew resizes DRBD when tried again
+	// (the device's size says it is due, not the volume's).
+	grown := inst
+	grown.Disks = []fsm.Disk{inst.Disks[0]}
+	grown.Disks[0].SizeMiB = 96
+	if _, err := n2.k.DiskGrow(ctx, grown, disk); err != nil {
+		t.Fatal(err)
+	}
+	n1.drbd.fail["drbdsetup resize"] = errors.New("injected")
+	if _, err := n1.k.DiskGrow(ctx, grown, disk); err == nil {
+		t.Fatal("grow cut at resize succeeded")
+	}
+	if st := n1.drbd.state(t, 0); st.Role != "Secondary" {
+		t.Errorf("grow cut at resize left the device %s", st.Role)
+	}
+	n1.drbd.took()
+	n1.lvm.took()
+	r, err = n1.k.DiskGrow(ctx, grown, disk)
+	drbdStep(t, "grow again", n1, r, err, true, []string{"drbdsetup primary 0", "drbdsetup resize 0 --size 96m", "drbdsetup secondary 0"})
+
+	// A replace cut after the volumes went, or before the new ones are
+	// attached, converges when tried again with the same op id.
+	for i, cut := range []string{"drbdmeta --force", "drbdsetup attach"} {
+		op := fmt.Sprintf("op-replace-%d", i)
+		n2.drbd.fail[cut] = errors.New("injected")
+		if _, err := n2.k.DiskReplace(ctx, grown, disk, op); err == nil {
+			t.Fatalf("replace cut at %s succeeded", cut)
+		}
+		if r, err := n2.k.DiskReplace(ctx, grown, disk, op); err != nil || !r.Changed {
+			t.Fatalf("replace tried again after a cut at %s: %+v %v", cut, r, err)
+		}
+		if st := n2.drbd.state(t, 1); !st.InSync() {
+			t.Errorf("after the replace cut at %s: %+v", cut, st)
+		}
+		if r, err := n2.k.DiskReplace(ctx, grown, disk, op); err != nil || r.Changed {
+			t.Errorf("replace once more: %+v %v", r, err)
+		}
+	}
 }
 
 // TestKVMDRBDRefusals: a drbd disk whose logical id misses what this node
