@@ -248,11 +248,12 @@ func TestCreateWaitsForSync(t *testing.T) {
 	}
 }
 
-// TestNewSecondaryReconnects: replace_new_secondary records the new
-// secondary first (the state gives it its minor, port and secret stay),
-// removes the old secondary's copy, creates the disks on the new node
-// with ids naming it, connects the primary's devices to it (disk-attach
-// on the primary) and waits for the resync.
+// TestNewSecondaryReconnects: replace_new_secondary takes the old
+// secondary's devices down (disk-detach there, with the record naming
+// it), records the new secondary (the state gives it its minor, port
+// and secret stay), creates the disks on the new node with ids naming
+// it, connects the primary's devices to it (disk-attach on the primary),
+// waits for the resync, and only then removes the old secondary's copy.
 func TestNewSecondaryReconnects(t *testing.T) {
 	d, nodes := drbdCluster(t, syncing(2))
 	before := drbdID(t, d, "web1", 0)
@@ -270,6 +271,11 @@ func TestNewSecondaryReconnects(t *testing.T) {
 			continue
 		}
 		seq = append(seq, nodes.calls[k])
+		if c.Op == NodeOpDiskDetach {
+			if ends := c.Instance.Disks[0].DRBD.Ends; len(ends) != 2 || ends[1].Name != "n3" {
+				t.Errorf("%s carried ends %+v, want the old secondary n3's", nodes.calls[k], ends)
+			}
+		}
 		if c.Op == NodeOpDiskCreate || c.Op == NodeOpDiskAttach {
 			ends := c.Instance.Disks[0].DRBD.Ends
 			if len(ends) != 2 || ends[1].Node != n4 || ends[1].Name != "n4" || ends[1].IP != "192.0.2.4" {
@@ -277,7 +283,7 @@ func TestNewSecondaryReconnects(t *testing.T) {
 			}
 		}
 	}
-	if got := strings.Join(seq, " "); got != "instance-remove@n3 disk-create@n4 disk-attach@n2 status@n2 status@n2" {
+	if got := strings.Join(seq, " "); got != "disk-detach@n3 disk-create@n4 disk-attach@n2 status@n2 status@n2 instance-remove@n3" {
 		t.Errorf("calls %s", got)
 	}
 	if log := jobLog(j); !strings.Contains(log, "new secondary n4: the disks of web1 are in sync") {
@@ -533,7 +539,7 @@ func TestStoppedInstanceDisksSettle(t *testing.T) {
 	nodes.mu.Unlock()
 	runOK(t, d, `{"OP_ID":"OP_INSTANCE_REPLACE_DISKS","instance_name":"web1","mode":"replace_new_secondary","remote_node":"n4"}`)
 	got := nodes.takeCalls()
-	if !strings.HasSuffix(got, "disk-create@n4 disk-attach@n2 status@n2 disk-detach@n2") {
+	if !strings.HasSuffix(got, "disk-create@n4 disk-attach@n2 status@n2 instance-remove@n3 disk-detach@n2") {
 		t.Errorf("calls %s: want the primary's disks detached after the resync", got)
 	}
 	runOK(t, d, `{"OP_ID":"OP_NODE_EVACUATE","node_name":"n2","mode":"primary-only"}`)
@@ -703,5 +709,21 @@ func TestStartAssemblesSecondary(t *testing.T) {
 	j := runOK(t, d, `{"OP_ID":"OP_INSTANCE_STARTUP","instance_name":"web1"}`)
 	if log := jobLog(j); !strings.Contains(log, "WARNING: disk/0 of web1 is not set up on its secondary n2") {
 		t.Errorf("log:\n%s", log)
+	}
+}
+
+// TestNewSecondaryKeepsOldCopyUntilSynced: when the new secondary's
+// resync fails, the old secondary's volumes are still there (its
+// devices were only taken down): nothing removed them.
+func TestNewSecondaryKeepsOldCopyUntilSynced(t *testing.T) {
+	d, nodes := drbdCluster(t, func(node, _ string, _ int) (fsm.DRBDDevice, bool) {
+		return fsm.DRBDDevice{Connection: "WFConnection", Role: "Primary", PeerRole: "Unknown", Disk: "UpToDate", PeerDisk: "DUnknown"}, true
+	})
+	res, _ := failed(t, d, `{"OP_ID":"OP_INSTANCE_REPLACE_DISKS","instance_name":"web1","mode":"replace_new_secondary","remote_node":"n4"}`)
+	if !strings.Contains(res, "has not changed") {
+		t.Errorf("result %s", res)
+	}
+	if got := strings.Join(nodes.callsTo("n3"), " "); got != "disk-detach@n3" {
+		t.Errorf("calls to the old secondary %s: want its devices taken down only", got)
 	}
 }

@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/gnt-cluster/gnt/fsm"
 	"github.com/gnt-cluster/gnt/jobs/alloc"
@@ -192,9 +193,9 @@ func (e *Executor) movePhases(m alloc.Move) []movePhase {
 			return e.dropSecondary(ctx, sc, in, old, next)
 		}}
 	}
-	sync := func(sec string) movePhase {
+	sync := func(sec, old string) movePhase {
 		return movePhase{"create the disks on " + nameOr(m, sec), func(ctx context.Context, sc *StepContext, in *fsm.Instance, _ map[string]*fsm.Node) (bool, error) {
-			return false, e.syncSecondary(ctx, sc, in, sec)
+			return false, e.syncSecondary(ctx, sc, in, sec, old)
 		}}
 	}
 	switch m.Kind {
@@ -202,8 +203,8 @@ func (e *Executor) movePhases(m alloc.Move) []movePhase {
 		// hail's change-all: the secondary is replaced by the new
 		// primary, the instance moves there, and the old primary (now
 		// the secondary) is replaced by the new secondary.
-		return []movePhase{drop(m.OldSecondary, m.NewPrimary), sync(m.NewPrimary), failover(m.NewPrimary),
-			drop(m.OldPrimary, m.NewSecondary), sync(m.NewSecondary)}
+		return []movePhase{drop(m.OldSecondary, m.NewPrimary), sync(m.NewPrimary, m.OldSecondary), failover(m.NewPrimary),
+			drop(m.OldPrimary, m.NewSecondary), sync(m.NewSecondary, m.OldPrimary)}
 	case alloc.MoveRecreate:
 		return []movePhase{{"", func(ctx context.Context, sc *StepContext, in *fsm.Instance, nodes map[string]*fsm.Node) (bool, error) {
 			return e.recreateOn(ctx, sc, in, nodes, m)
@@ -211,11 +212,11 @@ func (e *Executor) movePhases(m alloc.Move) []movePhase {
 	case alloc.MoveFailover:
 		return []movePhase{failover(m.NewPrimary)}
 	case alloc.MoveReplaceSecondary:
-		return []movePhase{drop(m.OldSecondary, m.NewSecondary), sync(m.NewSecondary)}
+		return []movePhase{drop(m.OldSecondary, m.NewSecondary), sync(m.NewSecondary, m.OldSecondary)}
 	case alloc.MoveFailoverReplace:
 		// The evacuated node, the old primary, becomes the secondary
 		// and is replaced.
-		return []movePhase{failover(m.NewPrimary), drop(m.OldPrimary, m.NewSecondary), sync(m.NewSecondary)}
+		return []movePhase{failover(m.NewPrimary), drop(m.OldPrimary, m.NewSecondary), sync(m.NewSecondary, m.OldPrimary)}
 	}
 	return []movePhase{{"", func(context.Context, *StepContext, *fsm.Instance, map[string]*fsm.Node) (bool, error) {
 		return false, fmt.Errorf("moving %s by %s is not known to this gntd; move it by hand", m.Instance, m.Kind)
@@ -470,12 +471,15 @@ func (e *Executor) moveToSecondary(ctx context.Context, sc *StepContext, in *fsm
 // state allocates them when the record naming the new secondary is
 // stored, and the agents need them to create the disks there.
 //
-// dropSecondary is the first part: the old secondary's copy is removed
-// (as Ganeti's replace-disks takes down the old secondary's devices
-// before it connects the new one; the primary keeps the data), or left
-// with a warning when that node is down, and in gets the new secondary,
-// which the caller records. It changes nothing when in's secondary is
-// newSec already (a step run again).
+// dropSecondary is the first part: the old secondary's devices are taken
+// down (disk-detach there with the record that still names it, as
+// Ganeti's replace-disks detaches the old secondary's devices before it
+// connects the new one), its volumes kept until the new secondary is in
+// sync (syncSecondary removes them: until then they are a copy of the
+// data should the primary fail), or that node is left with a warning
+// when it is down; in gets the new secondary, which the caller records.
+// It changes nothing when in's secondary is newSec already (a step run
+// again).
 func (e *Executor) dropSecondary(ctx context.Context, sc *StepContext, in *fsm.Instance, oldSec, newSec string) (bool, error) {
 	if len(in.SecondaryNodes) == 1 && in.SecondaryNodes[0] == newSec {
 		return false, nil
@@ -493,11 +497,13 @@ func (e *Executor) dropSecondary(ctx context.Context, sc *StepContext, in *fsm.I
 	case e.usable(oldNode, "") != nil:
 		// Ganeti goes on with an old secondary that is offline (early
 		// release) and only warns about what it could not remove there.
-		sc.Logf("WARNING: the old secondary %s is %s and was not contacted: its copy of %s's disks is left there; remove it by hand when the node is back",
+		sc.Logf("WARNING: the old secondary %s is %s and was not contacted: its devices of %s's disks are not taken down",
 			oldNode.Name, downWord(e, oldNode), in.Name)
-	default:
-		if _, err := e.call(ctx, sc, oldNode, NodeCall{Op: NodeOpRemove, Instance: in}); err != nil {
-			sc.Logf("the old secondary %s keeps a copy of %s's disks: %v", oldNode.Name, in.Name, err)
+	case in.DiskTemplate == fsm.DTDrbd:
+		for k, d := range in.Disks {
+			if _, err := e.call(ctx, sc, oldNode, NodeCall{Op: NodeOpDiskDetach, Instance: in, Disk: d.UUID}); err != nil {
+				sc.Logf("WARNING: disk/%d of %s is not taken down on the old secondary %s: %v", k, in.Name, oldNode.Name, err)
+			}
 		}
 	}
 	sc.Logf("%s: secondary -> %s", in.Name, newNode.Name)
@@ -507,9 +513,11 @@ func (e *Executor) dropSecondary(ctx context.Context, sc *StepContext, in *fsm.I
 
 // syncSecondary is the second part: in's disks are created on its
 // (recorded) secondary, the primary's drbd devices are connected to it
-// (reconnectDRBD), and the resync is waited for. Each call is
-// idempotent, so the step runs again after a leader change.
-func (e *Executor) syncSecondary(ctx context.Context, sc *StepContext, in *fsm.Instance, want string) error {
+// (reconnectDRBD), and the resync is waited for; only then is the copy
+// on the old secondary oldSec removed (removeOldSecondary), so that a
+// failure before leaves it for a retry. Each call is idempotent, so the
+// step runs again after a leader change.
+func (e *Executor) syncSecondary(ctx context.Context, sc *StepContext, in *fsm.Instance, want, oldSec string) error {
 	if len(in.SecondaryNodes) != 1 || in.SecondaryNodes[0] != want {
 		return fmt.Errorf("instance %s's secondary is no longer the planned %s", in.Name, want)
 	}
@@ -529,7 +537,31 @@ func (e *Executor) syncSecondary(ctx context.Context, sc *StepContext, in *fsm.I
 	if err := e.waitForSync(ctx, sc, in, "new secondary "+sec.Name); err != nil {
 		return err
 	}
+	e.removeOldSecondary(ctx, sc, in, oldSec)
 	return e.settleDRBD(ctx, sc, in)
+}
+
+// removeOldSecondary removes what the node oldSec, no longer one of in's
+// nodes, has of it (Ganeti's _RemoveOldStorage after the new secondary's
+// sync): the agent takes a drbd disk's device down there, finding its
+// minor by its data volume since in's ends no longer name the node, and
+// removes its volumes. A node that is down or fails is a warning: its
+// copy is left there for the operator.
+func (e *Executor) removeOldSecondary(ctx context.Context, sc *StepContext, in *fsm.Instance, oldSec string) {
+	if oldSec == "" || oldSec == in.PrimaryNode || slices.Contains(in.SecondaryNodes, oldSec) {
+		return
+	}
+	var old *fsm.Node
+	e.FSM.Read(func(s *fsm.State, _ uint64) { old = s.Nodes[oldSec] })
+	switch {
+	case old == nil:
+	case e.usable(old, "") != nil:
+		sc.Logf("WARNING: the old secondary %s is %s: its copy of %s's disks is left there; remove it by hand when the node is back", old.Name, downWord(e, old), in.Name)
+	default:
+		if _, err := e.call(ctx, sc, old, NodeCall{Op: NodeOpRemove, Instance: in}); err != nil {
+			sc.Logf("WARNING: the old secondary %s keeps a copy of %s's disks: %v", old.Name, in.Name, err)
+		}
+	}
 }
 
 // recreateOn moves a plain or diskless instance to m.NewPrimary by

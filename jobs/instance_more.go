@@ -271,7 +271,7 @@ func (e *Executor) replaceDisksSteps(o *fsm.OpInstanceReplaceDisks, st *fsm.OpSt
 			if err := drop(ctx, sc, in); err != nil || !sc.dryRun {
 				return nil, err
 			}
-			return nil, e.syncSecondary(ctx, sc, in, c.New)
+			return nil, e.syncSecondary(ctx, sc, in, c.New, c.Old)
 		}},
 		{Name: "replace the secondary by " + c.NewName, Run: func(ctx context.Context, sc *StepContext) (any, error) {
 			if sc.dryRun {
@@ -281,7 +281,7 @@ func (e *Executor) replaceDisksSteps(o *fsm.OpInstanceReplaceDisks, st *fsm.OpSt
 			if err != nil {
 				return nil, err
 			}
-			return nil, e.syncSecondary(ctx, sc, in, c.New)
+			return nil, e.syncSecondary(ctx, sc, in, c.New, c.Old)
 		}}}
 }
 
