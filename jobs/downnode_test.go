@@ -291,7 +291,7 @@ func TestReplaceSecondaryOfOfflineNode(t *testing.T) {
 		"Selected new secondary for instance 'web1': n1",
 		"Old secondary n3 is offline: it is not contacted",
 		"WARNING: the old secondary n3 is offline and was not contacted: its devices of web1's disks are not taken down",
-		"WARNING: the old secondary n3 is offline: its copy of web1's disks is left there; remove it by hand when the node is back",
+		"WARNING: the old node n3 is offline: its copy of web1's disks is left there; remove it by hand when the node is back",
 	} {
 		if !strings.Contains(log, want) {
 			t.Errorf("log lacks %q:\n%s", want, log)
@@ -424,7 +424,9 @@ func TestReinstallRepairBothNodesOffline(t *testing.T) {
 	for _, want := range []string{
 		"WARNING: Primary node n2 offline, ignoring check that instance web1 is down",
 		"Selected nodes for instance web1 via iallocator hail: " + strings.Join(names, ", "),
-		"WARNING: Changing the instance's nodes, you will have to remove any disks left on the older nodes manually (n2, n3)",
+		"Changing the instance's nodes: what the older nodes have of its disks (n2, n3) is removed once the new disks are created",
+		"WARNING: the old node n2 is offline: its copy of web1's disks is left there",
+		"WARNING: the old node n3 is offline: its copy of web1's disks is left there",
 		"web1 is marked up but runs nowhere: opcode 2 of this job re-created its disks on new nodes",
 		"web1 is marked up: started on " + names[0],
 	} {

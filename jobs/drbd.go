@@ -181,14 +181,22 @@ func drbdStateWords(dev fsm.DRBDDevice) string {
 	return s
 }
 
-// settleDRBD leaves the drbd disks of an instance that is not marked up
-// as they were before reconnectDRBD: secondary on its primary too (the
-// agents' attach makes a primary's device primary, as Ganeti's
-// activate-disks; its detach makes it secondary again), as Ganeti's
-// replace-disks shuts down the disks it activated for a stopped
-// instance.
-func (e *Executor) settleDRBD(ctx context.Context, sc *StepContext, in *fsm.Instance) error {
-	if in.DiskTemplate != fsm.DTDrbd || in.AdminState == fsm.AdminUp {
+// drbdActivation is what reconnectDRBD found on the primary before its
+// attach: whether the instance runs there, and the disks whose device
+// was not primary yet, which the attach makes primary.
+type drbdActivation struct {
+	running   bool
+	activated []string
+}
+
+// settleDRBD leaves the drbd disks of an instance that does not run on
+// its primary (stopped, or marked up but not running) as they were
+// before reconnectDRBD: the devices its attach made primary are made
+// secondary again (the agents' detach), as Ganeti's replace-disks shuts
+// down only the disks it activated itself for a stopped instance; a
+// device that was primary before (disks an operator activated) stays.
+func (e *Executor) settleDRBD(ctx context.Context, sc *StepContext, in *fsm.Instance, act drbdActivation) error {
+	if in.DiskTemplate != fsm.DTDrbd || act.running || len(act.activated) == 0 {
 		return nil
 	}
 	var primary *fsm.Node
@@ -196,8 +204,8 @@ func (e *Executor) settleDRBD(ctx context.Context, sc *StepContext, in *fsm.Inst
 	if err := e.usable(primary, "deactivating the disks of "+in.Name); err != nil {
 		return err
 	}
-	for _, d := range in.Disks {
-		if _, err := e.call(ctx, sc, primary, NodeCall{Op: NodeOpDiskDetach, Instance: in, Disk: d.UUID}); err != nil {
+	for _, d := range act.activated {
+		if _, err := e.call(ctx, sc, primary, NodeCall{Op: NodeOpDiskDetach, Instance: in, Disk: d}); err != nil {
 			return err
 		}
 	}
@@ -209,22 +217,33 @@ func (e *Executor) settleDRBD(ctx context.Context, sc *StepContext, in *fsm.Inst
 // to the old secondary's address (or to none), and every drbd operation
 // of the agent reconciles the device's network with the ends the record
 // names, so this connects them to the new secondary, whose devices wait
-// for their peer since they were created. Plain records need nothing.
-func (e *Executor) reconnectDRBD(ctx context.Context, sc *StepContext, in *fsm.Instance) error {
+// for their peer since they were created. It first asks the primary
+// what runs and which devices are primary, for settleDRBD. Plain records
+// need nothing.
+func (e *Executor) reconnectDRBD(ctx context.Context, sc *StepContext, in *fsm.Instance) (drbdActivation, error) {
+	var act drbdActivation
 	if in.DiskTemplate != fsm.DTDrbd {
-		return nil
+		return act, nil
 	}
 	var primary *fsm.Node
 	e.FSM.Read(func(s *fsm.State, _ uint64) { primary = s.Nodes[in.PrimaryNode] })
 	if err := e.usable(primary, "connecting "+in.Name+"'s disks to its new secondary"); err != nil {
-		return err
+		return act, err
 	}
+	r, err := e.statusOf(ctx, sc, primary, in)
+	if err != nil {
+		return act, err
+	}
+	act.running = r.State == "running"
 	for _, d := range in.Disks {
+		if dev, ok := r.DRBD[d.UUID]; !ok || dev.Role != "Primary" {
+			act.activated = append(act.activated, d.UUID)
+		}
 		if _, err := e.call(ctx, sc, primary, NodeCall{Op: NodeOpDiskAttach, Instance: in, Disk: d.UUID}); err != nil {
-			return err
+			return act, err
 		}
 	}
-	return nil
+	return act, nil
 }
 
 // assembleSecondaries sets up the drbd devices of in on its secondaries

@@ -255,7 +255,7 @@ func TestCreateWaitsForSync(t *testing.T) {
 // it, connects the primary's devices to it (disk-attach on the primary),
 // waits for the resync, and only then removes the old secondary's copy.
 func TestNewSecondaryReconnects(t *testing.T) {
-	d, nodes := drbdCluster(t, syncing(2))
+	d, nodes := drbdCluster(t, syncing(3)) // poll 1: the status before the attach
 	before := drbdID(t, d, "web1", 0)
 	j := runOK(t, d, `{"OP_ID":"OP_INSTANCE_REPLACE_DISKS","instance_name":"web1","mode":"replace_new_secondary","remote_node":"n4"}`)
 	after := drbdID(t, d, "web1", 0)
@@ -283,7 +283,7 @@ func TestNewSecondaryReconnects(t *testing.T) {
 			}
 		}
 	}
-	if got := strings.Join(seq, " "); got != "disk-detach@n3 disk-create@n4 disk-attach@n2 status@n2 status@n2 instance-remove@n3" {
+	if got := strings.Join(seq, " "); got != "disk-detach@n3 disk-create@n4 status@n2 disk-attach@n2 status@n2 status@n2 instance-remove@n3" {
 		t.Errorf("calls %s", got)
 	}
 	if log := jobLog(j); !strings.Contains(log, "new secondary n4: the disks of web1 are in sync") {
@@ -539,7 +539,7 @@ func TestStoppedInstanceDisksSettle(t *testing.T) {
 	nodes.mu.Unlock()
 	runOK(t, d, `{"OP_ID":"OP_INSTANCE_REPLACE_DISKS","instance_name":"web1","mode":"replace_new_secondary","remote_node":"n4"}`)
 	got := nodes.takeCalls()
-	if !strings.HasSuffix(got, "disk-create@n4 disk-attach@n2 status@n2 instance-remove@n3 disk-detach@n2") {
+	if !strings.HasSuffix(got, "disk-create@n4 status@n2 disk-attach@n2 status@n2 instance-remove@n3 disk-detach@n2") {
 		t.Errorf("calls %s: want the primary's disks detached after the resync", got)
 	}
 	runOK(t, d, `{"OP_ID":"OP_NODE_EVACUATE","node_name":"n2","mode":"primary-only"}`)
@@ -725,5 +725,64 @@ func TestNewSecondaryKeepsOldCopyUntilSynced(t *testing.T) {
 	}
 	if got := strings.Join(nodes.callsTo("n3"), " "); got != "disk-detach@n3" {
 		t.Errorf("calls to the old secondary %s: want its devices taken down only", got)
+	}
+}
+
+// TestSettleOnlyWhatWasActivated: after a new secondary, the primary's
+// devices that reconnectDRBD's attach made primary are made secondary
+// again when the instance does not run there, marked up or not; a device
+// that was primary before (disks an operator activated) stays, and a
+// running instance's devices are left alone.
+func TestSettleOnlyWhatWasActivated(t *testing.T) {
+	role := "Primary"
+	d, nodes := drbdCluster(t, func(node, _ string, _ int) (fsm.DRBDDevice, bool) {
+		r := "Secondary"
+		if node == "n2" {
+			r = role
+		}
+		return fsm.DRBDDevice{Connection: "Connected", Role: r, Disk: "UpToDate", PeerDisk: "UpToDate"}, true
+	})
+	in := instanceState(d, "web1")
+	replace := func(to string) string {
+		runOK(t, d, `{"OP_ID":"OP_INSTANCE_REPLACE_DISKS","instance_name":"web1","mode":"replace_new_secondary","remote_node":"`+to+`"}`)
+		return strings.Join(nodes.callsTo("n2"), " ")
+	}
+	// Marked up but not running, its devices already primary: kept.
+	nodes.mu.Lock()
+	nodes.run["n2/"+in.UUID] = false
+	nodes.mu.Unlock()
+	if got := replace("n4"); strings.Contains(got, "disk-detach@n2") {
+		t.Errorf("calls to the primary %s: a device primary before was deactivated", got)
+	}
+	// Marked up but not running, its devices secondary: the attach made
+	// them primary, the job makes them secondary again.
+	role = "Secondary"
+	nodes.takeCalls()
+	if got := replace("n3"); !strings.HasSuffix(got, "disk-attach@n2 status@n2 disk-detach@n2") {
+		t.Errorf("calls to the primary %s: want the device the job activated deactivated", got)
+	}
+	// Running: nothing deactivated.
+	nodes.mu.Lock()
+	nodes.run["n2/"+in.UUID] = true
+	nodes.mu.Unlock()
+	nodes.takeCalls()
+	if got := replace("n4"); strings.Contains(got, "disk-detach@n2") {
+		t.Errorf("calls to the primary %s: a running instance's device was deactivated", got)
+	}
+}
+
+// TestRecreateOnNewNodesRemovesOldCopies: recreate-disks that moves a
+// drbd instance to new nodes removes what the nodes it left have of it
+// (their devices down, their volumes removed) once the new disks are
+// created and in sync; a node still kept is not touched.
+func TestRecreateOnNewNodesRemovesOldCopies(t *testing.T) {
+	d, nodes := drbdCluster(t, nil)
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_SHUTDOWN","instance_name":"web1"}`)
+	nodes.takeCalls()
+	j := runOK(t, d, `{"OP_ID":"OP_INSTANCE_RECREATE_DISKS","instance_name":"web1","nodes":["n2","n4"]}`)
+	wantCallsAndLog(t, nodes, j, "disk-create@n4 status@n2 disk-attach@n2 status@n2 instance-remove@n3 disk-detach@n2",
+		"Changing the instance's nodes: what the older nodes have of its disks (n3) is removed once the new disks are created")
+	if c := nodes.callsTo("n2"); slices.Contains(c, "instance-remove@n2") {
+		t.Errorf("the kept primary's copy was removed: %v", c)
 	}
 }

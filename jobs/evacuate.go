@@ -514,7 +514,7 @@ func (e *Executor) dropSecondary(ctx context.Context, sc *StepContext, in *fsm.I
 // syncSecondary is the second part: in's disks are created on its
 // (recorded) secondary, the primary's drbd devices are connected to it
 // (reconnectDRBD), and the resync is waited for; only then is the copy
-// on the old secondary oldSec removed (removeOldSecondary), so that a
+// on the old secondary oldSec removed (removeLeftCopy), so that a
 // failure before leaves it for a retry. Each call is idempotent, so the
 // step runs again after a leader change.
 func (e *Executor) syncSecondary(ctx context.Context, sc *StepContext, in *fsm.Instance, want, oldSec string) error {
@@ -531,35 +531,37 @@ func (e *Executor) syncSecondary(ctx context.Context, sc *StepContext, in *fsm.I
 			return err
 		}
 	}
-	if err := e.reconnectDRBD(ctx, sc, in); err != nil {
+	act, err := e.reconnectDRBD(ctx, sc, in)
+	if err != nil {
 		return err
 	}
 	if err := e.waitForSync(ctx, sc, in, "new secondary "+sec.Name); err != nil {
 		return err
 	}
-	e.removeOldSecondary(ctx, sc, in, oldSec)
-	return e.settleDRBD(ctx, sc, in)
+	e.removeLeftCopy(ctx, sc, in, oldSec)
+	return e.settleDRBD(ctx, sc, in, act)
 }
 
-// removeOldSecondary removes what the node oldSec, no longer one of in's
-// nodes, has of it (Ganeti's _RemoveOldStorage after the new secondary's
-// sync): the agent takes a drbd disk's device down there, finding its
-// minor by its data volume since in's ends no longer name the node, and
-// removes its volumes. A node that is down or fails is a warning: its
-// copy is left there for the operator.
-func (e *Executor) removeOldSecondary(ctx context.Context, sc *StepContext, in *fsm.Instance, oldSec string) {
-	if oldSec == "" || oldSec == in.PrimaryNode || slices.Contains(in.SecondaryNodes, oldSec) {
+// removeLeftCopy removes what the node u, no longer one of in's nodes,
+// has of it (an old secondary after the new one's sync, as Ganeti's
+// _RemoveOldStorage; the nodes recreate-disks moved the instance off):
+// the agent takes a drbd disk's device down there, finding its minor by
+// its data volume since in's ends no longer name the node, and removes
+// its volumes. A node that is down or fails is a warning: its copy is
+// left there for the operator.
+func (e *Executor) removeLeftCopy(ctx context.Context, sc *StepContext, in *fsm.Instance, u string) {
+	if u == "" || u == in.PrimaryNode || slices.Contains(in.SecondaryNodes, u) {
 		return
 	}
 	var old *fsm.Node
-	e.FSM.Read(func(s *fsm.State, _ uint64) { old = s.Nodes[oldSec] })
+	e.FSM.Read(func(s *fsm.State, _ uint64) { old = s.Nodes[u] })
 	switch {
 	case old == nil:
 	case e.usable(old, "") != nil:
-		sc.Logf("WARNING: the old secondary %s is %s: its copy of %s's disks is left there; remove it by hand when the node is back", old.Name, downWord(e, old), in.Name)
+		sc.Logf("WARNING: the old node %s is %s: its copy of %s's disks is left there; remove it by hand when the node is back", old.Name, downWord(e, old), in.Name)
 	default:
 		if _, err := e.call(ctx, sc, old, NodeCall{Op: NodeOpRemove, Instance: in}); err != nil {
-			sc.Logf("WARNING: the old secondary %s keeps a copy of %s's disks: %v", old.Name, in.Name, err)
+			sc.Logf("WARNING: the old node %s keeps a copy of %s's disks: %v", old.Name, in.Name, err)
 		}
 	}
 }

@@ -566,7 +566,11 @@ func diskSizes(in *fsm.Instance) []int64 {
 	return out
 }
 
-func (e *Executor) recreateDisksSteps(o *fsm.OpInstanceRecreateDisks) []Step {
+func (e *Executor) recreateDisksSteps(o *fsm.OpInstanceRecreateDisks, st *fsm.OpState) []Step {
+	// The nodes the first step moved the instance off (recorded in its
+	// result): the second removes what they have of it.
+	var placed recreateResult
+	recorded, recErr := recordedPlan(st, &placed)
 	return []Step{
 		// The placement is decided and recorded in one step, so a leader
 		// that resumes the opcode creates the disks where it was put.
@@ -596,24 +600,38 @@ func (e *Executor) recreateDisksSteps(o *fsm.OpInstanceRecreateDisks) []Step {
 			sc.Logf("disks of %s are present on its nodes (missing ones created empty)", in.Name)
 			// A drbd primary that kept its devices may still be connected
 			// to a secondary the record no longer names: reconnectDRBD.
-			if err := e.reconnectDRBD(ctx, sc, in); err != nil {
+			act, err := e.reconnectDRBD(ctx, sc, in)
+			if err != nil {
 				return nil, err
 			}
 			if err := e.waitForSync(ctx, sc, in, "recreate-disks"); err != nil {
 				return nil, err
 			}
-			return nil, e.settleDRBD(ctx, sc, in)
+			// The nodes the first step moved the instance off: their
+			// devices are taken down and their volumes removed (a
+			// freed drbd minor there may be given to another disk).
+			if recErr != nil {
+				return nil, recErr
+			}
+			if recorded {
+				for _, u := range placed.Left {
+					e.removeLeftCopy(ctx, sc, in, u)
+				}
+			}
+			return nil, e.settleDRBD(ctx, sc, in, act)
 		}},
 	}
 }
 
 // recreateResult is the recorded result of recreate-disks' first step:
 // the instance's nodes, and whether they changed. A reinstall later in
-// the same job reads it (reinstallAllowed).
+// the same job reads it (reinstallAllowed). Left are the nodes the
+// instance left (UUIDs): the second step removes what they have of it.
 type recreateResult struct {
 	Primary     string   `json:"primary"`
 	Secondaries []string `json:"secondaries"`
 	Moved       bool     `json:"moved,omitempty"`
+	Left        []string `json:"left,omitempty"`
 }
 
 // recreateNodes is LUInstanceRecreateDisks' CheckPrereq and its change of
@@ -725,19 +743,22 @@ func (e *Executor) recreateNodes(ctx context.Context, sc *StepContext, o *fsm.Op
 			return nil, err
 		}
 	}
+	var left []string
 	if moved {
-		var left []string
+		var names []string
 		for _, u := range append([]string{in.PrimaryNode}, in.SecondaryNodes...) {
 			if !slices.Contains(uuids, u) {
-				left = append(left, nodeName(nodes, u))
+				left, names = append(left, u), append(names, nodeName(nodes, u))
 			}
 		}
-		sc.Logf("WARNING: Changing the instance's nodes, you will have to remove any disks left on the older nodes manually (%s)", strings.Join(left, ", "))
+		if len(left) > 0 {
+			sc.Logf("Changing the instance's nodes: what the older nodes have of its disks (%s) is removed once the new disks are created", strings.Join(names, ", "))
+		}
 		expect := in.SerialNo
 		in.PrimaryNode, in.SecondaryNodes = uuids[0], uuids[1:]
 		put(sc, in, expect)
 	}
-	return recreateResult{Primary: in.PrimaryNode, Secondaries: in.SecondaryNodes, Moved: moved}, nil
+	return recreateResult{Primary: in.PrimaryNode, Secondaries: in.SecondaryNodes, Moved: moved, Left: left}, nil
 }
 
 func (e *Executor) renameStep(o *fsm.OpInstanceRename) Step {

@@ -167,7 +167,7 @@ func (e *Executor) stepsFor(op fsm.Opcode, st *fsm.OpState) ([]Step, error) {
 	case *fsm.OpInstanceReplaceDisks:
 		return e.replaceDisksSteps(o, st), nil
 	case *fsm.OpInstanceRecreateDisks:
-		return e.recreateDisksSteps(o), nil
+		return e.recreateDisksSteps(o, st), nil
 	case *fsm.OpInstanceRename:
 		return []Step{e.renameStep(o)}, nil
 	case *fsm.OpInstanceSetParams:
