@@ -574,7 +574,7 @@ func TestWaitForSyncLogBound(t *testing.T) {
 // logical id (a new port, the next minors, a secret of its own), and the
 // job waits for its resync unless wait_for_sync is false.
 func TestModifyAddDiskWaitsForSync(t *testing.T) {
-	d, _ := drbdCluster(t, syncing(2))
+	d, _ := drbdCluster(t, syncing(3)) // poll 1: whether it runs, for the hot-plug
 	first := drbdID(t, d, "web1", 0)
 	j := runOK(t, d, `{"OP_ID":"OP_INSTANCE_SET_PARAMS","instance_name":"web1","disks":[["add",-1,{"size":512}]]}`)
 	added := drbdID(t, d, "web1", 1)
@@ -784,5 +784,27 @@ func TestRecreateOnNewNodesRemovesOldCopies(t *testing.T) {
 		"Changing the instance's nodes: what the older nodes have of its disks (n3) is removed once the new disks are created")
 	if c := nodes.callsTo("n2"); slices.Contains(c, "instance-remove@n2") {
 		t.Errorf("the kept primary's copy was removed: %v", c)
+	}
+}
+
+// TestModifyAddDiskNotRunning: a disk added to an instance marked up
+// whose guest does not run is created, not attached (a drbd device
+// would stay primary with no guest); a running one gets it hot-plugged.
+func TestModifyAddDiskNotRunning(t *testing.T) {
+	d, nodes := drbdCluster(t, nil)
+	in := instanceState(d, "web1")
+	nodes.mu.Lock()
+	nodes.run["n2/"+in.UUID] = false
+	nodes.mu.Unlock()
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_SET_PARAMS","instance_name":"web1","disks":[["add",-1,{"size":512}]]}`)
+	if got := nodes.takeCalls(); strings.Contains(got, "disk-attach") || !strings.Contains(got, "disk-create@n2") {
+		t.Errorf("calls %s: want the disk created, not attached", got)
+	}
+	nodes.mu.Lock()
+	nodes.run["n2/"+in.UUID] = true
+	nodes.mu.Unlock()
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_SET_PARAMS","instance_name":"web1","disks":[["add",-1,{"size":512}]]}`)
+	if got := nodes.takeCalls(); !strings.Contains(got, "disk-create@n2 disk-attach@n2") {
+		t.Errorf("calls %s: want the disk hot-plugged into the running instance", got)
 	}
 }

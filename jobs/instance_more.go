@@ -871,11 +871,23 @@ func (e *Executor) setParamsSteps(o *fsm.OpInstanceSetParams) []Step {
 				if err := e.usable(node, "creating disks of "+in.Name); err != nil {
 					return nil, err
 				}
+				// An added disk is hot-plugged where the instance runs;
+				// one marked up but not running gets it at its next
+				// start (an attach now would leave a drbd device
+				// primary with no guest).
+				running := false
+				if in.AdminState == fsm.AdminUp && u == in.PrimaryNode {
+					r, err := e.statusOf(ctx, sc, node, in)
+					if err != nil {
+						return nil, err
+					}
+					running = r.State == "running" || sc.dryRun
+				}
 				for _, d := range in.Disks[len(in.Disks)-added:] {
 					if _, err := e.call(ctx, sc, node, NodeCall{Op: NodeOpDiskCreate, Instance: in, Disk: d.UUID}); err != nil {
 						return nil, err
 					}
-					if in.AdminState == fsm.AdminUp && u == in.PrimaryNode {
+					if running {
 						if _, err := e.call(ctx, sc, node, NodeCall{Op: NodeOpDiskAttach, Instance: in, Disk: d.UUID}); err != nil {
 							return nil, err
 						}
