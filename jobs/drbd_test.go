@@ -509,6 +509,12 @@ func TestMigrationSetsUpTargetFirst(t *testing.T) {
 	})
 	j := runOK(t, d, `{"OP_ID":"OP_INSTANCE_MIGRATE","instance_name":"web1"}`)
 	wantCallsAndLog(t, nodes, j, "disk-attach@n3 status@n2 status@n2 status@n2 status@n3 migrate-prepare@n3", "migration: the disks of web1 are in sync")
+	// An evacuation's migration back does the same on n2, the target now.
+	nodes.takeCalls()
+	runOK(t, d, `{"OP_ID":"OP_NODE_EVACUATE","node_name":"n3","mode":"primary-only"}`)
+	if got := nodes.takeCalls(); !strings.Contains(got, "disk-attach@n2 status@n3 status@n2 migrate-prepare@n2 migrate-send@n3") {
+		t.Errorf("evacuation calls %s: want the target's disks set up, the resync waited for and the target checked before migrate-prepare", got)
+	}
 }
 
 // wantCallsAndLog checks that the agent calls so far hold the sequence
