@@ -39,9 +39,13 @@ var drbdGuestVGs = []string{"gntdrbda", "gntdrbdb", "gntdrbdc"}
 const drbdGuestVGSize = 512
 
 // drbdGuestSetup prepares the DRBD guest: the directories drbdsetup and
-// drbdmeta lock and record in, and the loopback the nodes talk over.
+// drbdmeta lock and record in, the loopback the nodes talk over, and the
+// drbd module's usermode_helper set to /bin/true as docs/agent.md tells
+// for a node (the guest has no drbdadm; a missing helper is not what
+// nodes run).
 const drbdGuestSetup = `mkdir -p /var/lock /var/run/drbd /var/lib/drbd /run/lock
 ip link set lo up || fail "ip link set lo up"
+echo /bin/true > /sys/module/drbd/parameters/usermode_helper || fail "drbd usermode_helper"
 `
 
 // The DRBD 8.4 tools of Debian's drbd-utils (drbdsetup-84 is its 8.4
@@ -86,23 +90,32 @@ func TestKVMDRBDInGuest(t *testing.T) {
 // volume group and loopback address.
 type guestDRBDNode struct {
 	name, uuid, ip, vg string
-	// minor is the node's minor for the test's disk: minors are the
-	// guest kernel's, shared by the three nodes.
-	minor int
-	dir   string
-	k     *KVM
+	// idx numbers the node (0, 1, 2).
+	idx int
+	dir string
+	k   *KVM
 }
 
-func (n *guestDRBDNode) end() fsm.DRBDEnd {
-	return fsm.DRBDEnd{Node: n.uuid, Minor: n.minor, Name: n.name, IP: n.ip}
+// minor is the node's minor for the test's disk i: minors are the guest
+// kernel's, shared by the three nodes, so each node has its own.
+func (n *guestDRBDNode) minor(i int) int { return n.idx + 3*i }
+
+// dev is the node's device of the test's disk i.
+func (n *guestDRBDNode) dev(i int) string { return "/dev/drbd" + strconv.Itoa(n.minor(i)) }
+
+func (n *guestDRBDNode) end(i int) fsm.DRBDEnd {
+	return fsm.DRBDEnd{Node: n.uuid, Minor: n.minor(i), Name: n.name, IP: n.ip}
 }
 
 // guestDRBDInstance is the test's drbd instance on primary and secondary
-// with one disk of sizeMiB.
-func guestDRBDInstance(kernel string, primary, secondary *guestDRBDNode, sizeMiB int64) fsm.Instance {
-	d := fsm.Disk{UUID: "0d15c000-0000-4000-8000-0000000d4bd0", SizeMiB: sizeMiB, Mode: "rw",
-		DRBD: &fsm.DRBDLogicalID{Port: 11000, Secret: "gnt-drbd-guest-secret", Ends: []fsm.DRBDEnd{primary.end(), secondary.end()}}}
-	inst := guestInstance(kernel, "", fsm.DTDrbd, d)
+// with a disk of each size (MiB), each on its own port.
+func guestDRBDInstance(kernel string, primary, secondary *guestDRBDNode, sizes ...int64) fsm.Instance {
+	var disks []fsm.Disk
+	for i, sz := range sizes {
+		disks = append(disks, fsm.Disk{UUID: fmt.Sprintf("0d15c000-0000-4000-8000-0000000d4bd%d", i), SizeMiB: sz, Mode: "rw",
+			DRBD: &fsm.DRBDLogicalID{Port: 11000 + i, Secret: "gnt-drbd-guest-secret", Ends: []fsm.DRBDEnd{primary.end(i), secondary.end(i)}}})
+	}
+	inst := guestInstance(kernel, "", fsm.DTDrbd, disks...)
 	inst.PrimaryNode, inst.SecondaryNodes = primary.uuid, []string{secondary.uuid}
 	return inst
 }
@@ -127,7 +140,7 @@ func TestInGuestDRBD(t *testing.T) {
 	var a, b, c *guestDRBDNode
 	for i, p := range []**guestDRBDNode{&a, &b, &c} {
 		n := &guestDRBDNode{name: fmt.Sprintf("drbd-%c", 'a'+i), uuid: fmt.Sprintf("0de0000%d-0000-4000-8000-00000000d4bd", i),
-			ip: fmt.Sprintf("127.0.0.%d", i+1), vg: vgs[i], minor: i, dir: t.TempDir()}
+			ip: fmt.Sprintf("127.0.0.%d", i+1), vg: vgs[i], idx: i, dir: t.TempDir()}
 		k, err := NewKVM(KVMConfig{Dir: n.dir, Node: n.name, Addr: n.ip, VolumeGroup: n.vg, Accel: AccelTCG, QEMU: qemu})
 		if err != nil {
 			t.Fatal(err)
@@ -161,35 +174,41 @@ func TestInGuestDRBD(t *testing.T) {
 			t.Fatalf("%s: changed %v, want %v (%s)", what, r.Changed, changed, r.Output)
 		}
 	}
+	// each runs a disk operation on every disk of inst.
+	each := func(what string, n *guestDRBDNode, inst fsm.Instance, changed bool, op func(context.Context, fsm.Instance, string) (Result, error)) {
+		t.Helper()
+		for i, d := range inst.Disks {
+			r, err := op(ctx, inst, d.UUID)
+			must(fmt.Sprintf("%s of disk %d on %s", what, i, n.name), r, err, changed)
+		}
+	}
 
-	// 1. The disk created on the secondary, then on the primary, which
-	// makes itself the sync source.
-	inst := guestDRBDInstance(kernel, a, b, 32)
+	// 1. The disks (32 and 16 MiB) created on the secondary, then on
+	// the primary, which makes itself the sync source.
+	inst := guestDRBDInstance(kernel, a, b, 32, 16)
 	disk := inst.Disks[0].UUID
-	r, err := b.k.DiskCreate(ctx, inst, disk)
-	must("DiskCreate on drbd-b", r, err, true)
-	r, err = a.k.DiskCreate(ctx, inst, disk)
-	must("DiskCreate on drbd-a", r, err, true)
+	each("DiskCreate", b, inst, true, b.k.DiskCreate)
+	each("DiskCreate", a, inst, true, a.k.DiskCreate)
 	took := waitDRBDSync(t, ctx, a, inst)
-	step("1. created (32 MiB): in sync after %s", took)
+	step("1. created (32 and 16 MiB): in sync after %s", took)
 	// A driver started again on drbd-a's directory finds the device.
 	again, err := NewKVM(KVMConfig{Dir: a.dir, Node: a.name, Addr: a.ip, VolumeGroup: a.vg, Accel: AccelTCG, QEMU: qemu})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st, err := again.Status(ctx, inst); err != nil || len(st.Disks) != 1 || st.Disks[0].DRBD == nil || !st.Disks[0].DRBD.InSync() {
+	if st, err := again.Status(ctx, inst); err != nil || len(st.Disks) != 2 || st.Disks[1].DRBD == nil || !st.Disks[1].DRBD.InSync() {
 		t.Errorf("drbd-a's status from a new driver: %+v %v", st, err)
 	}
 	for _, n := range []*guestDRBDNode{a, b} {
-		ds := guestDRBDDisk(t, ctx, n, inst)
-		if want := "/dev/drbd" + strconv.Itoa(n.minor); ds.Path != want || ds.DRBD.Minor != n.minor {
-			t.Errorf("%s: the disk's path %q, minor %d; want %s", n.name, ds.Path, ds.DRBD.Minor, want)
+		for i := range inst.Disks {
+			if ds := guestDRBDDisk(t, ctx, n, inst, i); ds.Path != n.dev(i) || ds.DRBD.Minor != n.minor(i) {
+				t.Errorf("%s: disk %d's path %q, minor %d; want %s", n.name, i, ds.Path, ds.DRBD.Minor, n.dev(i))
+			}
 		}
-		if sizes := lvSizes(t, ctx, n.vg); !equalSizes(sizes, 32, fsm.DRBDMetaMiB) {
-			t.Errorf("%s: volumes of %v MiB, want 32 and %d", n.name, sizes, fsm.DRBDMetaMiB)
+		if sizes := lvSizes(t, ctx, n.vg); !equalSizes(sizes, 32, 16, fsm.DRBDMetaMiB, fsm.DRBDMetaMiB) {
+			t.Errorf("%s: volumes of %v MiB, want 32, 16 and twice %d", n.name, sizes, fsm.DRBDMetaMiB)
 		}
-		r, err := n.k.DiskCreate(ctx, inst, disk)
-		must("DiskCreate again on "+n.name, r, err, false)
+		each("DiskCreate again", n, inst, false, n.k.DiskCreate)
 	}
 	checkRoles(t, ctx, inst, a, "Secondary", b, "Secondary")
 
@@ -198,16 +217,18 @@ func TestInGuestDRBD(t *testing.T) {
 	marker := []byte(fmt.Sprintf("gnt drbd marker %d", time.Now().UnixNano()))
 	const markerAt = 1 << 20
 	if os.Getenv(envGuestQEMU) != "" {
-		r, err = a.k.Start(ctx, inst)
+		r, err := a.k.Start(ctx, inst)
 		must("Start on drbd-a", r, err, true)
-		if _, file, _ := qemuDrive(t, a.k, inst.UUID, disk); file != "/dev/drbd0" {
-			t.Errorf("qemu on drbd-a has the disk as %q, want /dev/drbd0", file)
+		for i, d := range inst.Disks {
+			if _, file, _ := qemuDrive(t, a.k, inst.UUID, d.UUID); file != a.dev(i) {
+				t.Errorf("qemu on drbd-a has disk %d as %q, want %s", i, file, a.dev(i))
+			}
 		}
 		checkRoles(t, ctx, inst, a, "Primary", b, "Secondary")
 		if _, err := b.k.Start(ctx, inst); !errors.Is(err, ErrState) || !strings.Contains(fmt.Sprint(err), "drbd-a") {
 			t.Errorf("Start on drbd-b while drbd-a is primary: %v, want ErrState naming drbd-a", err)
 		}
-		writeDirect(t, "/dev/drbd0", markerAt, marker)
+		writeDirect(t, a.dev(0), markerAt, marker)
 		step("2. started on drbd-a (Primary/Secondary), marker written to /dev/drbd0")
 		m := Migration{ID: "drbd-migration-1", PeerNode: a.name}
 		r, err = b.k.MigratePrepare(ctx, inst, m)
@@ -220,27 +241,30 @@ func TestInGuestDRBD(t *testing.T) {
 		must("MigrateFinish on drbd-b", r, err, true)
 		inst.PrimaryNode, inst.SecondaryNodes = b.uuid, []string{a.uuid}
 		checkRoles(t, ctx, inst, a, "Secondary", b, "Primary")
-		if _, file, _ := qemuDrive(t, b.k, inst.UUID, disk); file != "/dev/drbd1" {
-			t.Errorf("qemu on drbd-b has the disk as %q, want /dev/drbd1", file)
+		for i, d := range inst.Disks {
+			if _, file, _ := qemuDrive(t, b.k, inst.UUID, d.UUID); file != b.dev(i) {
+				t.Errorf("qemu on drbd-b has disk %d as %q, want %s", i, file, b.dev(i))
+			}
 		}
 		step("3. live migration drbd-a -> drbd-b: %s; roles Secondary/Primary", sent)
-		if got := readDirect(t, "/dev/drbd1", markerAt, len(marker)); !bytes.Equal(got, marker) {
+		if got := readDirect(t, b.dev(0), markerAt, len(marker)); !bytes.Equal(got, marker) {
 			t.Errorf("drbd-b's /dev/drbd1 reads %q, want the marker %q written on drbd-a", got, marker)
 		}
 		step("3. marker read back on drbd-b")
-		// The running primary's storage replaced (replace-disks -p):
+		// The running primary's storage of the first disk replaced
+		// (replace-disks -p):
 		// the device goes on from its peer meanwhile, resyncs from it,
 		// and the marker is read from the new volume.
 		r, err = b.k.DiskReplace(ctx, inst, disk, "replace-p")
 		must("DiskReplace on drbd-b (the running primary)", r, err, true)
 		took := waitDRBDSync(t, ctx, b, inst)
-		if ds := guestDRBDDisk(t, ctx, b, inst); ds.Generation != "replace-p" || ds.DRBD.Role != "Primary" {
+		if ds := guestDRBDDisk(t, ctx, b, inst, 0); ds.Generation != "replace-p" || ds.DRBD.Role != "Primary" {
 			t.Errorf("drbd-b after the replace: generation %q, role %s; want replace-p, Primary", ds.Generation, ds.DRBD.Role)
 		}
-		if got := readDirect(t, "/dev/drbd1", markerAt, len(marker)); !bytes.Equal(got, marker) {
+		if got := readDirect(t, b.dev(0), markerAt, len(marker)); !bytes.Equal(got, marker) {
 			t.Errorf("drbd-b's /dev/drbd1 reads %q after the replace, want the marker %q", got, marker)
 		}
-		step("3. drbd-b's storage replaced while running: in sync after %s, marker read back", took)
+		step("3. drbd-b's storage of the first disk replaced while running: in sync after %s, marker read back", took)
 		// A migration back, aborted once prepared: the target is
 		// secondary again and two primaries are no longer allowed.
 		m2 := Migration{ID: "drbd-migration-2", PeerNode: b.name}
@@ -253,9 +277,11 @@ func TestInGuestDRBD(t *testing.T) {
 		r, err = a.k.MigrateAbort(ctx, inst, m2)
 		must("MigrateAbort on drbd-a (the target)", r, err, true)
 		checkRoles(t, ctx, inst, a, "Secondary", b, "Primary")
-		if out, err := RunDRBD(ctx, "drbdsetup", "primary", "0"); err == nil {
-			t.Errorf("drbd-a could be made primary beside drbd-b after the aborted migration: two primaries still allowed (%s)", out)
-			drbdsetup(t, ctx, "secondary", "0")
+		for i := range inst.Disks {
+			if out, err := RunDRBD(ctx, "drbdsetup", "primary", strconv.Itoa(a.minor(i))); err == nil {
+				t.Errorf("drbd-a's %s could be made primary beside drbd-b after the aborted migration: two primaries still allowed (%s)", a.dev(i), out)
+				drbdsetup(t, ctx, "secondary", strconv.Itoa(a.minor(i)))
+			}
 		}
 		step("3. a migration back aborted once prepared: Secondary/Primary, two primaries no longer allowed")
 		r, err = b.k.Stop(ctx, inst, StopOptions{Timeout: 10 * time.Second, Force: true})
@@ -265,54 +291,55 @@ func TestInGuestDRBD(t *testing.T) {
 	} else {
 		// No qemu in the guest: the roles switched by hand.
 		step("NOTE: no qemu in the guest: Start, the live migration, the replace on the running primary, the aborted migration and Stop not run; the marker goes over by hand-switched roles")
-		drbdsetup(t, ctx, "primary", "0")
-		writeDirect(t, "/dev/drbd0", markerAt, marker)
-		drbdsetup(t, ctx, "secondary", "0")
-		drbdsetup(t, ctx, "primary", "1")
-		got := readDirect(t, "/dev/drbd1", markerAt, len(marker))
-		drbdsetup(t, ctx, "secondary", "1")
+		drbdsetup(t, ctx, "primary", strconv.Itoa(a.minor(0)))
+		writeDirect(t, a.dev(0), markerAt, marker)
+		drbdsetup(t, ctx, "secondary", strconv.Itoa(a.minor(0)))
+		drbdsetup(t, ctx, "primary", strconv.Itoa(b.minor(0)))
+		got := readDirect(t, b.dev(0), markerAt, len(marker))
+		drbdsetup(t, ctx, "secondary", strconv.Itoa(b.minor(0)))
 		if !bytes.Equal(got, marker) {
 			t.Errorf("drbd-b's /dev/drbd1 reads %q, want the marker %q written on drbd-a", got, marker)
 		}
 		inst.PrimaryNode, inst.SecondaryNodes = b.uuid, []string{a.uuid}
 	}
 
-	// 4. Grown to 64 MiB: the secondary (drbd-a) first, then the
-	// primary (drbd-b), which resizes the device.
+	// 4. The first disk grown to 64 MiB: the secondary (drbd-a) first,
+	// then the primary (drbd-b), which resizes the device.
 	grown := inst
-	grown.Disks = []fsm.Disk{inst.Disks[0]}
+	grown.Disks = slices.Clone(inst.Disks)
 	grown.Disks[0].SizeMiB = 64
 	inst = grown
-	r, err = a.k.DiskGrow(ctx, inst, disk)
+	r, err := a.k.DiskGrow(ctx, inst, disk)
 	must("DiskGrow on drbd-a", r, err, true)
 	r, err = b.k.DiskGrow(ctx, inst, disk)
 	must("DiskGrow on drbd-b", r, err, true)
 	took = waitDRBDSync(t, ctx, b, inst)
 	for _, n := range []*guestDRBDNode{a, b} {
-		if sizes := lvSizes(t, ctx, n.vg); !equalSizes(sizes, 64, fsm.DRBDMetaMiB) {
-			t.Errorf("%s: volumes of %v MiB after growing, want 64 and %d", n.name, sizes, fsm.DRBDMetaMiB)
+		if sizes := lvSizes(t, ctx, n.vg); !equalSizes(sizes, 64, 16, fsm.DRBDMetaMiB, fsm.DRBDMetaMiB) {
+			t.Errorf("%s: volumes of %v MiB after growing, want 64, 16 and twice %d", n.name, sizes, fsm.DRBDMetaMiB)
 		}
-		if sz := drbdSizeMiB(t, n.minor); sz != 64 {
-			t.Errorf("%s: /dev/drbd%d has %d MiB after growing, want 64", n.name, n.minor, sz)
+		for i, want := range []int64{64, 16} {
+			if sz := drbdSizeMiB(t, n.minor(i)); sz != want {
+				t.Errorf("%s: %s has %d MiB after growing, want %d", n.name, n.dev(i), sz, want)
+			}
 		}
-		r, err := n.k.DiskGrow(ctx, inst, disk)
-		must("DiskGrow again on "+n.name, r, err, false)
+		each("DiskGrow again", n, inst, false, n.k.DiskGrow)
 	}
-	step("4. grown to 64 MiB on both, device resized: in sync after %s", took)
+	step("4. first disk grown to 64 MiB on both, its device resized: in sync after %s", took)
 
 	// 5. The secondary's storage replaced: it resyncs from the primary.
 	r, err = a.k.DiskReplace(ctx, inst, disk, "replace-1")
 	must("DiskReplace on drbd-a", r, err, true)
 	took = waitDRBDSync(t, ctx, b, inst)
-	if ds := guestDRBDDisk(t, ctx, a, inst); ds.Generation != "replace-1" {
+	if ds := guestDRBDDisk(t, ctx, a, inst, 0); ds.Generation != "replace-1" {
 		t.Errorf("drbd-a: the disk's generation %q after the replace, want replace-1", ds.Generation)
 	}
-	if sizes := lvSizes(t, ctx, a.vg); !equalSizes(sizes, 64, fsm.DRBDMetaMiB) {
-		t.Errorf("drbd-a: volumes of %v MiB after the replace, want 64 and %d", sizes, fsm.DRBDMetaMiB)
+	if sizes := lvSizes(t, ctx, a.vg); !equalSizes(sizes, 64, 16, fsm.DRBDMetaMiB, fsm.DRBDMetaMiB) {
+		t.Errorf("drbd-a: volumes of %v MiB after the replace, want 64, 16 and twice %d", sizes, fsm.DRBDMetaMiB)
 	}
 	r, err = a.k.DiskReplace(ctx, inst, disk, "replace-1")
 	must("DiskReplace again on drbd-a", r, err, false)
-	step("5. drbd-a's storage replaced: in sync again after %s", took)
+	step("5. drbd-a's storage of the first disk replaced: in sync again after %s", took)
 
 	// 6. A new secondary, drbd-c, as the jobs' replaceSecondary makes
 	// it, but for the order: the old secondary's copy is removed first,
@@ -325,34 +352,28 @@ func TestInGuestDRBD(t *testing.T) {
 	if sizes := lvSizes(t, ctx, a.vg); len(sizes) != 0 {
 		t.Errorf("drbd-a: volumes of %v MiB left after Remove", sizes)
 	}
-	moved := guestDRBDInstance(kernel, b, c, 64)
-	r, err = c.k.DiskCreate(ctx, moved, disk)
-	must("DiskCreate on drbd-c", r, err, true)
+	moved := guestDRBDInstance(kernel, b, c, 64, 16)
+	each("DiskCreate", c, moved, true, c.k.DiskCreate)
 	inst = moved
-	if _, err := b.k.DiskAttach(ctx, inst, disk); err != nil {
-		t.Fatalf("DiskAttach on drbd-b (reconnecting to drbd-c): %v", err)
-	}
+	each("DiskAttach (reconnecting to drbd-c)", b, inst, true, b.k.DiskAttach)
 	took = waitDRBDSync(t, ctx, b, inst)
 	// The attach on the primary node is also activate-disks: the
 	// device is primary there, its path usable (the marker, through
 	// both replaces, read back), until the detach (deactivate-disks).
 	checkRoles(t, ctx, inst, b, "Primary", c, "Secondary")
-	if got := readDirect(t, guestDRBDDisk(t, ctx, b, inst).Path, markerAt, len(marker)); !bytes.Equal(got, marker) {
+	if got := readDirect(t, guestDRBDDisk(t, ctx, b, inst, 0).Path, markerAt, len(marker)); !bytes.Equal(got, marker) {
 		t.Errorf("drbd-b's activated disk reads %q, want the marker %q", got, marker)
 	}
-	r, err = b.k.DiskDetach(ctx, inst, disk)
-	must("DiskDetach on drbd-b", r, err, true)
+	each("DiskDetach", b, inst, true, b.k.DiskDetach)
 	checkRoles(t, ctx, inst, b, "Secondary", c, "Secondary")
 	step("6. new secondary drbd-c: drbd-b reconnected to it (and primary: activated), in sync after %s; marker read back; detached: Secondary/Secondary", took)
-	if got := drbdMinors(t); !slices.Equal(got, []int{1, 2}) {
-		t.Errorf("minors configured: %v, want 1 and 2 (drbd-a's 0 gone)", got)
+	if got, want := drbdMinors(t), []int{b.minor(0), c.minor(0), b.minor(1), c.minor(1)}; !slices.Equal(got, want) {
+		t.Errorf("minors configured: %v, want %v (drbd-a's gone)", got, want)
 	}
 
 	// 7. Removed everywhere: no volumes, no minors.
-	r, err = c.k.DiskRemove(ctx, inst, disk)
-	must("DiskRemove on drbd-c", r, err, true)
-	r, err = c.k.DiskRemove(ctx, inst, disk)
-	must("DiskRemove again on drbd-c", r, err, false)
+	each("DiskRemove", c, inst, true, c.k.DiskRemove)
+	each("DiskRemove again", c, inst, false, c.k.DiskRemove)
 	r, err = b.k.Remove(ctx, inst)
 	must("Remove on drbd-b", r, err, true)
 	for _, n := range nodes {
@@ -366,41 +387,43 @@ func TestInGuestDRBD(t *testing.T) {
 	step("7. removed: no volumes, no minors")
 }
 
-// guestDRBDDisk is the test disk's status on node n, which must have its
-// device.
-func guestDRBDDisk(t *testing.T, ctx context.Context, n *guestDRBDNode, inst fsm.Instance) DiskStatus {
+// guestDRBDDisk is the status of the test's disk i on node n, which must
+// have its device.
+func guestDRBDDisk(t *testing.T, ctx context.Context, n *guestDRBDNode, inst fsm.Instance, i int) DiskStatus {
 	t.Helper()
 	st, err := n.k.Status(ctx, inst)
 	if err != nil {
 		t.Fatalf("%s: status: %v", n.name, err)
 	}
-	ds, ok := st.Disk(inst.Disks[0].UUID)
+	ds, ok := st.Disk(inst.Disks[i].UUID)
 	if !ok || ds.DRBD == nil {
-		t.Fatalf("%s: status has no drbd device for the disk: %+v", n.name, st.Disks)
+		t.Fatalf("%s: status has no drbd device for disk %d: %+v", n.name, i, st.Disks)
 	}
 	return ds
 }
 
-// waitDRBDSync waits, at most 4 minutes, for the disk to be in sync as
+// waitDRBDSync waits, at most 4 minutes, for every disk to be in sync as
 // node n reports it, and returns how long that took.
 func waitDRBDSync(t *testing.T, ctx context.Context, n *guestDRBDNode, inst fsm.Instance) time.Duration {
 	t.Helper()
 	began := time.Now()
 	deadline := began.Add(4 * time.Minute)
-	for {
-		ds := guestDRBDDisk(t, ctx, n, inst)
-		if ds.DRBD.InSync() {
-			return time.Since(began).Round(100 * time.Millisecond)
-		}
-		if time.Now().After(deadline) {
+	for i := 0; i < len(inst.Disks); {
+		ds := guestDRBDDisk(t, ctx, n, inst, i)
+		switch {
+		case ds.DRBD.InSync():
+			i++
+		case time.Now().After(deadline):
 			b, _ := os.ReadFile("/proc/drbd")
-			t.Fatalf("%s: the disk is not in sync after 4 minutes: %+v\n/proc/drbd:\n%s", n.name, *ds.DRBD, b)
+			t.Fatalf("%s: disk %d is not in sync after 4 minutes: %+v\n/proc/drbd:\n%s", n.name, i, *ds.DRBD, b)
+		default:
+			time.Sleep(250 * time.Millisecond)
 		}
-		time.Sleep(250 * time.Millisecond)
 	}
+	return time.Since(began).Round(100 * time.Millisecond)
 }
 
-// checkRoles checks the roles of the disk's device on two nodes, each
+// checkRoles checks the roles of every disk's device on two nodes, each
 // as the node reports it.
 func checkRoles(t *testing.T, ctx context.Context, inst fsm.Instance, n1 *guestDRBDNode, role1 string, n2 *guestDRBDNode, role2 string) {
 	t.Helper()
@@ -408,8 +431,10 @@ func checkRoles(t *testing.T, ctx context.Context, inst fsm.Instance, n1 *guestD
 		n    *guestDRBDNode
 		role string
 	}{{n1, role1}, {n2, role2}} {
-		if d := guestDRBDDisk(t, ctx, c.n, inst).DRBD; d.Role != c.role {
-			t.Errorf("%s: role %s, want %s (%+v)", c.n.name, d.Role, c.role, *d)
+		for i := range inst.Disks {
+			if d := guestDRBDDisk(t, ctx, c.n, inst, i).DRBD; d.Role != c.role {
+				t.Errorf("%s: disk %d's role %s, want %s (%+v)", c.n.name, i, d.Role, c.role, *d)
+			}
 		}
 	}
 }
