@@ -688,7 +688,8 @@ func (f *fakeNodes) takeCalls() string {
 }
 
 // TestStartAssemblesSecondary: activate-disks and every start of a drbd
-// instance on its primary (start, failover's start on the new primary)
+// instance on its primary (start, failover's start on the new primary,
+// reboot)
 // set up the secondary's devices first (disk-attach there), so that a
 // secondary that rebooted resyncs; a secondary that does not answer is a
 // warning and the instance starts.
@@ -707,6 +708,10 @@ func TestStartAssemblesSecondary(t *testing.T) {
 	runOK(t, d, `{"OP_ID":"OP_INSTANCE_FAILOVER","instance_name":"web1"}`)
 	if got := nodes.takeCalls(); !strings.Contains(got, "disk-attach@n2 instance-start@n3") {
 		t.Errorf("failover calls %s: want the new secondary's disks attached before the start on the new primary", got)
+	}
+	runOK(t, d, `{"OP_ID":"OP_INSTANCE_REBOOT","instance_name":"web1","reboot_type":"full"}`)
+	if got := nodes.takeCalls(); !strings.Contains(got, "disk-attach@n2 instance-reboot@n3") {
+		t.Errorf("reboot calls %s: want the secondary's disks attached before the reboot", got)
 	}
 	runOK(t, d, `{"OP_ID":"OP_INSTANCE_SHUTDOWN","instance_name":"web1"}`)
 	nodes.mu.Lock()

@@ -648,6 +648,10 @@ func (e *Executor) rebootStep(o *fsm.OpInstanceReboot) Step {
 		}
 		c := NodeCall{Op: NodeOpReboot, Instance: in, OpID: opID(sc), RebootType: kind}
 		setShutdownTimeout(&c, o.ShutdownTimeout)
+		// A reboot starts an instance that does not run, and a full one
+		// restarts it: the secondary's devices are set up first, as
+		// before any start.
+		e.assembleSecondaries(ctx, sc, in)
 		if _, err := e.call(ctx, sc, node, c); err != nil {
 			return nil, err
 		}
