@@ -216,6 +216,8 @@ func TestInGuestDRBD(t *testing.T) {
 	// device, a live migration to drbd-b, which reads the marker.
 	marker := []byte(fmt.Sprintf("gnt drbd marker %d", time.Now().UnixNano()))
 	const markerAt = 1 << 20
+	marker2 := []byte(fmt.Sprintf("gnt drbd marker from drbd-b %d", time.Now().UnixNano()))
+	const marker2At = 2 << 20
 	if os.Getenv(envGuestQEMU) != "" {
 		r, err := a.k.Start(ctx, inst)
 		must("Start on drbd-a", r, err, true)
@@ -265,6 +267,9 @@ func TestInGuestDRBD(t *testing.T) {
 			t.Errorf("drbd-b's /dev/drbd1 reads %q after the replace, want the marker %q", got, marker)
 		}
 		step("3. drbd-b's storage of the first disk replaced while running: in sync after %s, marker read back", took)
+		// A second marker, written on drbd-b, for drbd-a to read after
+		// a failover.
+		writeDirect(t, b.dev(0), marker2At, marker2)
 		// A migration back, aborted once prepared: the target is
 		// secondary again and two primaries are no longer allowed.
 		m2 := Migration{ID: "drbd-migration-2", PeerNode: b.name}
@@ -288,6 +293,28 @@ func TestInGuestDRBD(t *testing.T) {
 		must("Stop on drbd-b", r, err, true)
 		checkRoles(t, ctx, inst, a, "Secondary", b, "Secondary")
 		step("3. stopped on drbd-b: Secondary/Secondary")
+		// A failover to drbd-a as the jobs make it: the devices set up
+		// on the secondary first (its attach only assembles), then the
+		// new primary started; it reads what drbd-b wrote.
+		inst.PrimaryNode, inst.SecondaryNodes = a.uuid, []string{b.uuid}
+		for i, d := range inst.Disks {
+			if _, err := b.k.DiskAttach(ctx, inst, d.UUID); err != nil {
+				t.Fatalf("DiskAttach of disk %d on drbd-b (the secondary): %v", i, err)
+			}
+		}
+		checkRoles(t, ctx, inst, a, "Secondary", b, "Secondary")
+		r, err = a.k.Start(ctx, inst)
+		must("Start on drbd-a", r, err, true)
+		checkRoles(t, ctx, inst, a, "Primary", b, "Secondary")
+		if got := readDirect(t, a.dev(0), marker2At, len(marker2)); !bytes.Equal(got, marker2) {
+			t.Errorf("drbd-a's %s reads %q after the failover, want the marker %q written on drbd-b", a.dev(0), got, marker2)
+		}
+		r, err = a.k.Stop(ctx, inst, StopOptions{Timeout: 10 * time.Second, Force: true})
+		must("Stop on drbd-a", r, err, true)
+		checkRoles(t, ctx, inst, a, "Secondary", b, "Secondary")
+		// And back to drbd-b, stopped: only the record changes.
+		inst.PrimaryNode, inst.SecondaryNodes = b.uuid, []string{a.uuid}
+		step("3. failover to drbd-a: started there, drbd-b's marker read back; stopped, failed over back to drbd-b")
 	} else {
 		// No qemu in the guest: the roles switched by hand.
 		step("NOTE: no qemu in the guest: Start, the live migration, the replace on the running primary, the aborted migration and Stop not run; the marker goes over by hand-switched roles")
