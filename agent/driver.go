@@ -134,9 +134,11 @@ type Driver interface {
 	// storage. Checks first: not present or not attached → no effect.
 	DiskDetach(ctx context.Context, inst fsm.Instance, disk string) (Result, error)
 	// DiskReplace recreates the disk's local storage and resynchronises
-	// it from its peer (DRBD's replace-disks on this node), once per
-	// opID: an opID already done → no effect. Checks first: not present →
-	// ErrNotFound (use DiskCreate on a new node).
+	// it from its peer (DRBD's replace-disks on this node), once per disk
+	// and opID (the jobs replace each disk of an instance under one
+	// opID): this disk already replaced for opID (its Generation) → no
+	// effect. Checks first: not present → ErrNotFound (use DiskCreate on
+	// a new node).
 	DiskReplace(ctx context.Context, inst fsm.Instance, disk, opID string) (Result, error)
 	// DiskGrow grows the disk's local storage to its configured size
 	// (inst carries the grown size; Ganeti's grow-disk). Checks first:

@@ -381,12 +381,15 @@ func (e *Exec) List(ctx context.Context) ([]Status, error) {
 // (when there is a status script) and the journal whether there is
 // anything to do; then the script runs; then note updates the journal.
 type step struct {
-	op    Op
-	inst  fsm.Instance
-	c     call
-	opID  string // done once per op id when set
-	check func(st *scriptStatus, rec *execRecord) (skip string, err error)
-	note  func(rec *execRecord)
+	op   Op
+	inst fsm.Instance
+	c    call
+	opID string // done once per op id when set
+	// doneID, when set, is what the journal notes done instead of
+	// opID (a disk replace: once per disk and op id).
+	doneID string
+	check  func(st *scriptStatus, rec *execRecord) (skip string, err error)
+	note   func(rec *execRecord)
 }
 
 func (e *Exec) do(ctx context.Context, s step) (Result, error) {
@@ -414,7 +417,11 @@ func (e *Exec) do(ctx context.Context, s step) (Result, error) {
 		rec.LastOp = lastOp(s.op, s.opID, e.cfg.Now(), changed, failure)
 		e.store.save(s.inst.UUID, &rec)
 	}
-	if s.opID != "" && opDone(rec.DoneOps, s.op, s.opID) {
+	done := s.opID
+	if s.doneID != "" {
+		done = s.doneID
+	}
+	if done != "" && opDone(rec.DoneOps, s.op, done) {
 		journal(false, nil)
 		return Result{Output: fmt.Sprintf("already done for %s", s.opID)}, nil
 	}
@@ -455,7 +462,7 @@ func (e *Exec) do(ctx context.Context, s step) (Result, error) {
 		journal(false, err)
 		return Result{}, err
 	}
-	rec.DoneOps = noteDone(rec.DoneOps, s.op, s.opID)
+	rec.DoneOps = noteDone(rec.DoneOps, s.op, done)
 	if s.note != nil {
 		s.note(&rec)
 	}
@@ -645,7 +652,7 @@ func (e *Exec) DiskReplace(ctx context.Context, inst fsm.Instance, disk, opID st
 	if err != nil {
 		return Result{}, err
 	}
-	return e.do(ctx, step{op: OpDiskReplace, inst: inst, opID: opID, c: call{Disk: disk, env: diskEnv(i, disk)},
+	return e.do(ctx, step{op: OpDiskReplace, inst: inst, opID: opID, doneID: opID + "/" + disk, c: call{Disk: disk, env: diskEnv(i, disk)},
 		check: func(st *scriptStatus, _ *execRecord) (string, error) {
 			if st == nil {
 				return "", nil

@@ -124,6 +124,8 @@ func TestExecLifecycle(t *testing.T) {
 		t.Fatalf("reboot with a negative timeout: %v", err)
 	}
 	twice("disk-replace", func() (Result, error) { return e.DiskReplace(ctx, inst, disk1, "replace-1") })
+	// Each disk once per op id: the jobs replace every disk under one.
+	twice("disk-replace of the other disk", func() (Result, error) { return e.DiskReplace(ctx, inst, disk0, "replace-1") })
 	twice("disk-detach", func() (Result, error) { return e.DiskDetach(ctx, inst, disk1) })
 	twice("disk-attach", func() (Result, error) { return e.DiskAttach(ctx, inst, disk1) })
 	if _, err := e.DiskRemove(ctx, inst, disk1); !errors.Is(err, ErrState) {

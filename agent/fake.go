@@ -655,13 +655,14 @@ func (f *Fake) DiskReplace(ctx context.Context, inst fsm.Instance, disk, opID st
 		return Result{}, err
 	}
 	return f.mutate(ctx, OpDiskReplace, inst, opID, func(rec **fakeRecord) (bool, string, error) {
-		r := *rec
-		if r.done(OpDiskReplace, opID) {
-			return false, "already replaced for " + opID, nil
-		}
-		d := r.disk(disk)
+		d := (*rec).disk(disk)
 		if d == nil {
 			return false, "", notFound("disk %s is not present on this node", disk)
+		}
+		// Once per disk: the jobs replace every disk of the instance
+		// under one op id.
+		if d.Generation == opID {
+			return false, "disk " + disk + " already replaced for " + opID, nil
 		}
 		d.Generation = opID
 		return true, "replaced disk " + disk + " and resynchronised it", nil

@@ -226,6 +226,13 @@ func TestFakeSurvivesRestart(t *testing.T) {
 	if must(t, "replace again")(g.DiskReplace(ctx, inst, disk1, "replace-1")) {
 		t.Fatal("a replace done before the restart was done again")
 	}
+	// Each disk once per op id: the jobs replace every disk under one.
+	if !must(t, "replace of the other disk")(g.DiskReplace(ctx, inst, disk0, "replace-1")) {
+		t.Fatal("the other disk's replace under the same op id did nothing")
+	}
+	if d, _ := mustStatus(t, g, inst).Disk(disk0); d.Generation != "replace-1" {
+		t.Fatalf("the other disk's generation: %+v", d)
+	}
 	if _, err := os.Stat(filepath.Join(dir, inst.UUID+".json.tmp")); !os.IsNotExist(err) {
 		t.Fatalf("temporary file left: %v", err)
 	}

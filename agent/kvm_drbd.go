@@ -872,8 +872,10 @@ func (k *KVM) drbdReplace(ctx context.Context, inst fsm.Instance, cd fsm.Disk, o
 	}
 	return k.mutate(ctx, OpDiskReplace, inst, opID, func(rec **kvmRecord) (bool, string, error) {
 		r := *rec
-		if r.done(OpDiskReplace, opID) {
-			return false, "already replaced for " + opID, nil
+		// Once per disk: the jobs replace every disk of the instance
+		// under one op id.
+		if rd := r.disk(d.uuid); rd != nil && rd.Generation == opID {
+			return false, "disk " + d.uuid + " already replaced for " + opID, nil
 		}
 		vg, err := k.volumeGroup()
 		if err != nil {

@@ -847,3 +847,43 @@ func TestKVMDRBDParams(t *testing.T) {
 		t.Errorf("lvcreate ran with %q, want %q", lvcreates, want)
 	}
 }
+
+// TestKVMDRBDReplaceEachDisk: the jobs replace every disk of an instance
+// under one op id; each disk is replaced once for it, the second disk
+// too.
+func TestKVMDRBDReplaceEachDisk(t *testing.T) {
+	ctx := context.Background()
+	ns, inst, disk := twoDRBDNodes(t, 0)
+	second := fsm.Disk{UUID: "0d15c000-0000-4000-8000-0000000d7bd1", SizeMiB: 32, Mode: "rw",
+		DRBD: &fsm.DRBDLogicalID{Port: 11001, Secret: drbdSecret, Ends: []fsm.DRBDEnd{end("n1", 1), end("n2", 2)}}}
+	inst.Disks = append(inst.Disks, second)
+	for _, n := range []*drbdNode{ns[1], ns[0]} {
+		for _, d := range inst.Disks {
+			if _, err := n.k.DiskCreate(ctx, inst, d.UUID); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	n2 := ns[1]
+	for _, d := range []string{disk, second.UUID} {
+		r, err := n2.k.DiskReplace(ctx, inst, d, "job1-op0")
+		if err != nil || !r.Changed {
+			t.Errorf("replace of disk %s: %+v %v", d, r, err)
+		}
+	}
+	st, err := n2.k.Status(ctx, inst)
+	if err != nil || len(st.Disks) != 2 {
+		t.Fatalf("status: %+v %v", st, err)
+	}
+	for _, d := range st.Disks {
+		if d.Generation != "job1-op0" || d.DRBD == nil || !d.DRBD.InSync() {
+			t.Errorf("disk %s after the replace: %+v %+v", d.UUID, d, d.DRBD)
+		}
+	}
+	n2.drbd.took()
+	n2.lvm.took()
+	for _, d := range []string{disk, second.UUID} {
+		r, err := n2.k.DiskReplace(ctx, inst, d, "job1-op0")
+		drbdStep(t, "replace again of disk "+d, n2, r, err, false, nil)
+	}
+}
