@@ -435,7 +435,10 @@ func (k *KVM) drbdAssemble(ctx context.Context, op Op, inst fsm.Instance, d drbd
 
 // drbdPrimary makes the device primary here, refusing (ErrState) while
 // the peer is primary unless two primaries are what is asked (a
-// migration's target).
+// migration's target), and refusing two primaries unless both sides are
+// connected and up to date (drbdTwoReady). A single primary on a device
+// that is not connected stays allowed: the failover of a dead primary
+// (the jobs check the disks' consistency before).
 func (k *KVM) drbdPrimary(ctx context.Context, op Op, d drbdDisk, dev drbdDevice, two bool) (bool, error) {
 	if dev.proc.Role == "Primary" {
 		return false, nil
@@ -443,11 +446,30 @@ func (k *KVM) drbdPrimary(ctx context.Context, op Op, d drbdDisk, dev drbdDevice
 	if dev.proc.PeerRole == "Primary" && !two {
 		return false, stateErr("disk %s (DRBD minor %d) is primary on the peer node %s; stop the instance there first", d.uuid, d.minor, d.peerName)
 	}
+	if two {
+		if err := drbdTwoReady(d, dev); err != nil {
+			return false, err
+		}
+	}
 	if dev.proc.Disk != fsm.DRBDUpToDate && dev.proc.PeerDisk != fsm.DRBDUpToDate {
 		return false, stateErr("disk %s (DRBD minor %d) has no up-to-date data on either node (here %s, on %s %s)",
 			d.uuid, d.minor, dev.proc.Disk, d.peerName, dev.proc.PeerDisk)
 	}
 	return true, k.drbdDo(ctx, op, "drbdsetup", "primary", d.m())
+}
+
+// drbdTwoReady refuses (ErrState, naming the states) a migration's
+// second primary unless the device is connected and both sides up to
+// date: a device disconnected (a secondary back from a reboot reports
+// its old data UpToDate) or resyncing would run the guest on stale data
+// and split the brain once the link comes up.
+func drbdTwoReady(d drbdDisk, dev drbdDevice) error {
+	p := dev.proc
+	if p.Connection == "Connected" && p.Disk == fsm.DRBDUpToDate && p.PeerDisk == fsm.DRBDUpToDate {
+		return nil
+	}
+	return stateErr("disk %s (DRBD minor %d) is %s, %s here and %s on %s; a live migration needs it Connected and UpToDate on both nodes (wait for the resync)",
+		d.uuid, d.minor, orUnknown(p.Connection), orUnknown(p.Disk), orUnknown(p.PeerDisk), d.peerName)
 }
 
 // drbdSecondary makes the device secondary here (it is not running).
@@ -502,6 +524,13 @@ func (k *KVM) drbdActivate(ctx context.Context, op Op, inst fsm.Instance) error 
 		_, dev, err := k.drbdAssemble(ctx, op, inst, d)
 		if err != nil {
 			return err
+		}
+		if two && dev.proc.Role != "Primary" {
+			// Checked before two primaries are allowed, so that a
+			// refused preparation leaves the connection as it was.
+			if err := drbdTwoReady(d, dev); err != nil {
+				return err
+			}
 		}
 		if two {
 			if _, err := k.drbdTwoPrimaries(ctx, op, d, dev, true); err != nil {
@@ -931,7 +960,10 @@ func orUnknown(s string) string {
 }
 
 // drbdStatus is what /proc/drbd says of a configured drbd disk's minor
-// here (nil: not set up, or not known).
+// here, for a disk whose volumes are present: a minor not set up (the
+// node rebooted, or the device was taken down) is Unconfigured, with no
+// roles or disk states, so that the jobs see the disk degraded (nil:
+// the disk's logical id gives this node no minor).
 func (k *KVM) drbdStatus(inst fsm.Instance, disk string, p ProcDRBD) *fsm.DRBDDevice {
 	d, err := k.drbdByID(inst, disk)
 	if err != nil {
@@ -939,7 +971,7 @@ func (k *KVM) drbdStatus(inst fsm.Instance, disk string, p ProcDRBD) *fsm.DRBDDe
 	}
 	dev, ok := p.Devices[d.minor]
 	if !ok || dev.Connection == DRBDUnconfigured {
-		return nil
+		return &fsm.DRBDDevice{Minor: d.minor, Connection: DRBDUnconfigured}
 	}
 	return &dev
 }

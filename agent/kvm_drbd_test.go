@@ -88,6 +88,9 @@ func (n *fakeDRBDNet) settle() {
 		for _, m := range f.minors {
 			if p := m.peerMinor; p != nil && m.disk != "" && p.disk != "" && m.ds == "Inconsistent" && p.ds == fsm.DRBDUpToDate {
 				m.ds = fsm.DRBDUpToDate // an instant resync
+				if m.meta != "" {
+					f.md[m.meta] = fsm.DRBDUpToDate // as the metadata says after
+				}
 			}
 		}
 	}
@@ -886,4 +889,83 @@ func TestKVMDRBDReplaceEachDisk(t *testing.T) {
 		r, err := n2.k.DiskReplace(ctx, inst, d, "job1-op0")
 		drbdStep(t, "replace again of disk "+d, n2, r, err, false, nil)
 	}
+}
+
+// TestKVMDRBDStaleSecondary: a secondary whose device is down (a reboot)
+// reports it Unconfigured, not absent; a migration to a secondary that is
+// not connected and up to date on both sides is refused before two
+// primaries are allowed, naming the states; a single primary on a
+// disconnected device stays allowed (the failover of a dead primary).
+func TestKVMDRBDStaleSecondary(t *testing.T) {
+	ctx := context.Background()
+	ns, inst, disk := twoDRBDNodes(t, 0)
+	n1, n2 := ns[0], ns[1]
+	for _, n := range []*drbdNode{n1, n2} {
+		if _, err := n.k.DiskCreate(ctx, inst, disk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n1.drbd.set(0, func(m *fakeMinor) { m.role = "Primary" }) // the instance runs on n1
+	// n2 reboots: its minor is gone, its volumes stay.
+	if _, err := n2.drbd.run(ctx, "drbdsetup", "down", "resource1"); err != nil {
+		t.Fatal(err)
+	}
+	st, err := n2.k.Status(ctx, inst)
+	want := fsm.DRBDDevice{Minor: 1, Connection: DRBDUnconfigured}
+	if err != nil || len(st.Disks) != 1 || st.Disks[0].DRBD == nil || *st.Disks[0].DRBD != want {
+		t.Fatalf("status of the rebooted secondary: %+v %v, want its disk's DRBD %+v", st, err, want)
+	}
+	if st.Disks[0].DRBD.LocalOK() {
+		t.Error("an unconfigured device reports its disk OK")
+	}
+
+	// The primary lost its link meanwhile: the migration's target sets
+	// its device up and connects, but is not allowed a second primary.
+	n1.drbd.set(0, func(m *fakeMinor) { m.peer = "" })
+	n2.drbd.took()
+	n2.lvm.took()
+	_, err = n2.k.MigratePrepare(ctx, inst, Migration{ID: "m1", PeerNode: "n1"})
+	if !errors.Is(err, ErrState) || !strings.Contains(err.Error(), "WFConnection, UpToDate here and DUnknown on n1") {
+		t.Errorf("migration to a disconnected secondary: %v", err)
+	}
+	drbdStep(t, "refused migration", n2, Result{}, nil, false, assembleCmds(n2, inst, 1, 2, 1, 64)[:7])
+	if st := n2.drbd.state(t, 1); st.Role != "Secondary" {
+		t.Errorf("after the refused migration: %+v", st)
+	}
+	if got := n2.drbd.minors[1].two; got {
+		t.Error("two primaries allowed after the refused migration")
+	}
+
+	// Connected, but the secondary's data outdated: refused too.
+	n1.drbd.set(0, func(m *fakeMinor) { m.peer = "ipv4:127.0.0.2:11000" })
+	n2.drbd.set(1, func(m *fakeMinor) { m.ds = "Outdated" })
+	n2.drbd.took()
+	_, err = n2.k.MigratePrepare(ctx, inst, Migration{ID: "m1", PeerNode: "n1"})
+	if !errors.Is(err, ErrState) || !strings.Contains(err.Error(), "Connected, Outdated here and UpToDate on n1") {
+		t.Errorf("migration to an outdated secondary: %v", err)
+	}
+	drbdStep(t, "refused migration", n2, Result{}, nil, false, nil)
+
+	// In sync: the target becomes the second primary.
+	n2.drbd.set(1, func(m *fakeMinor) { m.ds = fsm.DRBDUpToDate })
+	n2.drbd.took()
+	if err := n2.k.drbdActivate(ctx, OpMigratePrepare, inst); err != nil {
+		t.Fatal(err)
+	}
+	drbdStep(t, "migration to a secondary in sync", n2, Result{}, nil, false,
+		[]string{"drbdsetup net-options ipv4:127.0.0.2:11000 ipv4:127.0.0.1:11000 --allow-two-primaries=yes", "drbdsetup primary 1"})
+	n2.drbd.set(1, func(m *fakeMinor) { m.role = "Secondary"; m.two = false })
+	n1.drbd.set(0, func(m *fakeMinor) { m.role = "Secondary"; m.two = false })
+
+	// The primary node dead (its link down): the failover's start on n2
+	// makes the disconnected device primary (qemu is missing here, so
+	// the start fails after it, and demotes it again).
+	n1.drbd.set(0, func(m *fakeMinor) { m.peer = "" })
+	n2.drbd.took()
+	failover := inst
+	failover.PrimaryNode, failover.SecondaryNodes = "uuid-n2", []string{"uuid-n1"}
+	if _, err := n2.k.Start(ctx, failover); err == nil || !strings.Contains(err.Error(), "qemu") {
+		t.Errorf("start on the disconnected secondary: %v", err)
+	}
+	drbdStep(t, "failover's start", n2, Result{}, nil, false, []string{"drbdsetup primary 1", "drbdsetup secondary 1"})
 }
