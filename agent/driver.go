@@ -128,10 +128,17 @@ type Driver interface {
 	DiskRemove(ctx context.Context, inst fsm.Instance, disk string) (Result, error)
 	// DiskAttach connects a present disk to the instance (hot-plugged
 	// when it runs). Checks first: attached → no effect; not present →
-	// ErrNotFound.
+	// ErrNotFound. A drbd disk on a node that is not the instance's
+	// primary (and where it does not run) is only assembled there: its
+	// device set up, attached to its volumes, connected to the peer,
+	// secondary; the disk is not marked attached.
 	DiskAttach(ctx context.Context, inst fsm.Instance, disk string) (Result, error)
 	// DiskDetach disconnects the disk from the instance, keeping its
-	// storage. Checks first: not present or not attached → no effect.
+	// storage. Checks first: not present or not attached → no effect. A
+	// drbd disk on a node that is not the instance's primary (and where
+	// it does not run), or whose logical id no longer names the node,
+	// has its device taken down there, its volumes kept (DiskRemove
+	// removes them).
 	DiskDetach(ctx context.Context, inst fsm.Instance, disk string) (Result, error)
 	// DiskReplace recreates the disk's local storage and resynchronises
 	// it from its peer (DRBD's replace-disks on this node), once per disk

@@ -1294,9 +1294,20 @@ func (k *KVM) DiskAttach(ctx context.Context, inst fsm.Instance, disk string) (R
 		d := r.noteDisk(disk, sz)
 		reconnected := ""
 		if inst.DiskTemplate == fsm.DTDrbd {
-			out, running, err := k.drbdAttach(ctx, inst, disk)
+			out, running, secondary, err := k.drbdAttach(ctx, inst, disk)
 			if err != nil {
 				return false, "", err
+			}
+			if secondary {
+				// Not the instance's primary node: the device
+				// assembled (a node back from a reboot resyncs),
+				// attached to nothing here.
+				was := d.Attached
+				d.Attached = false
+				if out == "" {
+					return was, "disk " + disk + "'s device is set up already (secondary here)", nil
+				}
+				return true, out + " (secondary here)", nil
 			}
 			if d.Attached && out != "" && !running {
 				return true, out, nil
@@ -1387,6 +1398,29 @@ func (k *KVM) DiskDetach(ctx context.Context, inst fsm.Instance, disk string) (R
 	return k.mutate(ctx, OpDiskDetach, inst, "", func(rec **kvmRecord) (bool, string, error) {
 		r := *rec
 		d := r.disk(disk)
+		if inst.DiskTemplate == fsm.DTDrbd && k.pid(inst.UUID) == 0 {
+			// Not the instance's primary node (or no longer in the
+			// disk's logical id): the device goes down, the volumes
+			// stay.
+			off, err := k.drbdOffPrimary(inst, r, disk)
+			if err != nil {
+				return false, "", err
+			}
+			if off {
+				was := d != nil && d.Attached
+				if d != nil {
+					d.Attached = false
+				}
+				down, err := k.drbdShutdown(ctx, inst, r, disk)
+				if err != nil {
+					return false, "", err
+				}
+				if !down {
+					return was, "disk " + disk + "'s device is not set up here (not the primary node)", nil
+				}
+				return true, "took disk " + disk + "'s device down here (not the primary node); its volumes stay", nil
+			}
+		}
 		if d == nil || !d.Attached {
 			if _, _, err := configDisk(inst, disk); err == nil && inst.DiskTemplate == fsm.DTDrbd && k.pid(inst.UUID) == 0 {
 				// Not attached, but its device may be primary (a

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gnt-cluster/gnt/fsm"
 )
@@ -380,9 +381,17 @@ func showAddr(s string) string { return strings.Replace(s, " ", ":", 1) }
 // peer. It reports what it did ("" for nothing) and the device's state
 // after.
 func (k *KVM) drbdAssemble(ctx context.Context, op Op, inst fsm.Instance, d drbdDisk) (string, drbdDevice, error) {
-	dev, err := k.drbdLook(ctx, op, d)
+	out, _, dev, err := k.drbdAssembleParts(ctx, op, d, true)
+	return out, dev, err
+}
+
+// drbdAssembleParts is drbdAssemble, attaching the volumes only with
+// attach (a replace sets up and connects a device without its old
+// volumes); connected says whether it connected the device.
+func (k *KVM) drbdAssembleParts(ctx context.Context, op Op, d drbdDisk, attach bool) (out string, connected bool, dev drbdDevice, err error) {
+	dev, err = k.drbdLook(ctx, op, d)
 	if err != nil {
-		return "", dev, err
+		return "", false, dev, err
 	}
 	var did []string
 	if !dev.ok {
@@ -390,14 +399,14 @@ func (k *KVM) drbdAssemble(ctx context.Context, op Op, inst fsm.Instance, d drbd
 		// goes first; down of an unknown resource does nothing.
 		for _, args := range [][]string{{"down", d.res}, {"new-resource", d.res}, {"new-minor", d.res, d.m(), "0"}} {
 			if err := k.drbdDo(ctx, op, "drbdsetup", args...); err != nil {
-				return "", dev, err
+				return "", false, dev, err
 			}
 		}
 		did = append(did, "set up minor "+d.m())
 	}
-	if dev.show.Disk == "" {
+	if attach && dev.show.Disk == "" {
 		if err := k.activateLVs(ctx, op, true, d.data, d.meta); err != nil {
-			return "", dev, err
+			return "", false, dev, err
 		}
 		for _, c := range []struct {
 			tool string
@@ -408,29 +417,52 @@ func (k *KVM) drbdAssemble(ctx context.Context, op Op, inst fsm.Instance, d drbd
 			{"drbdsetup", append([]string{"disk-options", d.m()}, d.syncOpts...)},
 		} {
 			if err := k.drbdDo(ctx, op, c.tool, c.args...); err != nil {
-				return "", dev, err
+				return "", false, dev, err
 			}
 		}
 		did = append(did, "attached "+d.data)
 	}
 	if dev.show.Peer != "" && (showAddr(dev.show.Peer) != d.peer || showAddr(dev.show.Local) != d.local) {
 		if err := k.drbdDo(ctx, op, "drbdsetup", "disconnect", showAddr(dev.show.Local), showAddr(dev.show.Peer)); err != nil {
-			return "", dev, err
+			return "", false, dev, err
 		}
 		did = append(did, "disconnected from "+showAddr(dev.show.Peer))
 		dev.show.Peer = ""
 	}
 	if dev.show.Peer == "" {
 		if err := k.drbdDo(ctx, op, "drbdsetup", append([]string{"connect", d.res, d.local, d.peer}, d.netOpts...)...); err != nil {
-			return "", dev, err
+			return "", false, dev, err
 		}
 		did = append(did, "connected to "+d.peerName+" ("+d.peer+")")
+		connected = true
 	}
 	if len(did) == 0 {
-		return "", dev, nil
+		return "", false, dev, nil
 	}
 	dev, err = k.drbdLook(ctx, op, d)
-	return fmt.Sprintf("disk %s (minor %d): %s", d.uuid, d.minor, strings.Join(did, ", ")), dev, err
+	return fmt.Sprintf("disk %s (minor %d): %s", d.uuid, d.minor, strings.Join(did, ", ")), connected, dev, err
+}
+
+// drbdConnectWait bounds how long an operation that needs the peer's
+// state waits for a device it just connected to reach its peer.
+const drbdConnectWait = 15 * time.Second
+
+// drbdAwaitPeer waits, at most drbdConnectWait, while the device it just
+// connected is still looking for its peer (connect returns before the
+// handshake), and returns its state then.
+func (k *KVM) drbdAwaitPeer(ctx context.Context, op Op, d drbdDisk, dev drbdDevice) (drbdDevice, error) {
+	deadline := time.Now().Add(drbdConnectWait)
+	for dev.ok && (dev.proc.Connection == "WFConnection" || dev.proc.Connection == "WFReportParams" || dev.proc.Connection == "Unconnected") &&
+		time.Now().Before(deadline) {
+		if err := sleep(ctx, 100*time.Millisecond); err != nil {
+			return dev, &OpError{Op: op, Err: err}
+		}
+		var err error
+		if dev, err = k.drbdLook(ctx, op, d); err != nil {
+			return dev, err
+		}
+	}
+	return dev, nil
 }
 
 // drbdPrimary makes the device primary here, refusing (ErrState) while
@@ -705,27 +737,8 @@ func (k *KVM) drbdVolumes(ctx context.Context, op Op, inst fsm.Instance, d drbdD
 // whose configuration no longer gives this node's minor has its device
 // found by its data volume (drbdFind).
 func (k *KVM) drbdRemove(ctx context.Context, op Op, inst fsm.Instance, r *kvmRecord, disk string, sizes *diskSizes) (bool, error) {
-	var d drbdDisk
-	var dev drbdDevice
-	cd, configured := drbdConfigDisk(inst, r, disk)
-	var err error
-	if configured {
-		d, err = k.drbdOf(inst, cd)
-	}
-	switch {
-	case configured && err == nil:
-		if dev, err = k.drbdLook(ctx, op, d); err != nil {
-			return false, err
-		}
-	case !configured || errors.Is(err, ErrInvalid):
-		// A disk no longer configured, or whose logical id does not
-		// name this node's end (an old secondary removed after the
-		// record changed): its minor is the one whose device holds its
-		// data volume, if any, so that nothing is left behind.
-		if d, dev, err = k.drbdFind(ctx, op, inst, disk); err != nil {
-			return false, err
-		}
-	default:
+	d, dev, err := k.drbdLocate(ctx, op, inst, r, disk)
+	if err != nil {
 		return false, err
 	}
 	changed := false
@@ -755,6 +768,28 @@ func (k *KVM) drbdRemove(ctx context.Context, op Op, inst fsm.Instance, r *kvmRe
 		changed = true
 	}
 	return changed, nil
+}
+
+// drbdLocate is a drbd disk as this node drives it and its device's
+// state, for taking it down. A disk no longer configured, or whose
+// logical id does not name this node's end (an old secondary after the
+// record changed), has the minor whose device holds its data volume, if
+// any, so that nothing is left behind.
+func (k *KVM) drbdLocate(ctx context.Context, op Op, inst fsm.Instance, r *kvmRecord, disk string) (drbdDisk, drbdDevice, error) {
+	cd, configured := drbdConfigDisk(inst, r, disk)
+	if !configured {
+		return k.drbdFind(ctx, op, inst, disk)
+	}
+	d, err := k.drbdOf(inst, cd)
+	switch {
+	case err == nil:
+		dev, err := k.drbdLook(ctx, op, d)
+		return d, dev, err
+	case errors.Is(err, ErrInvalid):
+		return k.drbdFind(ctx, op, inst, disk)
+	default:
+		return drbdDisk{}, drbdDevice{}, err
+	}
 }
 
 // drbdFind finds the minor whose device holds the data volume of an
@@ -891,9 +926,11 @@ func (k *KVM) drbdSize(minor int) (int64, error) {
 	return n >> 11, nil
 }
 
-// drbdReplace implements DiskReplace for a drbd disk: the local volumes
-// detached, made anew with new metadata, and attached again, so that the
-// device resyncs from its peer, which must be connected and up to date.
+// drbdReplace implements DiskReplace for a drbd disk: the device set up
+// and connected when it is not (a node back from a reboot), then the
+// local volumes detached, made anew with new metadata, and attached
+// again, so that the device resyncs from its peer, which must be
+// connected and up to date.
 func (k *KVM) drbdReplace(ctx context.Context, inst fsm.Instance, cd fsm.Disk, opID string) (Result, error) {
 	d, err := k.drbdOf(inst, cd)
 	if err != nil {
@@ -917,9 +954,17 @@ func (k *KVM) drbdReplace(ctx context.Context, inst fsm.Instance, cd fsm.Disk, o
 		if sz, _ := lvLookup(lvs, d.data); sz < 0 && r.disk(d.uuid) == nil {
 			return false, "", notFound("disk %s is not present on this node", d.uuid)
 		}
-		dev, err := k.drbdLook(ctx, OpDiskReplace, d)
+		// The device set up and connected first (not its old volumes:
+		// they are replaced), so that a node back from a reboot sees
+		// its peer.
+		_, connected, dev, err := k.drbdAssembleParts(ctx, OpDiskReplace, d, false)
 		if err != nil {
 			return false, "", err
+		}
+		if connected {
+			if dev, err = k.drbdAwaitPeer(ctx, OpDiskReplace, d, dev); err != nil {
+				return false, "", err
+			}
 		}
 		if dev.proc.PeerDisk != fsm.DRBDUpToDate {
 			return false, "", stateErr("disk %s (DRBD minor %d): the peer %s's disk is %s (connection %s); replacing this node's needs an up-to-date peer to resync from",
@@ -981,27 +1026,30 @@ func (k *KVM) drbdStatus(inst fsm.Instance, disk string, p ProcDRBD) *fsm.DRBDDe
 // makes it primary: before qemu takes it, or for activate-disks, whose
 // path is then usable (as Ganeti's activate-disks assembles the primary
 // as primary; deactivate-disks, DiskDetach, makes it secondary again).
-// It says what it did and whether qemu runs.
-func (k *KVM) drbdAttach(ctx context.Context, inst fsm.Instance, disk string) (string, bool, error) {
+// Elsewhere (a secondary) it only assembles: secondary says so, and the
+// disk is not attached to anything there. It says what it did and
+// whether qemu runs.
+func (k *KVM) drbdAttach(ctx context.Context, inst fsm.Instance, disk string) (out string, running, secondary bool, err error) {
 	d, err := k.drbdByID(inst, disk)
 	if err != nil {
-		return "", false, err
+		return "", false, false, err
 	}
 	out, dev, err := k.drbdAssemble(ctx, OpDiskAttach, inst, d)
 	if err != nil {
-		return "", false, err
+		return "", false, false, err
 	}
-	running := k.pid(inst.UUID) != 0
-	if running || d.primary {
-		promoted, err := k.drbdPrimary(ctx, OpDiskAttach, d, dev, false)
-		if err != nil {
-			return "", running, err
-		}
-		if promoted {
-			out = strings.TrimPrefix(out+"; primary", "; ")
-		}
+	running = k.pid(inst.UUID) != 0
+	if !running && !d.primary {
+		return out, false, true, nil
 	}
-	return out, running, nil
+	promoted, err := k.drbdPrimary(ctx, OpDiskAttach, d, dev, false)
+	if err != nil {
+		return "", running, false, err
+	}
+	if promoted {
+		out = strings.TrimPrefix(out+"; primary", "; ")
+	}
+	return out, running, false, nil
 }
 
 // drbdDetach makes a detached drbd disk secondary here, saying whether
@@ -1016,4 +1064,53 @@ func (k *KVM) drbdDetach(ctx context.Context, inst fsm.Instance, disk string) (b
 		return false, err
 	}
 	return k.drbdSecondary(ctx, OpDiskDetach, d, dev)
+}
+
+// drbdOffPrimary tells whether this node is not the drbd instance's
+// primary node for the disk: its logical id gives this node the end of
+// the secondary, or no end at all (an old secondary after the record
+// changed). Other errors of the logical id are returned.
+func (k *KVM) drbdOffPrimary(inst fsm.Instance, r *kvmRecord, disk string) (bool, error) {
+	cd, ok := drbdConfigDisk(inst, r, disk)
+	if !ok {
+		return true, nil
+	}
+	d, err := k.drbdOf(inst, cd)
+	if errors.Is(err, ErrInvalid) && k.drbdNoEnd(cd) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return !d.primary, nil
+}
+
+// drbdNoEnd tells whether the disk's logical id has no end for this node.
+func (k *KVM) drbdNoEnd(cd fsm.Disk) bool {
+	if cd.DRBD == nil {
+		return false
+	}
+	for _, e := range cd.DRBD.Ends {
+		if e.Name == k.cfg.Node {
+			return false
+		}
+	}
+	return true
+}
+
+// drbdShutdown takes a drbd disk's device down on a node that is not the
+// instance's primary (DiskDetach there: the jobs drop an old secondary
+// before the new one is synced, and deactivate-disks shuts every node's
+// devices down, as Ganeti does), keeping its volumes. The device is found
+// by its data volume when the logical id no longer names this node. It
+// says whether it took a device down.
+func (k *KVM) drbdShutdown(ctx context.Context, inst fsm.Instance, r *kvmRecord, disk string) (bool, error) {
+	d, dev, err := k.drbdLocate(ctx, OpDiskDetach, inst, r, disk)
+	if err != nil {
+		return false, err
+	}
+	if !dev.ok {
+		return false, nil
+	}
+	return true, k.drbdDo(ctx, OpDiskDetach, "drbdsetup", "down", d.res)
 }

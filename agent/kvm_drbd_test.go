@@ -789,8 +789,10 @@ func TestKVMDRBDRemoveUnconfigured(t *testing.T) {
 		if _, err := n1.k.DiskCreate(ctx, inst, disk); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := n1.k.DiskDetach(ctx, c.config, disk); err != nil && c.config.Disks == nil {
-			t.Fatal(err)
+		if c.config.Disks == nil {
+			if _, err := n1.k.DiskDetach(ctx, c.config, disk); err != nil {
+				t.Fatal(err)
+			}
 		}
 		n1.drbd.took()
 		n1.lvm.took()
@@ -968,4 +970,94 @@ func TestKVMDRBDStaleSecondary(t *testing.T) {
 		t.Errorf("start on the disconnected secondary: %v", err)
 	}
 	drbdStep(t, "failover's start", n2, Result{}, nil, false, []string{"drbdsetup primary 1", "drbdsetup secondary 1"})
+}
+
+// TestKVMDRBDSecondaryAttachDetach: on a node that is not the instance's
+// primary, an attach only assembles the device (a secondary back from a
+// reboot is set up, connected, resyncs) and does not attach the disk; a
+// detach takes the device down and keeps the volumes, also when the
+// logical id no longer names the node (an old secondary dropped before
+// its replacement is synced), whose remove afterwards removes the
+// volumes. A replace on a node whose device is down sets it up and
+// connects before it looks at the peer.
+func TestKVMDRBDSecondaryAttachDetach(t *testing.T) {
+	ctx := context.Background()
+	ns, inst, disk := twoDRBDNodes(t, 0)
+	n1, n2 := ns[0], ns[1]
+	for _, n := range []*drbdNode{n2, n1} {
+		if _, err := n.k.DiskCreate(ctx, inst, disk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lv := lvName(inst.UUID, disk)
+	reboot := func() {
+		t.Helper()
+		if _, err := n2.drbd.run(ctx, "drbdsetup", "down", "resource1"); err != nil {
+			t.Fatal(err)
+		}
+		n2.drbd.took()
+		n2.lvm.took()
+	}
+
+	// The secondary rebooted: its attach sets the device up and
+	// connects it (it resyncs), secondary, the disk not attached.
+	reboot()
+	r, err := n2.k.DiskAttach(ctx, inst, disk)
+	drbdStep(t, "attach on the rebooted secondary", n2, r, err, true, assembleCmds(n2, inst, 1, 2, 1, 64))
+	if st := n2.drbd.state(t, 1); !st.InSync() || st.Role != "Secondary" {
+		t.Errorf("secondary after its attach: %+v", st)
+	}
+	st, err := n2.k.Status(ctx, inst)
+	if err != nil || len(st.Disks) != 1 || st.Disks[0].Attached {
+		t.Errorf("status of the secondary after its attach: %+v %v", st, err)
+	}
+	r, err = n2.k.DiskAttach(ctx, inst, disk)
+	drbdStep(t, "attach again on the secondary", n2, r, err, false, nil)
+
+	// The detach on the secondary takes the device down, keeping the
+	// volumes; again, nothing.
+	r, err = n2.k.DiskDetach(ctx, inst, disk)
+	drbdStep(t, "detach on the secondary", n2, r, err, true, []string{"drbdsetup down resource1"})
+	if len(n2.lvm.lvs) != 2 || n2.drbd.minors[1] != nil {
+		t.Errorf("after the secondary's detach: volumes %v, minor %v", n2.lvm.lvs, n2.drbd.minors[1])
+	}
+	if st, err := n2.k.Status(ctx, inst); err != nil || len(st.Disks) != 1 || st.Disks[0].DRBD == nil || st.Disks[0].DRBD.Connection != DRBDUnconfigured {
+		t.Errorf("status of the secondary after its detach: %+v %v", st, err)
+	}
+	r, err = n2.k.DiskDetach(ctx, inst, disk)
+	drbdStep(t, "detach again on the secondary", n2, r, err, false, nil)
+
+	// A replace (replace-disks -s) on the secondary whose device is
+	// down: set up and connected first, then replaced, resyncing.
+	r, err = n2.k.DiskReplace(ctx, inst, disk, "op-r1")
+	data, meta := "/dev/vgn2/"+lv, "/dev/vgn2/"+lv+"_meta"
+	drbdStep(t, "replace on the secondary whose device is down", n2, r, err, true, []string{
+		"drbdsetup down resource1", "drbdsetup new-resource resource1", "drbdsetup new-minor resource1 1 0", connectArgs("resource1", 2, 1),
+		createMD(n2, inst, 1), "drbdmeta /dev/drbd1 v08 " + meta + " flex-external apply-al",
+		"drbdsetup attach 1 " + data + " " + meta + " flexible --on-io-error=detach --size 64m", "drbdsetup disk-options 1 --resync-rate 61440"},
+		"lvremove -y "+lv, "lvremove -y "+lv+"_meta", "lvcreate "+lv, "lvcreate "+lv+"_meta")
+	if st := n2.drbd.state(t, 1); !st.InSync() {
+		t.Errorf("secondary after its replace: %+v", st)
+	}
+
+	// A new secondary n3 recorded: the old secondary n2, which the
+	// logical id no longer names, is detached (its device down, found
+	// by its data volume), then removed (its volumes).
+	moved := drbdInstance(64, end("n1", 0), end("n3", 5))
+	r, err = n2.k.DiskDetach(ctx, moved, disk)
+	drbdStep(t, "detach on the old secondary", n2, r, err, true, []string{"drbdsetup down resource1"})
+	if len(n2.lvm.lvs) != 2 {
+		t.Errorf("the old secondary's volumes after its detach: %v", n2.lvm.lvs)
+	}
+	r, err = n2.k.DiskRemove(ctx, moved, disk)
+	drbdStep(t, "remove on the old secondary", n2, r, err, true, nil, "lvremove -y "+lv, "lvremove -y "+lv+"_meta")
+
+	// On the primary node the attach still makes the device primary.
+	n1.drbd.took()
+	n1.lvm.took()
+	r, err = n1.k.DiskAttach(ctx, inst, disk)
+	drbdStep(t, "attach on the primary", n1, r, err, true, []string{"drbdsetup primary 0"})
+	if st, err := n1.k.Status(ctx, inst); err != nil || !st.Disks[0].Attached {
+		t.Errorf("status of the primary after its attach: %+v %v", st, err)
+	}
 }
