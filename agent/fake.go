@@ -608,7 +608,25 @@ func (f *Fake) DiskRemove(ctx context.Context, inst fsm.Instance, disk string) (
 	})
 }
 
-// DiskAttach implements Driver.
+// drbdSecondary tells whether the disk's drbd logical id gives this node
+// the end of the instance's secondary, or no end while the disk is
+// configured with a logical id (an old secondary). Without a logical id
+// (a record of before LogVersion 33) it tells false.
+func (f *Fake) drbdSecondary(inst fsm.Instance, disk string) bool {
+	cd, _, err := configDisk(inst, disk)
+	if err != nil || inst.DiskTemplate != fsm.DTDrbd || cd.DRBD == nil {
+		return false
+	}
+	for _, e := range cd.DRBD.Ends {
+		if e.Name == f.cfg.Node {
+			return e.Node != inst.PrimaryNode
+		}
+	}
+	return true
+}
+
+// DiskAttach implements Driver: a drbd disk on the instance's secondary
+// is assembled only, not attached.
 func (f *Fake) DiskAttach(ctx context.Context, inst fsm.Instance, disk string) (Result, error) {
 	if _, _, err := configDisk(inst, disk); err != nil {
 		return Result{}, err
@@ -618,6 +636,13 @@ func (f *Fake) DiskAttach(ctx context.Context, inst fsm.Instance, disk string) (
 		d := r.disk(disk)
 		if d == nil {
 			return false, "", notFound("disk %s is not present on this node", disk)
+		}
+		if r.State == StateStopped && f.drbdSecondary(inst, disk) {
+			if d.Attached {
+				d.Attached = false
+				return true, "disk " + disk + " is on the secondary: assembled, not attached", nil
+			}
+			return false, "disk " + disk + " is on the secondary: assembled, not attached", nil
 		}
 		if d.Attached {
 			return false, "already attached", nil

@@ -577,3 +577,30 @@ func TestFakeMissingBridges(t *testing.T) {
 		}
 	}
 }
+
+// TestFakeDRBDSecondaryAttach: as the kvm driver, the fake attaches a
+// drbd disk on the instance's primary node only; on its secondary an
+// attach assembles (nothing to simulate) and leaves it not attached.
+func TestFakeDRBDSecondaryAttach(t *testing.T) {
+	ctx := ctxT(t)
+	inst := testInstance()
+	inst.Disks = inst.Disks[:1]
+	inst.Disks[0].DRBD = &fsm.DRBDLogicalID{Port: 11000, Secret: "s", Ends: []fsm.DRBDEnd{
+		{Node: "node-uuid-21", Name: "node21", Minor: 0}, {Node: "node-uuid-22", Name: "node22", Minor: 0}}}
+	for _, c := range []struct {
+		node     string
+		attached bool
+	}{{"node21", true}, {"node22", false}} {
+		f, err := NewFake(FakeConfig{Dir: t.TempDir(), Node: c.node})
+		if err != nil {
+			t.Fatal(err)
+		}
+		withDisks(t, f, inst)
+		if changed := must(t, "attach on "+c.node)(f.DiskAttach(ctx, inst, disk0)); changed != c.attached {
+			t.Errorf("attach on %s changed %v, want %v", c.node, changed, c.attached)
+		}
+		if d, _ := mustStatus(t, f, inst).Disk(disk0); d.Attached != c.attached {
+			t.Errorf("on %s the disk is attached %v, want %v", c.node, d.Attached, c.attached)
+		}
+	}
+}
