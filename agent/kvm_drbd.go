@@ -47,11 +47,10 @@ type drbdDisk struct {
 	meta     string // logical volume names
 	dataDev  string
 	metaDev  string
-	// From the instance's disk parameters (drbdParams): the options of
-	// attach, of disk-options (the resync's speed) and of connect, and
-	// the stripes of the data and metadata volumes.
-	attachOpts, syncOpts, netOpts []string
-	dataStripes, metaStripes      int
+	// The instance's disk parameters, read by the commands that use
+	// them (diskOpts, connectOpts, stripes).
+	params drbdParams
+	vg     string // the node's volume group
 }
 
 func (d drbdDisk) dev() string { return "/dev/drbd" + strconv.Itoa(d.minor) }
@@ -125,153 +124,195 @@ func (k *KVM) drbdOf(inst fsm.Instance, disk fsm.Disk) (drbdDisk, error) {
 		d.peerName = peer.Node
 	}
 	d.dataDev, d.metaDev = "/dev/"+vg+"/"+d.data, "/dev/"+vg+"/"+d.meta
-	if err := d.params(inst, vg); err != nil {
-		return drbdDisk{}, err
-	}
+	d.params, d.vg = drbdParams{p: inst.DiskParams, inst: inst.Name}, vg
 	return d, nil
 }
 
-// params reads the instance's drbd disk parameters as Ganeti's DRBD 8.4
-// commands take them: protocol, disk-barriers (letters b, f, d of the
-// barriers to disable, or n for none) and meta-barriers, resync-rate or
-// dynamic-resync with its c-* settings, disk-custom and net-custom
-// (options appended to attach and connect), data-stripes and
-// meta-stripes. A value DRBD cannot take is refused (ErrInvalid);
-// default-metavg naming another volume group than the node's is not
-// supported (the metadata volume is in the node's).
-func (d *drbdDisk) params(inst fsm.Instance, vg string) error {
-	p := inst.DiskParams
-	bad := func(key string, v any, want string) error {
-		return invalid("disk parameter %s of instance %s is %v; want %s", key, inst.Name, v, want)
+// The instance's drbd disk parameters, as Ganeti's DRBD 8.4 commands
+// take them, are read and checked only by the commands that use them
+// (so that a parameter DRBD cannot take never fails a stop or a
+// removal): attach and disk-options (diskOpts), connect (connectOpts),
+// lvcreate (stripes). A value DRBD cannot take is refused (ErrInvalid,
+// naming the parameter and what it wants).
+
+// drbdParams reads an instance's disk parameters.
+type drbdParams struct {
+	p    map[string]any
+	inst string
+}
+
+func (q drbdParams) bad(key string, v any, want string) error {
+	return invalid("disk parameter %s of instance %s is %v; want %s", key, q.inst, v, want)
+}
+
+// num is a whole number from lo to hi (def when unset).
+func (q drbdParams) num(key string, def, lo, hi int) (int, error) {
+	v, ok := q.p[key]
+	if !ok {
+		return def, nil
 	}
-	num := func(key string, def, lo, hi int) (int, error) {
-		v, ok := p[key]
-		if !ok {
-			return def, nil
+	var n int
+	switch x := v.(type) {
+	case float64:
+		if x != float64(int(x)) {
+			return 0, q.bad(key, v, "a whole number")
 		}
-		var n int
-		switch x := v.(type) {
-		case float64:
-			if x != float64(int(x)) {
-				return 0, bad(key, v, "a whole number")
-			}
-			n = int(x)
-		case int:
-			n = x
-		case int64:
-			n = int(x)
-		default:
-			return 0, bad(key, v, "a number")
-		}
-		if n < lo || n > hi {
-			return 0, bad(key, v, fmt.Sprintf("%d to %d", lo, hi))
-		}
-		return n, nil
+		n = int(x)
+	case int:
+		n = x
+	case int64:
+		n = int(x)
+	default:
+		return 0, q.bad(key, v, "a number")
 	}
-	str := func(key, def string) (string, error) {
-		v, ok := p[key]
-		if !ok {
-			return def, nil
-		}
-		s, isStr := v.(string)
-		if !isStr {
-			return "", bad(key, v, "a string")
-		}
-		return s, nil
+	if n < lo || n > hi {
+		return 0, q.bad(key, v, fmt.Sprintf("%d to %d", lo, hi))
 	}
-	flag := func(key string) (bool, error) {
-		v, ok := p[key]
-		if !ok {
-			return false, nil
-		}
-		b, isBool := v.(bool)
-		if !isBool {
-			return false, bad(key, v, "true or false")
-		}
-		return b, nil
+	return n, nil
+}
+
+func (q drbdParams) str(key, def string) (string, error) {
+	v, ok := q.p[key]
+	if !ok {
+		return def, nil
 	}
-	proto, err := str("protocol", "C")
+	s, isStr := v.(string)
+	if !isStr {
+		return "", q.bad(key, v, "a string")
+	}
+	return s, nil
+}
+
+func (q drbdParams) flag(key string) (bool, error) {
+	v, ok := q.p[key]
+	if !ok {
+		return false, nil
+	}
+	b, isBool := v.(bool)
+	if !isBool {
+		return false, q.bad(key, v, "true or false")
+	}
+	return b, nil
+}
+
+// drbdDynamicResync are the c-* settings of dynamic-resync, each with its
+// default and the range the kvm driver takes (DRBD 8.4's own).
+var drbdDynamicResync = []struct {
+	key         string
+	def, lo, hi int
+}{{"c-plan-ahead", 20, 1, 300}, {"c-fill-target", 0, 0, 1048576}, {"c-delay-target", 1, 1, 100}, {"c-max-rate", 61440, 250, fsm.MaxDRBDRate}, {"c-min-rate", 4096, 0, fsm.MaxDRBDRate}}
+
+// diskOpts are the options of attach (disk-barriers: letters b, f, d of
+// the barriers to disable, or n for none; meta-barriers; disk-custom,
+// appended) and of disk-options (resync-rate, or dynamic-resync with its
+// c-* settings).
+func (d drbdDisk) diskOpts() (attach, sync []string, err error) {
+	q := d.params
+	barriers, err := q.str("disk-barriers", "n")
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	if proto != "A" && proto != "B" && proto != "C" {
-		return bad("protocol", proto, "A, B or C")
-	}
-	barriers, err := str("disk-barriers", "n")
+	metaBarriers, err := q.flag("meta-barriers")
 	if err != nil {
-		return err
-	}
-	metaBarriers, err := flag("meta-barriers")
-	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	if metaBarriers {
-		d.attachOpts = append(d.attachOpts, "--md-flushes=no")
+		attach = append(attach, "--md-flushes=no")
 	}
 	if barriers != "n" {
 		for i, c := range barriers {
 			if !strings.ContainsRune("bfd", c) || strings.ContainsRune(barriers[:i], c) {
-				return bad("disk-barriers", barriers, `n (none disabled), or any of b (barriers), f (flushes), d (drain), each once`)
+				return nil, nil, q.bad("disk-barriers", barriers, `n (none disabled), or any of b (barriers), f (flushes), d (drain), each once`)
 			}
 		}
 		for _, b := range []struct{ letter, opt string }{{"f", "--disk-flushes=no"}, {"d", "--disk-drain=no"}, {"b", "--disk-barrier=no"}} {
 			if strings.Contains(barriers, b.letter) {
-				d.attachOpts = append(d.attachOpts, b.opt)
+				attach = append(attach, b.opt)
 			}
 		}
 	}
-	custom, err := str("disk-custom", "")
+	custom, err := q.str("disk-custom", "")
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	d.attachOpts = append(d.attachOpts, strings.Fields(custom)...)
-	dynamic, err := flag("dynamic-resync")
+	attach = append(attach, strings.Fields(custom)...)
+	dynamic, err := q.flag("dynamic-resync")
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	if dynamic {
-		for _, c := range []struct {
-			key         string
-			def, lo, hi int
-		}{{"c-plan-ahead", 20, 1, 300}, {"c-fill-target", 0, 0, 1048576}, {"c-delay-target", 1, 1, 100}, {"c-max-rate", 61440, 250, 4194304}, {"c-min-rate", 4096, 0, 4194304}} {
-			n, err := num(c.key, c.def, c.lo, c.hi)
-			if err != nil {
-				if c.key == "c-plan-ahead" {
-					return fmt.Errorf("%w (0 disables DRBD's dynamic resync controller: set dynamic-resync false instead)", err)
-				}
-				return err
-			}
-			d.syncOpts = append(d.syncOpts, "--"+c.key, strconv.Itoa(n))
-		}
-	} else {
-		rate, err := num("resync-rate", 61440, 1, 4194304)
+	if !dynamic {
+		rate, err := q.num("resync-rate", 61440, 1, fsm.MaxDRBDRate)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
-		d.syncOpts = []string{"--resync-rate", strconv.Itoa(rate)}
+		return attach, []string{"--resync-rate", strconv.Itoa(rate)}, nil
 	}
-	d.netOpts = []string{"--protocol", proto, "--after-sb-0pri", "discard-zero-changes", "--after-sb-1pri", "consensus",
-		"--cram-hmac-alg", "md5", "--shared-secret", d.secret}
-	netCustom, err := str("net-custom", "")
+	for _, c := range drbdDynamicResync {
+		n, err := q.num(c.key, c.def, c.lo, c.hi)
+		if err != nil {
+			if c.key == "c-plan-ahead" {
+				return nil, nil, fmt.Errorf("%w (0 disables DRBD's dynamic resync controller: set dynamic-resync false instead)", err)
+			}
+			return nil, nil, err
+		}
+		sync = append(sync, "--"+c.key, strconv.Itoa(n))
+	}
+	return attach, sync, nil
+}
+
+// connectOpts are the options of connect: protocol (A, B or C), the
+// split-brain policies and the shared secret, and net-custom, appended.
+func (d drbdDisk) connectOpts() ([]string, error) {
+	q := d.params
+	proto, err := q.str("protocol", "C")
 	if err != nil {
-		return err
+		return nil, err
 	}
-	d.netOpts = append(d.netOpts, strings.Fields(netCustom)...)
-	if d.dataStripes, err = num("data-stripes", 1, 1, 64); err != nil {
-		return err
+	if proto != "A" && proto != "B" && proto != "C" {
+		return nil, q.bad("protocol", proto, "A, B or C")
 	}
-	if d.metaStripes, err = num("meta-stripes", 1, 1, 64); err != nil {
-		return err
-	}
-	metaVG, err := str("default-metavg", "")
+	netCustom, err := q.str("net-custom", "")
 	if err != nil {
+		return nil, err
+	}
+	return append([]string{"--protocol", proto, "--after-sb-0pri", "discard-zero-changes", "--after-sb-1pri", "consensus",
+		"--cram-hmac-alg", "md5", "--shared-secret", d.secret}, strings.Fields(netCustom)...), nil
+}
+
+// stripes are the stripes of the data and metadata volumes (data-stripes
+// and meta-stripes, 1 to 64). default-metavg naming another volume group
+// than the node's is not supported (the metadata volume is in the
+// node's).
+func (d drbdDisk) stripes() (data, meta int, err error) {
+	q := d.params
+	if data, err = q.num("data-stripes", 1, 1, 64); err != nil {
+		return 0, 0, err
+	}
+	if meta, err = q.num("meta-stripes", 1, 1, 64); err != nil {
+		return 0, 0, err
+	}
+	metaVG, err := q.str("default-metavg", "")
+	if err != nil {
+		return 0, 0, err
+	}
+	if metaVG != "" && metaVG != d.vg {
+		return 0, 0, fmt.Errorf("%w: disk parameter default-metavg of instance %s is %s: the kvm driver keeps a drbd disk's metadata volume in the node's volume group, %s",
+			ErrNotSupported, q.inst, metaVG, d.vg)
+	}
+	return data, meta, nil
+}
+
+// checkParams checks every disk parameter, before an operation that uses
+// them all (a create, a replace) changes anything.
+func (d drbdDisk) checkParams() error {
+	if _, _, err := d.diskOpts(); err != nil {
 		return err
 	}
-	if metaVG != "" && metaVG != vg {
-		return fmt.Errorf("%w: disk parameter default-metavg of instance %s is %s: the kvm driver keeps a drbd disk's metadata volume in the node's volume group, %s",
-			ErrNotSupported, inst.Name, metaVG, vg)
+	if _, err := d.connectOpts(); err != nil {
+		return err
 	}
-	return nil
+	_, _, err := d.stripes()
+	return err
 }
 
 // drbdConfigDisk finds disk id in the instance's configuration, or else in
@@ -393,6 +434,20 @@ func (k *KVM) drbdAssembleParts(ctx context.Context, op Op, d drbdDisk, attach b
 	if err != nil {
 		return "", false, dev, err
 	}
+	// The parameters of what is to run are checked before anything runs.
+	attach = attach && dev.show.Disk == ""
+	reconnect := dev.show.Peer != "" && (showAddr(dev.show.Peer) != d.peer || showAddr(dev.show.Local) != d.local)
+	var attachOpts, syncOpts, connectOpts []string
+	if attach {
+		if attachOpts, syncOpts, err = d.diskOpts(); err != nil {
+			return "", false, dev, err
+		}
+	}
+	if dev.show.Peer == "" || reconnect {
+		if connectOpts, err = d.connectOpts(); err != nil {
+			return "", false, dev, err
+		}
+	}
 	var did []string
 	if !dev.ok {
 		// A resource left without its minor (a crash between the two)
@@ -404,7 +459,7 @@ func (k *KVM) drbdAssembleParts(ctx context.Context, op Op, d drbdDisk, attach b
 		}
 		did = append(did, "set up minor "+d.m())
 	}
-	if attach && dev.show.Disk == "" {
+	if attach {
 		if err := k.activateLVs(ctx, op, true, d.data, d.meta); err != nil {
 			return "", false, dev, err
 		}
@@ -413,8 +468,8 @@ func (k *KVM) drbdAssembleParts(ctx context.Context, op Op, d drbdDisk, attach b
 			args []string
 		}{
 			{"drbdmeta", []string{d.dev(), "v08", d.metaDev, "flex-external", "apply-al"}},
-			{"drbdsetup", append([]string{"attach", d.m(), d.dataDev, d.metaDev, "flexible", "--on-io-error=detach", "--size", strconv.FormatInt(d.size, 10) + "m"}, d.attachOpts...)},
-			{"drbdsetup", append([]string{"disk-options", d.m()}, d.syncOpts...)},
+			{"drbdsetup", append([]string{"attach", d.m(), d.dataDev, d.metaDev, "flexible", "--on-io-error=detach", "--size", strconv.FormatInt(d.size, 10) + "m"}, attachOpts...)},
+			{"drbdsetup", append([]string{"disk-options", d.m()}, syncOpts...)},
 		} {
 			if err := k.drbdDo(ctx, op, c.tool, c.args...); err != nil {
 				return "", false, dev, err
@@ -422,7 +477,7 @@ func (k *KVM) drbdAssembleParts(ctx context.Context, op Op, d drbdDisk, attach b
 		}
 		did = append(did, "attached "+d.data)
 	}
-	if dev.show.Peer != "" && (showAddr(dev.show.Peer) != d.peer || showAddr(dev.show.Local) != d.local) {
+	if reconnect {
 		if err := k.drbdDo(ctx, op, "drbdsetup", "disconnect", showAddr(dev.show.Local), showAddr(dev.show.Peer)); err != nil {
 			return "", false, dev, err
 		}
@@ -430,7 +485,7 @@ func (k *KVM) drbdAssembleParts(ctx context.Context, op Op, d drbdDisk, attach b
 		dev.show.Peer = ""
 	}
 	if dev.show.Peer == "" {
-		if err := k.drbdDo(ctx, op, "drbdsetup", append([]string{"connect", d.res, d.local, d.peer}, d.netOpts...)...); err != nil {
+		if err := k.drbdDo(ctx, op, "drbdsetup", append([]string{"connect", d.res, d.local, d.peer}, connectOpts...)...); err != nil {
 			return "", false, dev, err
 		}
 		did = append(did, "connected to "+d.peerName+" ("+d.peer+")")
@@ -634,6 +689,9 @@ func (k *KVM) drbdCreate(ctx context.Context, inst fsm.Instance, cd fsm.Disk) (R
 	if err != nil {
 		return Result{}, err
 	}
+	if err := d.checkParams(); err != nil {
+		return Result{}, err
+	}
 	return k.mutate(ctx, OpDiskCreate, inst, "", func(rec **kvmRecord) (bool, string, error) {
 		r := *rec
 		if r == nil {
@@ -698,12 +756,18 @@ func (k *KVM) drbdVolumes(ctx context.Context, op Op, inst fsm.Instance, d drbdD
 		return "", stateErr("disk %s is present with %d MiB, not the configured %d MiB", d.uuid, dataSz, d.size)
 	}
 	var did []string
+	var dataStripes, metaStripes int
+	if dataSz < 0 || metaSz < 0 {
+		if dataStripes, metaStripes, err = d.stripes(); err != nil {
+			return "", err
+		}
+	}
 	for _, v := range []struct {
 		name    string
 		sz      int64
 		size    int64
 		stripes int
-	}{{d.data, dataSz, d.size, d.dataStripes}, {d.meta, metaSz, fsm.DRBDMetaMiB, d.metaStripes}} {
+	}{{d.data, dataSz, d.size, dataStripes}, {d.meta, metaSz, fsm.DRBDMetaMiB, metaStripes}} {
 		if v.sz >= 0 {
 			continue
 		}
@@ -934,6 +998,9 @@ func (k *KVM) drbdSize(minor int) (int64, error) {
 func (k *KVM) drbdReplace(ctx context.Context, inst fsm.Instance, cd fsm.Disk, opID string) (Result, error) {
 	d, err := k.drbdOf(inst, cd)
 	if err != nil {
+		return Result{}, err
+	}
+	if err := d.checkParams(); err != nil {
 		return Result{}, err
 	}
 	return k.mutate(ctx, OpDiskReplace, inst, opID, func(rec **kvmRecord) (bool, string, error) {

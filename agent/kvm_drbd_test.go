@@ -1061,3 +1061,49 @@ func TestKVMDRBDSecondaryAttachDetach(t *testing.T) {
 		t.Errorf("status of the primary after its attach: %+v %v", st, err)
 	}
 }
+
+// TestKVMDRBDParamsWhereUsed: the disk parameters are read only by the
+// commands that use them (attach and disk-options, connect, lvcreate): a
+// value DRBD cannot take never fails a stop, a status, a detach or a
+// removal, and fails an operation that needs it before it runs anything.
+func TestKVMDRBDParamsWhereUsed(t *testing.T) {
+	ctx := context.Background()
+	ns, inst, disk := twoDRBDNodes(t, 0)
+	n1, n2 := ns[0], ns[1]
+	for _, n := range []*drbdNode{n2, n1} {
+		if _, err := n.k.DiskCreate(ctx, inst, disk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bad := inst
+	bad.DiskParams = map[string]any{"resync-rate": 0.0, "protocol": "D", "data-stripes": 99.0}
+	n1.drbd.set(0, func(m *fakeMinor) { m.role = "Primary" }) // left primary by a crash
+	for _, n := range ns {
+		n.drbd.took()
+		n.lvm.took()
+	}
+	r, err := n1.k.Stop(ctx, bad, StopOptions{Force: true})
+	drbdStep(t, "stop", n1, r, err, true, []string{"drbdsetup secondary 0"})
+	if st, err := n1.k.Status(ctx, bad); err != nil || len(st.Disks) != 1 || st.Disks[0].DRBD == nil || !st.Disks[0].DRBD.InSync() {
+		t.Errorf("status: %+v %v", st, err)
+	}
+	r, err = n2.k.DiskAttach(ctx, bad, disk)
+	drbdStep(t, "attach of an assembled device on the secondary", n2, r, err, false, nil)
+
+	// The secondary's device down: its attach needs attach's and
+	// connect's options, and is refused before anything runs.
+	if _, err := n2.drbd.run(ctx, "drbdsetup", "down", "resource1"); err != nil {
+		t.Fatal(err)
+	}
+	n2.drbd.took()
+	if _, err := n2.k.DiskAttach(ctx, bad, disk); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "resync-rate of instance guest1 is 0; want 1 to 4194304") {
+		t.Errorf("attach needing the parameters: %v", err)
+	}
+	drbdStep(t, "refused attach", n2, Result{}, nil, false, nil)
+
+	lv := lvName(inst.UUID, disk)
+	r, err = n1.k.Remove(ctx, bad)
+	drbdStep(t, "remove", n1, r, err, true, []string{"drbdsetup down resource0"}, "lvremove -y "+lv, "lvremove -y "+lv+"_meta")
+	r, err = n2.k.DiskRemove(ctx, bad, disk)
+	drbdStep(t, "disk remove", n2, r, err, true, nil, "lvremove -y "+lv, "lvremove -y "+lv+"_meta")
+}
