@@ -380,6 +380,28 @@ func twoDRBDNodes(t *testing.T, m1 int) ([]*drbdNode, fsm.Instance, string) {
 	return newDRBDNodes(t, "n1", "n2"), inst, inst.Disks[0].UUID
 }
 
+// createdDRBDNodes is twoDRBDNodes (minor 0 on n1) with the disk created
+// on both nodes, the secondary first, in sync.
+func createdDRBDNodes(t *testing.T) (*drbdNode, *drbdNode, fsm.Instance, string) {
+	t.Helper()
+	ns, inst, disk := twoDRBDNodes(t, 0)
+	for _, n := range []*drbdNode{ns[1], ns[0]} {
+		if _, err := n.k.DiskCreate(context.Background(), inst, disk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ns[0], ns[1], inst, disk
+}
+
+// down takes a minor's resource down as a reboot of the node does.
+func (f *fakeDRBD) down(t *testing.T, res string) {
+	t.Helper()
+	if _, err := f.run(context.Background(), "drbdsetup", "down", res); err != nil {
+		t.Fatal(err)
+	}
+	f.took()
+}
+
 const drbdSecret = "5ecret0f64hexdigits"
 
 // drbdInstance is a drbd instance with one disk of size MiB, primary on
@@ -900,18 +922,10 @@ func TestKVMDRBDReplaceEachDisk(t *testing.T) {
 // disconnected device stays allowed (the failover of a dead primary).
 func TestKVMDRBDStaleSecondary(t *testing.T) {
 	ctx := context.Background()
-	ns, inst, disk := twoDRBDNodes(t, 0)
-	n1, n2 := ns[0], ns[1]
-	for _, n := range []*drbdNode{n1, n2} {
-		if _, err := n.k.DiskCreate(ctx, inst, disk); err != nil {
-			t.Fatal(err)
-		}
-	}
+	n1, n2, inst, _ := createdDRBDNodes(t)
 	n1.drbd.set(0, func(m *fakeMinor) { m.role = "Primary" }) // the instance runs on n1
 	// n2 reboots: its minor is gone, its volumes stay.
-	if _, err := n2.drbd.run(ctx, "drbdsetup", "down", "resource1"); err != nil {
-		t.Fatal(err)
-	}
+	n2.drbd.down(t, "resource1")
 	st, err := n2.k.Status(ctx, inst)
 	want := fsm.DRBDDevice{Minor: 1, Connection: DRBDUnconfigured}
 	if err != nil || len(st.Disks) != 1 || st.Disks[0].DRBD == nil || *st.Disks[0].DRBD != want {
@@ -982,26 +996,12 @@ func TestKVMDRBDStaleSecondary(t *testing.T) {
 // connects before it looks at the peer.
 func TestKVMDRBDSecondaryAttachDetach(t *testing.T) {
 	ctx := context.Background()
-	ns, inst, disk := twoDRBDNodes(t, 0)
-	n1, n2 := ns[0], ns[1]
-	for _, n := range []*drbdNode{n2, n1} {
-		if _, err := n.k.DiskCreate(ctx, inst, disk); err != nil {
-			t.Fatal(err)
-		}
-	}
+	n1, n2, inst, disk := createdDRBDNodes(t)
 	lv := lvName(inst.UUID, disk)
-	reboot := func() {
-		t.Helper()
-		if _, err := n2.drbd.run(ctx, "drbdsetup", "down", "resource1"); err != nil {
-			t.Fatal(err)
-		}
-		n2.drbd.took()
-		n2.lvm.took()
-	}
-
 	// The secondary rebooted: its attach sets the device up and
 	// connects it (it resyncs), secondary, the disk not attached.
-	reboot()
+	n2.drbd.down(t, "resource1")
+	n2.lvm.took()
 	r, err := n2.k.DiskAttach(ctx, inst, disk)
 	drbdStep(t, "attach on the rebooted secondary", n2, r, err, true, assembleCmds(n2, inst, 1, 2, 1, 64))
 	if st := n2.drbd.state(t, 1); !st.InSync() || st.Role != "Secondary" {
@@ -1068,17 +1068,11 @@ func TestKVMDRBDSecondaryAttachDetach(t *testing.T) {
 // removal, and fails an operation that needs it before it runs anything.
 func TestKVMDRBDParamsWhereUsed(t *testing.T) {
 	ctx := context.Background()
-	ns, inst, disk := twoDRBDNodes(t, 0)
-	n1, n2 := ns[0], ns[1]
-	for _, n := range []*drbdNode{n2, n1} {
-		if _, err := n.k.DiskCreate(ctx, inst, disk); err != nil {
-			t.Fatal(err)
-		}
-	}
+	n1, n2, inst, disk := createdDRBDNodes(t)
 	bad := inst
 	bad.DiskParams = map[string]any{"resync-rate": 0.0, "protocol": "D", "data-stripes": 99.0}
 	n1.drbd.set(0, func(m *fakeMinor) { m.role = "Primary" }) // left primary by a crash
-	for _, n := range ns {
+	for _, n := range []*drbdNode{n1, n2} {
 		n.drbd.took()
 		n.lvm.took()
 	}
@@ -1092,10 +1086,7 @@ func TestKVMDRBDParamsWhereUsed(t *testing.T) {
 
 	// The secondary's device down: its attach needs attach's and
 	// connect's options, and is refused before anything runs.
-	if _, err := n2.drbd.run(ctx, "drbdsetup", "down", "resource1"); err != nil {
-		t.Fatal(err)
-	}
-	n2.drbd.took()
+	n2.drbd.down(t, "resource1")
 	if _, err := n2.k.DiskAttach(ctx, bad, disk); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "resync-rate of instance guest1 is 0; want 1 to 4194304") {
 		t.Errorf("attach needing the parameters: %v", err)
 	}
