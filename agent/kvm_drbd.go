@@ -948,6 +948,16 @@ func (k *KVM) drbdGrow(ctx context.Context, inst fsm.Instance, cd fsm.Disk) (Res
 				if err != nil {
 					return false, "", err
 				}
+				// DRBD may keep the size it last agreed on with its
+				// peer (the peer disconnected) and still succeed.
+				grown, err := k.drbdSize(d.minor)
+				if err != nil {
+					return false, "", &OpError{Op: OpDiskGrow, Err: err}
+				}
+				if grown < d.size {
+					return false, "", &OpError{Op: OpDiskGrow, Err: fmt.Errorf("DRBD minor %d of disk %s has %d MiB after drbdsetup resize to %d MiB (connection %s: the peer %s must be connected with its volume grown first)",
+						d.minor, d.uuid, grown, d.size, orUnknown(dev.proc.Connection), d.peerName)}
+				}
 				did = append(did, fmt.Sprintf("resized DRBD minor %d from %d to %d MiB", d.minor, devSz, d.size))
 				if r := *rec; r != nil && k.pid(inst.UUID) != 0 {
 					if rd := r.disk(d.uuid); rd != nil && rd.Attached {

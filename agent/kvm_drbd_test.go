@@ -307,6 +307,9 @@ func (f *fakeDRBD) run(_ context.Context, tool string, args ...string) ([]byte, 
 		if m.role != "Primary" && (m.peerMinor == nil || m.peerMinor.role != "Primary") {
 			return nil, errors.New("0: Failure: (131) Need one Primary node to resize.")
 		}
+		if m.peerMinor == nil {
+			return nil, nil // the size last agreed with the peer stays
+		}
 		m.size = size()
 	default:
 		return nil, fmt.Errorf("unexpected %s", call)
@@ -1097,4 +1100,32 @@ func TestKVMDRBDParamsWhereUsed(t *testing.T) {
 	drbdStep(t, "remove", n1, r, err, true, []string{"drbdsetup down resource0"}, "lvremove -y "+lv, "lvremove -y "+lv+"_meta")
 	r, err = n2.k.DiskRemove(ctx, bad, disk)
 	drbdStep(t, "disk remove", n2, r, err, true, nil, "lvremove -y "+lv, "lvremove -y "+lv+"_meta")
+}
+
+// TestKVMDRBDGrowUnagreed: a grow whose resize DRBD takes without growing
+// the device (the peer disconnected: DRBD keeps the size it last agreed
+// on) fails, naming both sizes, and qemu is not told; once connected, the
+// grow again resizes.
+func TestKVMDRBDGrowUnagreed(t *testing.T) {
+	ctx := context.Background()
+	n1, n2, inst, disk := createdDRBDNodes(t)
+	grown := inst
+	grown.Disks = []fsm.Disk{inst.Disks[0]}
+	grown.Disks[0].SizeMiB = 128
+	if _, err := n2.k.DiskGrow(ctx, grown, disk); err != nil {
+		t.Fatal(err)
+	}
+	n2.drbd.down(t, "resource1")
+	_, err := n1.k.DiskGrow(ctx, grown, disk)
+	var oe *OpError
+	if !errors.As(err, &oe) || oe.Op != OpDiskGrow || !strings.Contains(err.Error(), "DRBD minor 0 of disk "+disk+" has 64 MiB after drbdsetup resize to 128 MiB (connection WFConnection") {
+		t.Errorf("grow with the peer disconnected: %v", err)
+	}
+	if _, err := n2.k.DiskAttach(ctx, grown, disk); err != nil {
+		t.Fatal(err)
+	}
+	n1.drbd.took()
+	n1.lvm.took()
+	r, err := n1.k.DiskGrow(ctx, grown, disk)
+	drbdStep(t, "grow connected again", n1, r, err, true, []string{"drbdsetup primary 0", "drbdsetup resize 0 --size 128m", "drbdsetup secondary 0"})
 }
