@@ -24,8 +24,9 @@ import (
 // three blank virtio disks, each the volume group of one "node": three
 // kvm drivers in one guest, on 127.0.0.1, .2 and .3 (all on lo). The
 // guest runs TestInGuestDRBD, which drives a drbd instance through the
-// Driver interface as the jobs do: create, start, live migration, grow,
-// replace on the secondary, a new secondary, removal.
+// Driver interface as the jobs do: create (the primary first), start, the
+// secondary's reboot and resync, live migration, grow, replace on the
+// secondary, a new secondary, removal.
 
 // envGuestDRBD lists the in-guest test's volume groups, one a node,
 // comma-separated.
@@ -183,14 +184,20 @@ func TestInGuestDRBD(t *testing.T) {
 		}
 	}
 
-	// 1. The disks (32 and 16 MiB) created on the secondary, then on
-	// the primary, which makes itself the sync source.
+	// 1. The disks (32 and 16 MiB) created as the jobs create them: on
+	// the primary first, which makes itself the sync source before its
+	// peer is there, then on the secondary, which resyncs from it.
 	inst := guestDRBDInstance(kernel, a, b, 32, 16)
 	disk := inst.Disks[0].UUID
-	each("DiskCreate", b, inst, true, b.k.DiskCreate)
 	each("DiskCreate", a, inst, true, a.k.DiskCreate)
+	for i := range inst.Disks {
+		if d := guestDRBDDisk(t, ctx, a, inst, i).DRBD; d.Disk != fsm.DRBDUpToDate || d.Role != "Secondary" {
+			t.Errorf("drbd-a alone after its create: disk %d %+v, want UpToDate and Secondary (the sync source)", i, *d)
+		}
+	}
+	each("DiskCreate", b, inst, true, b.k.DiskCreate)
 	took := waitDRBDSync(t, ctx, a, inst)
-	step("1. created (32 and 16 MiB): in sync after %s", took)
+	step("1. created (32 and 16 MiB), the primary first: in sync after %s", took)
 	// A driver started again on drbd-a's directory finds the device.
 	again, err := NewKVM(KVMConfig{Dir: a.dir, Node: a.name, Addr: a.ip, VolumeGroup: a.vg, Accel: AccelTCG, QEMU: qemu})
 	if err != nil {
@@ -213,11 +220,31 @@ func TestInGuestDRBD(t *testing.T) {
 	checkRoles(t, ctx, inst, a, "Secondary", b, "Secondary")
 
 	// 2 and 3. Started on drbd-a (the primary), a marker written to its
-	// device, a live migration to drbd-b, which reads the marker.
+	// device while the secondary drbd-b's devices are down (as by a
+	// reboot), which its attach then brings back and resyncs; a live
+	// migration to drbd-b, which reads the marker.
 	marker := []byte(fmt.Sprintf("gnt drbd marker %d", time.Now().UnixNano()))
 	const markerAt = 1 << 20
 	marker2 := []byte(fmt.Sprintf("gnt drbd marker from drbd-b %d", time.Now().UnixNano()))
 	const marker2At = 2 << 20
+	whileSecondaryDown := func(write func()) {
+		t.Helper()
+		for i := range inst.Disks {
+			drbdsetup(t, ctx, "down", "resource"+strconv.Itoa(b.minor(i)))
+			if d := guestDRBDDisk(t, ctx, b, inst, i).DRBD; d.Connection != DRBDUnconfigured || d.Disk != "" {
+				t.Errorf("drbd-b's status of disk %d with its device down: %+v, want Unconfigured without disk states", i, *d)
+			}
+		}
+		write()
+		each("DiskAttach (the secondary, back)", b, inst, true, b.k.DiskAttach)
+		took := waitDRBDSync(t, ctx, a, inst)
+		for i := range inst.Disks {
+			if ds := guestDRBDDisk(t, ctx, b, inst, i); ds.Attached || ds.DRBD.Role != "Secondary" {
+				t.Errorf("drbd-b's disk %d after its attach: attached %v, role %s; want not attached, Secondary", i, ds.Attached, ds.DRBD.Role)
+			}
+		}
+		step("2. drbd-b's devices down as by a reboot (Unconfigured), the marker written meanwhile; drbd-b's attach brought them back: in sync after %s", took)
+	}
 	if os.Getenv(envGuestQEMU) != "" {
 		r, err := a.k.Start(ctx, inst)
 		must("Start on drbd-a", r, err, true)
@@ -230,8 +257,8 @@ func TestInGuestDRBD(t *testing.T) {
 		if _, err := b.k.Start(ctx, inst); !errors.Is(err, ErrState) || !strings.Contains(fmt.Sprint(err), "drbd-a") {
 			t.Errorf("Start on drbd-b while drbd-a is primary: %v, want ErrState naming drbd-a", err)
 		}
-		writeDirect(t, a.dev(0), markerAt, marker)
-		step("2. started on drbd-a (Primary/Secondary), marker written to /dev/drbd0")
+		step("2. started on drbd-a (Primary/Secondary)")
+		whileSecondaryDown(func() { writeDirect(t, a.dev(0), markerAt, marker) })
 		m := Migration{ID: "drbd-migration-1", PeerNode: a.name}
 		r, err = b.k.MigratePrepare(ctx, inst, m)
 		must("MigratePrepare on drbd-b", r, err, true)
@@ -317,10 +344,12 @@ func TestInGuestDRBD(t *testing.T) {
 		step("3. failover to drbd-a: started there, drbd-b's marker read back; stopped, failed over back to drbd-b")
 	} else {
 		// No qemu in the guest: the roles switched by hand.
-		step("NOTE: no qemu in the guest: Start, the live migration, the replace on the running primary, the aborted migration and Stop not run; the marker goes over by hand-switched roles")
-		drbdsetup(t, ctx, "primary", strconv.Itoa(a.minor(0)))
-		writeDirect(t, a.dev(0), markerAt, marker)
-		drbdsetup(t, ctx, "secondary", strconv.Itoa(a.minor(0)))
+		step("NOTE: no qemu in the guest: Start, the live migration, the replace on the running primary, the aborted migration and Stop not run; the marker goes over by hand-switched roles (and the secondary's resync after its reboot)")
+		whileSecondaryDown(func() {
+			drbdsetup(t, ctx, "primary", strconv.Itoa(a.minor(0)))
+			writeDirect(t, a.dev(0), markerAt, marker)
+			drbdsetup(t, ctx, "secondary", strconv.Itoa(a.minor(0)))
+		})
 		drbdsetup(t, ctx, "primary", strconv.Itoa(b.minor(0)))
 		got := readDirect(t, b.dev(0), markerAt, len(marker))
 		drbdsetup(t, ctx, "secondary", strconv.Itoa(b.minor(0)))
@@ -354,36 +383,43 @@ func TestInGuestDRBD(t *testing.T) {
 	}
 	step("4. first disk grown to 64 MiB on both, its device resized: in sync after %s", took)
 
-	// 5. The secondary's storage replaced: it resyncs from the primary.
-	r, err = a.k.DiskReplace(ctx, inst, disk, "replace-1")
-	must("DiskReplace on drbd-a", r, err, true)
+	// 5. The secondary's storage of both disks replaced under one op
+	// id, as the jobs' replace-disks -s: each resyncs from the primary.
+	replace := func(ctx context.Context, inst fsm.Instance, disk string) (Result, error) {
+		return a.k.DiskReplace(ctx, inst, disk, "replace-1")
+	}
+	each("DiskReplace", a, inst, true, replace)
 	took = waitDRBDSync(t, ctx, b, inst)
-	if ds := guestDRBDDisk(t, ctx, a, inst, 0); ds.Generation != "replace-1" {
-		t.Errorf("drbd-a: the disk's generation %q after the replace, want replace-1", ds.Generation)
+	for i := range inst.Disks {
+		if ds := guestDRBDDisk(t, ctx, a, inst, i); ds.Generation != "replace-1" {
+			t.Errorf("drbd-a: disk %d's generation %q after the replace, want replace-1", i, ds.Generation)
+		}
 	}
 	if sizes := lvSizes(t, ctx, a.vg); !equalSizes(sizes, 64, 16, fsm.DRBDMetaMiB, fsm.DRBDMetaMiB) {
 		t.Errorf("drbd-a: volumes of %v MiB after the replace, want 64, 16 and twice %d", sizes, fsm.DRBDMetaMiB)
 	}
-	r, err = a.k.DiskReplace(ctx, inst, disk, "replace-1")
-	must("DiskReplace again on drbd-a", r, err, false)
-	step("5. drbd-a's storage of the first disk replaced: in sync again after %s", took)
+	each("DiskReplace again", a, inst, false, replace)
+	step("5. drbd-a's storage of both disks replaced under one op id: in sync again after %s", took)
 
-	// 6. A new secondary, drbd-c, as the jobs' replaceSecondary makes
-	// it, but for the order: the old secondary's copy is removed first,
-	// since in one kernel DRBD refuses a second connection to the
-	// primary's address (nodes of their own have their own kernels):
-	// then the disk is created on drbd-c and the primary reconnected to
-	// it.
-	r, err = a.k.Remove(ctx, inst)
-	must("Remove on drbd-a (the old secondary)", r, err, true)
-	if sizes := lvSizes(t, ctx, a.vg); len(sizes) != 0 {
-		t.Errorf("drbd-a: volumes of %v MiB left after Remove", sizes)
+	// 6. A new secondary, drbd-c, as the jobs make it: the old
+	// secondary drbd-a dropped (its devices down, its volumes kept),
+	// the disks created on drbd-c, the primary reconnected to it, the
+	// resync waited for, and only then drbd-a's volumes removed, with a
+	// record that no longer names it (its devices found by their data
+	// volumes).
+	each("DiskDetach (the old secondary)", a, inst, true, a.k.DiskDetach)
+	if sizes := lvSizes(t, ctx, a.vg); !equalSizes(sizes, 64, 16, fsm.DRBDMetaMiB, fsm.DRBDMetaMiB) {
+		t.Errorf("drbd-a: volumes of %v MiB after its detach, want 64, 16 and twice %d kept", sizes, fsm.DRBDMetaMiB)
 	}
 	moved := guestDRBDInstance(kernel, b, c, 64, 16)
 	each("DiskCreate", c, moved, true, c.k.DiskCreate)
 	inst = moved
 	each("DiskAttach (reconnecting to drbd-c)", b, inst, true, b.k.DiskAttach)
 	took = waitDRBDSync(t, ctx, b, inst)
+	each("DiskRemove (the old secondary, after the resync)", a, inst, true, a.k.DiskRemove)
+	if sizes := lvSizes(t, ctx, a.vg); len(sizes) != 0 {
+		t.Errorf("drbd-a: volumes of %v MiB left after DiskRemove", sizes)
+	}
 	// The attach on the primary node is also activate-disks: the
 	// device is primary there, its path usable (the marker, through
 	// both replaces, read back), until the detach (deactivate-disks).
@@ -393,7 +429,7 @@ func TestInGuestDRBD(t *testing.T) {
 	}
 	each("DiskDetach", b, inst, true, b.k.DiskDetach)
 	checkRoles(t, ctx, inst, b, "Secondary", c, "Secondary")
-	step("6. new secondary drbd-c: drbd-b reconnected to it (and primary: activated), in sync after %s; marker read back; detached: Secondary/Secondary", took)
+	step("6. new secondary drbd-c: drbd-a detached (down, volumes kept), drbd-b reconnected to drbd-c (and primary: activated), in sync after %s, drbd-a's volumes removed; marker read back; detached: Secondary/Secondary", took)
 	if got, want := drbdMinors(t), []int{b.minor(0), c.minor(0), b.minor(1), c.minor(1)}; !slices.Equal(got, want) {
 		t.Errorf("minors configured: %v, want %v (drbd-a's gone)", got, want)
 	}
