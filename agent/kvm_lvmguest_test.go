@@ -5,10 +5,10 @@ import (
 	"bytes"
 	"debug/elf"
 	"fmt"
+	"go/build"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -179,7 +179,7 @@ func needTestGuest(t *testing.T, what string, modules ...string) testGuest {
 		t.Skipf("SKIP: %s is not a static busybox %s: %s not run", g.busybox, install, what)
 	}
 	if g.goTool, err = exec.LookPath("go"); err != nil {
-		g.goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+		g.goTool = filepath.Join(build.Default.GOROOT, "bin", "go") // where this test binary was built
 		if _, err := os.Stat(g.goTool); err != nil {
 			t.Skipf("SKIP: no go tool on PATH or in GOROOT to build the guest's test binary: %s not run", what)
 		}

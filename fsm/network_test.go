@@ -187,6 +187,9 @@ func TestNetworkPool(t *testing.T) {
 	if e := netApply(t, s, "", &OpNetworkDisconnect{NetworkName: "lan", GroupName: "default"}); e == nil || e.Code != CodeState || !strings.Contains(e.Msg, "a, b, c") {
 		t.Errorf("disconnecting a used network: %v", e)
 	}
+	if got := s.Networks["net-1"].SerialNo; got != serial {
+		t.Errorf("the refused removal and disconnection changed the network's serial_no: %d, was %d", got, serial)
+	}
 	if e := netApply(t, s, "", &OpNetworkConnect{NetworkName: "lan", GroupName: "other", NetworkMode: NICModeRouted, NetworkLink: "rt"}); e != nil {
 		t.Fatal(e)
 	}

@@ -301,14 +301,6 @@ func (t *txn) commit() {
 	s.Cluster = c
 }
 
-// network returns the staged view of a network by UUID.
-func (t *txn) network(uuid string) *Network {
-	if n, ok := t.nets[uuid]; ok {
-		return n
-	}
-	return t.st.Networks[uuid]
-}
-
 func (t *txn) networkRW(uuid string) *Network {
 	if n, ok := t.nets[uuid]; ok {
 		return n

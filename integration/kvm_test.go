@@ -193,7 +193,7 @@ func TestKVMGuests(t *testing.T) {
 		t.Fatal(err)
 	}
 	uuid := info.UUID
-	n := guestCounter(t, n12, uuid, -1, 3*time.Minute)
+	guestCounter(t, n12, uuid, -1, 3*time.Minute)
 	t.Logf("guest start (job submitted to the marker on serial, TCG): %s", time.Since(start).Round(time.Millisecond))
 
 	if got := filesUnder(shared); len(got) != 1 {
@@ -215,7 +215,7 @@ func TestKVMGuests(t *testing.T) {
 	if out, err := c.GNT("instance", "startup", "vm1"); err != nil {
 		t.Fatalf("startup: %v\n%s", err, out)
 	}
-	n = guestCounter(t, n12, uuid, -1, 3*time.Minute)
+	n := guestCounter(t, n12, uuid, -1, 3*time.Minute)
 	st, err := c.NodeClient(n12).Status(ctx, fsm.Instance{UUID: uuid})
 	if err != nil || st.State != rpc.NodeStateRunning || st.MemoryMiB != 128 || st.VCPUs != 1 {
 		t.Fatalf("status on node12: %+v %v", st, err)

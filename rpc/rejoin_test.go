@@ -90,7 +90,7 @@ func TestRejoinBadInput(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			before := fingerprint(b)
-			peers, _ := b.Peers(nil)
+			peers, _ := b.Peers(t.Context())
 			r := e.do("POST", "/2/gnt/rejoin", tc.body, tc.hdr...)
 			if r.status != tc.status {
 				t.Fatalf("status %d, want %d: %s", r.status, tc.status, r.body)
@@ -98,7 +98,7 @@ func TestRejoinBadInput(t *testing.T) {
 			if tc.code != "" {
 				checkErr(t, r, tc.status, tc.code, tc.field)
 			}
-			after, _ := b.Peers(nil)
+			after, _ := b.Peers(t.Context())
 			if fingerprint(b) != before || len(after) != len(peers) {
 				t.Errorf("state or Raft configuration changed")
 			}
@@ -123,7 +123,7 @@ func TestRejoinRemovesTheNode(t *testing.T) {
 	if err := json.Unmarshal(r.body, &resp); err != nil || !resp.Removed || resp.Leader != "node1" {
 		t.Fatalf("answer %s (%v), want removed by node1", r.body, err)
 	}
-	peers, _ := b.Peers(nil)
+	peers, _ := b.Peers(t.Context())
 	if len(peers) != 1 || peers[0].ID != "node1" {
 		t.Fatalf("peers after the rejoin: %+v, want node1 alone", peers)
 	}
@@ -155,7 +155,7 @@ func FuzzRejoinRequest(f *testing.F) {
 		if verr != nil && rec.Code != 401 && rec.Code != 413 {
 			t.Fatalf("bad signature answered %d", rec.Code)
 		}
-		if peers, _ := b.Peers(nil); len(peers) != 2 {
+		if peers, _ := b.Peers(t.Context()); len(peers) != 2 {
 			t.Fatalf("the configuration changed: %+v", peers)
 		}
 	})
@@ -173,7 +173,7 @@ func TestRejoinForwarded(t *testing.T) {
 	if err != nil || !resp.Removed || resp.Leader != "node1" {
 		t.Fatalf("rejoin through the follower: %+v, %v", resp, err)
 	}
-	if peers, _ := leader.b.Peers(nil); len(peers) != 1 {
+	if peers, _ := leader.b.Peers(t.Context()); len(peers) != 1 {
 		t.Fatalf("the leader's peers: %+v", peers)
 	}
 	if _, err := follower.c.Rejoin(ctx(t), []byte("not the join key"), rpc.RejoinRequest{Node: "node2", ClusterUUID: uuid}); err == nil {
