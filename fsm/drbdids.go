@@ -67,35 +67,6 @@ func (id *DRBDLogicalID) DRBDEndOf(node string) *DRBDEnd {
 	return nil
 }
 
-// DRBDPortHolder returns the instance and disk index holding a drbd port;
-// nil and -1 when no drbd disk holds it.
-func (s *State) DRBDPortHolder(port int) (*Instance, int) {
-	i := s.Instances[s.ports[port]]
-	if i == nil {
-		return nil, -1
-	}
-	for k, d := range i.Disks {
-		if d.DRBD != nil && d.DRBD.Port == port {
-			return i, k
-		}
-	}
-	return nil, -1
-}
-
-// DRBDMinors returns the drbd minors a node holds, ascending, with the
-// UUID of the instance holding each.
-func (s *State) DRBDMinors(node string) ([]int, map[int]string) {
-	m := s.minors[node]
-	out := make([]int, 0, len(m))
-	holders := make(map[int]string, len(m))
-	for minor, u := range m {
-		out = append(out, minor)
-		holders[minor] = u
-	}
-	slices.Sort(out)
-	return out, holders
-}
-
 func (s *State) indexDRBD(u string, i *Instance) {
 	for _, d := range i.Disks {
 		if d.DRBD == nil {

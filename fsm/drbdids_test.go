@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -59,7 +60,7 @@ func ids(s *State, name string) string {
 }
 
 func minorsOf(s *State, node string) string {
-	ms, holders := s.DRBDMinors(node)
+	ms, holders := drbdMinors(s, node)
 	var out []string
 	for _, m := range ms {
 		out = append(out, fmt.Sprintf("%d=%s", m, holders[m]))
@@ -143,7 +144,7 @@ func TestDRBDIDAllocation(t *testing.T) {
 		t.Fatal(e)
 	}
 	tx.commit()
-	if i, _ := s.DRBDPortHolder(11002); i != nil || minorsOf(s, "n2") != "" {
+	if i, _ := drbdPortHolder(s, 11002); i != nil || minorsOf(s, "n2") != "" {
 		t.Errorf("b's port or minors still held after its removal: %v, n2 %q", i, minorsOf(s, "n2"))
 	}
 	if e := putInstance(s, drbdInst("d", "n3", "n2", "ff"), 0); e != nil {
@@ -164,8 +165,8 @@ func TestDRBDIDAllocation(t *testing.T) {
 		t.Fatal(e)
 	}
 	check("a disk removed, one added", "a", "11001 bb n1:1,n4:2; 11000 0123 n1:0,n4:1")
-	if i, k := s.DRBDPortHolder(11000); i == nil || i.Name != "a" || k != 1 {
-		t.Errorf("DRBDPortHolder(11000) = %v, %d", i, k)
+	if i, k := drbdPortHolder(s, 11000); i == nil || i.Name != "a" || k != 1 {
+		t.Errorf("drbdPortHolder(11000) = %v, %d", i, k)
 	}
 
 	// Recreated on other nodes (both new): new minors on both.
@@ -284,7 +285,7 @@ func TestDRBDIDExhaustion(t *testing.T) {
 			t.Fatalf("instance %d: %v", k, e)
 		}
 	}
-	if ms, _ := s.DRBDMinors("n1"); len(ms) != MaxDRBDMinor+1 || ms[len(ms)-1] != MaxDRBDMinor {
+	if ms, _ := drbdMinors(s, "n1"); len(ms) != MaxDRBDMinor+1 || ms[len(ms)-1] != MaxDRBDMinor {
 		t.Fatalf("n1 holds %d minors", len(ms))
 	}
 	e := putInstance(s, drbdInst("full", "n2", "n1", "ab"), 0)
@@ -417,4 +418,33 @@ func TestDRBDIDReplayAndRestore(t *testing.T) {
 	if a, b := snapIDs(h1.f), snapIDs(h3.f); a != b {
 		t.Fatalf("the restored replica allocates otherwise:\n%s\n---\n%s", a, b)
 	}
+}
+
+// drbdPortHolder returns the instance and disk index holding a drbd port;
+// nil and -1 when no drbd disk holds it.
+func drbdPortHolder(s *State, port int) (*Instance, int) {
+	i := s.Instances[s.ports[port]]
+	if i == nil {
+		return nil, -1
+	}
+	for k, d := range i.Disks {
+		if d.DRBD != nil && d.DRBD.Port == port {
+			return i, k
+		}
+	}
+	return nil, -1
+}
+
+// drbdMinors returns the drbd minors a node holds, ascending, with the
+// UUID of the instance holding each.
+func drbdMinors(s *State, node string) ([]int, map[int]string) {
+	m := s.minors[node]
+	out := make([]int, 0, len(m))
+	holders := make(map[int]string, len(m))
+	for minor, u := range m {
+		out = append(out, minor)
+		holders[minor] = u
+	}
+	slices.Sort(out)
+	return out, holders
 }
