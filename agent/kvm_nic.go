@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"slices"
@@ -93,6 +94,9 @@ func planNICs(inst fsm.Instance) ([]kvmNIC, error) {
 			ip := net.ParseIP(n.IP)
 			if ip == nil {
 				return nil, invalid("%s is routed and its IP %q is not an IP address (routed NICs need one)", what, n.IP)
+			}
+			if a, _ := netip.AddrFromSlice(ip); fsm.RoutedIPProblem(a) != "" {
+				return nil, invalid("%s is routed and its IP %s %s", what, n.IP, fsm.RoutedIPProblem(a))
 			}
 			if len(n.Link) > 64 || strings.ContainsAny(n.Link, " /\t\n") {
 				return nil, invalid("%s: link %q is not a routing table (a number or a name of /etc/iproute2/rt_tables, at most 64 characters)", what, n.Link)

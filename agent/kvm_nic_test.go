@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,6 +42,9 @@ func TestPlanNICsRefusals(t *testing.T) {
 		{"link with slash", func(n *fsm.NIC) { n.Link = "br/0" }, ErrInvalid, "not a bridge name"},
 		{"routed without ip", func(n *fsm.NIC) { n.Mode = fsm.NICModeRouted }, ErrInvalid, "routed NICs need one"},
 		{"routed bad ip", func(n *fsm.NIC) { n.Mode, n.IP = fsm.NICModeRouted, "10.0.0.300" }, ErrInvalid, `"10.0.0.300"`},
+		{"routed unspecified ip", func(n *fsm.NIC) { n.Mode, n.IP = fsm.NICModeRouted, "0.0.0.0" }, ErrInvalid, "0.0.0.0 is the unspecified address"},
+		{"routed mapped loopback ip", func(n *fsm.NIC) { n.Mode, n.IP = fsm.NICModeRouted, "::ffff:127.0.0.1" }, ErrInvalid, "loopback"},
+		{"routed multicast ip", func(n *fsm.NIC) { n.Mode, n.IP = fsm.NICModeRouted, "ff02::1" }, ErrInvalid, "multicast"},
 		{"routed bad table", func(n *fsm.NIC) { n.Mode, n.IP, n.Link = fsm.NICModeRouted, "10.0.0.3", "main table" }, ErrInvalid, "not a routing table"},
 		{"openvswitch", func(n *fsm.NIC) { n.Mode = fsm.NICModeOpenVSwitch }, ErrNotSupported, "openvswitch"},
 		{"vlan", func(n *fsm.NIC) { n.VLAN = ".100" }, ErrNotSupported, `vlan ".100"`},
@@ -100,6 +104,7 @@ func FuzzPlanNICs(f *testing.F) {
 	f.Add("aa:00:00:00:00:01", "bridged", "br0", "", "")
 	f.Add("aa:00:00:00:00:01", "routed", "", "192.0.2.1", "")
 	f.Add("zz", "openvswitch", "", "::1", ".100")
+	f.Add("00:00:00:00:00:00", "routed", "0000000000000000", "0.0.0.0", "")
 	f.Fuzz(func(t *testing.T, mac, mode, link, ip, vlan string) {
 		inst := fsm.Instance{Name: "i", UUID: "6b5a1c1e-0000-4000-8000-00000000c0de",
 			NICs: []fsm.NIC{{MAC: mac, Mode: mode, Link: link, IP: ip, VLAN: vlan}}}
@@ -116,7 +121,17 @@ func FuzzPlanNICs(f *testing.F) {
 				t.Fatalf("argument %q has a comma of the NIC's own", a)
 			}
 		}
-		if n := nics[0]; len(n.Tap) > maxIfName || len(n.Link) > maxIfName || strings.ContainsAny(n.Link, " /") {
+		// A bridged NIC's link is a bridge (an interface name); a routed
+		// NIC's is a routing table, and its IP the host route's target.
+		n := nics[0]
+		linkMax := maxIfName
+		if n.Mode == fsm.NICModeRouted {
+			linkMax = 64
+			if a, err := netip.ParsePrefix(n.IP); err != nil || fsm.RoutedIPProblem(a.Addr()) != "" {
+				t.Fatalf("accepted routed IP %q", n.IP)
+			}
+		}
+		if len(n.Tap) > maxIfName || len(n.Link) > linkMax || strings.ContainsAny(n.Link, " /") {
 			t.Fatalf("accepted %+v", n)
 		}
 	})

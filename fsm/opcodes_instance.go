@@ -372,8 +372,8 @@ func checkHVEnabled(c *Cluster, hv string) *Error {
 // at its start.
 func checkNICFilled(c *Cluster, hv, field, mode, vlan, ip string) *Error {
 	mode, _, vlan = FilledNIC(c, &NIC{Mode: mode, VLAN: vlan})
-	if mode == NICModeRouted && ip == "" {
-		return errf(CodeInval, field+".ip", "%s: a routed NIC needs an IP address", field)
+	if e := checkRoutedIP(field, mode, ip); e != nil {
+		return e
 	}
 	if hv == HVKVM && mode != NICModeBridged && mode != NICModeRouted {
 		return errf(CodeInval, field+".mode", "%s: mode %s: the kvm hypervisor connects bridged and routed NICs only", field, mode)

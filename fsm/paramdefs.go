@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/netip"
 	"sort"
 	"strconv"
 	"strings"
@@ -558,10 +559,40 @@ func ValidateNICParams(field string, mode, link, vlan, ip string) *Error {
 	if _, e := NormalizeParams(field, "NIC", NICParamDefs, m, false); e != nil {
 		return e
 	}
-	if mode == NICModeRouted && ip == "" {
+	return checkRoutedIP(field, mode, ip)
+}
+
+// checkRoutedIP checks a routed NIC's IP: it is the destination of the
+// host route to the guest, so it must be given and, when it is an
+// address (not yet "pool"), one a host route can point at.
+func checkRoutedIP(field, mode, ip string) *Error {
+	if mode != NICModeRouted {
+		return nil
+	}
+	if ip == "" {
 		return errf(CodeInval, field+".ip", "%s: a routed NIC needs an IP address", field)
 	}
+	if a, err := netip.ParseAddr(ip); err == nil {
+		if why := RoutedIPProblem(a); why != "" {
+			return errf(CodeInval, field+".ip", "%s: ip %s %s", field, ip, why)
+		}
+	}
 	return nil
+}
+
+// RoutedIPProblem says why an address cannot be a routed NIC's (the
+// unspecified, loopback and multicast addresses), or "" when it can.
+func RoutedIPProblem(a netip.Addr) string {
+	a = a.Unmap()
+	switch {
+	case a.IsUnspecified():
+		return "is the unspecified address, not a guest's"
+	case a.IsLoopback():
+		return "is a loopback address, not a guest's"
+	case a.IsMulticast():
+		return "is a multicast address, not a guest's"
+	}
+	return ""
 }
 
 func (e *Error) msgOrEmpty() string {
