@@ -644,6 +644,31 @@ func TestFailedMigrationAborted(t *testing.T) {
 	}
 }
 
+// TestFailedPrepareAborted: a migration whose prepare fails on the
+// target (or whose answer is lost: the target may have an incoming qemu
+// and a promoted device) has the target abort it, and nothing is sent;
+// the same for an evacuation's migration.
+func TestFailedPrepareAborted(t *testing.T) {
+	d, nodes := drbdCluster(t, nil)
+	nodes.mu.Lock()
+	nodes.fail["migrate-prepare@n3"] = &NodeCallError{Code: "failed", Msg: "qemu -incoming failed"}
+	nodes.mu.Unlock()
+	for _, op := range []string{`{"OP_ID":"OP_INSTANCE_MIGRATE","instance_name":"web1"}`, `{"OP_ID":"OP_NODE_EVACUATE","node_name":"n2","mode":"primary-only"}`} {
+		nodes.takeCalls()
+		res, _ := failed(t, d, op)
+		if !strings.Contains(res, "qemu -incoming failed") {
+			t.Errorf("%s: result %s", op, res)
+		}
+		calls := nodes.takeCalls()
+		if !strings.Contains(calls, "migrate-prepare@n3 migrate-abort@n3") || strings.Contains(calls, "migrate-send") {
+			t.Errorf("%s: calls %s: want the target aborted after its failed prepare, nothing sent", op, calls)
+		}
+		if in := instanceState(d, "web1"); in.PrimaryNode != nodeUUID(d, "n2") {
+			t.Errorf("%s: a failed prepare moved web1", op)
+		}
+	}
+}
+
 // TestMigrateCleanupEndsMigration: migrate --cleanup aborts a migration
 // the secondary is still prepared for (incoming), the primary first, and
 // finishes one the secondary received while the primary no longer runs

@@ -445,11 +445,13 @@ func (e *Executor) moveToSecondary(ctx context.Context, sc *StepContext, in *fsm
 			return false, fmt.Errorf("%v; fail the instance over instead", err)
 		}
 		id := fmt.Sprintf("%s-%s", opID(sc), in.UUID)
+		if err := e.prepareMigration(ctx, sc, in, src, dst, id); err != nil {
+			return false, err
+		}
 		for _, c := range []struct {
 			node *fsm.Node
 			call NodeCall
 		}{
-			{dst, NodeCall{Op: NodeOpMigratePrepare, Instance: in, Migration: id, PeerNode: src.Name}},
 			{src, NodeCall{Op: NodeOpMigrateSend, Instance: in, Migration: id, PeerNode: dst.Name, Peer: dst.Addrs.Agent}},
 			{dst, NodeCall{Op: NodeOpMigrateFinish, Instance: in, Migration: id}},
 		} {

@@ -1206,8 +1206,7 @@ func (e *Executor) migrationSteps(o *fsm.OpInstanceMigrate) []Step {
 			if err := e.readyForMigration(ctx, sc, in, dst); err != nil {
 				return nil, err
 			}
-			_, err = e.call(ctx, sc, dst, NodeCall{Op: NodeOpMigratePrepare, Instance: in, Migration: opID(sc), PeerNode: src.Name})
-			return nil, err
+			return nil, e.prepareMigration(ctx, sc, in, src, dst, opID(sc))
 		}},
 		{Name: "move the running instance", Run: func(ctx context.Context, sc *StepContext) (any, error) {
 			in, src, dst, err := target(sc)
@@ -1238,6 +1237,22 @@ func (e *Executor) migrationSteps(o *fsm.OpInstanceMigrate) []Step {
 			return nil, nil
 		}},
 	}
+}
+
+// prepareMigration has the target prepare migration id. When the target
+// fails it (or its answer is lost) it may have done part of it, an
+// incoming qemu or a promoted drbd device: the target is asked to abort
+// id, which undoes that and is a no-op for a migration it never
+// prepared, so that a failed prepare leaves no second primary behind.
+func (e *Executor) prepareMigration(ctx context.Context, sc *StepContext, in *fsm.Instance, src, dst *fsm.Node, id string) error {
+	_, err := e.call(ctx, sc, dst, NodeCall{Op: NodeOpMigratePrepare, Instance: in, Migration: id, PeerNode: src.Name})
+	if err == nil {
+		return nil
+	}
+	if _, aerr := e.call(ctx, sc, dst, NodeCall{Op: NodeOpMigrateAbort, Instance: in, Migration: id}); aerr != nil {
+		sc.Logf("WARNING: preparing %s on %s failed and the target did not abort it (%v): run migrate --cleanup", in.Name, dst.Name, aerr)
+	}
+	return err
 }
 
 // abortMigration gives a live migration whose send failed up on both
