@@ -32,7 +32,7 @@ func (e environment) instanceCommand() *cli.Command {
 				Usage:     "show instances' configuration and, unless --static, each disk's status on its nodes",
 				ArgsUsage: "[NAME...]",
 				Flags: []cli.Flag{&cli.BoolFlag{Name: "static", Aliases: []string{"s"},
-					Usage: "the configuration only: do not ask the nodes' agents for the disks' status (no job)"}},
+					Usage: "the configuration only (drbd ports and minors included): the /info job asks no node for the disks' status"}},
 				Action: e.do(instanceInfo),
 			},
 		}, append(e.instanceOpCommands(), e.tagCommands("instance", true, func(n string) string { return "/2/instances/" + url.PathEscape(n) + "/tags" })...)...),
@@ -65,8 +65,8 @@ func instanceList(ctx context.Context, s *session, c *cli.Context, args []string
 
 func instanceInfo(ctx context.Context, s *session, c *cli.Context, args []string) error {
 	var status diskStatuses
-	if !c.Bool("static") && !s.cfg.JSON() {
-		status = s.instanceDiskStatus(ctx, args)
+	if !s.cfg.JSON() {
+		status = s.instanceDiskStatus(ctx, args, c.Bool("static"))
 	}
 	return s.info(ctx, instanceListing, args, func(o object) { showInstance(s.stdout, o, status) })
 }
@@ -74,11 +74,13 @@ func instanceInfo(ctx context.Context, s *session, c *cli.Context, args []string
 // diskStatuses is what the /info job (OP_INSTANCE_QUERY_DATA) said of the
 // instances' disks: by instance name, each disk's pstatus and sstatus,
 // and whether it runs on its primary (run_state: up or down); err is why
-// the nodes could not be asked.
+// the nodes could not be asked. A static job (--static) asks no node: it
+// gives the disks' configuration (drbd_info) only.
 type diskStatuses struct {
-	by  map[string][]diskStatus
-	run map[string]string
-	err error
+	by     map[string][]diskStatus
+	run    map[string]string
+	err    error
+	static bool
 }
 
 // diskStatus is one disk's block device status on the primary and the
@@ -92,32 +94,33 @@ type diskStatus struct {
 }
 
 // instanceDiskStatus runs one OP_INSTANCE_QUERY_DATA job for the named
-// instances (all without names) and keeps what it says of their disks. A
+// instances (all without names) and keeps what it says of their disks,
+// static as Ganeti's --static: from the configuration, no node asked. A
 // job that fails leaves the reason, shown in place of the status.
-func (s *session) instanceDiskStatus(ctx context.Context, names []string) diskStatuses {
-	op, _ := json.Marshal(map[string]any{"OP_ID": "OP_INSTANCE_QUERY_DATA", "instances": append([]string{}, names...), "static": false})
+func (s *session) instanceDiskStatus(ctx context.Context, names []string, static bool) diskStatuses {
+	op, _ := json.Marshal(map[string]any{"OP_ID": "OP_INSTANCE_QUERY_DATA", "instances": append([]string{}, names...), "static": static})
 	id, meta, err := s.api.Submit(ctx, http.MethodPost, "/2/jobs", nil, rpc.SubmitJobRequest{Ops: []json.RawMessage{op}})
 	if err != nil {
-		return diskStatuses{err: err}
+		return diskStatuses{err: err, static: static}
 	}
 	j, _, err := s.waitJob(ctx, int64(id), meta.Index)
 	if err == nil && j.Status != fsm.StatusSuccess {
 		err = j.failure()
 	}
 	if err != nil {
-		return diskStatuses{err: err}
+		return diskStatuses{err: err, static: static}
 	}
 	var res map[string]struct {
 		Disks    []diskStatus `json:"disks"`
 		RunState string       `json:"run_state"`
 	}
 	if len(j.OpResult) == 0 {
-		return diskStatuses{err: fmt.Errorf("job %d answered no result", id)}
+		return diskStatuses{err: fmt.Errorf("job %d answered no result", id), static: static}
 	}
 	if err := json.Unmarshal(j.OpResult[0], &res); err != nil {
-		return diskStatuses{err: fmt.Errorf("decoding job %d's result: %w", id, err)}
+		return diskStatuses{err: fmt.Errorf("decoding job %d's result: %w", id, err), static: static}
 	}
-	out := diskStatuses{by: map[string][]diskStatus{}, run: map[string]string{}}
+	out := diskStatuses{by: map[string][]diskStatus{}, run: map[string]string{}, static: static}
 	for name, r := range res {
 		out.by[name] = r.Disks
 		out.run[name] = r.RunState
@@ -224,11 +227,16 @@ func showInstance(w io.Writer, o object, status diskStatuses) {
 	for i, sz := range xs {
 		fmt.Fprintf(w, "    - disk/%d: size %s\n", i, mebibytes(object{"s": sz}, "s"))
 		switch {
+		case status.err != nil && status.static:
+			fmt.Fprintf(w, "      configuration unknown: %v\n", status.err)
 		case status.err != nil:
 			fmt.Fprintf(w, "      status: unknown: %v\n", status.err)
 		case i < len(disks):
 			if l := drbdInfoLine(disks[i].DRBDInfo); l != "" {
 				fmt.Fprintf(w, "      %s\n", l)
+			}
+			if status.static {
+				continue
 			}
 			fmt.Fprintf(w, "      on primary: %s\n", diskStatusLine(disks[i].PStatus))
 			if len(list(o, "snodes")) > 0 {

@@ -10,7 +10,8 @@ const infoInstance = `{"name": "web1", "uuid": "u1", "admin_state": "up", "pnode
 
 // TestInstanceInfoDiskStatus: gnt instance info runs the /info job
 // (OP_INSTANCE_QUERY_DATA) and shows each disk's status on the primary and
-// the secondary; --static asks no node; a failed job leaves the reason in
+// the secondary; --static runs it static (no node asked: the drbd ids
+// only); a failed job leaves the reason in
 // place of the status.
 func TestInstanceInfoDiskStatus(t *testing.T) {
 	f := newFake(t)
@@ -38,16 +39,22 @@ func TestInstanceInfoDiskStatus(t *testing.T) {
 		}
 	}
 
+	// --static: a static /info job (no node asked), its drbd ids shown,
+	// no status line.
 	g := newFake(t)
 	g.on("GET", "/2/instances/web1", 200, infoInstance)
+	g.on("POST", "/2/jobs", 200, `6`)
+	g.on("GET", "/2/jobs/6", 200, `{"id": 6, "status": "success", "opstatus": ["success"], "oplog": [[]],
+	  "opresult": [{"web1": {"config_state": "up", "run_state": null, "disks": [
+	    {"drbd_info": {"port": 11000, "primary_node": "n1", "primary_minor": 0, "secondary_node": "n2", "secondary_minor": 3}, "pstatus": null, "sstatus": null},
+	    {"drbd_info": {"port": 11001, "primary_node": "n1", "primary_minor": 1, "secondary_node": "n2", "secondary_minor": 4}, "pstatus": null, "sstatus": null}]}}]}`)
 	r = gnt(t, nil, "--server", g.addr(), "instance", "info", "--static", "web1")
-	if r.code != 0 || strings.Contains(r.stdout, "on primary") || !strings.Contains(r.stdout, "State: configured to be up\n") {
+	if r.code != 0 || strings.Contains(r.stdout, "on primary") || !strings.Contains(r.stdout, "State: configured to be up\n") ||
+		!strings.Contains(r.stdout, "    - disk/1: size 2.0G\n      drbd: port 11001, primary n1 minor 1, secondary n2 minor 4\n") {
 		t.Errorf("--static: exit %d, stdout:\n%s", r.code, r.stdout)
 	}
-	for _, req := range g.requests() {
-		if req.Method == "POST" {
-			t.Errorf("--static submitted %v", req)
-		}
+	if reqs := g.requests(); len(reqs) < 1 || !strings.HasPrefix(reqs[0].String(), `POST /2/jobs {"ops":[{"OP_ID":"OP_INSTANCE_QUERY_DATA","instances":["web1"],"static":true}]`) {
+		t.Errorf("--static: requests %v: want a static /info job", reqs)
 	}
 
 	// A drbd disk: its port and minors, each side's device and sync.
