@@ -318,7 +318,11 @@ type LeaderEstablish struct {
 // Version 34 accepts wait_for_sync in OP_INSTANCE_SET_PARAMS (the job
 // waits for the resync of the drbd disks it adds), which a replica of
 // version 33 refuses as unsupported.
-const LogVersion = 34
+//
+// Version 35 adds a node's boot id to its storage report
+// (NodeStorageReport.BootID): a change of it queues jobs activating the
+// disks of the drbd instances the node is the secondary of.
+const LogVersion = 35
 
 // Job update actions.
 const (

@@ -1,6 +1,13 @@
 package fsm
 
-import "fmt"
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+)
 
 // Storage units in the state: what each node's agent last reported of
 // its storage (seed 003 "Storage units modelling": file storage
@@ -63,6 +70,10 @@ type NodeStorage struct {
 	// kernel module or tools, or a driver without drbd disks), as its
 	// agent says; "" when it may (or a driver simulates them).
 	NoDRBD string `json:"no_drbd,omitempty"`
+	// BootID is the node's boot id (Linux's
+	// /proc/sys/kernel/random/boot_id) at its last report: a report with
+	// another one means the node rebooted. "" when the node gave none.
+	BootID string `json:"boot_id,omitempty"`
 }
 
 // Unit returns the node's unit of the given type and name, or nil.
@@ -117,6 +128,13 @@ type NodeStorageReport struct {
 	Units         []StorageUnit `json:"units"`
 	// NoDRBD is NodeStorage.NoDRBD. Since LogVersion 28.
 	NoDRBD string `json:"no_drbd,omitempty"`
+	// BootID is NodeStorage.BootID. A report whose boot id differs from
+	// the one recorded before (both given) says the node rebooted: it
+	// queues, as Ganeti's watcher does, a job activating the disks of
+	// each running drbd instance the node is the secondary of
+	// (RebootedSecondaryJobs), whose devices the reboot took down. Since
+	// LogVersion 35.
+	BootID string `json:"boot_id,omitempty"`
 }
 
 // CommandType implements Command.
@@ -198,6 +216,14 @@ func (s *State) CheckNodeStorage(c *NodeStorageReport) *Error {
 	if len(c.NoDRBD) > MaxNoDRBDLen {
 		return errf(CodeInval, "no_drbd", "no_drbd has %d bytes, at most %d", len(c.NoDRBD), MaxNoDRBDLen)
 	}
+	if c.BootID != "" {
+		if e := CheckStorageName("boot_id", c.BootID); e != nil {
+			return e
+		}
+		if len(c.BootID) > MaxBootIDLen {
+			return errf(CodeInval, "boot_id", "boot_id has %d bytes, at most %d", len(c.BootID), MaxBootIDLen)
+		}
+	}
 	return CheckStorageUnits(c.Units)
 }
 
@@ -212,15 +238,74 @@ func (s *State) applyNodeStorage(c *NodeStorageReport) Response {
 	} else {
 		used = s.diskUse(n.UUID)
 	}
+	// The node rebooted: activate the disks its reboot took down. With
+	// the queue full the old boot id is kept, so that the next report
+	// tries again.
+	bootID, jobs := c.BootID, []*Job(nil)
+	if prev := n.Storage; prev != nil && prev.BootID != "" && c.BootID != "" && prev.BootID != c.BootID {
+		specs := s.RebootedSecondaryJobs(n.UUID, c.BootID, c.Now)
+		if len(specs) > 0 && s.queueFull(len(specs)) != nil {
+			bootID = prev.BootID
+		} else {
+			ts := TimestampFromNanos(c.Now)
+			first := s.NextJobID
+			for _, spec := range specs {
+				// A job the state refuses is left out rather than
+				// refusing the node's report (and every later one).
+				if job, _, e := s.newJob(spec, first+int64(len(jobs)), first, ts); e == nil {
+					jobs = append(jobs, job)
+				}
+			}
+		}
+	}
 	// Stored objects are never changed in place (Frozen relies on it).
 	w := n.clone()
 	w.Storage = &NodeStorage{
 		Reported: c.Now, DiskUsedMiB: used, FileDir: c.FileDir, SharedFileDir: c.SharedFileDir, VG: c.VG, NoDRBD: c.NoDRBD,
-		Units: append([]StorageUnit{}, c.Units...),
+		Units: append([]StorageUnit{}, c.Units...), BootID: bootID,
 	}
 	s.Nodes[w.UUID] = w
-	return Response{}
+	r := Response{}
+	for _, job := range jobs {
+		s.queue(job)
+		r.JobIDs = append(r.JobIDs, job.ID)
+	}
+	return r
 }
+
+// RebootedSecondaryJobs are the jobs a reboot of node (a UUID) into
+// boot id bootID calls for, Ganeti's watcher's: one
+// OP_INSTANCE_ACTIVATE_DISKS per drbd instance that is configured up
+// (its disks active) and has node as its secondary, by instance name,
+// with the reason source WatcherReasonSource and op UUIDs derived from
+// node, boot id and instance. Stopped instances are left: their disks are
+// set up when they next start.
+func (s *State) RebootedSecondaryJobs(node, bootID string, now int64) []JobSpec {
+	var ins []*Instance
+	for _, in := range s.Instances {
+		if in.DiskTemplate == DTDrbd && in.AdminState == AdminUp && !in.Forthcoming && slices.Contains(in.SecondaryNodes, node) {
+			ins = append(ins, in)
+		}
+	}
+	sort.Slice(ins, func(i, j int) bool { return ins[i].Name < ins[j].Name })
+	name := node
+	if n := s.Nodes[node]; n != nil {
+		name = n.Name
+	}
+	out := make([]JobSpec, 0, len(ins))
+	for _, in := range ins {
+		op, _ := json.Marshal(map[string]any{"OP_ID": "OP_INSTANCE_ACTIVATE_DISKS", "instance_name": in.Name,
+			"reason": []ReasonEntry{{Source: WatcherReasonSource, Text: "secondary node " + name + " rebooted", TimeNS: now}}})
+		h := sha256.Sum256([]byte("reboot\x00" + node + "\x00" + bootID + "\x00" + in.UUID))
+		x := hex.EncodeToString(h[:16])
+		out = append(out, JobSpec{Ops: []json.RawMessage{op}, UUIDs: []string{x[0:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:32]}})
+	}
+	return out
+}
+
+// WatcherReasonSource is the reason source of the jobs a node's reboot
+// queues (Ganeti's watcher's).
+const WatcherReasonSource = "gnt:watcher"
 
 // diskUse counts the disk the instances use of a node as the usage index
 // does, for a state without its indexes.
@@ -298,6 +383,10 @@ func (n *NodeStorage) Space(template string, usedNow int64) (sp Space, ok bool) 
 	sp.Total, sp.Free = u.SizeMiB, max(free, 0)
 	return sp, true
 }
+
+// MaxBootIDLen bounds a node's boot id (Linux gives a 36-character
+// UUID).
+const MaxBootIDLen = 64
 
 // MaxNoDRBDLen bounds the reason a node gives for taking no drbd disks.
 const MaxNoDRBDLen = 512

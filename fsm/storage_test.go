@@ -54,6 +54,8 @@ func TestNodeStorageRefused(t *testing.T) {
 		{"twice", func(c *NodeStorageReport) { c.Units[3].Name = "/dev/sda1" }, "lvm-pv /dev/sda1 is reported twice"},
 		{"bad vg", func(c *NodeStorageReport) { c.VG = strings.Repeat("v", 300) }, "vg \"vvvv"},
 		{"bad dir", func(c *NodeStorageReport) { c.FileDir = "/a\x7f" }, "file_dir \"/a\\x7f\" has byte 127 at 2"},
+		{"long boot id", func(c *NodeStorageReport) { c.BootID = strings.Repeat("b", 65) }, "boot_id has 65 bytes, at most 64"},
+		{"boot id with a newline", func(c *NodeStorageReport) { c.BootID = "b\nc" }, "boot_id \"b\\nc\" has byte 10 at 1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := NodeStorageReport{Now: h.now, Epoch: epoch, Node: "n1", VG: "xenvg", FileDir: "/srv/disks", Units: goodUnits()}
@@ -156,4 +158,82 @@ func FuzzCheckStorageUnits(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestRebootedSecondaryActivatesDisks: a storage report whose boot id
+// differs from the one recorded queues, in the same entry, a job
+// activating the disks of each running drbd instance the node is the
+// secondary of (Ganeti's watcher), by name, with the watcher's reason;
+// the first boot id, the same one again, or a node that gave none, queue
+// nothing; a full queue keeps the old boot id so that the next report
+// tries again.
+func TestRebootedSecondaryActivatesDisks(t *testing.T) {
+	s := drbdWorld()
+	s.Epoch = 3
+	for _, in := range []Instance{drbdInst("web2", "n1", "n2", "aa"), drbdInst("web1", "n3", "n2", "bb"),
+		drbdInst("stopped", "n1", "n2", "cc"), drbdInst("primary-there", "n2", "n3", "dd")} {
+		if in.Name != "stopped" {
+			in.AdminState = AdminUp
+		}
+		if e := putInstance(s, in, 0); e != nil {
+			t.Fatal(e)
+		}
+	}
+	var now int64 = 100
+	report := func(boot string) Response {
+		t.Helper()
+		now++
+		r := s.applyNodeStorage(&NodeStorageReport{Now: now, Epoch: 3, Node: "node2", BootID: boot})
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		if got := s.Nodes["n2"].Storage.BootID; got != boot && s.pending < MaxPendingJobs {
+			t.Fatalf("recorded boot id %q, want %q", got, boot)
+		}
+		return r
+	}
+	for _, boot := range []string{"boot-1", "boot-1"} {
+		if r := report(boot); len(r.JobIDs) != 0 {
+			t.Fatalf("boot id %s: queued %v", boot, r.JobIDs)
+		}
+	}
+	r := report("boot-2")
+	var got []string
+	for _, id := range r.JobIDs {
+		j := s.Jobs[id]
+		if !j.Executor || j.Status != StatusQueued || len(j.Ops) != 1 {
+			t.Fatalf("job %d: %+v", id, j)
+		}
+		var op struct {
+			ID     string              `json:"OP_ID"`
+			Name   string              `json:"instance_name"`
+			Reason [][]json.RawMessage `json:"reason"`
+		}
+		if err := json.Unmarshal(j.Ops[0].Input, &op); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, op.ID+" "+op.Name+" "+string(op.Reason[0][0])+" "+string(op.Reason[0][1]))
+	}
+	want := []string{
+		`OP_INSTANCE_ACTIVATE_DISKS web1 "gnt:watcher" "secondary node node2 rebooted"`,
+		`OP_INSTANCE_ACTIVATE_DISKS web2 "gnt:watcher" "secondary node node2 rebooted"`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("queued:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// The op UUIDs come from node, boot id and instance: the same on every
+	// replica, distinct per instance.
+	if u1, u2 := s.Jobs[r.JobIDs[0]].Ops[0].UUID, s.Jobs[r.JobIDs[1]].Ops[0].UUID; u1 == u2 || len(u1) != 36 {
+		t.Errorf("op uuids %q %q", u1, u2)
+	}
+	if r := report(""); len(r.JobIDs) != 0 {
+		t.Fatalf("a report without a boot id queued %v", r.JobIDs)
+	}
+	if r := report("boot-3"); len(r.JobIDs) != 0 {
+		t.Fatalf("the first boot id after none queued %v", r.JobIDs)
+	}
+	s.pending = MaxPendingJobs
+	if r := report("boot-4"); len(r.JobIDs) != 0 || s.Nodes["n2"].Storage.BootID != "boot-3" {
+		t.Fatalf("full queue: queued %v, boot id %q (want boot-3 kept)", r.JobIDs, s.Nodes["n2"].Storage.BootID)
+	}
 }

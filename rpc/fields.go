@@ -308,7 +308,7 @@ var NodeFieldNames = []string{
 }
 
 // GntNodeFieldNames are gnt's additions to a node object.
-var GntNodeFieldNames = []string{"group", "powered", "addrs", "version", "gnt_liveness", "gnt_liveness_since",
+var GntNodeFieldNames = []string{"group", "bootid", "powered", "addrs", "version", "gnt_liveness", "gnt_liveness_since",
 	"gnt_hypervisor", "gnt_accel", "gnt_storage", "gnt_storage_reported", "gnt_taps"}
 
 // NodeFields builds a node object; insts is InstancesByNode of st, rt
@@ -332,7 +332,7 @@ func NodeFields(st *fsm.State, n *fsm.Node, insts map[string]*NodeInstances, rt 
 		// memory its OS uses, its CPUs' NUMA and socket layout and
 		// spindles are not known to gnt.
 		"mnode": nil, "cnos": nil, "cnodes": nil, "csockets": nil, "sptotal": nil, "spfree": nil,
-		"group": "", "mfree": nil, "dfree": nil, "powered": nil,
+		"group": "", "mfree": nil, "dfree": nil, "powered": nil, "bootid": nil,
 		"gnt_liveness": NodeLivenessUnknown, "gnt_liveness_since": nil,
 		"gnt_hypervisor": nil, "gnt_accel": nil, "gnt_storage": nil, "gnt_storage_reported": nil, "gnt_taps": nil,
 	}
@@ -370,6 +370,9 @@ func NodeFields(st *fsm.State, n *fsm.Node, insts map[string]*NodeInstances, rt 
 				Size: u.SizeMiB, Used: u.UsedMiB, Free: u.FreeMiB, Allocatable: u.Allocatable})
 		}
 		v["gnt_storage"], v["gnt_storage_reported"] = units, float64(ns.Reported)/1e9
+		if ns.BootID != "" {
+			v["bootid"] = ns.BootID
+		}
 	}
 	if st.OOBProgram(n) != "" {
 		v["powered"] = n.Powered

@@ -172,6 +172,7 @@ var queryResources = prepareResources(map[string]*queryResource{
 			{"offline", "Offline", qlang.KindBool, "Whether node is marked offline"},
 			{"drained", "Drained", qlang.KindBool, "Whether node is drained"},
 			{"powered", "Powered", qlang.KindBool, "Whether node is thought to be powered on (needs an out-of-band helper)"},
+			{"bootid", "BootID", qlang.KindText, "Random UUID renewed for each system reboot, can be used for detecting reboots by tracking changes (as the node last reported it; null: not reported)"},
 			{"mtotal", "MTotal", qlang.KindUnit, "Total amount of memory of physical machine"},
 			{"mfree", "MFree", qlang.KindUnit, "Memory not used by the instances recorded on the node"},
 			{"dtotal", "DTotal", qlang.KindUnit, "Total disk space in the node's storage (its volume group, else its file storage directory, once reported; before, the declared disk)"},

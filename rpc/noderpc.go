@@ -321,6 +321,9 @@ type NodeStorageReport struct {
 	// NoDRBD, when set, says why the node takes no drbd disks (no DRBD
 	// kernel module or tools, or a driver without drbd disks).
 	NoDRBD string `json:"no_drbd,omitempty"`
+	// BootID is the node's boot id ("" when it has none): a change of it
+	// tells the leader that the node rebooted.
+	BootID string `json:"boot_id,omitempty"`
 }
 
 // NodeStorageUnit is one storage unit; sizes in MiB.

@@ -116,6 +116,10 @@ func (s *Server) fileStorageDir() string {
 	return filepath.Join(s.cfg.DataDir, "file-storage")
 }
 
+// DefaultBootIDFile is where a node's boot id is read by default
+// (--boot-id-file).
+const DefaultBootIDFile = agent.DefaultBootIDFile
+
 // DefaultVolumeGroup is the kvm driver's volume group for plain disks when
 // none is configured (Ganeti's default).
 const DefaultVolumeGroup = "xenvg"
@@ -214,7 +218,7 @@ func (s *Server) startAgent(ctx context.Context) (done <-chan struct{}, err erro
 	diag, repair := s.newCommands()
 	s.installDevOS()
 	a := &agentAdapter{d: d, node: s.cfg.Name, diag: diag, repair: repair, reportKey: s.diagnoseKey, os: s.osConfig(),
-		storage: agent.Storage{FileDirs: []string{s.fileStorageDir(), s.cfg.SharedFileStorageDir}}, disks: s.driverDisks()}
+		storage: agent.Storage{FileDirs: []string{s.fileStorageDir(), s.cfg.SharedFileStorageDir}}, disks: s.driverDisks(), bootIDFile: s.cfg.BootIDFile}
 	ns := rpc.NewNodeServer(rpc.NodeServerOptions{
 		Node: s.cfg.Name, Key: s.nodeKey, Accept: func() [][]byte { return s.otherKeys(rpc.NodeKey) }, Agent: a, Debug: s.cfg.Debug,
 		Logger: s.log.Named("agent"),
@@ -254,6 +258,9 @@ type agentAdapter struct {
 	// the disks of each template, for the leader's placement.
 	storage agent.Storage
 	disks   driverDisks
+	// bootIDFile is where the node's boot id is read for each storage
+	// report ("" agent.DefaultBootIDFile).
+	bootIDFile string
 	// repairMu runs one repair command at a time on this node (Ganeti's
 	// restricted commands take a lock file).
 	repairMu sync.Mutex
@@ -353,6 +360,7 @@ func (a *agentAdapter) Call(ctx context.Context, req rpc.NodeRequest) (rpc.NodeR
 		if a.disks.noDRBD != nil {
 			ns.NoDRBD = a.disks.noDRBD()
 		}
+		ns.BootID = agent.ReadBootID(a.bootIDFile)
 		for _, u := range rep.Units {
 			ns.Units = append(ns.Units, rpc.NodeStorageUnit{Type: u.Type, Name: u.Name, VG: u.VG, Size: u.SizeMiB, Used: u.UsedMiB, Free: u.FreeMiB, Allocatable: u.Allocatable})
 		}

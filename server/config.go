@@ -173,6 +173,11 @@ type Config struct {
 	// refused when it is set through this gntd and before this gntd, as
 	// leader, runs it.
 	OOBProgramsDir string `json:"oob_programs_dir"`
+	// BootIDFile is where the node's boot id is read (default
+	// agent.DefaultBootIDFile): the leader takes a change of it for a
+	// reboot and re-activates the disks of the drbd instances the node is
+	// the secondary of.
+	BootIDFile string `json:"boot_id_file"`
 	// IAllocatorsDir is the directory of the external allocators this
 	// gntd may run as leader (default iallocator.DefaultDir), whitelisted
 	// as the OOB helpers are; IAllocatorTimeout bounds one run (0:
@@ -326,6 +331,9 @@ func (c *Config) Validate() error {
 	}
 	if c.OOBProgramsDir != "" && (!filepath.IsAbs(c.OOBProgramsDir) || filepath.Clean(c.OOBProgramsDir) != c.OOBProgramsDir) {
 		return fmt.Errorf("--oob-programs-dir %q: want a clean absolute path", c.OOBProgramsDir)
+	}
+	if c.BootIDFile != "" && (!filepath.IsAbs(c.BootIDFile) || filepath.Clean(c.BootIDFile) != c.BootIDFile) {
+		return fmt.Errorf("--boot-id-file %q: want a clean absolute path", c.BootIDFile)
 	}
 	if err := osdef.CheckSearchPath(c.OSSearchPath); err != nil {
 		return fmt.Errorf("--os-search-path: %v", err)

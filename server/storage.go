@@ -59,7 +59,7 @@ type storageRecorder struct {
 // storageCommand turns a node's listing into the command recording it,
 // its units sorted by type and name.
 func storageCommand(node string, rep rpc.NodeStorageReport) fsm.NodeStorageReport {
-	c := fsm.NodeStorageReport{Node: node, FileDir: rep.FileDir, SharedFileDir: rep.SharedFileDir, VG: rep.VG, NoDRBD: rep.NoDRBD,
+	c := fsm.NodeStorageReport{Node: node, FileDir: rep.FileDir, SharedFileDir: rep.SharedFileDir, VG: rep.VG, NoDRBD: rep.NoDRBD, BootID: rep.BootID,
 		Units: make([]fsm.StorageUnit, 0, len(rep.Units))}
 	for _, u := range rep.Units {
 		c.Units = append(c.Units, fsm.StorageUnit{Type: u.Type, Name: u.Name, VG: u.VG, SizeMiB: u.Size, UsedMiB: u.Used, FreeMiB: u.Free, Allocatable: u.Allocatable})
@@ -76,6 +76,9 @@ func storageCommand(node string, rep rpc.NodeStorageReport) fsm.NodeStorageRepor
 func storageChanged(prev *fsm.NodeStorage, c *fsm.NodeStorageReport) (bool, string) {
 	if prev == nil {
 		return true, "first report"
+	}
+	if prev.BootID != c.BootID {
+		return true, "the node's boot id changed (it rebooted)"
 	}
 	if prev.FileDir != c.FileDir || prev.SharedFileDir != c.SharedFileDir || prev.VG != c.VG || prev.NoDRBD != c.NoDRBD {
 		return true, "the driver's storage changed"

@@ -60,6 +60,15 @@ func TestStorageRecorder(t *testing.T) {
 	step(vgReport(6000-storageThreshold(10000), true), false) // 50 MiB: not worth a write
 	step(vgReport(5000, true), true)
 	step(vgReport(5000, false), true) // pvchange -x n
+	booted := func(id string) rpc.NodeStorageReport { rep := vgReport(5000, false); rep.BootID = id; return rep }
+	step(booted("boot-1"), true) // a reboot (or the first boot id) is always written
+	step(booted("boot-1"), false)
+	step(booted("boot-2"), true)
+	f.Read(func(st *fsm.State, _ uint64) {
+		if got := st.LookupNode("node2").Storage.BootID; got != "boot-2" {
+			t.Errorf("recorded boot id %q", got)
+		}
+	})
 	free := func() int64 {
 		var sp fsm.Space
 		f.Read(func(st *fsm.State, _ uint64) { sp, _ = st.LookupNode("node2").Storage.Space(fsm.DTPlain, 0) })

@@ -44,6 +44,7 @@ vm_capable|` + kindBool + `|VMCapable|Whether node can host instances
 offline|` + kindBool + `|Offline|Whether node is marked offline
 drained|` + kindBool + `|Drained|Whether node is drained
 powered|` + kindBool + `|Powered|Whether node is thought to be powered on (nodes with an OOB helper)
+bootid|` + kindText + `|BootID|Random UUID renewed for each system reboot, can be used for detecting reboots by tracking changes (as last reported)
 ndparams|` + kindOther + `|NodeParameters|Node parameters (effective)
 tags|` + kindOther + `|Tags|Tags
 mtotal|` + kindSize + `|MTotal|Total amount of memory of physical machine

@@ -95,6 +95,7 @@ func agentCommand() *cli.Command {
 			&cli.StringFlag{Name: "repair-commands-dir", Usage: "whitelist of repair commands (default " + server.DefaultRepairCommandsDir + ")"},
 			&cli.DurationFlag{Name: "diagnose-min-interval", Usage: "shortest time between two runs of the self-diagnose command (0: 10s)"},
 			&cli.StringFlag{Name: "os-search-path", Usage: "colon-separated directories of Ganeti OS definitions (default " + strings.Join(server.DefaultOSSearchPath, ":") + "; with --profile dev, <data-dir>/os holding the shipped gnt-image comes first)"},
+			&cli.StringFlag{Name: "boot-id-file", Usage: "file holding the node's boot id, which changes at each boot: a change makes the leader re-activate the disks of the drbd instances this node is secondary of (default " + server.DefaultBootIDFile + ")"},
 			&cli.StringFlag{Name: "oob-programs-dir", Usage: "whitelist of OOB helpers: an oob_program must be in it (default " + server.DefaultOOBProgramsDir + ")"},
 			&cli.StringFlag{Name: "iallocators-dir", Usage: "directory of the external allocators (Ganeti's iallocator protocol) this gntd may run as leader (default " + server.DefaultIAllocatorsDir + ")"},
 			&cli.DurationFlag{Name: "iallocator-timeout", Usage: "bound of one external allocator run (0: 60s)"},
@@ -171,6 +172,7 @@ func agentCommand() *cli.Command {
 			setStr("diagnose-commands-dir", &cfg.DiagnoseCommandsDir)
 			setStr("repair-commands-dir", &cfg.RepairCommandsDir)
 			setStr("oob-programs-dir", &cfg.OOBProgramsDir)
+			setStr("boot-id-file", &cfg.BootIDFile)
 			if p := c.String("os-search-path"); c.IsSet("os-search-path") {
 				cfg.OSSearchPath = strings.Split(p, ":")
 			}
