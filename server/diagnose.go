@@ -158,8 +158,11 @@ type diagnosePoller struct {
 	inflight map[string]bool
 	// storageInflight are the nodes whose storage listing is under way.
 	storageInflight map[string]bool
-	sem             chan struct{}
-	polls           sync.WaitGroup
+	// unreported holds, by node name, when each node without a recorded
+	// storage report is asked again (startUnreported).
+	unreported map[string]retryAt
+	sem        chan struct{}
+	polls      sync.WaitGroup
 }
 
 func (p *diagnosePoller) interval() time.Duration {
@@ -191,6 +194,8 @@ func (p *diagnosePoller) Run(ctx context.Context) error {
 		if time.Since(last) >= interval {
 			last = time.Now()
 			p.start(ctx, interval)
+		} else {
+			p.startUnreported(ctx, interval)
 		}
 		t := time.NewTimer(max(min(interval-time.Since(last), time.Second), 0))
 		select {
@@ -248,13 +253,7 @@ func (p *diagnosePoller) start(ctx context.Context, interval time.Duration) {
 	p.State.mu.Unlock()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.sem == nil {
-		conc := p.Concurrency
-		if conc <= 0 {
-			conc = DefaultDiagnoseConcurrency
-		}
-		p.sem, p.inflight = make(chan struct{}, conc), map[string]bool{}
-	}
+	p.initLocked()
 	for _, n := range nodes {
 		if ctx.Err() != nil || p.inflight[n.Name] {
 			continue
@@ -264,6 +263,78 @@ func (p *diagnosePoller) start(ctx context.Context, interval time.Duration) {
 			p.poll(ctx, n, command, key, maxAge)
 			p.startStorage(ctx, n)
 		})
+	}
+}
+
+// initLocked makes the poller's semaphore and maps on first use; p.mu
+// is held.
+func (p *diagnosePoller) initLocked() {
+	if p.sem == nil {
+		conc := p.Concurrency
+		if conc <= 0 {
+			conc = DefaultDiagnoseConcurrency
+		}
+		p.sem, p.inflight, p.unreported = make(chan struct{}, conc), map[string]bool{}, map[string]retryAt{}
+	}
+}
+
+// unreportedFirstRetry is how soon a node without a storage report is
+// asked again between two rounds; each further try waits twice as long,
+// up to the round's interval.
+const unreportedFirstRetry = 2 * time.Second
+
+// retryAt is when a node is asked again, and the delay that led there.
+type retryAt struct {
+	at    time.Time
+	delay time.Duration
+}
+
+// startUnreported asks the nodes that have no storage report recorded
+// (a node just added, whose first report would otherwise wait up to a
+// round's interval, a minute by default, with placement reading no free
+// space there) for their storage units between rounds: each at most every
+// unreportedFirstRetry at first, doubling after each try up to the
+// interval, so that a node whose listing keeps failing is not asked
+// more often than a round would.
+func (p *diagnosePoller) startUnreported(ctx context.Context, interval time.Duration) {
+	if p.Storage == nil || ctx.Err() != nil {
+		return
+	}
+	var nodes []*fsm.Node
+	p.FSM.Read(func(st *fsm.State, _ uint64) {
+		for _, n := range st.SortedNodes() {
+			if !n.Offline && n.Storage == nil {
+				c := *n
+				nodes = append(nodes, &c)
+			}
+		}
+	})
+	now := p.Clock()
+	var due []*fsm.Node
+	p.mu.Lock()
+	p.initLocked()
+	seen := map[string]bool{}
+	for _, n := range nodes {
+		seen[n.Name] = true
+		r, ok := p.unreported[n.Name]
+		if ok && now.Before(r.at) {
+			continue
+		}
+		d := unreportedFirstRetry
+		if ok {
+			d = min(2*r.delay, interval)
+		}
+		p.unreported[n.Name] = retryAt{at: now.Add(d), delay: d}
+		due = append(due, n)
+	}
+	for name := range p.unreported {
+		if !seen[name] {
+			delete(p.unreported, name) // reported, offline or removed
+		}
+	}
+	p.mu.Unlock()
+	for _, n := range due {
+		p.startStorage(ctx, n)
 	}
 }
 

@@ -3,7 +3,9 @@ package server
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -101,5 +103,84 @@ func TestStorageThreshold(t *testing.T) {
 		if got := storageThreshold(tc.size); got != tc.want {
 			t.Errorf("storageThreshold(%d) = %d, want %d", tc.size, got, tc.want)
 		}
+	}
+}
+
+// perNodeStorage answers storage-list per node (an error for the nodes
+// in fail) and counts the calls.
+type perNodeStorage struct {
+	mu    sync.Mutex
+	fail  map[string]bool
+	calls map[string]int
+}
+
+func (p *perNodeStorage) StorageList(_ context.Context, n *fsm.Node) (rpc.NodeStorageReport, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.calls[n.Name]++
+	if p.fail[n.Name] {
+		return rpc.NodeStorageReport{}, errors.New("connection refused")
+	}
+	return vgReport(5000, true), nil
+}
+
+func (p *perNodeStorage) count(name string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.calls[name]
+}
+
+// TestUnreportedNodesAskedBetweenRounds: a node without a recorded
+// storage report (just added) is asked between rounds, not a round's
+// interval later; one whose listing fails is asked again after 2 s, then
+// twice as long each time up to the interval; a node once recorded is
+// asked by the rounds only.
+func TestUnreportedNodesAskedBetweenRounds(t *testing.T) {
+	f, a := livenessCluster(t)
+	lister := &perNodeStorage{fail: map[string]bool{"node3": true}, calls: map[string]int{}}
+	now := t0
+	p := &diagnosePoller{FSM: f, Key: func() []byte { return testReportKey }, State: &diagnoseState{},
+		Clock: func() time.Time { return now }, Log: hclog.NewNullLogger()}
+	p.Storage = &storageRecorder{FSM: f, Apply: a, Epoch: 1, List: lister, Log: hclog.NewNullLogger(), Clock: p.Clock,
+		Warn: func(string, string, string, ...any) {}}
+	interval := 30 * time.Second
+	var asked []string // node3's tries, as seconds since t0
+	for s := 0; s <= 120; s++ {
+		now = t0.Add(time.Duration(s) * time.Second)
+		before := lister.count("node3")
+		p.startUnreported(context.Background(), interval)
+		p.polls.Wait()
+		if lister.count("node3") != before {
+			asked = append(asked, strconv.Itoa(s))
+		}
+	}
+	// 0, then +2, +4, +8, +16, then every 30 s (the interval).
+	if got, want := strings.Join(asked, " "), "0 2 6 14 30 60 90 120"; got != want {
+		t.Errorf("node3 (failing) asked at %s s, want %s", got, want)
+	}
+	if n := lister.count("node2"); n != 1 {
+		t.Errorf("node2 asked %d times, want once: it was recorded at the first try", n)
+	}
+	f.Read(func(st *fsm.State, _ uint64) {
+		if st.LookupNode("node2").Storage == nil || st.LookupNode("node3").Storage != nil {
+			t.Errorf("storage recorded: node2 %v, node3 %v", st.LookupNode("node2").Storage, st.LookupNode("node3").Storage)
+		}
+	})
+	// node3 comes up: recorded, then no longer asked between rounds.
+	lister.mu.Lock()
+	lister.fail["node3"] = false
+	lister.mu.Unlock()
+	now = now.Add(interval)
+	p.startUnreported(context.Background(), interval)
+	p.polls.Wait()
+	n := lister.count("node3")
+	now = now.Add(interval)
+	p.startUnreported(context.Background(), interval)
+	p.polls.Wait()
+	if lister.count("node3") != n {
+		t.Errorf("node3 asked again between rounds once recorded")
+	}
+	if len(p.unreported) != 0 {
+		t.Errorf("retry times kept for reported nodes: %v", p.unreported)
 	}
 }
