@@ -321,7 +321,10 @@ type LeaderEstablish struct {
 //
 // Version 35 adds a node's boot id to its storage report
 // (NodeStorageReport.BootID): a change of it queues jobs activating the
-// disks of the drbd instances the node is the secondary of.
+// disks of the drbd instances the node is the secondary of. It also
+// refuses a routed NIC whose IP is the unspecified, a loopback or a
+// multicast address (at submission and in a job's records), which a
+// replica of version 34 accepts.
 const LogVersion = 35
 
 // Job update actions.

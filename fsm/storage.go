@@ -132,8 +132,10 @@ type NodeStorageReport struct {
 	// the one recorded before (both given) says the node rebooted: it
 	// queues, as Ganeti's watcher does, a job activating the disks of
 	// each running drbd instance the node is the secondary of
-	// (RebootedSecondaryJobs), whose devices the reboot took down. Since
-	// LogVersion 35.
+	// (RebootedSecondaryJobs), whose devices the reboot took down; while
+	// the node is offline or dead, or the queue is full, it queues nothing
+	// and keeps the old boot id, for the next report to try again. A
+	// report without one keeps the recorded one. Since LogVersion 35.
 	BootID string `json:"boot_id,omitempty"`
 }
 
@@ -238,13 +240,19 @@ func (s *State) applyNodeStorage(c *NodeStorageReport) Response {
 	} else {
 		used = s.diskUse(n.UUID)
 	}
-	// The node rebooted: activate the disks its reboot took down. With
-	// the queue full the old boot id is kept, so that the next report
-	// tries again.
+	// The node rebooted: activate the disks its reboot took down. A
+	// report without a boot id keeps the one recorded (the node could not
+	// read it this time). While the node still counts dead (its gntd
+	// answers the leader before gossip says it is alive again: the job
+	// would fail on it), or with the queue full, the old boot id is kept,
+	// so that the next report tries again.
 	bootID, jobs := c.BootID, []*Job(nil)
+	if prev := n.Storage; prev != nil && c.BootID == "" {
+		bootID = prev.BootID
+	}
 	if prev := n.Storage; prev != nil && prev.BootID != "" && c.BootID != "" && prev.BootID != c.BootID {
 		specs := s.RebootedSecondaryJobs(n.UUID, c.BootID, c.Now)
-		if len(specs) > 0 && s.queueFull(len(specs)) != nil {
+		if n.Offline || n.Liveness == LivenessDead || len(specs) > 0 && s.queueFull(len(specs)) != nil {
 			bootID = prev.BootID
 		} else {
 			ts := TimestampFromNanos(c.Now)
@@ -279,13 +287,19 @@ func (s *State) applyNodeStorage(c *NodeStorageReport) Response {
 // (its disks active) and has node as its secondary, by instance name,
 // with the reason source WatcherReasonSource and op UUIDs derived from
 // node, boot id and instance. Stopped instances are left: their disks are
-// set up when they next start.
+// set up when they next start; so are those whose primary is offline or
+// dead (the job could only fail: a failover, or their start when the
+// primary is back, sets the disks up).
 func (s *State) RebootedSecondaryJobs(node, bootID string, now int64) []JobSpec {
 	var ins []*Instance
 	for _, in := range s.Instances {
-		if in.DiskTemplate == DTDrbd && in.AdminState == AdminUp && !in.Forthcoming && slices.Contains(in.SecondaryNodes, node) {
-			ins = append(ins, in)
+		if in.DiskTemplate != DTDrbd || in.AdminState != AdminUp || in.Forthcoming || !slices.Contains(in.SecondaryNodes, node) {
+			continue
 		}
+		if p := s.Nodes[in.PrimaryNode]; p == nil || p.Offline || p.Liveness == LivenessDead {
+			continue
+		}
+		ins = append(ins, in)
 	}
 	sort.Slice(ins, func(i, j int) bool { return ins[i].Name < ins[j].Name })
 	name := node

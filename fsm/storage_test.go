@@ -164,40 +164,63 @@ func FuzzCheckStorageUnits(f *testing.F) {
 // differs from the one recorded queues, in the same entry, a job
 // activating the disks of each running drbd instance the node is the
 // secondary of (Ganeti's watcher), by name, with the watcher's reason;
-// the first boot id, the same one again, or a node that gave none, queue
-// nothing; a full queue keeps the old boot id so that the next report
-// tries again.
+// not for a stopped or forthcoming instance, one whose primary is
+// offline or dead, or one the node is the primary of. The first boot id,
+// the same one again, or a report without one (which keeps the recorded
+// one) queue nothing; while the node counts dead, or with the queue full,
+// the old boot id is kept so that the next report tries again.
 func TestRebootedSecondaryActivatesDisks(t *testing.T) {
 	s := drbdWorld()
 	s.Epoch = 3
+	s.Nodes["n4"].Offline = true
 	for _, in := range []Instance{drbdInst("web2", "n1", "n2", "aa"), drbdInst("web1", "n3", "n2", "bb"),
-		drbdInst("stopped", "n1", "n2", "cc"), drbdInst("primary-there", "n2", "n3", "dd")} {
+		drbdInst("stopped", "n1", "n2", "cc"), drbdInst("primary-there", "n2", "n3", "dd"),
+		drbdInst("primary-offline", "n4", "n2", "ee"), drbdInst("reserved", "n1", "n2", "ff")} {
 		if in.Name != "stopped" {
 			in.AdminState = AdminUp
+		}
+		if in.Name == "reserved" {
+			in.Forthcoming = true
+			for k := range in.Disks {
+				in.Disks[k].DRBD = nil
+			}
 		}
 		if e := putInstance(s, in, 0); e != nil {
 			t.Fatal(e)
 		}
 	}
 	var now int64 = 100
-	report := func(boot string) Response {
+	report := func(boot, want string) Response {
 		t.Helper()
 		now++
 		r := s.applyNodeStorage(&NodeStorageReport{Now: now, Epoch: 3, Node: "node2", BootID: boot})
 		if r.Err != nil {
 			t.Fatal(r.Err)
 		}
-		if got := s.Nodes["n2"].Storage.BootID; got != boot && s.pending < MaxPendingJobs {
-			t.Fatalf("recorded boot id %q, want %q", got, boot)
+		if got := s.Nodes["n2"].Storage.BootID; got != want {
+			t.Fatalf("report of boot id %q: recorded %q, want %q", boot, got, want)
 		}
 		return r
 	}
 	for _, boot := range []string{"boot-1", "boot-1"} {
-		if r := report(boot); len(r.JobIDs) != 0 {
+		if r := report(boot, "boot-1"); len(r.JobIDs) != 0 {
 			t.Fatalf("boot id %s: queued %v", boot, r.JobIDs)
 		}
 	}
-	r := report("boot-2")
+	if r := report("", "boot-1"); len(r.JobIDs) != 0 {
+		t.Fatalf("a report without a boot id queued %v", r.JobIDs)
+	}
+	// Rebooted, but gossip still says dead: nothing yet.
+	dead := s.Nodes["n2"].clone()
+	dead.Liveness = LivenessDead
+	s.Nodes["n2"] = dead
+	if r := report("boot-2", "boot-1"); len(r.JobIDs) != 0 {
+		t.Fatalf("a dead node's reboot queued %v", r.JobIDs)
+	}
+	alive := s.Nodes["n2"].clone()
+	alive.Liveness = LivenessAlive
+	s.Nodes["n2"] = alive
+	r := report("boot-2", "boot-2")
 	var got []string
 	for _, id := range r.JobIDs {
 		j := s.Jobs[id]
@@ -226,14 +249,8 @@ func TestRebootedSecondaryActivatesDisks(t *testing.T) {
 	if u1, u2 := s.Jobs[r.JobIDs[0]].Ops[0].UUID, s.Jobs[r.JobIDs[1]].Ops[0].UUID; u1 == u2 || len(u1) != 36 {
 		t.Errorf("op uuids %q %q", u1, u2)
 	}
-	if r := report(""); len(r.JobIDs) != 0 {
-		t.Fatalf("a report without a boot id queued %v", r.JobIDs)
-	}
-	if r := report("boot-3"); len(r.JobIDs) != 0 {
-		t.Fatalf("the first boot id after none queued %v", r.JobIDs)
-	}
 	s.pending = MaxPendingJobs
-	if r := report("boot-4"); len(r.JobIDs) != 0 || s.Nodes["n2"].Storage.BootID != "boot-3" {
-		t.Fatalf("full queue: queued %v, boot id %q (want boot-3 kept)", r.JobIDs, s.Nodes["n2"].Storage.BootID)
+	if r := report("boot-3", "boot-2"); len(r.JobIDs) != 0 {
+		t.Fatalf("full queue: queued %v", r.JobIDs)
 	}
 }

@@ -646,8 +646,9 @@ func TestFailedMigrationAborted(t *testing.T) {
 
 // TestFailedPrepareAborted: a migration whose prepare fails on the
 // target (or whose answer is lost: the target may have an incoming qemu
-// and a promoted device) has the target abort it, and nothing is sent;
-// the same for an evacuation's migration.
+// and a promoted device) is aborted, the source first (which refuses
+// once it sent the instance: then the target keeps its copy), and
+// nothing is sent; the same for an evacuation's migration.
 func TestFailedPrepareAborted(t *testing.T) {
 	d, nodes := drbdCluster(t, nil)
 	nodes.mu.Lock()
@@ -660,12 +661,22 @@ func TestFailedPrepareAborted(t *testing.T) {
 			t.Errorf("%s: result %s", op, res)
 		}
 		calls := nodes.takeCalls()
-		if !strings.Contains(calls, "migrate-prepare@n3 migrate-abort@n3") || strings.Contains(calls, "migrate-send") {
-			t.Errorf("%s: calls %s: want the target aborted after its failed prepare, nothing sent", op, calls)
+		if !strings.Contains(calls, "migrate-prepare@n3 migrate-abort@n2 migrate-abort@n3") || strings.Contains(calls, "migrate-send") {
+			t.Errorf("%s: calls %s: want the source, then the target aborted after the failed prepare, nothing sent", op, calls)
 		}
 		if in := instanceState(d, "web1"); in.PrimaryNode != nodeUUID(d, "n2") {
 			t.Errorf("%s: a failed prepare moved web1", op)
 		}
+	}
+	// A prepare run again after the source sent the instance: the source
+	// refuses the abort, and the target's copy is kept.
+	nodes.mu.Lock()
+	nodes.fail["migrate-abort@n2"] = &NodeCallError{Code: "wrong_state", Msg: "already sent"}
+	nodes.mu.Unlock()
+	nodes.takeCalls()
+	failed(t, d, `{"OP_ID":"OP_INSTANCE_MIGRATE","instance_name":"web1"}`)
+	if calls := nodes.takeCalls(); strings.Contains(calls, "migrate-abort@n3") {
+		t.Errorf("calls %s: the target was aborted after the source refused", calls)
 	}
 }
 

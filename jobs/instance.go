@@ -1239,20 +1239,21 @@ func (e *Executor) migrationSteps(o *fsm.OpInstanceMigrate) []Step {
 	}
 }
 
-// prepareMigration has the target prepare migration id. When the target
-// fails it (or its answer is lost) it may have done part of it, an
-// incoming qemu or a promoted drbd device: the target is asked to abort
-// id, which undoes that and is a no-op for a migration it never
-// prepared, so that a failed prepare leaves no second primary behind.
+// prepareMigration has the target prepare migration id. When the
+// prepare fails, or its answer is lost, the target may hold part of it
+// (an incoming qemu, a promoted drbd device: a driver undoes those itself
+// when the prepare fails, not when only its answer was lost), or, when
+// the step runs again after a leader change, the copy the source already
+// sent: the migration is aborted as a failed send is (abortMigration),
+// the source first, which refuses once it has sent the instance, and
+// then the target, so that no second primary is left behind and the
+// only copy is never discarded.
 func (e *Executor) prepareMigration(ctx context.Context, sc *StepContext, in *fsm.Instance, src, dst *fsm.Node, id string) error {
 	_, err := e.call(ctx, sc, dst, NodeCall{Op: NodeOpMigratePrepare, Instance: in, Migration: id, PeerNode: src.Name})
 	if err == nil {
 		return nil
 	}
-	if _, aerr := e.call(ctx, sc, dst, NodeCall{Op: NodeOpMigrateAbort, Instance: in, Migration: id}); aerr != nil {
-		sc.Logf("WARNING: preparing %s on %s failed and the target did not abort it (%v): run migrate --cleanup", in.Name, dst.Name, aerr)
-	}
-	return err
+	return e.abortMigration(ctx, sc, in, src, dst, id, err)
 }
 
 // abortMigration gives a live migration whose send failed up on both

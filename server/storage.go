@@ -77,7 +77,7 @@ func storageChanged(prev *fsm.NodeStorage, c *fsm.NodeStorageReport) (bool, stri
 	if prev == nil {
 		return true, "first report"
 	}
-	if prev.BootID != c.BootID {
+	if c.BootID != "" && prev.BootID != c.BootID {
 		return true, "the node's boot id changed (it rebooted)"
 	}
 	if prev.FileDir != c.FileDir || prev.SharedFileDir != c.SharedFileDir || prev.VG != c.VG || prev.NoDRBD != c.NoDRBD {

@@ -66,6 +66,7 @@ func TestStorageRecorder(t *testing.T) {
 	step(booted("boot-1"), true) // a reboot (or the first boot id) is always written
 	step(booted("boot-1"), false)
 	step(booted("boot-2"), true)
+	step(booted(""), false) // the node could not read its boot id: not a reboot
 	f.Read(func(st *fsm.State, _ uint64) {
 		if got := st.LookupNode("node2").Storage.BootID; got != "boot-2" {
 			t.Errorf("recorded boot id %q", got)
