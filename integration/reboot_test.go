@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -103,4 +104,38 @@ func TestRebootedSecondaryReactivated(t *testing.T) {
 	if b := bootOf("node21"); b != "boot-node21-1" {
 		t.Errorf("node21's boot id %q", b)
 	}
+
+	// A reboot as it happens: node22's gntd dies, gossip marks it dead,
+	// and it comes back with a new boot id. Its first report may reach
+	// the leader while it still counts dead: the activation waits for it
+	// to be alive (the job would fail on a dead node), then runs.
+	n22.Kill()
+	c.Eventually(30*time.Second, 100*time.Millisecond, "node22 dead", func() error {
+		live, err := nodeLiveness(c)
+		if err != nil {
+			return err
+		}
+		if live["node22"] != "dead" {
+			return fmt.Errorf("node22 is %s", live["node22"])
+		}
+		return nil
+	})
+	if err := os.WriteFile(bootFile(n22.DataDir), []byte("boot-node22-3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n22.Start(t)
+	waitBoot("node22", "boot-node22-3")
+	c.Eventually(60*time.Second, 200*time.Millisecond, "a second successful activation of web1", func() error {
+		a := activations()
+		ok := 0
+		for _, l := range a {
+			if strings.Contains(l, "|success|") && strings.Contains(l, "web1") {
+				ok++
+			}
+		}
+		if ok != 2 || len(a) != 2 {
+			return fmt.Errorf("activation jobs %v", a)
+		}
+		return nil
+	})
 }
