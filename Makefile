@@ -74,13 +74,13 @@ demo: build
 # two cores to itself.
 test: build
 	$(GO) vet $(PKGS)
-	$(GO) test -race -count=1 $(UNIT)
+	$(GO) test -race -count=1 -timeout 20m $(UNIT)
 	cd bench/etcdcompare && $(GO) vet . && $(GO) test -count=1 .
 	$(GO) test -count=1 -timeout 20m $$($(GO) list ./integration/... | grep -v /integration/chaos)
 	cd integration/chaos && $(GO) test -count=1 -timeout 20m
 
 unit:
-	$(GO) test -race -count=1 $(UNIT)
+	$(GO) test -race -count=1 -timeout 20m $(UNIT)
 
 integration: build
 	$(GO) test -count=1 -v -timeout 20m ./integration/...

@@ -61,20 +61,7 @@ var (
 // shared: a run takes one to two minutes on an idle one).
 func TestKVMDRBDInGuest(t *testing.T) {
 	const what = "the DRBD guest test of the kvm driver"
-	const utils = "(apt-get install --no-install-recommends drbd-utils)"
-	if _, err := os.Stat(drbdSetup84); err != nil {
-		t.Skipf("SKIP: no DRBD 8.4 drbdsetup %s (%v): %s not run", utils, err, what)
-	}
-	meta := ""
-	for _, p := range drbdMetas {
-		if _, err := os.Stat(p); err == nil {
-			meta = p
-			break
-		}
-	}
-	if meta == "" {
-		t.Skipf("SKIP: no drbdmeta in %s %s: %s not run", strings.Join(drbdMetas, " or "), utils, what)
-	}
+	meta := needDRBDTools(t, what)
 	g := needTestGuest(t, what, "drbd", "dm-mod", "virtio_pci", "virtio_blk")
 	g.bins = append(g.bins, guestBin{"sbin/drbdsetup", drbdSetup84}, guestBin{"sbin/drbdmeta", meta})
 	g.boot(t, guestBoot{
@@ -608,4 +595,21 @@ func readDirect(t *testing.T, dev string, at int64, n int) []byte {
 		t.Fatalf("reading %s: %v", dev, err)
 	}
 	return blk[:n]
+}
+
+// needDRBDTools skips the test (named by what) unless the host has
+// drbd-utils' 8.4 drbdsetup and drbdmeta; it returns drbdmeta's path.
+func needDRBDTools(t *testing.T, what string) string {
+	t.Helper()
+	const utils = "(apt-get install --no-install-recommends drbd-utils)"
+	if _, err := os.Stat(drbdSetup84); err != nil {
+		t.Skipf("SKIP: no DRBD 8.4 drbdsetup %s (%v): %s not run", utils, err, what)
+	}
+	for _, p := range drbdMetas {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	t.Skipf("SKIP: no drbdmeta in %s %s: %s not run", strings.Join(drbdMetas, " or "), utils, what)
+	return ""
 }

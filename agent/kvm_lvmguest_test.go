@@ -6,6 +6,7 @@ import (
 	"debug/elf"
 	"fmt"
 	"go/build"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -109,12 +110,12 @@ type testGuest struct {
 	// left out).
 	mods []string
 	// bins are more programs copied into the guest with their shared
-	// libraries.
-	bins []guestBin
+	// libraries (none for a static one), files more data files.
+	bins, files []guestBin
 }
 
-// guestBin is a host's program (src) copied into a test guest as name
-// (a path relative to the guest's root).
+// guestBin is a host's program or file (src) copied into a test guest
+// as name (a path relative to the guest's root).
 type guestBin struct{ name, src string }
 
 // needTestGuest skips the test (named by what), naming what is missing,
@@ -200,6 +201,8 @@ type guestBoot struct {
 	memMiB         int
 	// bound is how long the guest may take to print its result.
 	bound time.Duration
+	// qemuArgs are more arguments of the guest's qemu (a NIC).
+	qemuArgs []string
 }
 
 // boot builds this package's tests statically into the guest's
@@ -208,13 +211,52 @@ type guestBoot struct {
 // result came within b.bound; the console is logged.
 func (g testGuest) boot(t *testing.T, b guestBoot) {
 	t.Helper()
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "agent.test")
-	build := exec.Command(g.goTool, "test", "-c", "-o", bin, ".")
+	bin := filepath.Join(t.TempDir(), "agent.test")
+	g.goBuild(t, "building the guest's test binary", "test", "-c", "-o", bin, ".")
+	began := time.Now()
+	waitGuests(t, b, began, guestConsole{"", g.start(t, b, bin)})
+}
+
+// goBuild runs the go tool with args (a build, static: CGO_ENABLED=0),
+// failing the test (saying what it was doing) if it fails.
+func (g testGuest) goBuild(t *testing.T, what string, args ...string) {
+	t.Helper()
+	build := exec.Command(g.goTool, args...)
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the guest's test binary: %v\n%s", err, out)
+		t.Fatalf("%s: %v\n%s", what, err, out)
 	}
+}
+
+// guestLink returns the qemu arguments of two guests' virtio NICs linked
+// to each other: QEMU's socket netdev over UDP on the host's loopback,
+// each end on a port of its own, free when asked (a process of another
+// test may take one meanwhile: its guest then fails).
+func guestLink(t *testing.T) [2][]string {
+	t.Helper()
+	var ports [2]int
+	for i := range ports {
+		c, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		ports[i] = c.LocalAddr().(*net.UDPAddr).Port
+	}
+	var args [2][]string
+	for i := range args {
+		args[i] = []string{"-netdev", fmt.Sprintf("socket,id=l,udp=127.0.0.1:%d,localaddr=127.0.0.1:%d", ports[1-i], ports[i]),
+			"-device", fmt.Sprintf("virtio-net-pci,netdev=l,mac=52:54:00:99:00:%02d", i+1)}
+	}
+	return args
+}
+
+// start builds the guest's initramfs (with the test binary bin as
+// /agent.test, unless bin is "") and its blank disks, starts its qemu
+// (killed when the test ends) and returns the lines of its console.
+func (g testGuest) start(t *testing.T, b guestBoot, bin string) <-chan string {
+	t.Helper()
+	dir := t.TempDir()
 	initrd := filepath.Join(dir, "initramfs.cpio")
 	if err := g.initramfs(initrd, bin, b.init); err != nil {
 		t.Fatal(err)
@@ -232,13 +274,12 @@ func (g testGuest) boot(t *testing.T, b guestBoot) {
 		}
 		args = append(args, "-drive", "file="+disk+",format=raw,if=virtio,cache=unsafe")
 	}
-	cmd := exec.Command(g.qemu, args...)
+	cmd := exec.Command(g.qemu, append(args, b.qemuArgs...)...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd.Stderr = cmd.Stdout
-	began := time.Now()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +288,7 @@ func (g testGuest) boot(t *testing.T, b guestBoot) {
 		cmd.Wait()
 	})
 	lines, done := make(chan string), make(chan struct{})
-	defer close(done)
+	t.Cleanup(func() { close(done) })
 	go func() {
 		defer close(lines)
 		sc := bufio.NewScanner(stdout)
@@ -260,36 +301,80 @@ func (g testGuest) boot(t *testing.T, b guestBoot) {
 			}
 		}
 	}()
+	return lines
+}
+
+// guestConsole is the console of one of a test's guests, named (in the
+// log) by name.
+type guestConsole struct {
+	name  string
+	lines <-chan string
+}
+
+// guestLine is a line of a guest's console; closed: the guest stopped.
+type guestLine struct {
+	guest, text string
+	closed      bool
+}
+
+// waitGuests reads the guests' consoles until one prints its result: it
+// fails on any failure printed by any of them, when one stops first, when
+// the result is not 0, when b.test (unless "") did not pass, or when no
+// result came within b.bound of began; the consoles are logged.
+func waitGuests(t *testing.T, b guestBoot, began time.Time, consoles ...guestConsole) {
+	t.Helper()
+	all, done := make(chan guestLine), make(chan struct{})
+	defer close(done)
+	for _, c := range consoles {
+		go func() {
+			for l := range c.lines {
+				select {
+				case all <- guestLine{guest: c.name, text: l}:
+				case <-done:
+					return
+				}
+			}
+			select {
+			case all <- guestLine{guest: c.name, closed: true}:
+			case <-done:
+			}
+		}()
+	}
 	var console []string
 	dump := func() { t.Logf("guest console:\n%s", strings.Join(console, "\n")) }
-	timeout := time.NewTimer(b.bound)
+	timeout := time.NewTimer(b.bound - time.Since(began))
 	defer timeout.Stop()
 	passed := false
 	for {
 		select {
-		case l, ok := <-lines:
-			if !ok {
+		case gl := <-all:
+			if gl.closed {
 				dump()
-				t.Fatalf("the guest stopped before printing its result")
+				t.Fatalf("guest %s stopped before printing its result", gl.guest)
 			}
-			console = append(console, l)
+			l := gl.text
+			if gl.guest != "" {
+				console = append(console, gl.guest+"| "+l)
+			} else {
+				console = append(console, l)
+			}
 			switch {
 			case strings.HasPrefix(l, "--- FAIL") || strings.HasPrefix(l, guestFail):
-				t.Errorf("guest: %s", l)
-			case strings.HasPrefix(l, "--- PASS: "+b.test+" "):
+				t.Errorf("guest %s: %s", gl.guest, l)
+			case b.test != "" && strings.HasPrefix(l, "--- PASS: "+b.test+" "):
 				passed = true
 			case strings.HasPrefix(l, guestResult):
-				if rc := strings.TrimPrefix(l, guestResult); rc != "0" || !passed {
+				if rc := strings.TrimPrefix(l, guestResult); rc != "0" || (b.test != "" && !passed) {
 					dump()
-					t.Fatalf("guest's test binary exited %s (%s passed: %v)", rc, b.test, passed)
+					t.Fatalf("guest %s's test exited %s (%s passed: %v)", gl.guest, rc, b.test, passed)
 				}
 				dump()
-				t.Logf("the guest ran %s in %s", b.test, time.Since(began).Round(time.Second))
+				t.Logf("the guests printed their result (%s passed: %v) in %s", b.test, passed, time.Since(began).Round(time.Second))
 				return
 			}
 		case <-timeout.C:
 			dump()
-			t.Fatalf("the guest printed no result within %s", b.bound)
+			t.Fatalf("the guests printed no result within %s", b.bound)
 		}
 	}
 }
@@ -488,8 +573,8 @@ devices {
 var guestLVMTools = []string{"lvs", "lvcreate", "lvextend", "lvremove", "lvchange", "vgs", "pvs", "pvchange", "vgreduce", "pvcreate", "vgcreate"}
 
 // initramfs writes the test guest's initramfs (an uncompressed newc
-// cpio) to path, with init as /init and the test binary bin as
-// /agent.test.
+// cpio) to path, with init as /init and the test binary bin (unless "")
+// as /agent.test.
 func (g testGuest) initramfs(path, bin, init string) error {
 	w := &cpioWriter{}
 	for _, d := range []string{"bin", "sbin", "usr", "usr/bin", "dev", "proc", "sys", "tmp", "etc", "etc/lvm", "lib", "lib/modules", "run"} {
@@ -518,7 +603,15 @@ func (g testGuest) initramfs(path, bin, init string) error {
 		if err := w.file(b.name, b.src, 0o755); err != nil {
 			return err
 		}
-		bins = append(bins, b.src)
+		if !staticELF(b.src) {
+			bins = append(bins, b.src)
+		}
+	}
+	for _, f := range g.files {
+		w.parents(f.name)
+		if err := w.file(f.name, f.src, 0o644); err != nil {
+			return err
+		}
 	}
 	if g.nested {
 		bins = append(bins, g.qemu)
@@ -565,8 +658,10 @@ func (g testGuest) initramfs(path, bin, init string) error {
 		order = append(order, name)
 	}
 	w.data("lib/modules/order", []byte(strings.Join(order, "\n")+"\n"), 0o644)
-	if err := w.file("agent.test", bin, 0o755); err != nil {
-		return err
+	if bin != "" {
+		if err := w.file("agent.test", bin, 0o755); err != nil {
+			return err
+		}
 	}
 	return os.WriteFile(path, w.close(), 0o644)
 }
