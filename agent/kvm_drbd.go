@@ -940,6 +940,9 @@ func (k *KVM) drbdGrow(ctx context.Context, inst fsm.Instance, cd fsm.Disk) (Res
 					return false, "", err
 				}
 				err = k.drbdDo(ctx, OpDiskGrow, "drbdsetup", "resize", d.m(), "--size", strconv.FormatInt(d.size, 10)+"m")
+				if err == nil {
+					err = k.drbdAwaitResize(ctx, d)
+				}
 				if promoted {
 					if serr := k.drbdDo(context.WithoutCancel(ctx), OpDiskGrow, "drbdsetup", "secondary", d.m()); err == nil {
 						err = serr
@@ -949,7 +952,8 @@ func (k *KVM) drbdGrow(ctx context.Context, inst fsm.Instance, cd fsm.Disk) (Res
 					return false, "", err
 				}
 				// DRBD may keep the size it last agreed on with its
-				// peer (the peer disconnected) and still succeed.
+				// peer (the peer disconnected, or it did not answer
+				// in time) and still succeed.
 				grown, err := k.drbdSize(d.minor)
 				if err != nil {
 					return false, "", &OpError{Op: OpDiskGrow, Err: err}
@@ -980,6 +984,37 @@ func (k *KVM) drbdGrow(ctx context.Context, inst fsm.Instance, cd fsm.Disk) (Res
 		}
 		return true, strings.Join(did, "; "), nil
 	})
+}
+
+// drbdAwaitResize waits, at most drbdConnectWait, after drbdsetup resize
+// on a connected device for it to take the new size: DRBD grows it only
+// once the peer, asked for its sizes, has answered with its grown
+// volume's (until then the kernel says "Requested disk size is too big");
+// drbdsetup returns before. A device without its peer is not waited for.
+func (k *KVM) drbdAwaitResize(ctx context.Context, d drbdDisk) error {
+	deadline := time.Now().Add(drbdConnectWait)
+	for {
+		sz, err := k.drbdSize(d.minor)
+		if err != nil || sz >= d.size {
+			return nil // drbdGrow's check says what is wrong
+		}
+		p, err := k.readProcDRBD()
+		if err != nil {
+			return nil
+		}
+		if c := p.Devices[d.minor].Connection; !drbdPeered(c) || !time.Now().Before(deadline) {
+			return nil
+		}
+		if err := sleep(ctx, 100*time.Millisecond); err != nil {
+			return &OpError{Op: OpDiskGrow, Err: err}
+		}
+	}
+}
+
+// drbdPeered tells whether a device in connection state c talks with its
+// peer (connected, or resyncing or verifying with it).
+func drbdPeered(c string) bool {
+	return c == "Connected" || strings.HasPrefix(c, "Sync") || strings.HasPrefix(c, "PausedSync") || strings.HasPrefix(c, "Verify")
 }
 
 // drbdSize is the size in MiB of the minor's device as the kernel says

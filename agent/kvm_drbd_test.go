@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gnt-cluster/gnt/fsm"
 )
@@ -37,6 +38,9 @@ type fakeDRBD struct {
 	md        map[string]string // metadata device → disk state it gives
 	calls     []string
 	fail      map[string]error // a command (its first words) fails once
+	// resizeLag: a resize with the peer there takes effect this long
+	// after drbdsetup returns, as real DRBD's once the peer answers.
+	resizeLag time.Duration
 }
 
 type fakeMinor struct {
@@ -309,6 +313,16 @@ func (f *fakeDRBD) run(_ context.Context, tool string, args ...string) ([]byte, 
 		}
 		if m.peerMinor == nil {
 			return nil, nil // the size last agreed with the peer stays
+		}
+		if f.resizeLag > 0 {
+			sz := size()
+			time.AfterFunc(f.resizeLag, func() {
+				f.net.mu.Lock()
+				defer f.net.mu.Unlock()
+				m.size = sz
+				f.net.settle()
+			})
+			return nil, nil
 		}
 		m.size = size()
 	default:
@@ -1128,4 +1142,30 @@ func TestKVMDRBDGrowUnagreed(t *testing.T) {
 	n1.lvm.took()
 	r, err := n1.k.DiskGrow(ctx, grown, disk)
 	drbdStep(t, "grow connected again", n1, r, err, true, []string{"drbdsetup primary 0", "drbdsetup resize 0 --size 128m", "drbdsetup secondary 0"})
+}
+
+// TestKVMDRBDGrowPeerAnswersLate: DRBD grows the device only once the
+// peer has answered with its grown volume's size, after drbdsetup resize
+// returned (as between two real nodes): the grow waits for the new size
+// before the device is made secondary again, and succeeds.
+func TestKVMDRBDGrowPeerAnswersLate(t *testing.T) {
+	ctx := context.Background()
+	n1, n2, inst, disk := createdDRBDNodes(t)
+	grown := inst
+	grown.Disks = []fsm.Disk{inst.Disks[0]}
+	grown.Disks[0].SizeMiB = 128
+	if _, err := n2.k.DiskGrow(ctx, grown, disk); err != nil {
+		t.Fatal(err)
+	}
+	n1.drbd.resizeLag = 300 * time.Millisecond
+	n1.drbd.took()
+	n1.lvm.took()
+	r, err := n1.k.DiskGrow(ctx, grown, disk)
+	drbdStep(t, "grow with the peer's late answer", n1, r, err, true, []string{"drbdsetup primary 0", "drbdsetup resize 0 --size 128m", "drbdsetup secondary 0"},
+		"lvextend -L "+lvName(inst.UUID, disk))
+	if st := n1.drbd.state(t, 0); st.Role != "Secondary" {
+		t.Errorf("role after the grow: %s, want Secondary", st.Role)
+	}
+	r, err = n1.k.DiskGrow(ctx, grown, disk)
+	drbdStep(t, "grow again", n1, r, err, false, nil)
 }
