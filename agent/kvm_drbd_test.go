@@ -1116,19 +1116,27 @@ func TestKVMDRBDParamsWhereUsed(t *testing.T) {
 	drbdStep(t, "disk remove", n2, r, err, true, nil, "lvremove -y "+lv, "lvremove -y "+lv+"_meta")
 }
 
+// grownOnSecondary is createdDRBDNodes with the disk grown to 128 MiB on
+// the secondary, n2: the instance so grown, for the primary's grow.
+func grownOnSecondary(t *testing.T) (*drbdNode, *drbdNode, fsm.Instance, string) {
+	t.Helper()
+	n1, n2, inst, disk := createdDRBDNodes(t)
+	grown := inst
+	grown.Disks = []fsm.Disk{inst.Disks[0]}
+	grown.Disks[0].SizeMiB = 128
+	if _, err := n2.k.DiskGrow(context.Background(), grown, disk); err != nil {
+		t.Fatal(err)
+	}
+	return n1, n2, grown, disk
+}
+
 // TestKVMDRBDGrowUnagreed: a grow whose resize DRBD takes without growing
 // the device (the peer disconnected: DRBD keeps the size it last agreed
 // on) fails, naming both sizes, and qemu is not told; once connected, the
 // grow again resizes.
 func TestKVMDRBDGrowUnagreed(t *testing.T) {
 	ctx := context.Background()
-	n1, n2, inst, disk := createdDRBDNodes(t)
-	grown := inst
-	grown.Disks = []fsm.Disk{inst.Disks[0]}
-	grown.Disks[0].SizeMiB = 128
-	if _, err := n2.k.DiskGrow(ctx, grown, disk); err != nil {
-		t.Fatal(err)
-	}
+	n1, n2, grown, disk := grownOnSecondary(t)
 	n2.drbd.down(t, "resource1")
 	_, err := n1.k.DiskGrow(ctx, grown, disk)
 	var oe *OpError
@@ -1150,19 +1158,13 @@ func TestKVMDRBDGrowUnagreed(t *testing.T) {
 // before the device is made secondary again, and succeeds.
 func TestKVMDRBDGrowPeerAnswersLate(t *testing.T) {
 	ctx := context.Background()
-	n1, n2, inst, disk := createdDRBDNodes(t)
-	grown := inst
-	grown.Disks = []fsm.Disk{inst.Disks[0]}
-	grown.Disks[0].SizeMiB = 128
-	if _, err := n2.k.DiskGrow(ctx, grown, disk); err != nil {
-		t.Fatal(err)
-	}
+	n1, _, grown, disk := grownOnSecondary(t)
 	n1.drbd.resizeLag = 300 * time.Millisecond
 	n1.drbd.took()
 	n1.lvm.took()
 	r, err := n1.k.DiskGrow(ctx, grown, disk)
 	drbdStep(t, "grow with the peer's late answer", n1, r, err, true, []string{"drbdsetup primary 0", "drbdsetup resize 0 --size 128m", "drbdsetup secondary 0"},
-		"lvextend -L "+lvName(inst.UUID, disk))
+		"lvextend -L "+lvName(grown.UUID, disk))
 	if st := n1.drbd.state(t, 0); st.Role != "Secondary" {
 		t.Errorf("role after the grow: %s, want Secondary", st.Role)
 	}
