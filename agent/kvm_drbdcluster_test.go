@@ -146,7 +146,12 @@ step "vm1 runs on nodea: Connected, Primary/Secondary, UpToDate on both"
 g instance migrate -f vm1
 runs nodeb
 checkdrbd Secondary/Primary Primary/Secondary
-step "vm1 migrated live to nodeb"
+gnt instance info vm1 | grep -Eq "drbd: port 1[0-9]{4}, primary nodeb minor [0-9]+, secondary nodea minor [0-9]+" || fail "instance info after the migration: nodeb is not the drbd primary"
+# The OS install wrote gnt-image's marker through nodea's device: nodeb's
+# reads it.
+m=$(onb 'dd if=/dev/drbd0 bs=4096 count=1 2>/dev/null | head -c 11')
+[ "$m" = "GNT-IMAGE 1" ] || fail "nodeb's /dev/drbd0 begins with '$m', not gnt-image's marker written on nodea"
+step "vm1 migrated live to nodeb, which reads the marker written on nodea"
 
 g instance grow-disk vm1 0 32M
 synced() { drbdstate ona Secondary/Primary >/dev/null && drbdstate onb Primary/Secondary >/dev/null; }
