@@ -162,10 +162,19 @@ done
 checkdrbd Secondary/Primary Primary/Secondary
 step "vm1's disk grown to 64 MiB on both nodes"
 
+g instance replace-disks -s vm1
+retry 60 "not in sync after replace-disks -s" synced
+checkdrbd Secondary/Primary Primary/Secondary
+lvs=$(lvm lvs --noheadings --units m --nosuffix -o lv_size gntvg | sort -n | tr -s ' \n' ' ')
+[ "$lvs" = " 64.00 128.00 " ] || fail "nodea's volumes after replace-disks -s: '$lvs' MiB, want 64.00 and 128.00 (the old ones removed)"
+step "nodea's (the secondary's) storage replaced while vm1 runs on nodeb: in sync again"
+
 g instance failover -f --shutdown-timeout 5 vm1
 runs nodea
 checkdrbd Primary/Secondary Secondary/Primary
-step "vm1 failed over to nodea"
+m=$(dd if=/dev/drbd0 bs=4096 count=1 2>/dev/null | head -c 11)
+[ "$m" = "GNT-IMAGE 1" ] || fail "nodea's /dev/drbd0 begins with '$m' after the failover, not gnt-image's marker"
+step "vm1 failed over to nodea, whose replaced storage reads the marker"
 
 g instance shutdown --shutdown-timeout 5 vm1
 g instance remove -f vm1
