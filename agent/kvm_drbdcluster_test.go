@@ -29,13 +29,17 @@ const (
 
 // drbdClusterTools are written by both guests' inits: start-gntd NAME IP
 // runs the node's gntd in the background (kvm driver under TCG, the
-// volume group gntvg, joining A's gntd; its log in /tmp/gntd.log), and
-// qemu-drbd prints the pids of the qemus that have a drbd device open.
+// volume group gntvg, joining A's gntd; its log in /tmp/gntd.log; its
+// boot id read from /run/gnt-boot-id, the kernel's at first, which the
+// scenario renews to stand for a reboot), and qemu-drbd prints the pids
+// of the qemus that have a drbd device open.
 const drbdClusterTools = `mkdir -p /var/lib/gnt /root /usr/local/bin
+cat /proc/sys/kernel/random/boot_id > /run/gnt-boot-id
 cat > /usr/local/bin/start-gntd <<'EOF'
 #!/bin/sh
 setsid /usr/bin/gntd agent --name "$1" --bind "$2" --data-dir /var/lib/gnt --profile dev --log-level info \
-	--hypervisor kvm --kvm-accel tcg --volume-group gntvg --join ` + drbdClusterNet + `.1:5080 </dev/null >>/tmp/gntd.log 2>&1 &
+	--hypervisor kvm --kvm-accel tcg --volume-group gntvg --boot-id-file /run/gnt-boot-id \
+	--join ` + drbdClusterNet + `.1:5080 </dev/null >>/tmp/gntd.log 2>&1 &
 EOF
 cat > /usr/local/bin/qemu-drbd <<'EOF'
 #!/bin/sh
@@ -175,6 +179,23 @@ checkdrbd Primary/Secondary Secondary/Primary
 m=$(dd if=/dev/drbd0 bs=4096 count=1 2>/dev/null | head -c 11)
 [ "$m" = "GNT-IMAGE 1" ] || fail "nodea's /dev/drbd0 begins with '$m' after the failover, not gnt-image's marker"
 step "vm1 failed over to nodea, whose replaced storage reads the marker"
+
+# nodeb "reboots" while vm1 runs on nodea: its drbd device is taken down
+# as a reboot leaves it (Unconfigured), and its boot id renewed. The
+# leader sees the new boot id at its next storage poll and queues an
+# activate-disks job (Ganeti's watcher), which sets nodeb's device up and
+# reconnects it: in sync again without an operator.
+g cluster modify --diagnose-interval 1s
+onb 'for r in $(drbdsetup show | sed -n "s/^resource \([^ ]*\) .*/\1/p"); do drbdsetup down $r; done'
+onb cat /proc/drbd | grep -q ' cs:' && fail "nodeb's drbd device is still configured after drbdsetup down"
+onb 'cat /proc/sys/kernel/random/uuid > /run/gnt-boot-id'
+activated() { gnt job list --no-headers --separator '|' --fields status,summary | grep -q '^success|.*INSTANCE_ACTIVATE_DISKS.*vm1'; }
+retry 60 "no successful activation of vm1's disks after nodeb's reboot" activated
+synced() { drbdstate ona Primary/Secondary >/dev/null && drbdstate onb Secondary/Primary >/dev/null; }
+retry 60 "not in sync after nodeb's reboot" synced
+checkdrbd Primary/Secondary Secondary/Primary
+gnt job list --no-headers --fields id,status,summary | grep INSTANCE_ACTIVATE_DISKS
+step "nodeb rebooted (device down, new boot id): the leader re-activated vm1's disks, in sync again"
 
 g instance shutdown --shutdown-timeout 5 vm1
 g instance remove -f vm1
