@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 )
 
 // Storage units in the state: what each node's agent last reported of
@@ -246,11 +247,11 @@ func (s *State) applyNodeStorage(c *NodeStorageReport) Response {
 	// answers the leader before gossip says it is alive again: the job
 	// would fail on it), or with the queue full, the old boot id is kept,
 	// so that the next report tries again.
-	bootID, jobs := c.BootID, []*Job(nil)
-	if prev := n.Storage; prev != nil && c.BootID == "" {
+	prev, bootID, jobs := n.Storage, c.BootID, []*Job(nil)
+	if prev != nil && bootID == "" {
 		bootID = prev.BootID
 	}
-	if prev := n.Storage; prev != nil && prev.BootID != "" && c.BootID != "" && prev.BootID != c.BootID {
+	if prev != nil && prev.BootID != "" && c.BootID != "" && prev.BootID != c.BootID {
 		specs := s.RebootedSecondaryJobs(n.UUID, c.BootID, c.Now)
 		if n.Offline || n.Liveness == LivenessDead || len(specs) > 0 && s.queueFull(len(specs)) != nil {
 			bootID = prev.BootID
@@ -310,11 +311,18 @@ func (s *State) RebootedSecondaryJobs(node, bootID string, now int64) []JobSpec 
 	for _, in := range ins {
 		op, _ := json.Marshal(map[string]any{"OP_ID": "OP_INSTANCE_ACTIVATE_DISKS", "instance_name": in.Name,
 			"reason": []ReasonEntry{{Source: WatcherReasonSource, Text: "secondary node " + name + " rebooted", TimeNS: now}}})
-		h := sha256.Sum256([]byte("reboot\x00" + node + "\x00" + bootID + "\x00" + in.UUID))
-		x := hex.EncodeToString(h[:16])
-		out = append(out, JobSpec{Ops: []json.RawMessage{op}, UUIDs: []string{x[0:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:32]}})
+		out = append(out, JobSpec{Ops: []json.RawMessage{op}, UUIDs: []string{DeriveUUID("reboot", node, bootID, in.UUID)}})
 	}
 	return out
+}
+
+// DeriveUUID makes a UUID-formatted id from the given parts (a digest of
+// them joined by NUL bytes): what apply or a planner creates gets an id
+// without drawing random numbers, the same on every replica.
+func DeriveUUID(parts ...string) string {
+	h := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
+	x := hex.EncodeToString(h[:16])
+	return x[0:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:32]
 }
 
 // WatcherReasonSource is the reason source of the jobs a node's reboot

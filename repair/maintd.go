@@ -108,15 +108,6 @@ func (p *RoundPlan) Empty() bool {
 		c.RoundJobs == nil && c.Evacuated == nil
 }
 
-// DeriveUUID makes a UUID-formatted id from the given parts: planners draw
-// no random numbers, so the ids of what they create are digests of what
-// they create it from.
-func DeriveUUID(parts ...string) string {
-	h := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
-	x := hex.EncodeToString(h[:16])
-	return x[0:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:32]
-}
-
 // round is the planner's working state.
 type round struct {
 	in    RoundInput
@@ -202,7 +193,7 @@ func (r *round) addJob(ops ...any) (fsm.JobRef, error) {
 			return 0, err
 		}
 		spec.Ops = append(spec.Ops, b)
-		spec.UUIDs = append(spec.UUIDs, DeriveUUID("op", r.in.State.Cluster.UUID, fmt.Sprint(r.now), fmt.Sprint(len(r.jobs)), fmt.Sprint(i)))
+		spec.UUIDs = append(spec.UUIDs, fsm.DeriveUUID("op", r.in.State.Cluster.UUID, fmt.Sprint(r.now), fmt.Sprint(len(r.jobs)), fmt.Sprint(i)))
 	}
 	r.jobs = append(r.jobs, spec)
 	return fsm.RoundJob(len(r.jobs) - 1), nil
@@ -602,7 +593,7 @@ func (r *round) collect() {
 		if known {
 			continue
 		}
-		id := DeriveUUID("incident", n.UUID, string(o.Original), fmt.Sprint(r.now))
+		id := fsm.DeriveUUID("incident", n.UUID, string(o.Original), fmt.Sprint(r.now))
 		inc := &fsm.Incident{UUID: id, Node: n.Name, NodeUUID: n.UUID, Original: o.Original, Action: o.Status,
 			RepairStatus: fsm.IncidentNoted, Tag: fsm.MaintdReadyTagPrefix + id, Reason: "observed"}
 		if len(o.Original) > fsm.MaxIncidentOriginalBytes {

@@ -87,38 +87,35 @@ type ClusterInfo struct {
 // NodeInfo is a node object (GET /2/nodes/{name}, ?bulk=1 listings).
 // powered is null for a node without an OOB helper (Ganeti's RS_UNAVAIL).
 type NodeInfo struct {
-	Name            string `json:"name"`
-	UUID            string `json:"uuid"`
-	GroupUUID       string `json:"group.uuid"`
-	Group           string `json:"group"` // gnt: the group's name
-	PrimaryIP       string `json:"pip"`
-	SecondaryIP     string `json:"sip"`
-	MasterCandidate bool   `json:"master_candidate"`
-	MasterCapable   bool   `json:"master_capable"`
-	VMCapable       bool   `json:"vm_capable"`
-	Offline         bool   `json:"offline"`
-	Drained         bool   `json:"drained"`
-	Powered         *bool  `json:"powered"`
-	// BootID is the node's boot id as it last reported it, renewed at
-	// each boot (Ganeti's bootid; null: not reported).
-	BootID    *string        `json:"bootid"`
-	Role      string         `json:"role"` // M, C, R, D, O
-	NDParams  map[string]any `json:"ndparams"`
-	Tags      []string       `json:"tags"`
-	MTotal    *int64         `json:"mtotal"`
-	DTotal    *int64         `json:"dtotal"`
-	CTotal    *int64         `json:"ctotal"`
-	MFree     *int64         `json:"mfree"`
-	DFree     *int64         `json:"dfree"`
-	PinstCnt  int            `json:"pinst_cnt"`
-	SinstCnt  int            `json:"sinst_cnt"`
-	PinstList []string       `json:"pinst_list"`
-	SinstList []string       `json:"sinst_list"`
-	SerialNo  int64          `json:"serial_no"`
-	CTime     float64        `json:"ctime"`
-	MTime     float64        `json:"mtime"`
-	Addrs     fsm.Addrs      `json:"addrs"`
-	Version   string         `json:"version"`
+	Name            string         `json:"name"`
+	UUID            string         `json:"uuid"`
+	GroupUUID       string         `json:"group.uuid"`
+	Group           string         `json:"group"` // gnt: the group's name
+	PrimaryIP       string         `json:"pip"`
+	SecondaryIP     string         `json:"sip"`
+	MasterCandidate bool           `json:"master_candidate"`
+	MasterCapable   bool           `json:"master_capable"`
+	VMCapable       bool           `json:"vm_capable"`
+	Offline         bool           `json:"offline"`
+	Drained         bool           `json:"drained"`
+	Powered         *bool          `json:"powered"`
+	Role            string         `json:"role"` // M, C, R, D, O
+	NDParams        map[string]any `json:"ndparams"`
+	Tags            []string       `json:"tags"`
+	MTotal          *int64         `json:"mtotal"`
+	DTotal          *int64         `json:"dtotal"`
+	CTotal          *int64         `json:"ctotal"`
+	MFree           *int64         `json:"mfree"`
+	DFree           *int64         `json:"dfree"`
+	PinstCnt        int            `json:"pinst_cnt"`
+	SinstCnt        int            `json:"sinst_cnt"`
+	PinstList       []string       `json:"pinst_list"`
+	SinstList       []string       `json:"sinst_list"`
+	SerialNo        int64          `json:"serial_no"`
+	CTime           float64        `json:"ctime"`
+	MTime           float64        `json:"mtime"`
+	Addrs           fsm.Addrs      `json:"addrs"`
+	Version         string         `json:"version"`
 	// Liveness is the node's gntd as gossip sees it: alive, suspect, dead
 	// or unknown; LivenessSince is when it changed (float seconds, null
 	// while unknown).
@@ -137,6 +134,9 @@ type NodeInfo struct {
 	// Taps is whether the kvm driver can create tap devices (gntd's
 	// CAP_NET_ADMIN), "yes: ..." or "no: ..." (null: another driver).
 	Taps *string `json:"gnt_taps"`
+	// BootID is the node's boot id as its last storage report gave it,
+	// renewed at each boot (Ganeti's bootid; null: not reported).
+	BootID *string `json:"bootid"`
 	// Figures gnt does not know, always null: the memory the node's OS
 	// uses, its CPU threads for the OS, NUMA nodes and sockets, spindles.
 	MNode    *int64 `json:"mnode"`

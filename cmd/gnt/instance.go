@@ -67,6 +67,7 @@ func instanceInfo(ctx context.Context, s *session, c *cli.Context, args []string
 	var status diskStatuses
 	if !s.cfg.JSON() {
 		status = s.instanceDiskStatus(ctx, args, c.Bool("static"))
+		status.static = c.Bool("static")
 	}
 	return s.info(ctx, instanceListing, args, func(o object) { showInstance(s.stdout, o, status) })
 }
@@ -101,26 +102,26 @@ func (s *session) instanceDiskStatus(ctx context.Context, names []string, static
 	op, _ := json.Marshal(map[string]any{"OP_ID": "OP_INSTANCE_QUERY_DATA", "instances": append([]string{}, names...), "static": static})
 	id, meta, err := s.api.Submit(ctx, http.MethodPost, "/2/jobs", nil, rpc.SubmitJobRequest{Ops: []json.RawMessage{op}})
 	if err != nil {
-		return diskStatuses{err: err, static: static}
+		return diskStatuses{err: err}
 	}
 	j, _, err := s.waitJob(ctx, int64(id), meta.Index)
 	if err == nil && j.Status != fsm.StatusSuccess {
 		err = j.failure()
 	}
 	if err != nil {
-		return diskStatuses{err: err, static: static}
+		return diskStatuses{err: err}
 	}
 	var res map[string]struct {
 		Disks    []diskStatus `json:"disks"`
 		RunState string       `json:"run_state"`
 	}
 	if len(j.OpResult) == 0 {
-		return diskStatuses{err: fmt.Errorf("job %d answered no result", id), static: static}
+		return diskStatuses{err: fmt.Errorf("job %d answered no result", id)}
 	}
 	if err := json.Unmarshal(j.OpResult[0], &res); err != nil {
-		return diskStatuses{err: fmt.Errorf("decoding job %d's result: %w", id, err), static: static}
+		return diskStatuses{err: fmt.Errorf("decoding job %d's result: %w", id, err)}
 	}
-	out := diskStatuses{by: map[string][]diskStatus{}, run: map[string]string{}, static: static}
+	out := diskStatuses{by: map[string][]diskStatus{}, run: map[string]string{}}
 	for name, r := range res {
 		out.by[name] = r.Disks
 		out.run[name] = r.RunState
